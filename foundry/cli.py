@@ -1,0 +1,129 @@
+"""`foundry`: the command line. Heavy libraries are imported inside each command, so `--help` is instant."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+from foundry.config import ConfigError, FoundryConfig, load_config, to_yaml
+from foundry.env import foundry_home
+
+DEFAULT_CONFIG = Path("params.yaml")
+
+
+def _config_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, help="YAML config file (default: ./params.yaml when present, else built-in defaults)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one value, e.g. --set train.max_steps=100 (repeatable)")
+
+
+def _load(args: argparse.Namespace) -> FoundryConfig:
+    path = args.config if args.config else (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
+    return load_config(path, args.overrides)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = _load(args)
+    from flows.train_pipeline import train_pipeline
+
+    summary = train_pipeline(config=config)
+    print(_summary_text(summary))
+    return 0
+
+
+def _summary_text(summary: dict) -> str:
+    home = foundry_home()
+    m = summary["metrics"]
+    status = "champion" if summary["promoted"] else "challenger"
+    return textwrap.dedent(f"""
+        ── Foundry pipeline finished ─────────────────────────────────────────
+        model      models:/{summary['model_name']}/{summary['model_version']}  (alias: {status}; {summary['verdict']})
+        data       version {summary['data_version']}
+        holdout    loss {m['holdout/loss']:.4f}  perplexity {m['holdout/perplexity']:.2f}  bits/byte {m['holdout/bits_per_byte']:.4f}
+        baseline   unigram {m['holdout/unigram_bits_per_byte']:.4f} bits/byte
+        MLflow run {summary['run_id']}
+        MLflow UI  .venv/bin/mlflow ui --backend-store-uri sqlite:///{home}/mlflow/mlflow.db --host 127.0.0.1 --port 5000
+        Prefect UI PREFECT_HOME={home}/prefect .venv/bin/prefect server start --host 127.0.0.1 --port 4200
+        load it    mlflow.pyfunc.load_model("models:/{summary['model_name']}@champion")
+    """).strip("\n")
+
+
+def cmd_acquire(args: argparse.Namespace) -> int:
+    from tasks.acquire import acquire
+
+    manifest = acquire(_load(args).data, args.out)
+    print(f"{manifest['files']} files, {manifest['bytes']} bytes, digest {manifest['digest']} -> {args.out}")
+    return 0
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from tasks.prepare import prepare
+    from tasks.validate import validate_dataset
+
+    config = _load(args)
+    manifest = prepare(json.loads(args.manifest.read_text()), config, args.out)
+    validate_dataset(args.out, config, args.out.parent / f"{args.out.name}_validation.json")
+    print(f"{manifest['train_tokens']} train / {manifest['holdout_tokens']} holdout tokens -> {args.out}")
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    text = to_yaml(_load(args))
+    if args.write:
+        args.write.write_text(text)
+    else:
+        print(text, end="")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="foundry", description="Raw text to a trained, validated, registered model.",
+        epilog="State lives under $FOUNDRY_HOME (default ./.foundry). Set MLFLOW_TRACKING_URI or "
+        "PREFECT_API_URL to use servers instead of the embedded defaults.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run the whole pipeline flow (train_pipeline)")
+    _config_args(run)
+    run.set_defaults(func=cmd_run)
+
+    acquire = commands.add_parser("acquire", help="DVC stage: list and fingerprint data.source")
+    _config_args(acquire)
+    acquire.add_argument("--out", type=Path, default=Path("source_manifest.json"), help="manifest to write")
+    acquire.set_defaults(func=cmd_acquire)
+
+    prepare = commands.add_parser("prepare", help="DVC stage: clean, tokenize, shard and validate")
+    _config_args(prepare)
+    prepare.add_argument("--manifest", type=Path, default=Path("source_manifest.json"), help="source manifest to read")
+    prepare.add_argument("--out", type=Path, default=Path("prepared"), help="dataset folder to write")
+    prepare.set_defaults(func=cmd_prepare)
+
+    config = commands.add_parser("config", help="print the effective config as YAML, or write it")
+    _config_args(config)
+    config.add_argument("--write", type=Path, metavar="FILE", help="write to FILE instead of printing")
+    config.set_defaults(func=cmd_config)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("foundry: interrupted", file=sys.stderr)
+        return 130
+    except ConfigError as exc:
+        print(f"foundry: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # one paragraph for people; the traceback is in the Prefect/MLflow logs
+        kind = type(exc).__name__
+        print(f"foundry: {args.command} failed ({kind}): {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

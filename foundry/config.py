@@ -1,0 +1,180 @@
+"""The one typed config: flow parameters, DVC params.yaml and MLflow params all come from here.
+
+Defaults in this file are the source of truth; `params.yaml` is written from them
+(`foundry config --write params.yaml`) and a test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class _Section(BaseModel):
+    # Unknown keys are typos, not extensions: reject them so a misspelt override never goes unnoticed.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class DataConfig(_Section):
+    source: str = Field(
+        "stdlib://",
+        description="Local directory or glob, http(s) URL, s3://bucket/prefix, or stdlib:// "
+        "(stdlib://PART for one package) for the running interpreter's standard library sources.",
+    )
+    extensions: list[str] = Field([".txt", ".md", ".py", ".jsonl"], description="File types read from directories.")
+    exclude_dirs: list[str] = Field(
+        ["site-packages", "test", "tests", "idle_test", "__pycache__"],
+        description="Directory names skipped while walking a local source.",
+    )
+    jsonl_text_field: str = "text"
+    remote: str = Field("", description="DVC remote URL; empty means $FOUNDRY_HOME/dvc-remote.")
+    holdout_fraction: float = Field(0.05, gt=0, lt=0.5)
+    min_chars: int = Field(200, ge=1, description="Documents shorter than this are dropped.")
+    max_chars: int = Field(400_000, ge=1, description="Documents longer than this are dropped.")
+    max_line_chars: int = Field(2_000, ge=1, description="Documents with a longer line are dropped.")
+    min_alpha_fraction: float = Field(0.25, ge=0, le=1, description="Minimum share of letters.")
+    on_error: Literal["skip", "fail"] = "skip"
+    shard_tokens: int = Field(16_777_216, ge=1024, description="Tokens per shard file.")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "DataConfig":
+        if self.min_chars > self.max_chars:
+            raise ValueError(f"min_chars ({self.min_chars}) must not exceed max_chars ({self.max_chars})")
+        return self
+
+
+class TokenizerConfig(_Section):
+    vocab_size: int = Field(4096, ge=260, le=65536, description="Byte-level BPE vocabulary, 256 bytes included.")
+    min_frequency: int = Field(2, ge=1)
+
+
+class ModelConfig(_Section):
+    n_layer: int = Field(3, ge=1)
+    n_head: int = Field(6, ge=1)
+    n_embd: int = Field(192, ge=8)
+    block_size: int = Field(128, ge=8, description="Context length in tokens.")
+    dropout: float = Field(0.0, ge=0, lt=1)
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> "ModelConfig":
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        return self
+
+
+class TrainConfig(_Section):
+    max_steps: int = Field(700, ge=1)
+    batch_size: int = Field(32, ge=1, description="Sequences per step on each device.")
+    learning_rate: float = Field(3e-3, gt=0)
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of learning_rate.")
+    warmup_steps: int = Field(100, ge=0)
+    weight_decay: float = Field(0.1, ge=0)
+    grad_clip: float = Field(1.0, ge=0, description="0 disables clipping.")
+    num_nodes: int = Field(1, ge=1)
+    devices: int = Field(1, ge=1)
+    accelerator: Literal["auto", "cpu", "gpu"] = "cpu"
+    precision: Literal["32-true", "bf16-mixed", "16-mixed"] = "32-true"
+    seed: int = 1337
+    log_every_n_steps: int = Field(25, ge=1)
+    val_every_n_steps: int = Field(250, ge=1)
+    val_batches: int = Field(16, ge=1)
+
+
+class CheckpointConfig(_Section):
+    every_n_steps: int = Field(250, ge=1)
+    keep_last: int = Field(2, ge=1)
+
+
+class EvaluationConfig(_Section):
+    max_tokens: int = Field(2_000_000, ge=1, description="Cap on holdout tokens scored.")
+    batch_size: int = Field(32, ge=1)
+    min_improvement: float = Field(0.0, ge=0, description="Bits per byte a challenger must gain to be champion.")
+
+
+class RegistryConfig(_Section):
+    model_name: str = Field("foundry-gpt", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+    experiment: str = "foundry"
+    auto_promote: bool = True
+
+
+class FoundryConfig(_Section):
+    data: DataConfig = DataConfig()
+    tokenizer: TokenizerConfig = TokenizerConfig()
+    model: ModelConfig = ModelConfig()
+    train: TrainConfig = TrainConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
+    registry: RegistryConfig = RegistryConfig()
+
+    def flat(self) -> dict[str, Any]:
+        """Dotted keys to scalar values, the form MLflow params take."""
+        flat: dict[str, Any] = {}
+        for section, values in self.model_dump().items():
+            for key, value in values.items():
+                flat[f"{section}.{key}"] = json.dumps(value) if isinstance(value, list) else value
+        return flat
+
+
+class ConfigError(ValueError):
+    """A config that does not validate; the message names key, value and what is allowed."""
+
+
+def _describe(error: dict[str, Any], raw: dict[str, Any]) -> str:
+    key = ".".join(str(part) for part in error["loc"])
+    if error["type"] == "extra_forbidden":
+        section = error["loc"][0] if len(error["loc"]) > 1 else None
+        model = FoundryConfig.model_fields[section].annotation if section in FoundryConfig.model_fields else FoundryConfig
+        allowed = ", ".join(model.model_fields)  # type: ignore[union-attr]
+        return f"{key}: unknown key; allowed here: {allowed}"
+    value = error.get("input")
+    return f"{key} = {value!r}: {error['msg']}"
+
+
+def validate(raw: dict[str, Any]) -> FoundryConfig:
+    try:
+        return FoundryConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(_describe(e, raw) for e in exc.errors())
+        raise ConfigError(f"invalid config: {problems}") from None
+
+
+def apply_override(raw: dict[str, Any], assignment: str) -> None:
+    """Apply one `dotted.key=value`; the value is parsed as YAML so numbers and lists keep their type."""
+    if "=" not in assignment:
+        raise ConfigError(f"override {assignment!r} is not of the form section.key=value")
+    dotted, text = assignment.split("=", 1)
+    parts = dotted.strip().split(".")
+    if len(parts) != 2 or not all(parts):
+        raise ConfigError(f"override key {dotted!r} must be section.key, e.g. train.max_steps")
+    section, key = parts
+    raw.setdefault(section, {})
+    if not isinstance(raw[section], dict):
+        raise ConfigError(f"{section} is a section, not a value")
+    raw[section][key] = yaml.safe_load(text) if text.strip() else ""
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> FoundryConfig:
+    """Defaults, then the YAML file (if any), then `--set` overrides; validated once at the end."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        try:
+            loaded = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping of sections, not {type(loaded).__name__}")
+        raw = loaded
+    for assignment in overrides:
+        apply_override(raw, assignment)
+    return validate(raw)
+
+
+def to_yaml(config: FoundryConfig) -> str:
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,60 @@
+"""Where state lives and which switches keep every library offline.
+
+Called before Prefect, MLflow, DVC or Great Expectations is imported: several of them read
+their settings once, at import.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# Values we force because a user-supplied alternative would send data off the machine.
+TELEMETRY_OFF = {
+    "DO_NOT_TRACK": "true",  # Prefect client and MLflow; MLflow accepts only the string "true"
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DVC_NO_ANALYTICS": "1",
+    "GX_ANALYTICS_ENABLED": "false",
+    "HF_HUB_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+}
+
+
+def foundry_home() -> Path:
+    return Path(os.environ.get("FOUNDRY_HOME", ".foundry")).expanduser().resolve()
+
+
+def mlflow_db_uri(home: Path) -> str:
+    return f"sqlite:///{home / 'mlflow' / 'mlflow.db'}"
+
+
+def uses_embedded_mlflow() -> bool:
+    return os.environ.get("MLFLOW_TRACKING_URI", "").startswith("sqlite:") or "MLFLOW_TRACKING_URI" not in os.environ
+
+
+def configure_environment() -> Path:
+    """Point every component at $FOUNDRY_HOME unless the user configured servers, and turn telemetry off."""
+    home = foundry_home()
+    os.environ["FOUNDRY_HOME"] = str(home)
+    os.environ.update(TELEMETRY_OFF)
+    defaults = {
+        "PREFECT_HOME": str(home / "prefect"),
+        "MLFLOW_TRACKING_URI": mlflow_db_uri(home),
+        "DVC_GLOBAL_CONFIG_DIR": str(home / "dvc-config" / "global"),
+        "DVC_SITE_CACHE_DIR": str(home / "dvc-config" / "site-cache"),
+        "DVC_SYSTEM_CONFIG_DIR": str(home / "dvc-config" / "system"),
+        # The temporary Prefect server takes ~15 s on a fresh home; the default 20 s timeout is too tight on 2 cores.
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+        "PREFECT_LOGGING_LEVEL": "INFO",
+        "PREFECT_LOGGING_EXTRA_LOGGERS": "tasks,models,foundry",
+        "TOKENIZERS_PARALLELISM": "true",
+        "GIT_PYTHON_REFRESH": "quiet",
+        "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+    }
+    for key, value in defaults.items():
+        os.environ.setdefault(key, value)
+    # SQLite creates database files, not their folders.
+    for folder in (os.environ["PREFECT_HOME"], home / "mlflow"):
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    return home

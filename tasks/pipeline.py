@@ -1,0 +1,153 @@
+"""The Prefect face of each stage: thin tasks that call the plain functions and log to MLflow.
+
+Kept apart from the stage modules so those import without Prefect (the pyfunc model and the
+DVC stage commands use them).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from foundry.config import FoundryConfig
+from tasks import tracking
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The MLflow run every stage logs to, and the folder for this run's files."""
+
+    run_id: str
+    dir: Path
+    home: Path
+
+
+@task(name="acquire", cache_policy=NO_CACHE)
+def acquire(config: FoundryConfig, run: RunContext) -> Path:
+    """List and fingerprint the source files; the manifest is the DVC dependency of `prepare`."""
+    from tasks.acquire import acquire as acquire_source
+
+    path = run.dir / "source_manifest.json"
+    manifest = acquire_source(config.data, path)
+    tracking.set_tags(run.run_id, {"data.source": config.data.source, "data.source_digest": manifest["digest"]})
+    tracking.log_metrics(run.run_id, {"data/source_files": manifest["files"], "data/source_bytes": manifest["bytes"]})
+    return path
+
+
+@task(name="prepare", cache_policy=NO_CACHE)
+def prepare(config: FoundryConfig, source_manifest: Path, run: RunContext) -> Path:
+    """Clean, split and tokenize into this run's staging folder."""
+    from tasks.prepare import prepare as prepare_dataset, prepare_metrics
+
+    staged = run.dir / "prepared"
+    manifest = prepare_dataset(json.loads(source_manifest.read_text()), config, staged)
+    tracking.log_metrics(run.run_id, prepare_metrics(manifest))
+    tracking.log_artifact(run.run_id, staged / "tokenizer.json", "data")
+    tracking.log_artifact(run.run_id, staged / "manifest.json", "data")
+    get_run_logger().info("prepared %s", {k: v for k, v in manifest["stats"].items()})
+    return staged
+
+
+@task(name="validate", cache_policy=NO_CACHE)
+def validate(config: FoundryConfig, staged: Path, run: RunContext) -> dict:
+    """The Great Expectations gate; its report is logged whether it passes or not."""
+    from tasks.validate import validate_dataset
+
+    report_path = run.dir / "validation_report.json"
+    try:
+        return validate_dataset(staged, config, report_path)
+    finally:
+        if report_path.exists():
+            tracking.log_artifact(run.run_id, report_path, "validation")
+
+
+@task(name="version", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 10])
+def version(config: FoundryConfig, staged: Path, source_manifest: Path, run: RunContext) -> dict:
+    """Commit the dataset in the DVC workspace and push it; the content hash is the data version."""
+    from tasks.versioning import version_dataset
+
+    data = version_dataset(config, staged, source_manifest, run.home)
+    tracking.set_tags(run.run_id, {"data_version": data["data_version"], "data.remote": data["remote"]})
+    return data
+
+
+@task(name="hydrate", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 10])
+def hydrate(data: dict, run: RunContext) -> Path:
+    """Pull exactly that data version from the remote onto local storage."""
+    from tasks.versioning import hydrate as hydrate_version
+
+    return hydrate_version(data, run.home)
+
+
+@task(name="train", cache_policy=NO_CACHE)
+def train(config: FoundryConfig, data_dir: Path, data: dict, run: RunContext) -> Path:
+    """Lightning training; metrics stream to the pipeline's MLflow run."""
+    from tasks.train import train as train_model
+
+    checkpoint = train_model(config, data_dir, run.dir / "checkpoints", run.run_id, data["data_version"])
+    tracking.log_artifact(run.run_id, run.dir / "checkpoints" / "last.ckpt", "checkpoints")
+    return checkpoint
+
+
+@task(name="evaluate", cache_policy=NO_CACHE)
+def evaluate(config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunContext) -> dict[str, float]:
+    """Holdout loss, perplexity, bits per byte and the unigram baseline."""
+    from tasks.evaluate import evaluate as evaluate_model
+    from tasks.train import load_model
+
+    e = config.evaluation
+    metrics = evaluate_model(load_model(checkpoint), data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
+    tracking.log_metrics(run.run_id, metrics)
+    get_run_logger().info("holdout: %s", {k: round(v, 4) for k, v in metrics.items()})
+    return metrics
+
+
+@task(name="register", cache_policy=NO_CACHE)
+def register(config: FoundryConfig, checkpoint: Path, data_dir: Path, data: dict, metrics: dict, run: RunContext) -> str:
+    """Log the pyfunc model and register it as a new version with lineage and metric tags."""
+    from tasks import registry
+
+    uri = registry.log_model(run.run_id, checkpoint, data_dir / "tokenizer.json")
+    run_tags = tracking.client().get_run(run.run_id).data.tags
+    tags = {
+        "run_id": run.run_id, "data_version": data["data_version"], "data.remote": data["remote"],
+        "data.source": config.data.source, "git_commit": run_tags.get("git_commit", "unknown"),
+        "git_dirty": run_tags.get("git_dirty", "unknown"), "config": config.model_dump_json(),
+        **{k: f"{v:.6f}" for k, v in metrics.items()},
+    }
+    return registry.register(uri, config.registry.model_name, run.run_id, tags)
+
+
+@task(name="promote", cache_policy=NO_CACHE)
+def promote(config: FoundryConfig, version: str, metrics: dict, data_dir: Path, data: dict) -> dict:
+    """`challenger` always; `champion` when it beats the champion on this same holdout."""
+    from tasks import registry
+
+    current = registry.champion(config.registry.model_name)
+    champion_bpb = None
+    if current is not None:
+        champion_bpb = _champion_bits_per_byte(current, config, data_dir, data["data_version"])
+    ok, verdict = registry.gate(metrics["holdout/bits_per_byte"], champion_bpb, config.evaluation.min_improvement)
+    return registry.promote(config.registry.model_name, version, ok, verdict, champion_bpb, config.registry.auto_promote)
+
+
+def _champion_bits_per_byte(current, config: FoundryConfig, data_dir: Path, data_version: str) -> float:
+    """The champion's score on this holdout: its recorded one if it was evaluated on it, else re-scored."""
+    if current.tags.get("data_version") == data_version and "holdout/bits_per_byte" in current.tags:
+        return float(current.tags["holdout/bits_per_byte"])
+    import mlflow
+
+    from tasks.evaluate import evaluate as evaluate_model
+    from tasks.train import load_model
+
+    local = Path(mlflow.artifacts.download_artifacts(current.source))
+    artifacts = local / "artifacts"
+    model = load_model(artifacts / "model.pt")
+    e = config.evaluation
+    metrics = evaluate_model(model, artifacts / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
+    get_run_logger().info("champion v%s re-scored on data %s: %.4f bits/byte", current.version, data_version, metrics["holdout/bits_per_byte"])
+    return metrics["holdout/bits_per_byte"]

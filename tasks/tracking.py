@@ -1,0 +1,100 @@
+"""MLflow bookkeeping: the experiment, the pipeline run, and the lineage every run carries.
+
+Every call names its run id explicitly: tasks may run in other threads or processes, where
+MLflow's "active run" is not the pipeline's.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+
+from foundry.config import FoundryConfig
+from foundry.env import foundry_home, uses_embedded_mlflow
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("torch", "lightning", "prefect", "mlflow", "dvc", "great-expectations", "tokenizers")
+
+
+def client():
+    from mlflow import MlflowClient
+
+    return MlflowClient()
+
+
+def experiment_id(name: str) -> str:
+    """The experiment's id, creating it with artifacts under $FOUNDRY_HOME when MLflow is embedded."""
+    c = client()
+    experiment = c.get_experiment_by_name(name)
+    if experiment is not None:
+        return experiment.experiment_id
+    location = (foundry_home() / "mlflow" / "artifacts").as_uri() if uses_embedded_mlflow() else None
+    try:
+        return c.create_experiment(name, artifact_location=location)
+    except Exception:  # another process created it between our look-up and create
+        experiment = c.get_experiment_by_name(name)
+        if experiment is None:
+            raise
+        return experiment.experiment_id
+
+
+def git_state(root: Path = PROJECT_ROOT) -> dict[str, str]:
+    """Commit and dirty flag of the code that runs; 'unknown' outside a git checkout."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return {"git_commit": "unknown", "git_dirty": "unknown"}
+    return {"git_commit": commit, "git_dirty": str(bool(dirty)).lower()}
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[f"version.{name}"] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[f"version.{name}"] = "absent"
+    return versions
+
+
+def start_pipeline_run(config: FoundryConfig, run_name: str | None = None) -> str:
+    """Create the run that every stage logs to; params are the flattened config."""
+    from mlflow.entities import Param
+
+    c = client()
+    tags = {"foundry.stage": "pipeline", **git_state(), **package_versions()}
+    run = c.create_run(experiment_id(config.registry.experiment), run_name=run_name, tags=tags)
+    params = [Param(k, str(v)) for k, v in config.flat().items()]
+    for start in range(0, len(params), 100):
+        c.log_batch(run.info.run_id, params=params[start : start + 100])
+    c.log_text(run.info.run_id, config.model_dump_json(indent=1), "config.json")
+    return run.info.run_id
+
+
+def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0) -> None:
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    batch = [Metric(k, float(v), now, step) for k, v in metrics.items()]
+    client().log_batch(run_id, metrics=batch)
+
+
+def set_tags(run_id: str, tags: dict[str, str]) -> None:
+    c = client()
+    for key, value in tags.items():
+        c.set_tag(run_id, key, str(value))
+
+
+def log_artifact(run_id: str, path: Path, artifact_path: str | None = None) -> None:
+    c = client()
+    if path.is_dir():
+        c.log_artifacts(run_id, str(path), artifact_path)
+    else:
+        c.log_artifact(run_id, str(path), artifact_path)
+
+
+def end_run(run_id: str, ok: bool) -> None:
+    client().set_terminated(run_id, "FINISHED" if ok else "FAILED")

@@ -1,0 +1,134 @@
+"""Stage A, version and hydrate: DVC makes the prepared dataset a content-addressed version.
+
+The DVC workspace lives in `$FOUNDRY_HOME/workspace`: the project's `dvc.yaml`, a `params.yaml`
+written from the run's config, the source manifest and the `prepared` output. Committing it
+records the dataset's content hash in `dvc.lock`; that hash is the data version. Hydration pulls
+exactly that hash from the remote into `$FOUNDRY_HOME/hydrated/<version>/`, as a training node would.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import uuid
+from contextlib import chdir, contextmanager
+from pathlib import Path
+
+import yaml
+
+from foundry.config import FoundryConfig, to_yaml
+from tasks.shards import _sha256
+
+log = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+REMOTE_NAME = "storage"
+
+
+class HydrationError(RuntimeError):
+    """A data version could not be fetched or did not verify."""
+
+
+def remote_url(config: FoundryConfig, home: Path) -> str:
+    return config.data.remote or str(home / "dvc-remote")
+
+
+def _init_dvc(root: Path, remote: str, cache_dir: Path | None = None):
+    from dvc.repo import Repo
+
+    if not (root / ".dvc").exists():
+        root.mkdir(parents=True, exist_ok=True)
+        Repo.init(str(root), no_scm=True)
+    repo = Repo(str(root))
+    with repo.config.edit() as conf:
+        conf["core"]["analytics"] = False
+        conf["core"]["remote"] = REMOTE_NAME
+        conf["remote"][REMOTE_NAME] = {"url": remote}
+        if cache_dir is not None:
+            conf["cache"]["dir"] = str(cache_dir)
+    return repo
+
+
+@contextmanager
+def _workspace_lock(root: Path):
+    """One pipeline at a time commits into the workspace; others wait their turn."""
+    from filelock import FileLock
+
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root.with_suffix(".lock"))):
+        yield
+
+
+def version_dataset(config: FoundryConfig, staged: Path, source_manifest: Path, home: Path) -> dict:
+    """Move the validated dataset into the DVC workspace, commit it, push it; returns its version."""
+    workspace = home / "workspace"
+    remote = remote_url(config, home)
+    # DVC resolves stage paths against the working directory, so operate from inside the workspace.
+    with _workspace_lock(workspace), chdir(workspace):
+        repo = _init_dvc(workspace, remote)
+        shutil.copy(PROJECT_ROOT / "dvc.yaml", workspace / "dvc.yaml")
+        (workspace / "params.yaml").write_text(to_yaml(config))
+        shutil.copy(source_manifest, workspace / "source_manifest.json")
+        shutil.rmtree(workspace / "prepared", ignore_errors=True)
+        shutil.move(str(staged), workspace / "prepared")
+        repo.commit(None, force=True)
+        lock = yaml.safe_load((workspace / "dvc.lock").read_text())
+        out = next(o for o in lock["stages"]["prepare"]["outs"] if o["path"] == "prepared")
+        pushed = repo.push(remote=REMOTE_NAME)
+        repo.close()
+    version = out["md5"].removesuffix(".dir")
+    log.info("dataset version %s pushed to %s (%s objects sent)", version, remote, pushed)
+    return {"data_version": version, "remote": remote, "out": out}
+
+
+def verify_dataset(data_dir: Path) -> list[str]:
+    """Files whose sha256 differs from the dataset manifest's (missing files included)."""
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    return [
+        s["file"] for s in manifest["shards"]
+        if not (data_dir / s["file"]).is_file() or _sha256(data_dir / s["file"]) != s["sha256"]
+    ]
+
+
+def hydrate(version: dict, home: Path) -> Path:
+    """`$FOUNDRY_HOME/hydrated/<version>/`, pulled from the remote and verified; cached by version."""
+    hydrated = home / "hydrated"
+    target = hydrated / version["data_version"]
+    if target.is_dir():
+        if not verify_dataset(target):
+            return target
+        log.warning("hydrated copy of %s is corrupt; fetching it again", version["data_version"])
+        shutil.rmtree(target)
+    scratch = hydrated / f".pull-{uuid.uuid4().hex[:8]}"
+    scratch.mkdir(parents=True)
+    try:
+        _pull(version, scratch, cache=hydrated / ".cache")
+        bad = verify_dataset(scratch / "prepared")
+        if bad:
+            raise HydrationError(f"data version {version['data_version']} failed checksum verification: {bad}")
+        try:
+            os.rename(scratch / "prepared", target)  # atomic: readers see all of it or none
+        except OSError:
+            if not target.is_dir():  # another process won the race with the same content
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target
+
+
+def _pull(version: dict, scratch: Path, cache: Path) -> None:
+    """Pull one version into `scratch/prepared` through a throwaway DVC repo that knows only its hash."""
+    with chdir(scratch):
+        repo = _init_dvc(scratch, version["remote"], cache_dir=cache)
+        (scratch / "prepared.dvc").write_text(yaml.safe_dump({"outs": [version["out"]]}))
+        try:
+            repo.pull(targets=["prepared.dvc"], remote=REMOTE_NAME)
+        except Exception as exc:
+            raise HydrationError(
+                f"node {os.uname().nodename} cannot hydrate data version {version['data_version']} "
+                f"from {version['remote']}: {exc}"
+            ) from exc
+        finally:
+            repo.close()

@@ -1,0 +1,249 @@
+"""foundry.config: defaults, the params.yaml twin, overrides and the error messages users see."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from foundry.config import (
+    ConfigError,
+    DataConfig,
+    FoundryConfig,
+    apply_override,
+    load_config,
+    to_yaml,
+    validate,
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+# --- defaults and the single source of truth -------------------------------------------------
+
+
+def test_defaults_validate_and_round_trip():
+    config = FoundryConfig()
+    again = validate(config.model_dump())
+    assert again == config
+    assert config.model.n_embd % config.model.n_head == 0
+    assert config.data.min_chars <= config.data.max_chars
+
+
+def test_params_yaml_equals_defaults():
+    # Single source of truth: params.yaml is written from FoundryConfig's defaults, byte for byte.
+    assert (REPO_ROOT / "params.yaml").read_text() == to_yaml(FoundryConfig())
+
+
+def test_params_yaml_loads_to_defaults():
+    assert load_config(REPO_ROOT / "params.yaml") == FoundryConfig()
+
+
+def test_tiny_yaml_loads_with_its_values_and_defaults_elsewhere():
+    config = load_config(REPO_ROOT / "configs" / "tiny.yaml")
+    raw = yaml.safe_load((REPO_ROOT / "configs" / "tiny.yaml").read_text())
+    for section, values in raw.items():
+        for key, value in values.items():
+            assert getattr(getattr(config, section), key) == value, f"{section}.{key}"
+    # Keys the file leaves out keep their defaults.
+    assert config.data.min_chars == DataConfig().min_chars
+    assert config.train.learning_rate == FoundryConfig().train.learning_rate
+
+
+def test_to_yaml_round_trips_through_load(tmp_path):
+    config = load_config(None, ["train.max_steps=7", "data.extensions=[.txt]"])
+    path = tmp_path / "c.yaml"
+    path.write_text(to_yaml(config))
+    assert load_config(path) == config
+
+
+# --- overrides -------------------------------------------------------------------------------
+
+
+def test_overrides_keep_types():
+    config = load_config(None, [
+        "train.max_steps=12",
+        "train.learning_rate=0.01",
+        "data.extensions=[.txt, .md]",
+        "registry.auto_promote=false",
+        "data.source=/some/where",
+    ])
+    assert config.train.max_steps == 12 and type(config.train.max_steps) is int
+    assert config.train.learning_rate == 0.01 and type(config.train.learning_rate) is float
+    assert config.data.extensions == [".txt", ".md"]
+    assert config.registry.auto_promote is False
+    assert config.data.source == "/some/where"
+
+
+def test_override_value_may_contain_equals_sign():
+    config = load_config(None, ["data.source=http://h/get?a=b"])
+    assert config.data.source == "http://h/get?a=b"
+
+
+def test_overrides_apply_after_file(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  max_steps: 5\n  batch_size: 3\n")
+    config = load_config(path, ["train.max_steps=9"])
+    assert config.train.max_steps == 9
+    assert config.train.batch_size == 3
+
+
+def test_apply_override_creates_missing_section():
+    raw: dict = {}
+    apply_override(raw, "model.n_layer=4")
+    assert raw == {"model": {"n_layer": 4}}
+
+
+def test_empty_override_value_is_empty_string():
+    raw: dict = {}
+    apply_override(raw, "data.remote=")
+    assert raw == {"data": {"remote": ""}}
+    assert validate(raw).data.remote == ""
+
+
+# --- errors name the key and the value --------------------------------------------------------
+
+
+def test_unknown_key_lists_allowed_keys():
+    with pytest.raises(ConfigError) as info:
+        load_config(None, ["train.max_stepz=3"])
+    message = str(info.value)
+    assert "train.max_stepz" in message and "unknown key" in message
+    for allowed in ("max_steps", "batch_size", "num_nodes", "devices"):
+        assert allowed in message
+
+
+def test_unknown_section_lists_sections():
+    with pytest.raises(ConfigError) as info:
+        validate({"trian": {"max_steps": 3}})
+    message = str(info.value)
+    assert "trian" in message
+    for section in ("data", "tokenizer", "model", "train", "registry"):
+        assert section in message
+
+
+def test_wrong_type_names_key_and_value():
+    with pytest.raises(ConfigError) as info:
+        load_config(None, ["train.max_steps=lots"])
+    message = str(info.value)
+    assert "train.max_steps" in message and "'lots'" in message
+
+
+def test_out_of_range_names_key_and_value():
+    with pytest.raises(ConfigError) as info:
+        load_config(None, ["data.holdout_fraction=0.9"])
+    assert "data.holdout_fraction" in str(info.value) and "0.9" in str(info.value)
+
+
+def test_literal_names_key_and_value():
+    with pytest.raises(ConfigError) as info:
+        load_config(None, ["data.on_error=ignore"])
+    assert "data.on_error" in str(info.value) and "ignore" in str(info.value)
+
+
+def test_heads_must_divide_width():
+    with pytest.raises(ConfigError) as info:
+        load_config(None, ["model.n_embd=100", "model.n_head=3"])
+    message = str(info.value)
+    assert "n_embd (100)" in message and "n_head (3)" in message
+
+
+def test_min_chars_above_max_chars():
+    with pytest.raises(ConfigError) as info:
+        load_config(None, ["data.min_chars=500", "data.max_chars=100"])
+    message = str(info.value)
+    assert "min_chars (500)" in message and "max_chars (100)" in message
+
+
+def test_several_problems_reported_together():
+    with pytest.raises(ConfigError) as info:
+        validate({"train": {"max_steps": 0, "batch_size": "x"}})
+    message = str(info.value)
+    assert "train.max_steps" in message and "train.batch_size" in message
+
+
+def test_registry_name_pattern():
+    with pytest.raises(ConfigError, match="registry.model_name"):
+        load_config(None, ["registry.model_name=has space"])
+
+
+@pytest.mark.parametrize("assignment, fragment", [
+    ("train.max_steps", "not of the form section.key=value"),
+    ("max_steps=3", "must be section.key"),
+    ("a.b.c=3", "must be section.key"),
+    (".max_steps=3", "must be section.key"),
+    ("train.=3", "must be section.key"),
+])
+def test_bad_override_syntax(assignment, fragment):
+    with pytest.raises(ConfigError, match=fragment) as info:
+        load_config(None, [assignment])
+    assert repr(assignment.split("=")[0]) in str(info.value)
+
+
+def test_override_into_a_value_not_a_section():
+    raw = {"train": 3}
+    with pytest.raises(ConfigError, match="train is a section"):
+        apply_override(raw, "train.max_steps=3")
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError, match="does not exist") as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+
+
+def test_non_mapping_yaml(tmp_path):
+    path = tmp_path / "list.yaml"
+    path.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="must hold a mapping of sections, not list"):
+        load_config(path)
+
+
+def test_invalid_yaml(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("train: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML") as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+
+
+def test_empty_file_means_defaults(tmp_path):
+    path = tmp_path / "empty.yaml"
+    path.write_text("")
+    assert load_config(path) == FoundryConfig()
+
+
+def test_config_error_is_a_value_error():
+    assert issubclass(ConfigError, ValueError)
+
+
+def test_assignment_is_validated():
+    config = FoundryConfig()
+    with pytest.raises(ValueError):
+        config.train.max_steps = 0
+
+
+# --- flat --------------------------------------------------------------------------------------
+
+
+def test_flat_has_dotted_keys():
+    flat = FoundryConfig().flat()
+    for key in ("data.source", "train.max_steps", "train.num_nodes", "train.devices", "registry.model_name"):
+        assert key in flat
+    assert flat["data.source"] == "stdlib://"
+    assert flat["train.max_steps"] == 2400
+    assert flat["train.num_nodes"] == 1 and flat["train.devices"] == 1
+    assert flat["registry.model_name"] == "foundry-gpt"
+    assert all(key.count(".") == 1 for key in flat)
+    # One entry per field of every section.
+    expected = sum(len(type(getattr(FoundryConfig(), s)).model_fields) for s in FoundryConfig.model_fields)
+    assert len(flat) == expected
+
+
+def test_flat_values_are_scalars_lists_as_json():
+    flat = load_config(None, ["data.extensions=[.txt, .md]"]).flat()
+    assert json.loads(flat["data.extensions"]) == [".txt", ".md"]
+    assert all(isinstance(v, (str, int, float, bool)) for v in flat.values())

@@ -1,0 +1,139 @@
+"""The whole flow on the tiny CPU twin, under a real (temporary) Prefect server, asserting on what landed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from foundry.config import load_config
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def tiny(name: str, *overrides: str):
+    return load_config(REPO_ROOT / "configs" / "tiny.yaml", [f"registry.model_name={name}", *overrides])
+
+
+@pytest.fixture(scope="module")
+def first_run(prefect_harness):
+    from flows.train_pipeline import train_pipeline
+
+    config = tiny("it-gpt")
+    return config, train_pipeline(config=config)
+
+
+def test_flow_registers_a_champion_with_lineage(first_run, foundry_home):
+    from mlflow import MlflowClient
+
+    config, summary = first_run
+    client = MlflowClient()
+    champion = client.get_model_version_by_alias("it-gpt", "champion")
+    assert champion.version == summary["model_version"] == "1"
+    assert client.get_model_version_by_alias("it-gpt", "challenger").version == "1"
+    assert summary["promoted"] and summary["verdict"] == "no champion yet"
+    tags = champion.tags
+    assert tags["run_id"] == summary["run_id"]
+    assert tags["data_version"] == summary["data_version"] and len(tags["data_version"]) == 32
+    assert len(tags["git_commit"]) == 40 or tags["git_commit"] == "unknown"
+    assert json.loads(tags["config"])["registry"]["model_name"] == "it-gpt"
+    assert float(tags["holdout/bits_per_byte"]) == pytest.approx(summary["metrics"]["holdout/bits_per_byte"], rel=1e-5)
+    assert tags["gate.promoted"] == "true"
+
+
+def test_flow_logs_params_metrics_and_artifacts(first_run):
+    from mlflow import MlflowClient
+
+    config, summary = first_run
+    client = MlflowClient()
+    run = client.get_run(summary["run_id"])
+    assert run.info.status == "FINISHED"
+    assert run.data.params["train.max_steps"] == str(config.train.max_steps)
+    assert run.data.params["data.source"] == "stdlib://email"
+    for key in ("train/loss", "val/loss", "train/tokens_per_sec", "holdout/bits_per_byte",
+                "holdout/unigram_bits_per_byte", "holdout/perplexity", "data/docs_in", "data/docs_out", "data/train_tokens"):
+        assert key in run.data.metrics, key
+    assert run.data.metrics["data/docs_out"] <= run.data.metrics["data/docs_in"]
+    assert run.data.tags["data_version"] == summary["data_version"]
+    assert len(client.get_metric_history(summary["run_id"], "train/loss")) >= 2
+    artifacts = {a.path for top in ("checkpoints", "data", "validation") for a in client.list_artifacts(summary["run_id"], top)}
+    assert {"checkpoints/last.ckpt", "data/tokenizer.json", "validation/validation_report.json"} <= artifacts
+
+
+def test_model_beats_unigram_and_loads_through_pyfunc(first_run):
+    import mlflow
+
+    _, summary = first_run
+    metrics = summary["metrics"]
+    assert metrics["holdout/bits_per_byte"] < metrics["holdout/unigram_bits_per_byte"]
+    model = mlflow.pyfunc.load_model("models:/it-gpt@champion")
+    out = model.predict(pd.DataFrame({"prompt": ["def parse(", "import "]}), params={"max_new_tokens": 8})
+    assert list(out.columns) == ["completion"] and len(out) == 2
+    assert all(isinstance(text, str) and text for text in out["completion"])
+    again = model.predict(pd.DataFrame({"prompt": ["def parse("]}), params={"max_new_tokens": 8})
+    assert again["completion"][0] == out["completion"][0]  # fixed seed: same text
+
+
+def test_dataset_is_in_the_dvc_remote_and_hydrated(first_run, foundry_home):
+    _, summary = first_run
+    version = summary["data_version"]
+    assert (foundry_home / "dvc-remote" / "files" / "md5" / version[:2] / f"{version[2:]}.dir").is_file()
+    hydrated = foundry_home / "hydrated" / version
+    manifest = json.loads((hydrated / "manifest.json").read_text())
+    assert manifest["train_tokens"] > 0 and manifest["holdout_tokens"] > 0
+
+
+def test_second_run_goes_through_the_gate_on_the_same_holdout(first_run, prefect_harness):
+    from mlflow import MlflowClient
+
+    from flows.train_pipeline import train_pipeline
+
+    _, first = first_run
+    second = train_pipeline(config=tiny("it-gpt", "train.max_steps=5"))  # fewer steps: worse
+    assert second["model_version"] == "2" and second["data_version"] == first["data_version"]
+    client = MlflowClient()
+    assert client.get_model_version_by_alias("it-gpt", "challenger").version == "2"
+    assert client.get_model_version_by_alias("it-gpt", "champion").version == "1"
+    tags = client.get_model_version("it-gpt", "2").tags
+    assert tags["gate.passed"] == "false"
+    assert float(tags["gate.champion_bits_per_byte"]) == pytest.approx(first["metrics"]["holdout/bits_per_byte"], rel=1e-5)
+
+
+def test_failed_gate_stops_before_versioning_and_registers_nothing(prefect_harness, foundry_home):
+    from mlflow import MlflowClient
+
+    from flows.train_pipeline import train_pipeline
+    from tasks.validate import ValidationFailed
+
+    remote = foundry_home / "dvc-remote"
+    before = sorted(p.name for p in remote.rglob("*")) if remote.exists() else []
+    # A context longer than the whole holdout: the splits expectation must fail.
+    config = tiny("gate-gpt", "model.block_size=100000")
+    with pytest.raises(ValidationFailed, match="holdout_tokens"):
+        train_pipeline(config=config)
+    after = sorted(p.name for p in remote.rglob("*")) if remote.exists() else []
+    assert before == after
+    client = MlflowClient()
+    assert client.search_model_versions("name='gate-gpt'") == []
+    runs = client.search_runs([client.get_experiment_by_name("foundry").experiment_id], "params.`registry.model_name` = 'gate-gpt'")
+    assert [r.info.status for r in runs] == ["FAILED"]
+    report = client.list_artifacts(runs[0].info.run_id, "validation")
+    assert [a.path for a in report] == ["validation/validation_report.json"]
+
+
+def test_cli_reports_bad_source_in_one_paragraph(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "foundry.cli", "run", "--config", str(REPO_ROOT / "configs" / "tiny.yaml"),
+         "--set", f"data.source={tmp_path / 'missing'}"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "FOUNDRY_HOME": str(tmp_path / "home")},
+    )
+    assert result.returncode == 1
+    ours = [line for line in result.stderr.splitlines() if line.startswith("foundry:")]
+    assert len(ours) == 1
+    assert ours[0].startswith("foundry: run failed (SourceError)") and "does not exist" in ours[0]
