@@ -71,7 +71,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    text = to_yaml(_load(args))
+    text = to_yaml(load_config(None, args.overrides) if args.defaults else _load(args))
     if args.write:
         args.write.write_text(text)
     else:
@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     config = commands.add_parser("config", help="print the effective config as YAML, or write it")
     _config_args(config)
     config.add_argument("--write", type=Path, metavar="FILE", help="write to FILE instead of printing")
+    config.add_argument("--defaults", action="store_true", help="start from the built-in defaults, ignoring params.yaml")
     config.set_defaults(func=cmd_config)
     return parser
 

@@ -1,7 +1,7 @@
 """The one typed config: flow parameters, DVC params.yaml and MLflow params all come from here.
 
 Defaults in this file are the source of truth; `params.yaml` is written from them
-(`foundry config --write params.yaml`) and a test keeps the two equal.
+(`foundry config --defaults --write params.yaml`) and a test keeps the two equal.
 """
 
 from __future__ import annotations
