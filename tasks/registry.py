@@ -46,7 +46,7 @@ def register(model_uri: str, name: str, run_id: str, tags: dict[str, str], descr
     except Exception:
         c.delete_model_version(name, version.version)
         raise
-    return version.version
+    return str(version.version)
 
 
 def champion(name: str):

@@ -77,10 +77,21 @@ def test_entries_carry_size_sha256_and_absolute_path(tree):
     files, _ = list_source_files(cfg(tree))
     for f in files:
         data = Path(f.path).read_bytes()
-        assert Path(f.path).is_absolute() or Path(f.path) == tree / f.name
+        assert Path(f.path).is_absolute()
         assert Path(f.path).resolve() == (tree / f.name).resolve()
         assert f.size == len(data)
         assert f.sha256 == hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.xfail(reason="BUG: acquire.py:143 keeps a relative data.source relative, so SourceFile.path "
+                          "(documented 'absolute, for reading', acquire.py:37) breaks once the cwd changes",
+                   strict=True)
+def test_relative_source_gives_absolute_paths(tmp_path, monkeypatch):
+    write(tmp_path / "rel" / "a.txt", "ay")
+    monkeypatch.chdir(tmp_path)
+    files, _ = list_source_files(cfg("rel"))
+    assert [f.name for f in files] == ["a.txt"]
+    assert all(Path(f.path).is_absolute() for f in files)
 
 
 def test_symlink_outside_root_is_skipped_and_counted(tmp_path, tree):

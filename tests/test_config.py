@@ -233,14 +233,22 @@ def test_flat_has_dotted_keys():
     flat = FoundryConfig().flat()
     for key in ("data.source", "train.max_steps", "train.num_nodes", "train.devices", "registry.model_name"):
         assert key in flat
-    assert flat["data.source"] == "stdlib://"
-    assert flat["train.max_steps"] == 2400
-    assert flat["train.num_nodes"] == 1 and flat["train.devices"] == 1
-    assert flat["registry.model_name"] == "foundry-gpt"
+    config = FoundryConfig()
+    assert flat["data.source"] == config.data.source
+    assert flat["train.max_steps"] == config.train.max_steps
+    assert flat["train.num_nodes"] == config.train.num_nodes and flat["train.devices"] == config.train.devices
+    assert flat["registry.model_name"] == config.registry.model_name
     assert all(key.count(".") == 1 for key in flat)
     # One entry per field of every section.
     expected = sum(len(type(getattr(FoundryConfig(), s)).model_fields) for s in FoundryConfig.model_fields)
     assert len(flat) == expected
+
+
+def test_flat_follows_overrides():
+    flat = load_config(None, ["train.max_steps=11", "train.devices=4", "train.num_nodes=2",
+                              "data.source=/corpus", "registry.model_name=m-1"]).flat()
+    assert (flat["train.max_steps"], flat["train.devices"], flat["train.num_nodes"]) == (11, 4, 2)
+    assert (flat["data.source"], flat["registry.model_name"]) == ("/corpus", "m-1")
 
 
 def test_flat_values_are_scalars_lists_as_json():

@@ -6,12 +6,13 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from foundry.config import load_config
-from tests.conftest import REPO_ROOT
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.slow
 
@@ -34,8 +35,8 @@ def test_flow_registers_a_champion_with_lineage(first_run, foundry_home):
     config, summary = first_run
     client = MlflowClient()
     champion = client.get_model_version_by_alias("it-gpt", "champion")
-    assert champion.version == summary["model_version"] == "1"
-    assert client.get_model_version_by_alias("it-gpt", "challenger").version == "1"
+    assert str(champion.version) == summary["model_version"] == "1"
+    assert str(client.get_model_version_by_alias("it-gpt", "challenger").version) == "1"
     assert summary["promoted"] and summary["verdict"] == "no champion yet"
     tags = champion.tags
     assert tags["run_id"] == summary["run_id"]
@@ -97,8 +98,8 @@ def test_second_run_goes_through_the_gate_on_the_same_holdout(first_run, prefect
     second = train_pipeline(config=tiny("it-gpt", "train.max_steps=5"))  # fewer steps: worse
     assert second["model_version"] == "2" and second["data_version"] == first["data_version"]
     client = MlflowClient()
-    assert client.get_model_version_by_alias("it-gpt", "challenger").version == "2"
-    assert client.get_model_version_by_alias("it-gpt", "champion").version == "1"
+    assert str(client.get_model_version_by_alias("it-gpt", "challenger").version) == "2"
+    assert str(client.get_model_version_by_alias("it-gpt", "champion").version) == "1"
     tags = client.get_model_version("it-gpt", "2").tags
     assert tags["gate.passed"] == "false"
     assert float(tags["gate.champion_bits_per_byte"]) == pytest.approx(first["metrics"]["holdout/bits_per_byte"], rel=1e-5)

@@ -1,0 +1,198 @@
+"""tasks.evaluate (holdout scoring and the unigram baseline) and the promotion gate of tasks.registry."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from foundry.config import TokenizerConfig, load_config
+from models.gpt import GPT, GPTConfig
+from tasks.acquire import acquire
+from tasks.clean import iter_texts
+from tasks.evaluate import LN2, evaluate, holdout_tokens, score, unigram_bits_per_byte
+from tasks.prepare import prepare
+from tasks.registry import gate
+from tasks.shards import EOT, load_split, train_tokenizer
+
+V, BLOCK = 64, 8
+
+WORDS = ("river stone light cloud forest engine paper window silver garden motion harbor "
+         "lantern meadow copper thunder violet marble anchor pepper orbit ladder").split()
+
+
+def synthetic_docs(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(60)) + f"\nthe end of document {i}\n" for i in range(n)]
+
+
+def tiny_model(vocab: int = V, block: int = BLOCK) -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=vocab, block_size=block, n_layer=1, n_head=2, n_embd=16))
+
+
+def manual_nats(model: GPT, tokens: np.ndarray, n_windows: int) -> float:
+    """Summed cross-entropy over the first n non-overlapping windows, one window at a time."""
+    total = 0.0
+    with torch.no_grad():
+        for w in range(n_windows):
+            chunk = torch.as_tensor(np.asarray(tokens[w * BLOCK: w * BLOCK + BLOCK + 1], dtype=np.int64))
+            logits, _ = model(chunk[None, :-1])
+            total += F.cross_entropy(logits[0], chunk[1:], reduction="sum").item()
+    return total
+
+
+@pytest.fixture
+def tokens() -> np.ndarray:
+    return np.random.default_rng(0).integers(0, V, size=5 * BLOCK + 1).astype(np.uint16)  # five whole windows
+
+
+# --- score -----------------------------------------------------------------------------------
+
+
+def test_score_bits_per_byte_is_consistent(tokens):
+    model = tiny_model()
+    result = score(model, tokens, holdout_bytes=123, batch_size=2, max_tokens=10_000)
+    assert result["tokens"] == 5 * BLOCK
+    assert result["loss"] == pytest.approx(manual_nats(model, tokens, 5) / (5 * BLOCK), rel=1e-5)
+    assert result["bits_per_byte"] == pytest.approx(result["loss"] * result["tokens"] / (math.log(2) * 123), rel=1e-9)
+    assert result["perplexity"] == pytest.approx(math.exp(result["loss"]))
+    assert result["loss"] == pytest.approx(math.log(V), abs=0.1)  # untrained: about uniform
+    assert not model.training
+
+
+def test_score_is_independent_of_batch_size(tokens):
+    model = tiny_model()
+    one = score(model, tokens, 100, batch_size=1, max_tokens=10_000)
+    many = score(model, tokens, 100, batch_size=4, max_tokens=10_000)
+    assert one["tokens"] == many["tokens"]
+    assert one["bits_per_byte"] == pytest.approx(many["bits_per_byte"], rel=1e-5)
+
+
+def test_score_drops_a_partial_last_window(tokens):
+    model = tiny_model()
+    ragged = np.concatenate([tokens, tokens[:3]])  # 3 tokens that do not fill a window
+    result = score(model, ragged, holdout_bytes=440, batch_size=2, max_tokens=10_000)
+    assert result["tokens"] == 5 * BLOCK
+    # Bytes pro-rated to the scored share of the holdout's tokens.
+    scored_bytes = 440 * (5 * BLOCK) / (len(ragged) - 1)
+    assert result["bits_per_byte"] == pytest.approx(manual_nats(model, ragged, 5) / LN2 / scored_bytes, rel=1e-5)
+
+
+@pytest.mark.xfail(reason="BUG: evaluate.py:43 cuts tokens to max_tokens before evaluate.py:49 pro-rates the bytes, "
+                          "so a capped holdout divides by (almost) all the holdout's bytes and under-reports bits/byte",
+                   strict=True)
+def test_score_pro_rates_bytes_when_max_tokens_caps(tokens):
+    model = tiny_model()
+    result = score(model, tokens, holdout_bytes=400, batch_size=2, max_tokens=2 * BLOCK)
+    assert result["tokens"] == 2 * BLOCK
+    scored_bytes = 400 * (2 * BLOCK) / (len(tokens) - 1)  # 2 of the 5 windows' worth of bytes
+    assert result["bits_per_byte"] == pytest.approx(manual_nats(model, tokens, 2) / LN2 / scored_bytes, rel=1e-5)
+
+
+def test_score_needs_a_window(tokens):
+    with pytest.raises(ValueError, match="too few"):
+        score(tiny_model(), tokens[:4], 10, batch_size=2, max_tokens=10_000)
+
+
+# --- on a prepared dataset -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    base = tmp_path_factory.mktemp("evaluate")
+    root = base / "corpus"
+    root.mkdir()
+    for i, text in enumerate(synthetic_docs(40)):
+        (root / f"doc{i:02d}.txt").write_text(text)
+    config = load_config(None, [f"data.source={root}", "data.holdout_fraction=0.3", "tokenizer.vocab_size=300",
+                                "model.block_size=16"])
+    source = acquire(config.data, base / "source_manifest.json")
+    manifest = prepare(source, config, base / "prepared", progress=False)
+    return base / "prepared", manifest
+
+
+def test_unigram_bits_per_byte(dataset):
+    data_dir, manifest = dataset
+    holdout_bytes = manifest["stats"]["holdout_bytes"]
+    bpb = unigram_bits_per_byte(data_dir, manifest["vocab_size"], holdout_bytes)
+    assert math.isfinite(bpb) and bpb > 0
+    # Independent computation: add-one smoothed train frequencies, scored on every holdout token.
+    train, holdout = np.asarray(load_split(data_dir, "train")), np.asarray(load_split(data_dir, "holdout"))
+    counts = np.bincount(train, minlength=manifest["vocab_size"]) + 1.0
+    expected = -np.log2(counts[holdout] / counts.sum()).sum() / holdout_bytes
+    assert bpb == pytest.approx(expected, rel=1e-9)
+    # Better than a uniform guess over the vocabulary.
+    assert bpb < len(holdout) * math.log2(manifest["vocab_size"]) / holdout_bytes
+
+
+def test_holdout_tokens_with_the_dataset_tokenizer(dataset, tmp_path):
+    data_dir, _ = dataset
+    copy = tmp_path / "tokenizer.json"
+    copy.write_bytes((data_dir / "tokenizer.json").read_bytes())
+    assert np.array_equal(holdout_tokens(data_dir, copy), load_split(data_dir, "holdout"))
+
+
+def test_holdout_tokens_with_another_tokenizer(dataset, tmp_path):
+    data_dir, _ = dataset
+    other = train_tokenizer(iter(synthetic_docs(10, seed=5)), TokenizerConfig(vocab_size=270))
+    other.save(str(tmp_path / "other.json"))
+    ids = holdout_tokens(data_dir, tmp_path / "other.json")
+    eot = other.token_to_id(EOT)
+    expected = [t for text in iter_texts(data_dir / "holdout.jsonl") for t in (*other.encode(text).ids, eot)]
+    assert ids.tolist() == expected
+
+
+def test_evaluate_reports_prefixed_metrics(dataset):
+    data_dir, manifest = dataset
+    model = tiny_model(vocab=manifest["vocab_size"], block=16)
+    metrics = evaluate(model, data_dir / "tokenizer.json", data_dir, batch_size=4, max_tokens=10**9)
+    assert set(metrics) == {f"holdout/{k}" for k in
+                            ("loss", "perplexity", "bits_per_byte", "tokens", "unigram_bits_per_byte")}
+    n = (manifest["holdout_tokens"] - 1) // 16 * 16
+    assert metrics["holdout/tokens"] == n
+    scored_bytes = manifest["stats"]["holdout_bytes"] * n / (manifest["holdout_tokens"] - 1)
+    assert metrics["holdout/bits_per_byte"] == pytest.approx(
+        metrics["holdout/loss"] * n / (LN2 * scored_bytes), rel=1e-9)
+    assert json.loads((data_dir / "manifest.json").read_text()) == manifest  # evaluation reads only
+
+
+# --- the promotion gate ----------------------------------------------------------------------
+
+
+def test_gate_without_champion_promotes():
+    assert gate(2.5, None, 0.0) == (True, "no champion yet")
+    assert gate(99.0, None, 1.0)[0] is True
+
+
+def test_gate_better_promotes():
+    promote, verdict = gate(1.2, 1.5, 0.0)
+    assert promote is True
+    assert "1.2000 beats champion's 1.5000" in verdict
+
+
+def test_gate_worse_does_not_promote():
+    promote, verdict = gate(1.6, 1.5, 0.0)
+    assert promote is False
+    assert "does not beat" in verdict and "1.6000" in verdict and "1.5000" in verdict
+
+
+def test_gate_equal_does_not_promote():
+    assert gate(1.5, 1.5, 0.0)[0] is False
+
+
+def test_gate_better_by_less_than_min_improvement_does_not_promote():
+    promote, verdict = gate(1.45, 1.5, 0.1)
+    assert promote is False
+    assert "by 0.1" in verdict
+
+
+def test_gate_better_by_more_than_min_improvement_promotes():
+    assert gate(1.25, 1.5, 0.1)[0] is True
+    assert gate(1.0, 1.5, 0.5)[0] is True  # exactly the required gain (exact in binary)

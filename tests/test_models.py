@@ -1,0 +1,237 @@
+"""models: the GPT module, the window samplers and the learning-rate schedule."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from models.data import RandomWindows, SequentialWindows
+from models.gpt import GPT, GPTConfig
+from models.lit_gpt import warmup_cosine
+
+V, BLOCK = 64, 16
+
+
+def tiny(**kw) -> GPT:
+    torch.manual_seed(0)
+    cfg = dict(vocab_size=V, block_size=BLOCK, n_layer=2, n_head=2, n_embd=32)
+    cfg.update(kw)
+    return GPT(GPTConfig(**cfg))
+
+
+# --- GPT -------------------------------------------------------------------------------------
+
+
+def test_forward_shapes_and_initial_loss():
+    model = tiny()
+    idx = torch.randint(0, V, (3, 10), generator=torch.Generator().manual_seed(1))
+    logits, loss = model(idx)
+    assert logits.shape == (3, 10, V) and loss is None
+    logits, loss = model(idx, torch.roll(idx, -1, dims=1))
+    assert logits.shape == (3, 10, V)
+    assert loss.shape == ()
+    # Small initial weights: near-uniform predictions, loss close to ln(vocab).
+    assert loss.item() == pytest.approx(math.log(V), abs=0.1)
+
+
+def test_forward_is_causal():
+    model = tiny().eval()
+    idx = torch.randint(0, V, (1, 12), generator=torch.Generator().manual_seed(2))
+    changed = idx.clone()
+    changed[0, -1] = (idx[0, -1] + 1) % V
+    a, _ = model(idx)
+    b, _ = model(changed)
+    torch.testing.assert_close(a[:, :-1], b[:, :-1])
+    assert not torch.allclose(a[:, -1], b[:, -1])
+
+
+def test_block_size_overflow():
+    model = tiny()
+    model(torch.zeros(1, BLOCK, dtype=torch.long))  # exactly block_size is fine
+    with pytest.raises(ValueError, match=f"sequence of {BLOCK + 1} tokens exceeds block_size {BLOCK}"):
+        model(torch.zeros(1, BLOCK + 1, dtype=torch.long))
+
+
+def test_tied_embeddings():
+    model = tiny()
+    assert model.lm_head.weight is model.wte.weight
+    _, loss = model(torch.zeros(1, 4, dtype=torch.long), torch.ones(1, 4, dtype=torch.long))
+    loss.backward()
+    assert model.wte.weight.grad is not None
+    # Shared once: the parameter count does not include a separate head matrix.
+    assert sum(p is model.wte.weight for p in model.parameters()) == 1
+
+
+def test_residual_projections_start_smaller():
+    model = tiny(n_layer=2, n_embd=128, n_head=4)
+    expected = 0.02 / math.sqrt(2 * 2)
+    for block in model.blocks:
+        for proj in (block.attn.proj, block.mlp.proj):
+            assert proj.weight.std().item() == pytest.approx(expected, rel=0.05)
+        for linear in (block.attn.qkv, block.mlp.fc):
+            assert linear.weight.std().item() == pytest.approx(0.02, rel=0.05)
+            assert torch.count_nonzero(linear.bias) == 0
+    assert model.wte.weight.std().item() == pytest.approx(0.02, rel=0.05)
+
+
+def test_optimizer_groups_split_matrices_from_vectors():
+    model = tiny()
+    decay, no_decay = model.optimizer_groups(0.1)
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert all(p.dim() >= 2 for p in decay["params"])
+    assert all(p.dim() < 2 for p in no_decay["params"])
+    grouped = [id(p) for p in decay["params"] + no_decay["params"]]
+    assert len(grouped) == len(set(grouped))
+    assert set(grouped) == {id(p) for p in model.parameters()}
+    assert any(p is model.wte.weight for p in decay["params"])
+    assert any(p is model.ln_f.weight for p in no_decay["params"])
+    assert any(p is model.blocks[0].attn.qkv.bias for p in no_decay["params"])
+    torch.optim.AdamW([decay, no_decay], lr=1e-3)  # accepted as-is
+
+
+def test_generate_respects_max_new_tokens_and_seed():
+    model = tiny().eval()
+    prompt = torch.tensor([[1, 2, 3]])
+    a = model.generate(prompt, 7, generator=torch.Generator().manual_seed(42))
+    b = model.generate(prompt, 7, generator=torch.Generator().manual_seed(42))
+    c = model.generate(prompt, 7, generator=torch.Generator().manual_seed(43))
+    assert a.shape == (1, 10)
+    assert torch.equal(a[:, :3], prompt)
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
+    assert int(a.min()) >= 0 and int(a.max()) < V
+    assert model.generate(prompt, 0).shape == (1, 3)
+
+
+def test_generate_crops_context_beyond_block_size():
+    model = tiny().eval()
+    prompt = torch.zeros(2, BLOCK, dtype=torch.long)
+    out = model.generate(prompt, 5, generator=torch.Generator().manual_seed(0))
+    assert out.shape == (2, BLOCK + 5)
+
+
+def test_generate_top_k_one_is_greedy_and_stop_token_stops():
+    model = tiny().eval()
+    prompt = torch.tensor([[5, 6]])
+    greedy = model(prompt)[0][0, -1].argmax().item()
+    out = model.generate(prompt, 4, top_k=1, generator=torch.Generator().manual_seed(0))
+    assert out[0, 2].item() == greedy
+    stopped = model.generate(prompt, 10, top_k=1, stop_token=greedy)
+    assert stopped.tolist() == [[5, 6, greedy]]
+
+
+# --- RandomWindows ---------------------------------------------------------------------------
+
+
+def batches_as_lists(batches) -> list:
+    return [(x.tolist(), y.tolist()) for x, y in batches]
+
+
+def windows(**kw) -> RandomWindows:
+    args = dict(tokens=np.arange(500, dtype=np.uint16), block_size=8, batch_size=4, seed=7, steps_per_epoch=6)
+    args.update(kw)
+    return RandomWindows(**args)
+
+
+def test_random_windows_are_next_token_pairs():
+    sampler = windows()
+    assert len(sampler) == 6
+    for x, y in sampler:
+        assert x.shape == y.shape == (4, 8) and x.dtype == torch.int64
+        assert torch.equal(y, x + 1)  # tokens are arange: targets are the next tokens
+        assert int(y.max()) < 500
+
+
+def test_random_windows_resume_mid_epoch():
+    full = windows()
+    uninterrupted = batches_as_lists(list(full) + list(full))
+    assert len(uninterrupted) == 12
+
+    first = windows()
+    it = iter(first)
+    seen = batches_as_lists([next(it) for _ in range(4)])
+    state = json.loads(json.dumps(first.state_dict()))  # survives a checkpoint's serialisation
+    assert state == {"epoch": 0, "batch_in_epoch": 4}
+
+    resumed = windows()
+    resumed.load_state_dict({k: torch.tensor(v) for k, v in state.items()})
+    rest = batches_as_lists(list(resumed) + list(resumed))
+    assert seen == uninterrupted[:4]
+    assert rest == uninterrupted[4:]
+    assert resumed.state_dict() == {"epoch": 2, "batch_in_epoch": 0}
+
+
+def test_random_windows_epochs_and_ranks_differ():
+    sampler = windows()
+    epoch0, epoch1 = batches_as_lists(sampler), batches_as_lists(sampler)
+    assert epoch0 != epoch1
+    assert batches_as_lists(windows()) == epoch0  # same seed, same epoch: same batches
+    assert batches_as_lists(windows(rank=1)) != epoch0
+    assert batches_as_lists(windows(seed=8)) != epoch0
+
+
+def test_random_windows_need_enough_tokens():
+    with pytest.raises(ValueError, match="too few"):
+        windows(tokens=np.arange(9))
+
+
+# --- SequentialWindows -----------------------------------------------------------------------
+
+
+def test_sequential_windows_cover_without_overlap():
+    tokens = np.arange(60, dtype=np.uint16)  # (60 - 1) // 8 = 7 windows, batches of 3, 3, 1
+    sampler = SequentialWindows(tokens, 8, 3)
+    batches = list(sampler)
+    assert len(sampler) == len(batches) == 3
+    assert [x.shape[0] for x, _ in batches] == [3, 3, 1]
+    xs = torch.cat([x for x, _ in batches]).flatten().tolist()
+    ys = torch.cat([y for _, y in batches]).flatten().tolist()
+    assert xs == list(range(56))
+    assert ys == list(range(1, 57))
+
+
+def test_sequential_windows_max_batches():
+    sampler = SequentialWindows(np.arange(60), 8, 3, max_batches=2)
+    batches = list(sampler)
+    assert len(sampler) == len(batches) == 2
+    assert torch.cat([x for x, _ in batches]).flatten().tolist() == list(range(48))
+
+
+def test_sequential_windows_need_enough_tokens():
+    with pytest.raises(ValueError, match="too few"):
+        SequentialWindows(np.arange(5), 8, 1)
+
+
+@pytest.mark.xfail(reason="BUG: models/data.py:58 (and :28) reject len(tokens) == block_size + 1 although that is "
+                          "exactly one full window ('17 tokens is too few for windows of 17')",
+                   strict=True)
+def test_sequential_windows_exactly_one_window():
+    batches = list(SequentialWindows(np.arange(9), 8, 1))
+    assert len(batches) == 1 and batches[0][1].tolist() == [list(range(1, 9))]
+
+
+# --- warmup_cosine ---------------------------------------------------------------------------
+
+
+def test_warmup_cosine_shape():
+    warmup, total, floor = 10, 110, 0.1
+    ramp = [warmup_cosine(s, warmup, total, floor) for s in range(warmup)]
+    assert ramp == pytest.approx([(s + 1) / warmup for s in range(warmup)])
+    assert ramp[-1] == pytest.approx(1.0)
+    assert warmup_cosine(warmup, warmup, total, floor) == pytest.approx(1.0)
+    assert warmup_cosine(60, warmup, total, floor) == pytest.approx(floor + (1 - floor) / 2)  # halfway
+    assert warmup_cosine(total, warmup, total, floor) == pytest.approx(floor)
+    assert warmup_cosine(total + 500, warmup, total, floor) == pytest.approx(floor)
+    decay = [warmup_cosine(s, warmup, total, floor) for s in range(warmup, total + 1)]
+    assert all(a >= b for a, b in zip(decay, decay[1:]))
+    assert min(decay) >= floor
+
+
+def test_warmup_cosine_without_warmup():
+    assert warmup_cosine(0, 0, 100, 0.0) == pytest.approx(1.0)
+    assert warmup_cosine(100, 0, 100, 0.0) == pytest.approx(0.0)
+    assert warmup_cosine(50, 0, 100, 0.2) == pytest.approx(0.6)

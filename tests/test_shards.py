@@ -1,0 +1,220 @@
+"""tasks.shards and tasks.prepare: the tokenizer, shard files, their manifest and the prepared directory."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tasks.shards as shards_module
+from foundry.config import DataConfig, TokenizerConfig, load_config
+from tasks.acquire import acquire
+from tasks.clean import iter_texts
+from tasks.prepare import prepare, prepare_metrics
+from tasks.shards import EOT, load_split, token_dtype, train_tokenizer, write_shards
+
+WORDS = ("river stone light cloud forest engine paper window silver garden motion harbor "
+         "lantern meadow copper thunder violet marble anchor pepper orbit ladder").split()
+
+
+def synthetic_docs(n: int, seed: int = 0, words: int = 60) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(words)) + f"\nthe end of document {i}\n" for i in range(n)]
+
+
+def write_corpus(root: Path, docs: list[str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for i, text in enumerate(docs):
+        (root / f"doc{i:03d}.txt").write_text(text)
+    return root
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_tokenizer(iter(synthetic_docs(40)), TokenizerConfig(vocab_size=300))
+
+
+# --- tokenizer -------------------------------------------------------------------------------
+
+
+def test_tokenizer_has_requested_vocab_and_eot(tokenizer):
+    assert tokenizer.get_vocab_size() == 300
+    eot = tokenizer.token_to_id(EOT)
+    assert eot is not None and 0 <= eot < 300
+    assert tokenizer.encode(EOT).ids == [eot]
+
+
+def test_tokenizer_round_trips_any_text(tokenizer):
+    text = "river stone \u00e9t\u00e9 \u2603 \t tabs\n and Zebra 123"
+    assert tokenizer.decode(tokenizer.encode(text).ids) == text
+
+
+def test_tokenizer_learned_merges(tokenizer):
+    # Words it saw often become fewer tokens than their bytes.
+    assert len(tokenizer.encode("river stone garden").ids) < len("river stone garden")
+
+
+# --- token_dtype -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("vocab, dtype", [(300, np.uint16), (65535, np.uint16), (65536, np.uint16),
+                                          (65537, np.uint32), (100_000, np.uint32)])
+def test_token_dtype_threshold(vocab, dtype):
+    assert token_dtype(vocab) == np.dtype(dtype)
+    assert np.iinfo(token_dtype(vocab)).max >= vocab - 1
+
+
+# --- write_shards ----------------------------------------------------------------------------
+
+
+def expected_ids(tokenizer, texts: list[str]) -> list[int]:
+    eot = tokenizer.token_to_id(EOT)
+    return [t for text in texts for t in (*tokenizer.encode(text).ids, eot)]
+
+
+def read_shard(path: Path, dtype: str) -> np.ndarray:
+    return np.fromfile(path, dtype=np.dtype(dtype).newbyteorder("<"))
+
+
+@pytest.mark.parametrize("batch", [512, 3])  # one encode batch, and shard ends falling between batches
+def test_write_shards_splits_at_boundaries(tmp_path, tokenizer, monkeypatch, batch):
+    monkeypatch.setattr(shards_module, "ENCODE_BATCH", batch)
+    texts = synthetic_docs(10, seed=1, words=20)
+    ids = expected_ids(tokenizer, texts)
+    entries = write_shards(tokenizer, iter(texts), tmp_path, "train", shard_tokens=50)
+    assert len(entries) == -(-len(ids) // 50)
+    assert [e["file"] for e in entries] == [f"train_{i:03d}.bin" for i in range(len(entries))]
+    assert all(e["split"] == "train" and e["dtype"] == "uint16" for e in entries)
+    assert [e["tokens"] for e in entries[:-1]] == [50] * (len(entries) - 1)
+    assert 0 < entries[-1]["tokens"] <= 50
+    got = []
+    for e in entries:
+        path = tmp_path / e["file"]
+        assert path.stat().st_size == 2 * e["tokens"]
+        assert e["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+        got += read_shard(path, e["dtype"]).tolist()
+    assert got == ids
+    eot = tokenizer.token_to_id(EOT)
+    assert got.count(eot) == len(texts) and got[-1] == eot
+
+
+def test_write_shards_exact_fit_leaves_no_empty_shard(tmp_path, tokenizer):
+    texts = synthetic_docs(4, seed=2, words=10)
+    total = len(expected_ids(tokenizer, texts))
+    entries = write_shards(tokenizer, iter(texts), tmp_path, "holdout", shard_tokens=total)
+    assert [(e["file"], e["tokens"]) for e in entries] == [("holdout_000.bin", total)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["holdout_000.bin"]
+
+
+def test_write_shards_of_nothing(tmp_path, tokenizer):
+    assert write_shards(tokenizer, iter([]), tmp_path, "holdout", shard_tokens=64) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_empty_document_still_gets_eot(tmp_path, tokenizer):
+    entries = write_shards(tokenizer, iter(["", "river"]), tmp_path, "train", shard_tokens=1024)
+    ids = read_shard(tmp_path / entries[0]["file"], "uint16").tolist()
+    eot = tokenizer.token_to_id(EOT)
+    assert ids[0] == eot and ids[-1] == eot and ids.count(eot) == 2
+
+
+# --- load_split ------------------------------------------------------------------------------
+
+
+def test_load_split_concatenates_in_manifest_order(tmp_path, tokenizer):
+    texts = synthetic_docs(6, seed=3, words=20)
+    train = write_shards(tokenizer, iter(texts), tmp_path, "train", shard_tokens=40)
+    holdout = write_shards(tokenizer, iter(texts[:1]), tmp_path, "holdout", shard_tokens=1000)
+    (tmp_path / "manifest.json").write_text(json.dumps({"shards": train + holdout}))
+    assert len(train) > 2
+    assert load_split(tmp_path, "train").tolist() == expected_ids(tokenizer, texts)
+    single = load_split(tmp_path, "holdout")
+    assert isinstance(single, np.memmap)
+    assert single.tolist() == expected_ids(tokenizer, texts[:1])
+
+
+def test_load_split_without_tokens(tmp_path):
+    (tmp_path / "empty.bin").write_bytes(b"")
+    shard = {"file": "empty.bin", "split": "holdout", "dtype": "uint16", "tokens": 0, "sha256": ""}
+    (tmp_path / "manifest.json").write_text(json.dumps({"shards": [shard]}))
+    with pytest.raises(ValueError, match="holds no holdout tokens"):
+        load_split(tmp_path, "holdout")
+    with pytest.raises(ValueError, match="holds no train tokens"):
+        load_split(tmp_path, "train")
+
+
+# --- prepare ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    base = tmp_path_factory.mktemp("prep")
+    root = write_corpus(base / "corpus", synthetic_docs(40))
+    (root / "short.txt").write_text("too short to keep\n")
+    (root / "dupe.txt").write_text(synthetic_docs(40)[0])
+    config = load_config(None, [f"data.source={root}", "data.holdout_fraction=0.3", "data.shard_tokens=1024",
+                                "tokenizer.vocab_size=300", "model.block_size=16"])
+    source = acquire(config.data, base / "source_manifest.json")
+    out = base / "prepared"
+    out.mkdir()
+    (out / "stale.bin").write_bytes(b"old")
+    manifest = prepare(source, config, out, progress=False)
+    return source, config, out, manifest
+
+
+def test_prepare_writes_a_self_describing_directory(prepared):
+    source, _, out, manifest = prepared
+    assert json.loads((out / "manifest.json").read_text()) == manifest
+    for name in ("train.jsonl", "holdout.jsonl", "documents.csv", "tokenizer.json"):
+        assert (out / name).is_file()
+    assert not (out / "stale.bin").exists()
+    assert manifest["source_digest"] == source["digest"]
+    assert manifest["source"] == source["source"]
+    assert manifest["holdout_fraction"] == 0.3
+
+
+def test_prepare_counts(prepared):
+    _, _, out, manifest = prepared
+    stats = manifest["stats"]
+    assert stats["docs_in"] == 42 and stats["docs_out"] == 40
+    assert stats["dropped_too_short"] == 1 and stats["dropped_duplicate"] == 1
+    assert stats["train_docs"] + stats["holdout_docs"] == 40
+    assert stats["train_docs"] == len(list(iter_texts(out / "train.jsonl")))
+    assert stats["holdout_bytes"] == sum(len(t.encode()) for t in iter_texts(out / "holdout.jsonl"))
+    assert manifest["vocab_size"] == 300 and manifest["dtype"] == "uint16"
+    for split in ("train", "holdout"):
+        tokens = load_split(out, split)
+        assert manifest[f"{split}_tokens"] == len(tokens)
+        assert manifest[f"{split}_tokens"] == sum(s["tokens"] for s in manifest["shards"] if s["split"] == split)
+        assert int((np.asarray(tokens) == manifest["eot_id"]).sum()) == stats[f"{split}_docs"]
+    assert sum(s["split"] == "train" for s in manifest["shards"]) == -(-manifest["train_tokens"] // 1024)
+
+
+def test_prepare_metrics(prepared):
+    _, _, _, manifest = prepared
+    metrics = prepare_metrics(manifest)
+    assert metrics["data/docs_out"] == 40
+    assert metrics["data/train_tokens"] == manifest["train_tokens"]
+    assert metrics["data/holdout_tokens"] == manifest["holdout_tokens"]
+
+
+def test_prepare_when_everything_is_filtered(tmp_path):
+    root = write_corpus(tmp_path / "corpus", ["tiny one\n", "tiny two\n", "0123456789 " * 30 + "\n"])
+    config = load_config(None, [f"data.source={root}"])
+    source = acquire(config.data, tmp_path / "source_manifest.json")
+    with pytest.raises(ValueError) as info:
+        prepare(source, config, tmp_path / "prepared", progress=False)
+    message = str(info.value)
+    assert "no training documents left after cleaning 3 documents" in message
+    assert str(root) in message
+    assert "'too_short': 2" in message and "'low_alpha': 1" in message
+    assert "quality thresholds" in message
+
+
+def test_data_config_rejects_tiny_shards():
+    with pytest.raises(ValueError):
+        DataConfig(shard_tokens=10)

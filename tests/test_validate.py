@@ -1,0 +1,186 @@
+"""tasks.validate: the Great Expectations gate passes a good prepared directory and names what broke."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from foundry.config import load_config
+from tasks.acquire import acquire
+from tasks.prepare import prepare
+from tasks.validate import ValidationFailed, shard_table, validate_dataset
+
+WORDS = ("river stone light cloud forest engine paper window silver garden motion harbor "
+         "lantern meadow copper thunder violet marble anchor pepper orbit ladder").split()
+
+
+def synthetic_docs(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(60)) + f"\nthe end of document {i}\n" for i in range(n)]
+
+
+def overrides(root: Path, *extra: str) -> list[str]:
+    return [f"data.source={root}", "data.holdout_fraction=0.3", "tokenizer.vocab_size=300",
+            "model.block_size=16", *extra]
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    """A prepared directory built once; tests tamper with copies of it."""
+    base = tmp_path_factory.mktemp("validate")
+    root = base / "corpus"
+    root.mkdir()
+    for i, text in enumerate(synthetic_docs(40)):
+        assert len(text) > 200
+        (root / f"doc{i:02d}.txt").write_text(text)
+    config = load_config(None, overrides(root))
+    source = acquire(config.data, base / "source_manifest.json")
+    prepare(source, config, base / "prepared", progress=False)
+    return config, base / "prepared"
+
+
+@pytest.fixture
+def copy(good, tmp_path):
+    config, prepared = good
+    target = tmp_path / "prepared"
+    shutil.copytree(prepared, target)
+    return config, target
+
+
+def load_manifest(data_dir: Path) -> dict:
+    return json.loads((data_dir / "manifest.json").read_text())
+
+
+def save_manifest(data_dir: Path, manifest: dict) -> None:
+    (data_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+
+
+def failing(config, data_dir: Path, report_path: Path) -> ValidationFailed:
+    with pytest.raises(ValidationFailed) as info:
+        validate_dataset(data_dir, config, report_path)
+    assert report_path.is_file(), "the report is written even when the gate fails"
+    report = json.loads(report_path.read_text())
+    assert report["success"] is False
+    assert report == json.loads(json.dumps(info.value.report, default=str))
+    assert str(info.value).startswith("data validation failed, nothing was versioned or trained")
+    return info.value
+
+
+def failed_expectations(report: dict) -> set[tuple[str, str]]:
+    return {(suite, e["expectation"]) for suite, body in report["suites"].items()
+            for e in body["results"] if not e["success"]}
+
+
+# --- the good case ---------------------------------------------------------------------------
+
+
+def test_good_dataset_passes(good, tmp_path):
+    config, prepared = good
+    report_path = tmp_path / "report.json"
+    report = validate_dataset(prepared, config, report_path)
+    assert report["success"] is True
+    assert set(report["suites"]) == {"documents", "shards", "splits"}
+    assert all(body["success"] for body in report["suites"].values())
+    assert len(report["suites"]["documents"]["results"]) == 5
+    assert len(report["suites"]["shards"]["results"]) == 6
+    assert json.loads(report_path.read_text()) == report
+
+
+def test_shard_table_matches_files(good):
+    _, prepared = good
+    manifest = load_manifest(prepared)
+    table = shard_table(prepared, manifest)
+    assert list(table["file"]) == [s["file"] for s in manifest["shards"]]
+    assert (table["manifest_tokens"] == table["file_tokens"]).all()
+    assert table["sha256_matches"].all()
+    assert table["max_token_id"].max() < manifest["vocab_size"]
+
+
+# --- tampering -------------------------------------------------------------------------------
+
+
+def test_truncated_shard(copy, tmp_path):
+    config, data_dir = copy
+    shard = data_dir / "train_000.bin"
+    claimed = load_manifest(data_dir)["shards"][0]["tokens"]
+    shard.write_bytes(shard.read_bytes()[:-4])  # two uint16 tokens short
+    error = failing(config, data_dir, tmp_path / "report.json")
+    assert failed_expectations(error.report) == {
+        ("shards", "expect_column_pair_values_to_be_equal"),
+        ("shards", "expect_column_values_to_be_in_set"),
+    }
+    message = str(error)
+    assert "expect_column_pair_values_to_be_equal(column_A=manifest_tokens, column_B=file_tokens)" in message
+    assert str(claimed) in message and str(claimed - 2) in message
+    assert "sha256_matches" in message and "[False]" in message
+
+
+@pytest.mark.xfail(reason="BUG: validate.py:32 memmaps a shard whose size is not a multiple of the dtype, so a "
+                          "shard truncated by an odd number of bytes raises numpy's ValueError instead of "
+                          "ValidationFailed (and no report is written)",
+                   strict=True)
+def test_shard_truncated_mid_token(copy, tmp_path):
+    config, data_dir = copy
+    shard = data_dir / "train_000.bin"
+    shard.write_bytes(shard.read_bytes()[:-1])
+    error = failing(config, data_dir, tmp_path / "report.json")
+    assert ("shards", "expect_column_pair_values_to_be_equal") in failed_expectations(error.report)
+
+
+def test_manifest_token_count_altered(copy, tmp_path):
+    config, data_dir = copy
+    manifest = load_manifest(data_dir)
+    holdout = next(s for s in manifest["shards"] if s["split"] == "holdout")
+    holdout["tokens"] += 7
+    save_manifest(data_dir, manifest)
+    error = failing(config, data_dir, tmp_path / "report.json")
+    assert failed_expectations(error.report) == {("shards", "expect_column_pair_values_to_be_equal")}
+    assert "manifest_tokens" in str(error)
+    assert str(holdout["tokens"]) in str(error) and str(holdout["tokens"] - 7) in str(error)
+
+
+def test_documents_csv_with_duplicated_sha256(copy, tmp_path):
+    config, data_dir = copy
+    lines = (data_dir / "documents.csv").read_text().splitlines()
+    duplicated = lines[1].split(",")[0]
+    (data_dir / "documents.csv").write_text("\n".join([*lines, lines[1]]) + "\n")
+    error = failing(config, data_dir, tmp_path / "report.json")
+    assert failed_expectations(error.report) == {("documents", "expect_column_values_to_be_unique")}
+    message = str(error)
+    assert "expect_column_values_to_be_unique(column=sha256)" in message
+    assert "2 unexpected rows" in message and duplicated in message
+
+
+def test_vocab_size_below_max_token_id(copy, tmp_path):
+    config, data_dir = copy
+    manifest = load_manifest(data_dir)
+    max_id = max(int(np.fromfile(data_dir / s["file"], dtype="<u2").max()) for s in manifest["shards"])
+    manifest["vocab_size"] = max_id  # largest legal id is now max_id - 1
+    save_manifest(data_dir, manifest)
+    error = failing(config, data_dir, tmp_path / "report.json")
+    assert failed_expectations(error.report) == {("shards", "expect_column_max_to_be_between")}
+    message = str(error)
+    assert f"max_value={max_id - 1}" in message
+    assert "observed" in message and str(max_id) in message
+
+
+def test_holdout_shorter_than_a_window(copy, tmp_path):
+    config, data_dir = copy
+    holdout_tokens = load_manifest(data_dir)["holdout_tokens"]
+    big = load_config(None, overrides(Path(config.data.source), f"model.block_size={holdout_tokens}"))
+    error = failing(big, data_dir, tmp_path / "report.json")
+    assert failed_expectations(error.report) == {("splits", "expect_column_pair_values_a_to_be_greater_than_b")}
+    assert "holdout_tokens" in str(error)
+
+
+def test_document_longer_than_max_chars(copy, tmp_path):
+    config, data_dir = copy
+    strict = load_config(None, overrides(Path(config.data.source), "data.max_chars=300"))
+    error = failing(strict, data_dir, tmp_path / "report.json")
+    assert failed_expectations(error.report) == {("documents", "expect_column_values_to_be_between")}
+    assert "column=chars" in str(error)
