@@ -25,7 +25,7 @@ class RandomWindows:
         self, tokens: np.ndarray, block_size: int, batch_size: int, seed: int,
         steps_per_epoch: int, rank: int = 0,
     ):
-        if len(tokens) <= block_size + 1:
+        if len(tokens) < block_size + 1:
             raise ValueError(f"{len(tokens)} tokens is too few for windows of {block_size + 1}")
         self.tokens, self.block_size, self.batch_size = tokens, block_size, batch_size
         self.seed, self.rank, self.steps_per_epoch = seed, rank, steps_per_epoch
@@ -36,7 +36,7 @@ class RandomWindows:
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         rng = np.random.default_rng([self.seed, self.rank, self.epoch])
-        high = len(self.tokens) - self.block_size - 1
+        high = len(self.tokens) - self.block_size  # exclusive: the last window ends on the last token
         offsets = rng.integers(0, high, size=(self.steps_per_epoch, self.batch_size))
         start = self.batch_in_epoch
         for i in range(start, self.steps_per_epoch):
@@ -55,7 +55,7 @@ class SequentialWindows:
     """Non-overlapping windows from the start of the array, for evaluation."""
 
     def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int, max_batches: int | None = None):
-        if len(tokens) <= block_size + 1:
+        if len(tokens) < block_size + 1:
             raise ValueError(f"{len(tokens)} tokens is too few for windows of {block_size + 1}")
         self.tokens, self.block_size, self.batch_size = tokens, block_size, batch_size
         n_windows = (len(tokens) - 1) // block_size

@@ -138,12 +138,12 @@ def local_root(source: str, cache: Path) -> Path | str:
         return downloaded.parent
     if scheme == "s3":
         return _fetch_s3(source, cache / "s3" / key)
-    if _is_glob(source):
-        return source
     path = Path(source).expanduser()
-    if not path.exists():
-        raise SourceError(f"data.source {source!r} does not exist")
-    return path
+    if path.exists():  # before the glob test: "run[1]" may be a real folder
+        return path.resolve()
+    if _is_glob(source):
+        return os.path.abspath(os.path.expanduser(source))
+    raise SourceError(f"data.source {source!r} does not exist")
 
 
 def _sha256(path: Path) -> str:
@@ -154,13 +154,20 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _glob_base(pattern: str) -> Path:
+    """The folder above the first path component that holds a wildcard."""
+    parts = Path(pattern).parts
+    fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+    return Path(*parts[:fixed])
+
+
 def list_source_files(cfg: DataConfig) -> tuple[list[SourceFile], dict[str, int]]:
     """Every readable file of the source, in a stable order, and counts of what was skipped."""
     root = local_root(cfg.source, foundry_home() / "sources")
     skipped: dict[str, int] = {}
     if isinstance(root, str):
         paths = sorted(Path(p) for p in glob.glob(root, recursive=True) if Path(p).is_file())
-        base = Path(glob.escape(root).split("*")[0]).parent if "*" in root else Path(root).parent
+        base = _glob_base(root)
     elif root.is_file():
         paths, base = [root], root.parent
     else:

@@ -6,6 +6,7 @@ document plus the set of content hashes seen so far.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import logging
@@ -81,7 +82,8 @@ def _texts_of(path: str, name: str, cfg: DataConfig, stats: CleanStats) -> Itera
     if not name.endswith(".jsonl"):
         yield text
         return
-    for lineno, line in enumerate(text.splitlines(), 1):
+    # Not splitlines(): JSON strings may hold U+2028 and friends unescaped.
+    for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
@@ -110,8 +112,9 @@ def clean_documents(entries: list[dict], cfg: DataConfig, out_dir: Path, progres
     out_dir.mkdir(parents=True, exist_ok=True)
     stats, seen = CleanStats(), set()
     outputs = {split: open(out_dir / f"{split}.jsonl", "w", encoding="utf-8") for split in ("train", "holdout")}
-    table = open(out_dir / "documents.csv", "w", encoding="utf-8")
-    table.write("sha256,split,chars,bytes,source\n")
+    table = open(out_dir / "documents.csv", "w", encoding="utf-8", newline="")
+    rows = csv.writer(table)
+    rows.writerow(["sha256", "split", "chars", "bytes", "source"])
     try:
         for entry in tqdm(entries, desc="clean", unit="file", disable=not progress, mininterval=2):
             for text in _texts_of(entry["path"], entry["name"], cfg, stats):
@@ -129,7 +132,7 @@ def clean_documents(entries: list[dict], cfg: DataConfig, out_dir: Path, progres
                 seen.add(digest)
                 split = holdout_split(digest, cfg.holdout_fraction)
                 outputs[split].write(json.dumps({"text": text, "source": entry["name"]}, ensure_ascii=False) + "\n")
-                table.write(f"{digest},{split},{len(text)},{len(encoded)},{json.dumps(entry['name'])}\n")
+                rows.writerow([digest, split, len(text), len(encoded), entry["name"]])
                 stats.docs_out += 1
                 stats.split_docs[split] += 1
                 stats.split_bytes[split] += len(encoded)

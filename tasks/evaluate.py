@@ -40,13 +40,13 @@ def score(model: GPT, tokens: np.ndarray, holdout_bytes: int, batch_size: int, m
     """Loss over non-overlapping windows; bytes are pro-rated when only part of the holdout is scored."""
     model.eval()
     block = model.config.block_size
-    tokens = tokens[: max_tokens + 1]
+    total_tokens = len(tokens)
     total_nats, scored = 0.0, 0
-    for x, y in SequentialWindows(tokens, block, batch_size):
+    for x, y in SequentialWindows(tokens[: max_tokens + 1], block, batch_size):
         _, loss = model(x, y)
         total_nats += loss.item() * y.numel()
         scored += y.numel()
-    scored_bytes = holdout_bytes * scored / max(1, len(tokens) - 1)
+    scored_bytes = holdout_bytes * scored / max(1, total_tokens - 1)
     loss = total_nats / scored
     return {"loss": loss, "perplexity": math.exp(min(loss, 50)), "bits_per_byte": total_nats / LN2 / scored_bytes, "tokens": scored}
 

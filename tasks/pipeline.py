@@ -86,9 +86,9 @@ def hydrate(data: dict, run: RunContext) -> Path:
 @task(name="train", cache_policy=NO_CACHE)
 def train(config: FoundryConfig, data_dir: Path, data: dict, run: RunContext) -> Path:
     """Lightning training; metrics stream to the pipeline's MLflow run."""
-    from tasks.train import train as train_model
+    from tasks.launch import launch
 
-    checkpoint = train_model(config, data_dir, run.dir / "checkpoints", run.run_id, data["data_version"])
+    checkpoint = launch(config, data_dir, run.dir / "checkpoints", run.run_id, data["data_version"])
     tracking.log_artifact(run.run_id, run.dir / "checkpoints" / "last.ckpt", "checkpoints")
     return checkpoint
 

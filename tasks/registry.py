@@ -19,15 +19,21 @@ PIP_REQUIREMENTS = ["torch==2.13.0", "tokenizers>=0.23,<0.24", "pandas", "mlflow
 
 def log_model(run_id: str, checkpoint: Path, tokenizer: Path) -> str:
     """Log the pyfunc model under the run; returns its model URI."""
+    import warnings
+
     import mlflow
+    import pandas as pd
 
     from tasks.pyfunc_model import GPTTextGenerator, signature
 
-    with mlflow.start_run(run_id=run_id):
+    with mlflow.start_run(run_id=run_id), warnings.catch_warnings():
+        # The signature is explicit, so MLflow's advice to add type hints for inference does not apply.
+        warnings.filterwarnings("ignore", message=".*type hints.*")
         info = mlflow.pyfunc.log_model(
             name="model", python_model=GPTTextGenerator(),
             artifacts={"checkpoint": str(checkpoint), "tokenizer": str(tokenizer)},
-            signature=signature(), pip_requirements=PIP_REQUIREMENTS,  # inferring them costs ~15 s
+            signature=signature(), input_example=pd.DataFrame({"prompt": ["def main():"]}),
+            pip_requirements=PIP_REQUIREMENTS,  # inferring them costs ~15 s
         )
     return info.model_uri
 

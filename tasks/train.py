@@ -51,6 +51,7 @@ def _trainer(config: FoundryConfig, run_id: str | None, checkpoint_dir: Path, pr
     )
     return L.Trainer(
         accelerator=t.accelerator, devices=t.devices, num_nodes=t.num_nodes, precision=t.precision,
+        strategy="ddp" if t.devices * t.num_nodes > 1 else "auto",
         max_steps=t.max_steps, gradient_clip_val=t.grad_clip or None,
         val_check_interval=t.val_every_n_steps, check_val_every_n_epoch=None, limit_val_batches=t.val_batches,
         num_sanity_val_steps=0, log_every_n_steps=t.log_every_n_steps, logger=loggers or False,

@@ -29,3 +29,44 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=180):
         yield
+
+
+# Every socket connection and name lookup this test process makes, to prove nothing leaves loopback.
+OUTBOUND: list[str] = []
+_LOCAL_NAMES = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "", None}
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event == "socket.connect":
+        address = args[1]
+        host = address[0] if isinstance(address, tuple) else None
+        if host is not None and host not in _LOCAL_NAMES and not str(host).startswith("127."):
+            OUTBOUND.append(f"connect {address}")
+    elif event == "socket.getaddrinfo":
+        host = args[0].decode() if isinstance(args[0], bytes) else args[0]
+        if host not in _LOCAL_NAMES and not str(host).startswith("127."):
+            OUTBOUND.append(f"getaddrinfo {host}")
+
+
+import sys  # noqa: E402
+
+sys.addaudithook(_audit)
+
+
+@pytest.fixture(scope="session")
+def tiny_config():
+    from foundry.config import load_config
+
+    return load_config(REPO_ROOT / "configs" / "tiny.yaml")
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tiny_config, tmp_path_factory) -> Path:
+    """The tiny twin's prepared dataset (stdlib://email), built once per session."""
+    from tasks.acquire import acquire
+    from tasks.prepare import prepare
+
+    root = tmp_path_factory.mktemp("tiny-dataset")
+    manifest = acquire(tiny_config.data, root / "source_manifest.json")
+    prepare(manifest, tiny_config, root / "prepared", progress=False)
+    return root / "prepared"

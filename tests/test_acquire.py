@@ -7,7 +7,6 @@ import hashlib
 import http.server
 import io
 import json
-import os
 import socket
 import tarfile
 import threading
@@ -83,9 +82,6 @@ def test_entries_carry_size_sha256_and_absolute_path(tree):
         assert f.sha256 == hashlib.sha256(data).hexdigest()
 
 
-@pytest.mark.xfail(reason="BUG: acquire.py:143 keeps a relative data.source relative, so SourceFile.path "
-                          "(documented 'absolute, for reading', acquire.py:37) breaks once the cwd changes",
-                   strict=True)
 def test_relative_source_gives_absolute_paths(tmp_path, monkeypatch):
     write(tmp_path / "rel" / "a.txt", "ay")
     monkeypatch.chdir(tmp_path)
@@ -120,9 +116,6 @@ def test_glob_source(tree):
     assert all(f.sha256 == hashlib.sha256(Path(f.path).read_bytes()).hexdigest() for f in files)
 
 
-@pytest.mark.xfail(reason="BUG: acquire.py:163 computes the glob base from glob.escape(root), so a '?' or '[' "
-                          "before the first '*' leaves an escaped, non-existent base and names start with '../'",
-                   strict=True)
 def test_glob_with_question_mark_in_directory_keeps_names_inside(tmp_path):
     write(tmp_path / "c" / "doc1" / "a.txt", "one")
     write(tmp_path / "c" / "doc2" / "b.txt", "two")
@@ -130,9 +123,6 @@ def test_glob_with_question_mark_in_directory_keeps_names_inside(tmp_path):
     assert [f.name for f in files] == ["doc1/a.txt", "doc2/b.txt"]
 
 
-@pytest.mark.xfail(reason="BUG: acquire.py:141 treats any source with '[' as a glob before checking whether "
-                          "it is an existing directory, so a directory named like 'run[1]' cannot be read",
-                   strict=True)
 def test_existing_directory_with_brackets_in_its_name(tmp_path):
     root = tmp_path / "run[1]"
     write(root / "a.txt", "ay")

@@ -160,9 +160,6 @@ def test_jsonl_text_field_is_configurable(tmp_path):
     assert rows == [{"text": normalise(doc(7)), "source": "records.jsonl"}]
 
 
-@pytest.mark.xfail(reason="BUG: clean.py:84 splits JSONL with str.splitlines(), which also breaks on U+2028/U+2029/"
-                          "U+0085 that JSON allows unescaped in strings (and json.dumps(ensure_ascii=False) writes)",
-                   strict=True)
 def test_jsonl_with_unicode_line_separator_inside_a_string(tmp_path):
     path = tmp_path / "records.jsonl"
     text = doc(9).replace("says", "says\u2028")
@@ -248,10 +245,6 @@ def test_clean_is_deterministic(cleaned, tmp_path):
         assert (tmp_path / "again" / name).read_bytes() == (out / name).read_bytes()
 
 
-@pytest.mark.xfail(reason="BUG: clean.py:132 writes the documents.csv source column with json.dumps, not CSV "
-                          "quoting, so names with '\"', '\\' or non-ASCII don't round-trip (a quote plus comma "
-                          "even shifts the columns)",
-                   strict=True)
 def test_documents_csv_source_round_trips_awkward_names(tmp_path):
     path = tmp_path / 'caf\u00e9, "draft".txt'
     path.write_text(doc(1))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -85,9 +84,6 @@ def test_score_drops_a_partial_last_window(tokens):
     assert result["bits_per_byte"] == pytest.approx(manual_nats(model, ragged, 5) / LN2 / scored_bytes, rel=1e-5)
 
 
-@pytest.mark.xfail(reason="BUG: evaluate.py:43 cuts tokens to max_tokens before evaluate.py:49 pro-rates the bytes, "
-                          "so a capped holdout divides by (almost) all the holdout's bytes and under-reports bits/byte",
-                   strict=True)
 def test_score_pro_rates_bytes_when_max_tokens_caps(tokens):
     model = tiny_model()
     result = score(model, tokens, holdout_bytes=400, batch_size=2, max_tokens=2 * BLOCK)

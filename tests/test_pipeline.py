@@ -138,3 +138,17 @@ def test_cli_reports_bad_source_in_one_paragraph(tmp_path):
     ours = [line for line in result.stderr.splitlines() if line.startswith("foundry:")]
     assert len(ours) == 1
     assert ours[0].startswith("foundry: run failed (SourceError)") and "does not exist" in ours[0]
+
+
+def test_nothing_left_loopback_during_the_flows(first_run):
+    """Runs after the flows above (same module): no name lookup or connection beyond 127.0.0.0/8."""
+    from conftest import OUTBOUND
+
+    assert OUTBOUND == []
+
+
+def test_telemetry_switches_are_set():
+    from foundry.env import TELEMETRY_OFF
+
+    for key, value in TELEMETRY_OFF.items():
+        assert os.environ[key] == value

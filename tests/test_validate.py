@@ -120,10 +120,6 @@ def test_truncated_shard(copy, tmp_path):
     assert "sha256_matches" in message and "[False]" in message
 
 
-@pytest.mark.xfail(reason="BUG: validate.py:32 memmaps a shard whose size is not a multiple of the dtype, so a "
-                          "shard truncated by an odd number of bytes raises numpy's ValueError instead of "
-                          "ValidationFailed (and no report is written)",
-                   strict=True)
 def test_shard_truncated_mid_token(copy, tmp_path):
     config, data_dir = copy
     shard = data_dir / "train_000.bin"

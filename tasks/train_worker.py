@@ -1,0 +1,46 @@
+"""The training entry point of one process (rank). Every launcher runs this same module.
+
+Locally, `tasks.launch` starts one per rank. On a cluster:
+
+    # two nodes, one process each, with torchrun
+    torchrun --nnodes 2 --nproc-per-node 1 --node-rank $NODE_RANK --master-addr $HOST --master-port 29500 \\
+        -m tasks.train_worker --config run_config.json --data /local/hydrated/<version> --checkpoints /shared/ckpt
+
+    # or SLURM: srun sets the rank variables, see infra/
+
+The rendezvous comes from MASTER_ADDR, MASTER_PORT, WORLD_SIZE, NODE_RANK and LOCAL_RANK.
+Only rank 0 logs to MLflow, to the run id it is given (never one inherited from the environment).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tasks.train_worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, required=True, help="the run's config as JSON")
+    parser.add_argument("--data", type=Path, required=True, help="hydrated dataset folder")
+    parser.add_argument("--checkpoints", type=Path, required=True, help="checkpoint folder shared by all ranks")
+    parser.add_argument("--run-id", default=None, help="MLflow run that rank 0 logs to")
+    parser.add_argument("--data-version", default="")
+    args = parser.parse_args(argv)
+
+    import foundry  # noqa: F401  (environment before the libraries load)
+    from foundry.config import validate
+    from tasks.train import train
+
+    config = validate(json.loads(args.config.read_text()))
+    # Lightning's MLflow logger is rank-zero-only, so every rank may be handed the run id.
+    leader = os.environ.get("RANK", "0") == "0"
+    train(config, args.data, args.checkpoints, run_id=args.run_id, data_version=args.data_version,
+          progress=leader and sys.stderr.isatty())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
