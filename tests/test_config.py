@@ -255,3 +255,19 @@ def test_flat_values_are_scalars_lists_as_json():
     flat = load_config(None, ["data.extensions=[.txt, .md]"]).flat()
     assert json.loads(flat["data.extensions"]) == [".txt", ".md"]
     assert all(isinstance(v, (str, int, float, bool)) for v in flat.values())
+
+
+def test_the_flow_parameter_is_the_config_form():
+    """Prefect renders the flow's parameters from this schema: the config's sections and defaults."""
+    from prefect.utilities.callables import parameter_schema
+
+    from flows.train_pipeline import train_pipeline
+
+    schema = parameter_schema(train_pipeline).model_dump()
+    assert list(schema["properties"]) == ["config"]
+    definitions = schema["definitions"]
+    assert set(definitions["FoundryConfig"]["properties"]) == {
+        "data", "tokenizer", "model", "train", "checkpoint", "evaluation", "registry"}
+    train = definitions["TrainConfig"]["properties"]
+    assert train["max_steps"]["default"] == FoundryConfig().train.max_steps
+    assert definitions["DataConfig"]["properties"]["on_error"]["enum"] == ["skip", "fail"]
