@@ -17,7 +17,9 @@ from prefect import flow, runtime
 from foundry.config import FoundryConfig
 from foundry.env import foundry_home
 from tasks import tracking
-from tasks.pipeline import RunContext, acquire, evaluate, hydrate, prepare, promote, register, train, validate, version
+from tasks.pipeline import (
+    RunContext, acquire, evaluate, hydrate, judge, prepare, promote, register, train, validate, version,
+)
 
 
 @contextmanager
@@ -38,7 +40,7 @@ def pipeline_run(config: FoundryConfig) -> Iterator[RunContext]:
 
 @flow(name="train_pipeline", log_prints=True)
 def train_pipeline(config: FoundryConfig = FoundryConfig()) -> dict:
-    """Acquire, prepare, validate, version, hydrate, train, evaluate, register and promote."""
+    """Acquire, prepare, validate, version, hydrate, train, evaluate, judge, register and promote."""
     with pipeline_run(config) as run:
         source_manifest = acquire(config, run)
         staged = prepare(config, source_manifest, run)
@@ -47,9 +49,10 @@ def train_pipeline(config: FoundryConfig = FoundryConfig()) -> dict:
         data_dir = hydrate(data, run)
         checkpoint = train(config, data_dir, data, run)
         metrics = evaluate(config, checkpoint, data_dir, run)
-        model_version = register(config, checkpoint, data_dir, data, metrics, run)
-        decision = promote(config, model_version, metrics, data_dir, data)
+        decision = judge(config, metrics, data_dir, data, run)
+        model_version = register(config, checkpoint, data_dir, data, metrics, decision, run)
+        outcome = promote(config, model_version, decision)
     return {
         "run_id": run.run_id, "model_name": config.registry.model_name, "model_version": model_version,
-        "data_version": data["data_version"], "metrics": metrics, **decision,
+        "data_version": data["data_version"], "metrics": metrics, **outcome,
     }

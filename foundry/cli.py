@@ -43,7 +43,7 @@ def _summary_text(summary: dict) -> str:
         model      models:/{summary['model_name']}/{summary['model_version']}  (alias: {status}; {summary['verdict']})
         data       version {summary['data_version']}
         holdout    loss {m['holdout/loss']:.4f}  perplexity {m['holdout/perplexity']:.2f}  bits/byte {m['holdout/bits_per_byte']:.4f}
-        baseline   unigram {m['holdout/unigram_bits_per_byte']:.4f} bits/byte
+        baselines  unigram {m['holdout/unigram_bits_per_byte']:.4f}  gzip {m['holdout/gzip_bits_per_byte']:.4f}  xz {m['holdout/xz_bits_per_byte']:.4f} bits/byte
         MLflow run {summary['run_id']}
         MLflow UI  .venv/bin/mlflow ui --backend-store-uri sqlite:///{home}/mlflow/mlflow.db --host 127.0.0.1 --port 5000
         Prefect UI PREFECT_HOME={home}/prefect .venv/bin/prefect server start --host 127.0.0.1 --port 4200
@@ -67,6 +67,17 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     manifest = prepare(json.loads(args.manifest.read_text()), config, args.out)
     validate_dataset(args.out, config, args.out.parent / f"{args.out.name}_validation.json")
     print(f"{manifest['train_tokens']} train / {manifest['holdout_tokens']} holdout tokens -> {args.out}")
+    return 0
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    import getpass
+
+    from tasks.registry import promote_manually
+
+    record = promote_manually(args.model_uri, args.reason, args.who or getpass.getuser())
+    print(f"models:/{record['name']}/{record['version']} is now champion "
+          f"(was: {record['replaced_champion'] or 'none'}; by {record['promoted_by']}: {record['promotion_reason']})")
     return 0
 
 
@@ -101,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument("--manifest", type=Path, default=Path("source_manifest.json"), help="source manifest to read")
     prepare.add_argument("--out", type=Path, default=Path("prepared"), help="dataset folder to write")
     prepare.set_defaults(func=cmd_prepare)
+
+    promote = commands.add_parser("promote", help="make a model version champion after review, recording who and why")
+    promote.add_argument("model_uri", help="models:/NAME/VERSION or models:/NAME@challenger")
+    promote.add_argument("--reason", required=True, help="why it is promoted (kept as a version tag)")
+    promote.add_argument("--who", help="reviewer (default: the current user)")
+    promote.set_defaults(func=cmd_promote)
 
     config = commands.add_parser("config", help="print the effective config as YAML, or write it")
     _config_args(config)

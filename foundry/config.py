@@ -93,6 +93,15 @@ class EvaluationConfig(_Section):
     max_tokens: int = Field(2_000_000, ge=1, description="Cap on holdout tokens scored.")
     batch_size: int = Field(32, ge=1)
     min_improvement: float = Field(0.0, ge=0, description="Bits per byte a challenger must gain to be champion.")
+    compression_context_bytes: int = Field(
+        8 << 20, ge=0, description="Training text (its tail) that gzip and xz see before the holdout."
+    )
+    prompts: list[str] = Field(
+        ["def ", "import ", "class Parser:\n    def __init__(self", "# Copyright", "    return "],
+        description="Prompts whose generations are logged with every evaluation.",
+    )
+    max_new_tokens: int = Field(64, ge=1)
+    generation_seed: int = 0
 
 
 class RegistryConfig(_Section):

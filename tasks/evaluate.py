@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +58,31 @@ def unigram_bits_per_byte(data_dir: Path, vocab_size: int, holdout_bytes: int) -
     log_p = np.log(counts / counts.sum())
     holdout = load_split(data_dir, "holdout")
     return float(-log_p[holdout].sum() / LN2 / holdout_bytes)
+
+
+def compression_bits_per_byte(data_dir: Path, context_bytes: int) -> dict[str, float]:
+    """gzip and xz on the holdout after (the tail of) the training text: what a general compressor
+    learns from the same data, the baseline a language model should beat."""
+    import gzip
+    import lzma
+
+    holdout = "".join(iter_texts(data_dir / "holdout.jsonl")).encode()
+    context = b""
+    if context_bytes:
+        # Only the tail matters: gzip sees 32 KiB back, xz (preset 6) 8 MiB.
+        chunks: deque[bytes] = deque()
+        size = 0
+        for text in iter_texts(data_dir / "train.jsonl"):
+            chunks.append(text.encode())
+            size += len(chunks[-1])
+            while size - len(chunks[0]) >= context_bytes:
+                size -= len(chunks.popleft())
+        context = b"".join(chunks)[-context_bytes:]
+    compressors = {"gzip": lambda b: gzip.compress(b, compresslevel=9, mtime=0), "xz": lambda b: lzma.compress(b, preset=6)}
+    return {
+        f"{name}_bits_per_byte": 8 * (len(squeeze(context + holdout)) - len(squeeze(context))) / len(holdout)
+        for name, squeeze in compressors.items()
+    }
 
 
 def evaluate(model: GPT, tokenizer_path: Path, data_dir: Path, batch_size: int, max_tokens: int) -> dict[str, float]:

@@ -95,44 +95,76 @@ def train(config: FoundryConfig, data_dir: Path, data: dict, run: RunContext) ->
 
 @task(name="evaluate", cache_policy=NO_CACHE)
 def evaluate(config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunContext) -> dict[str, float]:
-    """Holdout loss, perplexity, bits per byte and the unigram baseline."""
-    from tasks.evaluate import evaluate as evaluate_model
+    """Holdout loss, perplexity and bits per byte beside unigram, gzip and xz; generations; loss curve."""
+    from tasks.evaluate import compression_bits_per_byte, evaluate as evaluate_model
+    from tasks.generate import generate_texts
+    from tasks.report import loss_curve
     from tasks.train import load_model
+    from tokenizers import Tokenizer
 
     e = config.evaluation
-    metrics = evaluate_model(load_model(checkpoint), data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
+    model = load_model(checkpoint)
+    metrics = evaluate_model(model, data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
+    baselines = compression_bits_per_byte(data_dir, e.compression_context_bytes)
+    metrics.update({f"holdout/{k}": v for k, v in baselines.items()})
     tracking.log_metrics(run.run_id, metrics)
+    tokenizer = Tokenizer.from_file(str(data_dir / "tokenizer.json"))
+    completions = generate_texts(model, tokenizer, e.prompts, e.max_new_tokens, seed=e.generation_seed)
+    tracking.client().log_table(run.run_id, {"prompt": e.prompts, "completion": completions}, "evaluation/generations.json")
+    history = {key: tracking.metric_history(run.run_id, key) for key in ("train/loss", "val/loss")}
+    tracking.log_artifact(run.run_id, loss_curve(history, run.dir / "loss_curve.png"), "evaluation")
     get_run_logger().info("holdout: %s", {k: round(v, 4) for k, v in metrics.items()})
     return metrics
 
 
-@task(name="register", cache_policy=NO_CACHE)
-def register(config: FoundryConfig, checkpoint: Path, data_dir: Path, data: dict, metrics: dict, run: RunContext) -> str:
-    """Log the pyfunc model and register it as a new version with lineage and metric tags."""
+@task(name="judge", cache_policy=NO_CACHE)
+def judge(config: FoundryConfig, metrics: dict, data_dir: Path, data: dict, run: RunContext) -> dict:
+    """The promotion gate's inputs and verdict: the champion is scored on this same holdout."""
     from tasks import registry
+    from tasks.report import summary_table
+
+    current = registry.champion(config.registry.model_name)
+    champion_bpb = None if current is None else _champion_bits_per_byte(current, config, data_dir, data["data_version"])
+    passed, verdict = registry.gate(metrics["holdout/bits_per_byte"], champion_bpb, config.evaluation.min_improvement)
+    tracking.client().log_table(run.run_id, summary_table(metrics, champion_bpb), "evaluation/summary.json")
+    decision = {
+        "passed": passed, "verdict": verdict, "champion_bits_per_byte": champion_bpb,
+        "champion_version": None if current is None else str(current.version),
+        "challenger_bits_per_byte": metrics["holdout/bits_per_byte"], "min_improvement": config.evaluation.min_improvement,
+    }
+    tracking.set_tags(run.run_id, {"gate.verdict": verdict, "gate.passed": str(passed).lower()})
+    return decision
+
+
+@task(name="register", cache_policy=NO_CACHE)
+def register(
+    config: FoundryConfig, checkpoint: Path, data_dir: Path, data: dict, metrics: dict, decision: dict, run: RunContext,
+) -> str:
+    """Log the pyfunc model and register it, with lineage, metrics, gate tags and a model card; all or nothing."""
+    from tasks import registry
+    from tasks.report import model_card
+    from tasks.train import load_model
 
     uri = registry.log_model(run.run_id, checkpoint, data_dir / "tokenizer.json")
     run_tags = tracking.client().get_run(run.run_id).data.tags
+    git = {k: run_tags.get(k, "unknown") for k in ("git_commit", "git_dirty")}
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    card = model_card(config, manifest, data, metrics, decision, load_model(checkpoint).num_params(), run.run_id, git)
     tags = {
         "run_id": run.run_id, "data_version": data["data_version"], "data.remote": data["remote"],
-        "data.source": config.data.source, "git_commit": run_tags.get("git_commit", "unknown"),
-        "git_dirty": run_tags.get("git_dirty", "unknown"), "config": config.model_dump_json(),
-        **{k: f"{v:.6f}" for k, v in metrics.items()},
+        "data.source": config.data.source, "data.source_digest": manifest["source_digest"], **git,
+        "config": config.model_dump_json(), **{k: f"{v:.6f}" for k, v in metrics.items()},
+        **registry.gate_tags(decision),
     }
-    return registry.register(uri, config.registry.model_name, run.run_id, tags)
+    return registry.register(uri, config.registry.model_name, run.run_id, tags, description=card)
 
 
 @task(name="promote", cache_policy=NO_CACHE)
-def promote(config: FoundryConfig, version: str, metrics: dict, data_dir: Path, data: dict) -> dict:
-    """`challenger` always; `champion` when it beats the champion on this same holdout."""
+def promote(config: FoundryConfig, version: str, decision: dict) -> dict:
+    """`challenger` always; `champion` when the gate passed and auto-promotion is on."""
     from tasks import registry
 
-    current = registry.champion(config.registry.model_name)
-    champion_bpb = None
-    if current is not None:
-        champion_bpb = _champion_bits_per_byte(current, config, data_dir, data["data_version"])
-    ok, verdict = registry.gate(metrics["holdout/bits_per_byte"], champion_bpb, config.evaluation.min_improvement)
-    return registry.promote(config.registry.model_name, version, ok, verdict, champion_bpb, config.registry.auto_promote)
+    return registry.promote(config.registry.model_name, version, decision["passed"] and config.registry.auto_promote, decision["verdict"])
 
 
 def _champion_bits_per_byte(current, config: FoundryConfig, data_dir: Path, data_version: str) -> float:
@@ -144,10 +176,9 @@ def _champion_bits_per_byte(current, config: FoundryConfig, data_dir: Path, data
     from tasks.evaluate import evaluate as evaluate_model
     from tasks.train import load_model
 
-    local = Path(mlflow.artifacts.download_artifacts(current.source))
-    artifacts = local / "artifacts"
-    model = load_model(artifacts / "model.pt")
+    artifacts = Path(mlflow.artifacts.download_artifacts(current.source)) / "artifacts"
     e = config.evaluation
-    metrics = evaluate_model(model, artifacts / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
-    get_run_logger().info("champion v%s re-scored on data %s: %.4f bits/byte", current.version, data_version, metrics["holdout/bits_per_byte"])
-    return metrics["holdout/bits_per_byte"]
+    metrics = evaluate_model(load_model(artifacts / "model.pt"), artifacts / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
+    score = metrics["holdout/bits_per_byte"]
+    get_run_logger().info("champion v%s re-scored on data %s: %.4f bits/byte", current.version, data_version, score)
+    return score

@@ -36,21 +36,12 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         self.tokenizer = Tokenizer.from_file(context.artifacts["tokenizer"])
 
     def predict(self, context, model_input, params=None) -> pd.DataFrame:
-        import torch
-
-        from tasks.shards import EOT
+        from tasks.generate import generate_texts
 
         params = {**PARAMS, **(params or {})}
         prompts = model_input["prompt"] if isinstance(model_input, pd.DataFrame) else model_input
-        eot = self.tokenizer.token_to_id(EOT)
-        completions = []
-        for prompt in prompts:
-            ids = self.tokenizer.encode(str(prompt)).ids or [eot]
-            generator = torch.Generator().manual_seed(int(params["seed"]))
-            out = self.model.generate(
-                torch.tensor([ids]), int(params["max_new_tokens"]), float(params["temperature"]),
-                int(params["top_k"]) or None, generator=generator, stop_token=eot,
-            )
-            new_ids = [i for i in out[0, len(ids):].tolist() if i != eot]
-            completions.append(self.tokenizer.decode(new_ids))
+        completions = generate_texts(
+            self.model, self.tokenizer, list(prompts), int(params["max_new_tokens"]), float(params["temperature"]),
+            int(params["top_k"]) or None, int(params["seed"]),
+        )
         return pd.DataFrame({"completion": completions})

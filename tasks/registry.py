@@ -72,18 +72,57 @@ def gate(challenger_bpb: float, champion_bpb: float | None, min_improvement: flo
     return False, f"{challenger_bpb:.4f} does not beat champion's {champion_bpb:.4f} bits/byte by {min_improvement}"
 
 
-def promote(name: str, version: str, promote_it: bool, verdict: str, champion_bpb: float | None, auto: bool) -> dict:
-    """Set `challenger` (always) and `champion` (when the gate says so and auto-promotion is on)."""
+def gate_tags(decision: dict) -> dict[str, str]:
+    """The gate's inputs and verdict, as model version tags."""
+    champion_bpb = decision.get("champion_bits_per_byte")
+    return {
+        "gate.verdict": decision["verdict"], "gate.passed": str(decision["passed"]).lower(),
+        "gate.challenger_bits_per_byte": f"{decision['challenger_bits_per_byte']:.6f}",
+        "gate.champion_bits_per_byte": "" if champion_bpb is None else f"{champion_bpb:.6f}",
+        "gate.champion_version": decision.get("champion_version") or "",
+        "gate.min_improvement": str(decision["min_improvement"]),
+    }
+
+
+def promote(name: str, version: str, make_champion: bool, verdict: str) -> dict:
+    """Set `challenger`, and `champion` when asked; the outcome is tagged on the version."""
     c = client()
     c.set_registered_model_alias(name, "challenger", version)
-    promoted = promote_it and auto
-    if promoted:
+    if make_champion:
         c.set_registered_model_alias(name, "champion", version)
+    c.set_model_version_tag(name, version, "gate.promoted", str(make_champion).lower())
+    log.info("%s version %s: %s%s", name, version, verdict, " -> champion" if make_champion else "")
+    return {"promoted": make_champion, "verdict": verdict}
+
+
+def resolve(model_uri: str):
+    """`models:/name/version` or `models:/name@alias` to its model version."""
+    if not model_uri.startswith("models:/"):
+        raise ValueError(f"{model_uri!r} is not a model URI; use models:/NAME/VERSION or models:/NAME@ALIAS")
+    rest = model_uri.removeprefix("models:/")
+    c = client()
+    if "@" in rest:
+        name, alias = rest.split("@", 1)
+        return c.get_model_version_by_alias(name, alias)
+    name, _, version = rest.partition("/")
+    if not version.isdigit():
+        raise ValueError(f"{model_uri!r} names no version; use models:/NAME/VERSION or models:/NAME@ALIAS")
+    return c.get_model_version(name, version)
+
+
+def promote_manually(model_uri: str, reason: str, who: str) -> dict:
+    """A reviewer's decision: make this version champion, recording who, why and the one it replaced."""
+    import datetime
+
+    version = resolve(model_uri)
+    previous = champion(version.name)
+    c = client()
+    c.set_registered_model_alias(version.name, "champion", str(version.version))
     record = {
-        "gate.verdict": verdict, "gate.passed": str(promote_it).lower(), "gate.promoted": str(promoted).lower(),
-        "gate.champion_bits_per_byte": "" if champion_bpb is None else f"{champion_bpb:.6f}",
+        "promoted_by": who, "promotion_reason": reason, "gate.promoted": "true",
+        "promoted_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "replaced_champion": "" if previous is None else str(previous.version),
     }
     for key, value in record.items():
-        c.set_model_version_tag(name, version, key, value)
-    log.info("%s version %s: %s%s", name, version, verdict, " -> champion" if promoted else "")
-    return {"promoted": promoted, "verdict": verdict}
+        c.set_model_version_tag(version.name, str(version.version), key, value)
+    return {"name": version.name, "version": str(version.version), **record}

@@ -82,6 +82,10 @@ def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0) -> None:
     client().log_batch(run_id, metrics=batch)
 
 
+def metric_history(run_id: str, key: str) -> list[tuple[int, float]]:
+    return [(m.step, m.value) for m in client().get_metric_history(run_id, key)]
+
+
 def set_tags(run_id: str, tags: dict[str, str]) -> None:
     c = client()
     for key, value in tags.items():

@@ -56,14 +56,34 @@ def test_flow_logs_params_metrics_and_artifacts(first_run):
     assert run.info.status == "FINISHED"
     assert run.data.params["train.max_steps"] == str(config.train.max_steps)
     assert run.data.params["data.source"] == "stdlib://email"
-    for key in ("train/loss", "val/loss", "train/tokens_per_sec", "holdout/bits_per_byte",
-                "holdout/unigram_bits_per_byte", "holdout/perplexity", "data/docs_in", "data/docs_out", "data/train_tokens"):
+    for key in ("train/loss", "val/loss", "train/tokens_per_sec", "holdout/bits_per_byte", "holdout/unigram_bits_per_byte",
+                "holdout/gzip_bits_per_byte", "holdout/xz_bits_per_byte", "holdout/perplexity", "data/docs_in",
+                "data/docs_out", "data/train_tokens"):
         assert key in run.data.metrics, key
     assert run.data.metrics["data/docs_out"] <= run.data.metrics["data/docs_in"]
     assert run.data.tags["data_version"] == summary["data_version"]
     assert len(client.get_metric_history(summary["run_id"], "train/loss")) >= 2
-    artifacts = {a.path for top in ("checkpoints", "data", "validation") for a in client.list_artifacts(summary["run_id"], top)}
-    assert {"checkpoints/last.ckpt", "data/tokenizer.json", "validation/validation_report.json"} <= artifacts
+    artifacts = {a.path for top in ("checkpoints", "data", "validation", "evaluation")
+                 for a in client.list_artifacts(summary["run_id"], top)}
+    assert {"checkpoints/last.ckpt", "data/tokenizer.json", "validation/validation_report.json",
+            "evaluation/loss_curve.png", "evaluation/generations.json", "evaluation/summary.json"} <= artifacts
+    local = client.download_artifacts(summary["run_id"], "evaluation/generations.json")
+    generations = json.loads(open(local).read())
+    assert generations["columns"] == ["prompt", "completion"] and len(generations["data"]) == len(config.evaluation.prompts)
+    with open(client.download_artifacts(summary["run_id"], "evaluation/loss_curve.png"), "rb") as png:
+        assert png.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_model_card_describes_data_metrics_and_use(first_run):
+    from mlflow import MlflowClient
+
+    _, summary = first_run
+    card = MlflowClient().get_model_version("it-gpt", "1").description
+    assert summary["data_version"] in card and summary["run_id"] in card
+    assert f"{summary['metrics']['holdout/bits_per_byte']:.4f}" in card
+    for row in ("| unigram |", "| gzip |", "| xz |"):
+        assert row in card
+    assert 'mlflow.pyfunc.load_model("models:/it-gpt@champion")' in card
 
 
 def test_model_beats_unigram_and_loads_through_pyfunc(first_run):
@@ -101,8 +121,28 @@ def test_second_run_goes_through_the_gate_on_the_same_holdout(first_run, prefect
     assert str(client.get_model_version_by_alias("it-gpt", "challenger").version) == "2"
     assert str(client.get_model_version_by_alias("it-gpt", "champion").version) == "1"
     tags = client.get_model_version("it-gpt", "2").tags
-    assert tags["gate.passed"] == "false"
+    assert tags["gate.passed"] == "false" and tags["gate.promoted"] == "false" and tags["gate.champion_version"] == "1"
     assert float(tags["gate.champion_bits_per_byte"]) == pytest.approx(first["metrics"]["holdout/bits_per_byte"], rel=1e-5)
+    assert float(tags["gate.challenger_bits_per_byte"]) == pytest.approx(second["metrics"]["holdout/bits_per_byte"], rel=1e-5)
+
+
+def test_champion_is_rescored_on_a_different_holdout_and_review_mode_waits(first_run, prefect_harness):
+    from mlflow import MlflowClient
+
+    from flows.train_pipeline import train_pipeline
+
+    _, first = first_run
+    # Another split is another holdout: the champion's recorded score no longer applies.
+    third = train_pipeline(config=tiny("it-gpt", "data.holdout_fraction=0.3", "registry.auto_promote=false"))
+    assert third["data_version"] != first["data_version"]
+    client = MlflowClient()
+    tags = client.get_model_version("it-gpt", third["model_version"]).tags
+    rescored = float(tags["gate.champion_bits_per_byte"])
+    assert rescored != pytest.approx(first["metrics"]["holdout/bits_per_byte"], rel=1e-6)
+    assert 0 < rescored < 8
+    assert third["promoted"] is False  # review mode, whatever the gate said
+    assert str(client.get_model_version_by_alias("it-gpt", "champion").version) == "1"
+    assert str(client.get_model_version_by_alias("it-gpt", "challenger").version) == third["model_version"]
 
 
 def test_failed_gate_stops_before_versioning_and_registers_nothing(prefect_harness, foundry_home):

@@ -16,7 +16,7 @@ def test_register_tags_the_version_and_promote_sets_aliases(run_id, tmp_path):
     name = "reg-ok"
     version = registry.register("runs:/%s/none" % run_id, name, run_id, {"data_version": "abc", "holdout/bits_per_byte": "2.0"})
     assert version == "1"
-    result = registry.promote(name, version, True, "no champion yet", None, auto=True)
+    result = registry.promote(name, version, True, "no champion yet")
     assert result == {"promoted": True, "verdict": "no champion yet"}
     client = tracking.client()
     assert str(client.get_model_version_by_alias(name, "champion").version) == "1"
@@ -26,7 +26,7 @@ def test_register_tags_the_version_and_promote_sets_aliases(run_id, tmp_path):
 def test_manual_review_mode_leaves_a_challenger(run_id):
     name = "reg-manual"
     version = registry.register("runs:/%s/none" % run_id, name, run_id, {})
-    result = registry.promote(name, version, True, "no champion yet", None, auto=False)
+    result = registry.promote(name, version, False, "no champion yet")
     assert result["promoted"] is False
     assert registry.champion(name) is None
     assert str(tracking.client().get_model_version_by_alias(name, "challenger").version) == version
@@ -45,3 +45,29 @@ def test_pipeline_run_carries_lineage_params_and_versions(run_id, tiny_config):
     assert run.data.tags["git_commit"]
     assert run.data.tags["version.torch"].startswith("2.13.0")
     assert run.info.artifact_uri.startswith("file://")
+
+
+def test_manual_promotion_records_who_why_and_the_replaced_champion(run_id):
+    name = "reg-review"
+    first = registry.register("runs:/%s/none" % run_id, name, run_id, {})
+    registry.promote(name, first, True, "no champion yet")
+    second = registry.register("runs:/%s/none" % run_id, name, run_id, {})
+    registry.promote(name, second, False, "left for review")
+    record = registry.promote_manually(f"models:/{name}@challenger", "reviewed generations", "alice")
+    assert record["version"] == second and record["replaced_champion"] == first
+    tags = tracking.client().get_model_version(name, second).tags
+    assert tags["promoted_by"] == "alice" and tags["promotion_reason"] == "reviewed generations"
+    assert str(registry.champion(name).version) == second
+
+
+@pytest.mark.parametrize("uri", ["runs:/abc/model", "models:/only-a-name"])
+def test_resolve_rejects_uris_that_name_no_version(uri):
+    with pytest.raises(ValueError, match="models:/NAME/VERSION"):
+        registry.resolve(uri)
+
+
+def test_gate_tags_record_inputs_and_verdict():
+    tags = registry.gate_tags({"passed": False, "verdict": "worse", "champion_bits_per_byte": 1.5,
+                               "champion_version": "3", "challenger_bits_per_byte": 1.6, "min_improvement": 0.01})
+    assert tags == {"gate.verdict": "worse", "gate.passed": "false", "gate.challenger_bits_per_byte": "1.600000",
+                    "gate.champion_bits_per_byte": "1.500000", "gate.champion_version": "3", "gate.min_improvement": "0.01"}
