@@ -18,15 +18,15 @@ from foundry.config import FoundryConfig
 from foundry.env import foundry_home
 from tasks import tracking
 from tasks.pipeline import (
-    RunContext, acquire, evaluate, hydrate, judge, prepare, promote, register, train, validate, version,
+    RunContext, acquire, dataset, evaluate, hydrate, judge, promote, register, train,
 )
 
 
 @contextmanager
-def pipeline_run(config: FoundryConfig) -> Iterator[RunContext]:
+def pipeline_run(config: FoundryConfig, run_name: str | None = None) -> Iterator[RunContext]:
     """One MLflow run for the whole flow, marked FAILED if any stage raises."""
     home = foundry_home()
-    run_id = tracking.start_pipeline_run(config, run_name=runtime.flow_run.name)
+    run_id = tracking.start_pipeline_run(config, run_name=run_name or runtime.flow_run.name)
     tracking.set_tags(run_id, {"prefect.flow_run_id": str(runtime.flow_run.id)})
     run = RunContext(run_id=run_id, dir=home / "runs" / run_id, home=home)
     run.dir.mkdir(parents=True, exist_ok=True)
@@ -43,9 +43,7 @@ def train_pipeline(config: FoundryConfig = FoundryConfig()) -> dict:
     """Acquire, prepare, validate, version, hydrate, train, evaluate, judge, register and promote."""
     with pipeline_run(config) as run:
         source_manifest = acquire(config, run)
-        staged = prepare(config, source_manifest, run)
-        validate(config, staged, run)
-        data = version(config, staged, source_manifest, run)
+        data = dataset(config, source_manifest, run)  # prepare, validate, version: cached by content
         data_dir = hydrate(data, run)
         checkpoint = train(config, data_dir, data, run)
         metrics = evaluate(config, checkpoint, data_dir, run)

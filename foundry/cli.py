@@ -81,6 +81,34 @@ def cmd_promote(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lineage(args: argparse.Namespace) -> int:
+    from tasks.lineage import format_lineage, lineage
+
+    chain = lineage(args.model_uri)
+    print(json.dumps(chain, indent=1) if args.json else format_lineage(chain))
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from flows.reproduce import reproduce
+
+    result = reproduce(model_uri=args.model_uri, force=args.force)
+    print(f"reproduced {result['model']} in MLflow run {result['run_id']}"
+          f"{'' if result['commit_matches'] else ' (at a different commit, forced)'}")
+    for key, (recorded, again) in result["comparison"].items():
+        print(f"  {key:24s} recorded {recorded:.6f}  reproduced {again:.6f}")
+    print("identical holdout metrics" if result["identical"] else "holdout metrics DIFFER from the recorded ones")
+    return 0 if result["identical"] else 1
+
+
+def cmd_hydrate(args: argparse.Namespace) -> int:
+    from foundry.env import foundry_home
+    from tasks.versioning import hydrate, version_ref
+
+    print(hydrate(version_ref(args.data_version, args.remote), foundry_home()))
+    return 0
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     text = to_yaml(load_config(None, args.overrides) if args.defaults else _load(args))
     if args.write:
@@ -118,6 +146,21 @@ def build_parser() -> argparse.ArgumentParser:
     promote.add_argument("--reason", required=True, help="why it is promoted (kept as a version tag)")
     promote.add_argument("--who", help="reviewer (default: the current user)")
     promote.set_defaults(func=cmd_promote)
+
+    lineage = commands.add_parser("lineage", help="print a model's chain: version, run, data, source, commit, config, parent")
+    lineage.add_argument("model_uri", help="models:/NAME/VERSION or models:/NAME@ALIAS")
+    lineage.add_argument("--json", action="store_true", help="machine-readable output")
+    lineage.set_defaults(func=cmd_lineage)
+
+    reproduce = commands.add_parser("reproduce", help="hydrate a model's data version and re-train it with its config")
+    reproduce.add_argument("model_uri", help="models:/NAME/VERSION or models:/NAME@ALIAS")
+    reproduce.add_argument("--force", action="store_true", help="re-train even when the code's commit differs")
+    reproduce.set_defaults(func=cmd_reproduce)
+
+    hydrate = commands.add_parser("hydrate", help="pull one data version into $FOUNDRY_HOME/hydrated/ and verify it")
+    hydrate.add_argument("data_version", help="the DVC content hash (the data_version tag)")
+    hydrate.add_argument("--remote", required=True, help="the DVC remote it was pushed to (the data.remote tag)")
+    hydrate.set_defaults(func=cmd_hydrate)
 
     config = commands.add_parser("config", help="print the effective config as YAML, or write it")
     _config_args(config)

@@ -41,13 +41,10 @@ def acquire(config: FoundryConfig, run: RunContext) -> Path:
 @task(name="prepare", cache_policy=NO_CACHE)
 def prepare(config: FoundryConfig, source_manifest: Path, run: RunContext) -> Path:
     """Clean, split and tokenize into this run's staging folder."""
-    from tasks.prepare import prepare as prepare_dataset, prepare_metrics
+    from tasks.prepare import prepare as prepare_dataset
 
     staged = run.dir / "prepared"
     manifest = prepare_dataset(json.loads(source_manifest.read_text()), config, staged)
-    tracking.log_metrics(run.run_id, prepare_metrics(manifest))
-    tracking.log_artifact(run.run_id, staged / "tokenizer.json", "data")
-    tracking.log_artifact(run.run_id, staged / "manifest.json", "data")
     get_run_logger().info("prepared %s", {k: v for k, v in manifest["stats"].items()})
     return staged
 
@@ -70,22 +67,47 @@ def version(config: FoundryConfig, staged: Path, source_manifest: Path, run: Run
     """Commit the dataset in the DVC workspace and push it; the content hash is the data version."""
     from tasks.versioning import version_dataset
 
-    data = version_dataset(config, staged, source_manifest, run.home)
-    tracking.set_tags(run.run_id, {"data_version": data["data_version"], "data.remote": data["remote"]})
-    return data
+    return version_dataset(config, staged, source_manifest, run.home)
+
+
+def _dataset_key(context, parameters: dict) -> str:
+    from tasks.versioning import dataset_key
+
+    digest = json.loads(parameters["source_manifest"].read_text())["digest"]
+    return dataset_key(parameters["config"], digest)
+
+
+@task(name="dataset", cache_key_fn=_dataset_key, persist_result=True, result_serializer="json")
+def dataset(config: FoundryConfig, source_manifest: Path, run: RunContext) -> dict:
+    """Prepare, validate and version, unless this source content with these params and this code was
+    versioned before: then Prefect's cache returns that data version and no compute is spent."""
+    staged = prepare(config, source_manifest, run)
+    validate(config, staged, run)
+    return version(config, staged, source_manifest, run)
 
 
 @task(name="hydrate", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 10])
 def hydrate(data: dict, run: RunContext) -> Path:
-    """Pull exactly that data version from the remote onto local storage."""
+    """Pull exactly that data version from the remote onto local storage; record it on the run."""
+    from tasks.prepare import prepare_metrics
     from tasks.versioning import hydrate as hydrate_version
 
-    return hydrate_version(data, run.home)
+    data_dir = hydrate_version(data, run.home)
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    tracking.set_tags(run.run_id, {"data_version": data["data_version"], "data.remote": data["remote"]})
+    tracking.log_metrics(run.run_id, prepare_metrics(manifest))
+    tracking.log_dataset(run.run_id, data, manifest)
+    for name in ("tokenizer.json", "manifest.json"):
+        tracking.log_artifact(run.run_id, data_dir / name, "data")
+    return data_dir
 
 
 @task(name="train", cache_policy=NO_CACHE)
-def train(config: FoundryConfig, data_dir: Path, data: dict, run: RunContext) -> Path:
-    """Lightning training; metrics stream to the pipeline's MLflow run."""
+def train(config: FoundryConfig, data_dir: Path, data: dict, run: RunContext, resume: bool = True) -> Path:
+    """Lightning training; metrics stream to the pipeline's MLflow run.
+
+    `resume=False` (reproduction) trains from scratch in this run's own folder, whatever earlier
+    attempts left behind."""
     from tasks.launch import launch
 
     checkpoint = launch(config, data_dir, run.dir / "checkpoints", run.run_id, data["data_version"])

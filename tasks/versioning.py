@@ -8,6 +8,7 @@ exactly that hash from the remote into `$FOUNDRY_HOME/hydrated/<version>/`, as a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -35,6 +36,33 @@ def remote_url(config: FoundryConfig, home: Path) -> str:
     return config.data.remote or str(home / "dvc-remote")
 
 
+def code_dependencies() -> list[str]:
+    """The project files `dvc.yaml` names as stage dependencies (the code that makes the data)."""
+    stages = yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())["stages"]
+    deps = {d for stage in stages.values() for d in stage.get("deps", [])}
+    return sorted(d for d in deps if (PROJECT_ROOT / d).is_file())
+
+
+def dataset_key(config: FoundryConfig, source_digest: str) -> str:
+    """Same source content, same data-shaping params, same code: same dataset. The cache key of `dataset`."""
+    code = {name: hashlib.sha256((PROJECT_ROOT / name).read_bytes()).hexdigest() for name in code_dependencies()}
+    shaping = {
+        "source_digest": source_digest, "data": config.data.model_dump(mode="json"),
+        "tokenizer": config.tokenizer.model_dump(mode="json"), "block_size": config.model.block_size, "code": code,
+    }
+    return "dataset-" + hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()
+
+
+def version_ref(data_version: str, remote: str) -> dict:
+    """What hydration needs to fetch a version: its hash and the remote (size and file count are optional)."""
+    return {"data_version": data_version, "remote": remote,
+            "out": {"path": "prepared", "hash": "md5", "md5": f"{data_version}.dir"}}
+
+
+def _s3_endpoint() -> str | None:
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+
+
 def _init_dvc(root: Path, remote: str, cache_dir: Path | None = None):
     from dvc.repo import Repo
 
@@ -46,6 +74,8 @@ def _init_dvc(root: Path, remote: str, cache_dir: Path | None = None):
         conf["core"]["analytics"] = False
         conf["core"]["remote"] = REMOTE_NAME
         conf["remote"][REMOTE_NAME] = {"url": remote}
+        if remote.startswith("s3://") and _s3_endpoint():  # MinIO, moto or any S3-compatible store
+            conf["remote"][REMOTE_NAME]["endpointurl"] = _s3_endpoint()
         if cache_dir is not None:
             conf["cache"]["dir"] = str(cache_dir)
     return repo
@@ -68,7 +98,9 @@ def version_dataset(config: FoundryConfig, staged: Path, source_manifest: Path, 
     # DVC resolves stage paths against the working directory, so operate from inside the workspace.
     with _workspace_lock(workspace), chdir(workspace):
         repo = _init_dvc(workspace, remote)
-        shutil.copy(PROJECT_ROOT / "dvc.yaml", workspace / "dvc.yaml")
+        for name in ["dvc.yaml", *code_dependencies()]:  # dvc.lock then records the code's hashes too
+            (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(PROJECT_ROOT / name, workspace / name)
         (workspace / "params.yaml").write_text(to_yaml(config))
         shutil.copy(source_manifest, workspace / "source_manifest.json")
         shutil.rmtree(workspace / "prepared", ignore_errors=True)

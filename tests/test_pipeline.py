@@ -118,6 +118,12 @@ def test_second_run_goes_through_the_gate_on_the_same_holdout(first_run, prefect
     second = train_pipeline(config=tiny("it-gpt", "train.max_steps=5"))  # fewer steps: worse
     assert second["model_version"] == "2" and second["data_version"] == first["data_version"]
     client = MlflowClient()
+    # Same source content and data params: Prefect's cache skipped prepare, validate and version.
+    assert client.list_artifacts(second["run_id"], "validation") == []
+    run = client.get_run(second["run_id"])
+    assert run.data.metrics["data/train_tokens"] == client.get_run(first["run_id"]).data.metrics["data/train_tokens"]
+    assert run.data.tags["data_version"] == first["data_version"]
+    assert [d.dataset.digest for d in run.inputs.dataset_inputs] == [first["data_version"]]
     assert str(client.get_model_version_by_alias("it-gpt", "challenger").version) == "2"
     assert str(client.get_model_version_by_alias("it-gpt", "champion").version) == "1"
     tags = client.get_model_version("it-gpt", "2").tags
@@ -192,3 +198,22 @@ def test_telemetry_switches_are_set():
 
     for key, value in TELEMETRY_OFF.items():
         assert os.environ[key] == value
+
+
+def test_lineage_and_reproduce_give_identical_metrics(first_run, prefect_harness):
+    from flows.reproduce import reproduce
+    from tasks.lineage import format_lineage, lineage
+
+    config, summary = first_run
+    chain = lineage("models:/it-gpt/1")
+    assert len(chain) == 1
+    record = chain[0]
+    assert record["data_version"] == summary["data_version"] and record["run_id"] == summary["run_id"]
+    assert record["config"]["train"]["max_steps"] == config.train.max_steps
+    assert record["packages"]["torch"].startswith("2.13.0")
+    text = format_lineage(chain)
+    assert summary["data_version"] in text and "trained from scratch" in text
+    result = reproduce(model_uri="models:/it-gpt/1")
+    assert result["commit_matches"] and result["run_id"] != summary["run_id"]
+    assert result["identical"], result["comparison"]
+    assert set(result["comparison"]) == {"holdout/loss", "holdout/bits_per_byte", "holdout/perplexity"}
