@@ -70,3 +70,42 @@ def tiny_dataset(tiny_config, tmp_path_factory) -> Path:
     manifest = acquire(tiny_config.data, root / "source_manifest.json")
     prepare(manifest, tiny_config, root / "prepared", progress=False)
     return root / "prepared"
+
+
+@pytest.fixture(scope="session")
+def moto_s3():
+    """A real S3 API (moto_server) on 127.0.0.1; yields its endpoint URL."""
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = Path(sys.executable).parent / "moto_server"
+    proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError("moto_server did not start")
+            time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture()
+def s3_env(moto_s3, monkeypatch):
+    """Standard AWS variables pointing at moto; returns a boto3 client for setting up buckets."""
+    import boto3
+
+    for key, value in {"AWS_ENDPOINT_URL_S3": moto_s3, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    return boto3.client("s3", endpoint_url=moto_s3)

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from tasks.versioning import HydrationError, hydrate, verify_dataset, version_dataset
+from tasks.versioning import HydrationError, hydrate, verify_dataset, version_dataset, version_ref
 
 
 @pytest.fixture()
@@ -61,3 +61,68 @@ def test_an_unknown_version_names_the_node_and_the_version(versioned, tmp_path):
     with pytest.raises(HydrationError, match="cannot hydrate data version 0{32}"):
         hydrate(missing, tmp_path / "node")
     assert not (tmp_path / "node" / "hydrated" / ("0" * 32)).exists()
+
+
+def test_s3_remote_end_to_end_through_moto(s3_env, tiny_config, tiny_dataset, tmp_path):
+    s3_env.create_bucket(Bucket="foundry-data")
+    config = tiny_config.model_copy(update={"data": tiny_config.data.model_copy(update={"remote": "s3://foundry-data/dvc"})})
+    staged = tmp_path / "staged"
+    shutil.copytree(tiny_dataset, staged)
+    data = version_dataset(config, staged, tiny_dataset.parent / "source_manifest.json", tmp_path / "home-a")
+    assert data["remote"] == "s3://foundry-data/dvc"
+    keys = [o["Key"] for o in s3_env.list_objects_v2(Bucket="foundry-data")["Contents"]]
+    assert f"dvc/files/md5/{data['data_version'][:2]}/{data['data_version'][2:]}.dir" in keys
+    target = hydrate(version_ref(data["data_version"], data["remote"]), tmp_path / "node")
+    assert verify_dataset(target) == [] and (target / "tokenizer.json").is_file()
+
+
+def test_a_missing_bucket_is_a_clear_hydration_error(s3_env, tmp_path):
+    with pytest.raises(HydrationError, match="cannot hydrate data version"):
+        hydrate(version_ref("1" * 32, "s3://no-such-bucket/dvc"), tmp_path / "node")
+
+
+def _hydrate_in_process(args):
+    import foundry  # noqa: F401
+    from tasks.versioning import hydrate as hydrate_version
+
+    data, home = args
+    return str(hydrate_version(data, home))
+
+
+def test_concurrent_hydrations_of_one_version_agree(versioned, tmp_path):
+    import multiprocessing
+
+    data, _ = versioned
+    node = tmp_path / "node"
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        targets = pool.map(_hydrate_in_process, [(data, node), (data, node)])
+    assert targets[0] == targets[1]
+    assert verify_dataset(node / "hydrated" / data["data_version"]) == []
+    assert [p.name for p in (node / "hydrated").iterdir() if not p.name.startswith(".")] == [data["data_version"]]
+
+
+@pytest.mark.slow
+def test_dvc_repro_in_a_fresh_checkout_rebuilds_the_same_version(versioned, tiny_config, tmp_path):
+    """The stages of dvc.yaml, run by DVC itself, give the version the flow committed."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from foundry.config import to_yaml
+    from tasks.versioning import PROJECT_ROOT, code_dependencies
+
+    data, _ = versioned
+    checkout = tmp_path / "checkout"
+    for name in ["dvc.yaml", *code_dependencies()]:
+        (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(PROJECT_ROOT / name, checkout / name)
+    (checkout / "params.yaml").write_text(to_yaml(tiny_config))
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", "FOUNDRY_HOME": str(tmp_path / "fh")}
+    dvc = [sys.executable, "-m", "dvc"]
+    subprocess.run([*dvc, "init", "--no-scm", "-q"], cwd=checkout, env=env, check=True)
+    subprocess.run([*dvc, "repro", "-q"], cwd=checkout, env=env, check=True, timeout=300)
+    lock = yaml.safe_load((checkout / "dvc.lock").read_text())
+    out = next(o for o in lock["stages"]["prepare"]["outs"] if o["path"] == "prepared")
+    assert out["md5"] == f"{data['data_version']}.dir"

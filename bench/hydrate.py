@@ -1,0 +1,88 @@
+"""Hydration throughput against `cp -r` of the same files from the same local DVC remote.
+
+    python bench/hydrate.py [--mb 512] [--shards 4] [--repeats 3]
+
+Builds a synthetic dataset (token shards of random uint16, a manifest with sha256), versions and
+pushes it with Foundry's own code, then times, from a fresh home each time, (a) `cp -r` of the
+remote's folder and (b) `hydrate()` (DVC pull, checkout, sha256 verification, atomic swap).
+The last line is the headline: hydrate throughput as a fraction of cp's (target >= 0.8x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def make_dataset(root: Path, total_mb: int, shards: int) -> int:
+    import numpy as np
+
+    root.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    tokens_per_shard = total_mb * (1 << 20) // 2 // shards
+    entries = []
+    for i in range(shards):
+        name = f"train_{i:03d}.bin"
+        data = rng.integers(0, 4096, tokens_per_shard, dtype=np.uint16).tobytes()
+        (root / name).write_bytes(data)
+        entries.append({"file": name, "split": "train", "dtype": "uint16", "tokens": tokens_per_shard,
+                        "sha256": hashlib.sha256(data).hexdigest()})
+    (root / "manifest.json").write_text(json.dumps({"shards": entries}))
+    return sum((root / e["file"]).stat().st_size for e in entries)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=int, default=512)
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=4)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="bench-hydrate-"))
+    os.environ["FOUNDRY_HOME"] = str(work / "home")
+    import foundry  # noqa: F401
+    from foundry.config import FoundryConfig
+    from tasks.versioning import hydrate, version_dataset
+
+    try:
+        size = make_dataset(work / "staged", args.mb, args.shards)
+        source_manifest = work / "source_manifest.json"
+        source_manifest.write_text("{}")
+        data = version_dataset(FoundryConfig(), work / "staged", source_manifest, work / "home")
+        remote = Path(data["remote"])
+        cp_times, hydrate_times = [], []
+        for i in range(args.repeats):
+            # Alternate which goes first, so neither always finds the other's pages in the cache.
+            for which in (("cp", "hydrate") if i % 2 == 0 else ("hydrate", "cp")):
+                t = time.perf_counter()
+                if which == "cp":
+                    subprocess.run(["cp", "-r", str(remote), str(work / f"cp-{i}")], check=True)
+                    cp_times.append(time.perf_counter() - t)
+                else:
+                    hydrate(data, work / f"node-{i}")
+                    hydrate_times.append(time.perf_counter() - t)
+            shutil.rmtree(work / f"cp-{i}")
+            shutil.rmtree(work / f"node-{i}")
+        cp_s, hy_s = statistics.median(cp_times), statistics.median(hydrate_times)
+        mb = size / (1 << 20)
+        print(f"dataset: {mb:.0f} MiB in {args.shards} shards; median of {args.repeats}; load {os.getloadavg()[0]:.2f}")
+        print(f"cp -r:   {cp_s:.3f} s  {mb / cp_s:.0f} MiB/s")
+        print(f"hydrate: {hy_s:.3f} s  {mb / hy_s:.0f} MiB/s (pull + checkout + sha256 verify + swap)")
+        print(f"hydrate_vs_cp: {cp_s / hy_s:.2f}x")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
