@@ -51,6 +51,61 @@ def _summary_text(summary: dict) -> str:
     """).strip("\n")
 
 
+def cmd_retrain(args: argparse.Namespace) -> int:
+    config = _load(args)
+    from flows.retrain import retrain
+
+    result = retrain(config=config)
+    if result["skipped"]:
+        print(f"retrain: {result['reason']}; nothing trained (MLflow run {result['run_id']})")
+    else:
+        print(_summary_text(result) + f"\nparent     {result['parent']}")
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    import time
+
+    from foundry import ops
+
+    servers = ops.up(args.prefect_port, args.mlflow_port, args.artifacts)
+    prefect, mlflow = servers
+    print(f"Prefect UI  {prefect.url}\nMLflow UI   {mlflow.url}\n"
+          f"Use them:   export PREFECT_API_URL={prefect.url}/api MLFLOW_TRACKING_URI={mlflow.url}\n"
+          f"Logs in {foundry_home() / 'logs'}; Ctrl-C stops both.", flush=True)
+    try:
+        while all(s.process.poll() is None for s in servers):
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        ops.stop(servers)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    config = _load(args)
+    api = os.environ.get("PREFECT_API_URL")
+    if not api:
+        raise RuntimeError("foundry serve needs a Prefect server: start one with `foundry up` and set PREFECT_API_URL")
+    from flows.deployments import serve
+
+    print(f"serving deployments train, retrain ({config.retrain.cron}), reproduce; UI {api.removesuffix('/api')}", flush=True)
+    serve(config)
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from foundry.ops import doctor
+
+    rows = doctor()
+    for check, ok, detail in rows:
+        print(f"{'ok ' if ok else 'BAD'}  {check:36s} {detail}")
+    return 0 if all(ok for _, ok, _ in rows) else 1
+
+
 def cmd_acquire(args: argparse.Namespace) -> int:
     from tasks.acquire import acquire
 
@@ -129,6 +184,23 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run the whole pipeline flow (train_pipeline)")
     _config_args(run)
     run.set_defaults(func=cmd_run)
+
+    retrain = commands.add_parser("retrain", help="fine-tune the champion on what is new in the source (the retrain flow)")
+    _config_args(retrain)
+    retrain.set_defaults(func=cmd_retrain)
+
+    up = commands.add_parser("up", help="start a Prefect server and an MLflow server on 127.0.0.1 (Ctrl-C stops them)")
+    up.add_argument("--prefect-port", type=int, default=4200)
+    up.add_argument("--mlflow-port", type=int, default=5000)
+    up.add_argument("--artifacts", help="where the MLflow server stores artifacts (default: under $FOUNDRY_HOME; s3://... works)")
+    up.set_defaults(func=cmd_up)
+
+    serve = commands.add_parser("serve", help="serve the train, retrain and reproduce deployments against PREFECT_API_URL")
+    _config_args(serve)
+    serve.set_defaults(func=cmd_serve)
+
+    doctor = commands.add_parser("doctor", help="versions, backends and whether they answer, telemetry switches")
+    doctor.set_defaults(func=cmd_doctor)
 
     acquire = commands.add_parser("acquire", help="DVC stage: list and fingerprint data.source")
     _config_args(acquire)

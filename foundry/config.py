@@ -50,6 +50,7 @@ class DataConfig(_Section):
 class TokenizerConfig(_Section):
     vocab_size: int = Field(4096, ge=260, le=65536, description="Byte-level BPE vocabulary, 256 bytes included.")
     min_frequency: int = Field(2, ge=1)
+    from_file: str = Field("", description="Reuse this tokenizer.json instead of training one (fine-tuning keeps its parent's).")
 
 
 class ModelConfig(_Section):
@@ -68,7 +69,11 @@ class ModelConfig(_Section):
 
 class TrainConfig(_Section):
     max_steps: int = Field(700, ge=1)
-    batch_size: int = Field(32, ge=1, description="Sequences per step on each device.")
+    batch_size: int = Field(32, ge=1, description="Sequences per micro-batch on each device.")
+    grad_accum_steps: int = Field(
+        1, ge=1, description="Micro-batches per optimizer step; the global batch is "
+        "batch_size x grad_accum_steps x devices x num_nodes.",
+    )
     learning_rate: float = Field(3e-3, gt=0)
     min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of learning_rate.")
     warmup_steps: int = Field(100, ge=0)
@@ -76,17 +81,34 @@ class TrainConfig(_Section):
     grad_clip: float = Field(1.0, ge=0, description="0 disables clipping.")
     num_nodes: int = Field(1, ge=1)
     devices: int = Field(1, ge=1)
+    strategy: Literal["ddp", "fsdp"] = Field("ddp", description="How several processes share the model.")
     accelerator: Literal["auto", "cpu", "gpu"] = "cpu"
-    precision: Literal["32-true", "bf16-mixed", "16-mixed"] = "32-true"
+    precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed"] = Field(
+        "auto", description="auto: bf16-mixed on a GPU, 32-true on a CPU."
+    )
+    compile: bool = Field(False, description="torch.compile the model (needs a C++ compiler on CPU).")
     seed: int = 1337
-    log_every_n_steps: int = Field(25, ge=1)
+    log_every_n_steps: int = Field(25, ge=1, description="Metrics (loss, lr, tokens/s, step time, data wait, MFU) every N steps.")
+    peak_flops: float = Field(
+        0.0, ge=0, description="Peak FLOP/s of one device, for MFU; 0 looks it up for known GPUs (A100, H100, H200)."
+    )
+    collective_timeout_s: int = Field(600, ge=1, description="A collective waiting longer than this ends the process group.")
+    retries: int = Field(1, ge=0, description="Prefect retries of the train task; each resumes from the last checkpoint.")
+
+    @model_validator(mode="after")
+    def _fsdp_needs_a_gpu(self) -> "TrainConfig":
+        if self.strategy == "fsdp" and self.accelerator == "cpu":
+            raise ValueError("strategy fsdp needs accelerator gpu (Lightning's FSDP does not run on CPU); use strategy ddp on CPU")
+        return self
     val_every_n_steps: int = Field(250, ge=1)
     val_batches: int = Field(16, ge=1)
+    init_from: str = Field("", description="A model.pt to start from instead of random weights (fine-tuning).")
 
 
 class CheckpointConfig(_Section):
     every_n_steps: int = Field(250, ge=1)
-    keep_last: int = Field(2, ge=1)
+    keep_last: int = Field(2, ge=1, description="Checkpoints kept: the last keep_last plus the best by val/loss.")
+    async_save: bool = Field(False, description="Write checkpoints off the training thread, which stalls only for a copy.")
 
 
 class EvaluationConfig(_Section):
@@ -104,6 +126,13 @@ class EvaluationConfig(_Section):
     generation_seed: int = 0
 
 
+class RetrainConfig(_Section):
+    cron: str = Field("0 3 * * 1", description="Schedule of the retrain deployment (Mondays 03:00 by default).")
+    max_steps: int = Field(200, ge=1, description="Fine-tuning steps from the champion.")
+    learning_rate: float = Field(1e-3, gt=0)
+    warmup_steps: int = Field(20, ge=0)
+
+
 class RegistryConfig(_Section):
     model_name: str = Field("foundry-gpt", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
     experiment: str = "foundry"
@@ -118,6 +147,7 @@ class FoundryConfig(_Section):
     checkpoint: CheckpointConfig = CheckpointConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
     registry: RegistryConfig = RegistryConfig()
+    retrain: RetrainConfig = RetrainConfig()
 
     def flat(self) -> dict[str, Any]:
         """Dotted keys to scalar values, the form MLflow params take."""

@@ -33,6 +33,7 @@ def acquire(config: FoundryConfig, run: RunContext) -> Path:
 
     path = run.dir / "source_manifest.json"
     manifest = acquire_source(config.data, path)
+    tracking.log_artifact(run.run_id, path, "data")  # what a later retrain compares against
     tracking.set_tags(run.run_id, {"data.source": config.data.source, "data.source_digest": manifest["digest"]})
     tracking.log_metrics(run.run_id, {"data/source_files": manifest["files"], "data/source_bytes": manifest["bytes"]})
     return path
@@ -102,17 +103,29 @@ def hydrate(data: dict, run: RunContext) -> Path:
     return data_dir
 
 
-@task(name="train", cache_policy=NO_CACHE)
 def train(config: FoundryConfig, data_dir: Path, data: dict, run: RunContext, resume: bool = True) -> Path:
+    """The train task with `train.retries` Prefect retries; each retry resumes from the last checkpoint."""
+    return train_task.with_options(retries=config.train.retries, retry_delay_seconds=5)(config, data_dir, data, run, resume)
+
+
+@task(name="train", cache_policy=NO_CACHE)
+def train_task(config: FoundryConfig, data_dir: Path, data: dict, run: RunContext, resume: bool = True) -> Path:
     """Lightning training; metrics stream to the pipeline's MLflow run.
 
-    `resume=False` (reproduction) trains from scratch in this run's own folder, whatever earlier
-    attempts left behind."""
+    Unfinished training lives under a key of config and data version, so a retry, or a re-run of the
+    same command after a crash, resumes it; finished, it moves to this run's folder. `resume=False`
+    (reproduction) trains from scratch in this run's own folder, whatever earlier attempts left behind."""
+    from tasks import checkpointing
     from tasks.launch import launch
 
-    checkpoint = launch(config, data_dir, run.dir / "checkpoints", run.run_id, data["data_version"])
-    tracking.log_artifact(run.run_id, run.dir / "checkpoints" / "last.ckpt", "checkpoints")
-    return checkpoint
+    own = run.dir / "checkpoints"
+    attempt = checkpointing.attempt_dir(run.home, config, data["data_version"]) if resume else own
+    with checkpointing.claimed(attempt):
+        launch(config, data_dir, attempt, run.run_id, data["data_version"])
+        checkpoints = checkpointing.finish_attempt(attempt, own) if attempt != own else own
+    for name in (checkpointing.LAST, checkpointing.MANIFEST):  # each once, at the end: no copy per save
+        tracking.log_artifact(run.run_id, checkpoints / name, "checkpoints")
+    return checkpoints / "model.pt"
 
 
 @task(name="evaluate", cache_policy=NO_CACHE)
@@ -161,6 +174,7 @@ def judge(config: FoundryConfig, metrics: dict, data_dir: Path, data: dict, run:
 @task(name="register", cache_policy=NO_CACHE)
 def register(
     config: FoundryConfig, checkpoint: Path, data_dir: Path, data: dict, metrics: dict, decision: dict, run: RunContext,
+    parent: str = "",
 ) -> str:
     """Log the pyfunc model and register it, with lineage, metrics, gate tags and a model card; all or nothing."""
     from tasks import registry
@@ -176,7 +190,7 @@ def register(
         "run_id": run.run_id, "data_version": data["data_version"], "data.remote": data["remote"],
         "data.source": config.data.source, "data.source_digest": manifest["source_digest"], **git,
         "config": config.model_dump_json(), **{k: f"{v:.6f}" for k, v in metrics.items()},
-        **registry.gate_tags(decision),
+        **registry.gate_tags(decision), **({"parent_model": parent} if parent else {}),
     }
     return registry.register(uri, config.registry.model_name, run.run_id, tags, description=card)
 

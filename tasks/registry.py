@@ -45,7 +45,9 @@ def register(model_uri: str, name: str, run_id: str, tags: dict[str, str], descr
         c.get_registered_model(name)
     except Exception:
         c.create_registered_model(name, description="GPT-style language models trained by Foundry.")
-    version = c.create_model_version(name, source=model_uri, run_id=run_id, description=description)
+    # A tracking server insists on the logged model's id beside its models:/m-... source.
+    model_id = model_uri.removeprefix("models:/") if model_uri.startswith("models:/m-") else None
+    version = c.create_model_version(name, source=model_uri, run_id=run_id, description=description, model_id=model_id)
     try:
         for key, value in tags.items():
             c.set_model_version_tag(name, version.version, key, str(value))

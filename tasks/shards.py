@@ -83,8 +83,14 @@ def write_shards(tokenizer, texts: Iterator[str], out_dir: Path, split: str, sha
 
 
 def tokenize_dataset(out_dir: Path, cfg: TokenizerConfig, shard_tokens: int, train_docs: int) -> dict:
-    """Train the tokenizer on train.jsonl, shard both splits; returns the shard part of the manifest."""
-    tokenizer = train_tokenizer(iter_texts(out_dir / "train.jsonl"), cfg, length=train_docs)
+    """Train the tokenizer on train.jsonl (or reuse `cfg.from_file`), shard both splits; returns the
+    shard part of the manifest."""
+    if cfg.from_file:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(cfg.from_file)
+    else:
+        tokenizer = train_tokenizer(iter_texts(out_dir / "train.jsonl"), cfg, length=train_docs)
     tokenizer.save(str(out_dir / "tokenizer.json"))
     shards = []
     for split in ("train", "holdout"):

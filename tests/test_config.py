@@ -267,7 +267,7 @@ def test_the_flow_parameter_is_the_config_form():
     assert list(schema["properties"]) == ["config"]
     definitions = schema["definitions"]
     assert set(definitions["FoundryConfig"]["properties"]) == {
-        "data", "tokenizer", "model", "train", "checkpoint", "evaluation", "registry"}
+        "data", "tokenizer", "model", "train", "checkpoint", "evaluation", "registry", "retrain"}
     train = definitions["TrainConfig"]["properties"]
     assert train["max_steps"]["default"] == FoundryConfig().train.max_steps
     assert definitions["DataConfig"]["properties"]["on_error"]["enum"] == ["skip", "fail"]

@@ -1,0 +1,121 @@
+"""Operations: local servers (`foundry up`), serving deployments (`foundry serve`), health (`foundry doctor`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from foundry.env import TELEMETRY_OFF, foundry_home, mlflow_db_uri
+
+BIN = Path(sys.executable).parent
+
+
+@dataclass
+class Server:
+    name: str
+    url: str
+    health: str
+    process: subprocess.Popen | None = None
+
+
+def answers(url: str, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def wait_healthy(server: Server, timeout: float = 120.0) -> None:
+    deadline = time.time() + timeout
+    while not answers(server.health):
+        if server.process is not None and server.process.poll() is not None:
+            raise RuntimeError(f"{server.name} server exited with code {server.process.returncode} before answering")
+        if time.time() > deadline:
+            raise TimeoutError(f"{server.name} server did not answer {server.health} within {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+def start_prefect(port: int, home: Path, log: Path) -> Server:
+    env = {**os.environ, **TELEMETRY_OFF, "PREFECT_HOME": str(home / "prefect")}
+    env.pop("PREFECT_API_URL", None)  # the server must not try to talk to another server
+    proc = subprocess.Popen(
+        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    return Server("Prefect", url, f"{url}/api/health", proc)
+
+
+def start_mlflow(port: int, home: Path, log: Path, artifacts: str | None = None) -> Server:
+    """MLflow tracking server on the same SQLite store the embedded runs use; it serves artifacts."""
+    (home / "mlflow").mkdir(parents=True, exist_ok=True)
+    destination = artifacts or (home / "mlflow" / "served-artifacts").as_uri()
+    proc = subprocess.Popen(
+        [str(BIN / "mlflow"), "server", "--backend-store-uri", mlflow_db_uri(home), "--artifacts-destination",
+         destination, "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+        env={**os.environ, **TELEMETRY_OFF}, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    return Server("MLflow", url, f"{url}/health", proc)
+
+
+def up(prefect_port: int = 4200, mlflow_port: int = 5000, artifacts: str | None = None) -> list[Server]:
+    """Start both servers, wait until they answer, return them (the caller owns the processes)."""
+    home = foundry_home()
+    logs = home / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    servers = [start_prefect(prefect_port, home, logs / "prefect-server.log"),
+               start_mlflow(mlflow_port, home, logs / "mlflow-server.log", artifacts)]
+    try:
+        for server in servers:
+            wait_healthy(server)
+    except Exception:
+        stop(servers)
+        raise
+    return servers
+
+
+def stop(servers: list[Server]) -> None:
+    for server in servers:
+        if server.process is not None and server.process.poll() is None:
+            server.process.terminate()
+    for server in servers:
+        if server.process is not None:
+            try:
+                server.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.process.kill()
+
+
+def doctor() -> list[tuple[str, bool, str]]:
+    """(check, ok, detail) rows: versions, backends and whether they answer, telemetry switches."""
+    from importlib import metadata
+
+    rows = []
+    for package in ("torch", "lightning", "prefect", "mlflow", "dvc", "great-expectations", "tokenizers"):
+        try:
+            rows.append((f"package {package}", True, metadata.version(package)))
+        except metadata.PackageNotFoundError:
+            rows.append((f"package {package}", False, "not installed"))
+    home = foundry_home()
+    rows.append(("FOUNDRY_HOME", True, str(home)))
+    prefect_api = os.environ.get("PREFECT_API_URL")
+    if prefect_api:
+        rows.append(("Prefect API", answers(prefect_api.rstrip("/") + "/health"), prefect_api))
+    else:
+        rows.append(("Prefect API", True, f"embedded: temporary server per run, database in {os.environ['PREFECT_HOME']}"))
+    tracking = os.environ["MLFLOW_TRACKING_URI"]
+    if tracking.startswith("http"):
+        rows.append(("MLflow tracking", answers(tracking.rstrip("/") + "/health"), tracking))
+    else:
+        rows.append(("MLflow tracking", Path(tracking.removeprefix("sqlite:///")).parent.is_dir(), tracking))
+    for key, value in TELEMETRY_OFF.items():
+        rows.append((f"telemetry {key}", os.environ.get(key) == value, os.environ.get(key, "unset")))
+    rows.append(("telemetry DVC core.analytics", True, "false in every DVC repo Foundry creates"))
+    return rows

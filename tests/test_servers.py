@@ -1,0 +1,142 @@
+"""Operations against real servers on 127.0.0.1: Prefect server, MLflow server, S3 (moto) for the DVC
+remote and MLflow's artifacts, and `foundry serve` running the deployments, triggered as the UI's
+Run button does."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from foundry.config import load_config
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _copy_stdlib(package: str, dest: Path) -> None:
+    shutil.copytree(Path(sysconfig.get_paths()["stdlib"]) / package, dest / package,
+                    ignore=shutil.ignore_patterns("__pycache__", "test*"))
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, moto_s3):
+    """Prefect and MLflow servers (artifacts in S3) plus a `foundry serve` process, all on loopback."""
+    import boto3
+
+    from foundry import ops
+
+    root = tmp_path_factory.mktemp("stack")
+    aws = {"AWS_ENDPOINT_URL_S3": moto_s3, "MLFLOW_S3_ENDPOINT_URL": moto_s3, "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    s3 = boto3.client("s3", endpoint_url=moto_s3, aws_access_key_id="testing", aws_secret_access_key="testing",
+                      region_name="us-east-1")
+    for bucket in ("mlflow-artifacts", "dvc"):
+        s3.create_bucket(Bucket=bucket)
+    saved = dict(os.environ)
+    os.environ.update(aws)
+    os.environ["FOUNDRY_HOME"] = str(root / "servers")
+    logs = root / "servers" / "logs"
+    logs.mkdir(parents=True)
+    home = root / "servers"
+    prefect = ops.start_prefect(_free_port(), home, logs / "prefect.log")
+    mlflow = ops.start_mlflow(_free_port(), home, logs / "mlflow.log", artifacts="s3://mlflow-artifacts/")
+    servers = [prefect, mlflow]
+    serve = None
+    try:
+        for server in servers:
+            ops.wait_healthy(server, timeout=180)
+        env = {**os.environ, "PREFECT_API_URL": f"{prefect.url}/api", "MLFLOW_TRACKING_URI": mlflow.url,
+               "FOUNDRY_HOME": str(root / "worker"), "PREFECT_RUNNER_POLL_FREQUENCY": "2",
+               "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true"}
+        env.pop("PREFECT_HOME", None)
+        serve = subprocess.Popen([sys.executable, "-m", "foundry.cli", "serve", "--config", "configs/tiny.yaml"],
+                                 cwd=REPO_ROOT, env=env, stdout=open(logs / "serve.log", "wb"), stderr=subprocess.STDOUT)
+        yield {"prefect": prefect.url, "mlflow": mlflow.url, "s3": s3, "root": root, "logs": logs, "serve": serve}
+    finally:
+        if serve is not None:
+            serve.terminate()
+            serve.wait(timeout=30)
+        ops.stop(servers)
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _run_deployment(stack, name: str, parameters: dict, timeout: float = 600):
+    """What the UI's Run button does: a flow run of the deployment with these parameters, then wait."""
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: f"{stack['prefect']}/api"}):
+        deadline = time.time() + 120
+        while True:  # `foundry serve` registers the deployments once it has imported everything
+            try:
+                return run_deployment(name, parameters=parameters, timeout=timeout)
+            except Exception as exc:  # noqa: BLE001 - ObjectNotFound until registered
+                if time.time() > deadline or stack["serve"].poll() is not None:
+                    raise AssertionError(f"{name} never became runnable: {exc}\n{(stack['logs'] / 'serve.log').read_text()[-3000:]}")
+                time.sleep(2)
+
+
+def test_train_then_retrain_through_deployments(stack):
+    from mlflow import MlflowClient
+
+    source = stack["root"] / "source"
+    _copy_stdlib("email", source)
+    config = load_config(REPO_ROOT / "configs" / "tiny.yaml", [
+        f"data.source={source}", "data.remote=s3://dvc/remote", "registry.model_name=srv-gpt", "retrain.max_steps=20"])
+    parameters = {"config": config.model_dump(mode="json")}
+
+    flow_run = _run_deployment(stack, "train_pipeline/train", parameters)
+    assert flow_run.state.is_completed(), (stack["logs"] / "serve.log").read_text()[-3000:]
+    client = MlflowClient(tracking_uri=stack["mlflow"])
+    champion = client.get_model_version_by_alias("srv-gpt", "champion")
+    assert str(champion.version) == "1"
+    assert champion.tags["data.remote"] == "s3://dvc/remote"
+    keys = [o["Key"] for o in stack["s3"].list_objects_v2(Bucket="mlflow-artifacts").get("Contents", [])]
+    assert any(k.endswith("model.pt") for k in keys)  # artifacts went through the MLflow server into S3
+    assert stack["s3"].list_objects_v2(Bucket="dvc", Prefix="remote/files/md5/")["KeyCount"] > 0
+
+    nothing_new = _run_deployment(stack, "retrain/retrain", parameters)
+    assert nothing_new.state.is_completed()
+    assert len(client.search_model_versions("name='srv-gpt'")) == 1  # nothing new: nothing trained
+
+    _copy_stdlib("json", source)  # new documents arrive in the source
+    retrained = _run_deployment(stack, "retrain/retrain", parameters)
+    assert retrained.state.is_completed(), (stack["logs"] / "serve.log").read_text()[-3000:]
+    second = client.get_model_version("srv-gpt", "2")
+    assert second.tags["parent_model"] == "models:/srv-gpt/1"
+    assert second.tags["gate.verdict"] and second.tags["gate.champion_version"] == "1"
+    assert second.tags["gate.passed"] in ("true", "false")
+    assert second.tags["data_version"] != champion.tags["data_version"]
+    run = client.get_run(second.run_id)
+    assert run.data.metrics["retrain/new_files"] > 0
+    assert run.data.params["train.init_from"].endswith("model.pt")
+
+
+def test_prefect_yaml_declares_the_served_deployments():
+    from flows.deployments import build_deployments
+
+    declared = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())["deployments"]
+    config = load_config(REPO_ROOT / "params.yaml")
+    served = build_deployments(config)
+    assert {d["name"] for d in declared} == {d.name for d in served} == {"train", "retrain", "reproduce"}
+    retrain = next(d for d in declared if d["name"] == "retrain")
+    assert retrain["schedules"][0]["cron"] == config.retrain.cron
+    for entry in declared:
+        path, _, func = entry["entrypoint"].partition(":")
+        assert f"def {func}(" in (REPO_ROOT / path).read_text()
