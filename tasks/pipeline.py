@@ -189,7 +189,7 @@ def register(
     tags = {
         "run_id": run.run_id, "data_version": data["data_version"], "data.remote": data["remote"],
         "data.source": config.data.source, "data.source_digest": manifest["source_digest"], **git,
-        "config": config.model_dump_json(), **{k: f"{v:.6f}" for k, v in metrics.items()},
+        "config": config.model_dump_json(), **tracking.package_versions(), **{k: f"{v:.6f}" for k, v in metrics.items()},
         **registry.gate_tags(decision), **({"parent_model": parent} if parent else {}),
     }
     return registry.register(uri, config.registry.model_name, run.run_id, tags, description=card)

@@ -45,6 +45,7 @@ def test_flow_registers_a_champion_with_lineage(first_run, foundry_home):
     assert json.loads(tags["config"])["registry"]["model_name"] == "it-gpt"
     assert float(tags["holdout/bits_per_byte"]) == pytest.approx(summary["metrics"]["holdout/bits_per_byte"], rel=1e-5)
     assert tags["gate.promoted"] == "true"
+    assert tags["version.torch"].startswith("2.13.0") and tags["data.source_digest"]
 
 
 def test_flow_logs_params_metrics_and_artifacts(first_run):
