@@ -115,11 +115,11 @@ def cmd_acquire(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from tasks.prepare import prepare
+    from tasks.prepare import run_prepare
     from tasks.validate import validate_dataset
 
     config = _load(args)
-    manifest = prepare(json.loads(args.manifest.read_text()), config, args.out)
+    manifest = run_prepare(json.loads(args.manifest.read_text()), config, args.out)
     validate_dataset(args.out, config, args.out.parent / f"{args.out.name}_validation.json")
     print(f"{manifest['train_tokens']} train / {manifest['holdout_tokens']} holdout tokens -> {args.out}")
     return 0
@@ -161,6 +161,17 @@ def cmd_hydrate(args: argparse.Namespace) -> int:
     from tasks.versioning import hydrate, version_ref
 
     print(hydrate(version_ref(args.data_version, args.remote), foundry_home()))
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from tasks.plan import format_plan, parse_bytes
+
+    try:
+        device_memory = parse_bytes(args.device_memory) if args.device_memory else None
+    except ValueError as exc:
+        raise ConfigError(f"--device-memory: {exc}") from None
+    print(format_plan(_load(args), device_memory))
     return 0
 
 
@@ -233,6 +244,11 @@ def build_parser() -> argparse.ArgumentParser:
     hydrate.add_argument("data_version", help="the DVC content hash (the data_version tag)")
     hydrate.add_argument("--remote", required=True, help="the DVC remote it was pushed to (the data.remote tag)")
     hydrate.set_defaults(func=cmd_hydrate)
+
+    plan = commands.add_parser("plan", help="memory per device for the config, and the largest micro-batch that fits")
+    _config_args(plan)
+    plan.add_argument("--device-memory", metavar="SIZE", help="memory of one device, e.g. 80GB or 141GiB")
+    plan.set_defaults(func=cmd_plan)
 
     config = commands.add_parser("config", help="print the effective config as YAML, or write it")
     _config_args(config)

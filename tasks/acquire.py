@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import sysconfig
 import tarfile
 import urllib.parse
@@ -52,20 +53,30 @@ def _inside(path: Path, root: Path) -> bool:
         return False
 
 
+def wanted(filename: str, cfg: DataConfig) -> bool:
+    """A listed extension, possibly gzip-compressed: `a.jsonl` and `a.jsonl.gz` for `.jsonl`."""
+    name = filename[:-3] if filename.endswith(".gz") else filename
+    return any(name.endswith(ext) for ext in cfg.extensions)
+
+
 def _walk(root: Path, cfg: DataConfig, skipped: dict[str, int]) -> list[Path]:
     found = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if d not in cfg.exclude_dirs)
         for filename in sorted(filenames):
             path = Path(dirpath, filename)
-            if not any(filename.endswith(ext) for ext in cfg.extensions):
+            if not wanted(filename, cfg):
                 continue
             if path.is_symlink() and not _inside(path, root):
-                skipped["symlink_outside_root"] = skipped.get("symlink_outside_root", 0) + 1
-                log.warning("skipping %s: symlink points outside the source root", path)
+                _skip(skipped, "symlink_outside_root", f"skipping {path}: symlink points outside the source root")
                 continue
             found.append(path)
     return found
+
+
+def _skip(skipped: dict[str, int], reason: str, message: str) -> None:
+    skipped[reason] = skipped.get(reason, 0) + 1
+    log.warning("%s", message)
 
 
 def _fetch_http(url: str, dest: Path) -> Path:
@@ -101,7 +112,7 @@ def _extract(archive: Path, dest: Path) -> Path:
     return out
 
 
-def _fetch_s3(url: str, dest: Path) -> Path:
+def _fetch_s3(url: str, dest: Path, cfg: DataConfig) -> Path:
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -112,7 +123,7 @@ def _fetch_s3(url: str, dest: Path) -> Path:
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             for obj in page.get("Contents", []):
                 target = dest / obj["Key"]
-                if not _inside(target, dest):
+                if not _inside(target, dest) or not wanted(obj["Key"].rsplit("/", 1)[-1], cfg):
                     continue
                 if not target.exists() or target.stat().st_size != obj["Size"]:
                     target.parent.mkdir(parents=True, exist_ok=True)
@@ -122,7 +133,7 @@ def _fetch_s3(url: str, dest: Path) -> Path:
     return dest / prefix if (dest / prefix).is_dir() else dest
 
 
-def local_root(source: str, cache: Path) -> Path | str:
+def local_root(source: str, cache: Path, cfg: DataConfig) -> Path | str:
     """A local directory (or glob pattern) holding the source's files."""
     if source.startswith("stdlib://"):  # stdlib://email is the standard library's email package
         root = Path(sysconfig.get_paths()["stdlib"]) / source.removeprefix("stdlib://")
@@ -137,7 +148,7 @@ def local_root(source: str, cache: Path) -> Path | str:
             return _extract(downloaded, cache / "http" / key)
         return downloaded.parent
     if scheme == "s3":
-        return _fetch_s3(source, cache / "s3" / key)
+        return _fetch_s3(source, cache / "s3" / key, cfg)
     path = Path(source).expanduser()
     if path.exists():  # before the glob test: "run[1]" may be a real folder
         return path.resolve()
@@ -161,28 +172,58 @@ def _glob_base(pattern: str) -> Path:
     return Path(*parts[:fixed])
 
 
-def list_source_files(cfg: DataConfig) -> tuple[list[SourceFile], dict[str, int]]:
-    """Every readable file of the source, in a stable order, and counts of what was skipped."""
-    root = local_root(cfg.source, foundry_home() / "sources")
-    skipped: dict[str, int] = {}
+def _files_of(source: str, cfg: DataConfig, skipped: dict[str, int]) -> list[tuple[Path, str]]:
+    """(path, name relative to the source root) for each wanted file of one source."""
+    root = local_root(source, foundry_home() / "sources", cfg)
     if isinstance(root, str):
-        paths = sorted(Path(p) for p in glob.glob(root, recursive=True) if Path(p).is_file())
+        paths = sorted(Path(p) for p in glob.glob(root, recursive=True) if Path(p).is_file())  # the user's choice
         base = _glob_base(root)
     elif root.is_file():
         paths, base = [root], root.parent
     else:
         paths, base = _walk(root, cfg, skipped), root
-    files = []
-    for path in paths:
+    return [(path, os.path.relpath(path, base)) for path in paths]
+
+
+def _fingerprint(path: Path, name: str, cfg: DataConfig, skipped: dict[str, int]) -> SourceFile | None:
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO or device would block or never end
+            raise SourceError(f"{path} is not a regular file")
+        return SourceFile(str(path), name, info.st_size, _sha256(path))
+    except (OSError, SourceError) as exc:
+        if cfg.on_error == "fail":
+            raise SourceError(f"cannot read {path}: {exc}") from None
+        reason = "not_regular_file" if isinstance(exc, SourceError) else "unreadable"
+        _skip(skipped, reason, f"skipping {path}: {exc}")
+        return None
+
+
+def list_source_files(cfg: DataConfig) -> tuple[list[SourceFile], dict[str, int]]:
+    """Every readable file of every source, in a stable order, and counts of what was skipped.
+
+    A source that cannot be reached stops the run when `on_error` is `fail`; otherwise it is skipped
+    and counted, unless no source is left at all."""
+    sources, skipped, problems, files = cfg.source_list, {}, [], []
+    for i, source in enumerate(sources):
         try:
-            files.append(SourceFile(str(path), os.path.relpath(path, base), path.stat().st_size, _sha256(path)))
-        except OSError as exc:
-            if cfg.on_error == "fail":
-                raise SourceError(f"cannot read {path}: {exc}") from None
-            skipped["unreadable"] = skipped.get("unreadable", 0) + 1
-            log.warning("skipping %s: %s", path, exc)
+            found = _files_of(source, cfg, skipped)
+        except SourceError as exc:
+            if cfg.on_error == "fail" or len(sources) == 1:
+                raise
+            problems.append(str(exc))
+            _skip(skipped, "unreachable_source", f"skipping source: {exc}")
+            continue
+        prefix = f"{i}/" if len(sources) > 1 else ""  # names stay unique across sources
+        for path, name in found:
+            entry = _fingerprint(path, prefix + name, cfg, skipped)
+            if entry is not None:
+                files.append(entry)
+    if problems and not files:
+        raise SourceError(f"no source could be read: {'; '.join(problems)}")
     if not files:
-        raise SourceError(f"data.source {cfg.source!r} holds no files with extensions {cfg.extensions}")
+        raise SourceError(f"data.source {', '.join(sources)!r} holds no files with extensions {cfg.extensions} "
+                          "(or those, gzip-compressed)")
     return files, skipped
 
 
@@ -191,7 +232,7 @@ def source_manifest(cfg: DataConfig, files: list[SourceFile], skipped: dict[str,
     entries = [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in files]
     digest = hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()
     return {
-        "source": cfg.source, "digest": digest, "files": len(files),
+        "source": ", ".join(cfg.source_list), "sources": cfg.source_list, "digest": digest, "files": len(files),
         "bytes": sum(f.size for f in files), "skipped": skipped,
         "entries": [asdict(f) for f in files],
     }
@@ -203,5 +244,5 @@ def acquire(cfg: DataConfig, manifest_path: Path) -> dict:
     manifest = source_manifest(cfg, files, skipped)
     manifest_path.parent.mkdir(parents=True, exist_ok=True)
     manifest_path.write_text(json.dumps(manifest, indent=1))
-    log.info("acquired %d files (%.1f MB) from %s", manifest["files"], manifest["bytes"] / 1e6, cfg.source)
+    log.info("acquired %d files (%.1f MB) from %s", manifest["files"], manifest["bytes"] / 1e6, manifest["source"])
     return manifest

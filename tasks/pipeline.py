@@ -42,10 +42,12 @@ def acquire(config: FoundryConfig, run: RunContext) -> Path:
 @task(name="prepare", cache_policy=NO_CACHE)
 def prepare(config: FoundryConfig, source_manifest: Path, run: RunContext) -> Path:
     """Clean, split and tokenize into this run's staging folder."""
-    from tasks.prepare import prepare as prepare_dataset
+    from tasks.prepare import run_prepare
 
     staged = run.dir / "prepared"
-    manifest = prepare_dataset(json.loads(source_manifest.read_text()), config, staged)
+    manifest = run_prepare(json.loads(source_manifest.read_text()), config, staged)
+    for name in ("audit.json", "audit.md"):  # per cleaning rule: counts and examples, never the PII itself
+        tracking.log_artifact(run.run_id, staged / name, "data")
     get_run_logger().info("prepared %s", {k: v for k, v in manifest["stats"].items()})
     return staged
 
@@ -55,12 +57,14 @@ def validate(config: FoundryConfig, staged: Path, run: RunContext) -> dict:
     """The Great Expectations gate; its report is logged whether it passes or not."""
     from tasks.validate import validate_dataset
 
-    report_path = run.dir / "validation_report.json"
+    report_path, docs = run.dir / "validation_report.json", run.dir / "validation_docs"
     try:
-        return validate_dataset(staged, config, report_path)
+        return validate_dataset(staged, config, report_path, docs_dir=docs)
     finally:
         if report_path.exists():
             tracking.log_artifact(run.run_id, report_path, "validation")
+        if docs.exists():  # written only when the gate fails: GX data docs, open index.html
+            tracking.log_artifact(run.run_id, docs, "validation_docs")
 
 
 @task(name="version", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 10])

@@ -9,6 +9,7 @@ Locally, `tasks.launch` starts one per rank. On a cluster:
     # or SLURM: srun sets the rank variables, see infra/
 
 The rendezvous comes from MASTER_ADDR, MASTER_PORT, WORLD_SIZE, NODE_RANK and LOCAL_RANK.
+A re-launched job resumes from the newest intact checkpoint in --checkpoints (a shared folder).
 Only rank 0 logs to MLflow, to the run id it is given (never one inherited from the environment).
 """
 
@@ -28,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoints", type=Path, required=True, help="checkpoint folder shared by all ranks")
     parser.add_argument("--run-id", default=None, help="MLflow run that rank 0 logs to")
     parser.add_argument("--data-version", default="")
+    parser.add_argument("--resume-from", default="auto", metavar="PATH|auto|none",
+                        help="checkpoint to resume from; auto (default): the newest intact one in --checkpoints")
     args = parser.parse_args(argv)
 
     import foundry  # noqa: F401  (environment before the libraries load)
@@ -35,11 +38,23 @@ def main(argv: list[str] | None = None) -> int:
     from tasks.train import train
 
     config = validate(json.loads(args.config.read_text()))
+    resume_from = _resume_point(args.resume_from, args.checkpoints)
     # Lightning's MLflow logger is rank-zero-only, so every rank may be handed the run id.
     leader = os.environ.get("RANK", "0") == "0"
     train(config, args.data, args.checkpoints, run_id=args.run_id, data_version=args.data_version,
-          progress=leader and sys.stderr.isatty())
+          progress=leader and sys.stderr.isatty(), resume_from=resume_from)
     return 0
+
+
+def _resume_point(choice: str, checkpoints: Path) -> Path | None:
+    if choice == "none":
+        return None
+    if choice != "auto":
+        return Path(choice)
+    from tasks.checkpointing import latest_valid
+
+    last = latest_valid(checkpoints)
+    return checkpoints / last.file if last else None
 
 
 if __name__ == "__main__":

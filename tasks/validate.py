@@ -6,14 +6,21 @@ anything is versioned or any compute is spent on training.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from foundry.config import FoundryConfig
+from tasks import pii
+from tasks.clean import iter_texts
 from tasks.shards import _sha256
+
+DOCS_SITE = "foundry"
 
 
 class ValidationFailed(RuntimeError):
@@ -43,10 +50,38 @@ def shard_table(data_dir: Path, manifest: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def split_table(manifest: dict, min_holdout_tokens: int) -> pd.DataFrame:
+def document_table(data_dir: Path, pii_kinds: list[str]) -> pd.DataFrame:
+    """`documents.csv` beside what the split files really hold: is each listed document there, and what
+    personal data the scrubber's own detectors still find in it (kinds only, never the data)."""
+    table = pd.read_csv(data_dir / "documents.csv", dtype={"sha256": str, "split": str, "source": str})
+    present, found = set(), {}
+    for split in ("train", "holdout"):
+        for text in iter_texts(data_dir / f"{split}.jsonl"):
+            sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            present.add(sha)
+            kinds = sorted({span.kind for span in pii.find(text, pii_kinds)})
+            if kinds:
+                found[sha] = ",".join(kinds)
+    table["in_split_file"] = table["sha256"].isin(present)
+    table["pii_found"] = [found.get(sha, "") for sha in table["sha256"]]
+    return table
+
+
+def split_table(manifest: dict, documents: pd.DataFrame, min_holdout_tokens: int, fraction: float, tolerance: float) -> pd.DataFrame:
+    """The split's sizes beside what the config asks: the split guarantees `fraction` of the bytes; tokens
+    follow bytes closely but not exactly, hence the tolerance."""
+    tokens = manifest["train_tokens"] + manifest["holdout_tokens"]
+    by_split = documents.groupby("split")["sha256"].apply(set)
+    shared = len(by_split.get("train", set()) & by_split.get("holdout", set()))
+    stats = manifest["stats"]
     return pd.DataFrame([{
         "train_tokens": manifest["train_tokens"], "holdout_tokens": manifest["holdout_tokens"],
         "min_holdout_tokens": min_holdout_tokens,
+        "holdout_token_share": manifest["holdout_tokens"] / max(tokens, 1),
+        "min_holdout_token_share": fraction * (1 - tolerance),
+        "holdout_bytes": stats["holdout_bytes"],
+        "min_holdout_bytes": math.ceil(fraction * (stats["train_bytes"] + stats["holdout_bytes"])),
+        "documents_in_both_splits": shared,
     }])
 
 
@@ -60,6 +95,8 @@ def _suites(config: FoundryConfig, manifest: dict):
         gxe.ExpectColumnValuesToBeUnique(column="sha256"),  # also proves train and holdout disjoint
         gxe.ExpectColumnValuesToBeInSet(column="split", value_set=["train", "holdout"]),
         gxe.ExpectColumnValuesToBeBetween(column="chars", min_value=data.min_chars, max_value=data.max_chars),
+        gxe.ExpectColumnValuesToBeInSet(column="in_split_file", value_set=[True]),
+        gxe.ExpectColumnValuesToBeInSet(column="pii_found", value_set=[""]),  # no personal data left
     ]
     shards = [
         gxe.ExpectTableRowCountToBeBetween(min_value=2),
@@ -69,8 +106,14 @@ def _suites(config: FoundryConfig, manifest: dict):
         gxe.ExpectColumnMinToBeBetween(column="min_token_id", min_value=0),
         gxe.ExpectColumnDistinctValuesToContainSet(column="split", value_set=["train", "holdout"]),
     ]
-    # Evaluation needs at least one full window of holdout tokens.
-    splits = [gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A="holdout_tokens", column_B="min_holdout_tokens", or_equal=True)]
+    splits = [
+        # Evaluation needs at least one full window of holdout tokens.
+        gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A="holdout_tokens", column_B="min_holdout_tokens", or_equal=True),
+        gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A="holdout_bytes", column_B="min_holdout_bytes", or_equal=True),
+        gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+            column_A="holdout_token_share", column_B="min_holdout_token_share", or_equal=True),
+        gxe.ExpectColumnValuesToBeInSet(column="documents_in_both_splits", value_set=[0]),
+    ]
     return {"documents": documents, "shards": shards, "splits": splits}
 
 
@@ -83,21 +126,45 @@ def _observed(result: dict) -> str:
     return "no observation"
 
 
-def run_suites(tables: dict[str, pd.DataFrame], suites: dict) -> dict:
-    """Validate each table against its suite; a JSON-able report with one entry per expectation."""
+def _context(docs_dir: Path | None):
     import great_expectations as gx
-
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    if docs_dir is not None:  # the ephemeral context's own site lives in a throwaway folder
+        context.add_data_docs_site(DOCS_SITE, {
+            "class_name": "SiteBuilder", "show_how_to_buttons": False,
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        })
+    return context
+
+
+def _run(context, definition, table: pd.DataFrame, with_docs: bool):
+    import great_expectations as gx
+
+    if not with_docs:
+        return definition.run(batch_parameters={"dataframe": table})
+    checkpoint = context.checkpoints.add(gx.Checkpoint(
+        name=definition.name, validation_definitions=[definition],
+        actions=[gx.checkpoint.UpdateDataDocsAction(name="docs", site_names=[DOCS_SITE])]))
+    return next(iter(checkpoint.run(batch_parameters={"dataframe": table}).run_results.values()))
+
+
+def run_suites(tables: dict[str, pd.DataFrame], suites: dict, docs_dir: Path | None = None) -> dict:
+    """Validate each table against its suite; a JSON-able report with one entry per expectation.
+    With `docs_dir`, the results also become GX data docs (HTML) there."""
+    import great_expectations as gx
+
+    context = _context(docs_dir)
     report = {"success": True, "suites": {}}
     source = context.data_sources.add_pandas("foundry")
     for name, expectations in suites.items():
         batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(f"{name}_all")
         suite = context.suites.add(gx.ExpectationSuite(name=name, expectations=expectations))
         definition = context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
-        outcome = definition.run(batch_parameters={"dataframe": tables[name]})
+        outcome = _run(context, definition, tables[name], docs_dir is not None)
         entries = []
         for r in outcome.results:
             entry = {
@@ -110,16 +177,28 @@ def run_suites(tables: dict[str, pd.DataFrame], suites: dict) -> dict:
     return report
 
 
-def validate_dataset(data_dir: Path, config: FoundryConfig, report_path: Path) -> dict:
-    """Run the gate over a prepared directory; writes the report, raises `ValidationFailed` on failure."""
+def _drop_docs_assets(docs_dir: Path) -> None:
+    """Fonts and images are 4 MB of every site; the pages read fine without them."""
+    for folder in ("fonts", "images"):
+        shutil.rmtree(docs_dir / "static" / folder, ignore_errors=True)
+
+
+def validate_dataset(data_dir: Path, config: FoundryConfig, report_path: Path, docs_dir: Path | None = None) -> dict:
+    """Run the gate over a prepared directory; writes the report, raises `ValidationFailed` on failure.
+    With `docs_dir`, a failure also leaves GX data docs (HTML, `index.html` first) there."""
     manifest = json.loads((data_dir / "manifest.json").read_text())
+    documents = document_table(data_dir, config.data.pii)
     tables = {
-        "documents": pd.read_csv(data_dir / "documents.csv"),
+        "documents": documents,
         "shards": shard_table(data_dir, manifest),
-        "splits": split_table(manifest, config.model.block_size + 2),
+        "splits": split_table(manifest, documents, config.model.block_size + 2,
+                              config.data.holdout_fraction, config.data.holdout_tolerance),
     }
     report = run_suites(tables, _suites(config, manifest))
     report_path.write_text(json.dumps(report, indent=1, default=str))
+    if not report["success"] and docs_dir is not None:
+        run_suites(tables, _suites(config, manifest), docs_dir)  # again, through checkpoints that write docs
+        _drop_docs_assets(docs_dir)
     if not report["success"]:
         failed = [
             f"{suite}: {e['expectation']}({', '.join(f'{k}={v}' for k, v in e['kwargs'].items())}) {e['observed']}"

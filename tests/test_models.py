@@ -170,8 +170,18 @@ def test_random_windows_epochs_and_ranks_differ():
     epoch0, epoch1 = batches_as_lists(sampler), batches_as_lists(sampler)
     assert epoch0 != epoch1
     assert batches_as_lists(windows()) == epoch0  # same seed, same epoch: same batches
-    assert batches_as_lists(windows(rank=1)) != epoch0
     assert batches_as_lists(windows(seed=8)) != epoch0
+
+
+def test_random_windows_ranks_split_the_global_batch():
+    # Two ranks of batch 4 see exactly the windows one process of batch 8 sees, half each.
+    whole = [x for x, _ in windows(batch_size=8)]
+    halves = [[x for x, _ in windows(rank=r, world_size=2)] for r in (0, 1)]
+    for step, x in enumerate(whole):
+        assert torch.equal(torch.cat([halves[0][step], halves[1][step]]), x)
+    assert batches_as_lists(windows(rank=1, world_size=2)) != batches_as_lists(windows(rank=0, world_size=2))
+    with pytest.raises(ValueError, match="outside a world of 2"):
+        windows(rank=2, world_size=2)
 
 
 def test_random_windows_need_enough_tokens():

@@ -181,7 +181,7 @@ def test_prepare_counts(prepared):
     _, _, out, manifest = prepared
     stats = manifest["stats"]
     assert stats["docs_in"] == 42 and stats["docs_out"] == 40
-    assert stats["dropped_too_short"] == 1 and stats["dropped_duplicate"] == 1
+    assert stats["dropped_too_short"] == 1 and stats["dropped_exact_duplicate"] == 1
     assert stats["train_docs"] + stats["holdout_docs"] == 40
     assert stats["train_docs"] == len(list(iter_texts(out / "train.jsonl")))
     assert stats["holdout_bytes"] == sum(len(t.encode()) for t in iter_texts(out / "holdout.jsonl"))
@@ -218,3 +218,26 @@ def test_prepare_when_everything_is_filtered(tmp_path):
 def test_data_config_rejects_tiny_shards():
     with pytest.raises(ValueError):
         DataConfig(shard_tokens=10)
+
+
+def test_prepare_reuses_a_tokenizer_from_file(prepared, tmp_path):
+    """Fine-tuning keeps its parent's tokenizer: `tokenizer.from_file` skips training."""
+    source, config, out, manifest = prepared
+    parent = tmp_path / "parent_tokenizer.json"
+    train_tokenizer(iter(synthetic_docs(10, seed=9)), TokenizerConfig(vocab_size=280)).save(str(parent))
+    reuse = config.model_copy(update={"tokenizer": config.tokenizer.model_copy(update={"from_file": str(parent)})})
+    again = prepare(source, reuse, tmp_path / "prepared", progress=False)
+    assert (tmp_path / "prepared" / "tokenizer.json").read_text() == parent.read_text()
+    assert again["vocab_size"] == 280 != manifest["vocab_size"]
+
+
+def test_tokenizer_trains_on_a_bounded_uniform_sample():
+    from tasks.prepare import _sample
+
+    texts = [f"document {i}\n" for i in range(4000)]
+    assert list(_sample(iter(texts), 1.0)) == texts
+    sample = list(_sample(iter(texts), 0.25))
+    assert 0.22 < len(sample) / len(texts) < 0.28
+    assert sample == list(_sample(iter(texts), 0.25))  # by content, the same every time
+    assert set(sample) < set(_sample(iter(texts), 0.5))  # a larger budget keeps what a smaller one took
+

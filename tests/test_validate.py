@@ -86,8 +86,9 @@ def test_good_dataset_passes(good, tmp_path):
     assert report["success"] is True
     assert set(report["suites"]) == {"documents", "shards", "splits"}
     assert all(body["success"] for body in report["suites"].values())
-    assert len(report["suites"]["documents"]["results"]) == 5
+    assert len(report["suites"]["documents"]["results"]) == 7
     assert len(report["suites"]["shards"]["results"]) == 6
+    assert len(report["suites"]["splits"]["results"]) == 4
     assert json.loads(report_path.read_text()) == report
 
 
@@ -180,3 +181,99 @@ def test_document_longer_than_max_chars(copy, tmp_path):
     error = failing(strict, data_dir, tmp_path / "report.json")
     assert failed_expectations(error.report) == {("documents", "expect_column_values_to_be_between")}
     assert "column=chars" in str(error)
+
+
+# --- personal data, the split and data docs ---------------------------------------------------
+
+
+def test_personal_data_left_in_a_document_fails_the_gate(tmp_path):
+    root = tmp_path / "corpus"
+    root.mkdir()
+    for i, text in enumerate(synthetic_docs(20)):
+        (root / f"doc{i:02d}.txt").write_text(text + ("write to jane@example.com or 8.8.8.8\n" if i == 3 else ""))
+    unscrubbed = load_config(None, overrides(root, "data.pii=[]"))
+    prepare(acquire(unscrubbed.data, tmp_path / "m.json"), unscrubbed, tmp_path / "prepared", progress=False)
+    error = failing(load_config(None, overrides(root)), tmp_path / "prepared", tmp_path / "report.json")
+    assert failed_expectations(error.report) == {("documents", "expect_column_values_to_be_in_set")}
+    message = str(error)
+    assert "column=pii_found" in message and "'email,ipv4'" in message
+    assert "jane@example.com" not in message and "8.8.8.8" not in json.dumps(error.report)
+
+
+def test_holdout_below_its_fraction(copy, tmp_path):
+    config, data_dir = copy
+    bigger = load_config(None, overrides(Path(config.data.source), "data.holdout_fraction=0.45"))
+    error = failing(bigger, data_dir, tmp_path / "report.json")
+    failed = {e["kwargs"].get("column_A") for e in error.report["suites"]["splits"]["results"] if not e["success"]}
+    assert failed == {"holdout_bytes", "holdout_token_share"}
+
+
+def test_holdout_token_share_within_tolerance(copy, tmp_path):
+    config, data_dir = copy
+    manifest = load_manifest(data_dir)
+    share = manifest["holdout_tokens"] / (manifest["holdout_tokens"] + manifest["train_tokens"])
+    # A fraction a little above the realised token share passes with the tolerance, fails without it.
+    fraction = share * 1.05
+    manifest["stats"]["holdout_bytes"] = manifest["stats"]["train_bytes"]  # keep the bytes check out of the way
+    save_manifest(data_dir, manifest)
+    lenient = load_config(None, overrides(Path(config.data.source), f"data.holdout_fraction={fraction}"))
+    validate_dataset(data_dir, lenient, tmp_path / "ok.json")
+    strict = load_config(None, overrides(Path(config.data.source), f"data.holdout_fraction={fraction}",
+                                         "data.holdout_tolerance=0"))
+    error = failing(strict, data_dir, tmp_path / "report.json")
+    assert failed_expectations(error.report) == {("splits", "expect_column_pair_values_a_to_be_greater_than_b")}
+    assert "holdout_token_share" in str(error)
+
+
+def test_document_listed_in_both_splits(copy, tmp_path):
+    config, data_dir = copy
+    lines = (data_dir / "documents.csv").read_text().splitlines()
+    train_row = next(line for line in lines[1:] if ",train," in line)
+    (data_dir / "documents.csv").write_text("\n".join([*lines, train_row.replace(",train,", ",holdout,")]) + "\n")
+    error = failing(config, data_dir, tmp_path / "report.json")
+    assert ("splits", "expect_column_values_to_be_in_set") in failed_expectations(error.report)
+    assert "documents_in_both_splits" in str(error)
+
+
+def test_failure_writes_data_docs_success_does_not(good, copy, tmp_path):
+    config, prepared = good
+    validate_dataset(prepared, config, tmp_path / "ok.json", docs_dir=tmp_path / "ok_docs")
+    assert not (tmp_path / "ok_docs").exists()
+    _, data_dir = copy
+    strict = load_config(None, overrides(Path(config.data.source), "data.max_chars=300"))
+    with pytest.raises(ValidationFailed):
+        validate_dataset(data_dir, strict, tmp_path / "report.json", docs_dir=tmp_path / "docs")
+    pages = {p.relative_to(tmp_path / "docs").parts[0] for p in (tmp_path / "docs").rglob("*.html")}
+    assert {"index.html", "validations", "expectations"} <= pages
+    documents_page = next((tmp_path / "docs" / "validations" / "documents").rglob("*.html")).read_text()
+    assert "expect_column_values_to_be_between" in documents_page or "values must be" in documents_page.lower()
+
+
+def test_pipeline_tasks_log_the_audit_and_the_failed_gate_docs(prefect_harness, good, tmp_path):
+    """The Prefect tasks: prepare logs the audit (JSON and summary), a failed validate the GX data docs."""
+    from mlflow import MlflowClient
+    from prefect import flow
+
+    from tasks import tracking
+    from tasks.pipeline import RunContext, prepare as prepare_task, validate as validate_task
+
+    config, _ = good
+    strict = load_config(None, overrides(Path(config.data.source), "model.block_size=100000"))  # holdout too short
+    run_id = tracking.start_pipeline_run(strict)
+    run = RunContext(run_id=run_id, dir=tmp_path / "run", home=tmp_path)
+    run.dir.mkdir()
+    manifest = tmp_path / "source_manifest.json"
+    acquire(strict.data, manifest)
+
+    @flow
+    def stage_a():
+        validate_task(strict, prepare_task(strict, manifest, run), run)
+
+    with pytest.raises(ValidationFailed):
+        stage_a()
+    client = MlflowClient()
+    logged = {a.path for top in ("data", "validation", "validation_docs") for a in client.list_artifacts(run_id, top)}
+    assert {"data/audit.json", "data/audit.md", "validation/validation_report.json",
+            "validation_docs/index.html"} <= logged
+    audit = json.loads(open(client.download_artifacts(run_id, "data/audit.json")).read())
+    assert audit["docs_in"] == 40 and audit["docs_out"] == 40

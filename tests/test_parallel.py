@@ -1,0 +1,125 @@
+"""tasks.parallel: prepare as Prefect tasks on Dask gives the same bytes as in-process, for 1 and 2 workers."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from foundry.config import load_config
+from tasks.acquire import acquire
+from tasks.clean import BadInputError
+from tasks.prepare import partition_count, partitions, run_prepare
+
+pytestmark = pytest.mark.slow
+
+WORDS = ("river stone light cloud forest engine paper window silver garden motion harbor lantern meadow "
+         "copper thunder violet marble anchor pepper orbit ladder").split()
+
+
+def doc(seed: int, n: int = 80) -> str:
+    rng = random.Random(seed)
+    return "\n".join(" ".join(rng.choice(WORDS) for _ in range(8)) for _ in range(n // 8)) + f"\nend {seed}\n"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """Files of several formats, with duplicates and near duplicates across files, PII and bad input."""
+    root = tmp_path_factory.mktemp("parallel") / "corpus"
+    root.mkdir()
+    for i in range(24):
+        (root / f"doc{i:02d}.txt").write_text(doc(i) + ("contact me at jane@example.com\n" if i % 5 == 0 else ""))
+    (root / "copy.txt").write_text(doc(3))
+    (root / "near.md").write_text(doc(4).replace("end 4", "the end 4"))
+    records = "".join(json.dumps({"text": doc(100 + i)}) + "\n" for i in range(10)) + "{broken\n"
+    (root / "records.jsonl.gz").write_bytes(gzip.compress(records.encode()))
+    (root / "empty.txt").write_text("")
+    return root
+
+
+def config(root: Path, *extra: str):
+    return load_config(None, [f"data.source={root}", "data.holdout_fraction=0.2", "data.partition_bytes=65536",
+                              "tokenizer.vocab_size=300", "model.block_size=16", *extra])
+
+
+def files(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+
+
+@pytest.fixture(scope="module")
+def serial(corpus, tmp_path_factory):
+    cfg = config(corpus)
+    base = tmp_path_factory.mktemp("serial")
+    manifest = run_prepare(acquire(cfg.data, base / "m.json"), cfg, base / "prepared", progress=False)
+    return manifest, files(base / "prepared")
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """An existing Dask cluster (one worker) that the flow connects to by address."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as cluster:
+        yield cluster.scheduler_address
+
+
+def test_partitions_keep_corpus_order_and_balance():
+    entries = [{"name": str(i), "size": size} for i, size in enumerate([10, 10, 10, 10, 60, 0, 0, 10])]
+    parts = partitions(entries, 3)
+    assert [e["name"] for part in parts for e in part] == [str(i) for i in range(8)]
+    assert [sum(e["size"] for e in part) for part in parts] == [40, 60, 10]
+    assert len(partitions(entries, 20)) <= 8
+    assert partition_count(entries, load_config(None, ["data.partition_bytes=65536"]).data, 2) == 2
+
+
+def test_serial_output(serial):
+    manifest, out = serial
+    stats = manifest["stats"]
+    assert stats["dropped_exact_duplicate"] == 1 and stats["dropped_near_duplicate"] == 1
+    assert stats["dropped_malformed_jsonl"] == 1 and stats["dropped_empty_file"] == 1
+    assert stats["pii_email_docs"] == 5 and stats["docs_out"] == 34
+    assert {"audit.json", "audit.md", "manifest.json", "tokenizer.json", "train_000.bin", "holdout_000.bin"} <= set(out)
+
+
+def test_two_local_workers_give_the_same_bytes(prefect_harness, corpus, serial, tmp_path):
+    cfg = config(corpus, "data.workers=2")
+    manifest = run_prepare(acquire(cfg.data, tmp_path / "m.json"), cfg, tmp_path / "prepared")
+    assert files(tmp_path / "prepared") == serial[1]
+    assert manifest == serial[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "prepared"]  # no scratch left behind
+
+
+def test_existing_scheduler_with_one_worker_gives_the_same_bytes(prefect_harness, corpus, serial, scheduler, tmp_path):
+    cfg = config(corpus, f"data.scheduler={scheduler}")
+    run_prepare(acquire(cfg.data, tmp_path / "m.json"), cfg, tmp_path / "prepared")
+    assert files(tmp_path / "prepared") == serial[1]
+
+
+def test_bad_input_stops_a_dask_run_with_its_message(prefect_harness, corpus, scheduler, tmp_path):
+    cfg = config(corpus, f"data.scheduler={scheduler}", "data.on_error=fail")
+    with pytest.raises(BadInputError, match="^empty.txt: empty file"):  # the first bad input in corpus order
+        run_prepare(acquire(cfg.data, tmp_path / "m.json"), cfg, tmp_path / "prepared")
+
+
+def test_cli_prepare_on_dask_without_a_prefect_server(corpus, serial, tmp_path):
+    """No PREFECT_API_URL: the flow's temporary server is the only one; the workers report to it
+    rather than each starting their own (which costs ~15 s a worker and scatters the task runs)."""
+    import os
+    import subprocess
+    import sys
+
+    sets = ["--set", f"data.source={corpus}", "--set", "data.holdout_fraction=0.2", "--set", "data.partition_bytes=65536",
+            "--set", "tokenizer.vocab_size=300", "--set", "model.block_size=16", "--set", "data.workers=2"]
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
+    env["FOUNDRY_HOME"] = str(tmp_path / "home")
+    cli = [sys.executable, "-m", "foundry.cli"]
+    for command in (["acquire", "--out", "m.json"], ["prepare", "--manifest", "m.json", "--out", "prepared"]):
+        result = subprocess.run([*cli, *command, *sets], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+        assert result.returncode == 0, result.stderr[-3000:]
+    log = result.stdout + result.stderr
+    assert log.count("Starting temporary server") == 1, log[-3000:]
+    assert log.count("clean-partition") >= 2
+    assert files(tmp_path / "prepared") == serial[1]

@@ -1,0 +1,95 @@
+"""tasks.plan: the memory estimate against the profiler's measured allocations, and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from foundry.cli import main
+from foundry.config import load_config
+from models.gpt import GPT, GPTConfig
+from tasks.plan import estimate, largest_micro_batch, n_params, parse_bytes
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def config(*overrides: str):
+    return load_config(REPO_ROOT / "configs" / "tiny.yaml", list(overrides))
+
+
+def measured_peak_bytes(cfg, tmp_path: Path) -> int:
+    """Peak of all CPU allocations over one whole training step (forward, backward, clip, AdamW),
+    from the profiler's memory timeline; the step is run once before so the optimizer state exists."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from models.lit_gpt import LitGPT
+
+    torch.manual_seed(0)
+    m, t, vocab = cfg.model, cfg.train, cfg.tokenizer.vocab_size
+    module = LitGPT({"vocab_size": vocab, **m.model_dump()})
+    optimizer = torch.optim.AdamW(module.model.optimizer_groups(t.weight_decay), lr=t.learning_rate)
+    x = torch.randint(0, vocab, (t.batch_size, m.block_size))
+    batch = (x, torch.roll(x, -1, 1))
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        module.training_step(batch, 0).backward()  # as Lightning: the logits die with training_step
+        torch.nn.utils.clip_grad_norm_(module.parameters(), t.grad_clip)
+        optimizer.step()
+
+    step()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
+        step()
+    prof.export_memory_timeline(str(tmp_path / "memory.json"), device="cpu")
+    _, sizes = json.loads((tmp_path / "memory.json").read_text())
+    return max(sum(row) for row in sizes)
+
+
+@pytest.mark.filterwarnings("ignore:`export_memory_timeline` is deprecated")
+@pytest.mark.parametrize("overrides", [
+    ("model.n_layer=3", "model.n_embd=128", "model.n_head=4", "model.block_size=128", "train.batch_size=16"),
+    ("model.n_layer=2", "model.n_embd=64", "model.n_head=4", "model.block_size=64", "train.batch_size=8", "model.dropout=0.1"),
+    ("model.n_layer=2", "model.n_embd=256", "model.n_head=4", "model.block_size=16", "train.batch_size=1"),  # optimizer-bound
+])
+def test_estimate_is_within_a_quarter_of_the_measured_peak(overrides, tmp_path):
+    cfg = config(*overrides)
+    predicted, measured = estimate(cfg).peak, measured_peak_bytes(cfg, tmp_path)
+    print(f"plan {predicted / 2**20:.2f} MiB, measured {measured / 2**20:.2f} MiB")
+    assert predicted == pytest.approx(measured, rel=0.25), (predicted, measured)
+
+
+def test_parameter_count_matches_the_model():
+    for overrides in ((), ("model.n_layer=4", "model.n_embd=96", "model.n_head=3", "tokenizer.vocab_size=1000")):
+        cfg = config(*overrides)
+        model = GPT(GPTConfig(cfg.tokenizer.vocab_size, **cfg.model.model_dump()))
+        assert n_params(cfg.model, cfg.tokenizer.vocab_size) == model.num_params(non_embedding=False)
+
+
+def test_largest_micro_batch_is_the_last_that_fits():
+    cfg = config()
+    memory = parse_bytes("64MiB")
+    fits = largest_micro_batch(cfg, memory)
+    assert fits > 0
+    assert estimate(cfg, fits).peak <= 0.9 * memory < estimate(cfg, fits + 1).peak
+    assert largest_micro_batch(cfg, parse_bytes("1KB")) == 0
+    # More devices under FSDP: less state per device, so a larger micro-batch fits.
+    sharded = config("train.strategy=fsdp", "train.accelerator=gpu", "train.num_nodes=8", "train.precision=32-true")
+    assert estimate(sharded).optimizer < estimate(cfg).optimizer
+
+
+def test_parse_bytes():
+    assert parse_bytes("80GB") == 80 * 10**9 and parse_bytes("80 GiB") == 80 * 2**30
+    assert parse_bytes("512mb") == 512 * 10**6 and parse_bytes("1e9") == 10**9
+    with pytest.raises(ValueError, match="not a size"):
+        parse_bytes("lots")
+
+
+def test_cli_prints_the_plan(capsys):
+    assert main(["plan", "--config", str(REPO_ROOT / "configs" / "tiny.yaml"), "--set", "train.batch_size=4",
+                 "--device-memory", "80GB"]) == 0
+    out = capsys.readouterr().out
+    assert "micro-batch of 4 x 32 tokens" in out and "fits         micro-batch" in out
+    assert main(["plan", "--device-memory", "eighty"]) == 2

@@ -1,0 +1,207 @@
+"""Several sources at once; S3 against a real moto server on 127.0.0.1; unreachable sources; odd files."""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from foundry.config import DataConfig, load_config
+from tasks.acquire import SourceError, acquire, list_source_files
+from tasks.prepare import prepare
+
+DOC = "a document long enough to pass every quality rule of the cleaner, with words of ordinary length\n"
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("FOUNDRY_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """moto's S3 on 127.0.0.1, with dummy credentials in the environment for boto3."""
+    port = free_port()
+    moto = Path(sys.executable).with_name("moto_server")
+    proc = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                             "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")}
+    os.environ.update({"AWS_ENDPOINT_URL_S3": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull})
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise RuntimeError("moto_server did not start") from None
+                time.sleep(0.2)
+        import boto3
+
+        yield boto3.client("s3", endpoint_url=endpoint)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def write(path: Path, data: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+# --- S3 --------------------------------------------------------------------------------------
+
+
+def test_s3_prefix_is_downloaded_and_listed(s3_server, home):
+    s3_server.create_bucket(Bucket="corpus")
+    for key, body in {"data/a.txt": "alpha", "data/sub/b.jsonl.gz": gzip.compress(b'{"text": "beta"}\n'),
+                      "data/skip.csv": "x,y", "other/c.txt": "not under the prefix"}.items():
+        s3_server.put_object(Bucket="corpus", Key=key, Body=body)
+    files, skipped = list_source_files(DataConfig(source="s3://corpus/data"))
+    assert [f.name for f in files] == ["a.txt", "sub/b.jsonl.gz"] and skipped == {}
+    assert all(Path(f.path).is_relative_to(home / "sources" / "s3") for f in files)
+    assert Path(files[0].path).read_text() == "alpha"
+
+
+def test_s3_bucket_that_does_not_exist(s3_server):
+    with pytest.raises(SourceError, match="cannot read s3://no-such-bucket/x.*NoSuchBucket"):
+        list_source_files(DataConfig(source="s3://no-such-bucket/x"))
+
+
+def test_missing_bucket_among_several_sources_is_skipped_or_fatal(s3_server, tmp_path):
+    write(tmp_path / "local" / "a.txt", "alpha")
+    sources = ["s3://no-such-bucket/x", str(tmp_path / "local")]
+    files, skipped = list_source_files(DataConfig(source="", sources=sources))
+    assert [f.name for f in files] == ["1/a.txt"] and skipped == {"unreachable_source": 1}
+    with pytest.raises(SourceError, match="NoSuchBucket"):
+        list_source_files(DataConfig(source="", sources=sources, on_error="fail"))
+
+
+# --- several sources -------------------------------------------------------------------------
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def http_base(tmp_path):
+    folder = tmp_path / "www"
+    folder.mkdir()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_sources_are_read_in_order_with_names_kept_apart(tmp_path, http_base):
+    folder, base = http_base
+    write(folder / "remote.md", "# over http")
+    write(tmp_path / "one" / "a.txt", "one")
+    write(tmp_path / "two" / "a.txt", "two")
+    cfg = DataConfig(source=str(tmp_path / "one"), sources=[f"{base}/remote.md", str(tmp_path / "two")])
+    files, _ = list_source_files(cfg)
+    assert [f.name for f in files] == ["0/a.txt", "1/remote.md", "2/a.txt"]
+    manifest = acquire(cfg, tmp_path / "m.json")
+    assert manifest["sources"] == cfg.source_list and manifest["files"] == 3
+    assert manifest["source"] == ", ".join(cfg.source_list)
+
+
+def test_unreachable_sources(tmp_path):
+    write(tmp_path / "ok" / "a.txt", "fine")
+    dead = f"http://127.0.0.1:{free_port()}/gone.txt"
+    cfg = DataConfig(source=str(tmp_path / "ok"), sources=[dead, str(tmp_path / "missing")])
+    files, skipped = list_source_files(cfg)
+    assert [f.name for f in files] == ["0/a.txt"] and skipped == {"unreachable_source": 2}
+    with pytest.raises(SourceError, match="cannot download"):
+        list_source_files(cfg.model_copy(update={"on_error": "fail"}))
+    with pytest.raises(SourceError, match="no source could be read: cannot download.*does not exist"):
+        list_source_files(DataConfig(source=dead, sources=[str(tmp_path / "missing")]))
+
+
+def test_single_source_and_list_forms_in_config():
+    assert load_config(None, ["data.source=a"]).data.source_list == ["a"]
+    assert load_config(None, ["data.source=", "data.sources=[a, b]"]).data.source_list == ["a", "b"]
+    with pytest.raises(ValueError, match="no source"):
+        DataConfig(source="", sources=[])
+    with pytest.raises(ValueError, match="listed twice"):
+        DataConfig(source="a", sources=["a"])
+    with pytest.raises(ValueError, match="start with a dot"):
+        DataConfig(extensions=["txt"])
+
+
+def test_gzip_variants_of_listed_extensions_are_found(tmp_path):
+    for name in ("a.txt", "b.txt.gz", "c.jsonl.gz", "d.parquet", "e.gz", "f.csv.gz"):
+        write(tmp_path / "src" / name, "x")
+    files, _ = list_source_files(DataConfig(source=str(tmp_path / "src")))
+    assert [f.name for f in files] == ["a.txt", "b.txt.gz", "c.jsonl.gz", "d.parquet"]
+
+
+def test_a_fifo_is_skipped_not_read(tmp_path):
+    write(tmp_path / "src" / "a.txt", "fine")
+    os.mkfifo(tmp_path / "src" / "pipe.txt")  # reading it would block forever
+    files, skipped = list_source_files(DataConfig(source=str(tmp_path / "src")))
+    assert [f.name for f in files] == ["a.txt"] and skipped == {"not_regular_file": 1}
+    with pytest.raises(SourceError, match="not a regular file"):
+        list_source_files(DataConfig(source=str(tmp_path / "src"), on_error="fail"))
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their permissions")
+def test_unreadable_file_is_skipped(tmp_path):
+    write(tmp_path / "src" / "a.txt", "fine")
+    locked = write(tmp_path / "src" / "b.txt", "secret")
+    locked.chmod(0)
+    files, skipped = list_source_files(DataConfig(source=str(tmp_path / "src")))
+    assert [f.name for f in files] == ["a.txt"] and skipped == {"unreadable": 1}
+
+
+def test_mixed_formats_from_several_sources_prepare(tmp_path, s3_server):
+    """Local text, jsonl.gz and parquet plus an S3 prefix, through the whole preparation."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    words = "river stone light cloud forest engine paper window silver garden motion harbor".split()
+    docs = [" ".join(words[(i + j) % len(words)] + str(j % 7 + i) for j in range(60)) + "\n" for i in range(12)]
+    write(tmp_path / "local" / "a.md", docs[0])
+    write(tmp_path / "local" / "b.jsonl.gz", gzip.compress("".join(json.dumps({"text": d}) + "\n" for d in docs[1:5]).encode()))
+    pq.write_table(pa.table({"text": docs[5:9]}), tmp_path / "local" / "c.parquet")
+    s3_server.create_bucket(Bucket="mixed")
+    for i, d in enumerate(docs[9:]):
+        s3_server.put_object(Bucket="mixed", Key=f"p/{i}.txt", Body=d.encode())
+    config = load_config(None, [f"data.source={tmp_path / 'local'}", "data.sources=[s3://mixed/p]",
+                                "data.min_alpha_fraction=0.1", "data.holdout_fraction=0.2", "tokenizer.vocab_size=300"])
+    manifest = prepare(acquire(config.data, tmp_path / "m.json"), config, tmp_path / "prepared", progress=False)
+    assert manifest["stats"]["docs_in"] == 12 and manifest["stats"]["docs_out"] == 12
+    sources = {json.loads(line)["source"] for split in ("train", "holdout")
+               for line in (tmp_path / "prepared" / f"{split}.jsonl").read_text().splitlines()}
+    assert sources == {"0/a.md", "0/b.jsonl.gz", "0/c.parquet", "1/0.txt", "1/1.txt", "1/2.txt"}

@@ -1,0 +1,128 @@
+"""tasks.checkpointing: atomic files, the manifest, retention, RNG states, where attempts live."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from foundry.config import load_config
+from tasks.checkpointing import (
+    AttemptBusy, Entry, ManifestCheckpointIO, _to_host, attempt_dir, claimed, finish_attempt, latest_valid,
+    read_manifest, resume_key, retained, rng_states, set_rng_states, write_atomic, write_manifest,
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def fake_checkpoint(step: int) -> dict:
+    weight = torch.full((64, 8), float(step))
+    return {"global_step": step, "state_dict": {"wte": weight, "head": weight}, "optimizer_states": [{"m": torch.ones(3)}]}
+
+
+def test_write_atomic_renames_into_place_and_hashes_what_it_wrote(tmp_path):
+    path = tmp_path / "blob"
+    sha, size = write_atomic(path, lambda f: f.write(b"hello " * 1000))
+    assert path.read_bytes() == b"hello " * 1000 and size == 6000
+    assert sha == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert [p.name for p in tmp_path.iterdir()] == ["blob"]  # no temporary left behind
+
+
+def test_retained_keeps_the_last_k_and_the_best():
+    entries = [Entry(f"s{s}", s, "x", 1, loss) for s, loss in ((10, 3.0), (20, 2.0), (30, 2.5), (40, None), (50, None))]
+    assert [e.step for e in retained(entries, 2)] == [20, 40, 50]
+    assert [e.step for e in retained(entries, 4)] == [20, 30, 40, 50]
+    assert [e.step for e in retained(entries[3:], 1)] == [50]  # nothing scored yet: no best
+
+
+@pytest.mark.parametrize("async_save", [False, True])
+def test_io_writes_manifest_link_and_prunes(tmp_path, async_save):
+    io = ManifestCheckpointIO(tmp_path, keep_last=2, async_save=async_save)
+    for step in (10, 20):
+        io.save_checkpoint(fake_checkpoint(step), tmp_path / f"step-{step:06d}.ckpt")
+    io.annotate(20, 1.5)  # the best so far: kept beyond the last two
+    for step in (30, 40):
+        io.save_checkpoint(fake_checkpoint(step), tmp_path / f"step-{step:06d}.ckpt")
+    io.teardown()
+    entries = read_manifest(tmp_path)
+    assert [(e.step, e.val_loss) for e in entries] == [(20, 1.5), (30, None), (40, None)]
+    assert sorted(p.name for p in tmp_path.glob("*.ckpt")) == ["last.ckpt", "step-000020.ckpt", "step-000030.ckpt", "step-000040.ckpt"]
+    assert (tmp_path / "last.ckpt").samefile(tmp_path / "step-000040.ckpt")
+    for e in entries:
+        assert hashlib.sha256((tmp_path / e.file).read_bytes()).hexdigest() == e.sha256
+    loaded = torch.load(tmp_path / "last.ckpt", weights_only=True)
+    assert loaded["state_dict"]["wte"].untyped_storage().data_ptr() == loaded["state_dict"]["head"].untyped_storage().data_ptr()
+
+
+def test_async_save_writes_a_point_in_time_copy(tmp_path):
+    io = ManifestCheckpointIO(tmp_path, keep_last=1, async_save=True)
+    checkpoint = fake_checkpoint(10)
+    io.save_checkpoint(checkpoint, tmp_path / "step-000010.ckpt")
+    checkpoint["state_dict"]["wte"].add_(100)  # training goes on mutating the weights in place
+    io.teardown()
+    assert torch.load(tmp_path / "step-000010.ckpt", weights_only=True)["state_dict"]["wte"].max().item() == 10.0
+
+
+def test_to_host_copies_tied_tensors_once_into_reused_buffers():
+    tied, staging = torch.randn(4, 4), {}
+    copy = _to_host({"a": tied.detach(), "b": tied.detach(), "c": [tied[0]]}, staging)
+    assert copy["a"] is copy["b"] and copy["a"].data_ptr() != tied.data_ptr()
+    assert torch.equal(copy["c"][0], tied[0])
+    tied.add_(1)
+    again = _to_host({"a": tied.detach(), "b": tied.detach(), "c": [tied[0]]}, staging)
+    assert again["a"].data_ptr() == copy["a"].data_ptr() and torch.equal(again["a"], tied)
+
+
+def test_latest_valid_skips_missing_and_corrupt_checkpoints(tmp_path, caplog):
+    entries = []
+    for step in (10, 20, 30):
+        sha, size = write_atomic(tmp_path / f"s{step}", lambda f, s=step: torch.save({"step": s}, f))
+        entries.append(Entry(f"s{step}", step, sha, size))
+    write_manifest(tmp_path, entries)
+    assert latest_valid(tmp_path).step == 30
+    data = bytearray((tmp_path / "s30").read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, one byte flipped: only the checksum can tell
+    (tmp_path / "s30").write_bytes(bytes(data))
+    (tmp_path / "s20").unlink()
+    assert latest_valid(tmp_path).step == 10
+    assert "s30 (step 30)" in caplog.text and "s20 (step 20)" in caplog.text
+    assert latest_valid(tmp_path / "empty") is None
+
+
+def test_rng_states_restore_every_generator_and_load_weights_only(tmp_path):
+    states = rng_states()
+    torch.save(states, tmp_path / "rng.pt")
+    draws = (torch.rand(3).tolist(), random.random(), np.random.rand())
+    set_rng_states(torch.load(tmp_path / "rng.pt", weights_only=True))
+    assert (torch.rand(3).tolist(), random.random(), np.random.rand()) == draws
+
+
+def test_resume_key_ignores_operational_settings_only():
+    def key(*overrides, data="v1"):
+        return resume_key(load_config(REPO_ROOT / "configs" / "tiny.yaml", list(overrides)), data)
+
+    base = key()
+    assert key("train.retries=5", "train.log_every_n_steps=7", "train.collective_timeout_s=9", "checkpoint.every_n_steps=3") == base
+    assert key("evaluation.max_tokens=10", "registry.model_name=other") == base
+    for changed in (key("train.seed=1"), key("train.max_steps=151"), key("model.n_layer=2"), key(data="v2")):
+        assert changed != base
+
+
+def test_attempts_are_claimed_once_and_move_to_their_run_when_finished(tmp_path):
+    config = load_config(REPO_ROOT / "configs" / "tiny.yaml")
+    attempt = attempt_dir(tmp_path, config, "v1")
+    assert attempt == tmp_path / "checkpoints" / resume_key(config, "v1")
+    with claimed(attempt):
+        with pytest.raises(AttemptBusy, match="another process is training"):
+            with claimed(attempt):
+                pass
+        attempt.mkdir()
+        (attempt / "model.pt").write_text("weights")
+        done = finish_attempt(attempt, tmp_path / "runs" / "r1" / "checkpoints")
+    assert (done / "model.pt").read_text() == "weights" and not attempt.exists()
+    with claimed(attempt):  # released: a later run may claim it
+        pass
