@@ -15,14 +15,18 @@ Without a CUDA device it says so and exits with status 1. The last line is the h
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("FOUNDRY_HOME", tempfile.mkdtemp(prefix="foundry-bench-"))
+if "FOUNDRY_HOME" not in os.environ:  # a throwaway home (MLflow store, checkpoints), removed at exit
+    os.environ["FOUNDRY_HOME"] = tempfile.mkdtemp(prefix="foundry-bench-")
+    atexit.register(shutil.rmtree, os.environ["FOUNDRY_HOME"], True)
 
 import foundry  # noqa: E402,F401  (environment before the libraries load)
 
@@ -141,7 +145,8 @@ def main() -> int:
               + (f", peak allocated {memory / 2**30:.1f} GiB" if memory else ""), flush=True)
     planned = estimate(config, on_gpu=device == "cuda").peak
     print(f"foundry plan's estimate for this config: {planned / 2**30:.1f} GiB (without torch.compile's savings)")
-    print(f"gpu_mfu: {results['ours']:.1%} MFU ours, {results['raw']:.1%} raw ({name}, bf16, GPT-2 small)")
+    what = "tiny model, fp32: code check only" if args.smoke else "bf16, GPT-2 small"
+    print(f"gpu_mfu: {results['ours']:.1%} MFU ours, {results['raw']:.1%} raw ({name}, {what})")
     return 0
 
 

@@ -15,7 +15,9 @@ the same number of steps, MLflow logging included (target <= 1.05x).
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -23,7 +25,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("FOUNDRY_HOME", tempfile.mkdtemp(prefix="foundry-bench-"))
+if "FOUNDRY_HOME" not in os.environ:  # a throwaway home (MLflow store, checkpoints), removed at exit
+    os.environ["FOUNDRY_HOME"] = tempfile.mkdtemp(prefix="foundry-bench-")
+    atexit.register(shutil.rmtree, os.environ["FOUNDRY_HOME"], True)
 
 import foundry  # noqa: E402,F401  (environment before the libraries load)
 

@@ -153,6 +153,10 @@ class TrainConfig(_Section):
         "auto", description="auto: bf16-mixed on a GPU, 32-true on a CPU."
     )
     compile: bool = Field(False, description="torch.compile the model (needs a C++ compiler on CPU).")
+    cpu_threads: int = Field(
+        0, ge=0, description="Intra-op CPU threads of each rank; 0: the cores this process may use, shared by the "
+        "ranks of a node. Fixed rather than inherited, so that a resumed run sums floats as the first one did.",
+    )
     seed: int = 1337
     log_every_n_steps: int = Field(25, ge=1, description="Metrics (loss, lr, tokens/s, step time, data wait, MFU) every N steps.")
     peak_flops: float = Field(

@@ -39,7 +39,7 @@ MANIFEST = "manifest.json"
 LAST = "last.ckpt"
 # Train settings that change how a run is operated, not the weights it computes: a re-run that
 # differs only in these still resumes the same attempt.
-OPERATIONAL_KEYS = {"retries", "collective_timeout_s", "log_every_n_steps", "peak_flops"}
+OPERATIONAL_KEYS = {"retries", "collective_timeout_s", "log_every_n_steps", "peak_flops", "cpu_threads"}
 
 
 @dataclass(frozen=True)

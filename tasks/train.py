@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -59,6 +60,14 @@ def peak_flops(t: TrainConfig) -> float:
     if t.peak_flops or not uses_gpu(t):
         return t.peak_flops
     return lookup_peak_flops(torch.cuda.get_device_name(), resolve_precision(t))
+
+
+def cpu_threads(t: TrainConfig) -> int:
+    """Threads for one rank, decided here rather than inherited: float sums depend on the thread
+    count, and a process's environment may say otherwise (Dask's nanny leaves OMP_NUM_THREADS=1 in
+    its parent, which every training process started from there would inherit)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return t.cpu_threads or max(1, cores // t.devices)
 
 
 def _loaders(config: FoundryConfig, data_dir: Path, rank: int, world_size: int):
@@ -130,6 +139,7 @@ def train(
 
     manifest = json.loads((data_dir / "manifest.json").read_text())
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(cpu_threads(config.train))
     L.seed_everything(config.train.seed, workers=True, verbose=False)
     module = build_module(config, manifest["vocab_size"])
     if config.train.init_from and resume_from is None:  # warm start; a resumed run already holds its progress
