@@ -133,11 +133,12 @@ def _warm_cluster(workers: int):
 
     from foundry.config import load_config
     from tasks.acquire import acquire
-    from tasks.parallel import WORKER_ENV
+    from tasks.parallel import WORKER_ENV, environment_kept
     from tasks.prepare import run_prepare
 
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address="127.0.0.1:0", env=WORKER_ENV)
+    with environment_kept():
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                               dashboard_address="127.0.0.1:0", env=WORKER_ENV)
     config = load_config(None, ["data.source=stdlib://json", f"data.scheduler={cluster.scheduler_address}",
                                 f"data.workers={workers}", "model.block_size=8"])
     warm = Path(tempfile.mkdtemp())

@@ -51,6 +51,8 @@ def configure_environment() -> Path:
         "TOKENIZERS_PARALLELISM": "true",
         "GIT_PYTHON_REFRESH": "quiet",
         "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+        # Library code (tasks.*) also runs outside flows, e.g. `foundry prepare` helpers and tests.
+        "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore",
     }
     for key, value in defaults.items():
         os.environ.setdefault(key, value)

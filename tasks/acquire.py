@@ -23,6 +23,7 @@ from pathlib import Path
 
 from foundry.config import DataConfig
 from foundry.env import foundry_home
+from tasks.digests import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -157,14 +158,6 @@ def local_root(source: str, cache: Path, cfg: DataConfig) -> Path | str:
     raise SourceError(f"data.source {source!r} does not exist")
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _glob_base(pattern: str) -> Path:
     """The folder above the first path component that holds a wildcard."""
     parts = Path(pattern).parts
@@ -190,7 +183,7 @@ def _fingerprint(path: Path, name: str, cfg: DataConfig, skipped: dict[str, int]
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):  # a FIFO or device would block or never end
             raise SourceError(f"{path} is not a regular file")
-        return SourceFile(str(path), name, info.st_size, _sha256(path))
+        return SourceFile(str(path), name, info.st_size, sha256_file(path))
     except (OSError, SourceError) as exc:
         if cfg.on_error == "fail":
             raise SourceError(f"cannot read {path}: {exc}") from None

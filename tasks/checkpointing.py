@@ -32,6 +32,7 @@ from lightning.pytorch import Callback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from foundry.config import FoundryConfig
+from tasks.digests import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -100,14 +101,6 @@ def write_atomic(path: Path, write: Callable[[Any], None]) -> tuple[str, int]:
 def write_manifest(directory: Path, entries: list[Entry]) -> None:
     text = json.dumps({"checkpoints": [asdict(e) for e in sorted(entries, key=lambda e: e.step)]}, indent=1)
     write_atomic(directory / MANIFEST, lambda f: f.write(text.encode()))
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def is_intact(directory: Path, entry: Entry) -> bool:
@@ -306,6 +299,9 @@ class CheckpointEvery(Callback):
 def resume_key(config: FoundryConfig, data_version: str) -> str:
     """Same model, training settings and data: the same training, so the same checkpoints."""
     train = {k: v for k, v in config.train.model_dump(mode="json").items() if k not in OPERATIONAL_KEYS}
+    if train["init_from"] and Path(train["init_from"]).is_file():
+        # Retraining downloads its parent into a fresh folder each time: the weights name the start, not the path.
+        train["init_from"] = sha256_file(Path(train["init_from"]))
     identity = {"model": config.model.model_dump(mode="json"), "train": train, "data_version": data_version}
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 

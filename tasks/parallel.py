@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -27,6 +29,19 @@ ONE_CORE = {"RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "true", "OMP_NUM
             "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 # Dask's sampling profiler walks every thread's stack each 10 ms: pure overhead here.
 WORKER_ENV = {**ONE_CORE, "DASK_LOGGING__DISTRIBUTED": "warning", "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
+
+
+@contextmanager
+def environment_kept():
+    """Around starting a LocalCluster. Dask's nanny writes its pre-spawn variables (OMP_NUM_THREADS=1,
+    MALLOC_TRIM_THRESHOLD_...) into its own process's environment, for good, before it spawns a worker
+    (distributed/nanny.py): every process the flow started later (training) inherited them."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def task_runner(data: DataConfig):
@@ -83,7 +98,7 @@ def prepare_on_dask(source_manifest: dict, config: FoundryConfig, out_dir: Path)
         # Task runs travel to the workers with this process's settings. Without an API URL in them,
         # every worker would start a temporary Prefect server of its own (~15 s each) and record its
         # task runs there: name the server this process uses.
-        with temporary_settings({PREFECT_API_URL: PREFECT_API_URL.value() or _api_url()}):
+        with temporary_settings({PREFECT_API_URL: PREFECT_API_URL.value() or _api_url()}), environment_kept():
             return prepare_data.with_options(task_runner=task_runner(config.data))(manifest_path, config, out_dir)
     finally:
         manifest_path.unlink(missing_ok=True)

@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Iterator
 from foundry.config import DataConfig, FoundryConfig
 from tasks import audit as audits
 from tasks.clean import CleanStats, PartitionJob, clean_partition, iter_texts, select_documents
+from tasks.digests import folder_digests
 from tasks.shards import EOT, EncodeJob, assemble_shards, encode_chunk, token_dtype, train_tokenizer
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,8 @@ def prepare(source_manifest: dict, config: FoundryConfig, out_dir: Path, progres
         "source": source_manifest["source"], "source_digest": source_manifest["digest"],
         "source_skipped": source_manifest["skipped"], "stats": stats.as_metrics(),
         "holdout_fraction": config.data.holdout_fraction, **tokens,
+        # Every other file's fast digest: what hydration checks a copy against.
+        "files": folder_digests(out_dir, skip="manifest.json"),
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
     log.info(

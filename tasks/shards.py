@@ -8,7 +8,6 @@ the chunks' tokens, in order, into shards, so shards do not depend on how the wo
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 
 from foundry.config import TokenizerConfig
 from tasks.clean import read_chunk
+from tasks.digests import sha256_file
 
 EOT = "<|endoftext|>"
 ENCODE_BATCH = 512
@@ -57,14 +57,6 @@ def _batches(texts: Iterator[str], size: int, max_chars: int = 1 << 62) -> Itera
         yield batch
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 class ShardWriter:
     """Token arrays in, `<split>_NNN.bin` files of at most `shard_tokens` tokens out, in order."""
 
@@ -76,7 +68,7 @@ class ShardWriter:
     def _close_shard(self) -> None:
         if self._fh is not None:
             self._fh.close()
-            self.shards[-1].update(tokens=self._count, sha256=_sha256(self.out_dir / self.shards[-1]["file"]))
+            self.shards[-1].update(tokens=self._count, sha256=sha256_file(self.out_dir / self.shards[-1]["file"]))
             self._fh = None
 
     def write(self, array: np.ndarray) -> None:

@@ -18,7 +18,7 @@ import pandas as pd
 from foundry.config import FoundryConfig
 from tasks import pii
 from tasks.clean import iter_texts
-from tasks.shards import _sha256
+from tasks.digests import sha256_file
 
 DOCS_SITE = "foundry"
 
@@ -45,7 +45,7 @@ def shard_table(data_dir: Path, manifest: dict) -> pd.DataFrame:
             "file": shard["file"], "split": shard["split"], "manifest_tokens": shard["tokens"],
             "file_tokens": whole if size % dtype.itemsize == 0 else -1,
             "max_token_id": int(tokens.max()), "min_token_id": int(tokens.min()),
-            "sha256_matches": _sha256(path) == shard["sha256"],
+            "sha256_matches": sha256_file(path) == shard["sha256"],
         })
     return pd.DataFrame(rows)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from foundry.config import FoundryConfig, to_yaml
-from tasks.shards import _sha256
+from tasks.digests import fast_digest, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -118,37 +118,61 @@ def version_dataset(config: FoundryConfig, staged: Path, source_manifest: Path, 
     return {"data_version": version, "remote": remote, "out": out}
 
 
-def verify_dataset(data_dir: Path) -> list[str]:
-    """Files whose sha256 differs from the dataset manifest's (missing files included).
+def verify_dataset(data_dir: Path, listing: dict[str, str] | None = None) -> list[str]:
+    """Files that differ from what the dataset says it holds (missing files included).
 
-    Shards are hashed in parallel threads: hashlib releases the GIL on large buffers."""
+    The manifest lists every other file's xxh3-128 (datasets from before it did: the shards' sha256);
+    `listing`, DVC's {file: md5} for the version, vouches for the manifest itself. Files are hashed in
+    parallel threads: both hashes release the GIL on large buffers."""
     from concurrent.futures import ThreadPoolExecutor
 
-    shards = json.loads((data_dir / "manifest.json").read_text())["shards"]
+    manifest_path = data_dir / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError):
+        return ["manifest.json"]
+    if listing and listing.get("manifest.json") != hashlib.md5(manifest_path.read_bytes()).hexdigest():
+        return ["manifest.json"]
+    if "files" in manifest:
+        expected, digest = manifest["files"], fast_digest
+    else:
+        expected, digest = {s["file"]: s["sha256"] for s in manifest["shards"]}, sha256_file
 
-    def bad(shard: dict) -> bool:
-        path = data_dir / shard["file"]
-        return not path.is_file() or _sha256(path) != shard["sha256"]
+    def bad(name: str) -> bool:
+        path = data_dir / name
+        return not path.is_file() or digest(path) != expected[name]
 
-    with ThreadPoolExecutor(max_workers=min(len(shards), os.cpu_count() or 1) or 1) as pool:
-        return [s["file"] for s, is_bad in zip(shards, pool.map(bad, shards)) if is_bad]
+    names = sorted(expected)
+    with ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 1))) as pool:
+        return sorted(name for name, is_bad in zip(names, pool.map(bad, names)) if is_bad)
+
+
+def dvc_listing(cache: Path, data_version: str) -> dict[str, str] | None:
+    """{file: md5} of a version, from the `.dir` object a pull left in the node's DVC cache."""
+    entry = cache / "files" / "md5" / data_version[:2] / f"{data_version[2:]}.dir"
+    try:
+        return {e["relpath"]: e["md5"] for e in json.loads(entry.read_text())}
+    except (OSError, ValueError):
+        return None
 
 
 def hydrate(version: dict, home: Path) -> Path:
     """`$FOUNDRY_HOME/hydrated/<version>/`, pulled from the remote and verified; cached by version."""
     hydrated = home / "hydrated"
     target = hydrated / version["data_version"]
+    cache = hydrated / ".cache"
     if target.is_dir():
-        if not verify_dataset(target):
+        listing = dvc_listing(cache, version["data_version"])
+        if listing is not None and not verify_dataset(target, listing):
             return target
         log.warning("hydrated copy of %s is corrupt; fetching it again", version["data_version"])
         shutil.rmtree(target)
-        shutil.rmtree(hydrated / ".cache", ignore_errors=True)  # hard-linked: the cached copy is corrupt too
+        shutil.rmtree(cache, ignore_errors=True)  # hard-linked: the cached copy is corrupt too
     scratch = hydrated / f".pull-{uuid.uuid4().hex[:8]}"
     scratch.mkdir(parents=True)
     try:
-        _pull(version, scratch, cache=hydrated / ".cache")
-        bad = verify_dataset(scratch / "prepared")
+        _pull(version, scratch, cache=cache)
+        bad = verify_dataset(scratch / "prepared", dvc_listing(cache, version["data_version"]))
         if bad:
             raise HydrationError(f"data version {version['data_version']} failed checksum verification: {bad}")
         try:

@@ -106,6 +106,32 @@ def s3_env(moto_s3, monkeypatch):
     import boto3
 
     for key, value in {"AWS_ENDPOINT_URL_S3": moto_s3, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+                       "AWS_DEFAULT_REGION": "us-east-1",
+                       # The developer's own profiles must not leak in.
+                       "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}.items():
         monkeypatch.setenv(key, value)
     return boto3.client("s3", endpoint_url=moto_s3)
+
+
+@pytest.fixture
+def http_folder(tmp_path):
+    """A folder served over http on 127.0.0.1 (a real `http.server`); yields (folder, base URL)."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    folder = tmp_path / "www"
+    folder.mkdir()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import io
 import json
 import socket
 import tarfile
-import threading
 import zipfile
 from pathlib import Path
 
@@ -209,29 +206,8 @@ def test_source_is_never_modified(tmp_path, tree):
 # --- http ------------------------------------------------------------------------------------
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def served(tmp_path):
-    folder = tmp_path / "www"
-    folder.mkdir()
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(folder)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield folder, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
-
-
-def test_http_plain_text(served, home):
-    folder, base = served
+def test_http_plain_text(http_folder, home):
+    folder, base = http_folder
     write(folder / "doc.txt", "hello over http\n")
     before = snapshot(folder)
     files, _ = list_source_files(cfg(f"{base}/doc.txt"))
@@ -252,8 +228,8 @@ def _tar_gz(members: dict[str, str]) -> bytes:
     return buffer.getvalue()
 
 
-def test_http_tar_gz_is_extracted_and_walked(served, home):
-    folder, base = served
+def test_http_tar_gz_is_extracted_and_walked(http_folder, home):
+    folder, base = http_folder
     (folder / "corpus.tar.gz").write_bytes(_tar_gz({
         "corpus/a.txt": "first", "corpus/deep/b.md": "second", "corpus/c.bin": "ignored",
     }))
@@ -263,8 +239,8 @@ def test_http_tar_gz_is_extracted_and_walked(served, home):
     assert all(Path(f.path).is_relative_to(home / "sources") for f in files)
 
 
-def test_http_zip_slip_is_refused(served):
-    folder, base = served
+def test_http_zip_slip_is_refused(http_folder):
+    folder, base = http_folder
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zf:
         zf.writestr("../evil.txt", "escape")
@@ -273,8 +249,8 @@ def test_http_zip_slip_is_refused(served):
         list_source_files(cfg(f"{base}/bad.zip"))
 
 
-def test_http_missing_file_is_a_source_error(served):
-    _, base = served
+def test_http_missing_file_is_a_source_error(http_folder):
+    _, base = http_folder
     with pytest.raises(SourceError, match="cannot download"):
         list_source_files(cfg(f"{base}/absent.txt"))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from foundry.config import load_config
 from tasks.acquire import acquire
 from tasks.clean import BadInputError
+from tasks.parallel import environment_kept
 from tasks.prepare import partition_count, partitions, run_prepare
 
 pytestmark = pytest.mark.slow
@@ -58,13 +60,35 @@ def serial(corpus, tmp_path_factory):
     return manifest, files(base / "prepared"), base / "m.json"
 
 
+def _changed(before: dict) -> set[str]:
+    return {k for k in set(os.environ) | set(before) if os.environ.get(k) != before.get(k)}
+
+
 @pytest.fixture(scope="module")
-def scheduler():
-    """An existing Dask cluster (one worker) that the flow connects to by address."""
+def started_cluster():
+    """An existing Dask cluster (one worker), started as tasks.parallel starts one; yields it and the
+    environment variables its start changed in this process (seen inside `environment_kept`)."""
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as cluster:
-        yield cluster.scheduler_address
+    before = dict(os.environ)
+    with environment_kept():
+        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0")
+        changed_inside = _changed(before)
+    with cluster:
+        yield cluster, changed_inside, before
+
+
+@pytest.fixture(scope="module")
+def scheduler(started_cluster):
+    return started_cluster[0].scheduler_address
+
+
+def test_starting_a_local_cluster_leaves_this_process_environment_alone(started_cluster):
+    """Dask's nanny sets OMP_NUM_THREADS=1 and more in its parent for good; training started later in the
+    same process then summed floats on one thread, and an exact resume came out different."""
+    _, changed_inside, before = started_cluster
+    assert {"OMP_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_"} & changed_inside
+    assert not changed_inside & _changed(before)
 
 
 def test_partitions_keep_corpus_order_and_balance():

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import gzip
-import http.server
 import json
 import os
 import socket
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -30,44 +24,9 @@ def home(tmp_path, monkeypatch):
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def s3_server():
-    """moto's S3 on 127.0.0.1, with dummy credentials in the environment for boto3."""
-    port = free_port()
-    moto = Path(sys.executable).with_name("moto_server")
-    proc = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                                             "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")}
-    os.environ.update({"AWS_ENDPOINT_URL_S3": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull})
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError("moto_server did not start") from None
-                time.sleep(0.2)
-        import boto3
-
-        yield boto3.client("s3", endpoint_url=endpoint)
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def write(path: Path, data: str | bytes) -> Path:
@@ -79,23 +38,23 @@ def write(path: Path, data: str | bytes) -> Path:
 # --- S3 --------------------------------------------------------------------------------------
 
 
-def test_s3_prefix_is_downloaded_and_listed(s3_server, home):
-    s3_server.create_bucket(Bucket="corpus")
+def test_s3_prefix_is_downloaded_and_listed(s3_env, home):
+    s3_env.create_bucket(Bucket="corpus")
     for key, body in {"data/a.txt": "alpha", "data/sub/b.jsonl.gz": gzip.compress(b'{"text": "beta"}\n'),
                       "data/skip.csv": "x,y", "other/c.txt": "not under the prefix"}.items():
-        s3_server.put_object(Bucket="corpus", Key=key, Body=body)
+        s3_env.put_object(Bucket="corpus", Key=key, Body=body)
     files, skipped = list_source_files(DataConfig(source="s3://corpus/data"))
     assert [f.name for f in files] == ["a.txt", "sub/b.jsonl.gz"] and skipped == {}
     assert all(Path(f.path).is_relative_to(home / "sources" / "s3") for f in files)
     assert Path(files[0].path).read_text() == "alpha"
 
 
-def test_s3_bucket_that_does_not_exist(s3_server):
+def test_s3_bucket_that_does_not_exist(s3_env):
     with pytest.raises(SourceError, match="cannot read s3://no-such-bucket/x.*NoSuchBucket"):
         list_source_files(DataConfig(source="s3://no-such-bucket/x"))
 
 
-def test_missing_bucket_among_several_sources_is_skipped_or_fatal(s3_server, tmp_path):
+def test_missing_bucket_among_several_sources_is_skipped_or_fatal(s3_env, tmp_path):
     write(tmp_path / "local" / "a.txt", "alpha")
     sources = ["s3://no-such-bucket/x", str(tmp_path / "local")]
     files, skipped = list_source_files(DataConfig(source="", sources=sources))
@@ -107,25 +66,8 @@ def test_missing_bucket_among_several_sources_is_skipped_or_fatal(s3_server, tmp
 # --- several sources -------------------------------------------------------------------------
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def http_base(tmp_path):
-    folder = tmp_path / "www"
-    folder.mkdir()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield folder, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
-def test_sources_are_read_in_order_with_names_kept_apart(tmp_path, http_base):
-    folder, base = http_base
+def test_sources_are_read_in_order_with_names_kept_apart(tmp_path, http_folder):
+    folder, base = http_folder
     write(folder / "remote.md", "# over http")
     write(tmp_path / "one" / "a.txt", "one")
     write(tmp_path / "two" / "a.txt", "two")
@@ -185,7 +127,7 @@ def test_unreadable_file_is_skipped(tmp_path):
     assert [f.name for f in files] == ["a.txt"] and skipped == {"unreadable": 1}
 
 
-def test_mixed_formats_from_several_sources_prepare(tmp_path, s3_server):
+def test_mixed_formats_from_several_sources_prepare(tmp_path, s3_env):
     """Local text, jsonl.gz and parquet plus an S3 prefix, through the whole preparation."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -195,9 +137,9 @@ def test_mixed_formats_from_several_sources_prepare(tmp_path, s3_server):
     write(tmp_path / "local" / "a.md", docs[0])
     write(tmp_path / "local" / "b.jsonl.gz", gzip.compress("".join(json.dumps({"text": d}) + "\n" for d in docs[1:5]).encode()))
     pq.write_table(pa.table({"text": docs[5:9]}), tmp_path / "local" / "c.parquet")
-    s3_server.create_bucket(Bucket="mixed")
+    s3_env.create_bucket(Bucket="mixed")
     for i, d in enumerate(docs[9:]):
-        s3_server.put_object(Bucket="mixed", Key=f"p/{i}.txt", Body=d.encode())
+        s3_env.put_object(Bucket="mixed", Key=f"p/{i}.txt", Body=d.encode())
     config = load_config(None, [f"data.source={tmp_path / 'local'}", "data.sources=[s3://mixed/p]",
                                 "data.min_alpha_fraction=0.1", "data.holdout_fraction=0.2", "tokenizer.vocab_size=300"])
     manifest = prepare(acquire(config.data, tmp_path / "m.json"), config, tmp_path / "prepared", progress=False)

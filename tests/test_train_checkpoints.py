@@ -112,6 +112,18 @@ def test_resume_key_ignores_operational_settings_only():
         assert changed != base
 
 
+def test_resume_key_of_a_fine_tune_follows_the_parent_weights_not_their_path(tmp_path):
+    """A crashed retrain resumes although its parent is downloaded to a new folder on the re-run."""
+    for folder, weights in (("a", b"parent"), ("b", b"parent"), ("c", b"other parent")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "model.pt").write_bytes(weights)
+
+    def key(folder):
+        return resume_key(load_config(REPO_ROOT / "configs" / "tiny.yaml", [f"train.init_from={tmp_path / folder / 'model.pt'}"]), "v1")
+
+    assert key("a") == key("b") != key("c")
+
+
 def test_attempts_are_claimed_once_and_move_to_their_run_when_finished(tmp_path):
     config = load_config(REPO_ROOT / "configs" / "tiny.yaml")
     attempt = attempt_dir(tmp_path, config, "v1")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
 
-from tasks.versioning import HydrationError, hydrate, verify_dataset, version_dataset, version_ref
+from tasks.versioning import HydrationError, dvc_listing, hydrate, verify_dataset, version_dataset, version_ref
 
 
 @pytest.fixture()
@@ -53,6 +54,22 @@ def test_a_corrupt_hydrated_file_is_detected_and_fetched_again(versioned, tmp_pa
     assert verify_dataset(target) == [shard.name]
     assert hydrate(data, node_home) == target
     assert shard.read_bytes() == good
+
+
+@pytest.mark.parametrize("name", ["tokenizer.json", "manifest.json"])
+def test_every_file_is_checked_not_only_the_shards(versioned, tmp_path, name):
+    """The tokenizer by the manifest's xxh3-128, the manifest by DVC's md5 of it."""
+    data, _ = versioned
+    node_home = tmp_path / "node"
+    target = hydrate(data, node_home)
+    path = target / name
+    good = path.read_bytes()
+    path.chmod(0o644)
+    path.write_bytes(good.replace(b"1", b"2", 1))  # one byte, still valid JSON
+    assert json.loads(path.read_text())
+    assert name in verify_dataset(target, dvc_listing(node_home / "hydrated" / ".cache", data["data_version"]))
+    assert hydrate(data, node_home) == target
+    assert path.read_bytes() == good
 
 
 def test_an_unknown_version_names_the_node_and_the_version(versioned, tmp_path):
