@@ -101,15 +101,16 @@ def moto_s3():
 
 
 @pytest.fixture()
-def s3_env(moto_s3, monkeypatch):
+def s3_env(moto_s3, monkeypatch, tmp_path):
     """Standard AWS variables pointing at moto; returns a boto3 client for setting up buckets."""
     import boto3
 
     for key, value in {"AWS_ENDPOINT_URL_S3": moto_s3, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                        "AWS_DEFAULT_REGION": "us-east-1",
-                       # The developer's own profiles must not leak in.
-                       "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}.items():
+                       # The developer's own profiles must not leak in (botocore wants a regular file here).
+                       "AWS_CONFIG_FILE": str(tmp_path / "aws-empty"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "aws-empty")}.items():
         monkeypatch.setenv(key, value)
+    (tmp_path / "aws-empty").touch()
     return boto3.client("s3", endpoint_url=moto_s3)
 
 
