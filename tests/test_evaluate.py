@@ -4,32 +4,22 @@ from __future__ import annotations
 
 import json
 import math
-import random
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from foundry.config import TokenizerConfig, load_config
+from foundry.config import TokenizerConfig
 from models.gpt import GPT, GPTConfig
-from tasks.acquire import acquire
 from tasks.clean import iter_texts
 from tasks.evaluate import LN2, evaluate, holdout_tokens, score, unigram_bits_per_byte
-from tasks.prepare import prepare
 from tasks.registry import gate
 from tasks.shards import EOT, load_split, train_tokenizer
 
+from synthetic import prepare_synthetic, synthetic_docs
+
 V, BLOCK = 64, 8
-
-WORDS = ("river stone light cloud forest engine paper window silver garden motion harbor "
-         "lantern meadow copper thunder violet marble anchor pepper orbit ladder").split()
-
-
-def synthetic_docs(n: int, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(60)) + f"\nthe end of document {i}\n" for i in range(n)]
-
 
 def tiny_model(vocab: int = V, block: int = BLOCK) -> GPT:
     torch.manual_seed(0)
@@ -102,16 +92,8 @@ def test_score_needs_a_window(tokens):
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    base = tmp_path_factory.mktemp("evaluate")
-    root = base / "corpus"
-    root.mkdir()
-    for i, text in enumerate(synthetic_docs(40)):
-        (root / f"doc{i:02d}.txt").write_text(text)
-    config = load_config(None, [f"data.source={root}", "data.holdout_fraction=0.3", "tokenizer.vocab_size=300",
-                                "model.block_size=16"])
-    source = acquire(config.data, base / "source_manifest.json")
-    manifest = prepare(source, config, base / "prepared", progress=False)
-    return base / "prepared", manifest
+    _, prepared, manifest = prepare_synthetic(tmp_path_factory.mktemp("evaluate"))
+    return prepared, manifest
 
 
 def test_unigram_bits_per_byte(dataset):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 import shutil
 from pathlib import Path
 
@@ -15,33 +14,13 @@ from tasks.acquire import acquire
 from tasks.prepare import prepare
 from tasks.validate import ValidationFailed, shard_table, validate_dataset
 
-WORDS = ("river stone light cloud forest engine paper window silver garden motion harbor "
-         "lantern meadow copper thunder violet marble anchor pepper orbit ladder").split()
-
-
-def synthetic_docs(n: int, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(60)) + f"\nthe end of document {i}\n" for i in range(n)]
-
-
-def overrides(root: Path, *extra: str) -> list[str]:
-    return [f"data.source={root}", "data.holdout_fraction=0.3", "tokenizer.vocab_size=300",
-            "model.block_size=16", *extra]
-
+from synthetic import overrides, prepare_synthetic, synthetic_docs
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
     """A prepared directory built once; tests tamper with copies of it."""
-    base = tmp_path_factory.mktemp("validate")
-    root = base / "corpus"
-    root.mkdir()
-    for i, text in enumerate(synthetic_docs(40)):
-        assert len(text) > 200
-        (root / f"doc{i:02d}.txt").write_text(text)
-    config = load_config(None, overrides(root))
-    source = acquire(config.data, base / "source_manifest.json")
-    prepare(source, config, base / "prepared", progress=False)
-    return config, base / "prepared"
+    config, prepared, _ = prepare_synthetic(tmp_path_factory.mktemp("validate"))
+    return config, prepared
 
 
 @pytest.fixture
