@@ -1,8 +1,6 @@
-"""infra/: every file parses, the launchers set the rendezvous variables the training entry point
-expects, and every entry point and environment variable the files name exists in the code.
-
-No Docker engine or cluster is needed: YAML is parsed, shell scripts run with stand-ins for
-srun, scontrol and python, and names are checked against the code and the installed libraries.
+"""infra/: every file parses, and every entry point, image, version and environment variable the
+files name exists in the code or the installed libraries. No Docker engine or cluster is needed.
+The launch scripts themselves run with stand-ins in test_infra_launchers.py.
 """
 
 from __future__ import annotations
@@ -12,19 +10,15 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-INFRA = REPO / "infra"
-COMPOSE = INFRA / "docker-compose.yaml"
-PYTORCHJOB = INFRA / "k8s" / "pytorchjob.yaml"
-SBATCH = INFRA / "slurm" / "train.sbatch"
-PROJECT_PACKAGES = ("foundry", "flows", "tasks", "models")
-TRAIN_ENTRY = "tasks.train_worker"
+from infra_files import (
+    COMPOSE, INFRA, PYTORCHJOB, SBATCH, TRAIN_ENTRY, container_commands, infra_files, infra_text, k8s_docs, pinned,
+    project_code, pyproject, pytorchjob, yaml_docs,
+)
 
 # Variables the infra files set that the project does not read itself: each is a setting of the
 # library named (the one-word reason), and test_library_settings_are_real checks that it is one.
@@ -42,47 +36,6 @@ LIBRARY_SETTINGS = {
 }
 CHECKED_PREFIXES = ("FOUNDRY", "PREFECT", "MLFLOW", "DVC", "AWS")
 TELEMETRY_KEYS = ("DO_NOT_TRACK", "MLFLOW_DISABLE_TELEMETRY", "PREFECT_SERVER_ANALYTICS_ENABLED", "DVC_NO_ANALYTICS")
-
-
-def infra_files() -> list[Path]:
-    return sorted(p for p in INFRA.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-
-
-def infra_text() -> dict[Path, str]:
-    return {p: p.read_text() for p in infra_files()}
-
-
-def yaml_docs(path: Path) -> list:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-
-
-def k8s_docs() -> list[dict]:
-    return [d for p in sorted((INFRA / "k8s").glob("*.yaml")) for d in yaml_docs(p)]
-
-
-def pytorchjob() -> dict:
-    (job,) = [d for d in yaml_docs(PYTORCHJOB) if d.get("kind") == "PyTorchJob"]
-    return job
-
-
-def project_code() -> str:
-    """Foundry's Python sources, and prefect.yaml, whose pull step reads the environment at run time."""
-    files = [p for pkg in PROJECT_PACKAGES for p in (REPO / pkg).rglob("*.py")] + list(REPO.glob("prefect.yaml"))
-    return "\n".join(p.read_text() for p in files)
-
-
-def pyproject() -> dict:
-    return tomllib.loads((REPO / "pyproject.toml").read_text())
-
-
-def pinned(package: str) -> str:
-    (spec,) = [d for d in pyproject()["project"]["dependencies"] if re.match(rf"{package}==", d)]
-    return spec.split("==")[1]
-
-
-def python_snippets(text: str) -> list[str]:
-    """The bodies of multi-line `python -c '...'` programs in a shell script."""
-    return re.findall(r"-c '\n(.*?)\n' ", text, flags=re.S)
 
 
 # --- parsing --------------------------------------------------------------------------------------
@@ -157,19 +110,13 @@ def test_images_pin_the_versions_pyproject_pins():
 
 # --- Kubernetes -----------------------------------------------------------------------------------
 
-def _container_commands(spec: dict) -> list:
-    pod = spec["template"]["spec"]
-    containers = pod.get("initContainers", []) + pod["containers"]
-    return [(c["name"], c["image"], c.get("command"), c.get("args")) for c in containers]
-
-
 def test_pytorchjob_master_and_worker_run_the_same_training_command():
     job = pytorchjob()
     assert job["apiVersion"] == "kubeflow.org/v1"
     replicas = job["spec"]["pytorchReplicaSpecs"]
     assert set(replicas) == {"Master", "Worker"} and replicas["Master"]["replicas"] == 1
     assert job["spec"]["nprocPerNode"] == "1"
-    master, worker = (_container_commands(replicas[role]) for role in ("Master", "Worker"))
+    master, worker = (container_commands(replicas[role]) for role in ("Master", "Worker"))
     assert master == worker
     (training,) = [c for c in replicas["Master"]["template"]["spec"]["containers"] if c["name"] == "pytorch"]
     script = " ".join(training["command"] + training.get("args", []))
@@ -194,130 +141,6 @@ def test_k8s_references_resolve_to_defined_objects():
     for deployment in (d for d in docs if d["kind"] == "Deployment"):
         labels = deployment["spec"]["template"]["metadata"]["labels"]
         assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
-
-
-# --- the launch scripts, run with stand-ins -----------------------------------------------------
-
-FAKE_PYTHON = """#!{python} -S
-import json, os, sys
-with open(os.environ["FAKE_LOG"], "a") as log:
-    log.write(json.dumps({{"argv": sys.argv[1:], "env": dict(os.environ)}}) + "\\n")
-if sys.argv[1:2] == ["-c"]:
-    print("{{}}")
-"""
-FAKE_SRUN = """#!/bin/bash
-while [[ $1 == -* ]]; do shift; done
-for ((i = 0; i < SLURM_JOB_NUM_NODES; i++)); do
-    SLURM_PROCID=$i SLURM_NODEID=$i SLURM_LOCALID=0 SLURM_NTASKS=$SLURM_JOB_NUM_NODES "$@" || exit $?
-done
-"""
-FAKE_SCONTROL = """#!/bin/bash
-[[ "$1 $2" == "show hostnames" ]] && printf '%s\\n' gpu01 gpu02 gpu03
-"""
-
-
-@pytest.fixture()
-def stand_ins(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    scripts = {"python": FAKE_PYTHON.format(python=sys.executable), "srun": FAKE_SRUN, "scontrol": FAKE_SCONTROL}
-    for name, text in scripts.items():
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
-    log = tmp_path / "calls.jsonl"
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_LOG": str(log), "HOME": str(tmp_path),
-           "MLFLOW_TRACKING_URI": "http://mlflow:5000", "MLFLOW_RUN_ID": "inherited"}
-
-    def calls() -> list[dict]:
-        return [json.loads(line) for line in log.read_text().splitlines()]
-
-    return env, calls
-
-
-def _training_calls(calls: list[dict]) -> list[dict]:
-    return [c for c in calls if c["argv"][:2] == ["-m", TRAIN_ENTRY]]
-
-
-def test_pytorchjob_maps_the_operator_rank_to_node_rank(stand_ins, tmp_path):
-    env, calls = stand_ins
-    (training,) = pytorchjob()["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
-    home = tmp_path / "home"
-    home.mkdir()
-    operator = {"MASTER_ADDR": "foundry-train-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "3", "RANK": "2"}
-    config_map = {"DATA_VERSION": "abc123", "RUN_ID": "run42", "CHECKPOINT_DIR": "/checkpoints/x", "FOUNDRY_HOME": str(home)}
-    subprocess.run(training["command"] + training.get("args", []), env={**env, **operator, **config_map}, check=True)
-    (render,) = [c for c in calls() if c["argv"][0] == "-c"]
-    assert render["argv"][-2:] == ["train.num_nodes=3", "train.devices=1"]
-    (call,) = _training_calls(calls())
-    assert call["argv"][2:] == [
-        "--config", f"{home}/train_config.json", "--data", f"{home}/hydrated/abc123",
-        "--checkpoints", "/checkpoints/x", "--data-version", "abc123", "--run-id", "run42"]
-    assert {k: call["env"][k] for k in ("NODE_RANK", "LOCAL_RANK", "RANK", "WORLD_SIZE")} == {
-        "NODE_RANK": "2", "LOCAL_RANK": "0", "RANK": "2", "WORLD_SIZE": "3"}
-    assert "MLFLOW_RUN_ID" not in call["env"]
-
-
-def test_sbatch_runs_one_task_per_node_after_each_node_hydrates(stand_ins, tmp_path):
-    env, calls = stand_ins
-    submit = tmp_path / "submit"
-    submit.mkdir()
-    slurm = {"SLURM_SUBMIT_DIR": str(submit), "SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "gpu[01-03]",
-             "SLURM_JOB_NUM_NODES": "3", "NODE_LOCAL_DIR": str(tmp_path / "local")}
-    subprocess.run(["bash", str(SBATCH), "params.yaml", "abc123", "s3://bucket/remote", "run42"],
-                   env={**env, **slurm}, check=True, capture_output=True)
-    made = calls()
-    (render,) = [c for c in made if c["argv"][0] == "-c" and "load_config" in c["argv"][1]]
-    assert render["argv"][2:] == ["params.yaml", "train.num_nodes=3", "train.devices=1"]
-    hydrations = [c for c in made if c["argv"][0] == "-c" and "hydrate" in c["argv"][1]]
-    assert [c["argv"][2:] for c in hydrations] == [["abc123", "s3://bucket/remote"]] * 3
-    training = _training_calls(made)
-    assert made.index(training[0]) > made.index(hydrations[-1])
-    home, run_dir = tmp_path / "local" / "foundry-77", submit / "runs" / "slurm-77"
-    for rank, call in enumerate(training):
-        assert call["argv"][2:] == [
-            "--config", f"{run_dir}/train_config.json", "--data", f"{home}/hydrated/abc123",
-            "--checkpoints", f"{run_dir}/checkpoints", "--data-version", "abc123", "--run-id", "run42"]
-        rendezvous = {k: call["env"][k] for k in ("MASTER_ADDR", "WORLD_SIZE", "NODE_RANK", "RANK", "LOCAL_RANK")}
-        assert rendezvous == {
-            "MASTER_ADDR": "gpu01", "WORLD_SIZE": "3", "NODE_RANK": str(rank), "RANK": str(rank), "LOCAL_RANK": "0"}
-        assert call["env"]["FOUNDRY_HOME"] == str(home) and "MLFLOW_RUN_ID" not in call["env"]
-    assert len(training) == 3 and len({c["env"]["MASTER_PORT"] for c in training}) == 1
-
-
-def _all_snippets() -> list[str]:
-    replicas = pytorchjob()["spec"]["pytorchReplicaSpecs"].values()
-    scripts = [SBATCH.read_text()] + [" ".join(c[2] or []) for spec in replicas for c in _container_commands(spec)]
-    return [s for script in scripts for s in python_snippets(script)]
-
-
-def test_config_snippets_render_a_valid_config_sized_to_the_job(monkeypatch, capsys):
-    from foundry.config import validate
-
-    snippets = [s for s in _all_snippets() if "load_config" in s]
-    assert len(snippets) == 3  # sbatch, Master, Worker
-    for code in snippets:
-        argv = ["-c", str(REPO / "configs" / "tiny.yaml"), "train.num_nodes=4", "train.devices=1"]
-        monkeypatch.setattr(sys, "argv", argv)
-        exec(compile(code, "<python -c>", "exec"), {"__name__": "__main__"})
-        config = validate(json.loads(capsys.readouterr().out))
-        assert (config.train.num_nodes, config.train.devices) == (4, 1)
-
-
-def test_hydrate_snippets_call_hydrate_with_a_version_record(monkeypatch, capsys):
-    import tasks.versioning
-    from foundry.env import foundry_home
-
-    seen = []
-    monkeypatch.setattr(tasks.versioning, "hydrate", lambda version, home: seen.append((version, home)) or home / "x")
-    snippets = [s for s in _all_snippets() if "hydrate(" in s]
-    assert len(snippets) == 3
-    for code in snippets:
-        monkeypatch.setattr(sys, "argv", ["-c", "abc123", "s3://bucket/remote"])
-        exec(compile(code, "<python -c>", "exec"), {"__name__": "__main__"})
-    out = {"path": "prepared", "hash": "md5", "md5": "abc123.dir"}
-    record = {"data_version": "abc123", "remote": "s3://bucket/remote", "out": out}
-    assert seen == [(record, foundry_home())] * 3
-    capsys.readouterr()
 
 
 # --- names the infra files use exist in the code ---------------------------------------------------
