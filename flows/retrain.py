@@ -5,8 +5,6 @@ Deployed by `foundry serve` (and prefect.yaml) on `retrain.cron`, weekly by defa
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import foundry  # noqa: F401  (environment before Prefect loads)
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -20,13 +18,10 @@ from tasks.retrain import fetch_parent, fine_tune_config, new_files
 
 @task(name="parent", cache_policy=NO_CACHE)
 def parent_model(config: FoundryConfig) -> dict:
-    """Download the champion this run starts from."""
-    import tempfile
-
+    """The champion this run starts from (downloaded once per version)."""
     from foundry.env import foundry_home
 
-    (foundry_home() / "parents").mkdir(parents=True, exist_ok=True)
-    return fetch_parent(config, Path(tempfile.mkdtemp(prefix="champion-", dir=foundry_home() / "parents")))
+    return fetch_parent(config, foundry_home())
 
 
 @task(name="whats-new", cache_policy=NO_CACHE)

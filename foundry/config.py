@@ -170,6 +170,12 @@ class TrainConfig(_Section):
         if self.strategy == "fsdp" and self.accelerator == "cpu":
             raise ValueError("strategy fsdp needs accelerator gpu (Lightning's FSDP does not run on CPU); use strategy ddp on CPU")
         return self
+
+    def resolved_precision(self, on_gpu: bool) -> str:
+        """`auto`: bf16-mixed on a GPU, 32-true on a CPU. Training and the memory planner both ask here."""
+        if self.precision != "auto":
+            return self.precision
+        return "bf16-mixed" if on_gpu else "32-true"
     val_every_n_steps: int = Field(250, ge=1)
     val_batches: int = Field(16, ge=1)
     init_from: str = Field("", description="A model.pt to start from instead of random weights (fine-tuning).")

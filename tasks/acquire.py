@@ -24,6 +24,7 @@ from pathlib import Path
 from foundry.config import DataConfig
 from foundry.env import foundry_home
 from tasks.digests import sha256_file
+from tasks.formats import base_name
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +57,7 @@ def _inside(path: Path, root: Path) -> bool:
 
 def wanted(filename: str, cfg: DataConfig) -> bool:
     """A listed extension, possibly gzip-compressed: `a.jsonl` and `a.jsonl.gz` for `.jsonl`."""
-    name = filename[:-3] if filename.endswith(".gz") else filename
-    return any(name.endswith(ext) for ext in cfg.extensions)
+    return any(base_name(filename).endswith(ext) for ext in cfg.extensions)
 
 
 def _walk(root: Path, cfg: DataConfig, skipped: dict[str, int]) -> list[Path]:

@@ -12,6 +12,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tasks import pii, quality
+
 log = logging.getLogger(__name__)
 
 EXAMPLES = 3
@@ -19,9 +21,8 @@ EXAMPLES = 3
 STAGES = {
     "input": ("unreadable", "not_regular_file", "symlink_outside_root", "unreachable_source", "empty_file",
               "binary", "invalid_utf8", "malformed_jsonl", "oversized_record", "missing_text_column", "null_text"),
-    "pii": ("private_key", "aws_access_key", "aws_secret_key", "email", "credit_card", "ipv6", "ipv4", "phone"),
-    "quality": ("too_short", "too_long", "long_line", "low_alpha", "mean_word_length", "symbol_ratio",
-                "repeated_lines", "non_printable"),
+    "pii": pii.KINDS,
+    "quality": quality.RULES,
     "dedup": ("exact_duplicate", "near_duplicate"),
 }
 STAGE_OF = {rule: stage for stage, rules in STAGES.items() for rule in rules}
@@ -76,21 +77,6 @@ class Audit:
     @classmethod
     def from_dict(cls, data: dict) -> "Audit":
         return cls({name: Rule(r["documents"], r["spans"], list(r["examples"])) for name, r in data.items()})
-
-    def count(self, rule: str) -> int:
-        return self.rules[rule].documents if rule in self.rules else 0
-
-
-def metrics(audit: dict) -> dict[str, int]:
-    """Flat counts for MLflow: documents removed per rule, documents and spans changed per PII kind."""
-    out = {}
-    for name, rule in audit.items():
-        if rule["stage"] == "pii":
-            out[f"pii_{name}_docs"] = rule["documents"]
-            out[f"pii_{name}_spans"] = rule["spans"]
-        else:
-            out[f"dropped_{name}"] = rule["documents"]
-    return out
 
 
 def summary(audit: dict, docs_in: int, docs_out: int) -> str:

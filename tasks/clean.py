@@ -231,9 +231,7 @@ def clean_documents(entries: list[dict], cfg: DataConfig, out_dir: Path, progres
 
 
 def iter_texts(jsonl_path: Path) -> Iterator[str]:
-    with open(jsonl_path, encoding="utf-8") as fh:
-        for line in fh:
-            yield json.loads(line)["text"]
+    return read_chunk(jsonl_path, 0, jsonl_path.stat().st_size)
 
 
 def read_chunk(jsonl_path: Path, start: int, end: int) -> Iterator[str]:

@@ -211,12 +211,12 @@ def _champion_bits_per_byte(current, config: FoundryConfig, data_dir: Path, data
     """The champion's score on this holdout: its recorded one if it was evaluated on it, else re-scored."""
     if current.tags.get("data_version") == data_version and "holdout/bits_per_byte" in current.tags:
         return float(current.tags["holdout/bits_per_byte"])
-    import mlflow
-
+    from foundry.env import foundry_home
     from tasks.evaluate import evaluate as evaluate_model
+    from tasks.registry import download
     from tasks.train import load_model
 
-    artifacts = Path(mlflow.artifacts.download_artifacts(current.source)) / "artifacts"
+    artifacts = download(current, foundry_home())
     e = config.evaluation
     metrics = evaluate_model(load_model(artifacts / "model.pt"), artifacts / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
     score = metrics["holdout/bits_per_byte"]

@@ -57,18 +57,11 @@ def n_params(m: ModelConfig, vocab_size: int) -> int:
     return root_params(m, vocab_size) + m.n_layer * block_params(m)
 
 
-def precision(config: FoundryConfig, on_gpu: bool) -> str:
-    """As training resolves `auto`: bf16-mixed on a GPU, 32-true on a CPU."""
-    if config.train.precision != "auto":
-        return config.train.precision
-    return "bf16-mixed" if on_gpu else "32-true"
-
-
 def _saved_bytes(config: FoundryConfig, vocab_size: int, micro_batch: int, on_gpu: bool) -> int:
     """Activations autograd keeps from the forward pass to the backward pass of one micro-batch."""
     m = config.model
     btc, btv = micro_batch * m.block_size * m.n_embd, micro_batch * m.block_size * vocab_size
-    per_block = btc * BLOCK_BYTES["32-true" if precision(config, on_gpu) == "32-true" else "mixed"]
+    per_block = btc * BLOCK_BYTES["32-true" if config.train.resolved_precision(on_gpu) == "32-true" else "mixed"]
     if m.dropout > 0:
         per_block += 2 * btc  # residual dropout masks, one byte per element
         if not on_gpu:
@@ -102,7 +95,7 @@ def estimate(config: FoundryConfig, micro_batch: int | None = None, on_gpu: bool
     else:
         weights, grads, moments = 4 * n, 4 * n, 8 * n
         buckets = 4 * n if world > 1 else 0
-    casts = 2 * n if precision(config, on_gpu) != "32-true" else 0  # 16-bit weight copies autocast keeps for backward
+    casts = 2 * n if config.train.resolved_precision(on_gpu) != "32-true" else 0  # 16-bit weight copies autocast keeps for backward
     activations = _saved_bytes(config, vocab, b, on_gpu)
     loss_grads = 2 * 4 * b * m.block_size * vocab  # d(loss)/d(log-probs) and d(loss)/d(logits)
     backward_start = weights + moments + buckets + casts + activations + loss_grads
@@ -135,7 +128,7 @@ def format_plan(config: FoundryConfig, device_memory: int | None = None, usable:
     on_gpu = t.accelerator != "cpu"
     lines = [
         f"model        {p.params:,} parameters ({m.n_layer} layers, width {m.n_embd}, context {m.block_size}, "
-        f"vocab {config.tokenizer.vocab_size}); {precision(config, on_gpu)} on {'GPU' if on_gpu else 'CPU'}, "
+        f"vocab {config.tokenizer.vocab_size}); {config.train.resolved_precision(on_gpu)} on {'GPU' if on_gpu else 'CPU'}, "
         f"{t.strategy} over {world} device(s)",
         f"per device   parameters {_mib(p.parameters)}, gradients {_mib(p.gradients)}, optimizer {_mib(p.optimizer)}"
         + (f", DDP buckets {_mib(p.buckets)}" if p.buckets else ""),

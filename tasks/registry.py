@@ -65,6 +65,33 @@ def champion(name: str):
         return None
 
 
+def download(version, home: Path) -> Path:
+    """A registered version's `artifacts/` folder (model.pt, tokenizer.json), fetched once per version into
+    `$FOUNDRY_HOME/models/`: versions do not change, so retraining and the judge share one copy."""
+    import os
+    import shutil
+    import tempfile
+
+    import mlflow
+
+    folder = home / "models" / f"{version.name}-v{version.version}"
+    if not folder.is_dir():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+        try:
+            mlflow.artifacts.download_artifacts(version.source, dst_path=str(scratch))
+            try:
+                os.rename(scratch, folder)  # whole or not at all
+            except OSError:
+                if not folder.is_dir():  # not a lost race with another download of the same version
+                    raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    # MLflow puts the files in the folder itself or in a subfolder named after the model, by URI scheme.
+    (model,) = [p for p in (folder, *folder.iterdir()) if (p / "artifacts" / "model.pt").is_file()]
+    return model / "artifacts"
+
+
 def gate(challenger_bpb: float, champion_bpb: float | None, min_improvement: float) -> tuple[bool, str]:
     """Promote when there is no champion, or when the challenger is better by at least `min_improvement`."""
     if champion_bpb is None:

@@ -13,20 +13,19 @@ class NoChampion(RuntimeError):
     """Retraining starts from a champion; there is none yet."""
 
 
-def fetch_parent(config: FoundryConfig, dest: Path) -> dict:
-    """The champion's version, its weights, tokenizer, recorded config and source manifest, under `dest`."""
+def fetch_parent(config: FoundryConfig, home: Path) -> dict:
+    """The champion's version, its weights, tokenizer, recorded config and source manifest."""
     import mlflow
 
     champion = registry.champion(config.registry.model_name)
     if champion is None:
         raise NoChampion(f"{config.registry.model_name} has no champion to retrain; run the train pipeline first")
-    model_dir = Path(mlflow.artifacts.download_artifacts(champion.source, dst_path=str(dest / "model")))
-    manifest = mlflow.artifacts.download_artifacts(
-        run_id=champion.run_id, artifact_path="data/source_manifest.json", dst_path=str(dest))
+    artifacts = registry.download(champion, home)
+    manifest = mlflow.artifacts.load_text(f"runs:/{champion.run_id}/data/source_manifest.json")
     return {
-        "model": f"models:/{champion.name}/{champion.version}", "weights": str(model_dir / "artifacts" / "model.pt"),
-        "tokenizer": str(model_dir / "artifacts" / "tokenizer.json"), "config": json.loads(champion.tags["config"]),
-        "source_manifest": json.loads(Path(manifest).read_text()),
+        "model": f"models:/{champion.name}/{champion.version}", "weights": str(artifacts / "model.pt"),
+        "tokenizer": str(artifacts / "tokenizer.json"), "config": json.loads(champion.tags["config"]),
+        "source_manifest": json.loads(manifest),
     }
 
 

@@ -8,6 +8,7 @@ the chunks' tokens, in order, into shards, so shards do not depend on how the wo
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,6 @@ import numpy as np
 
 from foundry.config import TokenizerConfig
 from tasks.clean import read_chunk
-from tasks.digests import sha256_file
 
 EOT = "<|endoftext|>"
 ENCODE_BATCH = 512
@@ -63,12 +63,12 @@ class ShardWriter:
     def __init__(self, out_dir: Path, split: str, shard_tokens: int, dtype: np.dtype):
         self.out_dir, self.split, self.shard_tokens, self.dtype = out_dir, split, shard_tokens, dtype
         self.shards: list[dict] = []
-        self._fh, self._count = None, 0
+        self._fh, self._count, self._sha256 = None, 0, None
 
     def _close_shard(self) -> None:
         if self._fh is not None:
             self._fh.close()
-            self.shards[-1].update(tokens=self._count, sha256=sha256_file(self.out_dir / self.shards[-1]["file"]))
+            self.shards[-1].update(tokens=self._count, sha256=self._sha256.hexdigest())
             self._fh = None
 
     def write(self, array: np.ndarray) -> None:
@@ -77,9 +77,11 @@ class ShardWriter:
                 self._close_shard()
                 name = f"{self.split}_{len(self.shards):03d}.bin"
                 self.shards.append({"file": name, "split": self.split, "dtype": self.dtype.name})
-                self._fh, self._count = open(self.out_dir / name, "wb"), 0
+                self._fh, self._count, self._sha256 = open(self.out_dir / name, "wb"), 0, hashlib.sha256()
             take = array[: self.shard_tokens - self._count]
-            self._fh.write(take.astype(self.dtype.newbyteorder("<"), copy=False).tobytes())
+            data = take.astype(self.dtype.newbyteorder("<"), copy=False).tobytes()
+            self._fh.write(data)
+            self._sha256.update(data)  # hashed on the way out: no second read of the shard
             self._count += len(take)
             array = array[len(take):]
 

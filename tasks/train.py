@@ -42,9 +42,7 @@ def uses_gpu(t: TrainConfig) -> bool:
 
 
 def resolve_precision(t: TrainConfig) -> str:
-    if t.precision != "auto":
-        return t.precision
-    return "bf16-mixed" if uses_gpu(t) else "32-true"
+    return t.resolved_precision(uses_gpu(t))
 
 
 def lookup_peak_flops(device_name: str, precision: str) -> float:
@@ -143,7 +141,8 @@ def train(
     L.seed_everything(config.train.seed, workers=True, verbose=False)
     module = build_module(config, manifest["vocab_size"])
     if config.train.init_from and resume_from is None:  # warm start; a resumed run already holds its progress
-        module.model.load_state_dict(load_model(Path(config.train.init_from)).state_dict())
+        parent = torch.load(config.train.init_from, map_location="cpu", weights_only=True)
+        module.model.load_state_dict(parent["state_dict"])
     io = ManifestCheckpointIO(checkpoint_dir, config.checkpoint.keep_last, config.checkpoint.async_save)
     trainer = _trainer(config, run_id, io, progress)
     train_loader, val_loader = _loaders(config, data_dir, trainer.global_rank, trainer.world_size)

@@ -126,12 +126,12 @@ def verify_dataset(data_dir: Path, listing: dict[str, str] | None = None) -> lis
     parallel threads: both hashes release the GIL on large buffers."""
     from concurrent.futures import ThreadPoolExecutor
 
-    manifest_path = data_dir / "manifest.json"
     try:
-        manifest = json.loads(manifest_path.read_text())
+        raw = (data_dir / "manifest.json").read_bytes()
+        manifest = json.loads(raw)
     except (OSError, ValueError):
         return ["manifest.json"]
-    if listing and listing.get("manifest.json") != hashlib.md5(manifest_path.read_bytes()).hexdigest():
+    if listing and listing.get("manifest.json") != hashlib.md5(raw).hexdigest():
         return ["manifest.json"]
     if "files" in manifest:
         expected, digest = manifest["files"], fast_digest

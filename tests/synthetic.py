@@ -9,9 +9,9 @@ WORDS = ("river stone light cloud forest engine paper window silver garden motio
          "lantern meadow copper thunder violet marble anchor pepper orbit ladder").split()
 
 
-def synthetic_docs(n: int, seed: int = 0) -> list[str]:
+def synthetic_docs(n: int, seed: int = 0, words: int = 60) -> list[str]:
     rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(60)) + f"\nthe end of document {i}\n" for i in range(n)]
+    return [" ".join(rng.choice(WORDS) for _ in range(words)) + f"\nthe end of document {i}\n" for i in range(n)]
 
 
 def overrides(root: Path, *extra: str) -> list[str]:

@@ -13,12 +13,12 @@ import pytest
 from foundry.config import DataConfig
 from tasks.clean import BadInputError, clean_documents, holdout_set, iter_texts, normalise, quality_problem
 
+from synthetic import WORDS
+
 # Small thresholds so crafted documents stay short; the Gopher-style rules have their own tests
 # (tests/test_quality.py) and are relaxed here so each case below tests one rule.
 RULES = dict(min_chars=20, max_chars=200, max_line_chars=60, min_alpha_fraction=0.5,
              max_mean_word_length=100, max_repeated_line_fraction=1)
-WORDS = ("river stone light cloud forest engine paper window silver garden motion harbor "
-         "lantern meadow copper thunder violet marble anchor pepper orbit ladder").split()
 
 
 def doc(i: int, words: int = 9) -> str:

@@ -83,8 +83,8 @@ def test_sbatch_runs_one_task_per_node_after_each_node_hydrates(stand_ins, tmp_p
     made = calls()
     (render,) = [c for c in made if c["argv"][0] == "-c" and "load_config" in c["argv"][1]]
     assert render["argv"][2:] == ["params.yaml", "train.num_nodes=3", "train.devices=1"]
-    hydrations = [c for c in made if c["argv"][0] == "-c" and "hydrate" in c["argv"][1]]
-    assert [c["argv"][2:] for c in hydrations] == [["abc123", "s3://bucket/remote"]] * 3
+    hydrations = [c for c in made if c["argv"][:3] == ["-m", "foundry.cli", "hydrate"]]
+    assert [c["argv"][3:] for c in hydrations] == [["abc123", "--remote", "s3://bucket/remote"]] * 3
     training = _training_calls(made)
     assert made.index(training[0]) > made.index(hydrations[-1])
     home, run_dir = tmp_path / "local" / "foundry-77", submit / "runs" / "slurm-77"
@@ -116,20 +116,3 @@ def test_config_snippets_render_a_valid_config_sized_to_the_job(monkeypatch, cap
         exec(compile(code, "<python -c>", "exec"), {"__name__": "__main__"})
         config = validate(json.loads(capsys.readouterr().out))
         assert (config.train.num_nodes, config.train.devices) == (4, 1)
-
-
-def test_hydrate_snippets_call_hydrate_with_a_version_record(monkeypatch, capsys):
-    import tasks.versioning
-    from foundry.env import foundry_home
-
-    seen = []
-    monkeypatch.setattr(tasks.versioning, "hydrate", lambda version, home: seen.append((version, home)) or home / "x")
-    snippets = [s for s in _all_snippets() if "hydrate(" in s]
-    assert len(snippets) == 3
-    for code in snippets:
-        monkeypatch.setattr(sys, "argv", ["-c", "abc123", "s3://bucket/remote"])
-        exec(compile(code, "<python -c>", "exec"), {"__name__": "__main__"})
-    out = {"path": "prepared", "hash": "md5", "md5": "abc123.dir"}
-    record = {"data_version": "abc123", "remote": "s3://bucket/remote", "out": out}
-    assert seen == [(record, foundry_home())] * 3
-    capsys.readouterr()

@@ -16,10 +16,9 @@ from tasks.clean import BadInputError
 from tasks.parallel import environment_kept
 from tasks.prepare import partition_count, partitions, run_prepare
 
-pytestmark = pytest.mark.slow
+from synthetic import WORDS
 
-WORDS = ("river stone light cloud forest engine paper window silver garden motion harbor lantern meadow "
-         "copper thunder violet marble anchor pepper orbit ladder").split()
+pytestmark = pytest.mark.slow
 
 
 def doc(seed: int, n: int = 80) -> str:
@@ -125,7 +124,6 @@ def test_cli_prepare_on_two_local_workers_without_a_prefect_server(corpus, seria
     """`foundry prepare` on a local cluster of 2 workers gives the in-process bytes. With no
     PREFECT_API_URL the flow's temporary server is the only one: the workers report to it rather than
     each starting their own (~15 s a worker, and task runs scattered over several databases)."""
-    import os
     import shutil
     import subprocess
     import sys

@@ -8,8 +8,9 @@ import random
 import pytest
 
 from foundry.config import PII_KINDS, DataConfig
+from tasks import audit as audits
 from tasks import pii
-from tasks.clean import clean_documents
+from tasks.clean import PartitionJob, clean_partition, select_documents
 
 # Test data only: documentation-style values, a Luhn-valid test card, AWS's documented example key.
 CARD = "4111 1111 1111 1111"
@@ -116,15 +117,20 @@ def test_audit_examples_never_hold_the_personal_data(tmp_path):
         f"Contact jane.doe@example.com or +44 20 7946 0958 about card {CARD}.\n"
         f"The resolver at 8.8.4.4 uses key {AWS_KEY} and\n{KEY_BLOCK}\nwith more words to pass the rules.\n")
     cfg = DataConfig(min_chars=20)
-    stats = clean_documents([{"path": str(tmp_path / "a.txt"), "name": "a.txt"}], cfg, tmp_path / "out", progress=False)
+    (tmp_path / "work").mkdir()
+    (tmp_path / "out").mkdir()
+    job = PartitionJob(0, [{"path": str(tmp_path / "a.txt"), "name": "a.txt"}], cfg, str(tmp_path / "work"))
+    selection = select_documents([job], [clean_partition(job)], cfg, tmp_path / "out")
+    stats = selection.stats
+    audits.write(selection.audit, stats.docs_in, stats.docs_out, tmp_path / "out")  # as prepare does
     assert stats.docs_out == 1
     assert stats.pii == {"email": (1, 1), "phone": (1, 1), "credit_card": (1, 1), "ipv4": (1, 1),
                          "aws_access_key": (1, 1), "private_key": (1, 1)}
     written = "".join((tmp_path / "out" / name).read_text() for name in ("train.jsonl", "holdout.jsonl"))
-    audit = (tmp_path / "out" / "audit.json").read_text() if (tmp_path / "out" / "audit.json").exists() else ""
+    audit = "".join((tmp_path / "out" / name).read_text() for name in ("audit.json", "audit.md"))
     for secret in secrets:
-        assert secret not in written
+        assert secret not in written and secret not in audit
+    assert "<EMAIL>" in audit and "a.txt" in audit  # the examples are there, scrubbed
     kept = json.loads(written.splitlines()[0])["text"]
     for placeholder in ("<EMAIL>", "<PHONE>", "<CREDIT_CARD>", "<IPV4>", "<AWS_ACCESS_KEY>", "<PRIVATE_KEY>"):
         assert placeholder in kept
-    assert audit == ""  # clean_documents writes the split files; prepare writes the audit (tested there)

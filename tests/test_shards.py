@@ -17,14 +17,7 @@ from tasks.clean import iter_texts
 from tasks.prepare import prepare, prepare_metrics
 from tasks.shards import EOT, load_split, token_dtype, train_tokenizer, write_shards
 
-WORDS = ("river stone light cloud forest engine paper window silver garden motion harbor "
-         "lantern meadow copper thunder violet marble anchor pepper orbit ladder").split()
-
-
-def synthetic_docs(n: int, seed: int = 0, words: int = 60) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(words)) + f"\nthe end of document {i}\n" for i in range(n)]
-
+from synthetic import synthetic_docs
 
 def write_corpus(root: Path, docs: list[str]) -> Path:
     root.mkdir(parents=True, exist_ok=True)

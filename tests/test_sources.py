@@ -14,8 +14,6 @@ from foundry.config import DataConfig, load_config
 from tasks.acquire import SourceError, acquire, list_source_files
 from tasks.prepare import prepare
 
-DOC = "a document long enough to pass every quality rule of the cleaner, with words of ordinary length\n"
-
 
 @pytest.fixture(autouse=True)
 def home(tmp_path, monkeypatch):
