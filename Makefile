@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # pip on these machines warns once per package about local index folders that do not exist.
 QUIET_PIP := { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 
-.PHONY: run test install install-dev clean
+.PHONY: run test lint install install-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,14 +22,25 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]' 2>&1 | $(QUIET_PIP)
 	touch $@ $(VENV)/.installed-run
 
+# The served model's own requirements as wheels: tests/test_serving.py installs them in a fresh
+# virtualenv with no package index, as a machine without Foundry would.
+$(VENV)/wheelhouse/.complete: foundry/serving/requirements.txt | $(BIN)/python
+	rm -rf $(VENV)/wheelhouse
+	$(BIN)/python -m pip download -q -d $(VENV)/wheelhouse -r foundry/serving/requirements.txt 2>&1 | $(QUIET_PIP)
+	touch $@
+
 install: $(VENV)/.installed-run
-install-dev: $(VENV)/.installed-dev
+install-dev: $(VENV)/.installed-dev $(VENV)/wheelhouse/.complete
 
 run: install
 	$(BIN)/foundry run $(ARGS)
 
-test: install-dev
+test: install-dev lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 clean:
 	rm -rf .foundry

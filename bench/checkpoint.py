@@ -3,7 +3,7 @@
     python bench/checkpoint.py [--saves 3] [--every 10] [--set model.n_layer=8 ...]
 
 Trains a ~60M-parameter GPT (8 layers, width 768; tiny batches, so the steps are short and the
-checkpoints, ~0.7 GB with AdamW's moments, dominate) with `tasks.train`'s own Trainer, once with
+checkpoints, ~0.7 GB with AdamW's moments, dominate) with `foundry.training.trainer`'s own Trainer, once with
 `checkpoint.async_save=false` and once with `true`. The stall is the time the training thread
 spends in one save (Lightning's state dump plus, synchronously, the whole write; asynchronously,
 the copy to host memory), the median over all saves but the first (which also allocates the
@@ -30,7 +30,9 @@ if "FOUNDRY_HOME" not in os.environ:  # a throwaway home (MLflow store, checkpoi
     os.environ["FOUNDRY_HOME"] = tempfile.mkdtemp(prefix="foundry-bench-")
     atexit.register(shutil.rmtree, os.environ["FOUNDRY_HOME"], True)
 
-import foundry  # noqa: E402,F401  (environment before the libraries load)
+from foundry.env import configure_environment  # noqa: E402
+
+configure_environment()  # before the libraries load
 
 MODEL = ["model.n_layer=8", "model.n_embd=768", "model.n_head=12", "model.block_size=64", "train.batch_size=2"]
 
@@ -51,11 +53,12 @@ def timed(owner, name: str, log: list[float]):
 
 
 def train_with_checkpoints(config, folder: Path) -> dict:
-    from models.data import RandomWindows, SequentialWindows
-    from tasks import checkpointing
-    from tasks.checkpointing import CheckpointEvery, ManifestCheckpointIO
-    from tasks.train import _trainer, build_module
     import numpy as np
+
+    from foundry.checkpointing.manifest import read_manifest
+    from foundry.checkpointing.writer import CheckpointEvery, ManifestCheckpointIO
+    from foundry.training.trainer import _trainer, build_module
+    from models.data import RandomWindows, SequentialWindows
 
     stalls, writes = [], []
     originals = timed(CheckpointEvery, "save", stalls), timed(ManifestCheckpointIO, "_save", writes)
@@ -66,22 +69,33 @@ def train_with_checkpoints(config, folder: Path) -> dict:
         trainer = _trainer(config, None, io, progress=False)
         loader = RandomWindows(tokens, m.block_size, t.batch_size, t.seed, steps_per_epoch=10**6)
         start = time.perf_counter()
-        trainer.fit(build_module(config, config.tokenizer.vocab_size), loader,
-                    SequentialWindows(tokens[:10_000], m.block_size, t.batch_size, max_batches=1))
+        trainer.fit(
+            build_module(config, config.tokenizer.vocab_size),
+            loader,
+            SequentialWindows(tokens[:10_000], m.block_size, t.batch_size, max_batches=1),
+        )
         total = time.perf_counter() - start
     finally:
         CheckpointEvery.save, ManifestCheckpointIO._save = originals
-    size = (folder / checkpointing.read_manifest(folder)[-1].file).stat().st_size
+    size = (folder / read_manifest(folder)[-1].file).stat().st_size
     # The first asynchronous save also allocates its staging buffers; later ones reuse them.
-    return {"stall": statistics.median(stalls[1:] or stalls), "stalls": stalls, "write": statistics.median(writes),
-            "total": total, "bytes": size}
+    return {
+        "stall": statistics.median(stalls[1:] or stalls),
+        "stalls": stalls,
+        "write": statistics.median(writes),
+        "total": total,
+        "bytes": size,
+    }
 
 
 def dd_seconds(folder: Path, size: int) -> float:
     path = folder / "dd.bin"
     start = time.perf_counter()
-    subprocess.run(["dd", "if=/dev/zero", f"of={path}", "bs=4M", f"count={max(1, size >> 22)}", "conv=fsync"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["dd", "if=/dev/zero", f"of={path}", "bs=4M", f"count={max(1, size >> 22)}", "conv=fsync"],
+        check=True,
+        capture_output=True,
+    )
     seconds = time.perf_counter() - start
     path.unlink()
     return seconds
@@ -96,24 +110,37 @@ def main() -> None:
 
     from foundry.config import load_config
 
-    base = [*MODEL, f"train.max_steps={args.every * args.saves}", f"checkpoint.every_n_steps={args.every}",
-            "train.val_every_n_steps=100000", "checkpoint.keep_last=1", *args.overrides]
+    base = [
+        *MODEL,
+        f"train.max_steps={args.every * args.saves}",
+        f"checkpoint.every_n_steps={args.every}",
+        "train.val_every_n_steps=100000",
+        "checkpoint.keep_last=1",
+        *args.overrides,
+    ]
     print(f"load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; {args.saves} checkpoints each way")
     results = {}
     for mode in ("false", "true"):
         with tempfile.TemporaryDirectory(dir=os.environ["FOUNDRY_HOME"]) as folder:
-            results[mode] = train_with_checkpoints(load_config(None, [*base, f"checkpoint.async_save={mode}"]), Path(folder))
+            results[mode] = train_with_checkpoints(
+                load_config(None, [*base, f"checkpoint.async_save={mode}"]), Path(folder)
+            )
             results[mode]["dd"] = dd_seconds(Path(folder), results[mode]["bytes"])
         r = results[mode]
-        print(f"async_save={mode}: {r['bytes'] / 2**20:,.0f} MiB a checkpoint; stall {1000 * r['stall']:,.0f} ms, "
-              f"write {r['write']:.2f} s ({r['bytes'] / r['write'] / 2**20:,.0f} MiB/s; dd "
-              f"{r['bytes'] / r['dd'] / 2**20:,.0f} MiB/s); whole run {r['total']:.1f} s; "
-              f"every stall (ms): {[round(1000 * x) for x in r['stalls']]}", flush=True)
+        print(
+            f"async_save={mode}: {r['bytes'] / 2**20:,.0f} MiB a checkpoint; stall {1000 * r['stall']:,.0f} ms, "
+            f"write {r['write']:.2f} s ({r['bytes'] / r['write'] / 2**20:,.0f} MiB/s; dd "
+            f"{r['bytes'] / r['dd'] / 2**20:,.0f} MiB/s); whole run {r['total']:.1f} s; "
+            f"every stall (ms): {[round(1000 * x) for x in r['stalls']]}",
+            flush=True,
+        )
     sync, background = results["false"], results["true"]
     write_vs_dd = (sync["bytes"] / sync["write"]) / (sync["bytes"] / sync["dd"])
     print(f"load now {os.getloadavg()[0]:.2f}")
-    print(f"checkpoint: async stall {background['stall'] / sync['stall']:.2f}x sync "
-          f"({1000 * background['stall']:,.0f} ms vs {1000 * sync['stall']:,.0f} ms); write {write_vs_dd:.2f}x dd throughput")
+    print(
+        f"checkpoint: async stall {background['stall'] / sync['stall']:.2f}x sync "
+        f"({1000 * background['stall']:,.0f} ms vs {1000 * sync['stall']:,.0f} ms); write {write_vs_dd:.2f}x dd throughput"
+    )
 
 
 if __name__ == "__main__":

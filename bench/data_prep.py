@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def plain_loop(entries: list[dict], config, out: Path) -> dict:
+def plain_loop(entries: list, config, out: Path) -> dict:
     """Every step of preparation, by the underlying libraries, in one loop over an in-memory corpus."""
     import hashlib
     import zlib
@@ -44,17 +44,17 @@ def plain_loop(entries: list[dict], config, out: Path) -> dict:
     from datasketch import MinHash, MinHashLSH
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from tasks import pii
-    from tasks.clean import holdout_set, normalise
-    from tasks.dedup import shingles
-    from tasks.quality import quality_problem
+    from foundry.data import pii
+    from foundry.data.clean import holdout_set, normalise
+    from foundry.data.dedup import shingles
+    from foundry.data.quality import quality_problem
 
     d = config.data
     perms = MinHash(num_perm=d.near_dup_num_perm, seed=1, scheme="affine32").permutations
     lsh = MinHashLSH(threshold=d.near_dup_threshold, num_perm=d.near_dup_num_perm, weights=(0.05, 0.95))
     seen, signatures, docs = set(), [], []
     for entry in entries:
-        raw = Path(entry["path"]).read_bytes()
+        raw = Path(entry.path).read_bytes()
         if not raw.strip() or b"\x00" in raw:
             continue
         try:
@@ -73,18 +73,25 @@ def plain_loop(entries: list[dict], config, out: Path) -> dict:
         seen.add(sha)
         lsh.insert(len(signatures), m)
         signatures.append(m.hashvalues)
-        docs.append((sha, len(data), text, entry["name"]))
+        docs.append((sha, len(data), text, entry.name))
     holdout = holdout_set([(sha, size) for sha, size, _, _ in docs], d.holdout_fraction)
-    splits = {"train": [doc for doc in docs if doc[0] not in holdout], "holdout": [doc for doc in docs if doc[0] in holdout]}
+    splits = {
+        "train": [doc for doc in docs if doc[0] not in holdout],
+        "holdout": [doc for doc in docs if doc[0] in holdout],
+    }
     for split, rows in splits.items():
         with open(out / f"{split}.jsonl", "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps({"text": t, "source": s}, ensure_ascii=False) + "\n" for _, _, t, s in rows)
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=config.tokenizer.vocab_size, min_frequency=config.tokenizer.min_frequency,
-                                  special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=config.tokenizer.vocab_size,
+        min_frequency=config.tokenizer.min_frequency,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tokenizer.train_from_iterator([t for _, _, t, _ in splits["train"]], trainer)
     tokenizer.save(str(out / "tokenizer.json"))
     eot, tokens = tokenizer.token_to_id("<|endoftext|>"), {}
@@ -97,7 +104,7 @@ def plain_loop(entries: list[dict], config, out: Path) -> dict:
 
 def _timed_steps(timings: dict, dask: bool) -> None:
     """Wall time per step of `prepare`, by wrapping its steps (in the process that runs `prepare`)."""
-    import tasks.prepare as prep
+    import foundry.data.prepare as prep
 
     def wrap(name, fn):
         def timed(*args, **kwargs):
@@ -106,6 +113,7 @@ def _timed_steps(timings: dict, dask: bool) -> None:
                 return fn(*args, **kwargs)
             finally:
                 timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+
         return timed
 
     prep.select_documents = wrap("dedup+split", prep.select_documents)
@@ -122,9 +130,9 @@ def _timed_steps(timings: dict, dask: bool) -> None:
 
     prep.prepare = prepare
     if dask:  # the flow calls prepare through its module's attribute
-        import tasks.parallel
+        import tasks.data_parallel
 
-        tasks.parallel.prepare = prepare
+        tasks.data_parallel.prepare = prepare
 
 
 def _warm_cluster(workers: int):
@@ -132,37 +140,52 @@ def _warm_cluster(workers: int):
     from distributed import LocalCluster
 
     from foundry.config import load_config
-    from tasks.acquire import acquire
-    from tasks.parallel import WORKER_ENV, environment_kept
-    from tasks.prepare import run_prepare
+    from foundry.data.acquire import acquire_source
+    from tasks.data_parallel import WORKER_ENV, environment_kept, run_prepare
 
     with environment_kept():
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address="127.0.0.1:0", env=WORKER_ENV)
-    config = load_config(None, ["data.source=stdlib://json", f"data.scheduler={cluster.scheduler_address}",
-                                f"data.workers={workers}", "model.block_size=8"])
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            env=WORKER_ENV,
+        )
+    config = load_config(
+        None,
+        [
+            "data.source=stdlib://json",
+            f"data.scheduler={cluster.scheduler_address}",
+            f"data.workers={workers}",
+            "model.block_size=8",
+        ],
+    )
     warm = Path(tempfile.mkdtemp())
-    run_prepare(acquire(config.data, warm / "m.json"), config, warm / "prepared", progress=False)
+    run_prepare(acquire_source(config.data, warm / "m.json"), config, warm / "prepared", progress=False)
     return cluster
 
 
 def child(kind: str, workers: int, manifest_path: Path, out: Path) -> None:
     """One measurement, in this (pinned) process; prints a JSON line."""
     os.environ.setdefault("FOUNDRY_HOME", str(out.parent / "home"))
-    import foundry  # noqa: F401
+    from foundry.env import configure_environment
 
+    configure_environment()
     from foundry.config import load_config
+    from foundry.contracts import SourceManifest
 
-    manifest = json.loads(manifest_path.read_text())
+    manifest = SourceManifest.read(manifest_path)
     timings: dict[str, float] = {}
-    import datasketch, tokenizers  # noqa: E401,F401  (imports before the clock)
+    import datasketch  # noqa: E401,F401  (imports before the clock)
+
     if kind == "plain":
         config = load_config(None, [])
         out.mkdir(parents=True)
         start = time.perf_counter()
-        result = plain_loop(manifest["entries"], config, out)
+        result = plain_loop(manifest.entries, config, out)
     else:
-        from tasks.prepare import run_prepare
+        from tasks.data_parallel import run_prepare
 
         overrides = [] if kind == "in-process" else ["data.scheduler=local", f"data.workers={workers}"]
         if kind.endswith("warm"):  # an existing cluster, started and warmed before the clock
@@ -170,13 +193,20 @@ def child(kind: str, workers: int, manifest_path: Path, out: Path) -> None:
             overrides[0] = f"data.scheduler={cluster.scheduler_address}"
         config = load_config(None, overrides)
         if kind != "in-process":
-            import distributed, prefect_dask, tasks.parallel  # noqa: E401,F401
+            import distributed  # noqa: E401,F401
+
         _timed_steps(timings, dask=kind != "in-process")
         start = time.perf_counter()
         m = run_prepare(manifest, config, out, progress=False)
-        result = {"docs_out": m["stats"]["docs_out"], "train_tokens": m["train_tokens"], "holdout_tokens": m["holdout_tokens"]}
+        result = {
+            "docs_out": m["stats"]["docs_out"],
+            "train_tokens": m["train_tokens"],
+            "holdout_tokens": m["holdout_tokens"],
+        }
     seconds = time.perf_counter() - start
-    rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    rss = max(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    )
     print(json.dumps({"seconds": seconds, "rss_mb": rss / 1024, "steps": timings, **result}), flush=True)
     if kind.endswith("warm"):
         cluster.close()
@@ -186,24 +216,41 @@ def run(kind: str, workers: int, cores: int | None, manifest: Path, work: Path, 
     out = Path(tempfile.mkdtemp(dir=work)) / "prepared"
     cpus = sorted(os.sched_getaffinity(0))
     pin = (lambda: os.sched_setaffinity(0, cpus[:cores])) if cores else None
-    proc = subprocess.run([sys.executable, __file__, "--child", kind, "--workers", str(workers), "--manifest", str(manifest),
-                           "--out", str(out)], capture_output=True, text=True, env=env, preexec_fn=pin, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            kind,
+            "--workers",
+            str(workers),
+            "--manifest",
+            str(manifest),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=pin,
+        cwd=ROOT,
+    )
     if proc.returncode:
         raise RuntimeError(f"{kind} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def rotated_corpus(manifest: dict, copies: int, root: Path) -> None:
+def rotated_corpus(manifest, copies: int, root: Path) -> None:
     """`copies` copies of every file, ASCII letters rotated by the copy number: same shape, new content."""
     import string
 
     lower, upper = string.ascii_lowercase, string.ascii_uppercase
     for k in range(copies):
         table = str.maketrans(lower + upper, lower[k:] + lower[:k] + upper[k:] + upper[:k])
-        for entry in manifest["entries"]:
-            target = root / f"copy{k}" / entry["name"]
+        for entry in manifest.entries:
+            target = root / f"copy{k}" / entry.name
             target.parent.mkdir(parents=True, exist_ok=True)
-            data = Path(entry["path"]).read_bytes()
+            data = Path(entry.path).read_bytes()
             try:
                 target.write_text(data.decode("utf-8").translate(table), encoding="utf-8")
             except UnicodeDecodeError:
@@ -212,8 +259,10 @@ def rotated_corpus(manifest: dict, copies: int, root: Path) -> None:
 
 def conditions() -> str:
     load = os.getloadavg()
-    return (f"{len(os.sched_getaffinity(0))} cores, load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} "
-            f"(1/5/15 min) at start")
+    return (
+        f"{len(os.sched_getaffinity(0))} cores, load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} "
+        f"(1/5/15 min) at start"
+    )
 
 
 def main() -> None:
@@ -232,28 +281,39 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="bench-data-prep-"))
     os.environ["FOUNDRY_HOME"] = str(work / "home")
-    import foundry  # noqa: F401
+    from foundry.env import configure_environment
+
+    configure_environment()
     from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
 
     from foundry.config import load_config
-    from tasks.acquire import acquire
+    from foundry.data.acquire import acquire_source
 
     print(conditions(), flush=True)
     manifest_path = work / "source_manifest.json"
-    manifest = acquire(load_config(None, []).data, manifest_path)
-    mb = manifest["bytes"] / 1e6
-    print(f"corpus: stdlib:// of Python {sys.version.split()[0]}, {manifest['files']} files, {mb:.2f} MB", flush=True)
+    manifest = acquire_source(load_config(None, []).data, manifest_path)
+    mb = manifest.bytes / 1e6
+    print(f"corpus: stdlib:// of Python {sys.version.split()[0]}, {manifest.files} files, {mb:.2f} MB", flush=True)
     results: dict[str, dict] = {}
     with prefect_test_harness(server_startup_timeout=180):
         env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
-        plan = [("plain", 1, 1), ("in-process", 1, 1), ("dask-1", 1, 1), ("dask-2", 2, 2),
-                ("dask-1-warm", 1, 1), ("dask-2-warm", 2, 2)]
+        plan = [
+            ("plain", 1, 1),
+            ("in-process", 1, 1),
+            ("dask-1", 1, 1),
+            ("dask-2", 2, 2),
+            ("dask-1-warm", 1, 1),
+            ("dask-2-warm", 2, 2),
+        ]
         for _ in range(args.repeats):
             for kind, workers, cores in plan:  # interleaved, so drifting load hits every kind alike
                 r = run(kind, workers, cores, manifest_path, work, env)
-                print(f"  {kind:10s} {r['seconds']:6.2f} s  {mb / r['seconds']:5.2f} MB/s  peak RSS {r['rss_mb']:5.0f} MB  "
-                      + "  ".join(f"{k} {v:.2f}" for k, v in r["steps"].items()), flush=True)
+                print(
+                    f"  {kind:10s} {r['seconds']:6.2f} s  {mb / r['seconds']:5.2f} MB/s  peak RSS {r['rss_mb']:5.0f} MB  "
+                    + "  ".join(f"{k} {v:.2f}" for k, v in r["steps"].items()),
+                    flush=True,
+                )
                 if kind not in results or r["seconds"] < results[kind]["seconds"]:
                     results[kind] = r
     same = {(r["docs_out"], r["train_tokens"], r["holdout_tokens"]) for r in results.values()}
@@ -261,31 +321,40 @@ def main() -> None:
     if not args.no_scale:
         big = work / "scaled"
         rotated_corpus(manifest, args.scale, big)
-        scaled_manifest = acquire(load_config(None, [f"data.source={big}"]).data, work / "scaled_manifest.json")
-        big_mb = scaled_manifest["bytes"] / 1e6
+        scaled_manifest = acquire_source(load_config(None, [f"data.source={big}"]).data, work / "scaled_manifest.json")
+        big_mb = scaled_manifest.bytes / 1e6
         r = run("in-process", 1, None, work / "scaled_manifest.json", work, dict(os.environ))
         results["scaled"] = r
-        print(f"  {args.scale}x corpus ({big_mb:.0f} MB) in-process, unpinned: {r['seconds']:.1f} s, "
-              f"{big_mb / r['seconds']:.2f} MB/s, peak RSS {r['rss_mb']:.0f} MB", flush=True)
+        print(
+            f"  {args.scale}x corpus ({big_mb:.0f} MB) in-process, unpinned: {r['seconds']:.1f} s, "
+            f"{big_mb / r['seconds']:.2f} MB/s, peak RSS {r['rss_mb']:.0f} MB",
+            flush=True,
+        )
         if args.scale_all:
             with prefect_test_harness(server_startup_timeout=180):
                 env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
                 for kind, workers, cores in plan[:4]:
                     r = run(kind, workers, cores, work / "scaled_manifest.json", work, env)
                     results[f"scaled {kind}"] = r
-                    print(f"  {args.scale}x {kind:10s} {r['seconds']:6.1f} s  {big_mb / r['seconds']:5.2f} MB/s  "
-                          f"peak RSS {r['rss_mb']:5.0f} MB  " + "  ".join(f"{k} {v:.1f}" for k, v in r["steps"].items()), flush=True)
+                    print(
+                        f"  {args.scale}x {kind:10s} {r['seconds']:6.1f} s  {big_mb / r['seconds']:5.2f} MB/s  "
+                        f"peak RSS {r['rss_mb']:5.0f} MB  " + "  ".join(f"{k} {v:.1f}" for k, v in r["steps"].items()),
+                        flush=True,
+                    )
     print(conditions().replace("at start", "at end"))
     plain, one, two = results["plain"]["seconds"], results["dask-1"]["seconds"], results["dask-2"]["seconds"]
     scaled = f"; peak RSS 1x {results['in-process']['rss_mb']:.0f} MB" + (
-        f", {args.scale}x {results['scaled']['rss_mb']:.0f} MB" if "scaled" in results else "")
+        f", {args.scale}x {results['scaled']['rss_mb']:.0f} MB" if "scaled" in results else ""
+    )
     if "scaled dask-2" in results:
         sp, s1, s2 = (results[f"scaled {k}"]["seconds"] for k in ("plain", "dask-1", "dask-2"))
         scaled += f"; at {args.scale}x: dask 1 worker {s1 / sp:.2f}x plain, 2 workers {s1 / s2:.2f}x faster than 1"
     w1, w2 = results["dask-1-warm"]["seconds"], results["dask-2-warm"]["seconds"]
-    print(f"data_prep: plain loop {mb / plain:.2f} MB/s; dask 1 worker {mb / one:.2f} MB/s = {one / plain:.2f}x the plain "
-          f"loop's time (target <= 1.25x); 2 workers {one / two:.2f}x faster than 1 (target >= 1.7x); warm cluster: "
-          f"{w1 / plain:.2f}x, {w1 / w2:.2f}x; in-process {mb / results['in-process']['seconds']:.2f} MB/s{scaled}")
+    print(
+        f"data_prep: plain loop {mb / plain:.2f} MB/s; dask 1 worker {mb / one:.2f} MB/s = {one / plain:.2f}x the plain "
+        f"loop's time (target <= 1.25x); 2 workers {one / two:.2f}x faster than 1 (target >= 1.7x); warm cluster: "
+        f"{w1 / plain:.2f}x, {w1 / w2:.2f}x; in-process {mb / results['in-process']['seconds']:.2f} MB/s{scaled}"
+    )
 
 
 if __name__ == "__main__":

@@ -28,10 +28,18 @@ if "FOUNDRY_HOME" not in os.environ:  # a throwaway home (MLflow store, checkpoi
     os.environ["FOUNDRY_HOME"] = tempfile.mkdtemp(prefix="foundry-bench-")
     atexit.register(shutil.rmtree, os.environ["FOUNDRY_HOME"], True)
 
-import foundry  # noqa: E402,F401  (environment before the libraries load)
+from foundry.env import configure_environment  # noqa: E402
 
-GPT2_SMALL = ["model.n_layer=12", "model.n_head=12", "model.n_embd=768", "model.block_size=1024",
-              "tokenizer.vocab_size=50304", "model.dropout=0.0"]
+configure_environment()  # before the libraries load
+
+GPT2_SMALL = [
+    "model.n_layer=12",
+    "model.n_head=12",
+    "model.n_embd=768",
+    "model.block_size=1024",
+    "tokenizer.vocab_size=50304",
+    "model.dropout=0.0",
+]
 SMOKE = ["model.n_layer=1", "model.n_head=2", "model.n_embd=32", "model.block_size=32", "tokenizer.vocab_size=512"]
 
 
@@ -52,7 +60,9 @@ def raw_loop(config, tokens, warmup: int, device: str) -> float:
     t, m = config.train, config.model
     torch.manual_seed(t.seed)
     model = GPT(GPTConfig(vocab_size=config.tokenizer.vocab_size, **m.model_dump())).to(device)
-    optimizer = torch.optim.AdamW(model.optimizer_groups(t.weight_decay), lr=t.learning_rate, betas=(0.9, 0.95), fused=True)
+    optimizer = torch.optim.AdamW(
+        model.optimizer_groups(t.weight_decay), lr=t.learning_rate, betas=(0.9, 0.95), fused=True
+    )
     step_model = torch.compile(model) if t.compile else model
     batches = iter(RandomWindows(tokens, m.block_size, t.batch_size, t.seed, steps_per_epoch=10**6))
     bf16 = device == "cuda"
@@ -72,12 +82,12 @@ def raw_loop(config, tokens, warmup: int, device: str) -> float:
 
 
 def ours(config, tokens, warmup: int) -> float:
-    """Seconds per step of `tasks.train`'s Trainer and LightningModule."""
+    """Seconds per step of `foundry.training.trainer`'s Trainer and LightningModule."""
     from lightning.pytorch import Callback
 
+    from foundry.checkpointing.writer import ManifestCheckpointIO
+    from foundry.training.trainer import _trainer, build_module
     from models.data import RandomWindows
-    from tasks.checkpointing import ManifestCheckpointIO
-    from tasks.train import _trainer, build_module
 
     t, m = config.train, config.model
 
@@ -110,30 +120,47 @@ def main() -> int:
     import torch
 
     from foundry.config import load_config
+    from foundry.training.plan import estimate
+    from foundry.training.trainer import lookup_peak_flops
     from models.gpt import GPT, GPTConfig
-    from tasks.plan import estimate
-    from tasks.train import lookup_peak_flops
 
     if not args.smoke and not torch.cuda.is_available():
         print("gpu_mfu: no CUDA device on this machine; nothing measured (run it where a GPU is, or --smoke)")
         return 1
     device = "cpu" if args.smoke else "cuda"
     shape = SMOKE if args.smoke else GPT2_SMALL
-    config = load_config(None, [*shape, f"train.batch_size={args.batch}", f"train.max_steps={args.steps}",
-                                f"train.accelerator={'cpu' if args.smoke else 'gpu'}", f"train.compile={not args.no_compile and not args.smoke}",
-                                "train.val_every_n_steps=1000000", "checkpoint.every_n_steps=1000000", "train.log_every_n_steps=10"])
+    config = load_config(
+        None,
+        [
+            *shape,
+            f"train.batch_size={args.batch}",
+            f"train.max_steps={args.steps}",
+            f"train.accelerator={'cpu' if args.smoke else 'gpu'}",
+            f"train.compile={not args.no_compile and not args.smoke}",
+            "train.val_every_n_steps=1000000",
+            "checkpoint.every_n_steps=1000000",
+            "train.log_every_n_steps=10",
+        ],
+    )
     name = "CPU (smoke)" if args.smoke else torch.cuda.get_device_name()
     peak = args.peak_flops or (1e11 if args.smoke else lookup_peak_flops(name, "bf16-mixed"))
     if not peak:
         print(f"gpu_mfu: no known bf16 peak for {name!r}; pass --peak-flops")
         return 1
     tokens = np.random.default_rng(0).integers(0, config.tokenizer.vocab_size, 20_000_000, dtype=np.uint16)
-    flops_per_token = GPT(GPTConfig(vocab_size=config.tokenizer.vocab_size, **config.model.model_dump())).flops_per_token()
+    flops_per_token = GPT(
+        GPTConfig(vocab_size=config.tokenizer.vocab_size, **config.model.model_dump())
+    ).flops_per_token()
     tokens_per_step = config.train.batch_size * config.model.block_size
-    print(f"{name}; peak {peak / 1e12:.0f} TFLOP/s; {flops_per_token / 1e6:.0f} MFLOP/token; "
-          f"{config.train.batch_size} x {config.model.block_size} tokens a step; compile {config.train.compile}")
+    print(
+        f"{name}; peak {peak / 1e12:.0f} TFLOP/s; {flops_per_token / 1e6:.0f} MFLOP/token; "
+        f"{config.train.batch_size} x {config.model.block_size} tokens a step; compile {config.train.compile}"
+    )
     results = {}
-    for label, run in (("raw", lambda: raw_loop(config, tokens, args.warmup, device)), ("ours", lambda: ours(config, tokens, args.warmup))):
+    for label, run in (
+        ("raw", lambda: raw_loop(config, tokens, args.warmup, device)),
+        ("ours", lambda: ours(config, tokens, args.warmup)),
+    ):
         if device == "cuda":
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
@@ -141,8 +168,11 @@ def main() -> int:
         rate = tokens_per_step / seconds
         results[label] = rate * flops_per_token / peak
         memory = torch.cuda.max_memory_allocated() if device == "cuda" else 0
-        print(f"{label}: {1000 * seconds:.1f} ms/step, {rate:,.0f} tokens/s, MFU {results[label]:.1%}"
-              + (f", peak allocated {memory / 2**30:.1f} GiB" if memory else ""), flush=True)
+        print(
+            f"{label}: {1000 * seconds:.1f} ms/step, {rate:,.0f} tokens/s, MFU {results[label]:.1%}"
+            + (f", peak allocated {memory / 2**30:.1f} GiB" if memory else ""),
+            flush=True,
+        )
     planned = estimate(config, on_gpu=device == "cuda").peak
     print(f"foundry plan's estimate for this config: {planned / 2**30:.1f} GiB (without torch.compile's savings)")
     what = "tiny model, fp32: code check only" if args.smoke else "bf16, GPT-2 small"

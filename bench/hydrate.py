@@ -4,7 +4,7 @@
 
 Builds a synthetic dataset (token shards of random uint16, a manifest as `prepare` writes it), versions and
 pushes it with Foundry's own code, then times, from a fresh home each time, (a) `cp -r` of the
-remote's folder and (b) `hydrate()` (DVC pull, checkout, verification of every file, atomic swap).
+remote's folder and (b) `hydrate_version()` (DVC pull, checkout, verification of every file, atomic swap).
 The default size, 2 GiB in shards of 512 MiB, is a small real dataset: hydration has a fixed cost of
 ~0.25 s (a DVC repo, its state database), which a 512 MiB dataset would let dominate (see README).
 The last line is the headline: hydrate throughput as a fraction of cp's (target >= 0.8x).
@@ -38,11 +38,20 @@ def make_dataset(root: Path, total_mb: int, shards: int) -> int:
         name = f"train_{i:03d}.bin"
         data = rng.integers(0, 4096, tokens_per_shard, dtype=np.uint16).tobytes()
         (root / name).write_bytes(data)
-        entries.append({"file": name, "split": "train", "dtype": "uint16", "tokens": tokens_per_shard,
-                        "sha256": hashlib.sha256(data).hexdigest()})
-    from tasks.digests import folder_digests  # as tasks.prepare lists them
+        entries.append(
+            {
+                "file": name,
+                "split": "train",
+                "dtype": "uint16",
+                "tokens": tokens_per_shard,
+                "sha256": hashlib.sha256(data).hexdigest(),
+            }
+        )
+    from foundry.digests import folder_digests  # as foundry.data.prepare lists them
 
-    (root / "manifest.json").write_text(json.dumps({"shards": entries, "files": folder_digests(root, skip="manifest.json")}))
+    (root / "manifest.json").write_text(
+        json.dumps({"shards": entries, "files": folder_digests(root, skip="manifest.json")})
+    )
     return sum((root / e["file"]).stat().st_size for e in entries)
 
 
@@ -55,26 +64,31 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="bench-hydrate-"))
     os.environ["FOUNDRY_HOME"] = str(work / "home")
-    import foundry  # noqa: F401
+    from foundry.env import configure_environment
+
+    configure_environment()
     from foundry.config import FoundryConfig
-    from tasks.versioning import hydrate, version_dataset
+    from foundry.contracts import SourceManifest
+    from foundry.data.hydrate import hydrate_version
+    from foundry.data.versioning import version_dataset
 
     try:
         size = make_dataset(work / "staged", args.mb, args.shards)
-        source_manifest = work / "source_manifest.json"
-        source_manifest.write_text("{}")
+        source_manifest = SourceManifest(
+            source="bench", sources=[], digest="", files=0, bytes=0, skipped={}, entries=[]
+        )
         data = version_dataset(FoundryConfig(), work / "staged", source_manifest, work / "home")
-        remote = Path(data["remote"])
+        remote = Path(data.remote)
         cp_times, hydrate_times = [], []
         for i in range(args.repeats):
             # Alternate which goes first, so neither always finds the other's pages in the cache.
-            for which in (("cp", "hydrate") if i % 2 == 0 else ("hydrate", "cp")):
+            for which in ("cp", "hydrate") if i % 2 == 0 else ("hydrate", "cp"):
                 t = time.perf_counter()
                 if which == "cp":
                     subprocess.run(["cp", "-r", str(remote), str(work / f"cp-{i}")], check=True)
                     cp_times.append(time.perf_counter() - t)
                 else:
-                    hydrate(data, work / f"node-{i}")
+                    hydrate_version(data, work / f"node-{i}")
                     hydrate_times.append(time.perf_counter() - t)
             shutil.rmtree(work / f"cp-{i}")
             shutil.rmtree(work / f"node-{i}")

@@ -4,7 +4,7 @@
 
 Both train the default config's GPT (params.yaml defaults: 3 layers, width 192, context 128,
 micro-batch 32) on the same `RandomWindows` over synthetic tokens, in this one process, with the
-same optimizer, schedule and clipping. Ours is `tasks.train`'s Trainer: the windowed metrics
+same optimizer, schedule and clipping. Ours is `foundry.training.trainer`'s Trainer: the windowed metrics
 (loss, lr, tokens/s, step time, data wait) go to a real MLflow run every `train.log_every_n_steps`;
 checkpoints and validation are off (bench/checkpoint.py measures those). The two alternate step by
 step inside one Lightning run (a callback runs the raw step), so load from other work on the
@@ -29,7 +29,9 @@ if "FOUNDRY_HOME" not in os.environ:  # a throwaway home (MLflow store, checkpoi
     os.environ["FOUNDRY_HOME"] = tempfile.mkdtemp(prefix="foundry-bench-")
     atexit.register(shutil.rmtree, os.environ["FOUNDRY_HOME"], True)
 
-import foundry  # noqa: E402,F401  (environment before the libraries load)
+from foundry.env import configure_environment  # noqa: E402
+
+configure_environment()  # before the libraries load
 
 
 def synthetic_tokens(vocab_size: int, n: int = 4_000_000, seed: int = 0):
@@ -58,9 +60,11 @@ class RawLoop:
         torch.manual_seed(t.seed)
         self.model = GPT(GPTConfig(vocab_size=config.tokenizer.vocab_size, **config.model.model_dump()))
         self.optimizer = torch.optim.AdamW(
-            self.model.optimizer_groups(t.weight_decay), lr=t.learning_rate, betas=(0.9, 0.95), fused=True)
+            self.model.optimizer_groups(t.weight_decay), lr=t.learning_rate, betas=(0.9, 0.95), fused=True
+        )
         self.schedule = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: warmup_cosine(s, t.warmup_steps, t.max_steps, t.min_lr_ratio))
+            self.optimizer, lambda s: warmup_cosine(s, t.warmup_steps, t.max_steps, t.min_lr_ratio)
+        )
         self.batches, self.step = iter(loader(config, tokens)), 0
 
     def run(self, steps: int) -> float:
@@ -105,10 +109,10 @@ def interleaver(raw: RawLoop, warmup: int, block: int):
 
 
 def run(config, tokens, warmup: int, block: int, run_id: str | None, folder: Path):
-    """`tasks.train`'s Trainer and LightningModule logging to MLflow, interleaved with the raw loop."""
+    """`foundry.training.trainer`'s Trainer and LightningModule logging to MLflow, interleaved with the raw loop."""
+    from foundry.checkpointing.writer import ManifestCheckpointIO
+    from foundry.training.trainer import _trainer, build_module
     from models.data import SequentialWindows
-    from tasks.checkpointing import ManifestCheckpointIO
-    from tasks.train import _trainer, build_module
 
     module = build_module(config, config.tokenizer.vocab_size)
     io = ManifestCheckpointIO(folder, config.checkpoint.keep_last, config.checkpoint.async_save)
@@ -132,27 +136,37 @@ def main() -> None:
 
     import torch
 
+    from foundry import tracking
     from foundry.config import load_config
-    from tasks import tracking
 
     steps = args.warmup + args.steps
-    overrides = [f"train.max_steps={steps}", f"train.val_every_n_steps={10 * steps}",
-                 f"checkpoint.every_n_steps={10 * steps}", *args.overrides]
+    overrides = [
+        f"train.max_steps={steps}",
+        f"train.val_every_n_steps={10 * steps}",
+        f"checkpoint.every_n_steps={10 * steps}",
+        *args.overrides,
+    ]
     config = load_config(None, overrides)
     tokens = synthetic_tokens(config.tokenizer.vocab_size)
-    print(f"load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores, torch threads {torch.get_num_threads()}; "
-          f"{args.steps} timed steps each, alternating every {args.block}; {config.train.batch_size} x "
-          f"{config.model.block_size} tokens a step; MLflow log every {config.train.log_every_n_steps} steps")
+    print(
+        f"load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores, torch threads {torch.get_num_threads()}; "
+        f"{args.steps} timed steps each, alternating every {args.block}; {config.train.batch_size} x "
+        f"{config.model.block_size} tokens a step; MLflow log every {config.train.log_every_n_steps} steps"
+    )
     run_id = tracking.start_pipeline_run(config, run_name="bench train_overhead")
     with tempfile.TemporaryDirectory() as folder:
         ours, raw = run(config, tokens, args.warmup, args.block, run_id, Path(folder))
     tracking.end_run(run_id, True)
     tokens_per_step = config.train.batch_size * config.model.block_size
     ratios = sorted(o / r for o, r in zip(ours, raw))
-    print(f"raw {1000 * statistics.mean(raw):.1f} ms/step ({tokens_per_step / statistics.mean(raw):,.0f} tokens/s), "
-          f"ours {1000 * statistics.mean(ours):.1f} ms/step ({tokens_per_step / statistics.mean(ours):,.0f} tokens/s)")
-    print(f"paired ratios: median {statistics.median(ratios):.3f}x, quartiles {ratios[len(ratios) // 4]:.3f}x"
-          f"-{ratios[3 * len(ratios) // 4]:.3f}x; load now {os.getloadavg()[0]:.2f}")
+    print(
+        f"raw {1000 * statistics.mean(raw):.1f} ms/step ({tokens_per_step / statistics.mean(raw):,.0f} tokens/s), "
+        f"ours {1000 * statistics.mean(ours):.1f} ms/step ({tokens_per_step / statistics.mean(ours):,.0f} tokens/s)"
+    )
+    print(
+        f"paired ratios: median {statistics.median(ratios):.3f}x, quartiles {ratios[len(ratios) // 4]:.3f}x"
+        f"-{ratios[3 * len(ratios) // 4]:.3f}x; load now {os.getloadavg()[0]:.2f}"
+    )
     print(f"train_overhead: {sum(ours) / sum(raw):.2f}x")
 
 

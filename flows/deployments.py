@@ -1,4 +1,5 @@
-"""The deployments `foundry serve` offers: the same ones prefect.yaml declares for workers.
+"""The deployments, declared once: `foundry serve` serves them, and `prefect.yaml` (for workers) is
+written from the same table (`foundry deployments --write prefect.yaml`; a test keeps the two equal).
 
 - train:     the whole pipeline; its parameter is the config, so the Prefect UI shows it as a form
 - retrain:   fine-tune the champion on what is new, on `retrain.cron` (weekly by default)
@@ -7,27 +8,102 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import yaml
+
 from foundry.config import FoundryConfig
 
 
-def build_deployments(config: FoundryConfig) -> list:
-    from flows.reproduce import reproduce
-    from flows.retrain import retrain
-    from flows.train_pipeline import train_pipeline
+@dataclass(frozen=True)
+class Deployment:
+    name: str
+    entrypoint: str  # path:function, relative to the checkout
+    description: str
+    takes_config: bool = True  # its parameter is the config (the UI form), prefilled with the served config
+    scheduled: bool = False  # on `retrain.cron`
 
-    parameters = {"config": config.model_dump(mode="json")}
-    return [
-        train_pipeline.to_deployment(name="train", parameters=parameters, tags=["foundry"],
-                                     description="Raw text to a registered model: the whole pipeline."),
-        retrain.to_deployment(name="retrain", parameters=parameters, cron=config.retrain.cron, tags=["foundry"],
-                              description="Fine-tune the champion on new source documents; promote through the gate."),
-        reproduce.to_deployment(name="reproduce", tags=["foundry"],
-                                description="Re-train a registered model from its recorded data version and config."),
-    ]
+
+DEPLOYMENTS = (
+    Deployment(
+        "train", "flows/train_pipeline.py:train_pipeline", "Raw text to a registered model: the whole pipeline."
+    ),
+    Deployment(
+        "retrain",
+        "flows/retrain.py:retrain",
+        "Fine-tune the champion on new source documents; promote through the gate.",
+        scheduled=True,
+    ),
+    Deployment(
+        "reproduce",
+        "flows/reproduce.py:reproduce",
+        "Re-train a registered model from its recorded data version and config.",
+        takes_config=False,
+    ),
+)
+WORK_POOL = "foundry"
+TAGS = ["foundry"]
+HEADER = """\
+# Deployments for Prefect workers (`prefect deploy --all`, then `prefect worker start --pool foundry`).
+# Written by `foundry deployments --write prefect.yaml` from flows/deployments.py, which `foundry serve`
+# serves as well; do not edit by hand. The retrain schedule is the default `retrain.cron`.
+"""
+
+
+def build_deployments(config: FoundryConfig) -> list:
+    """Runner deployments for `foundry serve`, each flow loaded from its entrypoint."""
+    from prefect.flows import load_flow_from_entrypoint
+
+    from foundry.env import PROJECT_ROOT
+
+    built = []
+    for d in DEPLOYMENTS:
+        path, _, function = d.entrypoint.partition(":")
+        flow = load_flow_from_entrypoint(f"{PROJECT_ROOT / path}:{function}")
+        built.append(
+            flow.to_deployment(
+                name=d.name,
+                description=d.description,
+                tags=TAGS,
+                parameters={"config": config.model_dump(mode="json")} if d.takes_config else None,
+                cron=config.retrain.cron if d.scheduled else None,
+            )
+        )
+    return built
+
+
+def prefect_yaml(config: FoundryConfig) -> str:
+    """`prefect.yaml` for a process work pool: the same deployments, parameters from the flows' defaults."""
+    declared = []
+    for d in DEPLOYMENTS:
+        entry = {
+            "name": d.name,
+            "entrypoint": d.entrypoint,
+            "description": d.description,
+            "tags": TAGS,
+            "work_pool": {"name": WORK_POOL},
+            "parameters": {},
+        }
+        if d.scheduled:
+            entry["schedules"] = [{"cron": config.retrain.cron}]
+        declared.append(entry)
+    document = {
+        "name": "foundry",
+        "prefect-version": _prefect_version(),
+        "pull": [{"prefect.deployments.steps.set_working_directory": {"directory": "{{ $FOUNDRY_PROJECT_DIR }}"}}],
+        "deployments": declared,
+    }
+    return HEADER + yaml.safe_dump(document, sort_keys=False, width=120)
+
+
+def _prefect_version() -> str:
+    from importlib import metadata
+
+    return metadata.version("prefect")
 
 
 def serve(config: FoundryConfig) -> None:
     """Register the deployments with the configured Prefect API and run their flow runs here until stopped."""
-    from prefect import serve as prefect_serve
+    import prefect
 
-    prefect_serve(*build_deployments(config), print_starting_message=False)
+    prefect.serve(*build_deployments(config), print_starting_message=False)

@@ -1,46 +1,48 @@
 """Re-train a registered model from its lineage: the recorded data version and config, fresh weights.
 
-    foundry reproduce models:/foundry-gpt@champion [--force]
+foundry reproduce models:/foundry-gpt@champion [--force]
 """
 
 from __future__ import annotations
 
-import foundry  # noqa: F401  (environment before Prefect loads)
-from prefect import flow
+from foundry.env import configure_environment
 
-from foundry.config import validate
-from flows.train_pipeline import pipeline_run
-from tasks import tracking
-from tasks.lineage import lineage
-from tasks.pipeline import evaluate, hydrate, train
-from tasks.versioning import version_ref
+configure_environment()  # an entry point: before Prefect loads (a worker imports this module directly)
 
-COMPARED = ("holdout/loss", "holdout/bits_per_byte", "holdout/perplexity")
+from prefect import flow, runtime  # noqa: E402
 
-
-class CommitMismatch(RuntimeError):
-    """The code differs from the code that trained the model."""
+from foundry import tracking  # noqa: E402
+from foundry.config import validate  # noqa: E402
+from foundry.contracts import DataVersion, Reproduction  # noqa: E402
+from foundry.registry import lineage  # noqa: E402
+from foundry.registry.versions import resolve  # noqa: E402
+from tasks.data import hydrate  # noqa: E402
+from tasks.evaluation import evaluate  # noqa: E402
+from tasks.training import train  # noqa: E402
 
 
 @flow(name="reproduce")
-def reproduce(model_uri: str, force: bool = False) -> dict:
+def reproduce(model_uri: str, force: bool = False) -> Reproduction:
     """Hydrate the model's data version, train with its config, and compare holdout metrics."""
-    record = lineage(model_uri, depth=1)[0]
+    record = lineage.lineage(model_uri, depth=1)[0]
     current = tracking.git_state()["git_commit"]
-    if record["git_commit"] != current and not force:
-        raise CommitMismatch(
-            f"{record['model']} was trained at commit {record['git_commit']}, this code is at {current}: "
-            f"check out {record['git_commit']} to reproduce it exactly, or pass --force to re-train anyway"
-        )
+    lineage.check_commit(record, current, force)
     config = validate(record["config"])
-    with pipeline_run(config, run_name=f"reproduce {record['model']}") as run:
-        tracking.set_tags(run.run_id, {"foundry.reproduces": record["model"], "foundry.stage": "reproduce"})
-        data = version_ref(record["data_version"], record["data.remote"])
+    tags = {
+        "prefect.flow_run_id": str(runtime.flow_run.id),
+        "foundry.reproduces": record["model"],
+        "foundry.stage": "reproduce",
+    }
+    with tracking.pipeline_run(config, f"reproduce {record['model']}", tags) as run:
+        data = DataVersion(data_version=record["data_version"], remote=record["data.remote"])
         data_dir = hydrate(data, run)
         checkpoint = train(config, data_dir, data, run, resume=False)
         metrics = evaluate(config, checkpoint, data_dir, run)
-    recorded = tracking.client().get_model_version(*record["model"].removeprefix("models:/").split("/")).tags
-    comparison = {key: (float(recorded[key]), round(metrics[key], 6)) for key in COMPARED if key in recorded}
-    identical = all(abs(a - b) <= 1e-6 * max(1.0, abs(a)) for a, b in comparison.values())
-    return {"model": record["model"], "run_id": run.run_id, "comparison": comparison, "identical": identical,
-            "commit_matches": record["git_commit"] == current}
+    comparison = lineage.compare(resolve(record["model"]).tags, metrics)
+    return Reproduction(
+        model=record["model"],
+        run_id=run.run_id,
+        comparison=comparison,
+        identical=lineage.identical(comparison),
+        commit_matches=record["git_commit"] == current,
+    )

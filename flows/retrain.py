@@ -5,54 +5,49 @@ Deployed by `foundry serve` (and prefect.yaml) on `retrain.cron`, weekly by defa
 
 from __future__ import annotations
 
-import foundry  # noqa: F401  (environment before Prefect loads)
-from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
+from foundry.env import configure_environment
 
-from foundry.config import FoundryConfig
-from flows.train_pipeline import pipeline_run
-from tasks import tracking
-from tasks.pipeline import RunContext, acquire, dataset, evaluate, hydrate, judge, promote, register, train
-from tasks.retrain import fetch_parent, fine_tune_config, new_files
+configure_environment()  # an entry point: before Prefect loads (a worker imports this module directly)
 
+from prefect import flow, runtime  # noqa: E402
 
-@task(name="parent", cache_policy=NO_CACHE)
-def parent_model(config: FoundryConfig) -> dict:
-    """The champion this run starts from (downloaded once per version)."""
-    from foundry.env import foundry_home
-
-    return fetch_parent(config, foundry_home())
-
-
-@task(name="whats-new", cache_policy=NO_CACHE)
-def whats_new(source_manifest, parent: dict, run: RunContext) -> list[str]:
-    """Source files the champion never saw; recorded on the run either way."""
-    import json
-
-    fresh = new_files(json.loads(source_manifest.read_text()), parent["source_manifest"])
-    tracking.log_metrics(run.run_id, {"retrain/new_files": len(fresh)})
-    tracking.set_tags(run.run_id, {"retrain.skipped": str(not fresh).lower()})
-    get_run_logger().info("%d new source files since %s", len(fresh), parent["model"])
-    return fresh
+from foundry.config import FoundryConfig  # noqa: E402
+from foundry.contracts import PipelineResult, SkippedRun  # noqa: E402
+from foundry.env import foundry_home  # noqa: E402
+from foundry.tracking import pipeline_run  # noqa: E402
+from foundry.training.warm_start import fine_tune_config  # noqa: E402
+from tasks.data import acquire, dataset, hydrate  # noqa: E402
+from tasks.evaluation import evaluate  # noqa: E402
+from tasks.registry import champion_parent, judge, promote, register, whats_new  # noqa: E402
+from tasks.training import train  # noqa: E402
 
 
 @flow(name="retrain", log_prints=True)
-def retrain(config: FoundryConfig = FoundryConfig()) -> dict:
+def retrain(config: FoundryConfig = FoundryConfig()) -> PipelineResult | SkippedRun:
     """Acquire, compare with the champion's data, and only if something is new: version, fine-tune, judge, register."""
-    parent = parent_model(config)
+    parent = champion_parent(config, foundry_home())
     tuned = fine_tune_config(config, parent)
-    with pipeline_run(tuned) as run:
-        tracking.set_tags(run.run_id, {"foundry.stage": "retrain", "parent_model": parent["model"]})
+    tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.stage": "retrain", "parent_model": parent.uri}
+    with pipeline_run(tuned, runtime.flow_run.name, tags) as run:
         source_manifest = acquire(tuned, run)
         if not whats_new(source_manifest, parent, run):
-            return {"run_id": run.run_id, "skipped": True, "parent": parent["model"],
-                    "reason": f"nothing new in {config.data.source} since {parent['model']}"}
+            return SkippedRun(
+                run_id=run.run_id, parent=parent.uri, reason=f"nothing new in {config.data.source} since {parent.uri}"
+            )
         data = dataset(tuned, source_manifest, run)
         data_dir = hydrate(data, run)
         checkpoint = train(tuned, data_dir, data, run)
         metrics = evaluate(tuned, checkpoint, data_dir, run)
         decision = judge(tuned, metrics, data_dir, data, run)
-        model_version = register(tuned, checkpoint, data_dir, data, metrics, decision, run, parent=parent["model"])
+        model_version = register(tuned, checkpoint, data_dir, data, metrics, decision, run, parent=parent.uri)
         outcome = promote(tuned, model_version, decision)
-    return {"run_id": run.run_id, "skipped": False, "parent": parent["model"], "model_version": model_version,
-            "data_version": data["data_version"], "metrics": metrics, **outcome}
+    return PipelineResult(
+        run_id=run.run_id,
+        model_name=tuned.registry.model_name,
+        model_version=model_version,
+        data_version=data.data_version,
+        metrics=metrics,
+        promoted=outcome.promoted,
+        verdict=outcome.verdict,
+        parent=parent.uri,
+    )

@@ -9,15 +9,23 @@ import textwrap
 from pathlib import Path
 
 from foundry.config import ConfigError, FoundryConfig, load_config, to_yaml
-from foundry.env import foundry_home
+from foundry.env import configure_environment, foundry_home
 
 DEFAULT_CONFIG = Path("params.yaml")
 
 
 def _config_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, help="YAML config file (default: ./params.yaml when present, else built-in defaults)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override one value, e.g. --set train.max_steps=100 (repeatable)")
+    parser.add_argument(
+        "--config", type=Path, help="YAML config file (default: ./params.yaml when present, else built-in defaults)"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one value, e.g. --set train.max_steps=100 (repeatable)",
+    )
 
 
 def _load(args: argparse.Namespace) -> FoundryConfig:
@@ -29,37 +37,37 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = _load(args)
     from flows.train_pipeline import train_pipeline
 
-    summary = train_pipeline(config=config)
-    print(_summary_text(summary))
+    print(_summary_text(train_pipeline(config=config)))
     return 0
 
 
-def _summary_text(summary: dict) -> str:
+def _summary_text(result) -> str:
     home = foundry_home()
-    m = summary["metrics"]
-    status = "champion" if summary["promoted"] else "challenger"
+    m = result.metrics
+    status = "champion" if result.promoted else "challenger"
     return textwrap.dedent(f"""
         ── Foundry pipeline finished ─────────────────────────────────────────
-        model      models:/{summary['model_name']}/{summary['model_version']}  (alias: {status}; {summary['verdict']})
-        data       version {summary['data_version']}
-        holdout    loss {m['holdout/loss']:.4f}  perplexity {m['holdout/perplexity']:.2f}  bits/byte {m['holdout/bits_per_byte']:.4f}
-        baselines  unigram {m['holdout/unigram_bits_per_byte']:.4f}  gzip {m['holdout/gzip_bits_per_byte']:.4f}  xz {m['holdout/xz_bits_per_byte']:.4f} bits/byte
-        MLflow run {summary['run_id']}
+        model      {result.model_uri}  (alias: {status}; {result.verdict})
+        data       version {result.data_version}
+        holdout    loss {m["holdout/loss"]:.4f}  perplexity {m["holdout/perplexity"]:.2f}  bits/byte {m["holdout/bits_per_byte"]:.4f}
+        baselines  unigram {m["holdout/unigram_bits_per_byte"]:.4f}  gzip {m["holdout/gzip_bits_per_byte"]:.4f}  xz {m["holdout/xz_bits_per_byte"]:.4f} bits/byte
+        MLflow run {result.run_id}
         MLflow UI  .venv/bin/mlflow ui --backend-store-uri sqlite:///{home}/mlflow/mlflow.db --host 127.0.0.1 --port 5000
         Prefect UI PREFECT_HOME={home}/prefect .venv/bin/prefect server start --host 127.0.0.1 --port 4200
-        load it    mlflow.pyfunc.load_model("models:/{summary['model_name']}@champion")
+        load it    mlflow.pyfunc.load_model("models:/{result.model_name}@champion")
     """).strip("\n")
 
 
 def cmd_retrain(args: argparse.Namespace) -> int:
     config = _load(args)
     from flows.retrain import retrain
+    from foundry.contracts import SkippedRun
 
     result = retrain(config=config)
-    if result["skipped"]:
-        print(f"retrain: {result['reason']}; nothing trained (MLflow run {result['run_id']})")
+    if isinstance(result, SkippedRun):
+        print(f"retrain: {result.reason}; nothing trained (MLflow run {result.run_id})")
     else:
-        print(_summary_text(result) + f"\nparent     {result['parent']}")
+        print(_summary_text(result) + f"\nparent     {result.parent}")
     return 0
 
 
@@ -70,9 +78,12 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     servers = ops.up(args.prefect_port, args.mlflow_port, args.artifacts)
     prefect, mlflow = servers
-    print(f"Prefect UI  {prefect.url}\nMLflow UI   {mlflow.url}\n"
-          f"Use them:   export PREFECT_API_URL={prefect.url}/api MLFLOW_TRACKING_URI={mlflow.url}\n"
-          f"Logs in {foundry_home() / 'logs'}; Ctrl-C stops both.", flush=True)
+    print(
+        f"Prefect UI  {prefect.url}\nMLflow UI   {mlflow.url}\n"
+        f"Use them:   export PREFECT_API_URL={prefect.url}/api MLFLOW_TRACKING_URI={mlflow.url}\n"
+        f"Logs in {foundry_home() / 'logs'}; Ctrl-C stops both.",
+        flush=True,
+    )
     try:
         while all(s.process.poll() is None for s in servers):
             time.sleep(1)
@@ -90,9 +101,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     api = os.environ.get("PREFECT_API_URL")
     if not api:
         raise RuntimeError("foundry serve needs a Prefect server: start one with `foundry up` and set PREFECT_API_URL")
-    from flows.deployments import serve
+    from flows.deployments import DEPLOYMENTS, serve
 
-    print(f"serving deployments train, retrain ({config.retrain.cron}), reproduce; UI {api.removesuffix('/api')}", flush=True)
+    names = ", ".join(f"{d.name} ({config.retrain.cron})" if d.scheduled else d.name for d in DEPLOYMENTS)
+    print(f"serving deployments {names}; UI {api.removesuffix('/api')}", flush=True)
     serve(config)
     return 0
 
@@ -107,19 +119,20 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_acquire(args: argparse.Namespace) -> int:
-    from tasks.acquire import acquire
+    from foundry.data.acquire import acquire_source
 
-    manifest = acquire(_load(args).data, args.out)
-    print(f"{manifest['files']} files, {manifest['bytes']} bytes, digest {manifest['digest']} -> {args.out}")
+    manifest = acquire_source(_load(args).data, args.out)
+    print(f"{manifest.files} files, {manifest.bytes} bytes, digest {manifest.digest} -> {args.out}")
     return 0
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from tasks.prepare import run_prepare
-    from tasks.validate import validate_dataset
+    from foundry.contracts import SourceManifest
+    from foundry.data.validate import validate_dataset
+    from tasks.data_parallel import run_prepare
 
     config = _load(args)
-    manifest = run_prepare(json.loads(args.manifest.read_text()), config, args.out)
+    manifest = run_prepare(SourceManifest.read(args.manifest), config, args.out)
     validate_dataset(args.out, config, args.out.parent / f"{args.out.name}_validation.json")
     print(f"{manifest['train_tokens']} train / {manifest['holdout_tokens']} holdout tokens -> {args.out}")
     return 0
@@ -128,16 +141,18 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 def cmd_promote(args: argparse.Namespace) -> int:
     import getpass
 
-    from tasks.registry import promote_manually
+    from foundry.registry.versions import promote_manually
 
     record = promote_manually(args.model_uri, args.reason, args.who or getpass.getuser())
-    print(f"models:/{record['name']}/{record['version']} is now champion "
-          f"(was: {record['replaced_champion'] or 'none'}; by {record['promoted_by']}: {record['promotion_reason']})")
+    print(
+        f"models:/{record['name']}/{record['version']} is now champion "
+        f"(was: {record['replaced_champion'] or 'none'}; by {record['promoted_by']}: {record['promotion_reason']})"
+    )
     return 0
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
-    from tasks.lineage import format_lineage, lineage
+    from foundry.registry.lineage import format_lineage, lineage
 
     chain = lineage(args.model_uri)
     print(json.dumps(chain, indent=1) if args.json else format_lineage(chain))
@@ -148,30 +163,43 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from flows.reproduce import reproduce
 
     result = reproduce(model_uri=args.model_uri, force=args.force)
-    print(f"reproduced {result['model']} in MLflow run {result['run_id']}"
-          f"{'' if result['commit_matches'] else ' (at a different commit, forced)'}")
-    for key, (recorded, again) in result["comparison"].items():
+    print(
+        f"reproduced {result.model} in MLflow run {result.run_id}"
+        f"{'' if result.commit_matches else ' (at a different commit, forced)'}"
+    )
+    for key, (recorded, again) in result.comparison.items():
         print(f"  {key:24s} recorded {recorded:.6f}  reproduced {again:.6f}")
-    print("identical holdout metrics" if result["identical"] else "holdout metrics DIFFER from the recorded ones")
-    return 0 if result["identical"] else 1
+    print("identical holdout metrics" if result.identical else "holdout metrics DIFFER from the recorded ones")
+    return 0 if result.identical else 1
 
 
 def cmd_hydrate(args: argparse.Namespace) -> int:
-    from foundry.env import foundry_home
-    from tasks.versioning import hydrate, version_ref
+    from foundry.contracts import DataVersion
+    from foundry.data.hydrate import hydrate_version
 
-    print(hydrate(version_ref(args.data_version, args.remote), foundry_home()))
+    print(hydrate_version(DataVersion(data_version=args.data_version, remote=args.remote), foundry_home()))
     return 0
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from tasks.plan import format_plan, parse_bytes
+    from foundry.training.plan import format_plan, parse_bytes
 
     try:
         device_memory = parse_bytes(args.device_memory) if args.device_memory else None
     except ValueError as exc:
         raise ConfigError(f"--device-memory: {exc}") from None
     print(format_plan(_load(args), device_memory))
+    return 0
+
+
+def cmd_deployments(args: argparse.Namespace) -> int:
+    from flows.deployments import prefect_yaml
+
+    text = prefect_yaml(load_config(None, args.overrides))
+    if args.write:
+        args.write.write_text(text)
+    else:
+        print(text, end="")
     return 0
 
 
@@ -186,7 +214,8 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="foundry", description="Raw text to a trained, validated, registered model.",
+        prog="foundry",
+        description="Raw text to a trained, validated, registered model.",
         epilog="State lives under $FOUNDRY_HOME (default ./.foundry). Set MLFLOW_TRACKING_URI or "
         "PREFECT_API_URL to use servers instead of the embedded defaults.",
     )
@@ -196,17 +225,23 @@ def build_parser() -> argparse.ArgumentParser:
     _config_args(run)
     run.set_defaults(func=cmd_run)
 
-    retrain = commands.add_parser("retrain", help="fine-tune the champion on what is new in the source (the retrain flow)")
+    retrain = commands.add_parser(
+        "retrain", help="fine-tune the champion on what is new in the source (the retrain flow)"
+    )
     _config_args(retrain)
     retrain.set_defaults(func=cmd_retrain)
 
     up = commands.add_parser("up", help="start a Prefect server and an MLflow server on 127.0.0.1 (Ctrl-C stops them)")
     up.add_argument("--prefect-port", type=int, default=4200)
     up.add_argument("--mlflow-port", type=int, default=5000)
-    up.add_argument("--artifacts", help="where the MLflow server stores artifacts (default: under $FOUNDRY_HOME; s3://... works)")
+    up.add_argument(
+        "--artifacts", help="where the MLflow server stores artifacts (default: under $FOUNDRY_HOME; s3://... works)"
+    )
     up.set_defaults(func=cmd_up)
 
-    serve = commands.add_parser("serve", help="serve the train, retrain and reproduce deployments against PREFECT_API_URL")
+    serve = commands.add_parser(
+        "serve", help="serve the train, retrain and reproduce deployments against PREFECT_API_URL"
+    )
     _config_args(serve)
     serve.set_defaults(func=cmd_serve)
 
@@ -230,7 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
     promote.add_argument("--who", help="reviewer (default: the current user)")
     promote.set_defaults(func=cmd_promote)
 
-    lineage = commands.add_parser("lineage", help="print a model's chain: version, run, data, source, commit, config, parent")
+    lineage = commands.add_parser(
+        "lineage", help="print a model's chain: version, run, data, source, commit, config, parent"
+    )
     lineage.add_argument("model_uri", help="models:/NAME/VERSION or models:/NAME@ALIAS")
     lineage.add_argument("--json", action="store_true", help="machine-readable output")
     lineage.set_defaults(func=cmd_lineage)
@@ -253,13 +290,30 @@ def build_parser() -> argparse.ArgumentParser:
     config = commands.add_parser("config", help="print the effective config as YAML, or write it")
     _config_args(config)
     config.add_argument("--write", type=Path, metavar="FILE", help="write to FILE instead of printing")
-    config.add_argument("--defaults", action="store_true", help="start from the built-in defaults, ignoring params.yaml")
+    config.add_argument(
+        "--defaults", action="store_true", help="start from the built-in defaults, ignoring params.yaml"
+    )
     config.set_defaults(func=cmd_config)
+
+    deployments = commands.add_parser(
+        "deployments", help="print prefect.yaml (the deployments for workers), or write it"
+    )
+    deployments.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a default, e.g. --set retrain.cron='0 4 * * *'",
+    )
+    deployments.add_argument("--write", type=Path, metavar="FILE", help="write to FILE instead of printing")
+    deployments.set_defaults(func=cmd_deployments)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure_environment()
     try:
         return args.func(args)
     except KeyboardInterrupt:

@@ -13,7 +13,6 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-
 PII_KINDS = Literal["private_key", "aws_access_key", "aws_secret_key", "email", "credit_card", "ipv6", "ipv4", "phone"]
 
 
@@ -30,7 +29,8 @@ class DataConfig(_Section):
         "may be empty when `sources` lists them.",
     )
     sources: list[str] = Field(
-        [], description="More sources, read after `source`, each in any form `source` takes; a source that "
+        [],
+        description="More sources, read after `source`, each in any form `source` takes; a source that "
         "cannot be reached is skipped (counted) or stops the run, by on_error.",
     )
     extensions: list[str] = Field(
@@ -50,50 +50,72 @@ class DataConfig(_Section):
     max_chars: int = Field(400_000, ge=1, description="Documents longer than this are dropped.")
     max_line_chars: int = Field(2_000, ge=1, description="Documents with a longer line are dropped.")
     min_alpha_fraction: float = Field(0.25, ge=0, le=1, description="Minimum share of letters.")
-    min_mean_word_length: float = Field(3.0, ge=0, description="Gopher: mean length of whitespace-separated words, lower bound.")
+    min_mean_word_length: float = Field(
+        3.0, ge=0, description="Gopher: mean length of whitespace-separated words, lower bound."
+    )
     max_mean_word_length: float = Field(15.0, gt=0, description="Gopher: mean word length, upper bound.")
     max_symbol_word_ratio: float = Field(0.5, ge=0, description="Gopher: (# and ellipses) per word, upper bound.")
-    max_repeated_line_fraction: float = Field(0.5, ge=0, le=1, description="Share of non-blank lines repeating an earlier one.")
-    max_non_printable_fraction: float = Field(0.01, ge=0, le=1, description="Share of control, zero-width or private-use characters.")
+    max_repeated_line_fraction: float = Field(
+        0.5, ge=0, le=1, description="Share of non-blank lines repeating an earlier one."
+    )
+    max_non_printable_fraction: float = Field(
+        0.01, ge=0, le=1, description="Share of control, zero-width or private-use characters."
+    )
     near_dup_threshold: float = Field(
-        0.8, ge=0.05, le=1, description="Estimated Jaccard similarity (MinHash LSH) of word shingles at which a "
+        0.8,
+        ge=0.05,
+        le=1,
+        description="Estimated Jaccard similarity (MinHash LSH) of word shingles at which a "
         "document counts as a near duplicate of an earlier kept one and is dropped; at most 0.95, or 1 to keep "
         "near duplicates.",
     )
     near_dup_shingle_words: int = Field(5, ge=1, description="Words per shingle for near-duplicate detection.")
     near_dup_num_perm: int = Field(128, ge=64, le=1024, description="MinHash permutations.")
     pii: list[Literal[PII_KINDS]] = Field(  # type: ignore[valid-type]
-        list(PII_KINDS.__args__), description="PII detectors whose matches are replaced by typed placeholders "
+        list(PII_KINDS.__args__),
+        description="PII detectors whose matches are replaced by typed placeholders "
         "such as <EMAIL>; the validation gate checks that none is left.",
     )
     holdout_tolerance: float = Field(
-        0.1, ge=0, lt=1, description="The gate accepts a holdout share of tokens down to "
+        0.1,
+        ge=0,
+        lt=1,
+        description="The gate accepts a holdout share of tokens down to "
         "holdout_fraction * (1 - this); the split itself guarantees the fraction in bytes.",
     )
     on_error: Literal["skip", "fail"] = "skip"
     shard_tokens: int = Field(16_777_216, ge=1024, description="Tokens per shard file.")
     workers: int = Field(
-        1, ge=1, description="Dask worker processes (one core each) for the partition steps of prepare. "
+        1,
+        ge=1,
+        description="Dask worker processes (one core each) for the partition steps of prepare. "
         "1 runs them in the calling process: on the default corpus a local cluster costs more than it saves.",
     )
     scheduler: str = Field(
-        "", pattern=r"^(|local|(tcp|tls|ws|wss|inproc|ucx)://\S+)$",
+        "",
+        pattern=r"^(|local|(tcp|tls|ws|wss|inproc|ucx)://\S+)$",
         description="'' (a local Dask cluster when workers > 1), 'local' (one even for 1 worker) or the "
         "address of an existing Dask scheduler, e.g. tcp://10.0.0.5:8786, whose workers see the same files.",
     )
     partition_bytes: int = Field(
-        64 << 20, ge=1 << 16, description="Most source bytes per partition; there are at least as many partitions as workers.",
+        64 << 20,
+        ge=1 << 16,
+        description="Most source bytes per partition; there are at least as many partitions as workers.",
     )
 
     @model_validator(mode="after")
-    def _bounds(self) -> "DataConfig":
+    def _bounds(self) -> DataConfig:
         if self.min_chars > self.max_chars:
             raise ValueError(f"min_chars ({self.min_chars}) must not exceed max_chars ({self.max_chars})")
         if self.min_mean_word_length > self.max_mean_word_length:
-            raise ValueError(f"min_mean_word_length ({self.min_mean_word_length}) must not exceed "
-                             f"max_mean_word_length ({self.max_mean_word_length})")
+            raise ValueError(
+                f"min_mean_word_length ({self.min_mean_word_length}) must not exceed "
+                f"max_mean_word_length ({self.max_mean_word_length})"
+            )
         if 0.95 < self.near_dup_threshold < 1:  # LSH bands cannot be cut that fine from these signatures
-            raise ValueError(f"near_dup_threshold ({self.near_dup_threshold}) must be at most 0.95, or 1 to keep near duplicates")
+            raise ValueError(
+                f"near_dup_threshold ({self.near_dup_threshold}) must be at most 0.95, or 1 to keep near duplicates"
+            )
         listed = self.source_list
         if not listed:
             raise ValueError("no source: set data.source or data.sources")
@@ -113,10 +135,14 @@ class TokenizerConfig(_Section):
     vocab_size: int = Field(4096, ge=260, le=65536, description="Byte-level BPE vocabulary, 256 bytes included.")
     min_frequency: int = Field(2, ge=1)
     max_train_bytes: int = Field(
-        32 << 20, ge=1 << 16, description="Train on a uniform sample (by content hash) of about this many bytes of the "
+        32 << 20,
+        ge=1 << 16,
+        description="Train on a uniform sample (by content hash) of about this many bytes of the "
         "train split when it is larger: the trainer's memory grows with the vocabulary of what it reads.",
     )
-    from_file: str = Field("", description="Reuse this tokenizer.json instead of training one (fine-tuning keeps its parent's).")
+    from_file: str = Field(
+        "", description="Reuse this tokenizer.json instead of training one (fine-tuning keeps its parent's)."
+    )
 
 
 class ModelConfig(_Section):
@@ -127,7 +153,7 @@ class ModelConfig(_Section):
     dropout: float = Field(0.0, ge=0, lt=1)
 
     @model_validator(mode="after")
-    def _heads_divide_width(self) -> "ModelConfig":
+    def _heads_divide_width(self) -> ModelConfig:
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
         return self
@@ -137,7 +163,9 @@ class TrainConfig(_Section):
     max_steps: int = Field(700, ge=1)
     batch_size: int = Field(32, ge=1, description="Sequences per micro-batch on each device.")
     grad_accum_steps: int = Field(
-        1, ge=1, description="Micro-batches per optimizer step; the global batch is "
+        1,
+        ge=1,
+        description="Micro-batches per optimizer step; the global batch is "
         "batch_size x grad_accum_steps x devices x num_nodes.",
     )
     learning_rate: float = Field(3e-3, gt=0)
@@ -154,21 +182,31 @@ class TrainConfig(_Section):
     )
     compile: bool = Field(False, description="torch.compile the model (needs a C++ compiler on CPU).")
     cpu_threads: int = Field(
-        0, ge=0, description="Intra-op CPU threads of each rank; 0: the cores this process may use, shared by the "
+        0,
+        ge=0,
+        description="Intra-op CPU threads of each rank; 0: the cores this process may use, shared by the "
         "ranks of a node. Fixed rather than inherited, so that a resumed run sums floats as the first one did.",
     )
     seed: int = 1337
-    log_every_n_steps: int = Field(25, ge=1, description="Metrics (loss, lr, tokens/s, step time, data wait, MFU) every N steps.")
+    log_every_n_steps: int = Field(
+        25, ge=1, description="Metrics (loss, lr, tokens/s, step time, data wait, MFU) every N steps."
+    )
     peak_flops: float = Field(
         0.0, ge=0, description="Peak FLOP/s of one device, for MFU; 0 looks it up for known GPUs (A100, H100, H200)."
     )
-    collective_timeout_s: int = Field(600, ge=1, description="A collective waiting longer than this ends the process group.")
-    retries: int = Field(1, ge=0, description="Prefect retries of the train task; each resumes from the last checkpoint.")
+    collective_timeout_s: int = Field(
+        600, ge=1, description="A collective waiting longer than this ends the process group."
+    )
+    retries: int = Field(
+        1, ge=0, description="Prefect retries of the train task; each resumes from the last checkpoint."
+    )
 
     @model_validator(mode="after")
-    def _fsdp_needs_a_gpu(self) -> "TrainConfig":
+    def _fsdp_needs_a_gpu(self) -> TrainConfig:
         if self.strategy == "fsdp" and self.accelerator == "cpu":
-            raise ValueError("strategy fsdp needs accelerator gpu (Lightning's FSDP does not run on CPU); use strategy ddp on CPU")
+            raise ValueError(
+                "strategy fsdp needs accelerator gpu (Lightning's FSDP does not run on CPU); use strategy ddp on CPU"
+            )
         return self
 
     def resolved_precision(self, on_gpu: bool) -> str:
@@ -176,6 +214,7 @@ class TrainConfig(_Section):
         if self.precision != "auto":
             return self.precision
         return "bf16-mixed" if on_gpu else "32-true"
+
     val_every_n_steps: int = Field(250, ge=1)
     val_batches: int = Field(16, ge=1)
     init_from: str = Field("", description="A model.pt to start from instead of random weights (fine-tuning).")
@@ -184,7 +223,9 @@ class TrainConfig(_Section):
 class CheckpointConfig(_Section):
     every_n_steps: int = Field(250, ge=1)
     keep_last: int = Field(2, ge=1, description="Checkpoints kept: the last keep_last plus the best by val/loss.")
-    async_save: bool = Field(False, description="Write checkpoints off the training thread, which stalls only for a copy.")
+    async_save: bool = Field(
+        False, description="Write checkpoints off the training thread, which stalls only for a copy."
+    )
 
 
 class EvaluationConfig(_Section):
@@ -242,7 +283,9 @@ def _describe(error: dict[str, Any], raw: dict[str, Any]) -> str:
     key = ".".join(str(part) for part in error["loc"])
     if error["type"] == "extra_forbidden":
         section = error["loc"][0] if len(error["loc"]) > 1 else None
-        model = FoundryConfig.model_fields[section].annotation if section in FoundryConfig.model_fields else FoundryConfig
+        model = (
+            FoundryConfig.model_fields[section].annotation if section in FoundryConfig.model_fields else FoundryConfig
+        )
         allowed = ", ".join(model.model_fields)  # type: ignore[union-attr]
         return f"{key}: unknown key; allowed here: {allowed}"
     value = error.get("input")

@@ -1,7 +1,9 @@
 """Where state lives and which switches keep every library offline.
 
-Called before Prefect, MLflow, DVC or Great Expectations is imported: several of them read
-their settings once, at import.
+`configure_environment()` is the one set-up call. Entry points make it (the CLI, each flow module,
+which a Prefect worker imports directly, the training rank), before Prefect, MLflow, DVC or Great
+Expectations is imported: several of them read their settings once, at import. Nothing else in the
+package changes the environment.
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ TELEMETRY_OFF = {
 }
 
 
+PROJECT_ROOT = Path(__file__).resolve().parent.parent  # the checkout: dvc.yaml, code that makes data, git
+# The packages whose versions every run and model version records, and `foundry doctor` lists.
+PACKAGES = ("torch", "lightning", "prefect", "mlflow", "dvc", "great-expectations", "tokenizers")
+
+
 def foundry_home() -> Path:
     return Path(os.environ.get("FOUNDRY_HOME", ".foundry")).expanduser().resolve()
 
@@ -31,6 +38,24 @@ def mlflow_db_uri(home: Path) -> str:
 
 def uses_embedded_mlflow() -> bool:
     return os.environ.get("MLFLOW_TRACKING_URI", "").startswith("sqlite:") or "MLFLOW_TRACKING_URI" not in os.environ
+
+
+def s3_endpoint_url() -> str | None:
+    """The S3 endpoint from the standard AWS variables (MinIO, moto or any S3-compatible store)."""
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+
+
+def package_versions() -> dict[str, str]:
+    """{package: version or 'absent'} for `PACKAGES`."""
+    from importlib import metadata
+
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "absent"
+    return versions
 
 
 def configure_environment() -> Path:

@@ -10,7 +10,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundry.env import TELEMETRY_OFF, foundry_home, mlflow_db_uri
+from foundry.env import TELEMETRY_OFF, foundry_home, mlflow_db_uri, package_versions
 
 BIN = Path(sys.executable).parent
 
@@ -46,7 +46,9 @@ def start_prefect(port: int, home: Path, log: Path) -> Server:
     env.pop("PREFECT_API_URL", None)  # the server must not try to talk to another server
     proc = subprocess.Popen(
         [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
+        env=env,
+        stdout=open(log, "ab"),
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     return Server("Prefect", url, f"{url}/api/health", proc)
@@ -57,9 +59,23 @@ def start_mlflow(port: int, home: Path, log: Path, artifacts: str | None = None)
     (home / "mlflow").mkdir(parents=True, exist_ok=True)
     destination = artifacts or (home / "mlflow" / "served-artifacts").as_uri()
     proc = subprocess.Popen(
-        [str(BIN / "mlflow"), "server", "--backend-store-uri", mlflow_db_uri(home), "--artifacts-destination",
-         destination, "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        env={**os.environ, **TELEMETRY_OFF}, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
+        [
+            str(BIN / "mlflow"),
+            "server",
+            "--backend-store-uri",
+            mlflow_db_uri(home),
+            "--artifacts-destination",
+            destination,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        env={**os.environ, **TELEMETRY_OFF},
+        stdout=open(log, "ab"),
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     return Server("MLflow", url, f"{url}/health", proc)
@@ -70,8 +86,10 @@ def up(prefect_port: int = 4200, mlflow_port: int = 5000, artifacts: str | None 
     home = foundry_home()
     logs = home / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    servers = [start_prefect(prefect_port, home, logs / "prefect-server.log"),
-               start_mlflow(mlflow_port, home, logs / "mlflow-server.log", artifacts)]
+    servers = [
+        start_prefect(prefect_port, home, logs / "prefect-server.log"),
+        start_mlflow(mlflow_port, home, logs / "mlflow-server.log", artifacts),
+    ]
     try:
         for server in servers:
             wait_healthy(server)
@@ -95,21 +113,16 @@ def stop(servers: list[Server]) -> None:
 
 def doctor() -> list[tuple[str, bool, str]]:
     """(check, ok, detail) rows: versions, backends and whether they answer, telemetry switches."""
-    from importlib import metadata
-
-    rows = []
-    for package in ("torch", "lightning", "prefect", "mlflow", "dvc", "great-expectations", "tokenizers"):
-        try:
-            rows.append((f"package {package}", True, metadata.version(package)))
-        except metadata.PackageNotFoundError:
-            rows.append((f"package {package}", False, "not installed"))
+    rows = [(f"package {name}", version != "absent", version) for name, version in package_versions().items()]
     home = foundry_home()
     rows.append(("FOUNDRY_HOME", True, str(home)))
     prefect_api = os.environ.get("PREFECT_API_URL")
     if prefect_api:
         rows.append(("Prefect API", answers(prefect_api.rstrip("/") + "/health"), prefect_api))
     else:
-        rows.append(("Prefect API", True, f"embedded: temporary server per run, database in {os.environ['PREFECT_HOME']}"))
+        rows.append(
+            ("Prefect API", True, f"embedded: temporary server per run, database in {os.environ['PREFECT_HOME']}")
+        )
     tracking = os.environ["MLFLOW_TRACKING_URI"]
     if tracking.startswith("http"):
         rows.append(("MLflow tracking", answers(tracking.rstrip("/") + "/health"), tracking))

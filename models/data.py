@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -24,8 +24,14 @@ class RandomWindows:
     """
 
     def __init__(
-        self, tokens: np.ndarray, block_size: int, batch_size: int, seed: int,
-        steps_per_epoch: int, rank: int = 0, world_size: int = 1,
+        self,
+        tokens: np.ndarray,
+        block_size: int,
+        batch_size: int,
+        seed: int,
+        steps_per_epoch: int,
+        rank: int = 0,
+        world_size: int = 1,
     ):
         if len(tokens) < block_size + 1:
             raise ValueError(f"{len(tokens)} tokens is too few for windows of {block_size + 1}")
@@ -74,4 +80,6 @@ class SequentialWindows:
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for b in range(self.n_batches):
-            yield _window_batch(self.tokens, self.offsets[b * self.batch_size : (b + 1) * self.batch_size], self.block_size)
+            yield _window_batch(
+                self.tokens, self.offsets[b * self.batch_size : (b + 1) * self.batch_size], self.block_size
+            )

@@ -38,9 +38,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(C, dim=2)
         # (B, nh, T, hs)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
-        )
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.proj(y))
 
@@ -128,11 +126,16 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def generate(
-        self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-        generator: torch.Generator | None = None, stop_token: int | None = None,
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+        stop_token: int | None = None,
     ) -> torch.Tensor:
         for _ in range(max_new_tokens):
-            context = idx[:, -self.config.block_size:]
+            context = idx[:, -self.config.block_size :]
             logits, _ = self(context)
             logits = logits[:, -1, :] / max(temperature, 1e-6)
             if top_k is not None:
@@ -144,3 +147,11 @@ class GPT(nn.Module):
             if stop_token is not None and bool((next_id == stop_token).all()):
                 break
         return idx
+
+
+def load_gpt(checkpoint) -> GPT:
+    """The model saved in a `model.pt` (a path or an open file): its args and weights, in eval mode."""
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    model = GPT(GPTConfig(**saved["model_args"]))
+    model.load_state_dict(saved["state_dict"])
+    return model.eval()

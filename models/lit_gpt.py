@@ -35,10 +35,18 @@ class _Window:
 
 
 class LitGPT(L.LightningModule):
+    # No defaults: the values come from the one config (`foundry.config.TrainConfig`), never from here.
     def __init__(
-        self, model_args: dict, learning_rate: float = 3e-3, weight_decay: float = 0.1,
-        warmup_steps: int = 100, max_steps: int = 1000, min_lr_ratio: float = 0.1,
-        log_every_n_steps: int = 25, peak_flops: float = 0.0,
+        self,
+        model_args: dict,
+        *,
+        learning_rate: float,
+        weight_decay: float,
+        warmup_steps: int,
+        max_steps: int,
+        min_lr_ratio: float,
+        log_every_n_steps: int,
+        peak_flops: float,
     ):
         super().__init__()
         self.save_hyperparameters()

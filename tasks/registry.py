@@ -1,157 +1,91 @@
-"""Stage E, register and promote: a model version per pipeline run, `challenger` always,
-`champion` only through the gate.
-
-Registration is all or nothing: if tagging a fresh version fails, the version is deleted, so a
-failed run never leaves a half-registered model behind.
-"""
+"""Stage E, the registry, as Prefect tasks: the parent a run starts from, the gate, register, promote."""
 
 from __future__ import annotations
 
-import logging
+import json
 from pathlib import Path
 
-from tasks.tracking import client
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 
-log = logging.getLogger(__name__)
-
-PIP_REQUIREMENTS = ["torch==2.13.0", "tokenizers>=0.23,<0.24", "pandas", "mlflow==3.17.2"]
-
-
-def log_model(run_id: str, checkpoint: Path, tokenizer: Path) -> str:
-    """Log the pyfunc model under the run; returns its model URI."""
-    import warnings
-
-    import mlflow
-    import pandas as pd
-
-    from tasks.pyfunc_model import GPTTextGenerator, signature
-
-    with mlflow.start_run(run_id=run_id), warnings.catch_warnings():
-        # The signature is explicit, so MLflow's advice to add type hints for inference does not apply.
-        warnings.filterwarnings("ignore", message=".*type hints.*")
-        info = mlflow.pyfunc.log_model(
-            name="model", python_model=GPTTextGenerator(),
-            artifacts={"checkpoint": str(checkpoint), "tokenizer": str(tokenizer)},
-            signature=signature(), input_example=pd.DataFrame({"prompt": ["def main():"]}),
-            pip_requirements=PIP_REQUIREMENTS,  # inferring them costs ~15 s
-        )
-    return info.model_uri
+from foundry import tracking
+from foundry.config import FoundryConfig
+from foundry.contracts import DataVersion, GateDecision, ParentModel, Promotion, RunContext, SourceManifest
 
 
-def register(model_uri: str, name: str, run_id: str, tags: dict[str, str], description: str = "") -> str:
-    """A new version of `name` carrying `tags`; returns the version number."""
-    c = client()
-    try:
-        c.get_registered_model(name)
-    except Exception:
-        c.create_registered_model(name, description="GPT-style language models trained by Foundry.")
-    # A tracking server insists on the logged model's id beside its models:/m-... source.
-    model_id = model_uri.removeprefix("models:/") if model_uri.startswith("models:/m-") else None
-    version = c.create_model_version(name, source=model_uri, run_id=run_id, description=description, model_id=model_id)
-    try:
-        for key, value in tags.items():
-            c.set_model_version_tag(name, version.version, key, str(value))
-    except Exception:
-        c.delete_model_version(name, version.version)
-        raise
-    return str(version.version)
+@task(name="parent", cache_policy=NO_CACHE)
+def champion_parent(config: FoundryConfig, home: Path) -> ParentModel:
+    """The champion a run starts from (downloaded once per version)."""
+    from foundry.registry.parent import fetch_champion
+
+    return fetch_champion(config.registry.model_name, home)
 
 
-def champion(name: str):
-    """The current champion's model version, or None."""
-    try:
-        return client().get_model_version_by_alias(name, "champion")
-    except Exception:
-        return None
+@task(name="whats-new", cache_policy=NO_CACHE)
+def whats_new(source_manifest: SourceManifest, parent: ParentModel, run: RunContext) -> list[str]:
+    """Source files the parent never saw; recorded on the run either way."""
+    fresh = source_manifest.new_since(parent.source_manifest)
+    tracking.log_metrics(run.run_id, {"retrain/new_files": len(fresh)})
+    tracking.set_tags(run.run_id, {"retrain.skipped": str(not fresh).lower()})
+    get_run_logger().info("%d new source files since %s", len(fresh), parent.uri)
+    return fresh
 
 
-def download(version, home: Path) -> Path:
-    """A registered version's `artifacts/` folder (model.pt, tokenizer.json), fetched once per version into
-    `$FOUNDRY_HOME/models/`: versions do not change, so retraining and the judge share one copy."""
-    import os
-    import shutil
-    import tempfile
+@task(name="judge", cache_policy=NO_CACHE)
+def judge(config: FoundryConfig, metrics: dict, data_dir: Path, data: DataVersion, run: RunContext) -> GateDecision:
+    """The promotion gate's inputs and verdict: the champion is scored on this same holdout."""
+    from foundry.evaluation.report import summary_table
+    from foundry.registry.gate import decide
 
-    import mlflow
-
-    folder = home / "models" / f"{version.name}-v{version.version}"
-    if not folder.is_dir():
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-        try:
-            mlflow.artifacts.download_artifacts(version.source, dst_path=str(scratch))
-            try:
-                os.rename(scratch, folder)  # whole or not at all
-            except OSError:
-                if not folder.is_dir():  # not a lost race with another download of the same version
-                    raise
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-    # MLflow puts the files in the folder itself or in a subfolder named after the model, by URI scheme.
-    (model,) = [p for p in (folder, *folder.iterdir()) if (p / "artifacts" / "model.pt").is_file()]
-    return model / "artifacts"
+    decision = decide(config, metrics, data_dir, data, run.home)
+    table = summary_table(metrics, decision.champion_bits_per_byte)
+    tracking.client().log_table(run.run_id, table, "evaluation/summary.json")
+    tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
+    return decision
 
 
-def gate(challenger_bpb: float, champion_bpb: float | None, min_improvement: float) -> tuple[bool, str]:
-    """Promote when there is no champion, or when the challenger is better by at least `min_improvement`."""
-    if champion_bpb is None:
-        return True, "no champion yet"
-    if challenger_bpb <= champion_bpb - min_improvement and challenger_bpb < champion_bpb:
-        return True, f"{challenger_bpb:.4f} beats champion's {champion_bpb:.4f} bits/byte"
-    return False, f"{challenger_bpb:.4f} does not beat champion's {champion_bpb:.4f} bits/byte by {min_improvement}"
+@task(name="register", cache_policy=NO_CACHE)
+def register(
+    config: FoundryConfig,
+    checkpoint: Path,
+    data_dir: Path,
+    data: DataVersion,
+    metrics: dict,
+    decision: GateDecision,
+    run: RunContext,
+    parent: str = "",
+) -> str:
+    """Log the pyfunc model and register it, with lineage, metrics, gate tags and a model card; all or nothing."""
+    from foundry.evaluation.report import model_card
+    from foundry.registry import versions
+    from foundry.serving.package import log_model
+    from models.gpt import load_gpt
 
-
-def gate_tags(decision: dict) -> dict[str, str]:
-    """The gate's inputs and verdict, as model version tags."""
-    champion_bpb = decision.get("champion_bits_per_byte")
-    return {
-        "gate.verdict": decision["verdict"], "gate.passed": str(decision["passed"]).lower(),
-        "gate.challenger_bits_per_byte": f"{decision['challenger_bits_per_byte']:.6f}",
-        "gate.champion_bits_per_byte": "" if champion_bpb is None else f"{champion_bpb:.6f}",
-        "gate.champion_version": decision.get("champion_version") or "",
-        "gate.min_improvement": str(decision["min_improvement"]),
+    uri = log_model(run.run_id, checkpoint, data_dir / "tokenizer.json")
+    run_tags = tracking.client().get_run(run.run_id).data.tags
+    git = {k: run_tags.get(k, "unknown") for k in ("git_commit", "git_dirty")}
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    card = model_card(config, manifest, data, metrics, decision, load_gpt(checkpoint).num_params(), run.run_id, git)
+    tags = {
+        "run_id": run.run_id,
+        "data_version": data.data_version,
+        "data.remote": data.remote,
+        "data.source": config.data.source,
+        "data.source_digest": manifest["source_digest"],
+        **git,
+        "config": config.model_dump_json(),
+        **tracking.version_tags(),
+        **{k: f"{v:.6f}" for k, v in metrics.items()},
+        **decision.tags(),
+        **({"parent_model": parent} if parent else {}),
     }
+    return versions.register(uri, config.registry.model_name, run.run_id, tags, description=card)
 
 
-def promote(name: str, version: str, make_champion: bool, verdict: str) -> dict:
-    """Set `challenger`, and `champion` when asked; the outcome is tagged on the version."""
-    c = client()
-    c.set_registered_model_alias(name, "challenger", version)
-    if make_champion:
-        c.set_registered_model_alias(name, "champion", version)
-    c.set_model_version_tag(name, version, "gate.promoted", str(make_champion).lower())
-    log.info("%s version %s: %s%s", name, version, verdict, " -> champion" if make_champion else "")
-    return {"promoted": make_champion, "verdict": verdict}
+@task(name="promote", cache_policy=NO_CACHE)
+def promote(config: FoundryConfig, version: str, decision: GateDecision) -> Promotion:
+    """`challenger` always; `champion` when the gate passed and auto-promotion is on."""
+    from foundry.registry import versions
 
-
-def resolve(model_uri: str):
-    """`models:/name/version` or `models:/name@alias` to its model version."""
-    if not model_uri.startswith("models:/"):
-        raise ValueError(f"{model_uri!r} is not a model URI; use models:/NAME/VERSION or models:/NAME@ALIAS")
-    rest = model_uri.removeprefix("models:/")
-    c = client()
-    if "@" in rest:
-        name, alias = rest.split("@", 1)
-        return c.get_model_version_by_alias(name, alias)
-    name, _, version = rest.partition("/")
-    if not version.isdigit():
-        raise ValueError(f"{model_uri!r} names no version; use models:/NAME/VERSION or models:/NAME@ALIAS")
-    return c.get_model_version(name, version)
-
-
-def promote_manually(model_uri: str, reason: str, who: str) -> dict:
-    """A reviewer's decision: make this version champion, recording who, why and the one it replaced."""
-    import datetime
-
-    version = resolve(model_uri)
-    previous = champion(version.name)
-    c = client()
-    c.set_registered_model_alias(version.name, "champion", str(version.version))
-    record = {
-        "promoted_by": who, "promotion_reason": reason, "gate.promoted": "true",
-        "promoted_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "replaced_champion": "" if previous is None else str(previous.version),
-    }
-    for key, value in record.items():
-        c.set_model_version_tag(version.name, str(version.version), key, value)
-    return {"name": version.name, "version": str(version.version), **record}
+    make_champion = decision.passed and config.registry.auto_promote
+    return versions.promote(config.registry.model_name, version, make_champion, decision.verdict)

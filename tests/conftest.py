@@ -12,7 +12,9 @@ for _var in ("MLFLOW_TRACKING_URI", "PREFECT_API_URL", "PREFECT_HOME", "FOUNDRY_
 SESSION_HOME = Path(tempfile.mkdtemp(prefix="foundry-test-home-"))
 os.environ["FOUNDRY_HOME"] = str(SESSION_HOME)
 
-import foundry  # noqa: E402,F401  (applies the environment above)
+from foundry.env import configure_environment  # noqa: E402
+
+configure_environment()  # the test process is an entry point too
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,6 +56,17 @@ sys.addaudithook(_audit)
 
 
 @pytest.fixture(scope="session")
+def base_model(prefect_harness):
+    """The tiny twin trained, evaluated and registered once per session as `it-gpt` (champion, version 1):
+    the flow tests build on it, the serving tests load it. Returns (config, PipelineResult)."""
+    from flows.train_pipeline import train_pipeline
+    from foundry.config import load_config
+
+    config = load_config(REPO_ROOT / "configs" / "tiny.yaml", ["registry.model_name=it-gpt"])
+    return config, train_pipeline(config=config)
+
+
+@pytest.fixture(scope="session")
 def tiny_config():
     from foundry.config import load_config
 
@@ -63,11 +76,11 @@ def tiny_config():
 @pytest.fixture(scope="session")
 def tiny_dataset(tiny_config, tmp_path_factory) -> Path:
     """The tiny twin's prepared dataset (stdlib://email), built once per session."""
-    from tasks.acquire import acquire
-    from tasks.prepare import prepare
+    from foundry.data.acquire import acquire_source
+    from foundry.data.prepare import prepare
 
     root = tmp_path_factory.mktemp("tiny-dataset")
-    manifest = acquire(tiny_config.data, root / "source_manifest.json")
+    manifest = acquire_source(tiny_config.data, root / "source_manifest.json")
     prepare(manifest, tiny_config, root / "prepared", progress=False)
     return root / "prepared"
 
@@ -83,8 +96,9 @@ def moto_s3():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = Path(sys.executable).parent / "moto_server"
-    proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + 60
     while True:
         try:
@@ -93,7 +107,7 @@ def moto_s3():
         except OSError:
             if time.time() > deadline or proc.poll() is not None:
                 proc.kill()
-                raise RuntimeError("moto_server did not start")
+                raise RuntimeError("moto_server did not start") from None
             time.sleep(0.2)
     yield f"http://127.0.0.1:{port}"
     proc.terminate()
@@ -105,10 +119,15 @@ def s3_env(moto_s3, monkeypatch, tmp_path):
     """Standard AWS variables pointing at moto; returns a boto3 client for setting up buckets."""
     import boto3
 
-    for key, value in {"AWS_ENDPOINT_URL_S3": moto_s3, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1",
-                       # The developer's own profiles must not leak in (botocore wants a regular file here).
-                       "AWS_CONFIG_FILE": str(tmp_path / "aws-empty"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "aws-empty")}.items():
+    for key, value in {
+        "AWS_ENDPOINT_URL_S3": moto_s3,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        # The developer's own profiles must not leak in (botocore wants a regular file here).
+        "AWS_CONFIG_FILE": str(tmp_path / "aws-empty"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "aws-empty"),
+    }.items():
         monkeypatch.setenv(key, value)
     (tmp_path / "aws-empty").touch()
     return boto3.client("s3", endpoint_url=moto_s3)

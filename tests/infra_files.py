@@ -14,7 +14,7 @@ COMPOSE = INFRA / "docker-compose.yaml"
 PYTORCHJOB = INFRA / "k8s" / "pytorchjob.yaml"
 SBATCH = INFRA / "slurm" / "train.sbatch"
 PROJECT_PACKAGES = ("foundry", "flows", "tasks", "models")
-TRAIN_ENTRY = "tasks.train_worker"
+TRAIN_ENTRY = "foundry.training.worker"
 
 
 def infra_files() -> list[Path]:

@@ -1,10 +1,9 @@
-"""tasks.acquire: listing and fingerprinting local, glob, stdlib and http sources, read-only."""
+"""foundry.data.acquire: listing and fingerprinting local, glob, stdlib and http sources, read-only."""
 
 from __future__ import annotations
 
 import hashlib
 import io
-import json
 import socket
 import tarfile
 import zipfile
@@ -13,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from foundry.config import DataConfig
-from tasks.acquire import SourceError, acquire, list_source_files, source_manifest
+from foundry.contracts import SourceManifest
+from foundry.data.acquire import SourceError, acquire_source, list_source_files, source_manifest
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +51,8 @@ def tree(tmp_path) -> Path:
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
     return {
         str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
-        for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
     }
 
 
@@ -172,35 +173,36 @@ def test_digest_is_content_addressed(tmp_path):
     for where in ("one", "two"):
         write(tmp_path / where / "a.txt", "same")
         write(tmp_path / where / "sub" / "b.md", "content")
-    m1 = acquire(cfg(tmp_path / "one"), tmp_path / "m1.json")
-    m2 = acquire(cfg(tmp_path / "two"), tmp_path / "m2.json")
-    assert m1["source"] != m2["source"]
-    assert m1["digest"] == m2["digest"]
-    assert (m1["files"], m1["bytes"]) == (2, len("same") + len("content"))
-    assert json.loads((tmp_path / "m1.json").read_text()) == m1
+    m1 = acquire_source(cfg(tmp_path / "one"), tmp_path / "m1.json")
+    m2 = acquire_source(cfg(tmp_path / "two"), tmp_path / "m2.json")
+    assert m1.source != m2.source
+    assert m1.digest == m2.digest
+    assert (m1.files, m1.bytes) == (2, len("same") + len("content"))
+    assert SourceManifest.read(tmp_path / "m1.json") == m1
 
     (tmp_path / "two" / "sub" / "b.md").write_text("changed")
-    m3 = acquire(cfg(tmp_path / "two"), tmp_path / "m3.json")
-    assert m3["digest"] != m1["digest"]
+    m3 = acquire_source(cfg(tmp_path / "two"), tmp_path / "m3.json")
+    assert m3.digest != m1.digest
 
 
 def test_digest_changes_with_a_rename(tmp_path):
     write(tmp_path / "src" / "a.txt", "x")
     files, skipped = list_source_files(cfg(tmp_path / "src"))
-    before = source_manifest(cfg(tmp_path / "src"), files, skipped)["digest"]
+    before = source_manifest(cfg(tmp_path / "src"), files, skipped).digest
     (tmp_path / "src" / "a.txt").rename(tmp_path / "src" / "b.txt")
     files, skipped = list_source_files(cfg(tmp_path / "src"))
-    assert source_manifest(cfg(tmp_path / "src"), files, skipped)["digest"] != before
+    assert source_manifest(cfg(tmp_path / "src"), files, skipped).digest != before
 
 
 def test_source_is_never_modified(tmp_path, tree):
     (tree / "leak.txt").symlink_to(write(tmp_path / "outside" / "x.txt", "x"))
     before = snapshot(tree)
-    acquire(cfg(tree), tmp_path / "manifest.json")
-    acquire(cfg(f"{tree}/**/*.md"), tmp_path / "manifest2.json")
+    acquire_source(cfg(tree), tmp_path / "manifest.json")
+    acquire_source(cfg(f"{tree}/**/*.md"), tmp_path / "manifest2.json")
     assert snapshot(tree) == before
     assert sorted(p.name for p in tree.iterdir()) == sorted(
-        ["a.txt", "b.md", "c.py", "skip.csv", "sub", "tests", "z", "__pycache__", "leak.txt"])
+        ["a.txt", "b.md", "c.py", "skip.csv", "sub", "tests", "z", "__pycache__", "leak.txt"]
+    )
 
 
 # --- http ------------------------------------------------------------------------------------
@@ -230,9 +232,15 @@ def _tar_gz(members: dict[str, str]) -> bytes:
 
 def test_http_tar_gz_is_extracted_and_walked(http_folder, home):
     folder, base = http_folder
-    (folder / "corpus.tar.gz").write_bytes(_tar_gz({
-        "corpus/a.txt": "first", "corpus/deep/b.md": "second", "corpus/c.bin": "ignored",
-    }))
+    (folder / "corpus.tar.gz").write_bytes(
+        _tar_gz(
+            {
+                "corpus/a.txt": "first",
+                "corpus/deep/b.md": "second",
+                "corpus/c.bin": "ignored",
+            }
+        )
+    )
     files, _ = list_source_files(cfg(f"{base}/corpus.tar.gz"))
     assert [f.name for f in files] == ["corpus/a.txt", "corpus/deep/b.md"]
     assert [Path(f.path).read_text() for f in files] == ["first", "second"]

@@ -25,12 +25,15 @@ def _namespaces_allowed() -> str | None:
 
 @pytest.mark.skipif(_namespaces_allowed() is not None, reason=str(_namespaces_allowed()))
 def test_tiny_pipeline_passes_with_loopback_only(tmp_path):
-    command = (f"ip link set lo up && exec {sys.executable} -m foundry.cli run --config configs/tiny.yaml "
-               "--set registry.model_name=airgap-gpt")
+    command = (
+        f"ip link set lo up && exec {sys.executable} -m foundry.cli run --config configs/tiny.yaml "
+        "--set registry.model_name=airgap-gpt"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_"))}
     env["FOUNDRY_HOME"] = str(tmp_path / "home")
-    result = subprocess.run(["unshare", "-n", "sh", "-c", command], cwd=REPO_ROOT, env=env,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        ["unshare", "-n", "sh", "-c", command], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Foundry pipeline finished" in result.stdout
     assert "models:/airgap-gpt/1" in result.stdout

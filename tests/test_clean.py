@@ -1,4 +1,4 @@
-"""tasks.clean: normalising, quality rules, de-duplication, the split and bad input."""
+"""foundry.data.clean: normalising, quality rules, de-duplication, the split and bad input."""
 
 from __future__ import annotations
 
@@ -9,16 +9,22 @@ import random
 from pathlib import Path
 
 import pytest
+from synthetic import WORDS
 
 from foundry.config import DataConfig
-from tasks.clean import BadInputError, clean_documents, holdout_set, iter_texts, normalise, quality_problem
-
-from synthetic import WORDS
+from foundry.contracts import SourceFile
+from foundry.data.clean import BadInputError, clean_documents, holdout_set, iter_texts, normalise, quality_problem
 
 # Small thresholds so crafted documents stay short; the Gopher-style rules have their own tests
 # (tests/test_quality.py) and are relaxed here so each case below tests one rule.
-RULES = dict(min_chars=20, max_chars=200, max_line_chars=60, min_alpha_fraction=0.5,
-             max_mean_word_length=100, max_repeated_line_fraction=1)
+RULES = dict(
+    min_chars=20,
+    max_chars=200,
+    max_line_chars=60,
+    min_alpha_fraction=0.5,
+    max_mean_word_length=100,
+    max_repeated_line_fraction=1,
+)
 
 
 def doc(i: int, words: int = 9) -> str:
@@ -28,8 +34,8 @@ def doc(i: int, words: int = 9) -> str:
     return f"document number {i} says\n{body}\nand ends {i}\n"
 
 
-def entries_for(paths: list[Path]) -> list[dict]:
-    return [{"path": str(p), "name": p.name} for p in paths]
+def entries_for(paths: list[Path]) -> list[SourceFile]:
+    return [SourceFile(path=str(p), name=p.name, size=0, sha256="") for p in paths]
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -64,19 +70,22 @@ def test_normalise_is_idempotent():
 # --- quality rules ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("short text\n", "too_short"),
-    ("a" * 19, "too_short"),
-    ("a" * 20, None),                                   # exactly min_chars
-    (("abcdefghi\n" * 20), None),                        # exactly max_chars
-    (("abcdefghi\n" * 20) + "x", "too_long"),
-    ("a" * 61 + "\n", "long_line"),
-    ("a" * 60 + "\n", None),                            # exactly max_line_chars
-    ("1234 5678 9012 3456 7890\n", "low_alpha"),
-    ("abcdefghij0123456789", None),                     # exactly half letters
-    ("abcdefghi01234567890", "low_alpha"),              # just under half
-    ("12 34\n", "too_short"),                           # first rule broken wins
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("short text\n", "too_short"),
+        ("a" * 19, "too_short"),
+        ("a" * 20, None),  # exactly min_chars
+        (("abcdefghi\n" * 20), None),  # exactly max_chars
+        (("abcdefghi\n" * 20) + "x", "too_long"),
+        ("a" * 61 + "\n", "long_line"),
+        ("a" * 60 + "\n", None),  # exactly max_line_chars
+        ("1234 5678 9012 3456 7890\n", "low_alpha"),
+        ("abcdefghij0123456789", None),  # exactly half letters
+        ("abcdefghi01234567890", "low_alpha"),  # just under half
+        ("12 34\n", "too_short"),  # first rule broken wins
+    ],
+)
 def test_quality_rules(text, problem):
     assert quality_problem(text, DataConfig(**RULES)) == problem
 
@@ -86,8 +95,8 @@ def test_quality_rules(text, problem):
 
 def test_holdout_set_takes_smallest_hashes_until_the_fraction_of_bytes():
     docs = [("a" * 64, 10), ("b" * 64, 30), ("c" * 64, 60), ("0" * 64, 5)]
-    assert holdout_set(docs, 0.04) == {"0" * 64}                    # 5 of 105 bytes >= 4.2
-    assert holdout_set(docs, 0.05) == {"0" * 64, "a" * 64}          # 5 < 5.25: one more
+    assert holdout_set(docs, 0.04) == {"0" * 64}  # 5 of 105 bytes >= 4.2
+    assert holdout_set(docs, 0.05) == {"0" * 64, "a" * 64}  # 5 < 5.25: one more
     assert holdout_set(docs, 0.49) == {"0" * 64, "a" * 64, "b" * 64}
 
 
@@ -144,12 +153,15 @@ def test_skip_counts_each_kind_of_bad_input(tmp_path, bad_inputs):
     assert sorted(texts) == sorted(normalise(doc(i)) for i in (1, 2, 4))
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("empty.txt", "empty.txt: empty file"),
-    ("binary.txt", "binary.txt: binary"),
-    ("latin1.txt", "latin1.txt: invalid utf8"),
-    ("mixed.jsonl", "mixed.jsonl:2: malformed jsonl"),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("empty.txt", "empty.txt: empty file"),
+        ("binary.txt", "binary.txt: binary"),
+        ("latin1.txt", "latin1.txt: invalid utf8"),
+        ("mixed.jsonl", "mixed.jsonl:2: malformed jsonl"),
+    ],
+)
 def test_fail_raises_naming_the_file(tmp_path, bad_inputs, name, expected):
     path = next(p for p in bad_inputs if p.name == name)
     cfg = DataConfig(**RULES, on_error="fail")
@@ -168,8 +180,9 @@ def test_fail_accepts_good_input(tmp_path, bad_inputs):
 def test_jsonl_text_field_is_configurable(tmp_path):
     path = tmp_path / "records.jsonl"
     path.write_text(json.dumps({"body": doc(7), "text": "ignored"}) + "\n" + json.dumps({"text": doc(8)}) + "\n")
-    stats = clean_documents(entries_for([path]), DataConfig(**RULES, jsonl_text_field="body"),
-                            tmp_path / "out", progress=False)
+    stats = clean_documents(
+        entries_for([path]), DataConfig(**RULES, jsonl_text_field="body"), tmp_path / "out", progress=False
+    )
     assert stats.docs_out == 1 and stats.dropped["malformed_jsonl"] == 1
     rows = read_jsonl(tmp_path / "out" / "train.jsonl") + read_jsonl(tmp_path / "out" / "holdout.jsonl")
     assert rows == [{"text": normalise(doc(7)), "source": "records.jsonl"}]
@@ -186,13 +199,17 @@ def test_jsonl_with_unicode_line_separator_inside_a_string(tmp_path):
 
 def test_quality_drops_are_counted(tmp_path):
     texts = {
-        "ok.txt": doc(1), "short.txt": "tiny\n", "long.txt": ("word " * 11 + "\n") * 5,
-        "line.txt": "x" * 80 + "\n", "digits.txt": "0123456789 " * 4 + "\n",
+        "ok.txt": doc(1),
+        "short.txt": "tiny\n",
+        "long.txt": ("word " * 11 + "\n") * 5,
+        "line.txt": "x" * 80 + "\n",
+        "digits.txt": "0123456789 " * 4 + "\n",
     }
     for name, text in texts.items():
         (tmp_path / name).write_text(text)
-    stats = clean_documents(entries_for([tmp_path / n for n in texts]), DataConfig(**RULES),
-                            tmp_path / "out", progress=False)
+    stats = clean_documents(
+        entries_for([tmp_path / n for n in texts]), DataConfig(**RULES), tmp_path / "out", progress=False
+    )
     assert dict(stats.dropped) == {"too_short": 1, "too_long": 1, "long_line": 1, "low_alpha": 1}
     assert stats.docs_in == 5 and stats.docs_out == 1
 

@@ -63,13 +63,16 @@ def test_to_yaml_round_trips_through_load(tmp_path):
 
 
 def test_overrides_keep_types():
-    config = load_config(None, [
-        "train.max_steps=12",
-        "train.learning_rate=0.01",
-        "data.extensions=[.txt, .md]",
-        "registry.auto_promote=false",
-        "data.source=/some/where",
-    ])
+    config = load_config(
+        None,
+        [
+            "train.max_steps=12",
+            "train.learning_rate=0.01",
+            "data.extensions=[.txt, .md]",
+            "registry.auto_promote=false",
+            "data.source=/some/where",
+        ],
+    )
     assert config.train.max_steps == 12 and type(config.train.max_steps) is int
     assert config.train.learning_rate == 0.01 and type(config.train.learning_rate) is float
     assert config.data.extensions == [".txt", ".md"]
@@ -169,13 +172,16 @@ def test_registry_name_pattern():
         load_config(None, ["registry.model_name=has space"])
 
 
-@pytest.mark.parametrize("assignment, fragment", [
-    ("train.max_steps", "not of the form section.key=value"),
-    ("max_steps=3", "must be section.key"),
-    ("a.b.c=3", "must be section.key"),
-    (".max_steps=3", "must be section.key"),
-    ("train.=3", "must be section.key"),
-])
+@pytest.mark.parametrize(
+    "assignment, fragment",
+    [
+        ("train.max_steps", "not of the form section.key=value"),
+        ("max_steps=3", "must be section.key"),
+        ("a.b.c=3", "must be section.key"),
+        (".max_steps=3", "must be section.key"),
+        ("train.=3", "must be section.key"),
+    ],
+)
 def test_bad_override_syntax(assignment, fragment):
     with pytest.raises(ConfigError, match=fragment) as info:
         load_config(None, [assignment])
@@ -245,8 +251,16 @@ def test_flat_has_dotted_keys():
 
 
 def test_flat_follows_overrides():
-    flat = load_config(None, ["train.max_steps=11", "train.devices=4", "train.num_nodes=2",
-                              "data.source=/corpus", "registry.model_name=m-1"]).flat()
+    flat = load_config(
+        None,
+        [
+            "train.max_steps=11",
+            "train.devices=4",
+            "train.num_nodes=2",
+            "data.source=/corpus",
+            "registry.model_name=m-1",
+        ],
+    ).flat()
     assert (flat["train.max_steps"], flat["train.devices"], flat["train.num_nodes"]) == (11, 4, 2)
     assert (flat["data.source"], flat["registry.model_name"]) == ("/corpus", "m-1")
 
@@ -267,7 +281,15 @@ def test_the_flow_parameter_is_the_config_form():
     assert list(schema["properties"]) == ["config"]
     definitions = schema["definitions"]
     assert set(definitions["FoundryConfig"]["properties"]) == {
-        "data", "tokenizer", "model", "train", "checkpoint", "evaluation", "registry", "retrain"}
+        "data",
+        "tokenizer",
+        "model",
+        "train",
+        "checkpoint",
+        "evaluation",
+        "registry",
+        "retrain",
+    }
     train = definitions["TrainConfig"]["properties"]
     assert train["max_steps"]["default"] == FoundryConfig().train.max_steps
     assert definitions["DataConfig"]["properties"]["on_error"]["enum"] == ["skip", "fail"]

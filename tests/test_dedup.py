@@ -1,4 +1,4 @@
-"""tasks.dedup and its place in clean: exact and near duplicates, first copy wins, none crosses the split."""
+"""foundry.data.dedup and its place in clean: exact and near duplicates, first copy wins, none crosses the split."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from foundry.config import DataConfig
-from tasks.clean import clean_documents, iter_texts, normalise
-from tasks.dedup import Deduplicator, Signer, shingles
+from foundry.contracts import SourceFile
+from foundry.data.clean import clean_documents, iter_texts, normalise
+from foundry.data.dedup import Deduplicator, Signer, shingles
 
-WORDS = ["".join(chr(97 + (i // 26 ** k) % 26) for k in range(3)) for i in range(400)]
+WORDS = ["".join(chr(97 + (i // 26**k) % 26) for k in range(3)) for i in range(400)]
 LOOSE = dict(min_chars=20, max_repeated_line_fraction=1)
 
 
@@ -70,8 +71,10 @@ def test_threshold_is_configurable(tmp_path, threshold, dropped):
     assert 0.75 < jaccard(a, b) < 0.95
     for name, body in (("a.txt", a), ("b.txt", b)):
         (tmp_path / name).write_text(body)
-    entries = [{"path": str(tmp_path / n), "name": n} for n in ("a.txt", "b.txt")]
-    stats = clean_documents(entries, DataConfig(**LOOSE, near_dup_threshold=threshold), tmp_path / "out", progress=False)
+    entries = [SourceFile(path=str(tmp_path / n), name=n, size=0, sha256="") for n in ("a.txt", "b.txt")]
+    stats = clean_documents(
+        entries, DataConfig(**LOOSE, near_dup_threshold=threshold), tmp_path / "out", progress=False
+    )
     assert stats.dropped["near_duplicate"] == dropped and stats.docs_out == 2 - dropped
 
 
@@ -86,7 +89,7 @@ def test_no_duplicate_crosses_train_and_holdout(tmp_path):
             (src / name).write_text(text(family) if copy == 0 else edit(text(family), 2 * copy, seed=copy))
             names.append(name)
     (src / "exact.txt").write_text(text(5))
-    entries = [{"path": str(src / n), "name": n} for n in [*names, "exact.txt"]]
+    entries = [SourceFile(path=str(src / n), name=n, size=0, sha256="") for n in [*names, "exact.txt"]]
     stats = clean_documents(entries, DataConfig(**LOOSE, holdout_fraction=0.3), tmp_path / "out", progress=False)
     assert stats.docs_out == 30
     assert stats.dropped["near_duplicate"] == 60 and stats.dropped["exact_duplicate"] == 1

@@ -1,4 +1,4 @@
-"""tasks.evaluate (holdout scoring and the unigram baseline) and the promotion gate of tasks.registry."""
+"""foundry.evaluation.metrics (holdout scoring and the unigram baseline) and the promotion gate of foundry.registry.versions."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
-from foundry.config import TokenizerConfig
-from models.gpt import GPT, GPTConfig
-from tasks.clean import iter_texts
-from tasks.evaluate import LN2, evaluate, holdout_tokens, score, unigram_bits_per_byte
-from tasks.registry import gate
-from tasks.shards import EOT, load_split, train_tokenizer
-
 from synthetic import prepare_synthetic, synthetic_docs
 
+from foundry.config import TokenizerConfig
+from foundry.data.clean import iter_texts
+from foundry.data.shards import EOT, load_split, train_tokenizer
+from foundry.evaluation.metrics import LN2, holdout_metrics, holdout_tokens, score, unigram_bits_per_byte
+from foundry.registry.gate import gate
+from models.gpt import GPT, GPTConfig
+
 V, BLOCK = 64, 8
+
 
 def tiny_model(vocab: int = V, block: int = BLOCK) -> GPT:
     torch.manual_seed(0)
@@ -31,7 +31,7 @@ def manual_nats(model: GPT, tokens: np.ndarray, n_windows: int) -> float:
     total = 0.0
     with torch.no_grad():
         for w in range(n_windows):
-            chunk = torch.as_tensor(np.asarray(tokens[w * BLOCK: w * BLOCK + BLOCK + 1], dtype=np.int64))
+            chunk = torch.as_tensor(np.asarray(tokens[w * BLOCK : w * BLOCK + BLOCK + 1], dtype=np.int64))
             logits, _ = model(chunk[None, :-1])
             total += F.cross_entropy(logits[0], chunk[1:], reduction="sum").item()
     return total
@@ -130,14 +130,16 @@ def test_holdout_tokens_with_another_tokenizer(dataset, tmp_path):
 def test_evaluate_reports_prefixed_metrics(dataset):
     data_dir, manifest = dataset
     model = tiny_model(vocab=manifest["vocab_size"], block=16)
-    metrics = evaluate(model, data_dir / "tokenizer.json", data_dir, batch_size=4, max_tokens=10**9)
-    assert set(metrics) == {f"holdout/{k}" for k in
-                            ("loss", "perplexity", "bits_per_byte", "tokens", "unigram_bits_per_byte")}
+    metrics = holdout_metrics(model, data_dir / "tokenizer.json", data_dir, batch_size=4, max_tokens=10**9)
+    assert set(metrics) == {
+        f"holdout/{k}" for k in ("loss", "perplexity", "bits_per_byte", "tokens", "unigram_bits_per_byte")
+    }
     n = (manifest["holdout_tokens"] - 1) // 16 * 16
     assert metrics["holdout/tokens"] == n
     scored_bytes = manifest["stats"]["holdout_bytes"] * n / (manifest["holdout_tokens"] - 1)
     assert metrics["holdout/bits_per_byte"] == pytest.approx(
-        metrics["holdout/loss"] * n / (LN2 * scored_bytes), rel=1e-9)
+        metrics["holdout/loss"] * n / (LN2 * scored_bytes), rel=1e-9
+    )
     assert json.loads((data_dir / "manifest.json").read_text()) == manifest  # evaluation reads only
 
 

@@ -1,4 +1,4 @@
-"""tasks.formats: every format, gzip-compressed or not, and every kind of bad input, skipped or fatal."""
+"""foundry.data.formats: every format, gzip-compressed or not, and every kind of bad input, skipped or fatal."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from foundry.config import DataConfig
-from tasks.clean import BadInputError, clean_documents, iter_texts
-from tasks.formats import max_record_bytes, read_documents
+from foundry.contracts import SourceFile
+from foundry.data.clean import BadInputError, clean_documents, iter_texts
+from foundry.data.formats import max_record_bytes, read_documents
 
 CFG = DataConfig(min_chars=20, max_chars=1000)
 TEXT = "a plain document with enough words in it\n"
@@ -22,7 +23,9 @@ TEXT = "a plain document with enough words in it\n"
 def read(path: Path, cfg: DataConfig = CFG) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(documents, rejects) of one file, rejects as (where, reason)."""
     rejects: list[tuple[str, str]] = []
-    docs = list(read_documents(str(path), path.name, cfg, lambda where, reason, detail="": rejects.append((where, reason))))
+    docs = list(
+        read_documents(str(path), path.name, cfg, lambda where, reason, detail="": rejects.append((where, reason)))
+    )
     return docs, rejects
 
 
@@ -86,8 +89,16 @@ def bad_inputs(root: Path) -> dict[str, tuple[str, list[str]]]:
     (root / "empty.jsonl").write_bytes(b"\n\n")
     (root / "binary.jsonl").write_bytes(b'{"text": "a"}\n\x00\x01\x02\n')
     good = json.dumps({"text": TEXT})
-    lines = [good, "{not json", json.dumps({"body": "no text field"}), json.dumps({"text": 42}), "[1, 2]",
-             '{"text": "caf\xe9"}', '{"text": "' + "y" * (limit + 5) + '"}', good.replace("plain", "second")]
+    lines = [
+        good,
+        "{not json",
+        json.dumps({"body": "no text field"}),
+        json.dumps({"text": 42}),
+        "[1, 2]",
+        '{"text": "caf\xe9"}',
+        '{"text": "' + "y" * (limit + 5) + '"}',
+        good.replace("plain", "second"),
+    ]
     (root / "mixed.jsonl").write_bytes(b"\n".join(line.encode("latin-1") for line in lines) + b"\n")
     (root / "truncated.txt.gz").write_bytes(gzip.compress(TEXT.encode() * 50)[:-30])
     (root / "garbage.txt.gz").write_bytes(b"not gzip at all")
@@ -97,14 +108,28 @@ def bad_inputs(root: Path) -> dict[str, tuple[str, list[str]]]:
     write_parquet(root / "nulls.parquet", pa.table({"text": [TEXT, None, TEXT.upper()]}))
     write_parquet(root / "no_rows.parquet", pa.table({"text": pa.array([], pa.string())}))
     return {
-        "empty.txt": ["empty_file"], "blank.md": ["empty_file"], "binary.txt": ["binary"],
-        "latin1.txt": ["invalid_utf8"], "one_line.txt": ["too_long"], "empty.jsonl": ["empty_file"],
+        "empty.txt": ["empty_file"],
+        "blank.md": ["empty_file"],
+        "binary.txt": ["binary"],
+        "latin1.txt": ["invalid_utf8"],
+        "one_line.txt": ["too_long"],
+        "empty.jsonl": ["empty_file"],
         "binary.jsonl": ["binary"],
-        "mixed.jsonl": ["malformed_jsonl", "malformed_jsonl", "malformed_jsonl", "malformed_jsonl",
-                        "invalid_utf8", "oversized_record"],
-        "truncated.txt.gz": ["unreadable"], "garbage.txt.gz": ["unreadable"], "corrupt.parquet": ["unreadable"],
-        "no_column.parquet": ["missing_text_column"], "ints.parquet": ["missing_text_column"],
-        "nulls.parquet": ["null_text"], "no_rows.parquet": ["empty_file"],
+        "mixed.jsonl": [
+            "malformed_jsonl",
+            "malformed_jsonl",
+            "malformed_jsonl",
+            "malformed_jsonl",
+            "invalid_utf8",
+            "oversized_record",
+        ],
+        "truncated.txt.gz": ["unreadable"],
+        "garbage.txt.gz": ["unreadable"],
+        "corrupt.parquet": ["unreadable"],
+        "no_column.parquet": ["missing_text_column"],
+        "ints.parquet": ["missing_text_column"],
+        "nulls.parquet": ["null_text"],
+        "no_rows.parquet": ["empty_file"],
     }
 
 
@@ -125,7 +150,7 @@ def test_each_bad_input_is_skipped_with_its_reason(tmp_path):
 def test_bad_input_is_counted_through_clean(tmp_path):
     expected = bad_inputs(tmp_path / "src")
     before = {p.name: p.read_bytes() for p in (tmp_path / "src").iterdir()}
-    entries = [{"path": str(tmp_path / "src" / n), "name": n} for n in sorted(expected)]
+    entries = [SourceFile(path=str(tmp_path / "src" / n), name=n, size=0, sha256="") for n in sorted(expected)]
     stats = clean_documents(entries, CFG, tmp_path / "out", progress=False)
     counts: dict[str, int] = {}
     for reasons in expected.values():
@@ -139,23 +164,34 @@ def test_bad_input_is_counted_through_clean(tmp_path):
     assert {p.name: p.read_bytes() for p in (tmp_path / "src").iterdir()} == before  # the source is never modified
 
 
-@pytest.mark.parametrize("name, message", [
-    ("empty.txt", "empty.txt: empty file"), ("binary.txt", "binary.txt: binary"),
-    ("latin1.txt", "latin1.txt: invalid utf8"), ("one_line.txt", "one_line.txt: too long"),
-    ("mixed.jsonl", "mixed.jsonl:2: malformed jsonl"), ("truncated.txt.gz", "truncated.txt.gz: unreadable"),
-    ("corrupt.parquet", "corrupt.parquet: unreadable"), ("no_column.parquet", "no_column.parquet: missing text column"),
-    ("nulls.parquet", "nulls.parquet#2: null text"),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("empty.txt", "empty.txt: empty file"),
+        ("binary.txt", "binary.txt: binary"),
+        ("latin1.txt", "latin1.txt: invalid utf8"),
+        ("one_line.txt", "one_line.txt: too long"),
+        ("mixed.jsonl", "mixed.jsonl:2: malformed jsonl"),
+        ("truncated.txt.gz", "truncated.txt.gz: unreadable"),
+        ("corrupt.parquet", "corrupt.parquet: unreadable"),
+        ("no_column.parquet", "no_column.parquet: missing text column"),
+        ("nulls.parquet", "nulls.parquet#2: null text"),
+    ],
+)
 def test_fail_stops_at_the_first_bad_input_naming_it(tmp_path, name, message):
     bad_inputs(tmp_path / "src")
     with pytest.raises(BadInputError) as info:
-        clean_documents([{"path": str(tmp_path / "src" / name), "name": name}], DataConfig(**{**CFG.model_dump(), "on_error": "fail"}),
-                        tmp_path / "out", progress=False)
+        clean_documents(
+            [SourceFile(path=str(tmp_path / "src" / name), name=name, size=0, sha256="")],
+            DataConfig(**{**CFG.model_dump(), "on_error": "fail"}),
+            tmp_path / "out",
+            progress=False,
+        )
     assert str(info.value).startswith(message) and "data.on_error=skip" in str(info.value)
 
 
 def test_file_that_vanished_after_acquire_is_unreadable(tmp_path):
-    entries = [{"path": str(tmp_path / "gone.txt"), "name": "gone.txt"}]
+    entries = [SourceFile(path=str(tmp_path / "gone.txt"), name="gone.txt", size=0, sha256="")]
     assert clean_documents(entries, CFG, tmp_path / "out", progress=False).dropped == {"unreadable": 1}
 
 

@@ -14,10 +14,21 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from infra_files import (
-    COMPOSE, INFRA, PYTORCHJOB, SBATCH, TRAIN_ENTRY, container_commands, infra_files, infra_text, k8s_docs, pinned,
-    project_code, pyproject, pytorchjob, yaml_docs,
+    COMPOSE,
+    INFRA,
+    PYTORCHJOB,
+    SBATCH,
+    TRAIN_ENTRY,
+    container_commands,
+    infra_files,
+    infra_text,
+    k8s_docs,
+    pinned,
+    project_code,
+    pyproject,
+    pytorchjob,
+    yaml_docs,
 )
 
 # Variables the infra files set that the project does not read itself: each is a setting of the
@@ -40,6 +51,7 @@ TELEMETRY_KEYS = ("DO_NOT_TRACK", "MLFLOW_DISABLE_TELEMETRY", "PREFECT_SERVER_AN
 
 # --- parsing --------------------------------------------------------------------------------------
 
+
 def test_every_yaml_file_parses_and_k8s_documents_are_objects():
     files = [p for p in infra_files() if p.suffix in (".yaml", ".yml")]
     assert COMPOSE in files and PYTORCHJOB in files
@@ -55,6 +67,7 @@ def test_sbatch_script_is_valid_bash():
 
 
 # --- docker-compose -------------------------------------------------------------------------------
+
 
 def test_compose_runs_the_servers_and_a_worker_wired_to_them():
     from foundry.env import TELEMETRY_OFF
@@ -110,6 +123,7 @@ def test_images_pin_the_versions_pyproject_pins():
 
 # --- Kubernetes -----------------------------------------------------------------------------------
 
+
 def test_pytorchjob_master_and_worker_run_the_same_training_command():
     job = pytorchjob()
     assert job["apiVersion"] == "kubeflow.org/v1"
@@ -145,6 +159,7 @@ def test_k8s_references_resolve_to_defined_objects():
 
 # --- names the infra files use exist in the code ---------------------------------------------------
 
+
 def test_python_modules_named_with_dash_m_are_importable():
     import importlib.util
 
@@ -156,14 +171,17 @@ def test_python_modules_named_with_dash_m_are_importable():
 
 
 def test_training_entry_point_accepts_every_flag_the_launchers_pass(capsys):
-    from tasks.train_worker import main
+    from foundry.training.worker import main
 
     with pytest.raises(SystemExit):
         main(["--help"])
     accepted = set(re.findall(r"--[\w-]+", capsys.readouterr().out))
-    passed = {f for text in infra_text().values()
-              for call in re.findall(rf"-m {re.escape(TRAIN_ENTRY)}((?:\\\n|[^\n])*)", text)
-              for f in re.findall(r"(?<![\w-])--[\w-]+", call)}
+    passed = {
+        f
+        for text in infra_text().values()
+        for call in re.findall(rf"-m {re.escape(TRAIN_ENTRY)}((?:\\\n|[^\n])*)", text)
+        for f in re.findall(r"(?<![\w-])--[\w-]+", call)
+    }
     assert {"--config", "--data", "--checkpoints", "--run-id"} <= passed
     assert passed <= accepted, f"{TRAIN_ENTRY} does not accept {sorted(passed - accepted)}"
 
@@ -174,8 +192,11 @@ def test_foundry_commands_named_in_infra_parse(capsys):
     assert "foundry" in pyproject()["project"]["scripts"]
     # `foundry` where a command starts: a line (of a script, comment or code block), `...`, after ; | & ( or exec.
     at_command = r"(?:^[ \t#>-]*|[`(;|&][ \t]*|\bexec[ \t]+)(?:\.venv/bin/)?foundry[ \t]+([a-z][^`\n;|&)#]*)"
-    invocations = [(path.name, m.group(1)) for path, text in infra_text().items()
-                   for m in re.finditer(at_command, text, flags=re.M)]
+    invocations = [
+        (path.name, m.group(1))
+        for path, text in infra_text().items()
+        for m in re.finditer(at_command, text, flags=re.M)
+    ]
     assert invocations, "expected infra/ to document at least one foundry command"
     for where, command in invocations:
         argv = [a for a in shlex.split(command) if a != "\\"]
@@ -210,7 +231,9 @@ def _foundry_image_commands() -> list[list[str]]:
     services = yaml_docs(COMPOSE)[0]["services"]
     image = services["worker"]["image"]
     commands = [s["command"] for s in services.values() if s.get("image") == image]
-    containers = [c for doc in k8s_docs() for c in _k8s_containers(doc) if c["image"].split(":")[0] == image.split(":")[0]]
+    containers = [
+        c for doc in k8s_docs() for c in _k8s_containers(doc) if c["image"].split(":")[0] == image.split(":")[0]
+    ]
     assert all(c["image"] == image for c in containers), "k8s and docker-compose run different Foundry images"
     commands += [c["command"] for c in containers]
     cmd = re.search(r"^CMD (\[.*\])$", (INFRA / "Dockerfile").read_text(), flags=re.M)
@@ -238,8 +261,9 @@ def test_environment_variables_are_read_by_the_code_or_are_library_settings():
         for name in re.findall(rf"\b(?:{'|'.join(CHECKED_PREFIXES)})_[A-Z0-9_]*[A-Z0-9]\b", text)
     }
     assert {n for _, n in names} >= {"FOUNDRY_HOME", "PREFECT_API_URL", "MLFLOW_TRACKING_URI", "AWS_ENDPOINT_URL_S3"}
-    unknown = sorted((where, name) for where, name in names
-                     if name not in LIBRARY_SETTINGS and not re.search(rf"\b{name}\b", code))
+    unknown = sorted(
+        (where, name) for where, name in names if name not in LIBRARY_SETTINGS and not re.search(rf"\b{name}\b", code)
+    )
     assert not unknown, f"variables neither read by Foundry nor in LIBRARY_SETTINGS: {unknown}"
     stale = set(LIBRARY_SETTINGS) - {n for _, n in names}
     assert not stale, f"LIBRARY_SETTINGS entries no infra file uses: {sorted(stale)}"

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from infra_files import REPO, SBATCH, TRAIN_ENTRY, container_commands, python_snippets, pytorchjob
 
 # --- the launch scripts, run with stand-ins -----------------------------------------------------
@@ -40,8 +39,13 @@ def stand_ins(tmp_path):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     log = tmp_path / "calls.jsonl"
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_LOG": str(log), "HOME": str(tmp_path),
-           "MLFLOW_TRACKING_URI": "http://mlflow:5000", "MLFLOW_RUN_ID": "inherited"}
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "FAKE_LOG": str(log),
+        "HOME": str(tmp_path),
+        "MLFLOW_TRACKING_URI": "http://mlflow:5000",
+        "MLFLOW_RUN_ID": "inherited",
+    }
 
     def calls() -> list[dict]:
         return [json.loads(line) for line in log.read_text().splitlines()]
@@ -59,16 +63,34 @@ def test_pytorchjob_maps_the_operator_rank_to_node_rank(stand_ins, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     operator = {"MASTER_ADDR": "foundry-train-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "3", "RANK": "2"}
-    config_map = {"DATA_VERSION": "abc123", "RUN_ID": "run42", "CHECKPOINT_DIR": "/checkpoints/x", "FOUNDRY_HOME": str(home)}
+    config_map = {
+        "DATA_VERSION": "abc123",
+        "RUN_ID": "run42",
+        "CHECKPOINT_DIR": "/checkpoints/x",
+        "FOUNDRY_HOME": str(home),
+    }
     subprocess.run(training["command"] + training.get("args", []), env={**env, **operator, **config_map}, check=True)
     (render,) = [c for c in calls() if c["argv"][0] == "-c"]
     assert render["argv"][-2:] == ["train.num_nodes=3", "train.devices=1"]
     (call,) = _training_calls(calls())
     assert call["argv"][2:] == [
-        "--config", f"{home}/train_config.json", "--data", f"{home}/hydrated/abc123",
-        "--checkpoints", "/checkpoints/x", "--data-version", "abc123", "--run-id", "run42"]
+        "--config",
+        f"{home}/train_config.json",
+        "--data",
+        f"{home}/hydrated/abc123",
+        "--checkpoints",
+        "/checkpoints/x",
+        "--data-version",
+        "abc123",
+        "--run-id",
+        "run42",
+    ]
     assert {k: call["env"][k] for k in ("NODE_RANK", "LOCAL_RANK", "RANK", "WORLD_SIZE")} == {
-        "NODE_RANK": "2", "LOCAL_RANK": "0", "RANK": "2", "WORLD_SIZE": "3"}
+        "NODE_RANK": "2",
+        "LOCAL_RANK": "0",
+        "RANK": "2",
+        "WORLD_SIZE": "3",
+    }
     assert "MLFLOW_RUN_ID" not in call["env"]
 
 
@@ -76,10 +98,19 @@ def test_sbatch_runs_one_task_per_node_after_each_node_hydrates(stand_ins, tmp_p
     env, calls = stand_ins
     submit = tmp_path / "submit"
     submit.mkdir()
-    slurm = {"SLURM_SUBMIT_DIR": str(submit), "SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "gpu[01-03]",
-             "SLURM_JOB_NUM_NODES": "3", "NODE_LOCAL_DIR": str(tmp_path / "local")}
-    subprocess.run(["bash", str(SBATCH), "params.yaml", "abc123", "s3://bucket/remote", "run42"],
-                   env={**env, **slurm}, check=True, capture_output=True)
+    slurm = {
+        "SLURM_SUBMIT_DIR": str(submit),
+        "SLURM_JOB_ID": "77",
+        "SLURM_JOB_NODELIST": "gpu[01-03]",
+        "SLURM_JOB_NUM_NODES": "3",
+        "NODE_LOCAL_DIR": str(tmp_path / "local"),
+    }
+    subprocess.run(
+        ["bash", str(SBATCH), "params.yaml", "abc123", "s3://bucket/remote", "run42"],
+        env={**env, **slurm},
+        check=True,
+        capture_output=True,
+    )
     made = calls()
     (render,) = [c for c in made if c["argv"][0] == "-c" and "load_config" in c["argv"][1]]
     assert render["argv"][2:] == ["params.yaml", "train.num_nodes=3", "train.devices=1"]
@@ -90,11 +121,25 @@ def test_sbatch_runs_one_task_per_node_after_each_node_hydrates(stand_ins, tmp_p
     home, run_dir = tmp_path / "local" / "foundry-77", submit / "runs" / "slurm-77"
     for rank, call in enumerate(training):
         assert call["argv"][2:] == [
-            "--config", f"{run_dir}/train_config.json", "--data", f"{home}/hydrated/abc123",
-            "--checkpoints", f"{run_dir}/checkpoints", "--data-version", "abc123", "--run-id", "run42"]
+            "--config",
+            f"{run_dir}/train_config.json",
+            "--data",
+            f"{home}/hydrated/abc123",
+            "--checkpoints",
+            f"{run_dir}/checkpoints",
+            "--data-version",
+            "abc123",
+            "--run-id",
+            "run42",
+        ]
         rendezvous = {k: call["env"][k] for k in ("MASTER_ADDR", "WORLD_SIZE", "NODE_RANK", "RANK", "LOCAL_RANK")}
         assert rendezvous == {
-            "MASTER_ADDR": "gpu01", "WORLD_SIZE": "3", "NODE_RANK": str(rank), "RANK": str(rank), "LOCAL_RANK": "0"}
+            "MASTER_ADDR": "gpu01",
+            "WORLD_SIZE": "3",
+            "NODE_RANK": str(rank),
+            "RANK": str(rank),
+            "LOCAL_RANK": "0",
+        }
         assert call["env"]["FOUNDRY_HOME"] == str(home) and "MLFLOW_RUN_ID" not in call["env"]
     assert len(training) == 3 and len({c["env"]["MASTER_PORT"] for c in training}) == 1
 

@@ -1,4 +1,4 @@
-"""tasks.parallel: prepare as Prefect tasks on Dask gives the same bytes as in-process, for 1 and 2 workers."""
+"""tasks.data_parallel: prepare as Prefect tasks on Dask gives the same bytes as in-process, for 1 and 2 workers."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import random
 from pathlib import Path
 
 import pytest
+from synthetic import WORDS
 
 from foundry.config import load_config
-from tasks.acquire import acquire
-from tasks.clean import BadInputError
-from tasks.parallel import environment_kept
-from tasks.prepare import partition_count, partitions, run_prepare
-
-from synthetic import WORDS
+from foundry.contracts import SourceFile
+from foundry.data.acquire import acquire_source
+from foundry.data.clean import BadInputError
+from foundry.data.prepare import partition_count, partitions
+from tasks.data_parallel import environment_kept, run_prepare
 
 pytestmark = pytest.mark.slow
 
@@ -42,8 +42,17 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def config(root: Path, *extra: str):
-    return load_config(None, [f"data.source={root}", "data.holdout_fraction=0.2", "data.partition_bytes=65536",
-                              "tokenizer.vocab_size=300", "model.block_size=16", *extra])
+    return load_config(
+        None,
+        [
+            f"data.source={root}",
+            "data.holdout_fraction=0.2",
+            "data.partition_bytes=65536",
+            "tokenizer.vocab_size=300",
+            "model.block_size=16",
+            *extra,
+        ],
+    )
 
 
 def files(out: Path) -> dict[str, bytes]:
@@ -55,7 +64,7 @@ def serial(corpus, tmp_path_factory):
     """In-process preparation: what every Dask run must reproduce byte for byte. Also the source manifest."""
     cfg = config(corpus)
     base = tmp_path_factory.mktemp("serial")
-    manifest = run_prepare(acquire(cfg.data, base / "m.json"), cfg, base / "prepared", progress=False)
+    manifest = run_prepare(acquire_source(cfg.data, base / "m.json"), cfg, base / "prepared", progress=False)
     return manifest, files(base / "prepared"), base / "m.json"
 
 
@@ -65,7 +74,7 @@ def _changed(before: dict) -> set[str]:
 
 @pytest.fixture(scope="module")
 def started_cluster():
-    """An existing Dask cluster (one worker), started as tasks.parallel starts one; yields it and the
+    """An existing Dask cluster (one worker), started as tasks.data_parallel starts one; yields it and the
     environment variables its start changed in this process (seen inside `environment_kept`)."""
     from distributed import LocalCluster
 
@@ -91,10 +100,13 @@ def test_starting_a_local_cluster_leaves_this_process_environment_alone(started_
 
 
 def test_partitions_keep_corpus_order_and_balance():
-    entries = [{"name": str(i), "size": size} for i, size in enumerate([10, 10, 10, 10, 60, 0, 0, 10])]
+    entries = [
+        SourceFile(path=str(i), name=str(i), size=size, sha256="")
+        for i, size in enumerate([10, 10, 10, 10, 60, 0, 0, 10])
+    ]
     parts = partitions(entries, 3)
-    assert [e["name"] for part in parts for e in part] == [str(i) for i in range(8)]
-    assert [sum(e["size"] for e in part) for part in parts] == [40, 60, 10]
+    assert [e.name for part in parts for e in part] == [str(i) for i in range(8)]
+    assert [sum(e.size for e in part) for part in parts] == [40, 60, 10]
     assert len(partitions(entries, 20)) <= 8
     assert partition_count(entries, load_config(None, ["data.partition_bytes=65536"]).data, 2) == 2
 
@@ -110,14 +122,14 @@ def test_serial_output(serial):
 
 def test_existing_scheduler_with_one_worker_gives_the_same_bytes(prefect_harness, corpus, serial, scheduler, tmp_path):
     cfg = config(corpus, f"data.scheduler={scheduler}")
-    run_prepare(acquire(cfg.data, tmp_path / "m.json"), cfg, tmp_path / "prepared")
+    run_prepare(acquire_source(cfg.data, tmp_path / "m.json"), cfg, tmp_path / "prepared")
     assert files(tmp_path / "prepared") == serial[1]
 
 
 def test_bad_input_stops_a_dask_run_with_its_message(prefect_harness, corpus, scheduler, tmp_path):
     cfg = config(corpus, f"data.scheduler={scheduler}", "data.on_error=fail")
     with pytest.raises(BadInputError, match="^empty.txt: empty file"):  # the first bad input in corpus order
-        run_prepare(acquire(cfg.data, tmp_path / "m.json"), cfg, tmp_path / "prepared")
+        run_prepare(acquire_source(cfg.data, tmp_path / "m.json"), cfg, tmp_path / "prepared")
 
 
 def test_cli_prepare_on_two_local_workers_without_a_prefect_server(corpus, serial, tmp_path):
@@ -129,12 +141,30 @@ def test_cli_prepare_on_two_local_workers_without_a_prefect_server(corpus, seria
     import sys
 
     shutil.copy(serial[2], tmp_path / "m.json")
-    sets = ["--set", f"data.source={corpus}", "--set", "data.holdout_fraction=0.2", "--set", "data.partition_bytes=65536",
-            "--set", "tokenizer.vocab_size=300", "--set", "model.block_size=16", "--set", "data.workers=2"]
+    sets = [
+        "--set",
+        f"data.source={corpus}",
+        "--set",
+        "data.holdout_fraction=0.2",
+        "--set",
+        "data.partition_bytes=65536",
+        "--set",
+        "tokenizer.vocab_size=300",
+        "--set",
+        "model.block_size=16",
+        "--set",
+        "data.workers=2",
+    ]
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
     env["FOUNDRY_HOME"] = str(tmp_path / "home")
-    result = subprocess.run([sys.executable, "-m", "foundry.cli", "prepare", "--manifest", "m.json", "--out", "prepared", *sets],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+    result = subprocess.run(
+        [sys.executable, "-m", "foundry.cli", "prepare", "--manifest", "m.json", "--out", "prepared", *sets],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-3000:]
     assert log.count("Starting temporary server") == 1, log[-3000:]

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from foundry.config import load_config
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.slow
@@ -22,11 +23,8 @@ def tiny(name: str, *overrides: str):
 
 
 @pytest.fixture(scope="module")
-def first_run(prefect_harness):
-    from flows.train_pipeline import train_pipeline
-
-    config = tiny("it-gpt")
-    return config, train_pipeline(config=config)
+def first_run(base_model):
+    return base_model
 
 
 def test_flow_registers_a_champion_with_lineage(first_run, foundry_home):
@@ -35,15 +33,15 @@ def test_flow_registers_a_champion_with_lineage(first_run, foundry_home):
     config, summary = first_run
     client = MlflowClient()
     champion = client.get_model_version_by_alias("it-gpt", "champion")
-    assert str(champion.version) == summary["model_version"] == "1"
+    assert str(champion.version) == summary.model_version == "1"
     assert str(client.get_model_version_by_alias("it-gpt", "challenger").version) == "1"
-    assert summary["promoted"] and summary["verdict"] == "no champion yet"
+    assert summary.promoted and summary.verdict == "no champion yet"
     tags = champion.tags
-    assert tags["run_id"] == summary["run_id"]
-    assert tags["data_version"] == summary["data_version"] and len(tags["data_version"]) == 32
+    assert tags["run_id"] == summary.run_id
+    assert tags["data_version"] == summary.data_version and len(tags["data_version"]) == 32
     assert len(tags["git_commit"]) == 40 or tags["git_commit"] == "unknown"
     assert json.loads(tags["config"])["registry"]["model_name"] == "it-gpt"
-    assert float(tags["holdout/bits_per_byte"]) == pytest.approx(summary["metrics"]["holdout/bits_per_byte"], rel=1e-5)
+    assert float(tags["holdout/bits_per_byte"]) == pytest.approx(summary.metrics["holdout/bits_per_byte"], rel=1e-5)
     assert tags["gate.promoted"] == "true"
     assert tags["version.torch"].startswith("2.13.0") and tags["data.source_digest"]
 
@@ -53,25 +51,46 @@ def test_flow_logs_params_metrics_and_artifacts(first_run):
 
     config, summary = first_run
     client = MlflowClient()
-    run = client.get_run(summary["run_id"])
+    run = client.get_run(summary.run_id)
     assert run.info.status == "FINISHED"
     assert run.data.params["train.max_steps"] == str(config.train.max_steps)
     assert run.data.params["data.source"] == "stdlib://email"
-    for key in ("train/loss", "val/loss", "train/tokens_per_sec", "holdout/bits_per_byte", "holdout/unigram_bits_per_byte",
-                "holdout/gzip_bits_per_byte", "holdout/xz_bits_per_byte", "holdout/perplexity", "data/docs_in",
-                "data/docs_out", "data/train_tokens"):
+    for key in (
+        "train/loss",
+        "val/loss",
+        "train/tokens_per_sec",
+        "holdout/bits_per_byte",
+        "holdout/unigram_bits_per_byte",
+        "holdout/gzip_bits_per_byte",
+        "holdout/xz_bits_per_byte",
+        "holdout/perplexity",
+        "data/docs_in",
+        "data/docs_out",
+        "data/train_tokens",
+    ):
         assert key in run.data.metrics, key
     assert run.data.metrics["data/docs_out"] <= run.data.metrics["data/docs_in"]
-    assert run.data.tags["data_version"] == summary["data_version"]
-    assert len(client.get_metric_history(summary["run_id"], "train/loss")) >= 2
-    artifacts = {a.path for top in ("checkpoints", "data", "validation", "evaluation")
-                 for a in client.list_artifacts(summary["run_id"], top)}
-    assert {"checkpoints/last.ckpt", "data/tokenizer.json", "validation/validation_report.json",
-            "evaluation/loss_curve.png", "evaluation/generations.json", "evaluation/summary.json"} <= artifacts
-    local = client.download_artifacts(summary["run_id"], "evaluation/generations.json")
+    assert run.data.tags["data_version"] == summary.data_version
+    assert len(client.get_metric_history(summary.run_id, "train/loss")) >= 2
+    artifacts = {
+        a.path
+        for top in ("checkpoints", "data", "validation", "evaluation")
+        for a in client.list_artifacts(summary.run_id, top)
+    }
+    assert {
+        "checkpoints/last.ckpt",
+        "data/tokenizer.json",
+        "validation/validation_report.json",
+        "evaluation/loss_curve.png",
+        "evaluation/generations.json",
+        "evaluation/summary.json",
+    } <= artifacts
+    local = client.download_artifacts(summary.run_id, "evaluation/generations.json")
     generations = json.loads(open(local).read())
-    assert generations["columns"] == ["prompt", "completion"] and len(generations["data"]) == len(config.evaluation.prompts)
-    with open(client.download_artifacts(summary["run_id"], "evaluation/loss_curve.png"), "rb") as png:
+    assert generations["columns"] == ["prompt", "completion"] and len(generations["data"]) == len(
+        config.evaluation.prompts
+    )
+    with open(client.download_artifacts(summary.run_id, "evaluation/loss_curve.png"), "rb") as png:
         assert png.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
@@ -80,8 +99,8 @@ def test_model_card_describes_data_metrics_and_use(first_run):
 
     _, summary = first_run
     card = MlflowClient().get_model_version("it-gpt", "1").description
-    assert summary["data_version"] in card and summary["run_id"] in card
-    assert f"{summary['metrics']['holdout/bits_per_byte']:.4f}" in card
+    assert summary.data_version in card and summary.run_id in card
+    assert f"{summary.metrics['holdout/bits_per_byte']:.4f}" in card
     for row in ("| unigram |", "| gzip |", "| xz |"):
         assert row in card
     assert 'mlflow.pyfunc.load_model("models:/it-gpt@champion")' in card
@@ -91,7 +110,7 @@ def test_model_beats_unigram_and_loads_through_pyfunc(first_run):
     import mlflow
 
     _, summary = first_run
-    metrics = summary["metrics"]
+    metrics = summary.metrics
     assert metrics["holdout/bits_per_byte"] < metrics["holdout/unigram_bits_per_byte"]
     model = mlflow.pyfunc.load_model("models:/it-gpt@champion")
     out = model.predict(pd.DataFrame({"prompt": ["def parse(", "import "]}), params={"max_new_tokens": 8})
@@ -103,7 +122,7 @@ def test_model_beats_unigram_and_loads_through_pyfunc(first_run):
 
 def test_dataset_is_in_the_dvc_remote_and_hydrated(first_run, foundry_home):
     _, summary = first_run
-    version = summary["data_version"]
+    version = summary.data_version
     assert (foundry_home / "dvc-remote" / "files" / "md5" / version[:2] / f"{version[2:]}.dir").is_file()
     hydrated = foundry_home / "hydrated" / version
     manifest = json.loads((hydrated / "manifest.json").read_text())
@@ -117,20 +136,22 @@ def test_second_run_goes_through_the_gate_on_the_same_holdout(first_run, prefect
 
     _, first = first_run
     second = train_pipeline(config=tiny("it-gpt", "train.max_steps=5"))  # fewer steps: worse
-    assert second["model_version"] == "2" and second["data_version"] == first["data_version"]
+    assert second.model_version == "2" and second.data_version == first.data_version
     client = MlflowClient()
     # Same source content and data params: Prefect's cache skipped prepare, validate and version.
-    assert client.list_artifacts(second["run_id"], "validation") == []
-    run = client.get_run(second["run_id"])
-    assert run.data.metrics["data/train_tokens"] == client.get_run(first["run_id"]).data.metrics["data/train_tokens"]
-    assert run.data.tags["data_version"] == first["data_version"]
-    assert [d.dataset.digest for d in run.inputs.dataset_inputs] == [first["data_version"]]
+    assert client.list_artifacts(second.run_id, "validation") == []
+    run = client.get_run(second.run_id)
+    assert run.data.metrics["data/train_tokens"] == client.get_run(first.run_id).data.metrics["data/train_tokens"]
+    assert run.data.tags["data_version"] == first.data_version
+    assert [d.dataset.digest for d in run.inputs.dataset_inputs] == [first.data_version]
     assert str(client.get_model_version_by_alias("it-gpt", "challenger").version) == "2"
     assert str(client.get_model_version_by_alias("it-gpt", "champion").version) == "1"
     tags = client.get_model_version("it-gpt", "2").tags
     assert tags["gate.passed"] == "false" and tags["gate.promoted"] == "false" and tags["gate.champion_version"] == "1"
-    assert float(tags["gate.champion_bits_per_byte"]) == pytest.approx(first["metrics"]["holdout/bits_per_byte"], rel=1e-5)
-    assert float(tags["gate.challenger_bits_per_byte"]) == pytest.approx(second["metrics"]["holdout/bits_per_byte"], rel=1e-5)
+    assert float(tags["gate.champion_bits_per_byte"]) == pytest.approx(first.metrics["holdout/bits_per_byte"], rel=1e-5)
+    assert float(tags["gate.challenger_bits_per_byte"]) == pytest.approx(
+        second.metrics["holdout/bits_per_byte"], rel=1e-5
+    )
 
 
 def test_champion_is_rescored_on_a_different_holdout_and_review_mode_waits(first_run, prefect_harness):
@@ -141,22 +162,22 @@ def test_champion_is_rescored_on_a_different_holdout_and_review_mode_waits(first
     _, first = first_run
     # Another split is another holdout: the champion's recorded score no longer applies.
     third = train_pipeline(config=tiny("it-gpt", "data.holdout_fraction=0.3", "registry.auto_promote=false"))
-    assert third["data_version"] != first["data_version"]
+    assert third.data_version != first.data_version
     client = MlflowClient()
-    tags = client.get_model_version("it-gpt", third["model_version"]).tags
+    tags = client.get_model_version("it-gpt", third.model_version).tags
     rescored = float(tags["gate.champion_bits_per_byte"])
-    assert rescored != pytest.approx(first["metrics"]["holdout/bits_per_byte"], rel=1e-6)
+    assert rescored != pytest.approx(first.metrics["holdout/bits_per_byte"], rel=1e-6)
     assert 0 < rescored < 8
-    assert third["promoted"] is False  # review mode, whatever the gate said
+    assert third.promoted is False  # review mode, whatever the gate said
     assert str(client.get_model_version_by_alias("it-gpt", "champion").version) == "1"
-    assert str(client.get_model_version_by_alias("it-gpt", "challenger").version) == third["model_version"]
+    assert str(client.get_model_version_by_alias("it-gpt", "challenger").version) == third.model_version
 
 
 def test_failed_gate_stops_before_versioning_and_registers_nothing(prefect_harness, foundry_home):
     from mlflow import MlflowClient
 
     from flows.train_pipeline import train_pipeline
-    from tasks.validate import ValidationFailed
+    from foundry.data.validate import ValidationFailed
 
     remote = foundry_home / "dvc-remote"
     before = sorted(p.name for p in remote.rglob("*")) if remote.exists() else []
@@ -168,7 +189,9 @@ def test_failed_gate_stops_before_versioning_and_registers_nothing(prefect_harne
     assert before == after
     client = MlflowClient()
     assert client.search_model_versions("name='gate-gpt'") == []
-    runs = client.search_runs([client.get_experiment_by_name("foundry").experiment_id], "params.`registry.model_name` = 'gate-gpt'")
+    runs = client.search_runs(
+        [client.get_experiment_by_name("foundry").experiment_id], "params.`registry.model_name` = 'gate-gpt'"
+    )
     assert [r.info.status for r in runs] == ["FAILED"]
     report = client.list_artifacts(runs[0].info.run_id, "validation")
     assert [a.path for a in report] == ["validation/validation_report.json"]
@@ -176,9 +199,20 @@ def test_failed_gate_stops_before_versioning_and_registers_nothing(prefect_harne
 
 def test_cli_reports_bad_source_in_one_paragraph(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "foundry.cli", "run", "--config", str(REPO_ROOT / "configs" / "tiny.yaml"),
-         "--set", f"data.source={tmp_path / 'missing'}"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "foundry.cli",
+            "run",
+            "--config",
+            str(REPO_ROOT / "configs" / "tiny.yaml"),
+            "--set",
+            f"data.source={tmp_path / 'missing'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
         env={**os.environ, "FOUNDRY_HOME": str(tmp_path / "home")},
     )
     assert result.returncode == 1
@@ -203,18 +237,18 @@ def test_telemetry_switches_are_set():
 
 def test_lineage_and_reproduce_give_identical_metrics(first_run, prefect_harness):
     from flows.reproduce import reproduce
-    from tasks.lineage import format_lineage, lineage
+    from foundry.registry.lineage import format_lineage, lineage
 
     config, summary = first_run
     chain = lineage("models:/it-gpt/1")
     assert len(chain) == 1
     record = chain[0]
-    assert record["data_version"] == summary["data_version"] and record["run_id"] == summary["run_id"]
+    assert record["data_version"] == summary.data_version and record["run_id"] == summary.run_id
     assert record["config"]["train"]["max_steps"] == config.train.max_steps
     assert record["packages"]["torch"].startswith("2.13.0")
     text = format_lineage(chain)
-    assert summary["data_version"] in text and "trained from scratch" in text
+    assert summary.data_version in text and "trained from scratch" in text
     result = reproduce(model_uri="models:/it-gpt/1")
-    assert result["commit_matches"] and result["run_id"] != summary["run_id"]
-    assert result["identical"], result["comparison"]
-    assert set(result["comparison"]) == {"holdout/loss", "holdout/bits_per_byte", "holdout/perplexity"}
+    assert result.commit_matches and result.run_id != summary.run_id
+    assert result.identical, result.comparison
+    assert set(result.comparison) == {"holdout/loss", "holdout/bits_per_byte", "holdout/perplexity"}

@@ -1,4 +1,4 @@
-"""tasks.plan: the memory estimate against the profiler's measured allocations, and the CLI."""
+"""foundry.training.plan: the memory estimate against the profiler's measured allocations, and the CLI."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch
 
 from foundry.cli import main
 from foundry.config import load_config
+from foundry.training.plan import estimate, largest_micro_batch, n_params, parse_bytes
 from models.gpt import GPT, GPTConfig
-from tasks.plan import estimate, largest_micro_batch, n_params, parse_bytes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,11 +25,11 @@ def measured_peak_bytes(cfg, tmp_path: Path) -> int:
     from the profiler's memory timeline; the step is run once before so the optimizer state exists."""
     from torch.profiler import ProfilerActivity, profile
 
-    from models.lit_gpt import LitGPT
+    from foundry.training.trainer import build_module
 
     torch.manual_seed(0)
     m, t, vocab = cfg.model, cfg.train, cfg.tokenizer.vocab_size
-    module = LitGPT({"vocab_size": vocab, **m.model_dump()})
+    module = build_module(cfg, vocab)
     optimizer = torch.optim.AdamW(module.model.optimizer_groups(t.weight_decay), lr=t.learning_rate)
     x = torch.randint(0, vocab, (t.batch_size, m.block_size))
     batch = (x, torch.roll(x, -1, 1))
@@ -49,11 +49,27 @@ def measured_peak_bytes(cfg, tmp_path: Path) -> int:
 
 
 @pytest.mark.filterwarnings("ignore:`export_memory_timeline` is deprecated")
-@pytest.mark.parametrize("overrides", [
-    ("model.n_layer=3", "model.n_embd=128", "model.n_head=4", "model.block_size=128", "train.batch_size=16"),
-    ("model.n_layer=2", "model.n_embd=64", "model.n_head=4", "model.block_size=64", "train.batch_size=8", "model.dropout=0.1"),
-    ("model.n_layer=2", "model.n_embd=256", "model.n_head=4", "model.block_size=16", "train.batch_size=1"),  # optimizer-bound
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ("model.n_layer=3", "model.n_embd=128", "model.n_head=4", "model.block_size=128", "train.batch_size=16"),
+        (
+            "model.n_layer=2",
+            "model.n_embd=64",
+            "model.n_head=4",
+            "model.block_size=64",
+            "train.batch_size=8",
+            "model.dropout=0.1",
+        ),
+        (
+            "model.n_layer=2",
+            "model.n_embd=256",
+            "model.n_head=4",
+            "model.block_size=16",
+            "train.batch_size=1",
+        ),  # optimizer-bound
+    ],
+)
 def test_estimate_is_within_a_quarter_of_the_measured_peak(overrides, tmp_path):
     cfg = config(*overrides)
     predicted, measured = estimate(cfg).peak, measured_peak_bytes(cfg, tmp_path)
@@ -88,8 +104,20 @@ def test_parse_bytes():
 
 
 def test_cli_prints_the_plan(capsys):
-    assert main(["plan", "--config", str(REPO_ROOT / "configs" / "tiny.yaml"), "--set", "train.batch_size=4",
-                 "--device-memory", "80GB"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--config",
+                str(REPO_ROOT / "configs" / "tiny.yaml"),
+                "--set",
+                "train.batch_size=4",
+                "--device-memory",
+                "80GB",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "micro-batch of 4 x 32 tokens" in out and "fits         micro-batch" in out
     assert main(["plan", "--device-memory", "eighty"]) == 2

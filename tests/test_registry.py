@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tasks import registry, tracking
+from foundry import tracking
+from foundry.contracts import GateDecision, Promotion
+from foundry.registry import versions as registry
 
 
 @pytest.fixture()
@@ -14,10 +16,12 @@ def run_id(tiny_config):
 
 def test_register_tags_the_version_and_promote_sets_aliases(run_id, tmp_path):
     name = "reg-ok"
-    version = registry.register("runs:/%s/none" % run_id, name, run_id, {"data_version": "abc", "holdout/bits_per_byte": "2.0"})
+    version = registry.register(
+        f"runs:/{run_id}/none", name, run_id, {"data_version": "abc", "holdout/bits_per_byte": "2.0"}
+    )
     assert version == "1"
     result = registry.promote(name, version, True, "no champion yet")
-    assert result == {"promoted": True, "verdict": "no champion yet"}
+    assert result == Promotion(promoted=True, verdict="no champion yet")
     client = tracking.client()
     assert str(client.get_model_version_by_alias(name, "champion").version) == "1"
     assert client.get_model_version(name, "1").tags["data_version"] == "abc"
@@ -25,17 +29,19 @@ def test_register_tags_the_version_and_promote_sets_aliases(run_id, tmp_path):
 
 def test_manual_review_mode_leaves_a_challenger(run_id):
     name = "reg-manual"
-    version = registry.register("runs:/%s/none" % run_id, name, run_id, {})
+    version = registry.register(f"runs:/{run_id}/none", name, run_id, {})
     result = registry.promote(name, version, False, "no champion yet")
-    assert result["promoted"] is False
+    assert result.promoted is False
     assert registry.champion(name) is None
     assert str(tracking.client().get_model_version_by_alias(name, "challenger").version) == version
 
 
 def test_a_version_whose_tags_fail_is_deleted(run_id):
     name = "reg-fail"
-    with pytest.raises(Exception):
-        registry.register("runs:/%s/none" % run_id, name, run_id, {"config": "x" * 200_000})
+    from mlflow.exceptions import MlflowException
+
+    with pytest.raises(MlflowException):
+        registry.register(f"runs:/{run_id}/none", name, run_id, {"config": "x" * 200_000})
     assert tracking.client().search_model_versions(f"name='{name}'") == []
 
 
@@ -49,9 +55,9 @@ def test_pipeline_run_carries_lineage_params_and_versions(run_id, tiny_config):
 
 def test_manual_promotion_records_who_why_and_the_replaced_champion(run_id):
     name = "reg-review"
-    first = registry.register("runs:/%s/none" % run_id, name, run_id, {})
+    first = registry.register(f"runs:/{run_id}/none", name, run_id, {})
     registry.promote(name, first, True, "no champion yet")
-    second = registry.register("runs:/%s/none" % run_id, name, run_id, {})
+    second = registry.register(f"runs:/{run_id}/none", name, run_id, {})
     registry.promote(name, second, False, "left for review")
     record = registry.promote_manually(f"models:/{name}@challenger", "reviewed generations", "alice")
     assert record["version"] == second and record["replaced_champion"] == first
@@ -67,7 +73,19 @@ def test_resolve_rejects_uris_that_name_no_version(uri):
 
 
 def test_gate_tags_record_inputs_and_verdict():
-    tags = registry.gate_tags({"passed": False, "verdict": "worse", "champion_bits_per_byte": 1.5,
-                               "champion_version": "3", "challenger_bits_per_byte": 1.6, "min_improvement": 0.01})
-    assert tags == {"gate.verdict": "worse", "gate.passed": "false", "gate.challenger_bits_per_byte": "1.600000",
-                    "gate.champion_bits_per_byte": "1.500000", "gate.champion_version": "3", "gate.min_improvement": "0.01"}
+    tags = GateDecision(
+        passed=False,
+        verdict="worse",
+        champion_bits_per_byte=1.5,
+        champion_version="3",
+        challenger_bits_per_byte=1.6,
+        min_improvement=0.01,
+    ).tags()
+    assert tags == {
+        "gate.verdict": "worse",
+        "gate.passed": "false",
+        "gate.challenger_bits_per_byte": "1.600000",
+        "gate.champion_bits_per_byte": "1.500000",
+        "gate.champion_version": "3",
+        "gate.min_improvement": "0.01",
+    }

@@ -29,8 +29,11 @@ def _free_port() -> int:
 
 
 def _copy_stdlib(package: str, dest: Path) -> None:
-    shutil.copytree(Path(sysconfig.get_paths()["stdlib"]) / package, dest / package,
-                    ignore=shutil.ignore_patterns("__pycache__", "test*"))
+    shutil.copytree(
+        Path(sysconfig.get_paths()["stdlib"]) / package,
+        dest / package,
+        ignore=shutil.ignore_patterns("__pycache__", "test*"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +44,20 @@ def stack(tmp_path_factory, moto_s3):
     from foundry import ops
 
     root = tmp_path_factory.mktemp("stack")
-    aws = {"AWS_ENDPOINT_URL_S3": moto_s3, "MLFLOW_S3_ENDPOINT_URL": moto_s3, "AWS_ACCESS_KEY_ID": "testing",
-           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-    s3 = boto3.client("s3", endpoint_url=moto_s3, aws_access_key_id="testing", aws_secret_access_key="testing",
-                      region_name="us-east-1")
+    aws = {
+        "AWS_ENDPOINT_URL_S3": moto_s3,
+        "MLFLOW_S3_ENDPOINT_URL": moto_s3,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=moto_s3,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
     for bucket in ("mlflow-artifacts", "dvc"):
         s3.create_bucket(Bucket=bucket)
     saved = dict(os.environ)
@@ -60,12 +73,22 @@ def stack(tmp_path_factory, moto_s3):
     try:
         for server in servers:
             ops.wait_healthy(server, timeout=180)
-        env = {**os.environ, "PREFECT_API_URL": f"{prefect.url}/api", "MLFLOW_TRACKING_URI": mlflow.url,
-               "FOUNDRY_HOME": str(root / "worker"), "PREFECT_RUNNER_POLL_FREQUENCY": "2",
-               "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true"}
+        env = {
+            **os.environ,
+            "PREFECT_API_URL": f"{prefect.url}/api",
+            "MLFLOW_TRACKING_URI": mlflow.url,
+            "FOUNDRY_HOME": str(root / "worker"),
+            "PREFECT_RUNNER_POLL_FREQUENCY": "2",
+            "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true",
+        }
         env.pop("PREFECT_HOME", None)
-        serve = subprocess.Popen([sys.executable, "-m", "foundry.cli", "serve", "--config", "configs/tiny.yaml"],
-                                 cwd=REPO_ROOT, env=env, stdout=open(logs / "serve.log", "wb"), stderr=subprocess.STDOUT)
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "foundry.cli", "serve", "--config", "configs/tiny.yaml"],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=open(logs / "serve.log", "wb"),
+            stderr=subprocess.STDOUT,
+        )
         yield {"prefect": prefect.url, "mlflow": mlflow.url, "s3": s3, "root": root, "logs": logs, "serve": serve}
     finally:
         if serve is not None:
@@ -86,9 +109,10 @@ def _run_deployment(stack, name: str, parameters: dict, timeout: float = 600):
         while True:  # `foundry serve` registers the deployments once it has imported everything
             try:
                 return run_deployment(name, parameters=parameters, timeout=timeout)
-            except Exception as exc:  # noqa: BLE001 - ObjectNotFound until registered
+            except Exception as exc:  # ObjectNotFound until registered
                 if time.time() > deadline or stack["serve"].poll() is not None:
-                    raise AssertionError(f"{name} never became runnable: {exc}\n{(stack['logs'] / 'serve.log').read_text()[-3000:]}")
+                    log = (stack["logs"] / "serve.log").read_text()[-3000:]
+                    raise AssertionError(f"{name} never became runnable: {exc}\n{log}") from exc
                 time.sleep(2)
 
 
@@ -97,8 +121,10 @@ def test_train_then_retrain_through_deployments(stack):
 
     source = stack["root"] / "source"
     _copy_stdlib("email", source)
-    config = load_config(REPO_ROOT / "configs" / "tiny.yaml", [
-        f"data.source={source}", "data.remote=s3://dvc/remote", "registry.model_name=srv-gpt", "retrain.max_steps=20"])
+    config = load_config(
+        REPO_ROOT / "configs" / "tiny.yaml",
+        [f"data.source={source}", "data.remote=s3://dvc/remote", "registry.model_name=srv-gpt", "retrain.max_steps=20"],
+    )
     parameters = {"config": config.model_dump(mode="json")}
 
     flow_run = _run_deployment(stack, "train_pipeline/train", parameters)

@@ -1,23 +1,22 @@
-"""tasks.shards and tasks.prepare: the tokenizer, shard files, their manifest and the prepared directory."""
+"""foundry.data.shards and foundry.data.prepare: the tokenizer, shard files, their manifest and the prepared directory."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import random
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-import tasks.shards as shards_module
-from foundry.config import DataConfig, TokenizerConfig, load_config
-from tasks.acquire import acquire
-from tasks.clean import iter_texts
-from tasks.prepare import prepare, prepare_metrics
-from tasks.shards import EOT, load_split, token_dtype, train_tokenizer, write_shards
-
 from synthetic import synthetic_docs
+
+import foundry.data.shards as shards_module
+from foundry.config import DataConfig, TokenizerConfig, load_config
+from foundry.data.acquire import acquire_source
+from foundry.data.clean import iter_texts
+from foundry.data.prepare import prepare, prepare_metrics
+from foundry.data.shards import EOT, load_split, token_dtype, train_tokenizer, write_shards
+
 
 def write_corpus(root: Path, docs: list[str]) -> Path:
     root.mkdir(parents=True, exist_ok=True)
@@ -54,8 +53,9 @@ def test_tokenizer_learned_merges(tokenizer):
 # --- token_dtype -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("vocab, dtype", [(300, np.uint16), (65535, np.uint16), (65536, np.uint16),
-                                          (65537, np.uint32), (100_000, np.uint32)])
+@pytest.mark.parametrize(
+    "vocab, dtype", [(300, np.uint16), (65535, np.uint16), (65536, np.uint16), (65537, np.uint32), (100_000, np.uint32)]
+)
 def test_token_dtype_threshold(vocab, dtype):
     assert token_dtype(vocab) == np.dtype(dtype)
     assert np.iinfo(token_dtype(vocab)).max >= vocab - 1
@@ -149,9 +149,17 @@ def prepared(tmp_path_factory):
     root = write_corpus(base / "corpus", synthetic_docs(40))
     (root / "short.txt").write_text("too short to keep\n")
     (root / "dupe.txt").write_text(synthetic_docs(40)[0])
-    config = load_config(None, [f"data.source={root}", "data.holdout_fraction=0.3", "data.shard_tokens=1024",
-                                "tokenizer.vocab_size=300", "model.block_size=16"])
-    source = acquire(config.data, base / "source_manifest.json")
+    config = load_config(
+        None,
+        [
+            f"data.source={root}",
+            "data.holdout_fraction=0.3",
+            "data.shard_tokens=1024",
+            "tokenizer.vocab_size=300",
+            "model.block_size=16",
+        ],
+    )
+    source = acquire_source(config.data, base / "source_manifest.json")
     out = base / "prepared"
     out.mkdir()
     (out / "stale.bin").write_bytes(b"old")
@@ -165,8 +173,8 @@ def test_prepare_writes_a_self_describing_directory(prepared):
     for name in ("train.jsonl", "holdout.jsonl", "documents.csv", "tokenizer.json"):
         assert (out / name).is_file()
     assert not (out / "stale.bin").exists()
-    assert manifest["source_digest"] == source["digest"]
-    assert manifest["source"] == source["source"]
+    assert manifest["source_digest"] == source.digest
+    assert manifest["source"] == source.source
     assert manifest["holdout_fraction"] == 0.3
 
 
@@ -198,7 +206,7 @@ def test_prepare_metrics(prepared):
 def test_prepare_when_everything_is_filtered(tmp_path):
     root = write_corpus(tmp_path / "corpus", ["tiny one\n", "tiny two\n", "0123456789 " * 30 + "\n"])
     config = load_config(None, [f"data.source={root}"])
-    source = acquire(config.data, tmp_path / "source_manifest.json")
+    source = acquire_source(config.data, tmp_path / "source_manifest.json")
     with pytest.raises(ValueError) as info:
         prepare(source, config, tmp_path / "prepared", progress=False)
     message = str(info.value)
@@ -225,7 +233,7 @@ def test_prepare_reuses_a_tokenizer_from_file(prepared, tmp_path):
 
 
 def test_tokenizer_trains_on_a_bounded_uniform_sample():
-    from tasks.prepare import _sample
+    from foundry.data.prepare import _sample
 
     texts = [f"document {i}\n" for i in range(4000)]
     assert list(_sample(iter(texts), 1.0)) == texts
@@ -233,4 +241,3 @@ def test_tokenizer_trains_on_a_bounded_uniform_sample():
     assert 0.22 < len(sample) / len(texts) < 0.28
     assert sample == list(_sample(iter(texts), 0.25))  # by content, the same every time
     assert set(sample) < set(_sample(iter(texts), 0.5))  # a larger budget keeps what a smaller one took
-

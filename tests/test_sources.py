@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from foundry.config import DataConfig, load_config
-from tasks.acquire import SourceError, acquire, list_source_files
-from tasks.prepare import prepare
+from foundry.data.acquire import SourceError, acquire_source, list_source_files
+from foundry.data.prepare import prepare
 
 
 @pytest.fixture(autouse=True)
@@ -38,8 +38,12 @@ def write(path: Path, data: str | bytes) -> Path:
 
 def test_s3_prefix_is_downloaded_and_listed(s3_env, home):
     s3_env.create_bucket(Bucket="corpus")
-    for key, body in {"data/a.txt": "alpha", "data/sub/b.jsonl.gz": gzip.compress(b'{"text": "beta"}\n'),
-                      "data/skip.csv": "x,y", "other/c.txt": "not under the prefix"}.items():
+    for key, body in {
+        "data/a.txt": "alpha",
+        "data/sub/b.jsonl.gz": gzip.compress(b'{"text": "beta"}\n'),
+        "data/skip.csv": "x,y",
+        "other/c.txt": "not under the prefix",
+    }.items():
         s3_env.put_object(Bucket="corpus", Key=key, Body=body)
     files, skipped = list_source_files(DataConfig(source="s3://corpus/data"))
     assert [f.name for f in files] == ["a.txt", "sub/b.jsonl.gz"] and skipped == {}
@@ -72,9 +76,9 @@ def test_sources_are_read_in_order_with_names_kept_apart(tmp_path, http_folder):
     cfg = DataConfig(source=str(tmp_path / "one"), sources=[f"{base}/remote.md", str(tmp_path / "two")])
     files, _ = list_source_files(cfg)
     assert [f.name for f in files] == ["0/a.txt", "1/remote.md", "2/a.txt"]
-    manifest = acquire(cfg, tmp_path / "m.json")
-    assert manifest["sources"] == cfg.source_list and manifest["files"] == 3
-    assert manifest["source"] == ", ".join(cfg.source_list)
+    manifest = acquire_source(cfg, tmp_path / "m.json")
+    assert manifest.sources == cfg.source_list and manifest.files == 3
+    assert manifest.source == ", ".join(cfg.source_list)
 
 
 def test_unreachable_sources(tmp_path):
@@ -133,15 +137,29 @@ def test_mixed_formats_from_several_sources_prepare(tmp_path, s3_env):
     words = "river stone light cloud forest engine paper window silver garden motion harbor".split()
     docs = [" ".join(words[(i + j) % len(words)] + str(j % 7 + i) for j in range(60)) + "\n" for i in range(12)]
     write(tmp_path / "local" / "a.md", docs[0])
-    write(tmp_path / "local" / "b.jsonl.gz", gzip.compress("".join(json.dumps({"text": d}) + "\n" for d in docs[1:5]).encode()))
+    write(
+        tmp_path / "local" / "b.jsonl.gz",
+        gzip.compress("".join(json.dumps({"text": d}) + "\n" for d in docs[1:5]).encode()),
+    )
     pq.write_table(pa.table({"text": docs[5:9]}), tmp_path / "local" / "c.parquet")
     s3_env.create_bucket(Bucket="mixed")
     for i, d in enumerate(docs[9:]):
         s3_env.put_object(Bucket="mixed", Key=f"p/{i}.txt", Body=d.encode())
-    config = load_config(None, [f"data.source={tmp_path / 'local'}", "data.sources=[s3://mixed/p]",
-                                "data.min_alpha_fraction=0.1", "data.holdout_fraction=0.2", "tokenizer.vocab_size=300"])
-    manifest = prepare(acquire(config.data, tmp_path / "m.json"), config, tmp_path / "prepared", progress=False)
+    config = load_config(
+        None,
+        [
+            f"data.source={tmp_path / 'local'}",
+            "data.sources=[s3://mixed/p]",
+            "data.min_alpha_fraction=0.1",
+            "data.holdout_fraction=0.2",
+            "tokenizer.vocab_size=300",
+        ],
+    )
+    manifest = prepare(acquire_source(config.data, tmp_path / "m.json"), config, tmp_path / "prepared", progress=False)
     assert manifest["stats"]["docs_in"] == 12 and manifest["stats"]["docs_out"] == 12
-    sources = {json.loads(line)["source"] for split in ("train", "holdout")
-               for line in (tmp_path / "prepared" / f"{split}.jsonl").read_text().splitlines()}
+    sources = {
+        json.loads(line)["source"]
+        for split in ("train", "holdout")
+        for line in (tmp_path / "prepared" / f"{split}.jsonl").read_text().splitlines()
+    }
     assert sources == {"0/a.md", "0/b.jsonl.gz", "0/c.parquet", "1/0.txt", "1/1.txt", "1/2.txt"}

@@ -14,10 +14,20 @@ import numpy as np
 import pytest
 import torch
 
+from foundry.checkpointing.manifest import MANIFEST, latest_valid, read_manifest
+from foundry.checkpointing.resume import attempt_dir
 from foundry.config import ConfigError, load_config
-from tasks.checkpointing import MANIFEST, attempt_dir, latest_valid, read_manifest
-from tasks.launch import TrainingFailed, launch, launch_local, rank_environments, start_ranks, supervise, worker_command
-from tasks.train import build_module, load_model, lookup_peak_flops, resolve_precision, weights_digest
+from foundry.training.launch import (
+    TrainingFailed,
+    launch,
+    launch_local,
+    rank_environments,
+    start_ranks,
+    supervise,
+    worker_command,
+)
+from foundry.training.trainer import build_module, lookup_peak_flops, resolve_precision, weights_digest
+from models.gpt import load_gpt
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,14 +54,18 @@ def wait_for_checkpoint(directory: Path, proc: subprocess.Popen, timeout: float 
 def test_rank_environments_follow_node_major_order():
     envs = rank_environments(tiny("train.num_nodes=2", "train.devices=2"), 29500)
     assert [(e["NODE_RANK"], e["LOCAL_RANK"], e["RANK"]) for e in envs] == [
-        ("0", "0", "0"), ("0", "1", "1"), ("1", "0", "2"), ("1", "1", "3")]
+        ("0", "0", "0"),
+        ("0", "1", "1"),
+        ("1", "0", "2"),
+        ("1", "1", "3"),
+    ]
     assert {e["WORLD_SIZE"] for e in envs} == {"4"} and {e["MASTER_ADDR"] for e in envs} == {"127.0.0.1"}
 
 
 def test_single_process_trains_and_the_checkpoint_rebuilds_the_model(tiny_dataset, tmp_path):
     config = tiny("train.max_steps=12", "checkpoint.every_n_steps=5")
     path = launch(config, tiny_dataset, tmp_path / "ckpt", None, "v-test")
-    model = load_model(path)
+    model = load_gpt(path)
     saved = torch.load(path, weights_only=True)
     assert saved["data_version"] == "v-test" and saved["config"]["train"]["max_steps"] == 12
     assert model.config.n_embd == config.model.n_embd
@@ -73,7 +87,9 @@ def uninterrupted(tiny_dataset, tmp_path_factory) -> Path:
     return folder
 
 
-def test_corrupt_latest_checkpoint_falls_back_and_the_resume_is_bitwise_exact(uninterrupted, tiny_dataset, tmp_path, caplog):
+def test_corrupt_latest_checkpoint_falls_back_and_the_resume_is_bitwise_exact(
+    uninterrupted, tiny_dataset, tmp_path, caplog
+):
     folder = shutil.copytree(uninterrupted, tmp_path / "ckpt")
     latest = folder / "step-000040.ckpt"
     with open(latest, "r+b") as f:  # a write cut short
@@ -91,8 +107,9 @@ def test_kill_9_then_the_same_run_resumes_bitwise_exact(uninterrupted, tiny_data
     """The pipeline's train task finds the killed attempt by its key, resumes it and says from where."""
     from mlflow import MlflowClient
 
-    from tasks import tracking
-    from tasks.pipeline import RunContext, train_task
+    from foundry import tracking
+    from foundry.contracts import DataVersion, RunContext
+    from tasks.training import train_task
 
     config = tiny(*RESUMABLE)
     # What a Dask cluster started earlier in the same process leaves behind (its nanny sets these in
@@ -111,11 +128,14 @@ def test_kill_9_then_the_same_run_resumes_bitwise_exact(uninterrupted, tiny_data
 
     run_id = tracking.start_pipeline_run(config)
     run = RunContext(run_id=run_id, dir=tmp_path / "run", home=home)
-    model_pt = train_task.fn(config, tiny_dataset, {"data_version": "v-kill"}, run)
+    model_pt = train_task.fn(config, tiny_dataset, DataVersion(data_version="v-kill", remote=""), run)
     assert digest(model_pt) == digest(uninterrupted / "model.pt")
     client = MlflowClient()
     assert client.get_run(run_id).data.tags["resumed_from_step"] == str(killed_at)
-    assert {a.path for a in client.list_artifacts(run_id, "checkpoints")} == {"checkpoints/last.ckpt", f"checkpoints/{MANIFEST}"}
+    assert {a.path for a in client.list_artifacts(run_id, "checkpoints")} == {
+        "checkpoints/last.ckpt",
+        f"checkpoints/{MANIFEST}",
+    }
     # Finished: moved to the run's folder, so the next identical run starts afresh.
     assert not attempt.exists() and model_pt == run.dir / "checkpoints" / "model.pt"
 
@@ -125,7 +145,7 @@ def test_kill_9_then_the_same_run_resumes_bitwise_exact(uninterrupted, tiny_data
 
 @pytest.mark.slow
 def test_two_nodes_match_one_process_with_the_same_global_batch(tiny_dataset, tmp_path):
-    from tasks import tracking
+    from foundry import tracking
 
     common = ("train.max_steps=20", "train.log_every_n_steps=1", "checkpoint.every_n_steps=10", "train.peak_flops=1e11")
     runs = {}
@@ -150,7 +170,9 @@ def test_two_nodes_match_one_process_with_the_same_global_batch(tiny_dataset, tm
 
 @pytest.mark.slow
 def test_a_stuck_rank_ends_the_group_by_timeout_and_is_named(tiny_dataset, tmp_path):
-    config = tiny("train.num_nodes=2", "train.max_steps=5000", "train.collective_timeout_s=6", "checkpoint.every_n_steps=5")
+    config = tiny(
+        "train.num_nodes=2", "train.max_steps=5000", "train.collective_timeout_s=6", "checkpoint.every_n_steps=5"
+    )
     procs = start_ranks(config, worker_command(config, tiny_dataset, tmp_path / "ckpt", None, "v", None))
     try:
         wait_for_checkpoint(tmp_path / "ckpt", procs[0])
@@ -170,7 +192,9 @@ def test_a_killed_rank_is_named_and_the_others_are_stopped():
     procs = [subprocess.Popen(sleeper) for _ in range(3)]
     os.kill(procs[2].pid, signal.SIGKILL)
     started = time.monotonic()
-    with pytest.raises(TrainingFailed, match=r"rank 2 of 3 was killed by SIGKILL; then rank 0 was still running after 1 s"):
+    with pytest.raises(
+        TrainingFailed, match=r"rank 2 of 3 was killed by SIGKILL; then rank 0 was still running after 1 s"
+    ):
         supervise(procs, poll_seconds=0.05, grace_seconds=1)
     assert time.monotonic() - started < 10 and all(p.poll() is not None for p in procs)
 
@@ -201,7 +225,7 @@ def test_precision_auto_is_bf16_on_gpu_and_fp32_on_cpu():
 def test_fsdp_is_gpu_only_and_keeps_full_state_dicts():
     from lightning.pytorch.strategies import FSDPStrategy
 
-    from tasks.train import _strategy
+    from foundry.training.trainer import _strategy
 
     with pytest.raises(ConfigError, match="strategy fsdp needs accelerator gpu"):
         tiny("train.strategy=fsdp")

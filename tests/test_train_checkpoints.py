@@ -1,4 +1,4 @@
-"""tasks.checkpointing: atomic files, the manifest, retention, RNG states, where attempts live."""
+"""foundry.checkpointing: atomic files, the manifest, retention, RNG states, where attempts live."""
 
 from __future__ import annotations
 
@@ -10,18 +10,21 @@ import numpy as np
 import pytest
 import torch
 
+from foundry.checkpointing.manifest import Entry, latest_valid, read_manifest, retained, write_atomic, write_manifest
+from foundry.checkpointing.resume import AttemptBusy, attempt_dir, claimed, finish_attempt, resume_key
+from foundry.checkpointing.writer import ManifestCheckpointIO, _to_host, rng_states, set_rng_states
 from foundry.config import load_config
-from tasks.checkpointing import (
-    AttemptBusy, Entry, ManifestCheckpointIO, _to_host, attempt_dir, claimed, finish_attempt, latest_valid,
-    read_manifest, resume_key, retained, rng_states, set_rng_states, write_atomic, write_manifest,
-)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def fake_checkpoint(step: int) -> dict:
     weight = torch.full((64, 8), float(step))
-    return {"global_step": step, "state_dict": {"wte": weight, "head": weight}, "optimizer_states": [{"m": torch.ones(3)}]}
+    return {
+        "global_step": step,
+        "state_dict": {"wte": weight, "head": weight},
+        "optimizer_states": [{"m": torch.ones(3)}],
+    }
 
 
 def test_write_atomic_renames_into_place_and_hashes_what_it_wrote(tmp_path):
@@ -50,12 +53,20 @@ def test_io_writes_manifest_link_and_prunes(tmp_path, async_save):
     io.teardown()
     entries = read_manifest(tmp_path)
     assert [(e.step, e.val_loss) for e in entries] == [(20, 1.5), (30, None), (40, None)]
-    assert sorted(p.name for p in tmp_path.glob("*.ckpt")) == ["last.ckpt", "step-000020.ckpt", "step-000030.ckpt", "step-000040.ckpt"]
+    assert sorted(p.name for p in tmp_path.glob("*.ckpt")) == [
+        "last.ckpt",
+        "step-000020.ckpt",
+        "step-000030.ckpt",
+        "step-000040.ckpt",
+    ]
     assert (tmp_path / "last.ckpt").samefile(tmp_path / "step-000040.ckpt")
     for e in entries:
         assert hashlib.sha256((tmp_path / e.file).read_bytes()).hexdigest() == e.sha256
     loaded = torch.load(tmp_path / "last.ckpt", weights_only=True)
-    assert loaded["state_dict"]["wte"].untyped_storage().data_ptr() == loaded["state_dict"]["head"].untyped_storage().data_ptr()
+    assert (
+        loaded["state_dict"]["wte"].untyped_storage().data_ptr()
+        == loaded["state_dict"]["head"].untyped_storage().data_ptr()
+    )
 
 
 def test_async_save_writes_a_point_in_time_copy(tmp_path):
@@ -106,7 +117,12 @@ def test_resume_key_ignores_operational_settings_only():
         return resume_key(load_config(REPO_ROOT / "configs" / "tiny.yaml", list(overrides)), data)
 
     base = key()
-    assert key("train.retries=5", "train.log_every_n_steps=7", "train.collective_timeout_s=9", "checkpoint.every_n_steps=3") == base
+    assert (
+        key(
+            "train.retries=5", "train.log_every_n_steps=7", "train.collective_timeout_s=9", "checkpoint.every_n_steps=3"
+        )
+        == base
+    )
     assert key("evaluation.max_tokens=10", "registry.model_name=other") == base
     for changed in (key("train.seed=1"), key("train.max_steps=151"), key("model.n_layer=2"), key(data="v2")):
         assert changed != base
@@ -119,7 +135,10 @@ def test_resume_key_of_a_fine_tune_follows_the_parent_weights_not_their_path(tmp
         (tmp_path / folder / "model.pt").write_bytes(weights)
 
     def key(folder):
-        return resume_key(load_config(REPO_ROOT / "configs" / "tiny.yaml", [f"train.init_from={tmp_path / folder / 'model.pt'}"]), "v1")
+        return resume_key(
+            load_config(REPO_ROOT / "configs" / "tiny.yaml", [f"train.init_from={tmp_path / folder / 'model.pt'}"]),
+            "v1",
+        )
 
     assert key("a") == key("b") != key("c")
 

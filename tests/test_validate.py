@@ -1,4 +1,4 @@
-"""tasks.validate: the Great Expectations gate passes a good prepared directory and names what broke."""
+"""foundry.data.validate: the Great Expectations gate passes a good prepared directory and names what broke."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from synthetic import overrides, prepare_synthetic, synthetic_docs
 
 from foundry.config import load_config
-from tasks.acquire import acquire
-from tasks.prepare import prepare
-from tasks.validate import ValidationFailed, shard_table, validate_dataset
+from foundry.data.acquire import acquire_source
+from foundry.data.prepare import prepare
+from foundry.data.validate import ValidationFailed, shard_table, validate_dataset
 
-from synthetic import overrides, prepare_synthetic, synthetic_docs
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
@@ -51,8 +51,12 @@ def failing(config, data_dir: Path, report_path: Path) -> ValidationFailed:
 
 
 def failed_expectations(report: dict) -> set[tuple[str, str]]:
-    return {(suite, e["expectation"]) for suite, body in report["suites"].items()
-            for e in body["results"] if not e["success"]}
+    return {
+        (suite, e["expectation"])
+        for suite, body in report["suites"].items()
+        for e in body["results"]
+        if not e["success"]
+    }
 
 
 # --- the good case ---------------------------------------------------------------------------
@@ -171,7 +175,7 @@ def test_personal_data_left_in_a_document_fails_the_gate(tmp_path):
     for i, text in enumerate(synthetic_docs(20)):
         (root / f"doc{i:02d}.txt").write_text(text + ("write to jane@example.com or 8.8.8.8\n" if i == 3 else ""))
     unscrubbed = load_config(None, overrides(root, "data.pii=[]"))
-    prepare(acquire(unscrubbed.data, tmp_path / "m.json"), unscrubbed, tmp_path / "prepared", progress=False)
+    prepare(acquire_source(unscrubbed.data, tmp_path / "m.json"), unscrubbed, tmp_path / "prepared", progress=False)
     error = failing(load_config(None, overrides(root)), tmp_path / "prepared", tmp_path / "report.json")
     assert failed_expectations(error.report) == {("documents", "expect_column_values_to_be_in_set")}
     message = str(error)
@@ -197,8 +201,9 @@ def test_holdout_token_share_within_tolerance(copy, tmp_path):
     save_manifest(data_dir, manifest)
     lenient = load_config(None, overrides(Path(config.data.source), f"data.holdout_fraction={fraction}"))
     validate_dataset(data_dir, lenient, tmp_path / "ok.json")
-    strict = load_config(None, overrides(Path(config.data.source), f"data.holdout_fraction={fraction}",
-                                         "data.holdout_tolerance=0"))
+    strict = load_config(
+        None, overrides(Path(config.data.source), f"data.holdout_fraction={fraction}", "data.holdout_tolerance=0")
+    )
     error = failing(strict, data_dir, tmp_path / "report.json")
     assert failed_expectations(error.report) == {("splits", "expect_column_pair_values_a_to_be_greater_than_b")}
     assert "holdout_token_share" in str(error)
@@ -233,26 +238,30 @@ def test_pipeline_tasks_log_the_audit_and_the_failed_gate_docs(prefect_harness, 
     from mlflow import MlflowClient
     from prefect import flow
 
-    from tasks import tracking
-    from tasks.pipeline import RunContext, prepare as prepare_task, validate as validate_task
+    from foundry import tracking
+    from foundry.contracts import RunContext
+    from tasks import data as data_tasks
 
     config, _ = good
     strict = load_config(None, overrides(Path(config.data.source), "model.block_size=100000"))  # holdout too short
     run_id = tracking.start_pipeline_run(strict)
     run = RunContext(run_id=run_id, dir=tmp_path / "run", home=tmp_path)
     run.dir.mkdir()
-    manifest = tmp_path / "source_manifest.json"
-    acquire(strict.data, manifest)
+    manifest = acquire_source(strict.data, tmp_path / "source_manifest.json")
 
     @flow
     def stage_a():
-        validate_task(strict, prepare_task(strict, manifest, run), run)
+        data_tasks.validate(strict, data_tasks.prepare(strict, manifest, run), run)
 
     with pytest.raises(ValidationFailed):
         stage_a()
     client = MlflowClient()
     logged = {a.path for top in ("data", "validation", "validation_docs") for a in client.list_artifacts(run_id, top)}
-    assert {"data/audit.json", "data/audit.md", "validation/validation_report.json",
-            "validation_docs/index.html"} <= logged
+    assert {
+        "data/audit.json",
+        "data/audit.md",
+        "validation/validation_report.json",
+        "validation_docs/index.html",
+    } <= logged
     audit = json.loads(open(client.download_artifacts(run_id, "data/audit.json")).read())
     assert audit["docs_in"] == 40 and audit["docs_out"] == 40

@@ -6,8 +6,11 @@ import json
 import shutil
 
 import pytest
+import yaml
 
-from tasks.versioning import HydrationError, dvc_listing, hydrate, verify_dataset, version_dataset, version_ref
+from foundry.contracts import DataVersion, SourceManifest
+from foundry.data.hydrate import HydrationError, dvc_listing, hydrate_version, verify_dataset
+from foundry.data.versioning import version_dataset
 
 
 @pytest.fixture()
@@ -16,43 +19,47 @@ def versioned(tiny_config, tiny_dataset, tmp_path):
     home = tmp_path / "home-a"
     staged = tmp_path / "staged"
     shutil.copytree(tiny_dataset, staged)
-    source_manifest = tiny_dataset.parent / "source_manifest.json"
+    source_manifest = SourceManifest.read(tiny_dataset.parent / "source_manifest.json")
     return version_dataset(tiny_config, staged, source_manifest, home), home
 
 
 def test_version_is_the_content_hash_and_lands_in_the_remote(versioned, tiny_config, tiny_dataset, tmp_path):
     data, home = versioned
-    version = data["data_version"]
-    assert data["out"]["md5"] == f"{version}.dir" and data["out"]["nfiles"] == len(list(tiny_dataset.iterdir()))
+    version = data.data_version
+    lock = yaml.safe_load((home / "workspace" / "dvc.lock").read_text())
+    out = next(o for o in lock["stages"]["prepare"]["outs"] if o["path"] == "prepared")
+    assert out["md5"] == f"{version}.dir" and out["nfiles"] == len(list(tiny_dataset.iterdir()))
     assert (home / "dvc-remote" / "files" / "md5" / version[:2] / f"{version[2:]}.dir").is_file()
     lock = (home / "workspace" / "dvc.lock").read_text()
     assert version in lock and "source_manifest.json" in lock
     # The same content from another home gives the same version.
     again = tmp_path / "again"
     shutil.copytree(tiny_dataset, again)
-    other = version_dataset(tiny_config, again, tiny_dataset.parent / "source_manifest.json", tmp_path / "home-b")
-    assert other["data_version"] == version
+    other = version_dataset(
+        tiny_config, again, SourceManifest.read(tiny_dataset.parent / "source_manifest.json"), tmp_path / "home-b"
+    )
+    assert other.data_version == version
 
 
 def test_a_fresh_home_hydrates_exactly_that_version(versioned, tmp_path):
     data, _ = versioned
     node_home = tmp_path / "node"
-    target = hydrate(data, node_home)
-    assert target == node_home / "hydrated" / data["data_version"]
+    target = hydrate_version(data, node_home)
+    assert target == node_home / "hydrated" / data.data_version
     assert verify_dataset(target) == []
     assert not [p for p in (node_home / "hydrated").iterdir() if p.name.startswith(".pull-")]
-    assert hydrate(data, node_home) == target  # cache hit
+    assert hydrate_version(data, node_home) == target  # cache hit
 
 
 def test_a_corrupt_hydrated_file_is_detected_and_fetched_again(versioned, tmp_path):
     data, _ = versioned
     node_home = tmp_path / "node"
-    target = hydrate(data, node_home)
+    target = hydrate_version(data, node_home)
     shard = next(target.glob("train_*.bin"))
     good = shard.read_bytes()
     shard.write_bytes(b"\0" * len(good))
     assert verify_dataset(target) == [shard.name]
-    assert hydrate(data, node_home) == target
+    assert hydrate_version(data, node_home) == target
     assert shard.read_bytes() == good
 
 
@@ -61,46 +68,52 @@ def test_every_file_is_checked_not_only_the_shards(versioned, tmp_path, name):
     """The tokenizer by the manifest's xxh3-128, the manifest by DVC's md5 of it."""
     data, _ = versioned
     node_home = tmp_path / "node"
-    target = hydrate(data, node_home)
+    target = hydrate_version(data, node_home)
     path = target / name
     good = path.read_bytes()
     path.chmod(0o644)
     path.write_bytes(good.replace(b"1", b"2", 1))  # one byte, still valid JSON
     assert json.loads(path.read_text())
-    assert name in verify_dataset(target, dvc_listing(node_home / "hydrated" / ".cache", data["data_version"]))
-    assert hydrate(data, node_home) == target
+    assert name in verify_dataset(target, dvc_listing(node_home / "hydrated" / ".cache", data.data_version))
+    assert hydrate_version(data, node_home) == target
     assert path.read_bytes() == good
 
 
 def test_an_unknown_version_names_the_node_and_the_version(versioned, tmp_path):
     data, _ = versioned
-    missing = {**data, "data_version": "0" * 32, "out": {**data["out"], "md5": "0" * 32 + ".dir"}}
+    missing = DataVersion(data_version="0" * 32, remote=data.remote)
     with pytest.raises(HydrationError, match="cannot hydrate data version 0{32}"):
-        hydrate(missing, tmp_path / "node")
+        hydrate_version(missing, tmp_path / "node")
     assert not (tmp_path / "node" / "hydrated" / ("0" * 32)).exists()
 
 
 def test_s3_remote_end_to_end_through_moto(s3_env, tiny_config, tiny_dataset, tmp_path):
     s3_env.create_bucket(Bucket="foundry-data")
-    config = tiny_config.model_copy(update={"data": tiny_config.data.model_copy(update={"remote": "s3://foundry-data/dvc"})})
+    config = tiny_config.model_copy(
+        update={"data": tiny_config.data.model_copy(update={"remote": "s3://foundry-data/dvc"})}
+    )
     staged = tmp_path / "staged"
     shutil.copytree(tiny_dataset, staged)
-    data = version_dataset(config, staged, tiny_dataset.parent / "source_manifest.json", tmp_path / "home-a")
-    assert data["remote"] == "s3://foundry-data/dvc"
+    data = version_dataset(
+        config, staged, SourceManifest.read(tiny_dataset.parent / "source_manifest.json"), tmp_path / "home-a"
+    )
+    assert data.remote == "s3://foundry-data/dvc"
     keys = [o["Key"] for o in s3_env.list_objects_v2(Bucket="foundry-data")["Contents"]]
-    assert f"dvc/files/md5/{data['data_version'][:2]}/{data['data_version'][2:]}.dir" in keys
-    target = hydrate(version_ref(data["data_version"], data["remote"]), tmp_path / "node")
+    assert f"dvc/files/md5/{data.data_version[:2]}/{data.data_version[2:]}.dir" in keys
+    target = hydrate_version(DataVersion(data_version=data.data_version, remote=data.remote), tmp_path / "node")
     assert verify_dataset(target) == [] and (target / "tokenizer.json").is_file()
 
 
 def test_a_missing_bucket_is_a_clear_hydration_error(s3_env, tmp_path):
     with pytest.raises(HydrationError, match="cannot hydrate data version"):
-        hydrate(version_ref("1" * 32, "s3://no-such-bucket/dvc"), tmp_path / "node")
+        hydrate_version(DataVersion(data_version="1" * 32, remote="s3://no-such-bucket/dvc"), tmp_path / "node")
 
 
 def _hydrate_in_process(args):
-    import foundry  # noqa: F401
-    from tasks.versioning import hydrate as hydrate_version
+    from foundry.data.hydrate import hydrate_version
+    from foundry.env import configure_environment
+
+    configure_environment()
 
     data, home = args
     return str(hydrate_version(data, home))
@@ -114,8 +127,8 @@ def test_concurrent_hydrations_of_one_version_agree(versioned, tmp_path):
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         targets = pool.map(_hydrate_in_process, [(data, node), (data, node)])
     assert targets[0] == targets[1]
-    assert verify_dataset(node / "hydrated" / data["data_version"]) == []
-    assert [p.name for p in (node / "hydrated").iterdir() if not p.name.startswith(".")] == [data["data_version"]]
+    assert verify_dataset(node / "hydrated" / data.data_version) == []
+    assert [p.name for p in (node / "hydrated").iterdir() if not p.name.startswith(".")] == [data.data_version]
 
 
 @pytest.mark.slow
@@ -125,10 +138,9 @@ def test_dvc_repro_in_a_fresh_checkout_rebuilds_the_same_version(versioned, tiny
     import subprocess
     import sys
 
-    import yaml
-
     from foundry.config import to_yaml
-    from tasks.versioning import PROJECT_ROOT, code_dependencies
+    from foundry.data.versioning import code_dependencies
+    from foundry.env import PROJECT_ROOT
 
     data, _ = versioned
     checkout = tmp_path / "checkout"
@@ -136,10 +148,14 @@ def test_dvc_repro_in_a_fresh_checkout_rebuilds_the_same_version(versioned, tiny
         (checkout / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(PROJECT_ROOT / name, checkout / name)
     (checkout / "params.yaml").write_text(to_yaml(tiny_config))
-    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", "FOUNDRY_HOME": str(tmp_path / "fh")}
+    env = {
+        **os.environ,
+        "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}",
+        "FOUNDRY_HOME": str(tmp_path / "fh"),
+    }
     dvc = [sys.executable, "-m", "dvc"]
     subprocess.run([*dvc, "init", "--no-scm", "-q"], cwd=checkout, env=env, check=True)
     subprocess.run([*dvc, "repro", "-q"], cwd=checkout, env=env, check=True, timeout=300)
     lock = yaml.safe_load((checkout / "dvc.lock").read_text())
     out = next(o for o in lock["stages"]["prepare"]["outs"] if o["path"] == "prepared")
-    assert out["md5"] == f"{data['data_version']}.dir"
+    assert out["md5"] == f"{data.data_version}.dir"

@@ -1,0 +1,1 @@
+"""Stage D: checkpoints that survive failure and resume exactly (`manifest`, `writer`, `resume`)."""

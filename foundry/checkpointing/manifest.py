@@ -1,0 +1,117 @@
+"""A checkpoint folder's manifest: which files are checkpoints, of which step, with which sha256.
+
+A checkpoint folder holds
+
+    step-000250.ckpt   Lightning checkpoints: model, optimizer, scheduler, loop counters, the train
+                       loader's position (`RandomWindows.state_dict`) and the RNG states
+    manifest.json      one entry per checkpoint: file, step, sha256, bytes, val_loss
+    last.ckpt          a hard link to the newest one, for people and for MLflow
+
+Only files listed in the manifest with a matching checksum are resumed from; every file is written
+under a temporary name, fsynced and renamed, so a crash at any point of a save leaves the previous
+state intact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from foundry.digests import sha256_file
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+LAST = "last.ckpt"
+
+
+@dataclass(frozen=True)
+class Entry:
+    file: str
+    step: int
+    sha256: str
+    bytes: int
+    val_loss: float | None = None
+
+
+def read_manifest(directory: Path) -> list[Entry]:
+    path = directory / MANIFEST
+    if not path.is_file():
+        return []
+    return [Entry(**e) for e in json.loads(path.read_text())["checkpoints"]]
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _HashingWriter:
+    """A file that hashes what passes through it, so a checkpoint is read back zero times."""
+
+    def __init__(self, f):
+        self.f, self.sha, self.bytes = f, hashlib.sha256(), 0
+
+    def write(self, data) -> int:
+        self.sha.update(data)
+        self.bytes += len(data)
+        return self.f.write(data)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+def write_atomic(path: Path, write: Callable[[Any], None]) -> tuple[str, int]:
+    """Write through a temporary name, fsync, rename, fsync the folder; returns (sha256, bytes)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        writer = _HashingWriter(f)
+        write(writer)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+    return writer.sha.hexdigest(), writer.bytes
+
+
+def write_manifest(directory: Path, entries: list[Entry]) -> None:
+    text = json.dumps({"checkpoints": [asdict(e) for e in sorted(entries, key=lambda e: e.step)]}, indent=1)
+    write_atomic(directory / MANIFEST, lambda f: f.write(text.encode()))
+
+
+def is_intact(directory: Path, entry: Entry) -> bool:
+    path = directory / entry.file
+    return path.is_file() and path.stat().st_size == entry.bytes and sha256_file(path) == entry.sha256
+
+
+def latest_valid(directory: Path) -> Entry | None:
+    """The newest checkpoint whose checksum matches; newer broken ones are skipped with a warning."""
+    for entry in sorted(read_manifest(directory), key=lambda e: e.step, reverse=True):
+        if is_intact(directory, entry):
+            return entry
+        log.warning(
+            "checkpoint %s (step %d) is missing, truncated or corrupt: its sha256 does not match "
+            "the manifest; falling back to the previous one",
+            directory / entry.file,
+            entry.step,
+        )
+    return None
+
+
+def retained(entries: list[Entry], keep_last: int) -> list[Entry]:
+    """The last `keep_last` by step, plus the one with the lowest validation loss."""
+    keep = sorted(entries, key=lambda e: e.step)[-keep_last:]
+    scored = [e for e in entries if e.val_loss is not None]
+    if scored:
+        best = min(scored, key=lambda e: (e.val_loss, -e.step))
+        keep += [] if best in keep else [best]
+    return sorted(keep, key=lambda e: e.step)

@@ -1,0 +1,73 @@
+"""Where unfinished training lives, so that a re-run or a retry finds it, and what it resumes from.
+
+Same model, training settings and data: the same training, so the same folder,
+`$FOUNDRY_HOME/checkpoints/<key>/`, until it finishes and moves to its run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from foundry.checkpointing.manifest import latest_valid
+from foundry.config import FoundryConfig
+from foundry.digests import sha256_file
+
+# Train settings that change how a run is operated, not the weights it computes: a re-run that
+# differs only in these still resumes the same attempt.
+OPERATIONAL_KEYS = {"retries", "collective_timeout_s", "log_every_n_steps", "peak_flops", "cpu_threads"}
+
+
+def resume_point(directory: Path) -> Path | None:
+    """The newest intact checkpoint in `directory`, or None: what every rank of a launch starts from."""
+    last = latest_valid(directory)
+    return directory / last.file if last else None
+
+
+def resume_key(config: FoundryConfig, data_version: str) -> str:
+    """Same model, training settings and data: the same training, so the same checkpoints."""
+    train = {k: v for k, v in config.train.model_dump(mode="json").items() if k not in OPERATIONAL_KEYS}
+    if train["init_from"] and Path(train["init_from"]).is_file():
+        # Retraining downloads its parent into a fresh folder each time: the weights name the start, not the path.
+        train["init_from"] = sha256_file(Path(train["init_from"]))
+    identity = {"model": config.model.model_dump(mode="json"), "train": train, "data_version": data_version}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def attempt_dir(home: Path, config: FoundryConfig, data_version: str) -> Path:
+    """Checkpoints of unfinished training live here until it finishes, across flow runs and retries."""
+    return home / "checkpoints" / resume_key(config, data_version)
+
+
+class AttemptBusy(RuntimeError):
+    """Another process is training the same config on the same data right now."""
+
+
+@contextmanager
+def claimed(attempt: Path) -> Iterator[None]:
+    """One trainer per attempt folder; the kernel releases the lock when its holder dies, even by kill -9."""
+    attempt.parent.mkdir(parents=True, exist_ok=True)
+    with open(attempt.parent / f"{attempt.name}.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise AttemptBusy(
+                f"another process is training into {attempt} (same config and data); "
+                "wait for it, or change train.seed to train a second model"
+            ) from None
+        yield
+
+
+def finish_attempt(attempt: Path, destination: Path) -> Path:
+    """Move a finished attempt's folder to its run; the next identical run then starts afresh."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    if destination.exists():
+        shutil.rmtree(destination)
+    os.replace(attempt, destination)
+    return destination

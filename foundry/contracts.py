@@ -1,0 +1,143 @@
+"""What the stages hand each other: typed values, so a reader knows every field without reading the writer.
+
+Pydantic models, frozen: Prefect persists and restores them (the cached `dataset` task returns a
+`DataVersion`), and they print and compare as values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SourceFile(_Value):
+    """One file of a source, fingerprinted."""
+
+    path: str  # absolute, for reading
+    name: str  # relative to the source root (with the source's index when there are several)
+    size: int
+    sha256: str
+
+
+class SourceManifest(_Value):
+    """What `acquire` found: the same files give the same digest wherever they live."""
+
+    source: str
+    sources: list[str]
+    digest: str
+    files: int
+    bytes: int
+    skipped: dict[str, int]
+    entries: list[SourceFile]
+
+    def write(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.model_dump_json(indent=1))
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> SourceManifest:
+        return cls.model_validate_json(Path(path).read_text())
+
+    def new_since(self, earlier: SourceManifest) -> list[str]:
+        """Names of files whose content `earlier` did not have (by sha256, wherever they sit)."""
+        seen = {entry.sha256 for entry in earlier.entries}
+        return [entry.name for entry in self.entries if entry.sha256 not in seen]
+
+
+class DataVersion(_Value):
+    """A prepared dataset as DVC versioned it: its content hash and the remote holding it."""
+
+    data_version: str
+    remote: str
+
+    @property
+    def dvc_out(self) -> dict[str, str]:
+        """The `outs` entry of a `.dvc` file that names exactly this version."""
+        return {"path": "prepared", "hash": "md5", "md5": f"{self.data_version}.dir"}
+
+
+class GateDecision(_Value):
+    """The promotion gate's inputs and verdict, recorded on the run and on the version."""
+
+    passed: bool
+    verdict: str
+    challenger_bits_per_byte: float
+    champion_bits_per_byte: float | None = None
+    champion_version: str | None = None
+    min_improvement: float = 0.0
+
+    def tags(self) -> dict[str, str]:
+        champion = self.champion_bits_per_byte
+        return {
+            "gate.verdict": self.verdict,
+            "gate.passed": str(self.passed).lower(),
+            "gate.challenger_bits_per_byte": f"{self.challenger_bits_per_byte:.6f}",
+            "gate.champion_bits_per_byte": "" if champion is None else f"{champion:.6f}",
+            "gate.champion_version": self.champion_version or "",
+            "gate.min_improvement": str(self.min_improvement),
+        }
+
+
+class ParentModel(_Value):
+    """A registered version a run starts from: where its files are and what it was trained with."""
+
+    uri: str  # models:/NAME/VERSION
+    weights: str  # model.pt
+    tokenizer: str  # tokenizer.json
+    config: dict[str, Any]
+    source_manifest: SourceManifest
+
+
+class Promotion(_Value):
+    promoted: bool
+    verdict: str
+
+
+class RunContext(_Value):
+    """The MLflow run every stage of a flow logs to, and the folder for this run's files."""
+
+    run_id: str
+    dir: Path
+    home: Path
+
+
+class PipelineResult(_Value):
+    """What a training flow returns, and what `foundry run` and `foundry retrain` print."""
+
+    run_id: str
+    model_name: str
+    model_version: str
+    data_version: str
+    metrics: dict[str, float]
+    promoted: bool
+    verdict: str
+    parent: str = ""
+
+    @property
+    def model_uri(self) -> str:
+        return f"models:/{self.model_name}/{self.model_version}"
+
+
+class SkippedRun(_Value):
+    """A retrain that found nothing new: recorded, nothing trained."""
+
+    run_id: str
+    parent: str
+    reason: str
+
+
+class Reproduction(_Value):
+    """A registered model re-trained from its lineage: recorded and reproduced holdout metrics."""
+
+    model: str
+    run_id: str
+    comparison: dict[str, tuple[float, float]]  # metric -> (recorded, reproduced)
+    identical: bool
+    commit_matches: bool

@@ -1,0 +1,238 @@
+"""Stage A, acquire: find the source's files and fingerprint them. The source is only ever read.
+
+Remote sources (http, s3) are copied into `$FOUNDRY_HOME/sources/` first, so every later step
+sees a local directory.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import logging
+import os
+import shutil
+import stat
+import sysconfig
+import tarfile
+import urllib.parse
+import urllib.request
+import zipfile
+from pathlib import Path
+
+from foundry.config import DataConfig
+from foundry.contracts import SourceFile, SourceManifest
+from foundry.data.formats import base_name
+from foundry.digests import sha256_file
+from foundry.env import foundry_home, s3_endpoint_url
+
+log = logging.getLogger(__name__)
+
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
+
+
+class SourceError(RuntimeError):
+    """The source cannot be read; the message says which and why."""
+
+
+def _is_glob(source: str) -> bool:
+    return any(ch in source for ch in "*?[")
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def wanted(filename: str, cfg: DataConfig) -> bool:
+    """A listed extension, possibly gzip-compressed: `a.jsonl` and `a.jsonl.gz` for `.jsonl`."""
+    return any(base_name(filename).endswith(ext) for ext in cfg.extensions)
+
+
+def _walk(root: Path, cfg: DataConfig, skipped: dict[str, int]) -> list[Path]:
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in cfg.exclude_dirs)
+        for filename in sorted(filenames):
+            path = Path(dirpath, filename)
+            if not wanted(filename, cfg):
+                continue
+            if path.is_symlink() and not _inside(path, root):
+                _skip(skipped, "symlink_outside_root", f"skipping {path}: symlink points outside the source root")
+                continue
+            found.append(path)
+    return found
+
+
+def _skip(skipped: dict[str, int], reason: str, message: str) -> None:
+    skipped[reason] = skipped.get(reason, 0) + 1
+    log.warning("%s", message)
+
+
+def _fetch_http(url: str, dest: Path) -> Path:
+    name = Path(urllib.parse.urlparse(url).path).name or "index.txt"
+    target = dest / name
+    if not target.exists():
+        dest.mkdir(parents=True, exist_ok=True)
+        try:
+            with urllib.request.urlopen(url, timeout=30) as response, open(target.with_suffix(".part"), "wb") as out:
+                shutil.copyfileobj(response, out)
+        except OSError as exc:
+            raise SourceError(f"cannot download {url}: {exc}") from None
+        target.with_suffix(".part").rename(target)
+    return target
+
+
+def _extract(archive: Path, dest: Path) -> Path:
+    out = dest / "extracted"
+    if out.exists():
+        return out
+    tmp = dest / "extracting"
+    shutil.rmtree(tmp, ignore_errors=True)
+    if archive.name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as zf:
+            for member in zf.namelist():
+                if not _inside(tmp / member, tmp):
+                    raise SourceError(f"{archive.name}: member {member!r} would extract outside its folder")
+            zf.extractall(tmp)
+    else:
+        with tarfile.open(archive) as tf:
+            tf.extractall(tmp, filter="data")  # refuses absolute paths, links out and devices
+    tmp.rename(out)
+    return out
+
+
+def _fetch_s3(url: str, dest: Path, cfg: DataConfig) -> Path:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    parsed = urllib.parse.urlparse(url)
+    bucket, prefix = parsed.netloc, parsed.path.lstrip("/")
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint_url())
+    try:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                target = dest / obj["Key"]
+                if not _inside(target, dest) or not wanted(obj["Key"].rsplit("/", 1)[-1], cfg):
+                    continue
+                if not target.exists() or target.stat().st_size != obj["Size"]:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    s3.download_file(bucket, obj["Key"], str(target))
+    except (BotoCoreError, ClientError) as exc:
+        raise SourceError(f"cannot read {url}: {exc}") from None
+    return dest / prefix if (dest / prefix).is_dir() else dest
+
+
+def local_root(source: str, cache: Path, cfg: DataConfig) -> Path | str:
+    """A local directory (or glob pattern) holding the source's files."""
+    if source.startswith("stdlib://"):  # stdlib://email is the standard library's email package
+        root = Path(sysconfig.get_paths()["stdlib"]) / source.removeprefix("stdlib://")
+        if not root.exists():
+            raise SourceError(f"data.source {source!r}: no such part of the standard library ({root})")
+        return root
+    scheme = urllib.parse.urlparse(source).scheme
+    key = hashlib.sha256(source.encode()).hexdigest()[:16]
+    if scheme in ("http", "https"):
+        downloaded = _fetch_http(source, cache / "http" / key)
+        if downloaded.name.endswith(ARCHIVE_SUFFIXES):
+            return _extract(downloaded, cache / "http" / key)
+        return downloaded.parent
+    if scheme == "s3":
+        return _fetch_s3(source, cache / "s3" / key, cfg)
+    path = Path(source).expanduser()
+    if path.exists():  # before the glob test: "run[1]" may be a real folder
+        return path.resolve()
+    if _is_glob(source):
+        return os.path.abspath(os.path.expanduser(source))
+    raise SourceError(f"data.source {source!r} does not exist")
+
+
+def _glob_base(pattern: str) -> Path:
+    """The folder above the first path component that holds a wildcard."""
+    parts = Path(pattern).parts
+    fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+    return Path(*parts[:fixed])
+
+
+def _files_of(source: str, cfg: DataConfig, skipped: dict[str, int]) -> list[tuple[Path, str]]:
+    """(path, name relative to the source root) for each wanted file of one source."""
+    root = local_root(source, foundry_home() / "sources", cfg)
+    if isinstance(root, str):
+        paths = sorted(Path(p) for p in glob.glob(root, recursive=True) if Path(p).is_file())  # the user's choice
+        base = _glob_base(root)
+    elif root.is_file():
+        paths, base = [root], root.parent
+    else:
+        paths, base = _walk(root, cfg, skipped), root
+    return [(path, os.path.relpath(path, base)) for path in paths]
+
+
+def _fingerprint(path: Path, name: str, cfg: DataConfig, skipped: dict[str, int]) -> SourceFile | None:
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO or device would block or never end
+            raise SourceError(f"{path} is not a regular file")
+        return SourceFile(path=str(path), name=name, size=info.st_size, sha256=sha256_file(path))
+    except (OSError, SourceError) as exc:
+        if cfg.on_error == "fail":
+            raise SourceError(f"cannot read {path}: {exc}") from None
+        reason = "not_regular_file" if isinstance(exc, SourceError) else "unreadable"
+        _skip(skipped, reason, f"skipping {path}: {exc}")
+        return None
+
+
+def list_source_files(cfg: DataConfig) -> tuple[list[SourceFile], dict[str, int]]:
+    """Every readable file of every source, in a stable order, and counts of what was skipped.
+
+    A source that cannot be reached stops the run when `on_error` is `fail`; otherwise it is skipped
+    and counted, unless no source is left at all."""
+    sources, skipped, problems, files = cfg.source_list, {}, [], []
+    for i, source in enumerate(sources):
+        try:
+            found = _files_of(source, cfg, skipped)
+        except SourceError as exc:
+            if cfg.on_error == "fail" or len(sources) == 1:
+                raise
+            problems.append(str(exc))
+            _skip(skipped, "unreachable_source", f"skipping source: {exc}")
+            continue
+        prefix = f"{i}/" if len(sources) > 1 else ""  # names stay unique across sources
+        for path, name in found:
+            entry = _fingerprint(path, prefix + name, cfg, skipped)
+            if entry is not None:
+                files.append(entry)
+    if problems and not files:
+        raise SourceError(f"no source could be read: {'; '.join(problems)}")
+    if not files:
+        raise SourceError(
+            f"data.source {', '.join(sources)!r} holds no files with extensions {cfg.extensions} "
+            "(or those, gzip-compressed)"
+        )
+    return files, skipped
+
+
+def source_manifest(cfg: DataConfig, files: list[SourceFile], skipped: dict[str, int]) -> SourceManifest:
+    """What was read, content-addressed: the same files give the same digest wherever they live."""
+    content = [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in files]
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+    return SourceManifest(
+        source=", ".join(cfg.source_list),
+        sources=cfg.source_list,
+        digest=digest,
+        files=len(files),
+        bytes=sum(f.size for f in files),
+        skipped=skipped,
+        entries=files,
+    )
+
+
+def acquire_source(cfg: DataConfig, manifest_path: Path) -> SourceManifest:
+    """List and fingerprint the source, write its manifest (the DVC dependency of `prepare`)."""
+    files, skipped = list_source_files(cfg)
+    manifest = source_manifest(cfg, files, skipped)
+    manifest.write(manifest_path)
+    log.info("acquired %d files (%.1f MB) from %s", manifest.files, manifest.bytes / 1e6, manifest.source)
+    return manifest

@@ -1,0 +1,160 @@
+"""Reading documents out of source files, one at a time, whatever the format.
+
+Plain text, markdown and code files hold one document each; `.jsonl` one per line (the field
+`data.jsonl_text_field`); `.parquet` one per row (the column `data.parquet_text_column`). Any of them
+may be gzip-compressed (`NAME.EXT.gz`). Nothing reads more than one document (or one parquet batch)
+into memory, and a line or file too long to become a document is skipped without being read whole.
+Bad input is handed to `reject`, which counts it or raises, by `data.on_error`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import tempfile
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import IO
+
+from foundry.config import DataConfig
+
+Reject = Callable[..., None]  # reject(where, reason, detail="")
+# Errors a damaged file raises while being read: the OS, gzip (OSError, EOFError, zlib.error), pyarrow (ValueError).
+READ_ERRORS = (OSError, EOFError, zlib.error, ValueError)
+PARQUET_BATCH_ROWS = 64
+SNIFF_BYTES = 8192
+
+
+class BadInputError(RuntimeError):
+    """A source file that cannot be used while `data.on_error` is `fail`."""
+
+
+def base_name(name: str) -> str:
+    """The name less a trailing `.gz`: what decides the format."""
+    return name[:-3] if name.endswith(".gz") else name
+
+
+def max_record_bytes(cfg: DataConfig) -> int:
+    """Bytes beyond which a file or line cannot hold an acceptable document (UTF-8 takes at most 4 bytes
+    a character, JSON escapes up to 12; with room for trailing spaces normalising removes)."""
+    return 16 * cfg.max_chars + 65536
+
+
+@contextmanager
+def _open(path: str, name: str) -> Iterator[IO[bytes]]:
+    with gzip.open(path, "rb") if name.endswith(".gz") else open(path, "rb") as fh:
+        yield fh
+
+
+def read_documents(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[tuple[str, str]]:
+    """(text, where) for each document of one file; `where` names the file, line or row for reports."""
+    kind = base_name(name)
+    reader = _jsonl if kind.endswith(".jsonl") else _parquet if kind.endswith(".parquet") else _text
+    try:
+        yield from reader(path, name, cfg, reject)
+    except READ_ERRORS as exc:
+        reject(name, "unreadable", f"{type(exc).__name__}: {exc}")
+
+
+def _text(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[tuple[str, str]]:
+    limit = max_record_bytes(cfg)
+    with _open(path, name) as fh:
+        raw = fh.read(limit + 1)
+    if len(raw) > limit:
+        reject(name, "too_long", f"more than {limit} bytes")
+    elif not raw.strip():
+        reject(name, "empty_file")
+    elif b"\x00" in raw:
+        reject(name, "binary")
+    else:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            reject(name, "invalid_utf8", str(exc))
+            return
+        yield text.removeprefix("\ufeff"), name
+
+
+def _lines(fh: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, line) with None for a line over `limit` bytes, whose rest is skipped unread."""
+    lineno = 0
+    while line := fh.readline(limit + 1):
+        lineno += 1
+        if len(line) > limit and not line.endswith(b"\n"):
+            while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+            yield lineno, None
+        else:
+            yield lineno, line
+
+
+def _jsonl(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[tuple[str, str]]:
+    field, limit, seen = cfg.jsonl_text_field, max_record_bytes(cfg), False
+    with _open(path, name) as fh:
+        if b"\x00" in fh.peek(SNIFF_BYTES)[:SNIFF_BYTES]:  # JSON text never holds a NUL byte
+            reject(name, "binary")
+            return
+        for lineno, line in _lines(fh, limit):
+            where = f"{name}:{lineno}"
+            if line is None:
+                seen = True
+                reject(where, "oversized_record", f"line longer than {limit} bytes")
+                continue
+            if not line.strip():
+                continue
+            seen = True
+            try:
+                value = json.loads(line.decode("utf-8"))[field]
+                if not isinstance(value, str):
+                    raise TypeError(f"field {field!r} is not a string")
+            except UnicodeDecodeError as exc:
+                reject(where, "invalid_utf8", str(exc))
+                continue
+            except (ValueError, KeyError, TypeError, IndexError) as exc:
+                reject(where, "malformed_jsonl", repr(exc))
+                continue
+            yield value, where
+    if not seen:
+        reject(name, "empty_file")
+
+
+@contextmanager
+def _seekable(path: str, name: str) -> Iterator[str]:
+    """Parquet reads its footer first, so a gzip-compressed one is inflated to a temporary file."""
+    if not name.endswith(".gz"):
+        yield path
+        return
+    with tempfile.NamedTemporaryFile(suffix=".parquet") as tmp:
+        with gzip.open(path, "rb") as src:
+            shutil.copyfileobj(src, tmp, 1 << 20)
+        tmp.flush()
+        yield tmp.name
+
+
+def _parquet(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[tuple[str, str]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    column = cfg.parquet_text_column
+    with _seekable(path, name) as readable:
+        parquet = pq.ParquetFile(readable)
+        schema = parquet.schema_arrow
+        if column not in schema.names:
+            reject(name, "missing_text_column", f"no column {column!r}; columns: {schema.names}")
+            return
+        if not (pa.types.is_string(schema.field(column).type) or pa.types.is_large_string(schema.field(column).type)):
+            reject(name, "missing_text_column", f"column {column!r} holds {schema.field(column).type}, not text")
+            return
+        if parquet.metadata.num_rows == 0:
+            reject(name, "empty_file")
+            return
+        row = 0
+        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[column]):
+            for value in batch.column(0).to_pylist():
+                row += 1
+                if value is None:
+                    reject(f"{name}#{row}", "null_text")
+                else:
+                    yield value, f"{name}#{row}"

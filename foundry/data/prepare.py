@@ -1,0 +1,190 @@
+"""Stage A, prepare: source manifest in, a self-describing dataset directory out.
+
+The directory (the `prepared` output of `dvc.yaml`) holds `train.jsonl`, `holdout.jsonl`,
+`documents.csv`, `tokenizer.json`, the token shards, `audit.json`/`audit.md` and `manifest.json`.
+
+The work alternates between map steps over partitions, which `mapper` may run anywhere (in this
+process by default; as Prefect tasks on Dask workers through `tasks.data_parallel`), and global steps in
+this process: de-duplication and the split, tokenizer training, cutting shards. Map steps read and
+write files under a scratch folder beside `out_dir`, which workers must be able to reach.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import shutil
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from foundry.config import DataConfig, FoundryConfig
+from foundry.contracts import SourceFile, SourceManifest
+from foundry.data import audit as audits
+from foundry.data.clean import CleanStats, PartitionJob, clean_partition, iter_texts, select_documents
+from foundry.data.shards import EncodeJob, assemble_shards, encode_chunk, token_dtype, train_tokenizer
+from foundry.digests import folder_digests
+from models.tokens import EOT
+
+log = logging.getLogger(__name__)
+Mapper = Callable[[Callable, list], list]
+
+
+def serial_map(step: Callable, jobs: Iterable) -> list:
+    return [step(job) for job in jobs]
+
+
+def partition_count(entries: list[SourceFile], cfg: DataConfig, workers: int) -> int:
+    """A multiple of the worker count, large enough that partitions average at most `partition_bytes`."""
+    total = sum(e.size for e in entries)
+    wanted = max(workers, math.ceil(total / cfg.partition_bytes))
+    return max(1, min(len(entries), workers * math.ceil(wanted / workers)))
+
+
+def partitions(entries: list[SourceFile], count: int) -> list[list[SourceFile]]:
+    """Contiguous runs of files (corpus order is kept) of roughly equal size."""
+    total = sum(max(e.size, 1) for e in entries)
+    parts: list[list[SourceFile]] = [[] for _ in range(count)]
+    seen = 0
+    for entry in entries:
+        parts[min(count - 1, int(seen * count / total))].append(entry)
+        seen += max(entry.size, 1)
+    return [part for part in parts if part]
+
+
+def _scratch(out_dir: Path) -> Path:
+    work = out_dir.parent / f".{out_dir.name}.work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    return work
+
+
+def _encode_jobs(out_dir: Path, work: Path, chunks: list[dict]) -> tuple[list[EncodeJob], dict[str, list[dict]]]:
+    """Job k encodes the k-th byte range of each split: one task a worker, the splits balanced."""
+    ranges = [
+        {
+            "split": c["split"],
+            "texts": str(out_dir / f"{c['split']}.jsonl"),
+            "start": c["start"],
+            "end": c["end"],
+            "out": str(work / f"tokens_{i:05d}.bin"),
+        }
+        for i, c in enumerate(chunks)
+    ]
+    by_split = {split: [r for r in ranges if r["split"] == split] for split in ("train", "holdout")}
+    jobs = [
+        EncodeJob(str(out_dir / "tokenizer.json"), tuple(rs[k] for rs in by_split.values() if k < len(rs)))
+        for k in range(max(map(len, by_split.values())))
+    ]
+    return jobs, by_split
+
+
+def _sample(texts: Iterator[str], rate: float) -> Iterator[str]:
+    """The texts whose content hash falls below `rate`: a uniform sample, the same on every run."""
+    for text in texts:
+        if rate >= 1 or int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:8], 16) < rate * 0x1_0000_0000:
+            yield text
+
+
+def _tokenizer(config: FoundryConfig, out_dir: Path, stats: CleanStats):
+    """Trained on (a sample of at most `max_train_bytes` of) the train split, or `tokenizer.from_file`
+    (fine-tuning keeps its parent's)."""
+    cfg = config.tokenizer
+    if cfg.from_file:
+        from tokenizers import Tokenizer
+
+        return Tokenizer.from_file(cfg.from_file)
+    rate = cfg.max_train_bytes / max(stats.split_bytes["train"], 1)
+    texts = _sample(iter_texts(out_dir / "train.jsonl"), rate)
+    return train_tokenizer(texts, cfg, length=round(stats.split_docs["train"] * min(rate, 1)))
+
+
+def _tokenize(
+    config: FoundryConfig, out_dir: Path, work: Path, chunks: list[dict], stats: CleanStats, mapper: Mapper
+) -> dict:
+    tokenizer = _tokenizer(config, out_dir, stats)
+    tokenizer.save(str(out_dir / "tokenizer.json"))
+    jobs, by_split = _encode_jobs(out_dir, work, chunks)
+    encoded = {
+        r["out"]: e for job, results in zip(jobs, mapper(encode_chunk, jobs)) for r, e in zip(job.ranges, results)
+    }
+    dtype = token_dtype(tokenizer.get_vocab_size())
+    shards = []
+    for split, ranges in by_split.items():
+        shards += assemble_shards([encoded[r["out"]] for r in ranges], out_dir, split, config.data.shard_tokens, dtype)
+    tokens = {split: sum(s["tokens"] for s in shards if s["split"] == split) for split in ("train", "holdout")}
+    return {
+        "vocab_size": tokenizer.get_vocab_size(),
+        "eot_id": tokenizer.token_to_id(EOT),
+        "dtype": dtype.name,
+        "shards": shards,
+        "train_tokens": tokens["train"],
+        "holdout_tokens": tokens["holdout"],
+    }
+
+
+def prepare(
+    source_manifest: SourceManifest,
+    config: FoundryConfig,
+    out_dir: Path,
+    progress: bool = True,
+    mapper: Mapper = serial_map,
+    workers: int = 1,
+) -> dict:
+    """Clean, split and tokenize into a fresh `out_dir`; returns the dataset manifest.
+
+    The output is the same, byte for byte, whatever `mapper` and `workers` are."""
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    work = _scratch(out_dir)
+    try:
+        entries = source_manifest.entries
+        parts = partitions(entries, partition_count(entries, config.data, workers)) if entries else []
+        jobs = [
+            PartitionJob(i, part, config.data, str(work), progress and mapper is serial_map)
+            for i, part in enumerate(parts)
+        ]
+        selection = select_documents(
+            jobs, mapper(clean_partition, jobs), config.data, out_dir, chunks_per_split=workers
+        )
+        stats = selection.stats
+        if stats.split_docs["train"] == 0:
+            raise ValueError(
+                f"no training documents left after cleaning {stats.docs_in} documents from {config.data.source_list}: "
+                f"dropped {dict(stats.dropped)}; check the quality thresholds in the data section"
+            )
+        tokens = _tokenize(config, out_dir, work, selection.chunks, stats, mapper)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    audits.write(selection.audit, stats.docs_in, stats.docs_out, out_dir)
+    manifest = {
+        "source": source_manifest.source,
+        "source_digest": source_manifest.digest,
+        "source_skipped": source_manifest.skipped,
+        "stats": stats.as_metrics(),
+        "holdout_fraction": config.data.holdout_fraction,
+        **tokens,
+        # Every other file's fast digest: what hydration checks a copy against.
+        "files": folder_digests(out_dir, skip="manifest.json"),
+    }
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    log.info(
+        "prepared %d of %d documents: %d train / %d holdout tokens; dropped %s",
+        stats.docs_out,
+        stats.docs_in,
+        tokens["train_tokens"],
+        tokens["holdout_tokens"],
+        dict(stats.dropped),
+    )
+    return manifest
+
+
+def prepare_metrics(manifest: dict) -> dict[str, float]:
+    """The counts worth a chart in MLflow: documents in and out, drops by reason, PII replaced, tokens."""
+    metrics = {f"data/{k}": v for k, v in manifest["stats"].items()}
+    metrics.update({f"data/source_{k}": v for k, v in manifest["source_skipped"].items()})
+    metrics["data/train_tokens"] = manifest["train_tokens"]
+    metrics["data/holdout_tokens"] = manifest["holdout_tokens"]
+    return metrics

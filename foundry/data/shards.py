@@ -1,0 +1,163 @@
+"""Stage A, tokenize: a byte-level BPE trained on the train split, then flat token shards.
+
+Shards are raw little-endian arrays (`np.memmap`-readable), one end-of-text token after every
+document; `manifest.json` lists each shard with its dtype, token count and sha256. Encoding is a
+map over byte ranges of the split files (`encode_chunk`, in parallel); `assemble_shards` then cuts
+the chunks' tokens, in order, into shards, so shards do not depend on how the work was divided.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from foundry.config import TokenizerConfig
+from foundry.data.clean import read_chunk
+from models.tokens import EOT
+
+ENCODE_BATCH = 512
+# Encodings cost ~100 bytes a token until read out: a batch of 1M characters keeps that to tens of MB.
+ENCODE_BATCH_CHARS = 1 << 20
+COPY_TOKENS = 1 << 22  # tokens per read while assembling shards
+
+
+def train_tokenizer(texts: Iterable[str], cfg: TokenizerConfig, length: int | None = None):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=cfg.vocab_size,
+        min_frequency=cfg.min_frequency,
+        special_tokens=[EOT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer, length=length)
+    return tokenizer
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
+
+
+def _batches(texts: Iterator[str], size: int, max_chars: int = 1 << 62) -> Iterator[list[str]]:
+    """Lists of at most `size` texts, cut sooner once they hold `max_chars` characters."""
+    batch, chars = [], 0
+    for text in texts:
+        batch.append(text)
+        chars += len(text)
+        if len(batch) >= size or chars >= max_chars:
+            yield batch
+            batch, chars = [], 0
+    if batch:
+        yield batch
+
+
+class ShardWriter:
+    """Token arrays in, `<split>_NNN.bin` files of at most `shard_tokens` tokens out, in order."""
+
+    def __init__(self, out_dir: Path, split: str, shard_tokens: int, dtype: np.dtype):
+        self.out_dir, self.split, self.shard_tokens, self.dtype = out_dir, split, shard_tokens, dtype
+        self.shards: list[dict] = []
+        self._fh, self._count, self._sha256 = None, 0, None
+
+    def _close_shard(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self.shards[-1].update(tokens=self._count, sha256=self._sha256.hexdigest())
+            self._fh = None
+
+    def write(self, array: np.ndarray) -> None:
+        while len(array):
+            if self._fh is None or self._count >= self.shard_tokens:
+                self._close_shard()
+                name = f"{self.split}_{len(self.shards):03d}.bin"
+                self.shards.append({"file": name, "split": self.split, "dtype": self.dtype.name})
+                self._fh, self._count, self._sha256 = open(self.out_dir / name, "wb"), 0, hashlib.sha256()
+            take = array[: self.shard_tokens - self._count]
+            data = take.astype(self.dtype.newbyteorder("<"), copy=False).tobytes()
+            self._fh.write(data)
+            self._sha256.update(data)  # hashed on the way out: no second read of the shard
+            self._count += len(take)
+            array = array[len(take) :]
+
+    def close(self) -> list[dict]:
+        self._close_shard()
+        return self.shards
+
+
+def _encoded(tokenizer, texts: Iterator[str]) -> Iterator[np.ndarray]:
+    """Token ids with an end-of-text after every document, a batch of documents at a time."""
+    eot = tokenizer.token_to_id(EOT)
+    dtype = token_dtype(tokenizer.get_vocab_size())
+    tail = np.array([eot], dtype=dtype)
+    for batch in _batches(texts, ENCODE_BATCH, ENCODE_BATCH_CHARS):
+        # encode_batch_fast: the ids encode_batch gives, without computing character offsets.
+        yield np.concatenate(
+            [part for enc in tokenizer.encode_batch_fast(batch) for part in (np.asarray(enc.ids, dtype=dtype), tail)]
+        )
+
+
+def write_shards(tokenizer, texts: Iterator[str], out_dir: Path, split: str, shard_tokens: int) -> list[dict]:
+    """Encode `texts` into `<split>_NNN.bin` files of at most `shard_tokens` tokens each."""
+    writer = ShardWriter(out_dir, split, shard_tokens, token_dtype(tokenizer.get_vocab_size()))
+    for array in _encoded(tokenizer, texts):
+        writer.write(array)
+    return writer.close()
+
+
+@dataclass(frozen=True)
+class EncodeJob:
+    """Byte ranges of the split files, each encoded into one flat token file.
+
+    One job holds a range of each split, so a worker's share is one task, not one per split."""
+
+    tokenizer: str
+    ranges: tuple[dict, ...]  # {"texts": split file, "start", "end", "out": token file}
+
+
+def encode_chunk(job: EncodeJob) -> list[dict]:
+    """Map step: the tokens of each range of documents, an end-of-text after each document."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(job.tokenizer)
+    results = []
+    for chunk in job.ranges:
+        count = 0
+        with open(chunk["out"], "wb") as fh:
+            for array in _encoded(tokenizer, read_chunk(Path(chunk["texts"]), chunk["start"], chunk["end"])):
+                fh.write(array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes())
+                count += len(array)
+        results.append({"out": chunk["out"], "tokens": count})
+    return results
+
+
+def assemble_shards(encoded: list[dict], out_dir: Path, split: str, shard_tokens: int, dtype: np.dtype) -> list[dict]:
+    """Global step: the chunks' token files, in order, cut into shards; streamed a few MB at a time."""
+    writer = ShardWriter(out_dir, split, shard_tokens, dtype)
+    for chunk in encoded:
+        # Plain reads, not a memmap: mapped pages would count in the process's memory as they are touched.
+        with open(chunk["out"], "rb") as fh:
+            while len(tokens := np.fromfile(fh, dtype=dtype.newbyteorder("<"), count=COPY_TOKENS)):
+                writer.write(tokens)
+    return writer.close()
+
+
+def load_split(data_dir: Path, split: str) -> np.ndarray:
+    """All tokens of a split as one array; memmapped, so nothing is read until used."""
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    parts = [
+        np.memmap(data_dir / s["file"], dtype=np.dtype(s["dtype"]).newbyteorder("<"), mode="r")
+        for s in manifest["shards"]
+        if s["split"] == split and s["tokens"]
+    ]
+    if not parts:
+        raise ValueError(f"{data_dir} holds no {split} tokens")
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)

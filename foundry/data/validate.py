@@ -1,0 +1,244 @@
+"""Stage A, the gate: Great Expectations suites over the documents and the shards.
+
+A failure raises `ValidationFailed` naming each failed expectation with what was observed, before
+anything is versioned or any compute is spent on training.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from foundry.config import FoundryConfig
+from foundry.data import pii
+from foundry.data.clean import iter_texts
+from foundry.digests import sha256_file
+
+DOCS_SITE = "foundry"
+
+
+class ValidationFailed(RuntimeError):
+    """The prepared data broke at least one expectation."""
+
+    def __init__(self, message: str, report: dict):
+        super().__init__(message)
+        self.report = report
+
+
+def shard_table(data_dir: Path, manifest: dict) -> pd.DataFrame:
+    """One row per shard: what the manifest claims beside what the file holds."""
+    rows = []
+    for shard in manifest["shards"]:
+        path = data_dir / shard["file"]
+        dtype = np.dtype(shard["dtype"]).newbyteorder("<")
+        size = path.stat().st_size
+        # A truncated shard may end mid-token: count whole tokens and let the suite report the mismatch.
+        whole = size // dtype.itemsize
+        tokens = np.memmap(path, dtype=dtype, mode="r", shape=(whole,)) if whole else np.array([0])
+        rows.append(
+            {
+                "file": shard["file"],
+                "split": shard["split"],
+                "manifest_tokens": shard["tokens"],
+                "file_tokens": whole if size % dtype.itemsize == 0 else -1,
+                "max_token_id": int(tokens.max()),
+                "min_token_id": int(tokens.min()),
+                "sha256_matches": sha256_file(path) == shard["sha256"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def document_table(data_dir: Path, pii_kinds: list[str]) -> pd.DataFrame:
+    """`documents.csv` beside what the split files really hold: is each listed document there, and what
+    personal data the scrubber's own detectors still find in it (kinds only, never the data)."""
+    table = pd.read_csv(data_dir / "documents.csv", dtype={"sha256": str, "split": str, "source": str})
+    present, found = set(), {}
+    for split in ("train", "holdout"):
+        for text in iter_texts(data_dir / f"{split}.jsonl"):
+            sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            present.add(sha)
+            kinds = sorted({span.kind for span in pii.find(text, pii_kinds)})
+            if kinds:
+                found[sha] = ",".join(kinds)
+    table["in_split_file"] = table["sha256"].isin(present)
+    table["pii_found"] = [found.get(sha, "") for sha in table["sha256"]]
+    return table
+
+
+def split_table(
+    manifest: dict, documents: pd.DataFrame, min_holdout_tokens: int, fraction: float, tolerance: float
+) -> pd.DataFrame:
+    """The split's sizes beside what the config asks: the split guarantees `fraction` of the bytes; tokens
+    follow bytes closely but not exactly, hence the tolerance."""
+    tokens = manifest["train_tokens"] + manifest["holdout_tokens"]
+    by_split = documents.groupby("split")["sha256"].apply(set)
+    shared = len(by_split.get("train", set()) & by_split.get("holdout", set()))
+    stats = manifest["stats"]
+    return pd.DataFrame(
+        [
+            {
+                "train_tokens": manifest["train_tokens"],
+                "holdout_tokens": manifest["holdout_tokens"],
+                "min_holdout_tokens": min_holdout_tokens,
+                "holdout_token_share": manifest["holdout_tokens"] / max(tokens, 1),
+                "min_holdout_token_share": fraction * (1 - tolerance),
+                "holdout_bytes": stats["holdout_bytes"],
+                "min_holdout_bytes": math.ceil(fraction * (stats["train_bytes"] + stats["holdout_bytes"])),
+                "documents_in_both_splits": shared,
+            }
+        ]
+    )
+
+
+def _suites(config: FoundryConfig, manifest: dict):
+    import great_expectations.expectations as gxe
+
+    data = config.data
+    documents = [
+        gxe.ExpectTableRowCountToBeBetween(min_value=1),
+        gxe.ExpectColumnValuesToNotBeNull(column="sha256"),
+        gxe.ExpectColumnValuesToBeUnique(column="sha256"),  # also proves train and holdout disjoint
+        gxe.ExpectColumnValuesToBeInSet(column="split", value_set=["train", "holdout"]),
+        gxe.ExpectColumnValuesToBeBetween(column="chars", min_value=data.min_chars, max_value=data.max_chars),
+        gxe.ExpectColumnValuesToBeInSet(column="in_split_file", value_set=[True]),
+        gxe.ExpectColumnValuesToBeInSet(column="pii_found", value_set=[""]),  # no personal data left
+    ]
+    shards = [
+        gxe.ExpectTableRowCountToBeBetween(min_value=2),
+        gxe.ExpectColumnPairValuesToBeEqual(column_A="manifest_tokens", column_B="file_tokens"),
+        gxe.ExpectColumnValuesToBeInSet(column="sha256_matches", value_set=[True]),
+        gxe.ExpectColumnMaxToBeBetween(column="max_token_id", max_value=manifest["vocab_size"] - 1),
+        gxe.ExpectColumnMinToBeBetween(column="min_token_id", min_value=0),
+        gxe.ExpectColumnDistinctValuesToContainSet(column="split", value_set=["train", "holdout"]),
+    ]
+    splits = [
+        # Evaluation needs at least one full window of holdout tokens.
+        gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+            column_A="holdout_tokens", column_B="min_holdout_tokens", or_equal=True
+        ),
+        gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+            column_A="holdout_bytes", column_B="min_holdout_bytes", or_equal=True
+        ),
+        gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+            column_A="holdout_token_share", column_B="min_holdout_token_share", or_equal=True
+        ),
+        gxe.ExpectColumnValuesToBeInSet(column="documents_in_both_splits", value_set=[0]),
+    ]
+    return {"documents": documents, "shards": shards, "splits": splits}
+
+
+def _observed(result: dict) -> str:
+    if "observed_value" in result:
+        return f"observed {result['observed_value']!r}"
+    if "unexpected_count" in result:
+        examples = result.get("partial_unexpected_list", [])[:3]
+        return f"{result['unexpected_count']} unexpected rows, e.g. {examples}"
+    return "no observation"
+
+
+def _context(docs_dir: Path | None):
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    if docs_dir is not None:  # the ephemeral context's own site lives in a throwaway folder
+        context.add_data_docs_site(
+            DOCS_SITE,
+            {
+                "class_name": "SiteBuilder",
+                "show_how_to_buttons": False,
+                "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
+                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            },
+        )
+    return context
+
+
+def _run(context, definition, table: pd.DataFrame, with_docs: bool):
+    import great_expectations as gx
+
+    if not with_docs:
+        return definition.run(batch_parameters={"dataframe": table})
+    checkpoint = context.checkpoints.add(
+        gx.Checkpoint(
+            name=definition.name,
+            validation_definitions=[definition],
+            actions=[gx.checkpoint.UpdateDataDocsAction(name="docs", site_names=[DOCS_SITE])],
+        )
+    )
+    return next(iter(checkpoint.run(batch_parameters={"dataframe": table}).run_results.values()))
+
+
+def run_suites(tables: dict[str, pd.DataFrame], suites: dict, docs_dir: Path | None = None) -> dict:
+    """Validate each table against its suite; a JSON-able report with one entry per expectation.
+    With `docs_dir`, the results also become GX data docs (HTML) there."""
+    import great_expectations as gx
+
+    context = _context(docs_dir)
+    report = {"success": True, "suites": {}}
+    source = context.data_sources.add_pandas("foundry")
+    for name, expectations in suites.items():
+        batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(f"{name}_all")
+        suite = context.suites.add(gx.ExpectationSuite(name=name, expectations=expectations))
+        definition = context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
+        outcome = _run(context, definition, tables[name], docs_dir is not None)
+        entries = []
+        for r in outcome.results:
+            entry = {
+                "expectation": r.expectation_config.type,
+                "kwargs": {k: v for k, v in r.expectation_config.kwargs.items() if k != "batch_id"},
+                "success": bool(r.success),
+                "observed": _observed(r.result or {}),
+            }
+            entries.append(entry)
+        report["suites"][name] = {"success": bool(outcome.success), "results": entries}
+        report["success"] &= bool(outcome.success)
+    return report
+
+
+def _drop_docs_assets(docs_dir: Path) -> None:
+    """Fonts and images are 4 MB of every site; the pages read fine without them."""
+    for folder in ("fonts", "images"):
+        shutil.rmtree(docs_dir / "static" / folder, ignore_errors=True)
+
+
+def validate_dataset(data_dir: Path, config: FoundryConfig, report_path: Path, docs_dir: Path | None = None) -> dict:
+    """Run the gate over a prepared directory; writes the report, raises `ValidationFailed` on failure.
+    With `docs_dir`, a failure also leaves GX data docs (HTML, `index.html` first) there."""
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    documents = document_table(data_dir, config.data.pii)
+    tables = {
+        "documents": documents,
+        "shards": shard_table(data_dir, manifest),
+        "splits": split_table(
+            manifest,
+            documents,
+            config.model.block_size + 2,
+            config.data.holdout_fraction,
+            config.data.holdout_tolerance,
+        ),
+    }
+    report = run_suites(tables, _suites(config, manifest))
+    report_path.write_text(json.dumps(report, indent=1, default=str))
+    if not report["success"] and docs_dir is not None:
+        run_suites(tables, _suites(config, manifest), docs_dir)  # again, through checkpoints that write docs
+        _drop_docs_assets(docs_dir)
+    if not report["success"]:
+        failed = [
+            f"{suite}: {e['expectation']}({', '.join(f'{k}={v}' for k, v in e['kwargs'].items())}) {e['observed']}"
+            for suite, body in report["suites"].items()
+            for e in body["results"]
+            if not e["success"]
+        ]
+        raise ValidationFailed(
+            "data validation failed, nothing was versioned or trained:\n  " + "\n  ".join(failed), report
+        )
+    return report

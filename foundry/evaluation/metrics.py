@@ -1,0 +1,104 @@
+"""Stage E, evaluate: holdout loss, perplexity and bits per byte, with a unigram baseline.
+
+Bits per byte divide the summed loss by the holdout's UTF-8 bytes, so models with different
+tokenizers compare on the same footing; this is what promotion compares.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from foundry.data.clean import iter_texts
+from foundry.data.shards import load_split
+from models.data import SequentialWindows
+from models.gpt import GPT
+from models.tokens import EOT
+
+LN2 = math.log(2)
+
+
+def holdout_tokens(data_dir: Path, tokenizer_path: Path) -> np.ndarray:
+    """The holdout as token ids under `tokenizer_path`: the shards when it is the dataset's own tokenizer."""
+    if tokenizer_path.read_bytes() == (data_dir / "tokenizer.json").read_bytes():
+        return load_split(data_dir, "holdout")
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    eot = tokenizer.token_to_id(EOT)
+    ids: list[int] = []
+    for text in iter_texts(data_dir / "holdout.jsonl"):
+        ids += tokenizer.encode(text).ids + [eot]
+    return np.asarray(ids, dtype=np.int64)
+
+
+@torch.no_grad()
+def score(model: GPT, tokens: np.ndarray, holdout_bytes: int, batch_size: int, max_tokens: int) -> dict[str, float]:
+    """Loss over non-overlapping windows; bytes are pro-rated when only part of the holdout is scored."""
+    model.eval()
+    block = model.config.block_size
+    total_tokens = len(tokens)
+    total_nats, scored = 0.0, 0
+    for x, y in SequentialWindows(tokens[: max_tokens + 1], block, batch_size):
+        _, loss = model(x, y)
+        total_nats += loss.item() * y.numel()
+        scored += y.numel()
+    scored_bytes = holdout_bytes * scored / max(1, total_tokens - 1)
+    loss = total_nats / scored
+    return {
+        "loss": loss,
+        "perplexity": math.exp(min(loss, 50)),
+        "bits_per_byte": total_nats / LN2 / scored_bytes,
+        "tokens": scored,
+    }
+
+
+def unigram_bits_per_byte(data_dir: Path, vocab_size: int, holdout_bytes: int) -> float:
+    """Token frequencies from the train split (add-one smoothed) scored on the whole holdout."""
+    counts = np.bincount(load_split(data_dir, "train"), minlength=vocab_size).astype(np.float64) + 1
+    log_p = np.log(counts / counts.sum())
+    holdout = load_split(data_dir, "holdout")
+    return float(-log_p[holdout].sum() / LN2 / holdout_bytes)
+
+
+def compression_bits_per_byte(data_dir: Path, context_bytes: int) -> dict[str, float]:
+    """gzip and xz on the holdout after (the tail of) the training text: what a general compressor
+    learns from the same data, the baseline a language model should beat."""
+    import gzip
+    import lzma
+
+    holdout = "".join(iter_texts(data_dir / "holdout.jsonl")).encode()
+    context = b""
+    if context_bytes:
+        # Only the tail matters: gzip sees 32 KiB back, xz (preset 6) 8 MiB.
+        chunks: deque[bytes] = deque()
+        size = 0
+        for text in iter_texts(data_dir / "train.jsonl"):
+            chunks.append(text.encode())
+            size += len(chunks[-1])
+            while size - len(chunks[0]) >= context_bytes:
+                size -= len(chunks.popleft())
+        context = b"".join(chunks)[-context_bytes:]
+    compressors = {
+        "gzip": lambda b: gzip.compress(b, compresslevel=9, mtime=0),
+        "xz": lambda b: lzma.compress(b, preset=6),
+    }
+    return {
+        f"{name}_bits_per_byte": 8 * (len(squeeze(context + holdout)) - len(squeeze(context))) / len(holdout)
+        for name, squeeze in compressors.items()
+    }
+
+
+def holdout_metrics(
+    model: GPT, tokenizer_path: Path, data_dir: Path, batch_size: int, max_tokens: int
+) -> dict[str, float]:
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    holdout_bytes = manifest["stats"]["holdout_bytes"]
+    metrics = score(model, holdout_tokens(data_dir, tokenizer_path), holdout_bytes, batch_size, max_tokens)
+    metrics["unigram_bits_per_byte"] = unigram_bits_per_byte(data_dir, manifest["vocab_size"], holdout_bytes)
+    return {f"holdout/{k}": v for k, v in metrics.items()}

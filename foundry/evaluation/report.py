@@ -1,0 +1,90 @@
+"""What people look at: the loss curve, the evaluation table and the model card on the registry page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from foundry.config import FoundryConfig
+from foundry.contracts import DataVersion, GateDecision
+
+BASELINES = ("unigram", "gzip", "xz")
+
+
+def loss_curve(history: dict[str, list[tuple[int, float]]], path: Path) -> Path:
+    """Train and validation loss against step, one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    for name, points in history.items():
+        if points:
+            steps, values = zip(*sorted(points))
+            ax.plot(steps, values, label=name, marker="o" if len(points) < 20 else None)
+    ax.set(xlabel="step", ylabel="loss (nats/token)", title="Training curve")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def summary_table(metrics: dict[str, float], champion_bpb: float | None) -> pd.DataFrame:
+    """Bits per byte on the holdout for the model, its baselines and the champion (same holdout)."""
+    rows = [{"model": "this model", "bits_per_byte": metrics["holdout/bits_per_byte"]}]
+    rows += [
+        {"model": name, "bits_per_byte": metrics[f"holdout/{name}_bits_per_byte"]}
+        for name in BASELINES
+        if f"holdout/{name}_bits_per_byte" in metrics
+    ]
+    if champion_bpb is not None:
+        rows.append({"model": "current champion", "bits_per_byte": champion_bpb})
+    return pd.DataFrame(rows)
+
+
+def model_card(
+    config: FoundryConfig,
+    manifest: dict,
+    data: DataVersion,
+    metrics: dict[str, float],
+    decision: GateDecision,
+    n_params: int,
+    run_id: str,
+    git: dict[str, str],
+) -> str:
+    """Markdown for the model version's description in the MLflow registry."""
+    m, name = config.model, config.registry.model_name
+    table = summary_table(metrics, decision.champion_bits_per_byte)
+    rows = "\n".join(f"| {r.model} | {r.bits_per_byte:.4f} |" for r in table.itertuples())
+    return f"""# {name}: GPT, {n_params / 1e6:.2f}M parameters
+
+**Verdict:** {decision.verdict}
+
+## Holdout (bits per byte, lower is better)
+| model | bits/byte |
+|---|---|
+{rows}
+
+Loss {metrics["holdout/loss"]:.4f} nats/token, perplexity {metrics["holdout/perplexity"]:.2f}, on {int(metrics["holdout/tokens"])} holdout tokens.
+
+## Data
+- version `{data.data_version}` in `{data.remote}`
+- source `{manifest["source"]}` (manifest digest `{manifest["source_digest"][:16]}`)
+- {manifest["stats"]["train_docs"]} train / {manifest["stats"]["holdout_docs"]} holdout documents; {manifest["train_tokens"]} / {manifest["holdout_tokens"]} tokens; BPE vocabulary {manifest["vocab_size"]}
+
+## Model and training
+- {m.n_layer} layers, {m.n_head} heads, width {m.n_embd}, context {m.block_size}, dropout {m.dropout}
+- {config.train.max_steps} steps of {config.train.batch_size} x {m.block_size} tokens on {config.train.num_nodes * config.train.devices} process(es), peak learning rate {config.train.learning_rate}
+- MLflow run `{run_id}`, git commit `{git.get("git_commit", "unknown")}` (dirty: {git.get("git_dirty", "unknown")})
+
+## Use
+```python
+import mlflow, pandas as pd
+model = mlflow.pyfunc.load_model("models:/{name}@champion")
+model.predict(pd.DataFrame({{"prompt": ["def "]}}), params={{"max_new_tokens": 64}})
+```
+"""

@@ -1,0 +1,159 @@
+"""`foundry plan`: memory per device for a config, and the largest micro-batch that fits.
+
+Counted from the model's shapes, not measured, so it runs in milliseconds without torch:
+
+    parameters   4 B each (fp32 master weights, also under bf16-mixed)
+    gradients    4 B each
+    optimizer    8 B each (AdamW's two moments)
+    DDP buckets  4 B each when several processes all-reduce gradients
+    activations  what autograd saves for the backward pass, per micro-batch (see `_saved_bytes`)
+
+FSDP shards parameters, gradients and optimizer state across all processes, but keeps the root
+module (embeddings) and about two blocks unsharded while they compute.
+The peak is the larger of the two moments that matter: the start of the backward pass (all
+activations saved, the loss's gradients just created) and the optimizer step (all gradients).
+On CPU with fp32 the estimate is checked against the profiler's allocation timeline
+(tests/test_plan.py); the bf16 and FSDP figures follow the same counts but are not measured here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from foundry.config import FoundryConfig, ModelConfig
+
+# Saved for backward, per block, in elements of a (micro_batch, block_size, n_embd) tensor:
+# ln_1 input, ln_1 output, q, k, v, attention output (its merged heads share it), ln_2 input,
+# ln_2 output, fc output (4), gelu output (4). Under bf16/16-mixed the two layer-norm inputs
+# (the residual stream) stay fp32 and the rest is stored in 16 bits.
+BLOCK_BYTES = {"32-true": 16 * 4, "mixed": 2 * 4 + 14 * 2}
+# With dropout the CPU's attention falls back to the math kernel, which keeps (B, heads, T, T)
+# probabilities, mask and dropped probabilities (~13 B per element, measured); GPUs' fused kernels do not.
+ATTENTION_DROPOUT_BYTES = 13
+UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+}
+
+
+def parse_bytes(text: str) -> int:
+    """'80GB', '80 GiB', '512MB', '1e9' -> bytes."""
+    match = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", text)
+    if not match or match.group(2).upper() not in UNITS:
+        raise ValueError(f"{text!r} is not a size such as 80GB, 80GiB or 512MB")
+    return int(float(match.group(1)) * UNITS[match.group(2).upper()])
+
+
+def block_params(m: ModelConfig) -> int:
+    c = m.n_embd
+    return 2 * 2 * c + (3 * c * c + 3 * c) + (c * c + c) + (4 * c * c + 4 * c) + (4 * c * c + c)
+
+
+def root_params(m: ModelConfig, vocab_size: int) -> int:
+    """Embeddings (the head is tied to them), positions and the final layer norm."""
+    return vocab_size * m.n_embd + m.block_size * m.n_embd + 2 * m.n_embd
+
+
+def n_params(m: ModelConfig, vocab_size: int) -> int:
+    return root_params(m, vocab_size) + m.n_layer * block_params(m)
+
+
+def _saved_bytes(config: FoundryConfig, vocab_size: int, micro_batch: int, on_gpu: bool) -> int:
+    """Activations autograd keeps from the forward pass to the backward pass of one micro-batch."""
+    m = config.model
+    btc, btv = micro_batch * m.block_size * m.n_embd, micro_batch * m.block_size * vocab_size
+    per_block = btc * BLOCK_BYTES["32-true" if config.train.resolved_precision(on_gpu) == "32-true" else "mixed"]
+    if m.dropout > 0:
+        per_block += 2 * btc  # residual dropout masks, one byte per element
+        if not on_gpu:
+            per_block += ATTENTION_DROPOUT_BYTES * micro_batch * m.n_head * m.block_size**2
+    head = 2 * btc * 4 + btv * 4  # final layer norm in and out; log-softmax output (fp32 under autocast too)
+    return m.n_layer * per_block + head + (btc if m.dropout > 0 else 0)
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    params: int
+    parameters: int
+    gradients: int
+    optimizer: int
+    buckets: int
+    activations: int
+    peak: int
+    micro_batch: int
+
+
+def estimate(config: FoundryConfig, micro_batch: int | None = None, on_gpu: bool | None = None) -> MemoryPlan:
+    """Bytes per device for `micro_batch` sequences (default: train.batch_size)."""
+    t, m = config.train, config.model
+    vocab, b = config.tokenizer.vocab_size, micro_batch or t.batch_size
+    on_gpu = t.accelerator != "cpu" if on_gpu is None else on_gpu
+    n, world = n_params(m, vocab), t.devices * t.num_nodes
+    largest = max(vocab * m.n_embd, 4 * m.n_embd * m.n_embd)
+    if t.strategy == "fsdp":
+        unsharded = root_params(m, vocab) + 2 * block_params(m)
+        weights, grads, moments, buckets = 4 * (n // world + unsharded), 4 * (n // world + unsharded), 8 * n // world, 0
+    else:
+        weights, grads, moments = 4 * n, 4 * n, 8 * n
+        buckets = 4 * n if world > 1 else 0
+    casts = (
+        2 * n if config.train.resolved_precision(on_gpu) != "32-true" else 0
+    )  # 16-bit weight copies autocast keeps for backward
+    activations = _saved_bytes(config, vocab, b, on_gpu)
+    loss_grads = 2 * 4 * b * m.block_size * vocab  # d(loss)/d(log-probs) and d(loss)/d(logits)
+    backward_start = weights + moments + buckets + casts + activations + loss_grads
+    optimizer_step = weights + moments + buckets + grads + 2 * 4 * largest  # foreach AdamW's temporaries
+    return MemoryPlan(n, weights, grads, moments, buckets, activations, max(backward_start, optimizer_step), b)
+
+
+def largest_micro_batch(
+    config: FoundryConfig, device_memory: int, usable: float = 0.9, on_gpu: bool | None = None
+) -> int:
+    """The most sequences per device whose peak fits `usable` of the memory; 0 if not even one."""
+    budget = device_memory * usable
+    if estimate(config, 1, on_gpu).peak > budget:
+        return 0
+    low, high = 1, 2
+    while estimate(config, high, on_gpu).peak <= budget:
+        low, high = high, high * 2
+    while high - low > 1:  # the peak grows with the micro-batch: bisect
+        mid = (low + high) // 2
+        low, high = (mid, high) if estimate(config, mid, on_gpu).peak <= budget else (low, mid)
+    return low
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB" if n < 2**30 else f"{n / 2**30:,.2f} GiB"
+
+
+def format_plan(config: FoundryConfig, device_memory: int | None = None, usable: float = 0.9) -> str:
+    t, m = config.train, config.model
+    p = estimate(config)
+    world = t.devices * t.num_nodes
+    on_gpu = t.accelerator != "cpu"
+    lines = [
+        f"model        {p.params:,} parameters ({m.n_layer} layers, width {m.n_embd}, context {m.block_size}, "
+        f"vocab {config.tokenizer.vocab_size}); {config.train.resolved_precision(on_gpu)} on {'GPU' if on_gpu else 'CPU'}, "
+        f"{t.strategy} over {world} device(s)",
+        f"per device   parameters {_mib(p.parameters)}, gradients {_mib(p.gradients)}, optimizer {_mib(p.optimizer)}"
+        + (f", DDP buckets {_mib(p.buckets)}" if p.buckets else ""),
+        f"activations  {_mib(p.activations)} for a micro-batch of {p.micro_batch} x {m.block_size} tokens",
+        f"peak         {_mib(p.peak)} per device (allocations; add the runtime's own memory)",
+    ]
+    if device_memory:
+        fits = largest_micro_batch(config, device_memory, usable)
+        lines.append(
+            f"fits         micro-batch {fits} in {_mib(device_memory)} ({usable:.0%} of it usable)"
+            if fits
+            else f"fits         nothing: even one sequence needs more than {usable:.0%} of {_mib(device_memory)}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,221 @@
+"""Stages B-C: build the model from config and train it with Lightning on hydrated shards.
+
+Rank 0 logs to the pipeline's MLflow run, named explicitly. Checkpoints (`foundry/checkpointing/`)
+make a resumed run bitwise equal to an uninterrupted one. The result is a self-contained file
+(`model.pt`: model args, weights, config, data version) that rebuilds the model alone; every rank
+also leaves a digest of its final weights (`weights.rank<N>.sha256`), so replicas can be compared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+
+from foundry.config import FoundryConfig, TrainConfig
+from foundry.data.shards import load_split
+from models.data import RandomWindows, SequentialWindows
+
+log = logging.getLogger(__name__)
+
+# Dense peak FLOP/s of one device (bf16 tensor cores, plain fp32), from the vendors' data sheets.
+PEAK_FLOPS = {
+    "H200": (989e12, 67e12),
+    "H100": (989e12, 67e12),  # SXM
+    "H100 PCIe": (756e12, 51e12),
+    "A100": (312e12, 19.5e12),
+}
+
+
+def model_args(config: FoundryConfig, vocab_size: int) -> dict:
+    return {"vocab_size": vocab_size, **config.model.model_dump()}
+
+
+def uses_gpu(t: TrainConfig) -> bool:
+    return t.accelerator == "gpu" or (t.accelerator == "auto" and torch.cuda.is_available())
+
+
+def resolve_precision(t: TrainConfig) -> str:
+    return t.resolved_precision(uses_gpu(t))
+
+
+def lookup_peak_flops(device_name: str, precision: str) -> float:
+    """Peak FLOP/s of a known GPU by name ("NVIDIA H100 PCIe" matches "H100 PCIe"); 0 when unknown."""
+    for key in sorted(PEAK_FLOPS, key=len, reverse=True):  # the most specific name first
+        if all(part in device_name for part in key.split()):
+            bf16, fp32 = PEAK_FLOPS[key]
+            return fp32 if precision == "32-true" else bf16
+    return 0.0
+
+
+def peak_flops(t: TrainConfig) -> float:
+    if t.peak_flops or not uses_gpu(t):
+        return t.peak_flops
+    return lookup_peak_flops(torch.cuda.get_device_name(), resolve_precision(t))
+
+
+def cpu_threads(t: TrainConfig) -> int:
+    """Threads for one rank, decided here rather than inherited: float sums depend on the thread
+    count, and a process's environment may say otherwise (Dask's nanny leaves OMP_NUM_THREADS=1 in
+    its parent, which every training process started from there would inherit)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return t.cpu_threads or max(1, cores // t.devices)
+
+
+def _loaders(config: FoundryConfig, data_dir: Path, rank: int, world_size: int):
+    t, m = config.train, config.model
+    train_tokens, holdout_tokens = load_split(data_dir, "train"), load_split(data_dir, "holdout")
+    steps_per_epoch = max(1, len(train_tokens) // (t.batch_size * world_size * m.block_size))
+    train = RandomWindows(train_tokens, m.block_size, t.batch_size, t.seed, steps_per_epoch, rank, world_size)
+    val = SequentialWindows(holdout_tokens, m.block_size, t.batch_size, max_batches=t.val_batches)
+    return train, val
+
+
+def _strategy(t: TrainConfig):
+    from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy
+
+    timeout = timedelta(seconds=t.collective_timeout_s)  # a dead or stuck rank ends the group, not hangs it
+    if t.strategy == "fsdp":
+        # Full state dicts gathered on rank 0: checkpoints and model.pt look the same as with DDP.
+        # One unit per block, so only a block or two is ever gathered whole (what tasks/plan.py assumes).
+        from models.gpt import Block
+
+        return FSDPStrategy(timeout=timeout, state_dict_type="full", auto_wrap_policy={Block})
+    return DDPStrategy(timeout=timeout) if t.devices * t.num_nodes > 1 else "auto"
+
+
+def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool):
+    import lightning as L
+    from lightning.pytorch.loggers import MLFlowLogger
+    from lightning.pytorch.plugins.environments import LightningEnvironment
+
+    from foundry.checkpointing.writer import CheckpointEvery
+
+    t = config.train
+    loggers = []
+    if run_id is not None:
+        import mlflow
+
+        loggers.append(MLFlowLogger(tracking_uri=mlflow.get_tracking_uri(), run_id=run_id))
+    return L.Trainer(
+        accelerator=t.accelerator,
+        devices=t.devices,
+        num_nodes=t.num_nodes,
+        precision=resolve_precision(t),
+        strategy=_strategy(t),
+        max_steps=t.max_steps,
+        accumulate_grad_batches=t.grad_accum_steps,
+        gradient_clip_val=t.grad_clip or None,
+        val_check_interval=t.val_every_n_steps * t.grad_accum_steps,
+        check_val_every_n_epoch=None,
+        limit_val_batches=t.val_batches,
+        num_sanity_val_steps=0,
+        log_every_n_steps=t.log_every_n_steps,
+        logger=loggers or False,
+        callbacks=[CheckpointEvery(io, config.checkpoint.every_n_steps)],
+        enable_checkpointing=False,
+        enable_progress_bar=progress,
+        enable_model_summary=progress,
+        default_root_dir=io.directory,
+        plugins=[LightningEnvironment(), io],
+    )
+
+
+def build_module(config: FoundryConfig, vocab_size: int):
+    from models.lit_gpt import LitGPT
+
+    t = config.train
+    module = LitGPT(
+        model_args(config, vocab_size),
+        learning_rate=t.learning_rate,
+        weight_decay=t.weight_decay,
+        warmup_steps=t.warmup_steps,
+        max_steps=t.max_steps,
+        min_lr_ratio=t.min_lr_ratio,
+        log_every_n_steps=t.log_every_n_steps,
+        peak_flops=peak_flops(t),
+    )
+    if t.compile:
+        module.model.compile()  # in place: parameter names, and so checkpoints, stay the same
+    return module
+
+
+def train(
+    config: FoundryConfig,
+    data_dir: Path,
+    checkpoint_dir: Path,
+    run_id: str | None = None,
+    data_version: str = "",
+    progress: bool = True,
+    resume_from: Path | None = None,
+) -> Path:
+    """Train to `train.max_steps`, from `resume_from` (a verified checkpoint) when given."""
+    import lightning as L
+
+    from foundry.checkpointing.writer import ManifestCheckpointIO
+
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(cpu_threads(config.train))
+    L.seed_everything(config.train.seed, workers=True, verbose=False)
+    module = build_module(config, manifest["vocab_size"])
+    if config.train.init_from and resume_from is None:  # warm start; a resumed run already holds its progress
+        parent = torch.load(config.train.init_from, map_location="cpu", weights_only=True)
+        module.model.load_state_dict(parent["state_dict"])
+    io = ManifestCheckpointIO(checkpoint_dir, config.checkpoint.keep_last, config.checkpoint.async_save)
+    trainer = _trainer(config, run_id, io, progress)
+    train_loader, val_loader = _loaders(config, data_dir, trainer.global_rank, trainer.world_size)
+    if resume_from is not None:
+        log.info("resuming from %s", resume_from)
+    if run_id is not None and trainer.global_rank == 0:
+        _record_resume(run_id, resume_from)
+    trainer.fit(module, train_loader, val_loader, ckpt_path=str(resume_from) if resume_from else None)
+    state = trainer.strategy.lightning_module_state_dict()  # all ranks: a collective under FSDP
+    weights = {k.removeprefix("model."): v.detach().cpu() for k, v in state.items()}
+    final = checkpoint_dir / "model.pt"
+    if weights:  # FSDP gathers the full weights on rank 0 only
+        (checkpoint_dir / f"weights.rank{trainer.global_rank}.sha256").write_text(weights_digest(weights) + "\n")
+    if trainer.global_rank == 0:
+        save_model(final, module.model.config.to_dict(), weights, config, data_version)
+    return final
+
+
+def _record_resume(run_id: str, resume_from: Path | None) -> None:
+    from mlflow import MlflowClient
+
+    from foundry.checkpointing.manifest import read_manifest
+
+    step = (
+        0
+        if resume_from is None
+        else next(e.step for e in read_manifest(resume_from.parent) if e.file == resume_from.name)
+    )
+    MlflowClient().set_tag(run_id, "resumed_from_step", str(step))
+
+
+def weights_digest(state_dict: dict[str, torch.Tensor]) -> str:
+    """sha256 over every tensor's name, dtype, shape and bytes: equal digests, bitwise-equal weights."""
+    digest = hashlib.sha256()
+    for name in sorted(state_dict):
+        tensor = state_dict[name].detach().cpu().contiguous()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()
+
+
+def save_model(path: Path, model_args: dict, state_dict: dict, config: FoundryConfig, data_version: str) -> None:
+    """Everything needed to rebuild the model, and nothing that needs this code base's paths."""
+    from foundry.checkpointing.manifest import write_atomic
+
+    payload = {
+        "model_args": model_args,
+        "state_dict": state_dict,
+        "config": config.model_dump(mode="json"),
+        "data_version": data_version,
+    }
+    write_atomic(path, lambda f: torch.save(payload, f))

@@ -1,0 +1,33 @@
+"""Text generation with a trained model and its tokenizer, seeded so the same prompt gives the same text."""
+
+from __future__ import annotations
+
+import torch
+
+from models.gpt import GPT
+from models.tokens import EOT
+
+# Sampling defaults of the served model (its signature's parameters).
+DEFAULTS = {"max_new_tokens": 64, "temperature": 0.8, "top_k": 40, "seed": 0}
+
+
+def generate_texts(
+    model: GPT,
+    tokenizer,
+    prompts: list[str],
+    max_new_tokens: int = DEFAULTS["max_new_tokens"],
+    temperature: float = DEFAULTS["temperature"],
+    top_k: int | None = DEFAULTS["top_k"],
+    seed: int = DEFAULTS["seed"],
+) -> list[str]:
+    """One completion per prompt (the prompt itself excluded), stopping at end-of-text."""
+    eot = tokenizer.token_to_id(EOT)
+    completions = []
+    for prompt in prompts:
+        ids = tokenizer.encode(str(prompt)).ids or [eot]
+        generator = torch.Generator().manual_seed(seed)
+        out = model.generate(
+            torch.tensor([ids]), max_new_tokens, temperature, top_k, generator=generator, stop_token=eot
+        )
+        completions.append(tokenizer.decode([i for i in out[0, len(ids) :].tolist() if i != eot]))
+    return completions

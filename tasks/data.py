@@ -1,0 +1,93 @@
+"""Stage A as Prefect tasks: acquire, prepare, validate, version (one cached `dataset` task), hydrate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from foundry import tracking
+from foundry.config import FoundryConfig
+from foundry.contracts import DataVersion, RunContext, SourceManifest
+
+
+@task(name="acquire", cache_policy=NO_CACHE)
+def acquire(config: FoundryConfig, run: RunContext) -> SourceManifest:
+    """List and fingerprint the source files; the manifest is the DVC dependency of `prepare`."""
+    from foundry.data.acquire import acquire_source
+
+    path = run.dir / "source_manifest.json"
+    manifest = acquire_source(config.data, path)
+    tracking.log_artifact(run.run_id, path, "data")  # what a later retrain compares against
+    tracking.set_tags(run.run_id, {"data.source": config.data.source, "data.source_digest": manifest.digest})
+    tracking.log_metrics(run.run_id, {"data/source_files": manifest.files, "data/source_bytes": manifest.bytes})
+    return manifest
+
+
+@task(name="prepare", cache_policy=NO_CACHE)
+def prepare(config: FoundryConfig, source_manifest: SourceManifest, run: RunContext) -> Path:
+    """Clean, split and tokenize into this run's staging folder (on Dask when `data.workers` > 1)."""
+    from tasks.data_parallel import run_prepare
+
+    staged = run.dir / "prepared"
+    manifest = run_prepare(source_manifest, config, staged)
+    for name in ("audit.json", "audit.md"):  # per cleaning rule: counts and examples, never the PII itself
+        tracking.log_artifact(run.run_id, staged / name, "data")
+    get_run_logger().info("prepared %s", manifest["stats"])
+    return staged
+
+
+@task(name="validate", cache_policy=NO_CACHE)
+def validate(config: FoundryConfig, staged: Path, run: RunContext) -> dict:
+    """The Great Expectations gate; its report is logged whether it passes or not."""
+    from foundry.data.validate import validate_dataset
+
+    report_path, docs = run.dir / "validation_report.json", run.dir / "validation_docs"
+    try:
+        return validate_dataset(staged, config, report_path, docs_dir=docs)
+    finally:
+        if report_path.exists():
+            tracking.log_artifact(run.run_id, report_path, "validation")
+        if docs.exists():  # written only when the gate fails: GX data docs, open index.html
+            tracking.log_artifact(run.run_id, docs, "validation_docs")
+
+
+@task(name="version", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 10])
+def version(config: FoundryConfig, staged: Path, source_manifest: SourceManifest, run: RunContext) -> DataVersion:
+    """Commit the dataset in the DVC workspace and push it; the content hash is the data version."""
+    from foundry.data.versioning import version_dataset
+
+    return version_dataset(config, staged, source_manifest, run.home)
+
+
+def _dataset_key(context, parameters: dict) -> str:
+    from foundry.data.versioning import dataset_key
+
+    return dataset_key(parameters["config"], parameters["source_manifest"].digest)
+
+
+@task(name="dataset", cache_key_fn=_dataset_key, persist_result=True, result_serializer="json")
+def dataset(config: FoundryConfig, source_manifest: SourceManifest, run: RunContext) -> DataVersion:
+    """Prepare, validate and version, unless this source content with these params and this code was
+    versioned before: then Prefect's cache returns that data version and no compute is spent."""
+    staged = prepare(config, source_manifest, run)
+    validate(config, staged, run)
+    return version(config, staged, source_manifest, run)
+
+
+@task(name="hydrate", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 10])
+def hydrate(data: DataVersion, run: RunContext) -> Path:
+    """Pull exactly that data version from the remote onto local storage; record it on the run."""
+    from foundry.data.hydrate import hydrate_version
+    from foundry.data.prepare import prepare_metrics
+
+    data_dir = hydrate_version(data, run.home)
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    tracking.set_tags(run.run_id, {"data_version": data.data_version, "data.remote": data.remote})
+    tracking.log_metrics(run.run_id, prepare_metrics(manifest))
+    tracking.log_dataset(run.run_id, data, manifest)
+    for name in ("tokenizer.json", "manifest.json"):
+        tracking.log_artifact(run.run_id, data_dir / name, "data")
+    return data_dir

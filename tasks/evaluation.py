@@ -1,0 +1,39 @@
+"""Stage E, validation, as a Prefect task: holdout metrics beside baselines, generations, the loss curve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from foundry import tracking
+from foundry.config import FoundryConfig
+from foundry.contracts import RunContext
+
+
+@task(name="evaluate", cache_policy=NO_CACHE)
+def evaluate(config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunContext) -> dict[str, float]:
+    """Holdout loss, perplexity and bits per byte beside unigram, gzip and xz; generations; loss curve."""
+    from tokenizers import Tokenizer
+
+    from foundry.evaluation.metrics import compression_bits_per_byte, holdout_metrics
+    from foundry.evaluation.report import loss_curve
+    from models.generate import generate_texts
+    from models.gpt import load_gpt
+
+    e = config.evaluation
+    model = load_gpt(checkpoint)
+    metrics = holdout_metrics(model, data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
+    baselines = compression_bits_per_byte(data_dir, e.compression_context_bytes)
+    metrics.update({f"holdout/{k}": v for k, v in baselines.items()})
+    tracking.log_metrics(run.run_id, metrics)
+    tokenizer = Tokenizer.from_file(str(data_dir / "tokenizer.json"))
+    completions = generate_texts(model, tokenizer, e.prompts, e.max_new_tokens, seed=e.generation_seed)
+    tracking.client().log_table(
+        run.run_id, {"prompt": e.prompts, "completion": completions}, "evaluation/generations.json"
+    )
+    history = {key: tracking.metric_history(run.run_id, key) for key in ("train/loss", "val/loss")}
+    tracking.log_artifact(run.run_id, loss_curve(history, run.dir / "loss_curve.png"), "evaluation")
+    get_run_logger().info("holdout: %s", {k: round(v, 4) for k, v in metrics.items()})
+    return metrics

@@ -1,0 +1,40 @@
+"""Stages C-D as a Prefect task: training that a retry, or a re-run after a crash, resumes exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from foundry import tracking
+from foundry.config import FoundryConfig
+from foundry.contracts import DataVersion, RunContext
+
+
+def train(config: FoundryConfig, data_dir: Path, data: DataVersion, run: RunContext, resume: bool = True) -> Path:
+    """The train task with `train.retries` Prefect retries; each retry resumes from the last checkpoint."""
+    return train_task.with_options(retries=config.train.retries, retry_delay_seconds=5)(
+        config, data_dir, data, run, resume
+    )
+
+
+@task(name="train", cache_policy=NO_CACHE)
+def train_task(config: FoundryConfig, data_dir: Path, data: DataVersion, run: RunContext, resume: bool = True) -> Path:
+    """Lightning training; metrics stream to the flow's MLflow run.
+
+    Unfinished training lives under a key of config and data version, so a retry, or a re-run of the
+    same command after a crash, resumes it; finished, it moves to this run's folder. `resume=False`
+    (reproduction) trains from scratch in this run's own folder, whatever earlier attempts left behind."""
+    from foundry.checkpointing.manifest import LAST, MANIFEST
+    from foundry.checkpointing.resume import attempt_dir, claimed, finish_attempt
+    from foundry.training.launch import launch
+
+    own = run.dir / "checkpoints"
+    attempt = attempt_dir(run.home, config, data.data_version) if resume else own
+    with claimed(attempt):
+        launch(config, data_dir, attempt, run.run_id, data.data_version)
+        checkpoints = finish_attempt(attempt, own) if attempt != own else own
+    for name in (LAST, MANIFEST):  # each once, at the end: no copy per save
+        tracking.log_artifact(run.run_id, checkpoints / name, "checkpoints")
+    return checkpoints / "model.pt"
