@@ -80,7 +80,7 @@ def prefect_yaml(config: FoundryConfig) -> str:
             "name": d.name,
             "entrypoint": d.entrypoint,
             "description": d.description,
-            "tags": TAGS,
+            "tags": list(TAGS),
             "work_pool": {"name": WORK_POOL},
             "parameters": {},
         }

@@ -13,8 +13,6 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("foundry", "flows", "tasks", "models")
 # Flow modules are entry points: a Prefect worker imports them directly, so they set up the environment.
@@ -74,8 +72,9 @@ def test_a_flow_module_sets_up_the_environment_when_imported(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FOUNDRY_", "PREFECT_", "MLFLOW_"))}
     env["FOUNDRY_HOME"] = str(tmp_path / "home")
     program = "import os, flows.train_pipeline; print(os.environ['PREFECT_HOME'], os.environ['DO_NOT_TRACK'])"
-    result = subprocess.run([sys.executable, "-c", program], cwd=REPO, env=env, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", program], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split()[-2:] == [str(tmp_path / "home" / "prefect"), "true"]
 

@@ -1,4 +1,4 @@
-"""foundry.evaluation.metrics (holdout scoring and the unigram baseline) and the promotion gate of foundry.registry.versions."""
+"""foundry.evaluation.metrics (holdout scoring and the unigram baseline) and the rule of foundry.registry.gate."""
 
 from __future__ import annotations
 

@@ -154,15 +154,17 @@ def test_train_then_retrain_through_deployments(stack):
     assert run.data.params["train.init_from"].endswith("model.pt")
 
 
-def test_prefect_yaml_declares_the_served_deployments():
-    from flows.deployments import build_deployments
+def test_prefect_yaml_is_written_from_the_served_deployments():
+    """One table of deployments: `foundry serve` builds them, prefect.yaml is generated from them."""
+    from flows.deployments import DEPLOYMENTS, build_deployments, prefect_yaml
 
+    defaults = load_config(None)
+    assert (REPO_ROOT / "prefect.yaml").read_text() == prefect_yaml(defaults), (
+        "run: foundry deployments --write prefect.yaml"
+    )
     declared = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())["deployments"]
-    config = load_config(REPO_ROOT / "params.yaml")
-    served = build_deployments(config)
-    assert {d["name"] for d in declared} == {d.name for d in served} == {"train", "retrain", "reproduce"}
-    retrain = next(d for d in declared if d["name"] == "retrain")
-    assert retrain["schedules"][0]["cron"] == config.retrain.cron
-    for entry in declared:
-        path, _, func = entry["entrypoint"].partition(":")
-        assert f"def {func}(" in (REPO_ROOT / path).read_text()
+    served = build_deployments(load_config(REPO_ROOT / "params.yaml"))
+    assert [d["name"] for d in declared] == [d.name for d in served] == [d.name for d in DEPLOYMENTS]
+    assert next(d for d in declared if d["name"] == "retrain")["schedules"] == [{"cron": defaults.retrain.cron}]
+    for entry, deployment in zip(declared, served):
+        assert deployment.entrypoint.endswith(entry["entrypoint"])
