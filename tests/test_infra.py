@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 from infra_files import (
     COMPOSE,
@@ -30,6 +29,8 @@ from infra_files import (
     pytorchjob,
     yaml_docs,
 )
+
+TORCHRUN = "torch.distributed.run"  # what the torchrun command runs; through the job's own interpreter here
 
 # Variables the infra files set that the project does not read itself: each is a setting of the
 # library named (the one-word reason), and test_library_settings_are_real checks that it is one.
@@ -134,7 +135,7 @@ def test_pytorchjob_master_and_worker_run_the_same_training_command():
     assert master == worker
     (training,) = [c for c in replicas["Master"]["template"]["spec"]["containers"] if c["name"] == "pytorch"]
     script = " ".join(training["command"] + training.get("args", []))
-    assert f"python -m {TRAIN_ENTRY}" in script
+    assert re.search(rf"exec python -m {TORCHRUN} (?:[^\n]|\\\n)* -m {re.escape(TRAIN_ENTRY)} ", script)
     for flag in ("--config", "--data", "--checkpoints", "--run-id"):
         assert flag in script, flag
     assert {"name": "pytorchjob-port", "containerPort": 23456} in training["ports"]
@@ -163,27 +164,40 @@ def test_k8s_references_resolve_to_defined_objects():
 def test_python_modules_named_with_dash_m_are_importable():
     import importlib.util
 
-    pattern = r"(?:python3?|PYTHON\"?|PYTHON})\s+-m\s+([\w.]+)"
-    modules = {m for text in infra_text().values() for m in re.findall(pattern, text)}
-    assert TRAIN_ENTRY in modules
+    # After python, or after torchrun's own flags: every `-m MODULE` anywhere in infra/.
+    modules = {m for text in infra_text().values() for m in re.findall(r"(?<![\w-])-m\s+([A-Za-z_][\w.]*)", text)}
+    assert {TRAIN_ENTRY, TORCHRUN, "foundry.cli"} <= modules
     missing = sorted(m for m in modules if importlib.util.find_spec(m) is None)
     assert not missing, f"infra/ runs modules that do not exist: {missing}"
 
 
-def test_training_entry_point_accepts_every_flag_the_launchers_pass(capsys):
-    from foundry.training.worker import main
-
-    with pytest.raises(SystemExit):
-        main(["--help"])
-    accepted = set(re.findall(r"--[\w-]+", capsys.readouterr().out))
-    passed = {
-        f
+def _flags_after(module: str, until: str = "\n") -> set[str]:
+    """Every --flag written after `-m module` in infra/, over continued lines, up to the end or `until`."""
+    call = rf"-m {re.escape(module)}((?:\\\n|[^\n])*?)(?:{until}|$)"
+    return {
+        flag
         for text in infra_text().values()
-        for call in re.findall(rf"-m {re.escape(TRAIN_ENTRY)}((?:\\\n|[^\n])*)", text)
-        for f in re.findall(r"(?<![\w-])--[\w-]+", call)
+        for args in re.findall(call, text, flags=re.M)
+        for flag in re.findall(r"(?<![\w-])--[\w-]+", args)
     }
+
+
+def test_training_entry_point_accepts_every_flag_the_launchers_pass():
+    from foundry.training.worker import build_parser
+
+    accepted = {option for action in build_parser()._actions for option in action.option_strings}
+    passed = _flags_after(TRAIN_ENTRY)
     assert {"--config", "--data", "--checkpoints", "--run-id"} <= passed
     assert passed <= accepted, f"{TRAIN_ENTRY} does not accept {sorted(passed - accepted)}"
+
+
+def test_torchrun_accepts_every_flag_the_launchers_pass():
+    from torch.distributed.run import get_args_parser
+
+    accepted = {option for action in get_args_parser()._actions for option in action.option_strings}
+    passed = _flags_after(TORCHRUN, until=rf" -m {re.escape(TRAIN_ENTRY)}")
+    assert {"--nnodes", "--nproc-per-node", "--rdzv-backend", "--node-rank", "--master-addr"} <= passed
+    assert passed <= accepted, f"torchrun does not accept {sorted(passed - accepted)}"
 
 
 def test_foundry_commands_named_in_infra_parse(capsys):

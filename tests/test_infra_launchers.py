@@ -1,5 +1,6 @@
-"""infra/'s launch scripts run with stand-ins for srun, scontrol and python: the rendezvous variables
-and arguments they hand the training entry point, and their embedded `python -c` programs run for real."""
+"""infra/'s launch scripts run with stand-ins for srun, scontrol and python: the torchrun command they
+start, read by torchrun's own parser into the launch config it would run, the arguments it hands the
+training entry point, and their embedded `python -c` programs run for real."""
 
 from __future__ import annotations
 
@@ -53,11 +54,28 @@ def stand_ins(tmp_path):
     return env, calls
 
 
-def _training_calls(calls: list[dict]) -> list[dict]:
-    return [c for c in calls if c["argv"][:2] == ["-m", TRAIN_ENTRY]]
+def _torchrun_calls(calls: list[dict]) -> list[dict]:
+    return [c for c in calls if c["argv"][:2] == ["-m", "torch.distributed.run"]]
 
 
-def test_pytorchjob_maps_the_operator_rank_to_node_rank(stand_ins, tmp_path):
+def torchrun(argv: list[str], monkeypatch) -> tuple:
+    """What torchrun makes of `argv`: its LaunchConfig and the arguments after the interpreter of every rank."""
+    from torch.distributed.run import config_from_args, get_args_parser
+
+    with monkeypatch.context() as m:
+        m.setenv("OMP_NUM_THREADS", "1")  # else torchrun sets it in this process for several ranks per node
+        config, program, args = config_from_args(get_args_parser().parse_args(argv))
+    assert program == sys.executable and args[:3] == ["-u", "-m", TRAIN_ENTRY]
+    return config, args[3:]
+
+
+def worker_accepts(args: list[str]) -> None:
+    from foundry.training.worker import build_parser
+
+    build_parser().parse_args(args)  # exits on a flag or value the entry point does not take
+
+
+def test_pytorchjob_runs_torchrun_with_the_pod_index_as_node_rank(stand_ins, tmp_path, monkeypatch):
     env, calls = stand_ins
     (training,) = pytorchjob()["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
     home = tmp_path / "home"
@@ -66,35 +84,37 @@ def test_pytorchjob_maps_the_operator_rank_to_node_rank(stand_ins, tmp_path):
     config_map = {
         "DATA_VERSION": "abc123",
         "RUN_ID": "run42",
-        "CHECKPOINT_DIR": "/checkpoints/x",
+        "CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
         "FOUNDRY_HOME": str(home),
     }
     subprocess.run(training["command"] + training.get("args", []), env={**env, **operator, **config_map}, check=True)
     (render,) = [c for c in calls() if c["argv"][0] == "-c"]
     assert render["argv"][-2:] == ["train.num_nodes=3", "train.devices=1"]
-    (call,) = _training_calls(calls())
-    assert call["argv"][2:] == [
+    (call,) = _torchrun_calls(calls())
+    launch, args = torchrun(call["argv"][2:], monkeypatch)
+    assert (launch.min_nodes, launch.max_nodes, launch.nproc_per_node, launch.max_restarts) == (3, 3, 1, 0)
+    # Static rendezvous at the Master pod, whose agent holds the store; this pod is node 2.
+    assert (launch.rdzv_backend, launch.rdzv_endpoint) == ("static", "foundry-train-master-0:23456")
+    assert launch.rdzv_configs["rank"] == 2
+    assert launch.logs_specs.root_log_dir == f"{tmp_path}/checkpoints/rank-logs"
+    assert args == [
         "--config",
         f"{home}/train_config.json",
         "--data",
         f"{home}/hydrated/abc123",
         "--checkpoints",
-        "/checkpoints/x",
+        f"{tmp_path}/checkpoints",
         "--data-version",
         "abc123",
         "--run-id",
         "run42",
     ]
-    assert {k: call["env"][k] for k in ("NODE_RANK", "LOCAL_RANK", "RANK", "WORLD_SIZE")} == {
-        "NODE_RANK": "2",
-        "LOCAL_RANK": "0",
-        "RANK": "2",
-        "WORLD_SIZE": "3",
-    }
+    worker_accepts(args)
     assert "MLFLOW_RUN_ID" not in call["env"]
 
 
-def test_sbatch_runs_one_task_per_node_after_each_node_hydrates(stand_ins, tmp_path):
+@pytest.mark.parametrize("devices", [None, "2"])
+def test_sbatch_runs_one_torchrun_per_node_after_each_node_hydrates(stand_ins, tmp_path, monkeypatch, devices):
     env, calls = stand_ins
     submit = tmp_path / "submit"
     submit.mkdir()
@@ -105,43 +125,43 @@ def test_sbatch_runs_one_task_per_node_after_each_node_hydrates(stand_ins, tmp_p
         "SLURM_JOB_NUM_NODES": "3",
         "NODE_LOCAL_DIR": str(tmp_path / "local"),
     }
+    optional = {"DEVICES": devices} if devices else {}
     subprocess.run(
         ["bash", str(SBATCH), "params.yaml", "abc123", "s3://bucket/remote", "run42"],
-        env={**env, **slurm},
+        env={**env, **slurm, **optional},
         check=True,
         capture_output=True,
     )
+    per_node = int(devices or 1)
     made = calls()
     (render,) = [c for c in made if c["argv"][0] == "-c" and "load_config" in c["argv"][1]]
-    assert render["argv"][2:] == ["params.yaml", "train.num_nodes=3", "train.devices=1"]
+    assert render["argv"][2:] == ["params.yaml", "train.num_nodes=3", f"train.devices={per_node}"]
     hydrations = [c for c in made if c["argv"][:3] == ["-m", "foundry.cli", "hydrate"]]
     assert [c["argv"][3:] for c in hydrations] == [["abc123", "--remote", "s3://bucket/remote"]] * 3
-    training = _training_calls(made)
-    assert made.index(training[0]) > made.index(hydrations[-1])
+    agents = _torchrun_calls(made)
+    assert len(agents) == 3 and made.index(agents[0]) > made.index(hydrations[-1])
+    assert len({json.dumps(c["argv"]) for c in agents}) == 1  # every node the same command: c10d numbers them
     home, run_dir = tmp_path / "local" / "foundry-77", submit / "runs" / "slurm-77"
-    for rank, call in enumerate(training):
-        assert call["argv"][2:] == [
-            "--config",
-            f"{run_dir}/train_config.json",
-            "--data",
-            f"{home}/hydrated/abc123",
-            "--checkpoints",
-            f"{run_dir}/checkpoints",
-            "--data-version",
-            "abc123",
-            "--run-id",
-            "run42",
-        ]
-        rendezvous = {k: call["env"][k] for k in ("MASTER_ADDR", "WORLD_SIZE", "NODE_RANK", "RANK", "LOCAL_RANK")}
-        assert rendezvous == {
-            "MASTER_ADDR": "gpu01",
-            "WORLD_SIZE": "3",
-            "NODE_RANK": str(rank),
-            "RANK": str(rank),
-            "LOCAL_RANK": "0",
-        }
+    launch, args = torchrun(agents[0]["argv"][2:], monkeypatch)
+    assert (launch.min_nodes, launch.max_nodes, launch.nproc_per_node, launch.max_restarts) == (3, 3, per_node, 0)
+    assert (launch.rdzv_backend, launch.run_id) == ("c10d", "77")
+    assert launch.rdzv_endpoint == f"gpu01:{29500 + 77}"
+    assert launch.logs_specs.root_log_dir == f"{run_dir}/checkpoints/rank-logs"
+    assert args == [
+        "--config",
+        f"{run_dir}/train_config.json",
+        "--data",
+        f"{home}/hydrated/abc123",
+        "--checkpoints",
+        f"{run_dir}/checkpoints",
+        "--data-version",
+        "abc123",
+        "--run-id",
+        "run42",
+    ]
+    worker_accepts(args)
+    for call in agents:
         assert call["env"]["FOUNDRY_HOME"] == str(home) and "MLFLOW_RUN_ID" not in call["env"]
-    assert len(training) == 3 and len({c["env"]["MASTER_PORT"] for c in training}) == 1
 
 
 def _all_snippets() -> list[str]:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -17,16 +21,9 @@ import torch
 from foundry.checkpointing.manifest import MANIFEST, latest_valid, read_manifest
 from foundry.checkpointing.resume import attempt_dir
 from foundry.config import ConfigError, load_config
-from foundry.training.launch import (
-    TrainingFailed,
-    launch,
-    launch_local,
-    rank_environments,
-    start_ranks,
-    supervise,
-    worker_command,
-)
+from foundry.training.launch import TRAIN_ENTRY, TrainingFailed, launch, launch_local, worker_args
 from foundry.training.trainer import build_module, lookup_peak_flops, resolve_precision, weights_digest
+from foundry.training.worker import node_layout
 from models.gpt import load_gpt
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -40,26 +37,69 @@ def digest(model_pt: Path) -> str:
     return weights_digest(torch.load(model_pt, weights_only=True)["state_dict"])
 
 
-def wait_for_checkpoint(directory: Path, proc: subprocess.Popen, timeout: float = 180) -> None:
+def wait_for_checkpoint(directory: Path, running: Callable[[], bool], timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
     while not read_manifest(directory):
-        assert proc.poll() is None, f"training exited with {proc.returncode} before its first checkpoint"
+        assert running(), "training ended before its first checkpoint"
         assert time.monotonic() < deadline, "no checkpoint in time"
         time.sleep(0.02)
 
 
-# --- one process ---------------------------------------------------------------------------------
+def rank_pids() -> dict[int, int]:
+    """{RANK: pid} of the training ranks this process started (its elastic agent runs in it), from /proc."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = stat.read_text().rsplit(")", 1)[1].split()[1]
+            cmdline = (stat.parent / "cmdline").read_text()
+            env = dict(v.split("=", 1) for v in (stat.parent / "environ").read_text().split("\0") if "=" in v)
+        except OSError:  # ended meanwhile
+            continue
+        if parent == str(os.getpid()) and TRAIN_ENTRY in cmdline and "RANK" in env:
+            found[int(env["RANK"])] = int(stat.parent.name)
+    return found
 
 
-def test_rank_environments_follow_node_major_order():
-    envs = rank_environments(tiny("train.num_nodes=2", "train.devices=2"), 29500)
-    assert [(e["NODE_RANK"], e["LOCAL_RANK"], e["RANK"]) for e in envs] == [
-        ("0", "0", "0"),
-        ("0", "1", "1"),
-        ("1", "0", "2"),
-        ("1", "1", "3"),
+@contextmanager
+def launched_in_a_thread(config, data_dir: Path, checkpoints: Path) -> Iterator[tuple[Future, dict[int, int]]]:
+    """`launch` in a worker thread, as a Prefect task may run it; yields it and its ranks' pids once the first
+    checkpoint is written. Whatever the test did, no rank outlives it."""
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(launch, config, data_dir, checkpoints, None, "v")
+        try:
+            wait_for_checkpoint(checkpoints, lambda: not future.done())
+            pids = rank_pids()
+            assert sorted(pids) == list(range(config.train.num_nodes * config.train.devices)), pids
+            yield future, pids
+        finally:
+            for pid in rank_pids().values():
+                os.kill(pid, signal.SIGKILL)
+
+
+# --- where each rank stands ----------------------------------------------------------------------
+
+
+def test_node_layout_is_lightnings_under_one_local_agent_and_under_torchrun_per_node():
+    """Lightning numbers a rank node * devices + local; the worker sets NODE_RANK and LOCAL_RANK so it agrees."""
+    nodes, devices = 2, 2
+    local = [{"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "RANK": str(r), "LOCAL_RANK": str(r)} for r in range(4)]
+    per_node = [  # torchrun on each node: RANK = GROUP_RANK * nproc_per_node + LOCAL_RANK
+        {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": str(g), "RANK": str(2 * g + d), "LOCAL_RANK": str(d)}
+        for g in range(nodes)
+        for d in range(devices)
     ]
-    assert {e["WORLD_SIZE"] for e in envs} == {"4"} and {e["MASTER_ADDR"] for e in envs} == {"127.0.0.1"}
+    for envs in (local, per_node):
+        layouts = [node_layout(env, devices, nodes) for env in envs]
+        assert [(int(x["NODE_RANK"]), int(x["LOCAL_RANK"])) for x in layouts] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for env in per_node:  # on a cluster it repeats what torchrun set
+        assert node_layout(env, devices, nodes) == {"NODE_RANK": env["GROUP_RANK"], "LOCAL_RANK": env["LOCAL_RANK"]}
+    with pytest.raises(ValueError, match="4 ranks started, but the config asks for 3 nodes x 2 devices"):
+        node_layout(local[0], devices, 3)
+    with pytest.raises(ValueError, match="torchrun started 4 processes per node; train.devices is 3"):
+        node_layout({**local[0], "WORLD_SIZE": "6"}, 3, 2)
+
+
+# --- one process ---------------------------------------------------------------------------------
 
 
 def test_single_process_trains_and_the_checkpoint_rebuilds_the_model(tiny_dataset, tmp_path):
@@ -119,8 +159,8 @@ def test_kill_9_then_the_same_run_resumes_bitwise_exact(uninterrupted, tiny_data
 
     home = tmp_path / "home"
     attempt = attempt_dir(home, config, "v-kill")
-    proc = start_ranks(config, worker_command(config, tiny_dataset, attempt, None, "v-kill", None))[0]
-    wait_for_checkpoint(attempt, proc)
+    proc = subprocess.Popen([sys.executable, *worker_args(config, tiny_dataset, attempt, None, "v-kill", None)])
+    wait_for_checkpoint(attempt, lambda: proc.poll() is None)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL
     killed_at = latest_valid(attempt).step
@@ -156,6 +196,10 @@ def test_two_nodes_match_one_process_with_the_same_global_batch(tiny_dataset, tm
 
     rank_digests = [(tmp_path / "two" / f"weights.rank{r}.sha256").read_text() for r in (0, 1)]
     assert rank_digests[0] == rank_digests[1]  # replicas bitwise identical
+    # The agent kept each rank's output; rank 1 of the second "node" knew where it stood.
+    (attempt,) = (tmp_path / "two" / "rank-logs").glob("*/attempt_0")
+    assert sorted(p.name for p in attempt.iterdir()) == ["0", "1"]
+    assert "GLOBAL_RANK: 1, MEMBER: 2/2" in (attempt / "1" / "stderr.log").read_text()
     losses = {name: [v for _, v in tracking.metric_history(run_id, "train/loss")] for name, (run_id, _) in runs.items()}
     assert len(losses["two"]) == len(losses["one"]) == 20
     np.testing.assert_allclose(losses["two"], losses["one"], rtol=1e-4)  # only the reduction order differs
@@ -167,42 +211,76 @@ def test_two_nodes_match_one_process_with_the_same_global_batch(tiny_dataset, tm
         assert metrics[key] > 0, key
     assert 0 < metrics["train/mfu"] < 1
 
+    # The clusters' way, one torchrun agent per node, trains the very same replicas as the local launcher.
+    torchrun_per_node(tiny(*common, "train.batch_size=4", "train.num_nodes=2"), tiny_dataset, tmp_path / "per-node")
+    assert digest(tmp_path / "per-node" / "model.pt") == digest(runs["two"][1])
+
+
+def torchrun_per_node(config, data_dir: Path, checkpoints: Path) -> None:
+    """`torchrun --node-rank N` on every node, meeting at node 0's agent (static rendezvous, as the PyTorchJob)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t = config.train
+    agent = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={t.num_nodes}", f"--nproc-per-node={t.devices}"]
+    agent += ["--master-addr=127.0.0.1", f"--master-port={port}", "--max-restarts=0"]
+    args = worker_args(config, data_dir, checkpoints, None, "v-ddp", None)
+    nodes = [subprocess.Popen([*agent, f"--node-rank={node}", *args]) for node in range(t.num_nodes)]
+    assert [node.wait(timeout=300) for node in nodes] == [0] * t.num_nodes
+
 
 @pytest.mark.slow
 def test_a_stuck_rank_ends_the_group_by_timeout_and_is_named(tiny_dataset, tmp_path):
     config = tiny(
         "train.num_nodes=2", "train.max_steps=5000", "train.collective_timeout_s=6", "checkpoint.every_n_steps=5"
     )
-    procs = start_ranks(config, worker_command(config, tiny_dataset, tmp_path / "ckpt", None, "v", None))
-    try:
-        wait_for_checkpoint(tmp_path / "ckpt", procs[0])
-        procs[1].send_signal(signal.SIGSTOP)  # alive but silent, like a node whose network died
-        procs[0].wait(timeout=config.train.collective_timeout_s + 60)  # ends by itself: no hang
-        assert procs[0].returncode != 0
-        with pytest.raises(TrainingFailed, match=r"rank 0 of 2 exited with code \d+; then rank 1 was still running"):
-            supervise(procs, poll_seconds=0.1, grace_seconds=1)
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-
-
-def test_a_killed_rank_is_named_and_the_others_are_stopped():
-    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
-    procs = [subprocess.Popen(sleeper) for _ in range(3)]
-    os.kill(procs[2].pid, signal.SIGKILL)
-    started = time.monotonic()
-    with pytest.raises(
-        TrainingFailed, match=r"rank 2 of 3 was killed by SIGKILL; then rank 0 was still running after 1 s"
-    ):
-        supervise(procs, poll_seconds=0.05, grace_seconds=1)
-    assert time.monotonic() - started < 10 and all(p.poll() is not None for p in procs)
+    with launched_in_a_thread(config, tiny_dataset, tmp_path / "ckpt") as (training, pids):
+        os.kill(pids[1], signal.SIGSTOP)  # alive but silent, like a node whose network died
+        stopped = time.monotonic()
+        with pytest.raises(TrainingFailed) as failed:
+            training.result(timeout=config.train.collective_timeout_s + 90)  # ends by itself: no hang
+    # Rank 0's collective gave up after the timeout; the agent then stopped rank 1, which ignores SIGTERM
+    # while stopped, with SIGKILL 30 s later.
+    message = str(failed.value)
+    assert message.startswith("training rank 0 of 2 exited with code 1: "), message
+    assert "Timed out waiting 6000ms" in message and "then rank 1 was killed by SIGKILL" in message
+    assert time.monotonic() - stopped < config.train.collective_timeout_s + 30 + 30
 
 
 @pytest.mark.slow
-def test_a_failing_rank_is_named(tmp_path):
-    with pytest.raises(TrainingFailed, match=r"rank \d of 2 exited with code"):
+def test_a_killed_rank_is_named_and_the_others_are_stopped(tiny_dataset, tmp_path):
+    """A rank killed from outside (the OOM killer, kill -9) is the cause, not its peer whose collective broke."""
+    config = tiny("train.num_nodes=2", "train.max_steps=5000", "checkpoint.every_n_steps=5")
+    with launched_in_a_thread(config, tiny_dataset, tmp_path / "ckpt") as (training, pids):
+        os.kill(pids[1], signal.SIGKILL)
+        killed = time.monotonic()
+        with pytest.raises(TrainingFailed, match=r"^training rank 1 of 2 was killed by SIGKILL\nthen rank 0 "):
+            training.result(timeout=60)
+        assert time.monotonic() - killed < 10 and not rank_pids()
+
+
+@pytest.mark.slow
+def test_a_failing_rank_is_named_with_its_traceback(tmp_path):
+    with pytest.raises(TrainingFailed, match=r"^training rank \d of 2 exited with code 1: FileNotFoundError") as failed:
         launch_local(tiny("train.num_nodes=2"), tmp_path / "no-such-dataset", tmp_path / "ckpt", None, "v")
+    message = str(failed.value)
+    assert "Traceback (most recent call last)" in message and "no-such-dataset/manifest.json" in message
+    assert f"rank logs: {tmp_path / 'ckpt' / 'rank-logs'}" in message
+
+
+@pytest.mark.slow
+def test_an_exception_on_one_rank_reaches_the_error_with_its_traceback(tiny_dataset, tmp_path):
+    """Only rank 0 talks to MLflow: a run deleted before training fails there, and the message says so."""
+    from foundry import tracking
+
+    config = tiny("train.num_nodes=2")
+    run_id = tracking.start_pipeline_run(config)
+    tracking.client().delete_run(run_id)
+    with pytest.raises(TrainingFailed, match=r"^training rank 0 of 2 exited with code 1: MlflowException: ") as failed:
+        launch(config, tiny_dataset, tmp_path / "ckpt", run_id, "v")
+    message = str(failed.value)
+    assert f"The run {run_id} must be in the 'active' state" in message
+    assert "in _record_resume" in message  # the rank's own frames, from its error file
 
 
 # --- settings --------------------------------------------------------------------------------------

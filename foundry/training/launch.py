@@ -1,55 +1,44 @@
-"""Starting the training processes: in this process for one rank, else one process per rank.
+"""Starting the training processes: in this process for one rank, else under PyTorch's elastic agent.
 
-Each process gets the standard rendezvous variables, exactly as torchrun or SLURM would set them,
-so the local launch exercises the same code path as a cluster. Either way training resumes from
-the newest intact checkpoint in the folder, chosen once here so every rank starts from the same one.
+Several ranks run `python -m foundry.training.worker` under `torch.distributed.launcher.api.elastic_launch`,
+the library behind torchrun, with one local agent for all of them: the cluster templates in infra/ run the
+same entry point with torchrun, so the local launch exercises the same code path. The agent starts and
+stops the ranks and keeps each rank's output in `<checkpoints>/rank-logs/`; a rank that raises writes its
+traceback to its error file, and `TrainingFailed` carries it. What the library lacks stays here: naming
+the rank that failed first, the replica check, and the resume point, chosen once so every rank starts
+from the same checkpoint.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
 import sys
-import time
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from foundry.config import FoundryConfig
+from foundry.training.failures import TrainingFailed, describe
 
+if TYPE_CHECKING:  # torch loads when a launch needs it, not when this module is imported
+    from torch.distributed.launcher.api import LaunchConfig
 
-class TrainingFailed(RuntimeError):
-    """A training process exited with an error; the message names its rank."""
+__all__ = ["TrainingFailed", "check_replicas", "launch", "launch_local", "worker_args", "world_size"]
+
+TRAIN_ENTRY = "foundry.training.worker"
+# The signals the agent takes over in the main thread (its default TORCHELASTIC_SIGNALS_TO_HANDLE).
+AGENT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
 def world_size(config: FoundryConfig) -> int:
     return config.train.num_nodes * config.train.devices
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rank_environments(config: FoundryConfig, port: int) -> list[dict[str, str]]:
-    """The rendezvous variables of every rank, node by node."""
-    t = config.train
-    return [
-        {
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            "WORLD_SIZE": str(world_size(config)),
-            "NODE_RANK": str(node),
-            "LOCAL_RANK": str(local),
-            "RANK": str(node * t.devices + local),
-        }
-        for node in range(t.num_nodes)
-        for local in range(t.devices)
-    ]
-
-
-def worker_command(
+def worker_args(
     config: FoundryConfig,
     data_dir: Path,
     checkpoint_dir: Path,
@@ -57,75 +46,73 @@ def worker_command(
     data_version: str,
     resume_from: Path | None,
 ) -> list[str]:
-    """`python -m foundry.training.worker ...` for every rank; the config travels as a JSON file."""
+    """`-m foundry.training.worker ...`, the arguments of every rank; the config travels as a JSON file."""
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     config_path = checkpoint_dir / "train_config.json"
     config_path.write_text(config.model_dump_json())
-    command = [
-        sys.executable,
-        "-m",
-        "foundry.training.worker",
-        "--config",
-        str(config_path),
-        "--data",
-        str(data_dir),
-        "--checkpoints",
-        str(checkpoint_dir),
-        "--data-version",
-        data_version,
-    ]
-    command += ["--run-id", run_id] if run_id else []
-    return command + ["--resume-from", str(resume_from) if resume_from else "none"]
+    args = ["-m", TRAIN_ENTRY, "--config", str(config_path), "--data", str(data_dir)]
+    args += ["--checkpoints", str(checkpoint_dir), "--data-version", data_version]
+    args += ["--run-id", run_id] if run_id else []
+    return args + ["--resume-from", str(resume_from) if resume_from else "none"]
 
 
-def start_ranks(config: FoundryConfig, command: list[str]) -> list[subprocess.Popen]:
-    env_base = {k: v for k, v in os.environ.items() if k != "MLFLOW_RUN_ID"}  # never inherit a run (mlflow#15713)
-    return [subprocess.Popen(command, env={**env_base, **env}) for env in rank_environments(config, _free_port())]
+def launch_config(config: FoundryConfig, log_dir: Path) -> LaunchConfig:
+    """One agent, all ranks on this machine, as `torchrun --standalone` sets it up."""
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
+    from torch.distributed.launcher.api import LaunchConfig
+
+    return LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=world_size(config),
+        # A rendezvous store of its own on a port the OS picks: no race for a free port.
+        rdzv_backend="c10d",
+        rdzv_endpoint="127.0.0.1:0",
+        run_id=f"foundry-{uuid.uuid4().hex[:8]}",
+        role="train",
+        local_addr="127.0.0.1",  # no look-up of this host's name: loopback only
+        # No restarts by the agent: it would restart every rank from the checkpoint chosen at launch, not the
+        # newest. A Prefect retry (train.retries) launches again and resumes from the newest intact one.
+        max_restarts=0,
+        # A failure is noticed within 0.1 s; the agent then sends the other ranks SIGTERM, and SIGKILL 30 s later
+        # (fixed in torch: a rank stuck where SIGTERM cannot reach it costs that long).
+        monitor_interval=0.1,
+        logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), tee=Std.ALL),  # files, and this process's output
+        log_line_prefix_template="[rank${rank}]: ",
+    )
 
 
-def _describe(code: int) -> str:
-    return f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-
-
-def _first_failure(procs: list[subprocess.Popen], poll_seconds: float) -> int | None:
-    """The rank that failed first, or None once all succeeded. A rank killed by a signal is the
-    likelier cause than one that exited with an error in the same instant, so it is named first."""
-    while True:
-        codes = [p.poll() for p in procs]
-        failed = sorted((code > 0, rank) for rank, code in enumerate(codes) if code not in (None, 0))
-        if failed:
-            return failed[0][1]
-        if all(code == 0 for code in codes):
-            return None
-        time.sleep(poll_seconds)
-
-
-def supervise(procs: list[subprocess.Popen], poll_seconds: float = 0.5, grace_seconds: float = 10.0) -> None:
-    """Wait for every rank. After a failure the others get `grace_seconds` to end on their own
-    (the collective timeout ends a group whose peer died), then they are stopped."""
+@contextmanager
+def _signals_kept() -> Iterator[None]:
+    """The agent installs its own handlers for AGENT_SIGNALS and never puts them back; afterwards Ctrl-C in
+    this process (a Prefect worker, pytest) would raise its SignalException instead of KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():  # the agent leaves signals alone there
+        yield
+        return
+    handlers = {s: signal.getsignal(s) for s in AGENT_SIGNALS}
+    variable = os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE")  # the agent sets it in this process too
     try:
-        failed = _first_failure(procs, poll_seconds)
-        if failed is None:
-            return
-        deadline = time.monotonic() + grace_seconds
-        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
-            time.sleep(poll_seconds)
-        others = [
-            f"rank {rank} {_describe(p.returncode)}"
-            if p.returncode is not None
-            else f"rank {rank} was still running after {grace_seconds:g} s and was stopped"
-            for rank, p in enumerate(procs)
-            if rank != failed
-        ]
-        raise TrainingFailed(
-            f"training rank {failed} of {len(procs)} {_describe(procs[failed].returncode)}"
-            + (f"; then {', '.join(others)}" if others else "")
-        )
+        yield
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        for sig, handler in handlers.items():
+            if handler is not None:  # None: installed outside Python, cannot be restored from here
+                signal.signal(sig, handler)
+        if variable is None:
+            os.environ.pop("TORCHELASTIC_SIGNALS_TO_HANDLE", None)
+        else:
+            os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = variable
+
+
+def run_ranks(config: FoundryConfig, args: list[str], log_dir: Path) -> None:
+    """`python <args>` as every rank; waits for all, and raises TrainingFailed naming the rank that failed first."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import elastic_launch
+
+    try:
+        with _signals_kept():
+            elastic_launch(launch_config(config, log_dir), sys.executable)(*args)
+    except ChildFailedError as exc:
+        raise TrainingFailed(describe(exc.failures, world_size(config), log_dir)) from exc
 
 
 def check_replicas(checkpoint_dir: Path, n_ranks: int) -> None:
@@ -143,14 +130,13 @@ def launch_local(
     run_id: str | None,
     data_version: str,
     resume_from: Path | None = None,
-    poll_seconds: float = 0.5,
 ) -> Path:
-    """Run all ranks on this machine and wait; if one fails, stop the rest and say which."""
-    for stale in checkpoint_dir.glob("weights.rank*.sha256"):
+    """Run all ranks on this machine and wait; if one fails, the agent stops the rest and we say which."""
+    for stale in checkpoint_dir.glob("weights.rank*.sha256"):  # a digest left by an earlier try proves nothing
         stale.unlink()
-    procs = start_ranks(config, worker_command(config, data_dir, checkpoint_dir, run_id, data_version, resume_from))
-    supervise(procs, poll_seconds)
-    check_replicas(checkpoint_dir, len(procs))
+    args = worker_args(config, data_dir, checkpoint_dir, run_id, data_version, resume_from)
+    run_ranks(config, args, checkpoint_dir / "rank-logs")
+    check_replicas(checkpoint_dir, world_size(config))
     return checkpoint_dir / "model.pt"
 
 
@@ -159,7 +145,7 @@ def launch(config: FoundryConfig, data_dir: Path, checkpoint_dir: Path, run_id: 
     from foundry.checkpointing.resume import resume_point
 
     resume_from = resume_point(checkpoint_dir)
-    if world_size(config) == 1:
+    if world_size(config) == 1:  # no processes to start: the fast path, in this process
         from foundry.training.trainer import train
 
         return train(config, data_dir, checkpoint_dir, run_id, data_version, resume_from=resume_from)

@@ -1,14 +1,13 @@
-"""The training entry point of one process (rank). Every launcher runs this same module.
+"""The training entry point of one process (rank). Every launcher runs this same module under torchrun's agent.
 
-Locally, `foundry.training.launch` starts one per rank. On a cluster:
+Locally, `foundry.training.launch` runs PyTorch's elastic agent in-process. On a cluster, torchrun on every node:
 
-    # two nodes, one process each, with torchrun
-    torchrun --nnodes 2 --nproc-per-node 1 --node-rank $NODE_RANK --master-addr $HOST --master-port 29500 \\
+    # two nodes, one process each (SLURM and Kubernetes templates: see infra/)
+    torchrun --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint $HOST:29500 --rdzv-id $JOB \\
         -m foundry.training.worker --config run_config.json --data /local/hydrated/<version> --checkpoints /shared/ckpt
 
-    # or SLURM: srun sets the rank variables, see infra/
-
-The rendezvous comes from MASTER_ADDR, MASTER_PORT, WORLD_SIZE, NODE_RANK and LOCAL_RANK.
+The agent sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT; an uncaught exception is written to
+its error file (`@record`), so the launcher reports this rank's traceback, not only its exit code.
 A re-launched job resumes from the newest intact checkpoint in --checkpoints (a shared folder).
 Only rank 0 logs to MLflow, to the run id it is given (never one inherited from the environment).
 """
@@ -19,10 +18,13 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
+from torch.distributed.elastic.multiprocessing.errors import record
 
-def main(argv: list[str] | None = None) -> int:
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m foundry.training.worker", description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, required=True, help="the run's config as JSON")
     parser.add_argument("--data", type=Path, required=True, help="hydrated dataset folder")
@@ -35,15 +37,38 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PATH|auto|none",
         help="checkpoint to resume from; auto (default): the newest intact one in --checkpoints",
     )
-    args = parser.parse_args(argv)
+    return parser
 
+
+def node_layout(env: Mapping[str, str], devices: int, num_nodes: int) -> dict[str, str]:
+    """NODE_RANK and LOCAL_RANK of this rank as Lightning counts them: node-major, `devices` ranks per node.
+
+    torchrun numbers ranks the same way (RANK = node * nproc_per_node + local rank), so on a cluster this
+    repeats what it set. Locally one agent runs the ranks of every simulated node, and its LOCAL_RANK
+    would run past `devices`; Lightning's LightningEnvironment reads the node's rank from NODE_RANK."""
+    world, local_world, rank = int(env["WORLD_SIZE"]), int(env["LOCAL_WORLD_SIZE"]), int(env["RANK"])
+    if world != num_nodes * devices:
+        raise ValueError(f"{world} ranks started, but the config asks for {num_nodes} nodes x {devices} devices")
+    if local_world % devices:
+        raise ValueError(f"torchrun started {local_world} processes per node; train.devices is {devices}")
+    node, local = divmod(rank, devices)
+    return {"NODE_RANK": str(node), "LOCAL_RANK": str(local)}
+
+
+@record  # an uncaught exception goes to the agent's error file, traceback and all
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     from foundry.env import configure_environment
 
     configure_environment()  # before the libraries load
+    # Never log to a run inherited from whoever started the agent (mlflow#15713): rank 0 logs to --run-id only.
+    os.environ.pop("MLFLOW_RUN_ID", None)
     from foundry.config import validate
     from foundry.training.trainer import train
 
     config = validate(json.loads(args.config.read_text()))
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun's agent, not by hand
+        os.environ.update(node_layout(os.environ, config.train.devices, config.train.num_nodes))
     resume_from = _resume_point(args.resume_from, args.checkpoints)
     # Lightning's MLflow logger is rank-zero-only, so every rank may be handed the run id.
     leader = os.environ.get("RANK", "0") == "0"
