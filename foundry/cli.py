@@ -151,11 +151,20 @@ def cmd_promote(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reregister(args: argparse.Namespace) -> int:
+    from foundry.registry.versions import reregister
+
+    version = reregister(args.model_uri, foundry_home())
+    name = args.model_uri.removeprefix("models:/").split("/")[0].split("@")[0]
+    print(f"models:/{name}/{version} holds the weights of {args.model_uri} and carries its code; aliases unchanged")
+    return 0
+
+
 def cmd_lineage(args: argparse.Namespace) -> int:
     from foundry.registry.lineage import format_lineage, lineage
 
     chain = lineage(args.model_uri)
-    print(json.dumps(chain, indent=1) if args.json else format_lineage(chain))
+    print(json.dumps([r.model_dump() for r in chain], indent=1) if args.json else format_lineage(chain))
     return 0
 
 
@@ -195,7 +204,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_deployments(args: argparse.Namespace) -> int:
     from flows.deployments import prefect_yaml
 
-    text = prefect_yaml(load_config(None, args.overrides))
+    text = prefect_yaml(_load(args))
     if args.write:
         args.write.write_text(text)
     else:
@@ -265,6 +274,12 @@ def build_parser() -> argparse.ArgumentParser:
     promote.add_argument("--who", help="reviewer (default: the current user)")
     promote.set_defaults(func=cmd_promote)
 
+    reregister = commands.add_parser(
+        "reregister", help="register a version's weights again as a new version that carries its own code"
+    )
+    reregister.add_argument("model_uri", help="models:/NAME/VERSION or models:/NAME@ALIAS")
+    reregister.set_defaults(func=cmd_reregister)
+
     lineage = commands.add_parser(
         "lineage", help="print a model's chain: version, run, data, source, commit, config, parent"
     )
@@ -296,16 +311,10 @@ def build_parser() -> argparse.ArgumentParser:
     config.set_defaults(func=cmd_config)
 
     deployments = commands.add_parser(
-        "deployments", help="print prefect.yaml (the deployments for workers), or write it"
+        "deployments",
+        help="print prefect.yaml (the deployments for workers, with the config's retrain.cron), or write it",
     )
-    deployments.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a default, e.g. --set retrain.cron='0 4 * * *'",
-    )
+    _config_args(deployments)
     deployments.add_argument("--write", type=Path, metavar="FILE", help="write to FILE instead of printing")
     deployments.set_defaults(func=cmd_deployments)
     return parser

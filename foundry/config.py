@@ -200,6 +200,12 @@ class TrainConfig(_Section):
     retries: int = Field(
         1, ge=0, description="Prefect retries of the train task; each resumes from the last checkpoint."
     )
+    max_restarts: int = Field(
+        0,
+        ge=0,
+        description="Times the elastic agent restarts every rank after one fails (several processes only), each "
+        "restart resuming from the newest intact checkpoint; Prefect retries act on top of these.",
+    )
 
     @model_validator(mode="after")
     def _fsdp_needs_a_gpu(self) -> TrainConfig:

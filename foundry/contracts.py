@@ -29,12 +29,12 @@ class SourceManifest(_Value):
     """What `acquire` found: the same files give the same digest wherever they live."""
 
     source: str
-    sources: list[str]
     digest: str
     files: int
     bytes: int
-    skipped: dict[str, int]
     entries: list[SourceFile]
+    sources: list[str] = []  # absent from manifests logged before several sources were read
+    skipped: dict[str, int] = {}
 
     def write(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,7 +66,8 @@ class DataVersion(_Value):
 class GateDecision(_Value):
     """The promotion gate's inputs and verdict, recorded on the run and on the version."""
 
-    passed: bool
+    passed: bool  # the challenger met the bar
+    make_champion: bool  # it passed and the policy promotes automatically (`registry.auto_promote`)
     verdict: str
     challenger_bits_per_byte: float
     champion_bits_per_byte: float | None = None
@@ -141,3 +142,22 @@ class Reproduction(_Value):
     comparison: dict[str, tuple[float, float]]  # metric -> (recorded, reproduced)
     identical: bool
     commit_matches: bool
+
+
+class LineageRecord(_Value):
+    """One registered version traced back: its run, data version, source, code, packages and config."""
+
+    model: str  # models:/NAME/VERSION
+    aliases: list[str]
+    run_id: str
+    run_status: str
+    data_version: str
+    data_remote: str
+    data_source: str
+    data_source_digest: str
+    git_commit: str
+    git_dirty: str
+    parent_model: str  # models:/NAME/VERSION it was fine-tuned from, or ""
+    packages: dict[str, str]
+    config: dict[str, Any]
+    holdout_bits_per_byte: str

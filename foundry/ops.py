@@ -1,4 +1,4 @@
-"""Operations: local servers (`foundry up`), serving deployments (`foundry serve`), health (`foundry doctor`)."""
+"""Operations: local servers (`foundry up`) and health (`foundry doctor`)."""
 
 from __future__ import annotations
 

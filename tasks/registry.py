@@ -58,6 +58,7 @@ def register(
     """Log the pyfunc model and register it, with lineage, metrics, gate tags and a model card; all or nothing."""
     from foundry.evaluation.report import model_card
     from foundry.registry import versions
+    from foundry.registry.lineage import version_tags
     from foundry.serving.package import log_model
     from models.gpt import load_gpt
 
@@ -66,26 +67,13 @@ def register(
     git = {k: run_tags.get(k, "unknown") for k in ("git_commit", "git_dirty")}
     manifest = json.loads((data_dir / "manifest.json").read_text())
     card = model_card(config, manifest, data, metrics, decision, load_gpt(checkpoint).num_params(), run.run_id, git)
-    tags = {
-        "run_id": run.run_id,
-        "data_version": data.data_version,
-        "data.remote": data.remote,
-        "data.source": config.data.source,
-        "data.source_digest": manifest["source_digest"],
-        **git,
-        "config": config.model_dump_json(),
-        **tracking.version_tags(),
-        **{k: f"{v:.6f}" for k, v in metrics.items()},
-        **decision.tags(),
-        **({"parent_model": parent} if parent else {}),
-    }
+    tags = version_tags(config, run.run_id, data, manifest["source_digest"], metrics, decision, git, parent)
     return versions.register(uri, config.registry.model_name, run.run_id, tags, description=card)
 
 
 @task(name="promote", cache_policy=NO_CACHE)
 def promote(config: FoundryConfig, version: str, decision: GateDecision) -> Promotion:
-    """`challenger` always; `champion` when the gate passed and auto-promotion is on."""
+    """`challenger` always; `champion` when the gate says so."""
     from foundry.registry import versions
 
-    make_champion = decision.passed and config.registry.auto_promote
-    return versions.promote(config.registry.model_name, version, make_champion, decision.verdict)
+    return versions.promote(config.registry.model_name, version, decision.make_champion, decision.verdict)

@@ -41,7 +41,8 @@ def test_no_champion_passes(tiny_config, tiny_dataset, foundry_home):
     )
     metrics = {"holdout/bits_per_byte": 3.0}
     decision = decide(config, metrics, tiny_dataset, DataVersion(data_version="v1", remote="r"), foundry_home)
-    assert decision.passed and decision.verdict == "no champion yet" and decision.champion_version is None
+    assert decision.passed and decision.make_champion and decision.verdict == "no champion yet"
+    assert decision.champion_version is None
 
 
 def test_a_champion_of_the_same_data_is_compared_by_its_recorded_score(
@@ -89,3 +90,32 @@ def test_a_champion_of_other_data_is_rescored_on_this_holdout(
     )
     # The recorded 0.1 (other data) is ignored: the champion is scored on this holdout.
     assert decision.champion_bits_per_byte == pytest.approx(expected, rel=1e-9) and decision.passed
+
+
+def test_review_mode_passes_but_leaves_promotion_to_a_reviewer(tiny_config, tiny_dataset, foundry_home):
+    registry = tiny_config.registry.model_copy(update={"model_name": "gate-review", "auto_promote": False})
+    config = tiny_config.model_copy(update={"registry": registry})
+    decision = decide(
+        config, {"holdout/bits_per_byte": 3.0}, tiny_dataset, DataVersion(data_version="v", remote="r"), foundry_home
+    )
+    assert decision.passed and not decision.make_champion
+
+
+def test_a_gain_below_min_improvement_is_refused(tiny_config, tiny_dataset, champion_checkpoint, foundry_home):
+    name = "gate-margin"
+    evaluation = tiny_config.evaluation.model_copy(update={"min_improvement": 0.2})
+    config = tiny_config.model_copy(
+        update={"registry": tiny_config.registry.model_copy(update={"model_name": name}), "evaluation": evaluation}
+    )
+    register_champion(
+        name,
+        config,
+        champion_checkpoint,
+        tiny_dataset / "tokenizer.json",
+        {"data_version": "v1", "holdout/bits_per_byte": "2.500000"},
+    )
+    data = DataVersion(data_version="v1", remote="r")
+    small = decide(config, {"holdout/bits_per_byte": 2.4}, tiny_dataset, data, foundry_home)
+    assert not small.passed and not small.make_champion and "by 0.2" in small.verdict
+    large = decide(config, {"holdout/bits_per_byte": 2.25}, tiny_dataset, data, foundry_home)
+    assert large.passed and large.make_champion

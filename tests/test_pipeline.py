@@ -243,9 +243,9 @@ def test_lineage_and_reproduce_give_identical_metrics(first_run, prefect_harness
     chain = lineage("models:/it-gpt/1")
     assert len(chain) == 1
     record = chain[0]
-    assert record["data_version"] == summary.data_version and record["run_id"] == summary.run_id
-    assert record["config"]["train"]["max_steps"] == config.train.max_steps
-    assert record["packages"]["torch"].startswith("2.13.0")
+    assert record.data_version == summary.data_version and record.run_id == summary.run_id
+    assert record.config["train"]["max_steps"] == config.train.max_steps
+    assert record.packages["torch"].startswith("2.13.0")
     text = format_lineage(chain)
     assert summary.data_version in text and "trained from scratch" in text
     result = reproduce(model_uri="models:/it-gpt/1")

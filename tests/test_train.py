@@ -199,7 +199,7 @@ def test_two_nodes_match_one_process_with_the_same_global_batch(tiny_dataset, tm
     # The agent kept each rank's output; rank 1 of the second "node" knew where it stood.
     (attempt,) = (tmp_path / "two" / "rank-logs").glob("*/attempt_0")
     assert sorted(p.name for p in attempt.iterdir()) == ["0", "1"]
-    assert "GLOBAL_RANK: 1, MEMBER: 2/2" in (attempt / "1" / "stderr.log").read_text()
+    assert "rank 1 of 2: node 1, local rank 0" in (attempt / "1" / "stderr.log").read_text()
     losses = {name: [v for _, v in tracking.metric_history(run_id, "train/loss")] for name, (run_id, _) in runs.items()}
     assert len(losses["two"]) == len(losses["one"]) == 20
     np.testing.assert_allclose(losses["two"], losses["one"], rtol=1e-4)  # only the reduction order differs
@@ -323,3 +323,18 @@ def test_weights_digest_sees_one_flipped_bit():
     assert weights_digest(state) == weights_digest(same)
     same["a"].view(torch.int32)[0, 0] ^= 1
     assert weights_digest(state) != weights_digest(same)
+
+
+@pytest.mark.slow
+def test_the_agent_restarts_the_ranks_from_the_newest_checkpoint(tiny_dataset, tmp_path):
+    """`train.max_restarts`: a rank killed mid-run, every rank restarted by the agent, resuming from the newest
+    intact checkpoint: the weights are bitwise those of a run nothing happened to."""
+    overrides = ("train.num_nodes=2", "train.max_steps=40", "checkpoint.every_n_steps=10", "train.max_restarts=1")
+    config = tiny(*overrides)
+    calm = launch(config, tiny_dataset, tmp_path / "calm", None, "v")
+    with launched_in_a_thread(config, tiny_dataset, tmp_path / "ckpt") as (training, pids):
+        os.kill(pids[1], signal.SIGKILL)
+        restarted = training.result(timeout=300)
+    assert digest(restarted) == digest(calm)
+    (logs,) = (tmp_path / "ckpt" / "rank-logs").iterdir()
+    assert sorted(p.name for p in logs.iterdir()) == ["attempt_0", "attempt_1"]

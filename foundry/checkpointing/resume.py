@@ -21,7 +21,7 @@ from foundry.digests import sha256_file
 
 # Train settings that change how a run is operated, not the weights it computes: a re-run that
 # differs only in these still resumes the same attempt.
-OPERATIONAL_KEYS = {"retries", "collective_timeout_s", "log_every_n_steps", "peak_flops", "cpu_threads"}
+OPERATIONAL_KEYS = {"retries", "max_restarts", "collective_timeout_s", "log_every_n_steps", "peak_flops", "cpu_threads"}
 
 
 def resume_point(directory: Path) -> Path | None:

@@ -20,10 +20,9 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from foundry.checkpointing.manifest import LAST, Entry, read_manifest, retained, write_atomic, write_manifest
 
-# RNG states, in types that `torch.load(weights_only=True)` accepts.
-
 
 def rng_states() -> dict:
+    """Every generator's state, in types that `torch.load(weights_only=True)` accepts."""
     _, keys, pos, has_gauss, cached = np.random.get_state()
     states = {
         "torch": torch.get_rng_state(),

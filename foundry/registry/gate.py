@@ -46,13 +46,15 @@ def champion_bits_per_byte(champion, config: FoundryConfig, data_dir: Path, data
 def decide(
     config: FoundryConfig, metrics: dict[str, float], data_dir: Path, data: DataVersion, home: Path
 ) -> GateDecision:
-    """The gate's inputs and verdict for a challenger with these holdout `metrics`."""
+    """The gate's inputs and verdict for a challenger with these holdout `metrics`, and whether it becomes
+    champion now: only when it passed and `registry.auto_promote` is on (else a reviewer decides)."""
     current = versions.champion(config.registry.model_name)
     champion_bpb = None if current is None else champion_bits_per_byte(current, config, data_dir, data, home)
     challenger_bpb = metrics["holdout/bits_per_byte"]
     passed, verdict = gate(challenger_bpb, champion_bpb, config.evaluation.min_improvement)
     return GateDecision(
         passed=passed,
+        make_champion=passed and config.registry.auto_promote,
         verdict=verdict,
         challenger_bits_per_byte=challenger_bpb,
         champion_bits_per_byte=champion_bpb,

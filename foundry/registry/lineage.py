@@ -5,49 +5,81 @@ from __future__ import annotations
 import json
 
 from foundry import tracking
+from foundry.config import FoundryConfig
+from foundry.contracts import DataVersion, GateDecision, LineageRecord
 from foundry.registry import versions as registry
 
 COMPARED = ("holdout/loss", "holdout/bits_per_byte", "holdout/perplexity")
-LINEAGE_TAGS = ("data_version", "data.remote", "data.source", "data.source_digest", "git_commit", "git_dirty")
 
 
-def lineage(model_uri: str, depth: int = 10) -> list[dict]:
+def version_tags(
+    config: FoundryConfig,
+    run_id: str,
+    data: DataVersion,
+    source_digest: str,
+    metrics: dict[str, float],
+    decision: GateDecision,
+    git: dict[str, str],
+    parent: str = "",
+) -> dict[str, str]:
+    """The tags a model version carries: what `lineage` reads back, its metrics and the gate's record."""
+    return {
+        "run_id": run_id,
+        "data_version": data.data_version,
+        "data.remote": data.remote,
+        "data.source": config.data.source,
+        "data.source_digest": source_digest,
+        **git,
+        "config": config.model_dump_json(),
+        **tracking.version_tags(),
+        **{k: f"{v:.6f}" for k, v in metrics.items()},
+        **decision.tags(),
+        **({"parent_model": parent} if parent else {}),
+    }
+
+
+def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:
     """The model version's record, then its parent's (when it was fine-tuned from one), and so on."""
     version = registry.resolve(model_uri)
     tags = version.tags
     run = tracking.client().get_run(version.run_id)
-    record = {
-        "model": f"models:/{version.name}/{version.version}",
-        "aliases": list(version.aliases or []),
-        "run_id": version.run_id,
-        "run_status": run.info.status,
-        **{key: tags.get(key, "") for key in LINEAGE_TAGS},
-        "parent_model": tags.get("parent_model", ""),
-        "packages": {k.removeprefix("version."): v for k, v in run.data.tags.items() if k.startswith("version.")},
-        "config": json.loads(tags["config"]) if "config" in tags else {},
-        "holdout_bits_per_byte": tags.get("holdout/bits_per_byte", ""),
-    }
+    record = LineageRecord(
+        model=f"models:/{version.name}/{version.version}",
+        aliases=list(version.aliases or []),
+        run_id=version.run_id,
+        run_status=run.info.status,
+        data_version=tags.get("data_version", ""),
+        data_remote=tags.get("data.remote", ""),
+        data_source=tags.get("data.source", ""),
+        data_source_digest=tags.get("data.source_digest", ""),
+        git_commit=tags.get("git_commit", ""),
+        git_dirty=tags.get("git_dirty", ""),
+        parent_model=tags.get("parent_model", ""),
+        packages={k.removeprefix("version."): v for k, v in run.data.tags.items() if k.startswith("version.")},
+        config=json.loads(tags["config"]) if "config" in tags else {},
+        holdout_bits_per_byte=tags.get("holdout/bits_per_byte", ""),
+    )
     chain = [record]
-    if record["parent_model"] and depth > 1:
-        chain += lineage(record["parent_model"], depth - 1)
+    if record.parent_model and depth > 1:
+        chain += lineage(record.parent_model, depth - 1)
     return chain
 
 
-def format_lineage(chain: list[dict]) -> str:
+def format_lineage(chain: list[LineageRecord]) -> str:
     lines = []
     for i, r in enumerate(chain):
         indent = "  " * i
-        aliases = f" @{', @'.join(r['aliases'])}" if r["aliases"] else ""
+        aliases = f" @{', @'.join(r.aliases)}" if r.aliases else ""
         lines += [
-            f"{indent}{r['model']}{aliases}  holdout {r['holdout_bits_per_byte'] or '?'} bits/byte",
-            f"{indent}  run      {r['run_id']} ({r['run_status']})",
-            f"{indent}  data     version {r['data_version']} in {r['data.remote']}",
-            f"{indent}  source   {r['data.source']} (content digest {r['data.source_digest'][:16]})",
-            f"{indent}  code     commit {r['git_commit']}{' (dirty)' if r['git_dirty'] == 'true' else ''}",
-            f"{indent}  packages {', '.join(f'{k} {v}' for k, v in sorted(r['packages'].items()))}",
-            f"{indent}  config   train.max_steps={r['config'].get('train', {}).get('max_steps')} "
-            f"model={json.dumps(r['config'].get('model', {}))}",
-            f"{indent}  parent   {r['parent_model'] or 'none (trained from scratch)'}",
+            f"{indent}{r.model}{aliases}  holdout {r.holdout_bits_per_byte or '?'} bits/byte",
+            f"{indent}  run      {r.run_id} ({r.run_status})",
+            f"{indent}  data     version {r.data_version} in {r.data_remote}",
+            f"{indent}  source   {r.data_source} (content digest {r.data_source_digest[:16]})",
+            f"{indent}  code     commit {r.git_commit}{' (dirty)' if r.git_dirty == 'true' else ''}",
+            f"{indent}  packages {', '.join(f'{k} {v}' for k, v in sorted(r.packages.items()))}",
+            f"{indent}  config   train.max_steps={r.config.get('train', {}).get('max_steps')} "
+            f"model={json.dumps(r.config.get('model', {}))}",
+            f"{indent}  parent   {r.parent_model or 'none (trained from scratch)'}",
         ]
     return "\n".join(lines)
 
@@ -56,12 +88,12 @@ class CommitMismatch(RuntimeError):
     """The code differs from the code that trained the model."""
 
 
-def check_commit(record: dict, current: str, force: bool) -> None:
+def check_commit(record: LineageRecord, current: str, force: bool) -> None:
     """Reproduction is exact only at the commit that trained the model; elsewhere it needs `force`."""
-    if record["git_commit"] != current and not force:
+    if record.git_commit != current and not force:
         raise CommitMismatch(
-            f"{record['model']} was trained at commit {record['git_commit']}, this code is at {current}: "
-            f"check out {record['git_commit']} to reproduce it exactly, or pass --force to re-train anyway"
+            f"{record.model} was trained at commit {record.git_commit}, this code is at {current}: "
+            f"check out {record.git_commit} to reproduce it exactly, or pass --force to re-train anyway"
         )
 
 

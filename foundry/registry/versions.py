@@ -114,3 +114,29 @@ def promote_manually(model_uri: str, reason: str, who: str) -> dict:
     for key, value in record.items():
         c.set_model_version_tag(version.name, str(version.version), key, value)
     return {"name": version.name, "version": str(version.version), **record}
+
+
+def reregister(model_uri: str, home: Path) -> str:
+    """The weights and tokenizer of a version, registered again as a new version of the same model that
+    carries its code (versions logged before the code moved carry none and load only in a checkout).
+    The tags and model card are copied, `reregistered_from` names the original; aliases stay put."""
+    from foundry import tracking
+    from foundry.serving.package import log_model
+
+    old = resolve(model_uri)
+    artifacts = download(old, home)
+    experiment = client().get_run(old.run_id).info.experiment_id
+    run = client().create_run(
+        experiment,
+        run_name=f"reregister {old.name}/{old.version}",
+        tags={"foundry.stage": "reregister", "reregistered_from": model_uri},
+    )
+    try:
+        uri = log_model(run.info.run_id, artifacts / "model.pt", artifacts / "tokenizer.json")
+        tags = {**old.tags, "reregistered_from": f"models:/{old.name}/{old.version}"}
+        version = register(uri, old.name, run.info.run_id, tags, description=old.description or "")
+    except Exception:
+        tracking.end_run(run.info.run_id, ok=False)
+        raise
+    tracking.end_run(run.info.run_id, ok=True)
+    return version

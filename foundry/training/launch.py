@@ -4,9 +4,9 @@ Several ranks run `python -m foundry.training.worker` under `torch.distributed.l
 the library behind torchrun, with one local agent for all of them: the cluster templates in infra/ run the
 same entry point with torchrun, so the local launch exercises the same code path. The agent starts and
 stops the ranks and keeps each rank's output in `<checkpoints>/rank-logs/`; a rank that raises writes its
-traceback to its error file, and `TrainingFailed` carries it. What the library lacks stays here: naming
-the rank that failed first, the replica check, and the resume point, chosen once so every rank starts
-from the same checkpoint.
+traceback to its error file, and `TrainingFailed` carries it; with `train.max_restarts` it restarts every
+rank after a failure, each resuming from the newest intact checkpoint. What the library lacks stays here:
+naming the rank that failed first, the replica check, and the resume point.
 """
 
 from __future__ import annotations
@@ -53,6 +53,10 @@ def worker_args(
     args = ["-m", TRAIN_ENTRY, "--config", str(config_path), "--data", str(data_dir)]
     args += ["--checkpoints", str(checkpoint_dir), "--data-version", data_version]
     args += ["--run-id", run_id] if run_id else []
+    if config.train.max_restarts:
+        # The agent restarts ranks with these same arguments: each start takes the newest intact checkpoint.
+        # Every rank looks before the process group forms, and nothing is saved until it has, so all agree.
+        return args + ["--resume-from", "auto"]
     return args + ["--resume-from", str(resume_from) if resume_from else "none"]
 
 
@@ -71,9 +75,7 @@ def launch_config(config: FoundryConfig, log_dir: Path) -> LaunchConfig:
         run_id=f"foundry-{uuid.uuid4().hex[:8]}",
         role="train",
         local_addr="127.0.0.1",  # no look-up of this host's name: loopback only
-        # No restarts by the agent: it would restart every rank from the checkpoint chosen at launch, not the
-        # newest. A Prefect retry (train.retries) launches again and resumes from the newest intact one.
-        max_restarts=0,
+        max_restarts=config.train.max_restarts,
         # A failure is noticed within 0.1 s; the agent then sends the other ranks SIGTERM, and SIGKILL 30 s later
         # (fixed in torch: a rank stuck where SIGTERM cannot reach it costs that long).
         monitor_interval=0.1,

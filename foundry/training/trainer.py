@@ -82,11 +82,29 @@ def _strategy(t: TrainConfig):
     timeout = timedelta(seconds=t.collective_timeout_s)  # a dead or stuck rank ends the group, not hangs it
     if t.strategy == "fsdp":
         # Full state dicts gathered on rank 0: checkpoints and model.pt look the same as with DDP.
-        # One unit per block, so only a block or two is ever gathered whole (what tasks/plan.py assumes).
+        # One unit per block, so only a block or two is ever gathered whole (what foundry/training/plan.py assumes).
         from models.gpt import Block
 
         return FSDPStrategy(timeout=timeout, state_dict_type="full", auto_wrap_policy={Block})
     return DDPStrategy(timeout=timeout) if t.devices * t.num_nodes > 1 else "auto"
+
+
+def join_process_group(t: TrainConfig) -> None:
+    """Join the ranks' process group through the elastic agent's store, under a prefix of the restart count.
+
+    The agent of torch 2.13 keeps one store across restarts, and the process group's keys in it carry no
+    attempt: restarted ranks read the addresses of the previous attempt's peers and cannot connect
+    (pytorch#167288). Joined here first, the group is one Lightning finds initialised and keeps."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return
+    import torch.distributed as dist
+
+    timeout = timedelta(seconds=t.collective_timeout_s)
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout)
+    attempt = dist.PrefixStore(f"attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+    backend = "nccl" if uses_gpu(t) else "gloo"
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group(backend, store=attempt, rank=rank, world_size=world, timeout=timeout)
 
 
 def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool):
