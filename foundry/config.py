@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from foundry.search.space import SearchConfig, search_fits_config
 
 PII_KINDS = Literal["private_key", "aws_access_key", "aws_secret_key", "email", "credit_card", "ipv6", "ipv4", "phone"]
 
@@ -271,6 +273,8 @@ class FoundryConfig(_Section):
     evaluation: EvaluationConfig = EvaluationConfig()
     registry: RegistryConfig = RegistryConfig()
     retrain: RetrainConfig = RetrainConfig()
+    search: SearchConfig = SearchConfig()  # last: its validator checks the space against the sections above
+    _search_fits = field_validator("search")(search_fits_config)
 
     def flat(self) -> dict[str, Any]:
         """Dotted keys to scalar values, the form MLflow params take."""
@@ -294,6 +298,8 @@ def _describe(error: dict[str, Any], raw: dict[str, Any]) -> str:
         )
         allowed = ", ".join(model.model_fields)  # type: ignore[union-attr]
         return f"{key}: unknown key; allowed here: {allowed}"
+    if error["type"] == "named_key":  # a message that names its own keys (the search space's checks)
+        return error["msg"]
     value = error.get("input")
     return f"{key} = {value!r}: {error['msg']}"
 

@@ -107,7 +107,7 @@ def join_process_group(t: TrainConfig) -> None:
     dist.init_process_group(backend, store=attempt, rank=rank, world_size=world, timeout=timeout)
 
 
-def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool):
+def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool, callbacks: tuple = ()):
     import lightning as L
     from lightning.pytorch.loggers import MLFlowLogger
     from lightning.pytorch.plugins.environments import LightningEnvironment
@@ -135,7 +135,7 @@ def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool):
         num_sanity_val_steps=0,
         log_every_n_steps=t.log_every_n_steps,
         logger=loggers or False,
-        callbacks=[CheckpointEvery(io, config.checkpoint.every_n_steps)],
+        callbacks=[CheckpointEvery(io, config.checkpoint.every_n_steps), *callbacks],
         enable_checkpointing=False,
         enable_progress_bar=progress,
         enable_model_summary=progress,
@@ -171,8 +171,10 @@ def train(
     data_version: str = "",
     progress: bool = True,
     resume_from: Path | None = None,
+    callbacks: tuple = (),
 ) -> Path:
-    """Train to `train.max_steps`, from `resume_from` (a verified checkpoint) when given."""
+    """Train to `train.max_steps`, from `resume_from` (a verified checkpoint) when given. `callbacks` are
+    Lightning callbacks added to ours (a search trial's pruning reports and time box)."""
     import lightning as L
 
     from foundry.checkpointing.writer import ManifestCheckpointIO
@@ -186,7 +188,7 @@ def train(
         parent = torch.load(config.train.init_from, map_location="cpu", weights_only=True)
         module.model.load_state_dict(parent["state_dict"])
     io = ManifestCheckpointIO(checkpoint_dir, config.checkpoint.keep_last, config.checkpoint.async_save)
-    trainer = _trainer(config, run_id, io, progress)
+    trainer = _trainer(config, run_id, io, progress, callbacks)
     train_loader, val_loader = _loaders(config, data_dir, trainer.global_rank, trainer.world_size)
     if resume_from is not None:
         log.info("resuming from %s", resume_from)
