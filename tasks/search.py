@@ -129,6 +129,8 @@ def run_trials(config: FoundryConfig, study, datasets: dict[str, TrialData], run
         within = not search.n_trials or spent(study) + len(running) < search.n_trials
         return bool(free) and failure is None and within and time.monotonic() < deadline
 
+    if not may_start():  # the budget was spent by earlier runs: no cluster to start
+        return
     # Task runs travel to the workers with this process's settings: name the Prefect server it uses.
     with temporary_settings({PREFECT_API_URL: PREFECT_API_URL.value() or _api_url()}), environment_kept():
         with search_runner(search) as runner:
