@@ -13,7 +13,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-PII_KINDS = Literal["private_key", "aws_access_key", "aws_secret_key", "email", "credit_card", "ipv6", "ipv4", "phone"]
+# The detectors of foundry/data/pii_patterns.py, in the order they run (a test keeps the two equal).
+_PII_NAMES = """private_key pem_block aws_access_key aws_secret_key github_token gitlab_token slack_token stripe_key
+google_api_key jwt secret_assignment email iban credit_card ipv6 ipv4 phone"""
+PII_KINDS = Literal[tuple(_PII_NAMES.split())]  # type: ignore[misc]
 
 
 class _Section(BaseModel):
@@ -73,8 +76,10 @@ class DataConfig(_Section):
     near_dup_num_perm: int = Field(128, ge=64, le=1024, description="MinHash permutations.")
     pii: list[Literal[PII_KINDS]] = Field(  # type: ignore[valid-type]
         list(PII_KINDS.__args__),
-        description="PII detectors whose matches are replaced by typed placeholders "
-        "such as <EMAIL>; the validation gate checks that none is left.",
+        description="PII detectors whose matches are replaced by typed placeholders such as <EMAIL>.",
+    )
+    pii_allowed: list[Literal[PII_KINDS]] = Field(  # type: ignore[valid-type]
+        [], description="Kinds the gate, which searches with every detector, reports but lets through."
     )
     holdout_tolerance: float = Field(
         0.1,
@@ -185,9 +190,15 @@ class TrainConfig(_Section):
         0,
         ge=0,
         description="Intra-op CPU threads of each rank; 0: the cores this process may use, shared by the "
-        "ranks of a node. Fixed rather than inherited, so that a resumed run sums floats as the first one did.",
+        "ranks of a node. Fixed rather than inherited; the resolved count is part of the resume key, since "
+        "float sums depend on it.",
     )
     seed: int = 1337
+    deterministic: bool | Literal["warn"] = Field(
+        False,
+        description="Lightning's Trainer(deterministic=...): deterministic kernels only (an op without one raises, "
+        "or warns with 'warn') and cuBLAS's fixed workspace; for GPUs (on CPU a fixed thread count suffices).",
+    )
     log_every_n_steps: int = Field(
         25, ge=1, description="Metrics (loss, lr, tokens/s, step time, data wait, MFU) every N steps."
     )
