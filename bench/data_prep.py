@@ -175,15 +175,8 @@ def _warm_cluster(workers: int):
             dashboard_address="127.0.0.1:0",
             env=WORKER_ENV,
         )
-    config = load_config(
-        None,
-        [
-            "data.source=stdlib://json",
-            f"data.scheduler={cluster.scheduler_address}",
-            f"data.workers={workers}",
-            "model.block_size=8",
-        ],
-    )
+    overrides = ["data.source=stdlib://json", f"data.scheduler={cluster.scheduler_address}", "model.block_size=8"]
+    config = load_config(None, [*overrides, f"data.workers={workers}"])
     warm = Path(tempfile.mkdtemp())
     run_prepare(acquire_source(config.data, warm / "m.json"), config, warm / "prepared", progress=False)
     return cluster
@@ -245,24 +238,9 @@ def run(kind: str, workers: int, cores: int | None, manifest: Path, work: Path, 
     out = Path(tempfile.mkdtemp(dir=work)) / "prepared"
     cpus = sorted(os.sched_getaffinity(0))
     pin = (lambda: os.sched_setaffinity(0, cpus[:cores])) if cores else None
+    command = [sys.executable, __file__, "--child", kind, "--workers", str(workers), "--manifest", str(manifest)]
     proc = subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--child",
-            kind,
-            "--workers",
-            str(workers),
-            "--manifest",
-            str(manifest),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        preexec_fn=pin,
-        cwd=ROOT,
+        [*command, "--out", str(out)], capture_output=True, text=True, env=env, preexec_fn=pin, cwd=ROOT
     )
     shutil.rmtree(out.parent, ignore_errors=True)  # the digests say what it held; at 10x each is ~0.3 GB
     if proc.returncode:

@@ -263,8 +263,8 @@ def test_audit_examples_never_hold_the_personal_data(tmp_path):
 def test_the_audit_masks_what_the_scrubber_was_not_asked_to_replace(tmp_path):
     """Only e-mail is scrubbed here: the name, the address and the card number beside it stay in the
     text (the gate reports them), but never reach the audit's excerpts."""
-    planted = ["Jane", "Smith", "8.8.4.4", CARD]
-    text = f"Dear Jane Smith ({CARD}, 8.8.4.4): mail jane@example.com about the words of the rules.\n"
+    planted = ["Jane", "Smith", "8.8.4.4", CARD, "Tr0ub4dor"]
+    text = f"Dear Jane Smith ({CARD}, 8.8.4.4): mail jane@example.com, pw Tr0ub4dor&3, about the rules.\n"
     stats, written, audit = clean_one(tmp_path, text, DataConfig(min_chars=20, pii=["email"]))
     assert stats.pii == {"email": (1, 1)} and all(p in written for p in planted)
     assert "<EMAIL>" in audit

@@ -74,10 +74,13 @@ def cpu_threads(t: TrainConfig) -> int:
 
 
 def device_kind(t: TrainConfig) -> str:
-    """What runs the arithmetic: "cpu", or "cuda:<device name>" (kernels differ from one GPU model to another)."""
+    """What runs the arithmetic: "cpu", or the GPU's model with the CUDA and cuDNN versions (kernels differ
+    from one GPU model, and one library version, to another)."""
     if not uses_gpu(t):
         return "cpu"
-    return f"cuda:{torch.cuda.get_device_name()}" if torch.cuda.is_available() else "cuda"
+    if not torch.cuda.is_available():
+        return "cuda"
+    return f"cuda:{torch.cuda.get_device_name()} (CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()})"
 
 
 def arithmetic(t: TrainConfig) -> dict[str, str | int | bool]:
