@@ -173,9 +173,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from flows.reproduce import reproduce
 
     result = reproduce(model_uri=args.model_uri, force=args.force)
+    forced = [] if result.commit_matches else ["at a different commit"]
+    forced += [] if result.tree_clean else ["with uncommitted code"]
     print(
         f"reproduced {result.model} in MLflow run {result.run_id}"
-        f"{'' if result.commit_matches else ' (at a different commit, forced)'}"
+        + (f" ({', '.join(forced)}, forced)" if forced else "")
     )
     for key, (recorded, again) in result.comparison.items():
         print(f"  {key:24s} recorded {recorded:.6f}  reproduced {again:.6f}")

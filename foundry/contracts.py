@@ -142,6 +142,7 @@ class Reproduction(_Value):
     comparison: dict[str, tuple[float, float]]  # metric -> (recorded, reproduced)
     identical: bool
     commit_matches: bool
+    tree_clean: bool = True  # neither the training run's tree nor this one held uncommitted code
 
 
 class LineageRecord(_Value):

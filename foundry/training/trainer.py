@@ -54,9 +54,15 @@ def lookup_peak_flops(device_name: str, precision: str) -> float:
 
 
 def peak_flops(t: TrainConfig) -> float:
-    if t.peak_flops or not uses_gpu(t):
+    """For MFU: `train.peak_flops`, else a known GPU's data-sheet peak, else on CPU a measured matmul rate
+    (`foundry.training.cpu_peak`, cached); 0 (no MFU) for an unknown GPU."""
+    if t.peak_flops:
         return t.peak_flops
-    return lookup_peak_flops(torch.cuda.get_device_name(), resolve_precision(t))
+    if uses_gpu(t):
+        return lookup_peak_flops(torch.cuda.get_device_name(), resolve_precision(t))
+    from foundry.training.cpu_peak import cpu_peak_flops
+
+    return cpu_peak_flops(cpu_threads(t), resolve_precision(t))
 
 
 def cpu_threads(t: TrainConfig) -> int:
@@ -65,6 +71,30 @@ def cpu_threads(t: TrainConfig) -> int:
     its parent, which every training process started from there would inherit)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return t.cpu_threads or max(1, cores // t.devices)
+
+
+def device_kind(t: TrainConfig) -> str:
+    """What runs the arithmetic: "cpu", or the GPU's model with the CUDA and cuDNN versions (kernels differ
+    from one GPU model, and one library version, to another)."""
+    if not uses_gpu(t):
+        return "cpu"
+    if not torch.cuda.is_available():
+        return "cuda"
+    return f"cuda:{torch.cuda.get_device_name()} (CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()})"
+
+
+def arithmetic(t: TrainConfig) -> dict[str, str | int | bool]:
+    """What decides the floating-point results of a step besides the config's training values and the
+    data: runs that differ in any of these do not compute the same bits (on a GPU, agreeing on them is
+    necessary but not sufficient: see `train.deterministic`)."""
+    return {
+        "threads": cpu_threads(t),
+        "precision": resolve_precision(t),
+        "device": device_kind(t),
+        "world_size": t.devices * t.num_nodes,
+        "torch": str(torch.__version__),  # a plain str: TorchVersion does not load with weights_only
+        "deterministic": t.deterministic,
+    }
 
 
 def _loaders(config: FoundryConfig, data_dir: Path, rank: int, world_size: int):
@@ -125,6 +155,7 @@ def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool, call
         devices=t.devices,
         num_nodes=t.num_nodes,
         precision=resolve_precision(t),
+        deterministic=t.deterministic,
         strategy=_strategy(t),
         max_steps=t.max_steps,
         accumulate_grad_batches=t.grad_accum_steps,
@@ -135,7 +166,7 @@ def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool, call
         num_sanity_val_steps=0,
         log_every_n_steps=t.log_every_n_steps,
         logger=loggers or False,
-        callbacks=[CheckpointEvery(io, config.checkpoint.every_n_steps), *callbacks],
+        callbacks=[CheckpointEvery(io, config.checkpoint.every_n_steps, arithmetic(t)), *callbacks],
         enable_checkpointing=False,
         enable_progress_bar=progress,
         enable_model_summary=progress,
