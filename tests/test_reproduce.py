@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from foundry.contracts import LineageRecord
 from foundry.registry.lineage import CommitMismatch, check_commit
 from foundry.tracking import git_state
 
@@ -44,8 +45,10 @@ def test_the_dirty_flag_counts_changes_and_untracked_files_under_the_code_paths(
     assert git_state(checkout.parent / "elsewhere") == {"git_commit": "unknown", "git_dirty": "unknown"}
 
 
-def record(commit: str = "c1", dirty: str = "false") -> dict:
-    return {"model": "models:/m/1", "git_commit": commit, "git_dirty": dirty}
+def record(commit: str = "c1", dirty: str = "false") -> LineageRecord:
+    fields = dict.fromkeys(("run_id", "run_status", "data_version", "data_remote", "data_source"), "")
+    fields.update(data_source_digest="", parent_model="", holdout_bits_per_byte="", aliases=[], packages={}, config={})
+    return LineageRecord(model="models:/m/1", git_commit=commit, git_dirty=dirty, **fields)
 
 
 @pytest.mark.parametrize(
