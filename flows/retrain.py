@@ -14,17 +14,20 @@ from prefect import flow, runtime  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.contracts import PipelineResult, SkippedRun  # noqa: E402
 from foundry.env import foundry_home  # noqa: E402
+from foundry.logs import route_library_logs  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
 from foundry.training.warm_start import fine_tune_config  # noqa: E402
+from tasks.artifacts import name_flow_run, publish_data_stage, publish_result, run_name  # noqa: E402
 from tasks.data import acquire, dataset, hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402
 from tasks.registry import champion_parent, judge, promote, register, whats_new  # noqa: E402
 from tasks.training import train  # noqa: E402
 
 
-@flow(name="retrain", log_prints=True)
+@flow(name="retrain", flow_run_name=lambda: run_name("retrain"), log_prints=True)
 def retrain(config: FoundryConfig = FoundryConfig()) -> PipelineResult | SkippedRun:
     """Acquire, compare with the champion's data, and only if something is new: version, fine-tune, judge, register."""
+    route_library_logs()  # each line once, our INFO lines included
     parent = champion_parent(config, foundry_home())
     tuned = fine_tune_config(config, parent)
     tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.stage": "retrain", "parent_model": parent.uri}
@@ -36,12 +39,14 @@ def retrain(config: FoundryConfig = FoundryConfig()) -> PipelineResult | Skipped
             )
         data = dataset(tuned, source_manifest, run)
         data_dir = hydrate(data, run)
+        name_flow_run(f"{runtime.flow_run.name}-{data.data_version[:8]}")
+        publish_data_stage(data_dir)
         checkpoint = train(tuned, data_dir, data, run)
         metrics = evaluate(tuned, checkpoint, data_dir, run)
         decision = judge(tuned, metrics, data_dir, data, run)
         model_version = register(tuned, checkpoint, data_dir, data, metrics, decision, run, parent=parent.uri)
         outcome = promote(tuned, model_version, decision)
-    return PipelineResult(
+    result = PipelineResult(
         run_id=run.run_id,
         model_name=tuned.registry.model_name,
         model_version=model_version,
@@ -51,3 +56,5 @@ def retrain(config: FoundryConfig = FoundryConfig()) -> PipelineResult | Skipped
         verdict=outcome.verdict,
         parent=parent.uri,
     )
+    publish_result(result, foundry_home())
+    return result

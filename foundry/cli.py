@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import textwrap
 from pathlib import Path
 
 from foundry.cli_search import add_search_command
@@ -43,20 +42,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _summary_text(result) -> str:
-    home = foundry_home()
-    m = result.metrics
-    status = "champion" if result.promoted else "challenger"
-    return textwrap.dedent(f"""
-        ── Foundry pipeline finished ─────────────────────────────────────────
-        model      {result.model_uri}  (alias: {status}; {result.verdict})
-        data       version {result.data_version}
-        holdout    loss {m["holdout/loss"]:.4f}  perplexity {m["holdout/perplexity"]:.2f}  bits/byte {m["holdout/bits_per_byte"]:.4f}
-        baselines  unigram {m["holdout/unigram_bits_per_byte"]:.4f}  gzip {m["holdout/gzip_bits_per_byte"]:.4f}  xz {m["holdout/xz_bits_per_byte"]:.4f} bits/byte
-        MLflow run {result.run_id}
-        MLflow UI  .venv/bin/mlflow ui --backend-store-uri sqlite:///{home}/mlflow/mlflow.db --host 127.0.0.1 --port 5000
-        Prefect UI PREFECT_HOME={home}/prefect .venv/bin/prefect server start --host 127.0.0.1 --port 4200
-        load it    mlflow.pyfunc.load_model("models:/{result.model_name}@champion")
-    """).strip("\n")
+    from foundry.evaluation.report import pipeline_summary
+
+    return pipeline_summary(result, foundry_home())
 
 
 def cmd_retrain(args: argparse.Namespace) -> int:

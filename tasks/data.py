@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from foundry import tracking
@@ -32,10 +33,9 @@ def prepare(config: FoundryConfig, source_manifest: SourceManifest, run: RunCont
     from tasks.data_parallel import run_prepare
 
     staged = run.dir / "prepared"
-    manifest = run_prepare(source_manifest, config, staged)
+    run_prepare(source_manifest, config, staged, progress=sys.stderr.isatty())  # bars on a terminal only
     for name in ("audit.json", "audit.md"):  # per cleaning rule: counts and examples, never the PII itself
         tracking.log_artifact(run.run_id, staged / name, "data")
-    get_run_logger().info("prepared %s", manifest["stats"])
     return staged
 
 

@@ -63,11 +63,11 @@ def register(
     from models.gpt import load_gpt
 
     uri = log_model(run.run_id, checkpoint, data_dir / "tokenizer.json")
-    run_tags = tracking.client().get_run(run.run_id).data.tags
-    git = {k: run_tags.get(k, "unknown") for k in ("git_commit", "git_dirty")}
+    tracking.link_metrics(run.run_id, sorted(metrics), model_id=uri.removeprefix("models:/"))
+    git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
     manifest = json.loads((data_dir / "manifest.json").read_text())
     card = model_card(config, manifest, data, metrics, decision, load_gpt(checkpoint).num_params(), run.run_id, git)
-    tags = version_tags(config, run.run_id, data, manifest["source_digest"], metrics, decision, git, parent)
+    tags = version_tags(config, run.run_id, data, manifest["source_digest"], decision, git, parent)
     return versions.register(uri, config.registry.model_name, run.run_id, tags, description=card)
 
 

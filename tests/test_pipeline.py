@@ -30,6 +30,8 @@ def first_run(base_model):
 def test_flow_registers_a_champion_with_lineage(first_run, foundry_home):
     from mlflow import MlflowClient
 
+    from foundry.registry.lineage import recorded_config, recorded_metrics
+
     config, summary = first_run
     client = MlflowClient()
     champion = client.get_model_version_by_alias("it-gpt", "champion")
@@ -40,10 +42,12 @@ def test_flow_registers_a_champion_with_lineage(first_run, foundry_home):
     assert tags["run_id"] == summary.run_id
     assert tags["data_version"] == summary.data_version and len(tags["data_version"]) == 32
     assert len(tags["git_commit"]) == 40 or tags["git_commit"] == "unknown"
-    assert json.loads(tags["config"])["registry"]["model_name"] == "it-gpt"
-    assert float(tags["holdout/bits_per_byte"]) == pytest.approx(summary.metrics["holdout/bits_per_byte"], rel=1e-5)
+    assert recorded_config(champion)["registry"]["model_name"] == "it-gpt"
+    assert recorded_metrics(champion)["holdout/bits_per_byte"] == pytest.approx(
+        summary.metrics["holdout/bits_per_byte"]
+    )
     assert tags["gate.promoted"] == "true"
-    assert tags["version.torch"].startswith("2.13.0") and tags["data.source_digest"]
+    assert tags["data.source_digest"]
 
 
 def test_flow_logs_params_metrics_and_artifacts(first_run):

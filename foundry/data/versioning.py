@@ -59,6 +59,9 @@ def init_dvc(root: Path, remote: str, cache_dir: Path | None = None, link: str |
     since a Repo reads its cache settings once."""
     from dvc.repo import Repo
 
+    from foundry.logs import route_library_logs
+
+    route_library_logs()  # DVC's console handlers print what the process's own print already
     if not (root / ".dvc").exists():
         root.mkdir(parents=True, exist_ok=True)
         Repo.init(str(root), no_scm=True).close()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pandas as pd
 
 from foundry.config import FoundryConfig
-from foundry.contracts import DataVersion, GateDecision
+from foundry.contracts import DataVersion, GateDecision, PipelineResult
 
 BASELINES = ("unigram", "gzip", "xz")
 
@@ -88,3 +89,20 @@ model = mlflow.pyfunc.load_model("models:/{name}@champion")
 model.predict(pd.DataFrame({{"prompt": ["def "]}}), params={{"max_new_tokens": 64}})
 ```
 """
+
+
+def pipeline_summary(result: PipelineResult, home: Path) -> str:
+    """What `foundry run` prints at the end, and the run page's summary artifact shows."""
+    m = result.metrics
+    status = "champion" if result.promoted else "challenger"
+    return textwrap.dedent(f"""
+        ── Foundry pipeline finished ─────────────────────────────────────────
+        model      {result.model_uri}  (alias: {status}; {result.verdict})
+        data       version {result.data_version}
+        holdout    loss {m["holdout/loss"]:.4f}  perplexity {m["holdout/perplexity"]:.2f}  bits/byte {m["holdout/bits_per_byte"]:.4f}
+        baselines  unigram {m["holdout/unigram_bits_per_byte"]:.4f}  gzip {m["holdout/gzip_bits_per_byte"]:.4f}  xz {m["holdout/xz_bits_per_byte"]:.4f} bits/byte
+        MLflow run {result.run_id}
+        MLflow UI  .venv/bin/mlflow ui --backend-store-uri sqlite:///{home}/mlflow/mlflow.db --host 127.0.0.1 --port 5000
+        Prefect UI PREFECT_HOME={home}/prefect .venv/bin/prefect server start --host 127.0.0.1 --port 4200
+        load it    mlflow.pyfunc.load_model("models:/{result.model_name}@champion")
+    """).strip("\n")

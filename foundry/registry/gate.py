@@ -13,6 +13,7 @@ from pathlib import Path
 from foundry.config import FoundryConfig
 from foundry.contracts import DataVersion, GateDecision
 from foundry.registry import versions
+from foundry.registry.lineage import recorded_metrics
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +29,10 @@ def gate(challenger_bpb: float, champion_bpb: float | None, min_improvement: flo
 
 def champion_bits_per_byte(champion, config: FoundryConfig, data_dir: Path, data: DataVersion, home: Path) -> float:
     """The champion's score on this holdout: its recorded one if it was evaluated on it, else re-scored."""
-    if champion.tags.get("data_version") == data.data_version and "holdout/bits_per_byte" in champion.tags:
-        return float(champion.tags["holdout/bits_per_byte"])
+    if champion.tags.get("data_version") == data.data_version:
+        recorded = recorded_metrics(champion).get("holdout/bits_per_byte")
+        if recorded is not None:
+            return recorded
     from foundry.evaluation.metrics import holdout_metrics
     from models.gpt import load_gpt
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from foundry.contracts import ParentModel, SourceManifest
 from foundry.registry import versions
+from foundry.registry.lineage import recorded_config
 
 
 class NoChampion(RuntimeError):
@@ -26,6 +26,6 @@ def fetch_champion(model_name: str, home: Path) -> ParentModel:
         uri=f"models:/{champion.name}/{champion.version}",
         weights=str(artifacts / "model.pt"),
         tokenizer=str(artifacts / "tokenizer.json"),
-        config=json.loads(champion.tags["config"]),
+        config=recorded_config(champion),
         source_manifest=SourceManifest.model_validate_json(manifest),
     )

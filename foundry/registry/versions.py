@@ -1,8 +1,8 @@
 """Stage E, the registry: a model version per pipeline run, `challenger` always, `champion` only
 through the gate (`foundry.registry.gate`) or a reviewer (`promote_manually`).
 
-Registration is all or nothing: if tagging a fresh version fails, the version is deleted, so a
-failed run never leaves a half-registered model behind.
+Registration is all or nothing: a version is created with its tags in one call, so a failed run never
+leaves a half-registered model behind.
 """
 
 from __future__ import annotations
@@ -25,13 +25,15 @@ def register(model_uri: str, name: str, run_id: str, tags: dict[str, str], descr
         c.create_registered_model(name, description="GPT-style language models trained by Foundry.")
     # A tracking server insists on the logged model's id beside its models:/m-... source.
     model_id = model_uri.removeprefix("models:/") if model_uri.startswith("models:/m-") else None
-    version = c.create_model_version(name, source=model_uri, run_id=run_id, description=description, model_id=model_id)
-    try:
-        for key, value in tags.items():
-            c.set_model_version_tag(name, version.version, key, str(value))
-    except Exception:
-        c.delete_model_version(name, version.version)
-        raise
+    # Tags in the same call: the registry checks them before it creates the version, so a bad tag leaves none.
+    version = c.create_model_version(
+        name,
+        source=model_uri,
+        run_id=run_id,
+        tags={key: str(value) for key, value in tags.items()},
+        description=description,
+        model_id=model_id,
+    )
     return str(version.version)
 
 

@@ -173,5 +173,6 @@ def launch(config: FoundryConfig, data_dir: Path, checkpoint_dir: Path, run_id: 
     resume_from = resume_point(checkpoint_dir)
     peak_flops(config.train)  # a CPU's peak is measured once, here, not by every rank at the same time
     if world_size(config) == 1:  # no processes to start: the fast path, in this process
-        return train(config, data_dir, checkpoint_dir, run_id, data_version, resume_from=resume_from)
+        bar = sys.stderr.isatty()  # on a terminal; elsewhere (CI, logs) the task's periodic lines report progress
+        return train(config, data_dir, checkpoint_dir, run_id, data_version, progress=bar, resume_from=resume_from)
     return launch_local(config, data_dir, checkpoint_dir, run_id, data_version, resume_from)

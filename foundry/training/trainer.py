@@ -143,6 +143,7 @@ def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool, call
     from lightning.pytorch.plugins.environments import LightningEnvironment
 
     from foundry.checkpointing.writer import CheckpointEvery
+    from foundry.training.progress import PROGRESS_FILE, ProgressReport
 
     t = config.train
     loggers = []
@@ -166,10 +167,14 @@ def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool, call
         num_sanity_val_steps=0,
         log_every_n_steps=t.log_every_n_steps,
         logger=loggers or False,
-        callbacks=[CheckpointEvery(io, config.checkpoint.every_n_steps, arithmetic(t)), *callbacks],
+        callbacks=[
+            CheckpointEvery(io, config.checkpoint.every_n_steps, arithmetic(t)),
+            ProgressReport(Path(io.directory) / PROGRESS_FILE, bar=progress, every_s=min(t.progress_every_s, 5.0)),
+            *callbacks,
+        ],
         enable_checkpointing=False,
-        enable_progress_bar=progress,
-        enable_model_summary=progress,
+        enable_progress_bar=False,  # ours counts optimizer steps against max_steps, not batches of an epoch
+        enable_model_summary=False,  # its FLOPs column reads 0 for this model; the parameter count is in the card
         default_root_dir=io.directory,
         plugins=[LightningEnvironment(), io],
     )
@@ -205,10 +210,15 @@ def train(
     callbacks: tuple = (),
 ) -> Path:
     """Train to `train.max_steps`, from `resume_from` (a verified checkpoint) when given. `callbacks` are
-    Lightning callbacks added to ours (a search trial's pruning reports and time box)."""
+    Lightning callbacks added to ours (a search trial's pruning reports and time box). `progress`: a bar on
+    the terminal; `progress.json` in `checkpoint_dir` is written either way."""
     import lightning as L
 
     from foundry.checkpointing.writer import ManifestCheckpointIO
+    from foundry.logs import quiet_known_warnings, route_library_logs
+
+    route_library_logs()
+    quiet_known_warnings()
 
     manifest = json.loads((data_dir / "manifest.json").read_text())
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
