@@ -60,10 +60,17 @@ def cmd_retrain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _interrupted(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def cmd_up(args: argparse.Namespace) -> int:
+    import signal
     import time
 
     from foundry import ops
+
+    signal.signal(signal.SIGTERM, _interrupted)  # `kill` stops both servers, as Ctrl-C does
 
     servers = ops.up(args.prefect_port, args.mlflow_port, args.artifacts)
     prefect, mlflow = servers

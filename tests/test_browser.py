@@ -73,8 +73,24 @@ def chromium():
         pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
-        yield browser
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context.route("**/*", _loopback_only)
+        yield context
         browser.close()
+
+
+OUTSIDE: list[str] = []  # requests the pages made beyond 127.0.0.1 (refused)
+
+
+def _loopback_only(route) -> None:
+    from urllib.parse import urlsplit
+
+    url = route.request.url
+    if urlsplit(url).hostname in ("127.0.0.1", "localhost") or url.startswith(("data:", "blob:")):
+        route.continue_()
+    else:
+        OUTSIDE.append(url)
+        route.abort()
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +101,8 @@ def servers(chromium, tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_", "DVC_"))}
     env["FOUNDRY_HOME"] = str(tmp / "home")
     cli = [sys.executable, "-m", "foundry.cli"]
+    # Ctrl-C stops them, even where this test runs in a background job (which ignores SIGINT, and so would they).
+    interruptible = {"preexec_fn": lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)}
     logs = {name: open(tmp / f"{name}.log", "w") for name in ("up", "serve")}
     up = subprocess.Popen(
         cli + ["up", "--prefect-port", str(prefect), "--mlflow-port", str(mlflow)],
@@ -92,6 +110,7 @@ def servers(chromium, tmp_path_factory):
         cwd=tmp,
         stdout=logs["up"],
         stderr=subprocess.STDOUT,
+        **interruptible,
     )
     urls = f"http://127.0.0.1:{prefect}", f"http://127.0.0.1:{mlflow}"
     serve = None
@@ -109,6 +128,7 @@ def servers(chromium, tmp_path_factory):
             cwd=tmp,
             stdout=logs["serve"],
             stderr=subprocess.STDOUT,
+            **interruptible,
         )
         _wait("the train deployment was not registered", lambda: _deployment(urls[0]), 240)
         yield urls
@@ -132,6 +152,12 @@ def _flow_run(prefect: str, flow_run_id: str) -> dict:
     return _get_json(f"{prefect}/api/flow_runs/{flow_run_id}")
 
 
+def expect(locator):
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(locator)
+
+
 def _shot(page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
@@ -141,7 +167,7 @@ def _shot(page, name: str) -> None:
 def ui_run(chromium, servers):
     """The train deployment run from its form in the Prefect UI; yields (page, flow run as the API has it)."""
     prefect, _ = servers
-    page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+    page = chromium.new_page()
     page.set_default_timeout(60_000)
     page.goto(f"{prefect}/deployments")
     _shot(page, "1-prefect-deployments")
@@ -152,11 +178,16 @@ def ui_run(chromium, servers):
     box = label.locator(PROPERTY).locator("input").first
     assert box.input_value() == "150"  # the served config, configs/tiny.yaml
     box.fill(str(STEPS))
+    review = page.get_by_text("Auto Promote (Optional)", exact=True).first.locator(PROPERTY).get_by_role("switch")
+    review.click()  # review mode: the new version waits as challenger for a person to promote it
+    expect(review).to_have_attribute("aria-checked", "false")
     _shot(page, "2-prefect-run-form")
     page.get_by_role("button", name="Submit").click()
-    page.get_by_role("link", name="View run").first.click()
-    page.wait_for_url("**/runs/flow-run/**")
-    flow_run_id = page.url.split("/runs/flow-run/")[1].split("?")[0].split("/")[0]
+    page.get_by_text("View run").first.wait_for()  # the UI's notice that the run was created
+    deployment = _deployment(prefect)["id"]
+    runs = _get_json(f"{prefect}/api/flow_runs/filter", {"deployments": {"id": {"any_": [deployment]}}})
+    (flow_run_id,) = [run["id"] for run in runs]
+    page.goto(f"{prefect}/runs/flow-run/{flow_run_id}")
     done = _wait(
         "the flow run did not finish",
         lambda: (run := _flow_run(prefect, flow_run_id))["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED") and run,
@@ -170,17 +201,21 @@ def ui_run(chromium, servers):
 def test_a_run_started_from_the_prefect_form_completes_with_its_summary(ui_run):
     page, run = ui_run
     assert run["state"]["type"] == "COMPLETED", run["state"]
-    assert run["parameters"]["config"]["train"]["max_steps"] == STEPS
+    config = run["parameters"]["config"]
+    assert config["train"]["max_steps"] == STEPS and config["registry"]["auto_promote"] is False
     assert run["name"].startswith(f"train-{MODEL}-")
     page.reload()
     page.get_by_text("Completed").first.wait_for()
     assert run["name"] in page.inner_text("body")
     _shot(page, "3-prefect-flow-run")
-    page.get_by_role("tab", name="Artifacts").click()
+    page.get_by_text("Artifacts", exact=True).first.click()
+    page.get_by_text("pipeline-summary").first.wait_for()
+    _shot(page, "4-prefect-artifacts")
+    page.get_by_text("pipeline-summary").first.click()  # the artifact's own page
     page.get_by_text("Foundry pipeline finished").first.wait_for()
     body = page.inner_text("body")
-    assert f"models:/{MODEL}/1" in body and "holdout" in body and "unigram" in body
-    _shot(page, "4-prefect-artifacts")
+    assert f"models:/{MODEL}/1" in body and "alias: challenger" in body and "unigram" in body
+    _shot(page, "5-prefect-summary-artifact")
 
 
 def _mlflow_run_id(mlflow: str, flow_run_id: str) -> str:
@@ -200,20 +235,60 @@ def test_the_mlflow_ui_shows_the_version_aliases_card_and_run_metrics(ui_run, se
     _, mlflow = servers
     _, flow_run = ui_run
     run_id, experiment_id = _mlflow_run_id(mlflow, flow_run["id"])
-    page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+    page = chromium.new_page()
     page.set_default_timeout(60_000)
     page.goto(f"{mlflow}/#/models/{MODEL}")
     page.get_by_text("Version 1").first.wait_for()
-    body = page.inner_text("body")
-    assert "@ champion" in body and "@ challenger" in body and "gate.verdict" in body
-    _shot(page, "5-mlflow-registered-model")
+    body = page.inner_text("body").replace("\xa0", " ")
+    assert "@ challenger" in body and "@ champion" not in body and "gate.verdict" in body  # review mode
+    _shot(page, "6-mlflow-registered-model")
     page.goto(f"{mlflow}/#/models/{MODEL}/versions/1")
     page.get_by_text("Holdout (bits per byte, lower is better)").first.wait_for()
     body = page.inner_text("body")
     assert "no champion yet" in body and run_id in body  # the model card, the version's description
-    _shot(page, "6-mlflow-model-version")
+    _shot(page, "7-mlflow-model-version")
     page.goto(f"{mlflow}/#/experiments/{experiment_id}/runs/{run_id}")
     page.get_by_text("holdout/bits_per_byte").first.wait_for()
     assert "system/cpu_utilization_percentage" in page.inner_text("body")
-    _shot(page, "7-mlflow-run-metrics")
+    _shot(page, "8-mlflow-run-metrics")
     page.close()
+
+
+def test_in_review_mode_the_champion_set_in_the_mlflow_ui_is_what_retrain_starts_from(ui_run, servers, chromium):
+    prefect, mlflow = servers
+    page = chromium.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(f"{mlflow}/#/models/{MODEL}/versions/1")
+    page.get_by_title("Edit aliases").click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_role("combobox").fill("champion")
+    dialog.get_by_role("combobox").press("Enter")
+    _shot(page, "9-mlflow-set-champion")
+    dialog.get_by_role("button", name="Save aliases").click()
+    dialog.wait_for(state="hidden")
+    page.get_by_title("champion", exact=True).first.wait_for()
+    _shot(page, "10-mlflow-champion-set")
+    page.close()
+    alias = _get_json(f"{mlflow}/api/2.0/mlflow/registered-models/alias?name={MODEL}&alias=champion")
+    assert alias["model_version"]["version"] == "1"
+    # The scheduled retrain, started now: it starts from the champion, and finds nothing new in the source.
+    deployment = _get_json(f"{prefect}/api/deployments/name/retrain/retrain")
+    flow_run = _get_json(f"{prefect}/api/deployments/{deployment['id']}/create_flow_run", {})
+    done = _wait(
+        "the retrain run did not finish",
+        lambda: (
+            (run := _flow_run(prefect, flow_run["id"]))["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED") and run
+        ),
+        timeout=300,
+        every=3,
+    )
+    assert done["state"]["type"] == "COMPLETED", done["state"]
+    run_id, _ = _mlflow_run_id(mlflow, flow_run["id"])
+    tags = _get_json(f"{mlflow}/api/2.0/mlflow/runs/get?run_id={run_id}")["run"]["data"]["tags"]
+    tags = {t["key"]: t["value"] for t in tags}
+    assert tags["parent_model"] == f"models:/{MODEL}/1" and tags["retrain.skipped"] == "true"
+
+
+def test_the_pages_asked_for_nothing_beyond_loopback(ui_run):
+    """Runs after the tests above: neither UI fetched anything (fonts, telemetry, docs) from elsewhere."""
+    assert OUTSIDE == []

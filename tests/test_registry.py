@@ -90,3 +90,31 @@ def test_gate_tags_record_inputs_and_verdict():
         "gate.champion_version": "3",
         "gate.min_improvement": "0.01",
     }
+
+
+def test_config_and_metrics_are_read_from_the_training_run_or_from_tags_of_older_versions(run_id, tiny_config):
+    """Versions now carry neither; versions registered before copied both into tags, and are read from there."""
+    import json
+
+    from foundry.registry.lineage import recorded_config, recorded_metrics
+
+    client = tracking.client()
+    tracking.log_metrics(run_id, {"holdout/bits_per_byte": 2.25, "train/loss": 3.0})
+    now = client.get_model_version("reg-now", registry.register(f"runs:/{run_id}/none", "reg-now", run_id, {}))
+    assert recorded_config(now) == json.loads(tiny_config.model_dump_json())  # the run's config.json
+    assert recorded_metrics(now) == {"holdout/bits_per_byte": 2.25}
+    bare = client.create_run(tracking.experiment_id("foundry")).info.run_id  # nothing logged, as before
+    legacy = {"config": json.dumps({"train": {"max_steps": 7}}), "holdout/bits_per_byte": "1.500000"}
+    old = client.get_model_version("reg-old", registry.register(f"runs:/{bare}/none", "reg-old", bare, legacy))
+    assert recorded_config(old) == {"train": {"max_steps": 7}}
+    assert recorded_metrics(old) == {"holdout/bits_per_byte": 1.5}
+    none = client.get_model_version("reg-none", registry.register(f"runs:/{bare}/none", "reg-none", bare, {}))
+    assert recorded_config(none) == {} and recorded_metrics(none) == {}
+
+
+def test_run_tags_are_set_in_one_call_and_mlflow_fields_come_from_its_context(run_id):
+    tracking.set_tags(run_id, {"a": "1", "b": 2})
+    tags = tracking.client().get_run(run_id).data.tags
+    assert tags["a"] == "1" and tags["b"] == "2"
+    assert tags["mlflow.source.type"] == "LOCAL" and tags["mlflow.user"]
+    assert tags.get("mlflow.source.git.commit", "unknown") == tracking.git_state()["git_commit"]

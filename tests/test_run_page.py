@@ -64,7 +64,7 @@ def test_the_data_stage_table_counts_documents_drops_and_pii(flow_run, foundry_h
 def test_links_lead_to_the_mlflow_run_and_the_registered_version(flow_run):
     _, summary, _, artifacts, _ = flow_run
     run_link, version_link = artifacts["mlflow-run"], artifacts["model-version"]
-    assert run_link.type == version_link.type == "link"
+    assert run_link.type == version_link.type == "markdown"  # how Prefect 3.9 stores link artifacts
     assert f"/runs/{summary.run_id}" in run_link.data
     assert "/models/it-gpt/versions/1" in version_link.data
 
@@ -107,7 +107,8 @@ def test_evaluation_metrics_are_linked_to_the_logged_model(base_model):
     _, summary = base_model
     client = MlflowClient()
     version = client.get_model_version("it-gpt", summary.model_version)
-    model = client.get_logged_model(version.model_id)
+    assert version.source.startswith("models:/m-")  # the logged model, registered
+    model = client.get_logged_model(version.source.removeprefix("models:/"))
     linked = {m.key: m.value for m in model.metrics}
     assert linked["holdout/bits_per_byte"] == pytest.approx(summary.metrics["holdout/bits_per_byte"])
     assert len(client.get_metric_history(summary.run_id, "holdout/bits_per_byte")) == 1  # not logged twice
