@@ -48,7 +48,9 @@ class Progress:
         ).rstrip()
 
 
-def write_progress(path: Path, progress: Progress) -> None:
+def write_progress(path: Path | None, progress: Progress) -> None:
+    if path is None:
+        return
     scratch = path.with_suffix(".tmp")
     scratch.write_text(json.dumps(asdict(progress)))
     os.replace(scratch, path)  # a reader never sees half a file
@@ -62,9 +64,9 @@ def read_progress(path: Path) -> Progress | None:
 
 
 class ProgressReport(Callback):
-    """Rank 0 only: `progress.json` every `every_s` seconds and at the end; a tqdm bar when `bar`."""
+    """Rank 0 only: `path` (when given) every `every_s` seconds and at the end; a tqdm bar when `bar`."""
 
-    def __init__(self, path: Path, bar: bool, every_s: float = 2.0):
+    def __init__(self, path: Path | None, bar: bool, every_s: float = 2.0):
         self.path, self.bar, self.every_s = path, bar, every_s
         self._tqdm = None
         self._start = self._written = 0.0

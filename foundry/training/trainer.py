@@ -137,13 +137,15 @@ def join_process_group(t: TrainConfig) -> None:
     dist.init_process_group(backend, store=attempt, rank=rank, world_size=world, timeout=timeout)
 
 
-def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool, callbacks: tuple = ()):
+def _trainer(
+    config: FoundryConfig, run_id: str | None, io, progress: bool, progress_file: Path | None, callbacks: tuple = ()
+):
     import lightning as L
     from lightning.pytorch.loggers import MLFlowLogger
     from lightning.pytorch.plugins.environments import LightningEnvironment
 
     from foundry.checkpointing.writer import CheckpointEvery
-    from foundry.training.progress import PROGRESS_FILE, ProgressReport
+    from foundry.training.progress import ProgressReport
 
     t = config.train
     loggers = []
@@ -169,7 +171,7 @@ def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool, call
         logger=loggers or False,
         callbacks=[
             CheckpointEvery(io, config.checkpoint.every_n_steps, arithmetic(t)),
-            ProgressReport(Path(io.directory) / PROGRESS_FILE, bar=progress, every_s=min(t.progress_every_s, 5.0)),
+            ProgressReport(progress_file, bar=progress, every_s=min(t.progress_every_s, 5.0)),
             *callbacks,
         ],
         enable_checkpointing=False,
@@ -208,10 +210,11 @@ def train(
     progress: bool = True,
     resume_from: Path | None = None,
     callbacks: tuple = (),
+    progress_file: Path | None = None,
 ) -> Path:
     """Train to `train.max_steps`, from `resume_from` (a verified checkpoint) when given. `callbacks` are
     Lightning callbacks added to ours (a search trial's pruning reports and time box). `progress`: a bar on
-    the terminal; `progress.json` in `checkpoint_dir` is written either way."""
+    the terminal; `progress_file`: where rank 0 reports its progress for the orchestrator."""
     import lightning as L
 
     from foundry.checkpointing.writer import ManifestCheckpointIO
@@ -229,7 +232,7 @@ def train(
         parent = torch.load(config.train.init_from, map_location="cpu", weights_only=True)
         module.model.load_state_dict(parent["state_dict"])
     io = ManifestCheckpointIO(checkpoint_dir, config.checkpoint.keep_last, config.checkpoint.async_save)
-    trainer = _trainer(config, run_id, io, progress, callbacks)
+    trainer = _trainer(config, run_id, io, progress, progress_file, callbacks)
     train_loader, val_loader = _loaders(config, data_dir, trainer.global_rank, trainer.world_size)
     if resume_from is not None:
         log.info("resuming from %s", resume_from)
