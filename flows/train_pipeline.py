@@ -19,7 +19,8 @@ from foundry.contracts import PipelineResult  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
 from tasks.data import acquire, dataset, hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402
-from tasks.registry import judge, promote, register  # noqa: E402
+from tasks.locks import promotion_lock  # noqa: E402
+from tasks.registry import champion_data, judge, register  # noqa: E402
 from tasks.training import train  # noqa: E402
 
 
@@ -28,17 +29,18 @@ def train_pipeline(config: FoundryConfig = FoundryConfig()) -> PipelineResult:
     """Acquire, prepare, validate, version, hydrate, train, evaluate, judge, register and promote."""
     with pipeline_run(config, runtime.flow_run.name, {"prefect.flow_run_id": str(runtime.flow_run.id)}) as run:
         source_manifest = acquire(config, run)
-        data = dataset(config, source_manifest, run)  # prepare, validate, version: cached by content
+        parent = champion_data(config, run)  # the champion's data: its ledger keeps each document's split
+        data = dataset(config, source_manifest, run, parent)  # prepare, validate, version: cached by content
         data_dir = hydrate(data, run)
         checkpoint = train(config, data_dir, data, run)
         metrics = evaluate(config, checkpoint, data_dir, run)
-        decision = judge(config, metrics, data_dir, data, run)
-        model_version = register(config, checkpoint, data_dir, data, metrics, decision, run)
-        outcome = promote(config, model_version, decision)
+        with promotion_lock(config.registry.model_name, run.home):  # one flow at a time moves its aliases
+            decision = judge(config, checkpoint, metrics, data_dir, data, run, parent)
+            outcome = register(config, checkpoint, data_dir, data, metrics, decision, run)
     return PipelineResult(
         run_id=run.run_id,
         model_name=config.registry.model_name,
-        model_version=model_version,
+        model_version=outcome.version,
         data_version=data.data_version,
         metrics=metrics,
         promoted=outcome.promoted,

@@ -26,11 +26,26 @@ def lineage(model_uri: str, depth: int = 10) -> list[dict]:
         "packages": {k.removeprefix("version."): v for k, v in run.data.tags.items() if k.startswith("version.")},
         "config": json.loads(tags["config"]) if "config" in tags else {},
         "holdout_bits_per_byte": tags.get("holdout/bits_per_byte", ""),
+        "remote_files": remote_files(version.run_id),
     }
     chain = [record]
     if record["parent_model"] and depth > 1:
         chain += lineage(record["parent_model"], depth - 1)
     return chain
+
+
+def remote_files(run_id: str) -> list[dict]:
+    """What the origin of each remote source file said when the run acquired it (URL or s3 URI, ETag,
+    Last-Modified, when it was asked), from the run's source manifest; [] for runs that logged none."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    try:
+        manifest = json.loads(mlflow.artifacts.load_text(f"runs:/{run_id}/data/source_manifest.json"))
+    except (MlflowException, OSError):
+        return []
+    keys = ("name", "origin", "etag", "last_modified", "checked_at", "sha256")
+    return [{k: e.get(k, "") for k in keys} for e in manifest.get("entries", []) if e.get("origin")]
 
 
 def format_lineage(chain: list[dict]) -> str:
@@ -43,6 +58,11 @@ def format_lineage(chain: list[dict]) -> str:
             f"{indent}  run      {r['run_id']} ({r['run_status']})",
             f"{indent}  data     version {r['data_version']} in {r['data.remote']}",
             f"{indent}  source   {r['data.source']} (content digest {r['data.source_digest'][:16]})",
+            *(
+                f"{indent}  fetched  {f['origin']} etag {f['etag'] or '-'} modified {f['last_modified'] or '-'} "
+                f"checked {f['checked_at']}"
+                for f in r.get("remote_files", [])
+            ),
             f"{indent}  code     commit {r['git_commit']}{' (dirty)' if r['git_dirty'] == 'true' else ''}",
             f"{indent}  packages {', '.join(f'{k} {v}' for k, v in sorted(r['packages'].items()))}",
             f"{indent}  config   train.max_steps={r['config'].get('train', {}).get('max_steps')} "
