@@ -103,7 +103,7 @@ class GateDecision(_Value):
     champion_bits_per_byte: float | None = None
     champion_version: str | None = None
     min_improvement: float = 0.0
-    old_holdout: OldHoldout | None = None  # None without a champion
+    old_holdout: OldHoldout | None = None  # None without a champion, or one not compared
 
     def tags(self) -> dict[str, str]:
         champion, old = self.champion_bits_per_byte, self.old_holdout

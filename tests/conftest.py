@@ -105,15 +105,36 @@ def failing_mlflow_server(monkeypatch, variable: str):
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Unavailable)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
     with monkeypatch.context() as patched:  # the variables go back when the server goes
-        patched.setenv(variable, f"http://127.0.0.1:{server.server_address[1]}")
         patched.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
         patched.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "0")
+        patched.setenv(variable, url)
         try:
-            yield
+            if variable == "MLFLOW_TRACKING_URI":
+                with tracking_uri(patched, url):
+                    yield
+            else:
+                yield
         finally:
             server.shutdown()
             server.server_close()
+
+
+@contextlib.contextmanager
+def tracking_uri(monkeypatch, url: str):
+    """MLflow's tracking URI set to `url` in this process, and put back after. The variable alone is not
+    enough once a training ran in this process: Lightning's MLFlowLogger sets MLflow's process-wide URI,
+    which then wins over the variable."""
+    import mlflow.tracking._tracking_service.utils as tracking_utils
+
+    saved = tracking_utils._tracking_uri
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
+    tracking_utils._tracking_uri = url
+    try:
+        yield
+    finally:
+        tracking_utils._tracking_uri = saved
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,8 @@ def test_two_identical_runs_started_together_on_a_fresh_home_both_finish_and_pre
         "--config",
         str(REPO_ROOT / "configs" / "tiny.yaml"),
         "--set",
+        "data.source=stdlib://json",  # small: the point is the two runs, not the data
+        "--set",
         "train.max_steps=10",
         "--set",
         "registry.model_name=twin-gpt",

@@ -76,7 +76,7 @@ def champion_checkpoint(tiny_config, old_data, tmp_path_factory):
     vocab = json.loads((folder / "manifest.json").read_text())["vocab_size"]
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=vocab, **tiny_config.model.model_dump()))
-    fit(model, load_split(folder, "train"), steps=150, lr=3e-3)
+    fit(model, load_split(folder, "train"), steps=60, lr=3e-3)
     return save(model, tmp_path_factory.mktemp("champion") / "model.pt")
 
 
@@ -138,12 +138,12 @@ def test_a_challenger_that_improves_on_new_data_but_forgets_the_old_is_refused(
 ):
     old, old_folder = old_data
     new, new_folder = new_data
-    config = named(tiny_config, "gate-forget", max_tokens=10**7)
+    config = named(tiny_config, "gate-forget")
     champion_bpb = score(champion_checkpoint, old_folder / "tokenizer.json", old_folder, config)
     tags = {"data_version": old.data_version, "data.remote": old.remote, "holdout/bits_per_byte": f"{champion_bpb}"}
     register_champion(config, champion_checkpoint, old_folder / "tokenizer.json", tags)
     # Fine-tuned hard on the new documents alone: much better on them, worse on what the champion knew.
-    challenger = save(fit(load_gpt(champion_checkpoint), load_split(new_folder, "train"), 300, 1e-2), tmp_path / "c.pt")
+    challenger = save(fit(load_gpt(champion_checkpoint), load_split(new_folder, "train"), 60, 1e-2), tmp_path / "c.pt")
     metrics = {"holdout/bits_per_byte": score(challenger, new_folder / "tokenizer.json", new_folder, config)}
 
     refused = decide(config, challenger, metrics, new_folder, new, foundry_home, built_on=old.data_version)

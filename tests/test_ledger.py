@@ -151,6 +151,18 @@ def test_a_data_version_from_before_ledgers_is_built_on_by_its_documents(tmp_pat
     validate_dataset(v2, config, tmp_path / "report.json", parent=legacy)
 
 
+def test_a_larger_holdout_fraction_cannot_take_training_documents(tmp_path, corpus):
+    """Raising the fraction on a champion's ledger affects new documents only; without enough of them the
+    holdout falls short and the gate refuses the data version rather than move training documents."""
+    config, v1, _ = version(tmp_path, "v1", corpus)
+    raised = load_config(None, overrides(tmp_path / "v1-corpus", "data.holdout_fraction=0.45"))
+    source = acquire_source(raised.data, tmp_path / "raised.json")
+    prepare(source, raised, tmp_path / "raised", progress=False, parent=v1)
+    assert splits(tmp_path / "raised") == splits(v1)
+    with pytest.raises(ValidationFailed, match="holdout_bytes"):
+        validate_dataset(tmp_path / "raised", raised, tmp_path / "report.json", parent=v1)
+
+
 def test_holdout_set_keeps_the_ledger_and_splits_only_new_documents():
     sticky = {"a" * 64: "train", "b" * 64: "holdout"}
     docs = [("a" * 64, 50), ("b" * 64, 10), ("0" * 64, 20), ("1" * 64, 20)]

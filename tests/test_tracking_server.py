@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from conftest import tracking_uri
 
 from foundry import ops, tracking
 from foundry.registry import versions
@@ -20,7 +21,6 @@ from foundry.serving.package import log_model
 from models.gpt import GPT, GPTConfig
 
 pytestmark = pytest.mark.slow
-CREATE = "/api/2.0/mlflow/model-versions/create"
 ALIAS = "/api/2.0/mlflow/registered-models/alias"
 GET_MODEL = "/api/2.0/mlflow/registered-models/get"
 
@@ -31,15 +31,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def listening_stopped(port: int, timeout: float = 60) -> None:
+    import time
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) != 0:
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"something still listens on port {port}")
+
+
 class Proxy(http.server.ThreadingHTTPServer):
-    """Forwards to `target`; `before(method, path)` may answer instead (a status code), `after(path, status)`
-    runs once the server's answer has been passed on."""
+    """Forwards to `target`; `before(method, path, body)` may answer instead (a status code), `after(method,
+    path, status)` runs once the server has answered, before the answer is passed on."""
 
     def __init__(self, target: str):
         super().__init__(("127.0.0.1", 0), Forward)
         self.target = target
-        self.before: Callable[[str, str], int | None] = lambda method, path: None
-        self.after: Callable[[str, int], None] = lambda path, status: None
+        self.before: Callable[[str, str, bytes], int | None] = lambda method, path, body: None
+        self.after: Callable[[str, str, int], None] = lambda method, path, status: None
         self.seen: list[tuple[str, str, int]] = []
 
 
@@ -50,7 +62,7 @@ class Forward(http.server.BaseHTTPRequestHandler):
     def _forward(self):
         path = self.path.split("?")[0]
         body = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
-        status = self.server.before(self.command, path)
+        status = self.server.before(self.command, path, body)
         payload, headers = b"", {}
         if status is None:
             skip = {"host", "connection", "content-length", "transfer-encoding"}
@@ -68,6 +80,7 @@ class Forward(http.server.BaseHTTPRequestHandler):
             except OSError:
                 status = 502  # the server is not there
         self.server.seen.append((self.command, path, status))
+        self.server.after(self.command, path, status)  # before the client hears the answer: nothing slips in
         self.send_response(status)
         for key, value in headers.items():
             if key.lower() not in ("transfer-encoding", "connection", "content-length", "date", "server"):
@@ -75,7 +88,6 @@ class Forward(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
-        self.server.after(path, status)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
 
@@ -94,6 +106,7 @@ def server(tmp_path_factory):
 
     def running():
         if state["server"].process.poll() is not None:
+            listening_stopped(port)  # its workers may outlive it a moment, holding the port
             state["server"] = ops.start_mlflow(port, home, home / "mlflow.log")
         ops.wait_healthy(state["server"], timeout=180)
 
@@ -110,11 +123,11 @@ def proxy(server, monkeypatch):
     running()
     front = Proxy(state["server"].url)
     threading.Thread(target=front.serve_forever, daemon=True).start()
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{front.server_address[1]}")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "0")
     try:
-        yield front
+        with tracking_uri(monkeypatch, f"http://127.0.0.1:{front.server_address[1]}"):
+            yield front
     finally:
         front.shutdown()
         front.server_close()
@@ -141,7 +154,7 @@ def test_transient_errors_of_the_tracking_server_are_retried(proxy, logged):
     run_id, uri = logged
     failures = [503, 503]  # the first two alias settings meet a 503, as from an overloaded server
 
-    def before(method, path):
+    def before(method, path, body):
         return failures.pop(0) if method == "POST" and path == ALIAS and failures else None
 
     proxy.before = before
@@ -149,14 +162,33 @@ def test_transient_errors_of_the_tracking_server_are_retried(proxy, logged):
     assert outcome.promoted and [s for m, p, s in proxy.seen if (m, p) == ("POST", ALIAS)] == [503, 503, 200, 200]
 
 
+def test_a_failed_alias_gives_back_the_aliases_taken_and_deletes_the_version(proxy, logged):
+    """The champion alias keeps failing (past the retries) after the challenger alias was set: the challenger
+    alias goes back to the version it replaced and the new version is deleted."""
+    from mlflow.exceptions import MlflowException
+
+    run_id, uri = logged
+    first = versions.publish(uri, "srv-undo", run_id, {}, True, "no champion yet")
+    proxy.before = lambda method, path, body: 503 if path == ALIAS and b'"champion"' in body else None
+    with pytest.raises(MlflowException, match="503"):
+        versions.publish(uri, "srv-undo", run_id, {}, True, "beats the champion")
+    proxy.before = lambda method, path, body: None
+    assert names(tracking.client().search_model_versions("name='srv-undo'")) == [first.version]
+    assert str(versions.alias("srv-undo", "challenger").version) == first.version
+    assert str(versions.champion("srv-undo").version) == first.version
+
+
 def test_a_server_stopped_just_before_registration_leaves_nothing(server, proxy, logged):
     state, _, store = server
     run_id, uri = logged
 
-    def stop_first(method, path):
-        if path == GET_MODEL:  # registration's first call
+    down = threading.Event()
+
+    def stop_first(method, path, body):
+        if path == GET_MODEL and not down.is_set():  # registration's first call
             ops.stop([state["server"]])
-        return None
+            down.set()
+        return 502 if down.is_set() else None  # gone: nothing answers
 
     proxy.before = stop_first
     with pytest.raises(Exception, match="502"):
@@ -165,28 +197,35 @@ def test_a_server_stopped_just_before_registration_leaves_nothing(server, proxy,
 
 
 def test_a_server_stopped_mid_publication_leaves_no_version_that_looks_registered(server, proxy, logged):
-    """Stopped right after the version is created, before its aliases: nothing can be undone then. The version
-    stays marked pending, with no alias, and the next judging of the model withdraws it."""
+    """Stopped right after the new version took the `challenger` alias, before `champion`: nothing can be
+    undone then. The version stays marked pending and not promoted, and the next judging of the model
+    withdraws it, giving `challenger` back to the version it replaced."""
     from mlflow.exceptions import MlflowException
 
     state, running, _ = server
     run_id, uri = logged
     first = versions.publish(uri, "srv-mid", run_id, {}, True, "no champion yet")
 
-    def stop_after_create(path, status):
-        if path == CREATE:
-            ops.stop([state["server"]])
+    down = threading.Event()
 
-    proxy.after = stop_after_create
+    def stop_after_challenger(method, path, status):
+        if (method, path) == ("POST", ALIAS):
+            ops.stop([state["server"]])
+            down.set()
+
+    proxy.after = stop_after_challenger
+    proxy.before = lambda method, path, body: 502 if down.is_set() else None  # gone: nothing answers
     with pytest.raises(versions.PublicationFailed, match="srv-mid/2 could not take its aliases"):
         versions.publish(uri, "srv-mid", run_id, {}, True, "beats the champion")
-    proxy.after = lambda path, status: None
     with pytest.raises(MlflowException):  # down: an error, never "no champion"
         versions.champion("srv-mid")
+    proxy.after = lambda method, path, status: None
+    proxy.before = lambda method, path, body: None
     running()  # the server is back
     left = tracking.client().get_model_version("srv-mid", "2")
     assert left.tags["foundry.publication"] == "pending" and left.tags["gate.promoted"] == "false"
     assert str(versions.champion("srv-mid").version) == first.version
+    assert str(versions.alias("srv-mid", "challenger").version) == "2"  # taken before the server went
     assert versions.recover("srv-mid") == ["2"]
     assert names(tracking.client().search_model_versions("name='srv-mid'")) == ["1"]
     assert str(versions.alias("srv-mid", "challenger").version) == "1"

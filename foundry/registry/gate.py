@@ -127,6 +127,14 @@ def decide(
         return GateDecision(
             passed=passed, verdict=verdict, challenger_bits_per_byte=challenger_bpb, min_improvement=e.min_improvement
         )
+    if refusal := _footing(current, built_on, data):  # nothing to compare on a fair footing
+        return GateDecision(
+            passed=False,
+            verdict=refusal,
+            challenger_bits_per_byte=challenger_bpb,
+            champion_version=str(current.version),
+            min_improvement=e.min_improvement,
+        )
     champion_bpb = champion_bits_per_byte(current, config, data_dir, data, home)
     old = old_holdout(current, challenger, metrics, champion_bpb, config, data_dir, data, home)
     passed, verdict = gate(challenger_bpb, champion_bpb, e.min_improvement)
@@ -139,8 +147,6 @@ def decide(
                 f"the {e.max_regression} allowed; on the new holdout {verdict}"
             ),
         )
-    if refusal := _footing(current, built_on, data):
-        passed, verdict = False, refusal
     return GateDecision(
         passed=passed,
         verdict=verdict,
