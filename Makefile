@@ -38,7 +38,7 @@ run: install
 test: install-dev lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-lint: install-dev
+lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 

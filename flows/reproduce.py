@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from foundry.env import configure_environment
 
-configure_environment()  # an entry point: before Prefect loads (a worker imports this module directly)
+configure_environment()  # an entry point: `foundry run` and Prefect workers import this module directly
 
 from prefect import flow, runtime  # noqa: E402
 
@@ -25,24 +25,25 @@ from tasks.training import train  # noqa: E402
 def reproduce(model_uri: str, force: bool = False) -> Reproduction:
     """Hydrate the model's data version, train with its config, and compare holdout metrics."""
     record = lineage.lineage(model_uri, depth=1)[0]
-    current = tracking.git_state()["git_commit"]
+    current = tracking.git_state()
     lineage.check_commit(record, current, force)
-    config = validate(record["config"])
+    config = validate(record.config)
     tags = {
         "prefect.flow_run_id": str(runtime.flow_run.id),
-        "foundry.reproduces": record["model"],
+        "foundry.reproduces": record.model,
         "foundry.stage": "reproduce",
     }
-    with tracking.pipeline_run(config, f"reproduce {record['model']}", tags) as run:
-        data = DataVersion(data_version=record["data_version"], remote=record["data.remote"])
+    with tracking.pipeline_run(config, f"reproduce {record.model}", tags) as run:
+        data = DataVersion(data_version=record.data_version, remote=record.data_remote)
         data_dir = hydrate(data, run)
         checkpoint = train(config, data_dir, data, run, resume=False)
         metrics = evaluate(config, checkpoint, data_dir, run)
-    comparison = lineage.compare(resolve(record["model"]).tags, metrics)
+    comparison = lineage.compare(resolve(record.model).tags, metrics)
     return Reproduction(
-        model=record["model"],
+        model=record.model,
         run_id=run.run_id,
         comparison=comparison,
         identical=lineage.identical(comparison),
-        commit_matches=record["git_commit"] == current,
+        commit_matches=record.git_commit == current["git_commit"],
+        tree_clean=record.git_dirty == current["git_dirty"] == "false",
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from foundry.env import configure_environment
 
-configure_environment()  # an entry point: before Prefect loads (a worker imports this module directly)
+configure_environment()  # an entry point: `foundry run` and Prefect workers import this module directly
 
 from prefect import flow, runtime  # noqa: E402
 

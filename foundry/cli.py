@@ -8,6 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from foundry.cli_search import add_search_command
 from foundry.config import ConfigError, FoundryConfig, load_config, to_yaml
 from foundry.env import configure_environment, foundry_home
 
@@ -154,11 +155,20 @@ def cmd_promote(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reregister(args: argparse.Namespace) -> int:
+    from foundry.registry.versions import reregister
+
+    version = reregister(args.model_uri, foundry_home())
+    name = args.model_uri.removeprefix("models:/").split("/")[0].split("@")[0]
+    print(f"models:/{name}/{version} holds the weights of {args.model_uri} and carries its code; aliases unchanged")
+    return 0
+
+
 def cmd_lineage(args: argparse.Namespace) -> int:
     from foundry.registry.lineage import format_lineage, lineage
 
     chain = lineage(args.model_uri)
-    print(json.dumps(chain, indent=1) if args.json else format_lineage(chain))
+    print(json.dumps([r.model_dump() for r in chain], indent=1) if args.json else format_lineage(chain))
     return 0
 
 
@@ -166,9 +176,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from flows.reproduce import reproduce
 
     result = reproduce(model_uri=args.model_uri, force=args.force)
+    forced = [] if result.commit_matches else ["at a different commit"]
+    forced += [] if result.tree_clean else ["with uncommitted code"]
     print(
         f"reproduced {result.model} in MLflow run {result.run_id}"
-        f"{'' if result.commit_matches else ' (at a different commit, forced)'}"
+        + (f" ({', '.join(forced)}, forced)" if forced else "")
     )
     for key, (recorded, again) in result.comparison.items():
         print(f"  {key:24s} recorded {recorded:.6f}  reproduced {again:.6f}")
@@ -198,7 +210,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_deployments(args: argparse.Namespace) -> int:
     from flows.deployments import prefect_yaml
 
-    text = prefect_yaml(load_config(None, args.overrides))
+    text = prefect_yaml(_load(args))
     if args.write:
         args.write.write_text(text)
     else:
@@ -246,11 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="serve the train, retrain and reproduce deployments against PREFECT_API_URL"
     )
     _config_args(serve)
-    serve.add_argument(
-        "--automations",
-        action="store_true",
-        help="also create the example automation: each new champion is re-trained by the reproduce deployment",
-    )
+    serve.add_argument("--automations", action="store_true", help="also create flows/automations.py's example")
     serve.set_defaults(func=cmd_serve)
 
     doctor = commands.add_parser("doctor", help="versions, backends and whether they answer, telemetry switches")
@@ -272,6 +280,12 @@ def build_parser() -> argparse.ArgumentParser:
     promote.add_argument("--reason", required=True, help="why it is promoted (kept as a version tag)")
     promote.add_argument("--who", help="reviewer (default: the current user)")
     promote.set_defaults(func=cmd_promote)
+
+    reregister = commands.add_parser(
+        "reregister", help="register a version's weights again as a new version that carries its own code"
+    )
+    reregister.add_argument("model_uri", help="models:/NAME/VERSION or models:/NAME@ALIAS")
+    reregister.set_defaults(func=cmd_reregister)
 
     lineage = commands.add_parser(
         "lineage", help="print a model's chain: version, run, data, source, commit, config, parent"
@@ -304,18 +318,13 @@ def build_parser() -> argparse.ArgumentParser:
     config.set_defaults(func=cmd_config)
 
     deployments = commands.add_parser(
-        "deployments", help="print prefect.yaml (the deployments for workers), or write it"
+        "deployments",
+        help="print prefect.yaml (the deployments for workers, with the config's retrain.cron), or write it",
     )
-    deployments.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a default, e.g. --set retrain.cron='0 4 * * *'",
-    )
+    _config_args(deployments)
     deployments.add_argument("--write", type=Path, metavar="FILE", help="write to FILE instead of printing")
     deployments.set_defaults(func=cmd_deployments)
+    add_search_command(commands, _config_args, _load, _summary_text)
     return parser
 
 

@@ -33,12 +33,12 @@ class SourceManifest(_Value):
     """What `acquire` found: the same files give the same digest wherever they live."""
 
     source: str
-    sources: list[str]
     digest: str
     files: int
     bytes: int
-    skipped: dict[str, int]
     entries: list[SourceFile]
+    sources: list[str] = []  # absent from manifests logged before several sources were read
+    skipped: dict[str, int] = {}
 
     def write(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -97,7 +97,8 @@ class OldHoldout(_Value):
 class GateDecision(_Value):
     """The promotion gate's inputs and verdict, recorded on the run and on the version."""
 
-    passed: bool
+    passed: bool  # the challenger met the bar
+    make_champion: bool  # it passed and the policy promotes automatically (`registry.auto_promote`)
     verdict: str
     challenger_bits_per_byte: float
     champion_bits_per_byte: float | None = None
@@ -181,3 +182,86 @@ class Reproduction(_Value):
     comparison: dict[str, tuple[float, float]]  # metric -> (recorded, reproduced)
     identical: bool
     commit_matches: bool
+    tree_clean: bool = True  # neither the training run's tree nor this one held uncommitted code
+
+
+class FetchedFile(_Value):
+    """What the origin of one remote source file said when a run acquired it (from its source manifest)."""
+
+    name: str
+    origin: str  # the URL or s3:// URI
+    etag: str
+    last_modified: str
+    checked_at: str
+    sha256: str
+
+
+class LineageRecord(_Value):
+    """One registered version traced back: its run, data version, source, code, packages and config."""
+
+    model: str  # models:/NAME/VERSION
+    aliases: list[str]
+    run_id: str
+    run_status: str
+    data_version: str
+    data_remote: str
+    data_source: str
+    data_source_digest: str
+    git_commit: str
+    git_dirty: str
+    parent_model: str  # models:/NAME/VERSION it was fine-tuned from, or ""
+    packages: dict[str, str]
+    config: dict[str, Any]
+    holdout_bits_per_byte: str
+    remote_files: list[FetchedFile] = []  # empty for runs whose sources were all local
+
+
+# --- hyperparameter search (flows/search.py) ---------------------------------------------------------
+
+
+class TrialData(_Value):
+    """A dataset the trials train on: one for each value of the searched tokenizer keys."""
+
+    data_version: str
+    remote: str
+    data_dir: Path
+
+
+class TrialJob(_Value):
+    """One trial as the flow hands it to a worker: what to train, on what, and where to report."""
+
+    study_name: str
+    storage: str  # the Optuna storage, as the worker opens it
+    trial_id: int
+    number: int
+    config: dict[str, Any]  # the trial's whole config (FoundryConfig as JSON)
+    data: TrialData
+    run_id: str  # its nested MLflow run
+    checkpoint_dir: Path
+    cores: list[int]  # the cores it is pinned to; [] leaves the worker's own
+    tracking_uri: str
+
+
+class TrialOutcome(_Value):
+    """What a finished trial tells the study."""
+
+    number: int
+    state: str  # "complete", "pruned" or "diverged" (a loss that is not a number)
+    value: float  # holdout bits per byte; for a pruned trial, its last reported validation bits per byte
+    steps: int  # optimizer steps it trained
+    train_seconds: float
+    pruned_at_step: int | None = None
+    metrics: dict[str, float] = {}
+
+
+class SearchResult(_Value):
+    """What `foundry search` prints: the study, its parent MLflow run, counts and the best trial."""
+
+    study_name: str
+    storage: str
+    run_id: str
+    counts: dict[str, int]  # trial state -> trials
+    best_number: int | None
+    best_value: float | None
+    best_params: dict[str, Any]
+    best_config: Path | None

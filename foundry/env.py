@@ -76,7 +76,7 @@ def configure_environment() -> Path:
         "TOKENIZERS_PARALLELISM": "true",
         "GIT_PYTHON_REFRESH": "quiet",
         "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
-        # Library code (tasks.*) also runs outside flows, e.g. `foundry prepare` helpers and tests.
+        # Library code also runs outside flows (the DVC stage commands, tests): no "missing flow run" warnings.
         "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore",
     }
     for key, value in defaults.items():

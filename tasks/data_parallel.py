@@ -21,6 +21,7 @@ from prefect.cache_policies import NO_CACHE
 from foundry.config import DataConfig, FoundryConfig
 from foundry.contracts import SourceManifest
 from foundry.data.prepare import prepare
+from foundry.env import TELEMETRY_OFF
 
 # A worker is one core: one task thread, and no library that spreads itself over more. Tokenizers
 # keeps its (one-thread) pool rather than TOKENIZERS_PARALLELISM=false: encoding then runs off the
@@ -73,6 +74,9 @@ def task_runner(data: DataConfig):
 @task(cache_policy=NO_CACHE)
 def partition_step(step: Callable, job):
     """One partition (or chunk) through one map step of `prepare`."""
+    # A worker of an existing cluster (`data.scheduler`) was started by someone else: no entry point
+    # of ours turned its telemetry off.
+    os.environ.update(TELEMETRY_OFF)
     return step(job)
 
 

@@ -100,6 +100,7 @@ def register(
     `challenger`, and `champion` when the gate passed and auto-promotion is on; all of it or nothing."""
     from foundry.evaluation.report import model_card
     from foundry.registry import versions
+    from foundry.registry.lineage import version_tags
     from foundry.serving.package import log_model
     from models.gpt import load_gpt
 
@@ -108,22 +109,9 @@ def register(
     git = {k: run_tags.get(k, "unknown") for k in ("git_commit", "git_dirty")}
     manifest = json.loads((data_dir / "manifest.json").read_text())
     card = model_card(config, manifest, data, metrics, decision, load_gpt(checkpoint).num_params(), run.run_id, git)
-    tags = {
-        "run_id": run.run_id,
-        "data_version": data.data_version,
-        "data.remote": data.remote,
-        "data.source": config.data.source,
-        "data.source_digest": manifest["source_digest"],
-        **git,
-        "config": config.model_dump_json(),
-        **tracking.version_tags(),
-        **{k: f"{v:.6f}" for k, v in metrics.items()},
-        **decision.tags(),
-        **({"parent_model": parent} if parent else {}),
-    }
-    make_champion = decision.passed and config.registry.auto_promote
+    tags = version_tags(config, run.run_id, data, manifest["source_digest"], metrics, decision, git, parent)
     name = config.registry.model_name
-    outcome = versions.publish(uri, name, run.run_id, tags, make_champion, decision.verdict, description=card)
+    outcome = versions.publish(uri, name, run.run_id, tags, decision.make_champion, decision.verdict, description=card)
     payload = {
         "verdict": decision.verdict,
         **decision.tags(),

@@ -13,10 +13,12 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("foundry", "flows", "tasks", "models")
 # Flow modules are entry points: a Prefect worker imports them directly, so they set up the environment.
-ENTRY_MODULES = {"flows.train_pipeline", "flows.retrain", "flows.reproduce"}
+ENTRY_MODULES = {"flows.train_pipeline", "flows.retrain", "flows.reproduce", "flows.search"}
 
 
 def module_files() -> dict[str, Path]:
@@ -120,6 +122,8 @@ def test_layers_point_one_way():
     }
     allowed = {  # the CLI and the deployments table are entry points that start flows
         "foundry.cli": ("flows", "tasks"),
+        "foundry.cli_search": ("flows",),
+        "foundry.ops": ("prefect",),  # `foundry doctor` asks Prefect itself whether it sends telemetry
     }
     wrong = []
     for name, path in module_files().items():
@@ -151,32 +155,47 @@ def test_the_served_model_imports_only_models_and_its_runtime():
     assert "foundry" not in model_code and "tasks" not in model_code
 
 
-def _third_party_modules() -> set[str]:
+def _third_party_modules(folders: tuple[str, ...] = PACKAGES) -> set[str]:
     names = set()
-    for path in module_files().values():
-        names |= imported_modules(path)
-    return {n for n in names if n.split(".")[0] not in (*sys.stdlib_module_names, *PACKAGES, "__future__")}
+    for folder in folders:
+        for path in (REPO / folder).rglob("*.py"):
+            names |= imported_modules(path)
+    local = {p.stem for folder in folders for p in (REPO / folder).glob("*.py")}  # tests' own helper modules
+    return {n for n in names if n.split(".")[0] not in (*sys.stdlib_module_names, *PACKAGES, *local, "__future__")}
 
 
-def _third_party_imports() -> set[str]:
-    return {name.split(".")[0] for name in _third_party_modules()}
-
-
-def _declared() -> set[str]:
+def _declared(extras: tuple[str, ...] = ()) -> set[str]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    return {re.split(r"[<>=!~\[ ;]", spec, maxsplit=1)[0].lower().replace("_", "-") for spec in project["dependencies"]}
+    specs = project["dependencies"] + [d for extra in extras for d in project["optional-dependencies"][extra]]
+    return {re.split(r"[<>=!~\[ ;]", spec, maxsplit=1)[0].lower().replace("_", "-") for spec in specs}
 
 
-def test_every_third_party_module_the_code_imports_is_declared():
+@pytest.mark.parametrize(("folders", "extras"), [(PACKAGES, ()), (("tests", "bench"), ("dev",))])
+def test_every_third_party_module_imported_is_declared(folders, extras):
+    """The code's imports in `dependencies`; the tests' and benchmarks' in those or the `dev` extra."""
     providers = metadata.packages_distributions()
-    declared = _declared()
+    declared = _declared(extras)
     undeclared = {}
-    for module in sorted(_third_party_imports()):
+    for module in sorted({name.split(".")[0] for name in _third_party_modules(folders)}):
         distributions = {d.lower().replace("_", "-") for d in providers.get(module, [])}
         assert distributions, f"{module} is imported but no installed distribution provides it"
         if not distributions & declared:
             undeclared[module] = sorted(distributions)
-    assert not undeclared, f"imported but not in pyproject.toml's dependencies: {undeclared}"
+    assert not undeclared, f"imported but not declared in pyproject.toml: {undeclared}"
+
+
+def test_the_served_models_requirements_pin_what_the_project_pins():
+    """One version of torch, mlflow and tokenizers: the served model asks for what training used."""
+    from packaging.requirements import Requirement
+
+    project = {
+        Requirement(d).name: Requirement(d).specifier
+        for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    }
+    served = [Requirement(line) for line in (REPO / "foundry/serving/requirements.txt").read_text().split()]
+    for requirement in served:
+        if requirement.name in project and project[requirement.name]:
+            assert requirement.specifier == project[requirement.name], requirement.name
 
 
 def test_no_module_is_longer_than_the_style_allows():

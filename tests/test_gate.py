@@ -92,8 +92,8 @@ def test_no_champion_passes(tiny_config, tiny_dataset, champion_checkpoint, foun
     metrics = {"holdout/bits_per_byte": 3.0}
     data = DataVersion(data_version="v1", remote="r")
     decision = decide(config, champion_checkpoint, metrics, tiny_dataset, data, foundry_home)
-    assert decision.passed and decision.verdict == "no champion yet" and decision.champion_version is None
-    assert decision.old_holdout is None
+    assert decision.passed and decision.make_champion and decision.verdict == "no champion yet"
+    assert decision.champion_version is None and decision.old_holdout is None
 
 
 def test_a_champion_of_the_same_data_is_compared_by_its_recorded_score(
@@ -198,3 +198,24 @@ def test_a_champion_of_other_data_is_rescored_on_this_holdout(
     )
     # The recorded 0.1 (other data) is ignored: the champion is scored on this holdout.
     assert decision.champion_bits_per_byte == pytest.approx(expected, rel=1e-9) and decision.passed
+
+
+def test_review_mode_passes_but_leaves_promotion_to_a_reviewer(
+    tiny_config, tiny_dataset, champion_checkpoint, foundry_home
+):
+    registry = tiny_config.registry.model_copy(update={"model_name": "gate-review", "auto_promote": False})
+    config = tiny_config.model_copy(update={"registry": registry})
+    data = DataVersion(data_version="v", remote="r")
+    decision = decide(config, champion_checkpoint, {"holdout/bits_per_byte": 3.0}, tiny_dataset, data, foundry_home)
+    assert decision.passed and not decision.make_champion
+
+
+def test_a_gain_below_min_improvement_is_refused(tiny_config, old_data, champion_checkpoint, foundry_home):
+    data, folder = old_data
+    config = named(tiny_config, "gate-margin", min_improvement=0.2)
+    tags = {"data_version": data.data_version, "data.remote": data.remote, "holdout/bits_per_byte": "2.500000"}
+    register_champion(config, champion_checkpoint, folder / "tokenizer.json", tags)
+    small = decide(config, champion_checkpoint, {"holdout/bits_per_byte": 2.4}, folder, data, foundry_home)
+    assert not small.passed and not small.make_champion and "by 0.2" in small.verdict
+    large = decide(config, champion_checkpoint, {"holdout/bits_per_byte": 2.25}, folder, data, foundry_home)
+    assert large.passed and large.make_champion

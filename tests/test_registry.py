@@ -85,6 +85,7 @@ def test_resolve_rejects_uris_that_name_no_version(uri):
 def test_gate_tags_record_inputs_and_verdict():
     tags = GateDecision(
         passed=False,
+        make_champion=False,
         verdict="worse",
         champion_bits_per_byte=1.5,
         champion_version="3",

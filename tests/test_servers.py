@@ -210,13 +210,13 @@ def test_prefect_yaml_is_written_from_the_served_deployments():
     """One table of deployments: `foundry serve` builds them, prefect.yaml is generated from them."""
     from flows.deployments import DEPLOYMENTS, build_deployments, prefect_yaml
 
-    defaults = load_config(None)
-    assert (REPO_ROOT / "prefect.yaml").read_text() == prefect_yaml(defaults), (
+    config = load_config(REPO_ROOT / "params.yaml")  # what `foundry serve` and `foundry deployments` read
+    assert (REPO_ROOT / "prefect.yaml").read_text() == prefect_yaml(config), (
         "run: foundry deployments --write prefect.yaml"
     )
     declared = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())["deployments"]
-    served = build_deployments(load_config(REPO_ROOT / "params.yaml"))
+    served = build_deployments(config)
     assert [d["name"] for d in declared] == [d.name for d in served] == [d.name for d in DEPLOYMENTS]
-    assert next(d for d in declared if d["name"] == "retrain")["schedules"] == [{"cron": defaults.retrain.cron}]
+    assert next(d for d in declared if d["name"] == "retrain")["schedules"] == [{"cron": config.retrain.cron}]
     for entry, deployment in zip(declared, served):
         assert deployment.entrypoint.endswith(entry["entrypoint"])

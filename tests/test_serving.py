@@ -112,10 +112,11 @@ print(json.dumps(list(out["completion"])))
 
 
 def test_mlflow_models_predict_serves_it_the_same_way(fresh_venv, tmp_path):
+    import mlflow
+
     python, _ = fresh_venv
-    (tmp_path / "input.json").write_text(
-        json.dumps({"dataframe_split": {"columns": ["prompt"], "data": [[p] for p in PROMPTS]}, "params": PARAMS})
-    )
+    frame = {"dataframe_split": {"columns": ["prompt"], "data": [[p] for p in PROMPTS]}, "params": PARAMS}
+    (tmp_path / "input.json").write_text(json.dumps(frame))
     mlflow_cli = python.parent / "mlflow"
     run(
         [
@@ -137,19 +138,48 @@ def test_mlflow_models_predict_serves_it_the_same_way(fresh_venv, tmp_path):
         env=_outside_env(),
         timeout=600,
     )
-    predictions = json.loads((tmp_path / "output.json").read_text())["predictions"]
-    assert [row["completion"] for row in predictions] and all(row["completion"] for row in predictions)
-    assert len(predictions) == len(PROMPTS)
+    served = [row["completion"] for row in json.loads((tmp_path / "output.json").read_text())["predictions"]]
+    here = mlflow.pyfunc.load_model("models:/it-gpt@champion").predict(pd.DataFrame({"prompt": PROMPTS}), params=PARAMS)
+    assert served == list(here["completion"]) and all(served)
 
 
-def test_a_version_registered_before_the_move_still_loads(tmp_path):
-    """Logged by the code at e727f4a (`tasks.registry.log_model`): its pickle names `tasks.pyfunc_model`
-    and it carries no code, so the shim at that path is what lets it load."""
-    import mlflow
+@pytest.fixture(scope="module")
+def legacy_version(tmp_path_factory) -> str:
+    """A version logged by the code at e727f4a (`tasks.registry.log_model`), registered here as it was then:
+    its pickle names `tasks.pyfunc_model` and it carries no code."""
+    from foundry import tracking
+    from foundry.registry import versions
 
     assert b"tasks.pyfunc_model" in (LEGACY / "python_model.pkl").read_bytes()
-    model_dir = shutil.copytree(LEGACY, tmp_path / "legacy")
-    model = mlflow.pyfunc.load_model(str(model_dir))
-    out = model.predict(pd.DataFrame({"prompt": PROMPTS}), params=PARAMS)
-    assert list(out.columns) == ["completion"] and len(out) == len(PROMPTS)
-    assert all(isinstance(text, str) for text in out["completion"])
+    model_dir = shutil.copytree(LEGACY, tmp_path_factory.mktemp("legacy") / "model")
+    run_id = tracking.client().create_run(tracking.experiment_id("foundry"), run_name="before the move").info.run_id
+    version = versions.register(str(model_dir), "legacy-gpt", run_id, {"data_version": "legacy"})
+    return f"models:/legacy-gpt/{version}"
+
+
+def _legacy_completions(uri: str) -> list[str]:
+    import mlflow
+
+    out = mlflow.pyfunc.load_model(uri).predict(pd.DataFrame({"prompt": PROMPTS}), params=PARAMS)
+    return list(out["completion"])
+
+
+def test_a_version_registered_before_the_move_still_loads_in_the_checkout(legacy_version):
+    """Through the shim at its old import path, `tasks/pyfunc_model.py`."""
+    completions = _legacy_completions(legacy_version)
+    assert len(completions) == len(PROMPTS) and any(completions)
+
+
+def test_reregistering_it_gives_a_version_that_loads_outside_the_checkout(legacy_version, fresh_venv, tmp_path):
+    from foundry.cli import main
+
+    assert main(["reregister", legacy_version]) == 0
+    again = "models:/legacy-gpt/" + str(int(legacy_version.rsplit("/", 1)[1]) + 1)
+    python, _ = fresh_venv
+    program = f"""
+import json, pandas as pd, mlflow
+model = mlflow.pyfunc.load_model({again!r})
+print(json.dumps(list(model.predict(pd.DataFrame({{"prompt": {PROMPTS!r}}}), params={PARAMS!r})["completion"])))
+"""
+    result = run([str(python), "-c", program], cwd=tmp_path, env=_outside_env(), timeout=600)
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == _legacy_completions(legacy_version)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -22,7 +23,7 @@ from foundry.checkpointing.manifest import MANIFEST, latest_valid, read_manifest
 from foundry.checkpointing.resume import attempt_dir
 from foundry.config import ConfigError, load_config
 from foundry.training.launch import TRAIN_ENTRY, TrainingFailed, launch, launch_local, worker_args
-from foundry.training.trainer import build_module, lookup_peak_flops, resolve_precision, weights_digest
+from foundry.training.trainer import build_module, cpu_threads, lookup_peak_flops, resolve_precision, weights_digest
 from foundry.training.worker import node_layout
 from models.gpt import load_gpt
 
@@ -142,6 +143,36 @@ def test_corrupt_latest_checkpoint_falls_back_and_the_resume_is_bitwise_exact(
     assert latest_valid(folder).step == 40
 
 
+def test_a_checkpoint_written_with_another_thread_count_is_not_resumed(uninterrupted, tiny_dataset, tmp_path):
+    """Float sums depend on the thread count: continuing such a checkpoint would silently lose exactness."""
+    from foundry.checkpointing.writer import ArithmeticMismatch
+
+    folder = shutil.copytree(uninterrupted, tmp_path / "ckpt")
+    other = cpu_threads(tiny(*RESUMABLE).train) + 1
+    with pytest.raises(ArithmeticMismatch, match="'threads'"):
+        launch(tiny(*RESUMABLE, f"train.cpu_threads={other}"), tiny_dataset, folder, None, "v")
+
+
+def test_deterministic_switch_reaches_torch(tmp_path, monkeypatch):
+    from foundry.checkpointing.writer import ManifestCheckpointIO
+    from foundry.training.trainer import _trainer
+
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")  # Lightning sets it; restored after the test
+    io = ManifestCheckpointIO(tmp_path, 1)
+    try:
+        _trainer(tiny("train.deterministic=true"), None, io, progress=False)
+        assert (
+            torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled()
+        )
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+        _trainer(tiny("train.deterministic=warn"), None, io, progress=False)
+        assert torch.is_deterministic_algorithms_warn_only_enabled()
+        _trainer(tiny(), None, io, progress=False)
+        assert not torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
 @pytest.mark.slow
 def test_kill_9_then_the_same_run_resumes_bitwise_exact(uninterrupted, tiny_dataset, tmp_path, monkeypatch):
     """The pipeline's train task finds the killed attempt by its key, resumes it and says from where."""
@@ -199,7 +230,7 @@ def test_two_nodes_match_one_process_with_the_same_global_batch(tiny_dataset, tm
     # The agent kept each rank's output; rank 1 of the second "node" knew where it stood.
     (attempt,) = (tmp_path / "two" / "rank-logs").glob("*/attempt_0")
     assert sorted(p.name for p in attempt.iterdir()) == ["0", "1"]
-    assert "GLOBAL_RANK: 1, MEMBER: 2/2" in (attempt / "1" / "stderr.log").read_text()
+    assert "rank 1 of 2: node 1, local rank 0" in (attempt / "1" / "stderr.log").read_text()
     losses = {name: [v for _, v in tracking.metric_history(run_id, "train/loss")] for name, (run_id, _) in runs.items()}
     assert len(losses["two"]) == len(losses["one"]) == 20
     np.testing.assert_allclose(losses["two"], losses["one"], rtol=1e-4)  # only the reduction order differs
@@ -286,6 +317,19 @@ def test_an_exception_on_one_rank_reaches_the_error_with_its_traceback(tiny_data
 # --- settings --------------------------------------------------------------------------------------
 
 
+def test_a_cpu_peak_is_measured_once_then_read_from_its_cache(tmp_path):
+    """MFU on a CPU: the rate of a dense matmul on the rank's threads, measured once per CPU, threads and dtype."""
+    from foundry.training.cpu_peak import CACHE, cpu_peak_flops
+
+    assert cpu_peak_flops(1, "32-true", tmp_path) > 1e8
+    (key,) = json.loads((tmp_path / CACHE).read_text())
+    assert "1 threads | float32" in key
+    (tmp_path / CACHE).write_text(json.dumps({key: 1234.0}))
+    assert cpu_peak_flops(1, "32-true", tmp_path) == 1234.0  # read back, not measured again
+    assert cpu_peak_flops(1, "bf16-mixed", tmp_path) != 1234.0  # another dtype is measured on its own
+    assert len(json.loads((tmp_path / CACHE).read_text())) == 2
+
+
 def test_peak_flops_are_looked_up_by_device_name():
     assert lookup_peak_flops("NVIDIA H200", "bf16-mixed") == 989e12
     assert lookup_peak_flops("NVIDIA H100 80GB HBM3", "bf16-mixed") == 989e12
@@ -323,3 +367,18 @@ def test_weights_digest_sees_one_flipped_bit():
     assert weights_digest(state) == weights_digest(same)
     same["a"].view(torch.int32)[0, 0] ^= 1
     assert weights_digest(state) != weights_digest(same)
+
+
+@pytest.mark.slow
+def test_the_agent_restarts_the_ranks_from_the_newest_checkpoint(tiny_dataset, tmp_path):
+    """`train.max_restarts`: a rank killed mid-run, every rank restarted by the agent, resuming from the newest
+    intact checkpoint: the weights are bitwise those of a run nothing happened to."""
+    overrides = ("train.num_nodes=2", "train.max_steps=40", "checkpoint.every_n_steps=10", "train.max_restarts=1")
+    config = tiny(*overrides)
+    calm = launch(config, tiny_dataset, tmp_path / "calm", None, "v")
+    with launched_in_a_thread(config, tiny_dataset, tmp_path / "ckpt") as (training, pids):
+        os.kill(pids[1], signal.SIGKILL)
+        restarted = training.result(timeout=300)
+    assert digest(restarted) == digest(calm)
+    (logs,) = (tmp_path / "ckpt" / "rank-logs").iterdir()
+    assert sorted(p.name for p in logs.iterdir()) == ["attempt_0", "attempt_1"]

@@ -34,7 +34,11 @@ def code_dependencies() -> list[str]:
     """The project files `dvc.yaml` names as stage dependencies (the code that makes the data)."""
     stages = yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())["stages"]
     deps = {d for stage in stages.values() for d in stage.get("deps", [])}
-    return sorted(d for d in deps if (PROJECT_ROOT / d).is_file())
+    code = sorted(d for d in deps if d.endswith(".py"))
+    missing = [d for d in code if not (PROJECT_ROOT / d).is_file()]
+    if missing:  # a stale path would silently drop code from the dataset's identity
+        raise FileNotFoundError(f"dvc.yaml names code that does not exist: {missing}")
+    return code
 
 
 # Data settings that change how sources are fetched, not what the dataset holds.

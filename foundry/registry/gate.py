@@ -116,7 +116,8 @@ def decide(
     built_on: str | None = None,
 ) -> GateDecision:
     """The gate's inputs and verdict for the challenger `challenger` (its model.pt) with these holdout `metrics`,
-    on data built on the ledger of data version `built_on` (None: built afresh)."""
+    on data built on the ledger of data version `built_on` (None: built afresh), and whether it becomes
+    champion now: only when it passed and `registry.auto_promote` is on (else a reviewer decides)."""
     e = config.evaluation
     if withdrawn := versions.recover(config.registry.model_name):  # left half-published by a dead run
         log.warning("withdrew versions %s of %s, left half-published", withdrawn, config.registry.model_name)
@@ -125,11 +126,16 @@ def decide(
     if current is None:
         passed, verdict = gate(challenger_bpb, None, e.min_improvement)
         return GateDecision(
-            passed=passed, verdict=verdict, challenger_bits_per_byte=challenger_bpb, min_improvement=e.min_improvement
+            passed=passed,
+            make_champion=passed and config.registry.auto_promote,
+            verdict=verdict,
+            challenger_bits_per_byte=challenger_bpb,
+            min_improvement=e.min_improvement,
         )
     if refusal := _footing(current, built_on, data):  # nothing to compare on a fair footing
         return GateDecision(
             passed=False,
+            make_champion=False,
             verdict=refusal,
             challenger_bits_per_byte=challenger_bpb,
             champion_version=str(current.version),
@@ -149,6 +155,7 @@ def decide(
         )
     return GateDecision(
         passed=passed,
+        make_champion=passed and config.registry.auto_promote,
         verdict=verdict,
         challenger_bits_per_byte=challenger_bpb,
         champion_bits_per_byte=champion_bpb,

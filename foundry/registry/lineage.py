@@ -5,36 +5,68 @@ from __future__ import annotations
 import json
 
 from foundry import tracking
+from foundry.config import FoundryConfig
+from foundry.contracts import DataVersion, FetchedFile, GateDecision, LineageRecord
 from foundry.registry import versions as registry
 
 COMPARED = ("holdout/loss", "holdout/bits_per_byte", "holdout/perplexity")
-LINEAGE_TAGS = ("data_version", "data.remote", "data.source", "data.source_digest", "git_commit", "git_dirty")
 
 
-def lineage(model_uri: str, depth: int = 10) -> list[dict]:
+def version_tags(
+    config: FoundryConfig,
+    run_id: str,
+    data: DataVersion,
+    source_digest: str,
+    metrics: dict[str, float],
+    decision: GateDecision,
+    git: dict[str, str],
+    parent: str = "",
+) -> dict[str, str]:
+    """The tags a model version carries: what `lineage` reads back, its metrics and the gate's record."""
+    return {
+        "run_id": run_id,
+        "data_version": data.data_version,
+        "data.remote": data.remote,
+        "data.source": config.data.source,
+        "data.source_digest": source_digest,
+        **git,
+        "config": config.model_dump_json(),
+        **tracking.version_tags(),
+        **{k: f"{v:.6f}" for k, v in metrics.items()},
+        **decision.tags(),
+        **({"parent_model": parent} if parent else {}),
+    }
+
+
+def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:
     """The model version's record, then its parent's (when it was fine-tuned from one), and so on."""
     version = registry.resolve(model_uri)
     tags = version.tags
     run = tracking.client().get_run(version.run_id)
-    record = {
-        "model": f"models:/{version.name}/{version.version}",
-        "aliases": list(version.aliases or []),
-        "run_id": version.run_id,
-        "run_status": run.info.status,
-        **{key: tags.get(key, "") for key in LINEAGE_TAGS},
-        "parent_model": tags.get("parent_model", ""),
-        "packages": {k.removeprefix("version."): v for k, v in run.data.tags.items() if k.startswith("version.")},
-        "config": json.loads(tags["config"]) if "config" in tags else {},
-        "holdout_bits_per_byte": tags.get("holdout/bits_per_byte", ""),
-        "remote_files": remote_files(version.run_id),
-    }
+    record = LineageRecord(
+        model=f"models:/{version.name}/{version.version}",
+        aliases=list(version.aliases or []),
+        run_id=version.run_id,
+        run_status=run.info.status,
+        data_version=tags.get("data_version", ""),
+        data_remote=tags.get("data.remote", ""),
+        data_source=tags.get("data.source", ""),
+        data_source_digest=tags.get("data.source_digest", ""),
+        git_commit=tags.get("git_commit", ""),
+        git_dirty=tags.get("git_dirty", ""),
+        parent_model=tags.get("parent_model", ""),
+        packages={k.removeprefix("version."): v for k, v in run.data.tags.items() if k.startswith("version.")},
+        config=json.loads(tags["config"]) if "config" in tags else {},
+        holdout_bits_per_byte=tags.get("holdout/bits_per_byte", ""),
+        remote_files=remote_files(version.run_id),
+    )
     chain = [record]
-    if record["parent_model"] and depth > 1:
-        chain += lineage(record["parent_model"], depth - 1)
+    if record.parent_model and depth > 1:
+        chain += lineage(record.parent_model, depth - 1)
     return chain
 
 
-def remote_files(run_id: str) -> list[dict]:
+def remote_files(run_id: str) -> list[FetchedFile]:
     """What the origin of each remote source file said when the run acquired it (URL or s3 URI, ETag,
     Last-Modified, when it was asked), from the run's source manifest; [] for runs that logged none."""
     import mlflow
@@ -44,30 +76,30 @@ def remote_files(run_id: str) -> list[dict]:
         manifest = json.loads(mlflow.artifacts.load_text(f"runs:/{run_id}/data/source_manifest.json"))
     except (MlflowException, OSError):
         return []
-    keys = ("name", "origin", "etag", "last_modified", "checked_at", "sha256")
-    return [{k: e.get(k, "") for k in keys} for e in manifest.get("entries", []) if e.get("origin")]
+    keys = FetchedFile.model_fields
+    return [FetchedFile(**{k: e.get(k, "") for k in keys}) for e in manifest.get("entries", []) if e.get("origin")]
 
 
-def format_lineage(chain: list[dict]) -> str:
+def format_lineage(chain: list[LineageRecord]) -> str:
     lines = []
     for i, r in enumerate(chain):
         indent = "  " * i
-        aliases = f" @{', @'.join(r['aliases'])}" if r["aliases"] else ""
+        aliases = f" @{', @'.join(r.aliases)}" if r.aliases else ""
         lines += [
-            f"{indent}{r['model']}{aliases}  holdout {r['holdout_bits_per_byte'] or '?'} bits/byte",
-            f"{indent}  run      {r['run_id']} ({r['run_status']})",
-            f"{indent}  data     version {r['data_version']} in {r['data.remote']}",
-            f"{indent}  source   {r['data.source']} (content digest {r['data.source_digest'][:16]})",
+            f"{indent}{r.model}{aliases}  holdout {r.holdout_bits_per_byte or '?'} bits/byte",
+            f"{indent}  run      {r.run_id} ({r.run_status})",
+            f"{indent}  data     version {r.data_version} in {r.data_remote}",
+            f"{indent}  source   {r.data_source} (content digest {r.data_source_digest[:16]})",
             *(
-                f"{indent}  fetched  {f['origin']} etag {f['etag'] or '-'} modified {f['last_modified'] or '-'} "
-                f"checked {f['checked_at']}"
-                for f in r.get("remote_files", [])
+                f"{indent}  fetched  {f.origin} etag {f.etag or '-'} modified {f.last_modified or '-'} "
+                f"checked {f.checked_at}"
+                for f in r.remote_files
             ),
-            f"{indent}  code     commit {r['git_commit']}{' (dirty)' if r['git_dirty'] == 'true' else ''}",
-            f"{indent}  packages {', '.join(f'{k} {v}' for k, v in sorted(r['packages'].items()))}",
-            f"{indent}  config   train.max_steps={r['config'].get('train', {}).get('max_steps')} "
-            f"model={json.dumps(r['config'].get('model', {}))}",
-            f"{indent}  parent   {r['parent_model'] or 'none (trained from scratch)'}",
+            f"{indent}  code     commit {r.git_commit}{' (dirty)' if r.git_dirty == 'true' else ''}",
+            f"{indent}  packages {', '.join(f'{k} {v}' for k, v in sorted(r.packages.items()))}",
+            f"{indent}  config   train.max_steps={r.config.get('train', {}).get('max_steps')} "
+            f"model={json.dumps(r.config.get('model', {}))}",
+            f"{indent}  parent   {r.parent_model or 'none (trained from scratch)'}",
         ]
     return "\n".join(lines)
 
@@ -76,12 +108,28 @@ class CommitMismatch(RuntimeError):
     """The code differs from the code that trained the model."""
 
 
-def check_commit(record: dict, current: str, force: bool) -> None:
-    """Reproduction is exact only at the commit that trained the model; elsewhere it needs `force`."""
-    if record["git_commit"] != current and not force:
+def check_commit(record: LineageRecord, current: dict[str, str], force: bool) -> None:
+    """Reproduction is exact only with the code that trained the model: the same commit, and neither
+    that run's tree nor this one holding changes a commit does not name. Otherwise it needs `force`.
+    `current` is `tracking.git_state()`."""
+    if force:
+        return
+    model, recorded = record.model, record.git_commit
+    if recorded != current["git_commit"]:
         raise CommitMismatch(
-            f"{record['model']} was trained at commit {record['git_commit']}, this code is at {current}: "
-            f"check out {record['git_commit']} to reproduce it exactly, or pass --force to re-train anyway"
+            f"{model} was trained at commit {recorded}, this code is at {current['git_commit']}: "
+            f"check out {recorded} to reproduce it exactly, or pass --force to re-train anyway"
+        )
+    if record.git_dirty != "false":
+        raise CommitMismatch(
+            f"{model} was trained from a tree with uncommitted changes (git_dirty={record.git_dirty or 'unknown'}) "
+            f"on top of {recorded}: the code that trained it is not known exactly; pass --force to re-train anyway"
+        )
+    if current["git_dirty"] != "false":
+        raise CommitMismatch(
+            f"this checkout has uncommitted changes or untracked files under the code paths "
+            f"(git status -- foundry flows tasks models dvc.yaml pyproject.toml): commit or stash them to "
+            f"reproduce {model} exactly, or pass --force to re-train anyway"
         )
 
 

@@ -72,6 +72,22 @@ def _ensure_model(name: str) -> None:
                 raise
 
 
+def register(model_uri: str, name: str, run_id: str, tags: dict[str, str], description: str = "") -> str:
+    """A new version of `name` carrying `tags` and no alias, created in one call (whole or not at all)."""
+    _ensure_model(name)
+    # A tracking server insists on the logged model's id beside its models:/m-... source.
+    model_id = model_uri.removeprefix("models:/") if model_uri.startswith("models:/m-") else None
+    created = client().create_model_version(
+        name,
+        source=model_uri,
+        run_id=run_id,
+        tags={k: str(v) for k, v in tags.items()},
+        description=description,
+        model_id=model_id,
+    )
+    return str(created.version)
+
+
 PUBLICATION = "foundry.publication"  # pending until the version has all its aliases, then complete
 
 
@@ -89,23 +105,12 @@ def publish(
 
     The version is created `pending`, with the versions its aliases replace; it is marked `complete` last. A
     version a dead run left pending is withdrawn by `recover` before the model is next judged."""
-    _ensure_model(name)
     c = client()
     marks = {PUBLICATION: "pending", "gate.promoted": "false"}
     for which in ALIASES:
         previous = alias(name, which)
         marks[f"foundry.replaces_{which}"] = "" if previous is None else str(previous.version)
-    # A tracking server insists on the logged model's id beside its models:/m-... source.
-    model_id = model_uri.removeprefix("models:/") if model_uri.startswith("models:/m-") else None
-    created = c.create_model_version(
-        name,
-        source=model_uri,
-        run_id=run_id,
-        tags={**{k: str(v) for k, v in tags.items()}, **marks},
-        description=description,
-        model_id=model_id,
-    )
-    version = str(created.version)
+    version = register(model_uri, name, run_id, {**tags, **marks}, description)
     try:
         c.set_registered_model_alias(name, "challenger", version)
         if make_champion:
@@ -210,3 +215,29 @@ def promote_manually(model_uri: str, reason: str, who: str) -> dict:
     for key, value in record.items():
         c.set_model_version_tag(version.name, str(version.version), key, value)
     return {"name": version.name, "version": str(version.version), **record}
+
+
+def reregister(model_uri: str, home: Path) -> str:
+    """The weights and tokenizer of a version, registered again as a new version of the same model that
+    carries its code (versions logged before the code moved carry none and load only in a checkout).
+    The tags and model card are copied, `reregistered_from` names the original; aliases stay put."""
+    from foundry import tracking
+    from foundry.serving.package import log_model
+
+    old = resolve(model_uri)
+    artifacts = download(old, home)
+    experiment = client().get_run(old.run_id).info.experiment_id
+    run = client().create_run(
+        experiment,
+        run_name=f"reregister {old.name}/{old.version}",
+        tags={"foundry.stage": "reregister", "reregistered_from": model_uri},
+    )
+    try:
+        uri = log_model(run.info.run_id, artifacts / "model.pt", artifacts / "tokenizer.json")
+        tags = {**old.tags, "reregistered_from": f"models:/{old.name}/{old.version}"}
+        version = register(uri, old.name, run.info.run_id, tags, description=old.description or "")
+    except Exception:
+        tracking.end_run(run.info.run_id, ok=False)
+        raise
+    tracking.end_run(run.info.run_id, ok=True)
+    return version

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import models
 from models.generate import DEFAULTS
 
 LEAF = Path(__file__).with_name("pyfunc_model.py")
-MODEL_CODE = Path(__file__).resolve().parents[2] / "models"
+MODEL_CODE = Path(models.__file__).parent  # the package folder travels with the model as its code
 # What loading and serving a version needs, and nothing more: a fresh environment with these loads it.
 # A file, so that `make test` can gather their wheels for the test that loads a version offline.
 REQUIREMENTS = Path(__file__).with_name("requirements.txt")

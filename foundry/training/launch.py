@@ -4,15 +4,16 @@ Several ranks run `python -m foundry.training.worker` under `torch.distributed.l
 the library behind torchrun, with one local agent for all of them: the cluster templates in infra/ run the
 same entry point with torchrun, so the local launch exercises the same code path. The agent starts and
 stops the ranks and keeps each rank's output in `<checkpoints>/rank-logs/`; a rank that raises writes its
-traceback to its error file, and `TrainingFailed` carries it. What the library lacks stays here: naming
-the rank that failed first, the replica check, and the resume point, chosen once so every rank starts
-from the same checkpoint.
+traceback to its error file, and `TrainingFailed` carries it; with `train.max_restarts` it restarts every
+rank after a failure, each resuming from the newest intact checkpoint. What the library lacks stays here:
+naming the rank that failed first, the replica check, and the resume point.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
 import uuid
@@ -53,6 +54,10 @@ def worker_args(
     args = ["-m", TRAIN_ENTRY, "--config", str(config_path), "--data", str(data_dir)]
     args += ["--checkpoints", str(checkpoint_dir), "--data-version", data_version]
     args += ["--run-id", run_id] if run_id else []
+    if config.train.max_restarts:
+        # The agent restarts ranks with these same arguments: each start takes the newest intact checkpoint.
+        # Every rank looks before the process group forms, and nothing is saved until it has, so all agree.
+        return args + ["--resume-from", "auto"]
     return args + ["--resume-from", str(resume_from) if resume_from else "none"]
 
 
@@ -71,9 +76,7 @@ def launch_config(config: FoundryConfig, log_dir: Path) -> LaunchConfig:
         run_id=f"foundry-{uuid.uuid4().hex[:8]}",
         role="train",
         local_addr="127.0.0.1",  # no look-up of this host's name: loopback only
-        # No restarts by the agent: it would restart every rank from the checkpoint chosen at launch, not the
-        # newest. A Prefect retry (train.retries) launches again and resumes from the newest intact one.
-        max_restarts=0,
+        max_restarts=config.train.max_restarts,
         # A failure is noticed within 0.1 s; the agent then sends the other ranks SIGTERM, and SIGKILL 30 s later
         # (fixed in torch: a rank stuck where SIGTERM cannot reach it costs that long).
         monitor_interval=0.1,
@@ -103,13 +106,35 @@ def _signals_kept() -> Iterator[None]:
             os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = variable
 
 
+@contextmanager
+def _no_name_lookups() -> Iterator[None]:
+    """The agent names its host in the event records it builds and in a failure's message with
+    `socket.getfqdn()`, a DNS query wherever /etc/hosts does not know the name: on an air-gapped node, a
+    query beyond loopback. Locally this host is 127.0.0.1 to the agent anyway (`local_addr`), so for the
+    launch the records get the plain host name, which needs no lookup."""
+    from types import SimpleNamespace
+
+    from torch.distributed.elastic.agent.server import api
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+    from torch.distributed.elastic.multiprocessing import errors
+
+    saved = api._get_fq_hostname, LocalElasticAgent._get_fq_hostname, errors.socket
+    api._get_fq_hostname = socket.gethostname
+    LocalElasticAgent._get_fq_hostname = lambda self: socket.gethostname()
+    errors.socket = SimpleNamespace(getfqdn=socket.gethostname)
+    try:
+        yield
+    finally:
+        api._get_fq_hostname, LocalElasticAgent._get_fq_hostname, errors.socket = saved
+
+
 def run_ranks(config: FoundryConfig, args: list[str], log_dir: Path) -> None:
     """`python <args>` as every rank; waits for all, and raises TrainingFailed naming the rank that failed first."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
 
     try:
-        with _signals_kept():
+        with _signals_kept(), _no_name_lookups():
             elastic_launch(launch_config(config, log_dir), sys.executable)(*args)
     except ChildFailedError as exc:
         raise TrainingFailed(describe(exc.failures, world_size(config), log_dir)) from exc
@@ -143,10 +168,10 @@ def launch_local(
 def launch(config: FoundryConfig, data_dir: Path, checkpoint_dir: Path, run_id: str | None, data_version: str) -> Path:
     """Train into `checkpoint_dir`, resuming from its newest intact checkpoint if a previous try left one."""
     from foundry.checkpointing.resume import resume_point
+    from foundry.training.trainer import peak_flops, train
 
     resume_from = resume_point(checkpoint_dir)
+    peak_flops(config.train)  # a CPU's peak is measured once, here, not by every rank at the same time
     if world_size(config) == 1:  # no processes to start: the fast path, in this process
-        from foundry.training.trainer import train
-
         return train(config, data_dir, checkpoint_dir, run_id, data_version, resume_from=resume_from)
     return launch_local(config, data_dir, checkpoint_dir, run_id, data_version, resume_from)

@@ -64,12 +64,19 @@ def main(argv: list[str] | None = None) -> int:
     # Never log to a run inherited from whoever started the agent (mlflow#15713): rank 0 logs to --run-id only.
     os.environ.pop("MLFLOW_RUN_ID", None)
     from foundry.config import validate
-    from foundry.training.trainer import train
+    from foundry.training.trainer import join_process_group, train
 
     config = validate(json.loads(args.config.read_text()))
     if "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun's agent, not by hand
         os.environ.update(node_layout(os.environ, config.train.devices, config.train.num_nodes))
-    resume_from = _resume_point(args.resume_from, args.checkpoints)
+        print(
+            f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}: node {os.environ['NODE_RANK']}, "
+            f"local rank {os.environ['LOCAL_RANK']}",
+            file=sys.stderr,
+            flush=True,
+        )
+    resume_from = _resume_point(args.resume_from, args.checkpoints)  # before the group forms: all ranks agree
+    join_process_group(config.train)
     # Lightning's MLflow logger is rank-zero-only, so every rank may be handed the run id.
     leader = os.environ.get("RANK", "0") == "0"
     train(
