@@ -109,8 +109,10 @@ def test_gate_tags_record_inputs_and_verdict():
 def test_the_event_of_a_publication_says_what_the_gate_and_the_review_mode_made_of_it():
     from tasks.registry import event_name
 
-    def decision(passed):
-        return GateDecision(passed=passed, verdict="v", challenger_bits_per_byte=1.0)
+    def decision(passed, auto_promote=True):
+        return GateDecision(
+            passed=passed, make_champion=passed and auto_promote, verdict="v", challenger_bits_per_byte=1.0
+        )
 
     promoted, kept = (
         Promotion(version="2", promoted=True, verdict="v"),
@@ -118,4 +120,5 @@ def test_the_event_of_a_publication_says_what_the_gate_and_the_review_mode_made_
     )
     assert event_name(promoted, decision(True)) == "foundry.model.promoted"
     assert event_name(kept, decision(False)) == "foundry.model.refused"
-    assert event_name(kept, decision(True)) == "foundry.model.awaiting-review"  # registry.auto_promote: false
+    review = decision(True, auto_promote=False)  # registry.auto_promote: false
+    assert event_name(kept, review) == "foundry.model.awaiting-review"

@@ -125,7 +125,7 @@ def test_foundry_retrain_sees_changed_sources_and_keeps_the_splits(
     from foundry.registry.lineage import format_lineage, lineage
 
     chain = lineage("models:/rt-cli/2", depth=1)
-    assert {f["origin"] for f in chain[0]["remote_files"]} == {
+    assert {f.origin for f in chain[0].remote_files} == {
         f"{url}/fresh.txt",
         *(f"s3://rt-bucket/new/{k}.txt" for k in "ab"),
     }
