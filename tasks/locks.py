@@ -28,6 +28,11 @@ class FlockLockManager:
         self.folder = folder
         self._held: dict[str, tuple[str, IO]] = {}
 
+    def __reduce__(self):
+        # Sent along with the `dataset` task's context when its map steps run on Dask workers: a lock belongs
+        # to the process that took it (its open file), so the copy holds none.
+        return (FlockLockManager, (self.folder,))
+
     def _path(self, key: str) -> Path:
         return self.folder / f"{key}.lock"
 

@@ -66,3 +66,17 @@ def test_the_cache_key_lock_is_released_when_its_holder_dies(tmp_path):
     assert manager.acquire_lock("key", "me", acquire_timeout=10) and manager.is_lock_holder("key", "me")
     manager.release_lock("key", "me")
     assert not manager.is_locked("key")
+
+
+def test_a_copy_of_the_lock_manager_holds_no_lock_and_the_original_keeps_its_own(tmp_path):
+    """The manager travels with the `dataset` task's context to Dask workers (`data.workers` > 1): it pickles,
+    and the lock stays with the process that took it (tests/test_airgap.py runs that pipeline)."""
+    import pickle
+
+    manager = FlockLockManager(tmp_path)
+    assert manager.acquire_lock("key", "run-1")
+    copy = pickle.loads(pickle.dumps(manager))
+    assert copy.folder == tmp_path and not copy.is_lock_holder("key", "run-1")
+    assert copy.is_locked("key") and not copy.acquire_lock("key", "run-2", acquire_timeout=0.3)
+    manager.release_lock("key", "run-1")
+    assert copy.acquire_lock("key", "run-2", acquire_timeout=5)
