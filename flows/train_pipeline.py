@@ -22,7 +22,8 @@ from foundry.tracking import pipeline_run  # noqa: E402
 from tasks.artifacts import name_flow_run, publish_data_stage, publish_result, run_name  # noqa: E402
 from tasks.data import acquire, dataset, hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402
-from tasks.registry import judge, promote, register  # noqa: E402
+from tasks.locks import promotion_lock  # noqa: E402
+from tasks.registry import champion_data, judge, register  # noqa: E402
 from tasks.training import train  # noqa: E402
 
 
@@ -32,19 +33,20 @@ def train_pipeline(config: FoundryConfig = FoundryConfig()) -> PipelineResult:
     route_library_logs()  # each line once, our INFO lines included
     with pipeline_run(config, runtime.flow_run.name, {"prefect.flow_run_id": str(runtime.flow_run.id)}) as run:
         source_manifest = acquire(config, run)
-        data = dataset(config, source_manifest, run)  # prepare, validate, version: cached by content
+        parent = champion_data(config, run)  # the champion's data: its ledger keeps each document's split
+        data = dataset(config, source_manifest, run, parent)  # prepare, validate, version: cached by content
         data_dir = hydrate(data, run)
         name_flow_run(f"{runtime.flow_run.name}-{data.data_version[:8]}")
         publish_data_stage(data_dir)
         checkpoint = train(config, data_dir, data, run)
         metrics = evaluate(config, checkpoint, data_dir, run)
-        decision = judge(config, metrics, data_dir, data, run)
-        model_version = register(config, checkpoint, data_dir, data, metrics, decision, run)
-        outcome = promote(config, model_version, decision)
+        with promotion_lock(config.registry.model_name, run.home):  # one flow at a time moves its aliases
+            decision = judge(config, checkpoint, metrics, data_dir, data, run, parent)
+            outcome = register(config, checkpoint, data_dir, data, metrics, decision, run)
     result = PipelineResult(
         run_id=run.run_id,
         model_name=config.registry.model_name,
-        model_version=model_version,
+        model_version=outcome.version,
         data_version=data.data_version,
         metrics=metrics,
         promoted=outcome.promoted,

@@ -101,7 +101,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     names = ", ".join(f"{d.name} ({config.retrain.cron})" if d.scheduled else d.name for d in DEPLOYMENTS)
     print(f"serving deployments {names}; UI {api.removesuffix('/api')}", flush=True)
-    serve(config)
+    serve(config, automations=args.automations)
     return 0
 
 
@@ -138,8 +138,11 @@ def cmd_promote(args: argparse.Namespace) -> int:
     import getpass
 
     from foundry.registry.versions import promote_manually
+    from tasks.locks import promotion_lock
 
-    record = promote_manually(args.model_uri, args.reason, args.who or getpass.getuser())
+    name = args.model_uri.removeprefix("models:/").split("@")[0].split("/")[0]
+    with promotion_lock(name, foundry_home()):  # not while a flow judges and publishes the same model
+        record = promote_manually(args.model_uri, args.reason, args.who or getpass.getuser())
     print(
         f"models:/{record['name']}/{record['version']} is now champion "
         f"(was: {record['replaced_champion'] or 'none'}; by {record['promoted_by']}: {record['promotion_reason']})"
@@ -250,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="serve the train, retrain and reproduce deployments against PREFECT_API_URL"
     )
     _config_args(serve)
+    serve.add_argument("--automations", action="store_true", help="also create flows/automations.py's example")
     serve.set_defaults(func=cmd_serve)
 
     doctor = commands.add_parser("doctor", help="versions, backends and whether they answer, telemetry switches")

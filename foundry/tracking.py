@@ -1,7 +1,9 @@
 """MLflow bookkeeping: the experiment, the pipeline run, and the lineage every run carries.
 
 Every call names its run id explicitly: tasks may run in other threads or processes, where
-MLflow's "active run" is not the pipeline's.
+MLflow's "active run" is not the pipeline's. Calls to a tracking server retry transient failures
+(connection refused or reset, 408, 429, 5xx) with MLflow's own backoff (`MLFLOW_HTTP_REQUEST_MAX_RETRIES`,
+7, and `MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR`, 2: about four minutes); then the call raises.
 """
 
 from __future__ import annotations
@@ -19,11 +21,34 @@ from foundry.config import FoundryConfig
 from foundry.contracts import DataVersion, RunContext
 from foundry.env import PROJECT_ROOT, foundry_home, package_versions, uses_embedded_mlflow
 
+_READY: set[str] = set()  # tracking URIs whose store this process has opened
+
 
 def client():
     from mlflow import MlflowClient
+    from mlflow.tracking import get_tracking_uri
 
+    uri = get_tracking_uri()
+    if uri not in _READY:
+        _open_store(uri)
+        _READY.add(uri)
     return MlflowClient()
+
+
+def _open_store(uri: str) -> None:
+    """MLflow creates its tables when a process first opens an empty SQLite store, without a lock: two runs
+    started together on a fresh $FOUNDRY_HOME both tried ("table ... already exists"). One at a time, here."""
+    if not uri.startswith("sqlite:///"):
+        return
+    from filelock import FileLock
+    from mlflow import MlflowClient
+
+    database = Path(uri.removeprefix("sqlite:///"))
+    database.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{database}.init.lock"):
+        opened = MlflowClient(uri, registry_uri=uri)  # this database's stores, wherever the registry is
+        opened.search_experiments(max_results=1)  # the tracking store's tables
+        opened.search_registered_models(max_results=1)  # and the registry's
 
 
 def experiment_id(name: str) -> str:

@@ -11,6 +11,9 @@ class EvaluationConfig(_Section):
     max_tokens: int = Field(2_000_000, ge=1, description="Cap on holdout tokens scored.")
     batch_size: int = Field(32, ge=1)
     min_improvement: float = Field(0.0, ge=0, description="Bits per byte a challenger must gain to be champion.")
+    max_regression: float = Field(
+        0.02, ge=0, description="Bits per byte a challenger may lose on the champion's holdout."
+    )
     compression_context_bytes: int = Field(
         8 << 20, ge=0, description="Training text (its tail) that gzip and xz see before the holdout."
     )
@@ -27,6 +30,7 @@ class RetrainConfig(_Section):
     max_steps: int = Field(200, ge=1, description="Fine-tuning steps from the champion.")
     learning_rate: float = Field(1e-3, gt=0)
     warmup_steps: int = Field(20, ge=0)
+    replay_fraction: float = Field(0.25, ge=0, le=1, description="Share of the champion's training documents replayed.")
 
 
 class RegistryConfig(_Section):

@@ -47,6 +47,19 @@ def summary_table(metrics: dict[str, float], champion_bpb: float | None) -> pd.D
     return pd.DataFrame(rows)
 
 
+def forgetting(decision: GateDecision) -> str:
+    """The champion's own holdout, both models on it: what the challenger may have forgotten."""
+    old = decision.old_holdout
+    if old is None:
+        return "No champion to compare with: nothing to forget."
+    return (
+        f"On the champion's (v{decision.champion_version}) own holdout, data version `{old.data_version}`: "
+        f"this model {old.challenger_bits_per_byte:.4f}, the champion {old.champion_bits_per_byte:.4f} bits/byte; "
+        f"{'worse' if old.regression > 0 else 'better'} by {abs(old.regression):.4f}, "
+        f"{'more than' if old.forgets else 'within'} the {old.max_regression} allowed."
+    )
+
+
 def model_card(
     config: FoundryConfig,
     manifest: dict,
@@ -71,6 +84,9 @@ def model_card(
 {rows}
 
 Loss {metrics["holdout/loss"]:.4f} nats/token, perplexity {metrics["holdout/perplexity"]:.2f}, on {int(metrics["holdout/tokens"])} holdout tokens.
+
+## Forgetting guard
+{forgetting(decision)}
 
 ## Data
 - version `{data.data_version}` in `{data.remote}`

@@ -6,7 +6,7 @@ import json
 
 from foundry import tracking
 from foundry.config import FoundryConfig
-from foundry.contracts import DataVersion, GateDecision, LineageRecord
+from foundry.contracts import DataVersion, FetchedFile, GateDecision, LineageRecord
 from foundry.registry import versions as registry
 
 COMPARED = ("holdout/loss", "holdout/bits_per_byte", "holdout/perplexity")
@@ -83,6 +83,7 @@ def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:
         packages={k.removeprefix("version."): v for k, v in run.data.tags.items() if k.startswith("version.")},
         config=recorded_config(version),
         holdout_bits_per_byte=_formatted(recorded_metrics(version).get("holdout/bits_per_byte")),
+        remote_files=remote_files(version.run_id),
     )
     chain = [record]
     if record.parent_model and depth > 1:
@@ -92,6 +93,20 @@ def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:
 
 def _formatted(value: float | None) -> str:
     return "" if value is None else f"{value:.6f}"
+
+
+def remote_files(run_id: str) -> list[FetchedFile]:
+    """What the origin of each remote source file said when the run acquired it (URL or s3 URI, ETag,
+    Last-Modified, when it was asked), from the run's source manifest; [] for runs that logged none."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    try:
+        manifest = json.loads(mlflow.artifacts.load_text(f"runs:/{run_id}/data/source_manifest.json"))
+    except (MlflowException, OSError):
+        return []
+    keys = FetchedFile.model_fields
+    return [FetchedFile(**{k: e.get(k, "") for k in keys}) for e in manifest.get("entries", []) if e.get("origin")]
 
 
 def format_lineage(chain: list[LineageRecord]) -> str:
@@ -104,6 +119,11 @@ def format_lineage(chain: list[LineageRecord]) -> str:
             f"{indent}  run      {r.run_id} ({r.run_status})",
             f"{indent}  data     version {r.data_version} in {r.data_remote}",
             f"{indent}  source   {r.data_source} (content digest {r.data_source_digest[:16]})",
+            *(
+                f"{indent}  fetched  {f.origin} etag {f.etag or '-'} modified {f.last_modified or '-'} "
+                f"checked {f.checked_at}"
+                for f in r.remote_files
+            ),
             f"{indent}  code     commit {r.git_commit}{' (dirty)' if r.git_dirty == 'true' else ''}",
             f"{indent}  packages {', '.join(f'{k} {v}' for k, v in sorted(r.packages.items()))}",
             f"{indent}  config   train.max_steps={r.config.get('train', {}).get('max_steps')} "

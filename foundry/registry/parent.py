@@ -1,10 +1,11 @@
-"""The registered model a run starts from: its weights, tokenizer, recorded config and source manifest."""
+"""What a run builds on: the champion's data version (its split ledger and holdout) and, for a retrain, the
+champion itself (weights, tokenizer, recorded config and source manifest)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from foundry.contracts import ParentModel, SourceManifest
+from foundry.contracts import ParentData, ParentModel, SourceManifest
 from foundry.registry import versions
 from foundry.registry.lineage import recorded_config
 
@@ -13,8 +14,28 @@ class NoChampion(RuntimeError):
     """Retraining starts from a champion; there is none yet."""
 
 
+def data_of(champion, home: Path) -> ParentData:
+    """A registered version's data version, hydrated on this node (once per version)."""
+    from foundry.data.hydrate import hydrate_version
+    from foundry.data.ledger import identity
+    from foundry.registry.gate import champion_data
+
+    data = champion_data(champion)
+    folder = hydrate_version(data, home)
+    return ParentData(
+        model_uri=f"models:/{champion.name}/{champion.version}", data=data, dir=folder, ledger_digest=identity(folder)
+    )
+
+
+def champion_data(model_name: str, home: Path) -> ParentData | None:
+    """The champion's data version, the ledger a new data version for this model builds on; None without a
+    champion. A registry error is an error, not "no champion"."""
+    champion = versions.champion(model_name)
+    return None if champion is None else data_of(champion, home)
+
+
 def fetch_champion(model_name: str, home: Path) -> ParentModel:
-    """The champion of `model_name`, downloaded once per version into `$FOUNDRY_HOME/models/`."""
+    """The champion of `model_name`, downloaded once per version into `$FOUNDRY_HOME/models/`, with its data."""
     import mlflow
 
     champion = versions.champion(model_name)
@@ -28,4 +49,5 @@ def fetch_champion(model_name: str, home: Path) -> ParentModel:
         tokenizer=str(artifacts / "tokenizer.json"),
         config=recorded_config(champion),
         source_manifest=SourceManifest.model_validate_json(manifest),
+        data=data_of(champion, home),
     )
