@@ -49,7 +49,7 @@ def train_task(config: FoundryConfig, data_dir: Path, data: DataVersion, run: Ru
 @contextmanager
 def system_metrics(run: RunContext, t: TrainConfig) -> Iterator[None]:
     """MLflow's system metrics (CPU, memory, disk, network; GPU when present) on the run while training runs,
-    sampled every `train.progress_every_s` seconds (the monitor drops samples it has not logged when stopped)."""
+    sampled every `train.progress_every_s` seconds and once more at the end."""
     from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
     monitor = SystemMetricsMonitor(run.run_id, sampling_interval=t.progress_every_s, resume_logging=True)
@@ -58,3 +58,9 @@ def system_metrics(run: RunContext, t: TrainConfig) -> Iterator[None]:
         yield
     finally:
         monitor.finish()
+        # The monitor logs a sample only after waiting an interval, and drops it when stopped meanwhile: what
+        # it took since its last log (all of a training shorter than one interval) is logged here.
+        last = monitor.aggregate_metrics()
+        if last:
+            monitor.publish_metrics(last)
+            monitor.mlflow_logger.flush()

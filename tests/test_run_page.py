@@ -124,6 +124,6 @@ def test_version_tags_are_the_few_a_reviewer_reads(base_model):
     tags = version.tags
     assert {"run_id", "data_version", "data.source", "git_commit", "gate.verdict", "gate.promoted"} <= set(tags)
     assert not [k for k in tags if k.startswith(("holdout/", "version.")) or k == "config"]
-    assert len(tags) <= 16
+    assert all(len(value) <= 200 for value in tags.values())  # no JSON blob to scroll through in the list
     assert recorded_config(version)["registry"]["model_name"] == "it-gpt"
     assert recorded_metrics(version)["holdout/bits_per_byte"] == pytest.approx(summary.metrics["holdout/bits_per_byte"])
