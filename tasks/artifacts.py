@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from prefect.artifacts import (
     update_progress_artifact,
 )
 from prefect.cache_policies import NO_CACHE
+from prefect.context import FlowRunContext, TaskRunContext
 
 from foundry import tracking
 from foundry.config import FoundryConfig
@@ -79,8 +81,12 @@ def training_progress(progress_file: Path, total: int, every_s: float) -> Iterat
     the artifact ends at the last step reached (100% when training finished)."""
     from foundry.training.progress import read_progress
 
-    logger = get_run_logger()
-    artifact = create_progress_artifact(0.0, key=PROGRESS, description=f"optimizer steps of {total}", _sync=True)
+    in_a_run = TaskRunContext.get() is not None or FlowRunContext.get() is not None
+    # Called directly (`train_task.fn`, a notebook), there is no run page: the lines go to the log alone.
+    logger = get_run_logger() if in_a_run else logging.getLogger(__name__)
+    artifact = None
+    if in_a_run:
+        artifact = create_progress_artifact(0.0, key=PROGRESS, description=f"optimizer steps of {total}", _sync=True)
     stop, seen = threading.Event(), []
 
     def report() -> None:
@@ -88,7 +94,8 @@ def training_progress(progress_file: Path, total: int, every_s: float) -> Iterat
         if now is None or (seen and seen[-1] == now):
             return
         seen.append(now)
-        update_progress_artifact(artifact, now.percent, description=now.line(), _sync=True)
+        if artifact is not None:
+            update_progress_artifact(artifact, now.percent, description=now.line(), _sync=True)
         logger.info(now.line())
 
     def loop() -> None:

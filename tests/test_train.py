@@ -160,14 +160,14 @@ def test_deterministic_switch_reaches_torch(tmp_path, monkeypatch):
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")  # Lightning sets it; restored after the test
     io = ManifestCheckpointIO(tmp_path, 1)
     try:
-        _trainer(tiny("train.deterministic=true"), None, io, progress=False)
+        _trainer(tiny("train.deterministic=true"), None, io, progress=False, progress_file=None)
         assert (
             torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled()
         )
         assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
-        _trainer(tiny("train.deterministic=warn"), None, io, progress=False)
+        _trainer(tiny("train.deterministic=warn"), None, io, progress=False, progress_file=None)
         assert torch.is_deterministic_algorithms_warn_only_enabled()
-        _trainer(tiny(), None, io, progress=False)
+        _trainer(tiny(), None, io, progress=False, progress_file=None)
         assert not torch.are_deterministic_algorithms_enabled()
     finally:
         torch.use_deterministic_algorithms(False)
