@@ -4,6 +4,7 @@ written from the same table (`foundry deployments --write prefect.yaml`; a test 
 - train:     the whole pipeline; its parameter is the config, so the Prefect UI shows it as a form
 - retrain:   fine-tune the champion on what is new, on `retrain.cron` (weekly by default)
 - reproduce: re-train a registered model from its lineage and compare metrics
+- align:     instruction tuning or preference optimisation of a registered version (its model_uri is asked at run time)
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ DEPLOYMENTS = (
         "flows/reproduce.py:reproduce",
         "Re-train a registered model from its recorded data version and config.",
         takes_config=False,
+    ),
+    Deployment(
+        "align",
+        "flows/align.py:align",
+        "Instruction-tune (sft) or preference-optimise (dpo) a registered version: model_uri, align.method, data.source.",
     ),
 )
 WORK_POOL = "foundry"

@@ -8,6 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from foundry.cli_align import add_commands as add_alignment_commands
 from foundry.config import ConfigError, FoundryConfig, load_config, to_yaml
 from foundry.env import configure_environment, foundry_home
 
@@ -317,6 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     _config_args(deployments)
     deployments.add_argument("--write", type=Path, metavar="FILE", help="write to FILE instead of printing")
     deployments.set_defaults(func=cmd_deployments)
+    add_alignment_commands(commands, _config_args, _load)
     return parser
 
 

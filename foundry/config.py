@@ -1,8 +1,5 @@
-"""The one typed config: flow parameters, DVC params.yaml and MLflow params all come from here.
-
-Defaults in this file are the source of truth; `params.yaml` is written from them
-(`foundry config --defaults --write params.yaml`) and a test keeps the two equal.
-"""
+"""The one typed config (this module and the section modules it imports): flow parameters, DVC params.yaml and
+MLflow params come from its defaults; `foundry config --defaults --write params.yaml` writes them, a test compares."""
 
 from __future__ import annotations
 
@@ -12,6 +9,8 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from foundry.config_align import AlignConfig
 
 PII_KINDS = Literal["private_key", "aws_access_key", "aws_secret_key", "email", "credit_card", "ipv6", "ipv4", "phone"]
 
@@ -238,6 +237,12 @@ class EvaluationConfig(_Section):
     max_tokens: int = Field(2_000_000, ge=1, description="Cap on holdout tokens scored.")
     batch_size: int = Field(32, ge=1)
     min_improvement: float = Field(0.0, ge=0, description="Bits per byte a challenger must gain to be champion.")
+    max_regression: float = Field(
+        0.02,
+        ge=0,
+        description="Forgetting guard: bits per byte a challenger may lose against the champion on the "
+        "champion's own holdout and still be promoted.",
+    )
     compression_context_bytes: int = Field(
         8 << 20, ge=0, description="Training text (its tail) that gzip and xz see before the holdout."
     )
@@ -271,6 +276,7 @@ class FoundryConfig(_Section):
     evaluation: EvaluationConfig = EvaluationConfig()
     registry: RegistryConfig = RegistryConfig()
     retrain: RetrainConfig = RetrainConfig()
+    align: AlignConfig = AlignConfig()
 
     def flat(self) -> dict[str, Any]:
         """Dotted keys to scalar values, the form MLflow params take."""

@@ -22,6 +22,8 @@ from foundry.digests import sha256_file
 # Train settings that change how a run is operated, not the weights it computes: a re-run that
 # differs only in these still resumes the same attempt.
 OPERATIONAL_KEYS = {"retries", "max_restarts", "collective_timeout_s", "log_every_n_steps", "peak_flops", "cpu_threads"}
+# Alignment settings outside `train` that change the weights a run computes on the same data.
+ALIGN_LOSS_KEYS = {"beta", "sft_weight"}
 
 
 def resume_point(directory: Path) -> Path | None:
@@ -37,6 +39,7 @@ def resume_key(config: FoundryConfig, data_version: str) -> str:
         # Retraining downloads its parent into a fresh folder each time: the weights name the start, not the path.
         train["init_from"] = sha256_file(Path(train["init_from"]))
     identity = {"model": config.model.model_dump(mode="json"), "train": train, "data_version": data_version}
+    identity["align"] = config.align.model_dump(include=ALIGN_LOSS_KEYS)  # DPO's loss: other weights, same data
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -6,7 +6,7 @@ import json
 
 from foundry import tracking
 from foundry.config import FoundryConfig
-from foundry.contracts import DataVersion, GateDecision, LineageRecord
+from foundry.contracts import AlignmentDecision, DataVersion, GateDecision, LineageRecord
 from foundry.registry import versions as registry
 
 COMPARED = ("holdout/loss", "holdout/bits_per_byte", "holdout/perplexity")
@@ -18,7 +18,7 @@ def version_tags(
     data: DataVersion,
     source_digest: str,
     metrics: dict[str, float],
-    decision: GateDecision,
+    decision: GateDecision | AlignmentDecision,
     git: dict[str, str],
     parent: str = "",
 ) -> dict[str, str]:

@@ -1,0 +1,65 @@
+"""Alignment: instruction tuning (sft) or preference optimisation (dpo) of any registered version.
+
+foundry align models:/foundry-gpt@champion --set data.source=chat/ --set align.method=sft
+foundry align models:/foundry-chat/1 --set data.source=preferences/ --set align.method=dpo
+"""
+
+from __future__ import annotations
+
+from foundry.env import configure_environment
+
+configure_environment()  # an entry point: `foundry align` and Prefect workers import this module directly
+
+from prefect import flow, runtime  # noqa: E402
+
+from foundry.config import FoundryConfig  # noqa: E402
+from foundry.contracts import AlignResult  # noqa: E402
+from foundry.env import foundry_home  # noqa: E402
+from foundry.tracking import pipeline_run  # noqa: E402
+from foundry.training.warm_start import align_config  # noqa: E402
+from tasks.align import (  # noqa: E402
+    align_dataset,
+    chat_base,
+    evaluate_aligned,
+    judge_aligned,
+    parent_version,
+    promote_aligned,
+    register_aligned,
+)
+from tasks.data import acquire, hydrate  # noqa: E402
+from tasks.training import train  # noqa: E402
+
+
+@flow(name="align", log_prints=True)
+def align(model_uri: str, config: FoundryConfig = FoundryConfig()) -> AlignResult:
+    """Start from `model_uri` with the chat template's tokens; acquire, check and version the records; train
+    with the method's loss; evaluate beside the base; judge, register and promote under `align.model_name`."""
+    parent = parent_version(model_uri, foundry_home())
+    base = chat_base(parent, foundry_home())
+    tuned = align_config(config, base)
+    tags = {
+        "prefect.flow_run_id": str(runtime.flow_run.id),
+        "foundry.stage": "align",
+        "parent_model": parent.uri,
+        "align.method": config.align.method,
+    }
+    with pipeline_run(tuned, runtime.flow_run.name, tags) as run:
+        source_manifest = acquire(tuned, run)
+        data = align_dataset(tuned, source_manifest, run)  # check, scrub, encode, validate, version: cached
+        data_dir = hydrate(data, run)
+        checkpoint = train(tuned, data_dir, data, run)
+        metrics = evaluate_aligned(tuned, checkpoint, parent, base, data_dir, run)
+        decision = judge_aligned(tuned, metrics, run)
+        model_version = register_aligned(tuned, checkpoint, data_dir, data, metrics, decision, run, parent)
+        outcome = promote_aligned(tuned, model_version, decision)
+    return AlignResult(
+        run_id=run.run_id,
+        model_name=tuned.registry.model_name,
+        model_version=model_version,
+        data_version=data.data_version,
+        parent=parent.uri,
+        method=tuned.align.method,
+        metrics=metrics,
+        promoted=outcome.promoted,
+        verdict=outcome.verdict,
+    )
