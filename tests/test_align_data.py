@@ -249,3 +249,21 @@ def test_foundry_instructions_writes_what_align_reads(tmp_path, capsys):
     oov = [json.loads(line) for line in (tmp_path / "set" / "eval" / "oov.jsonl").read_text().splitlines()]
     assert len(oov) == 3 * len(TASKS) and {e["task"] for e in oov} == set(TASKS)
     assert len((tmp_path / "set" / "dpo" / "train.jsonl").read_text().splitlines()) == 4 * len(TASKS)
+
+
+def test_the_dataset_key_follows_records_tokenizer_context_and_method(chat_tokenizer, tmp_path):
+    """The align flow's data task is cached under this key: same inputs, same dataset version, no compute."""
+    from foundry.data.prepare_align import align_dataset_key
+
+    other_tokenizer = tmp_path / "tokenizer.json"
+    other_tokenizer.write_text(chat_tokenizer.read_text().replace("<|end|>", "<|stop|>"))
+    source = tmp_path / "src"
+    base = align_dataset_key(config_for(source, "chat", chat_tokenizer), "digest-1")
+    assert align_dataset_key(config_for(source, "chat", chat_tokenizer, "align.max_steps=5"), "digest-1") == base
+    for changed in (
+        align_dataset_key(config_for(source, "chat", chat_tokenizer), "digest-2"),
+        align_dataset_key(config_for(source, "preference", chat_tokenizer), "digest-1"),
+        align_dataset_key(config_for(source, "chat", other_tokenizer), "digest-1"),
+        align_dataset_key(config_for(source, "chat", chat_tokenizer, "model.block_size=40"), "digest-1"),
+    ):
+        assert changed != base
