@@ -1,11 +1,12 @@
 """Data preparation throughput: Prefect tasks on Dask (1 and 2 workers) against a plain single-core loop.
 
-    python bench/data_prep.py [--repeats 2] [--scale 10 | --no-scale] [--scale-all]
+    python bench/data_prep.py [--repeats 3] [--scale 10 | --no-scale] [--scale-all] [--scale-repeats 3]
 
 All runs prepare the default corpus (`stdlib://`, the same acquired files) with the default config:
 - plain: the same steps done by the libraries, called directly in one loop, holding the corpus in
   lists (read, decode, normalise, scrub, quality rules, sha256, datasketch MinHash and LSH, the
-  byte-guaranteed holdout, tokenizers BPE training and encoding, numpy token files);
+  byte-guaranteed holdout, tokenizers BPE training on the same content-hash sample of at most
+  `tokenizer.max_train_bytes` of the train split, encoding, numpy token files);
 - in-process: `run_prepare` with `data.workers: 1` (the default: no cluster);
 - dask-1 / dask-2: `run_prepare` with `data.scheduler: local`, `data.workers: 1|2`: a Prefect flow whose
   partition steps are task runs on a Dask LocalCluster (against a Prefect server started beforehand,
@@ -13,10 +14,13 @@ All runs prepare the default corpus (`stdlib://`, the same acquired files) with 
 Each run is a fresh process pinned with sched_setaffinity to as many cores as it has workers (the
 plain loop and in-process: one), tokenizer threads included; Dask workers inherit the pinning.
 Imports happen before the clock starts. Peak RSS is the largest of the process and its children.
-`--scale N` also prepares N copies of the corpus (letters rotated per copy, so no copy is a
-duplicate of another) in-process, unpinned, to show how peak memory follows the corpus size;
-`--scale-all` runs plain, dask-1 and dask-2 on it too (several minutes), where the cluster's fixed
-cost weighs less. The last line is the headline.
+Every run reports the sha256 of its train and holdout token streams: all runs of one corpus must
+agree (same documents, same tokens), or the benchmark says so and exits 1. Each kind runs `--repeats`
+times, interleaved with the others so drifting load hits them alike, and the median counts.
+`--scale N` also prepares N copies of the corpus (letters rotated per copy, so no copy is a duplicate
+of another) in-process, `--scale-repeats` times, to show how time and peak memory follow the corpus
+size; `--scale-all` runs plain, dask-1 and dask-2 on it too (tens of minutes on 2 cores), where the
+cluster's fixed cost weighs less. The last line is the headline.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import argparse
 import json
 import os
 import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -92,14 +98,31 @@ def plain_loop(entries: list, config, out: Path) -> dict:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator([t for _, _, t, _ in splits["train"]], trainer)
+    # The pipeline's sample: documents whose content hash falls below max_train_bytes / train bytes.
+    rate = config.tokenizer.max_train_bytes / max(1, sum(size for _, size, _, _ in splits["train"]))
+    sample = [t for sha, _, t, _ in splits["train"] if rate >= 1 or int(sha[:8], 16) < rate * 0x1_0000_0000]
+    tokenizer.train_from_iterator(sample, trainer)
     tokenizer.save(str(out / "tokenizer.json"))
     eot, tokens = tokenizer.token_to_id("<|endoftext|>"), {}
     for split, rows in splits.items():
         ids = [i for enc in tokenizer.encode_batch_fast([t for _, _, t, _ in rows]) for i in (*enc.ids, eot)]
         np.asarray(ids, dtype="<u2").tofile(out / f"{split}.bin")
         tokens[split] = len(ids)
-    return {"docs_out": len(docs), "train_tokens": tokens["train"], "holdout_tokens": tokens["holdout"]}
+    return {
+        "docs_out": len(docs),
+        "train_tokens": tokens["train"],
+        "holdout_tokens": tokens["holdout"],
+    }
+
+
+def stream_digest(files: list[Path]) -> str:
+    """sha256 of the files' bytes, one after the other: equal for equal token streams of one dtype."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def _timed_steps(timings: dict, dask: bool) -> None:
@@ -152,15 +175,8 @@ def _warm_cluster(workers: int):
             dashboard_address="127.0.0.1:0",
             env=WORKER_ENV,
         )
-    config = load_config(
-        None,
-        [
-            "data.source=stdlib://json",
-            f"data.scheduler={cluster.scheduler_address}",
-            f"data.workers={workers}",
-            "model.block_size=8",
-        ],
-    )
+    overrides = ["data.source=stdlib://json", f"data.scheduler={cluster.scheduler_address}", "model.block_size=8"]
+    config = load_config(None, [*overrides, f"data.workers={workers}"])
     warm = Path(tempfile.mkdtemp())
     run_prepare(acquire_source(config.data, warm / "m.json"), config, warm / "prepared", progress=False)
     return cluster
@@ -184,6 +200,8 @@ def child(kind: str, workers: int, manifest_path: Path, out: Path) -> None:
         out.mkdir(parents=True)
         start = time.perf_counter()
         result = plain_loop(manifest.entries, config, out)
+        seconds = time.perf_counter() - start
+        result["tokens_sha256"] = {split: stream_digest([out / f"{split}.bin"]) for split in ("train", "holdout")}
     else:
         from tasks.data_parallel import run_prepare
 
@@ -198,12 +216,16 @@ def child(kind: str, workers: int, manifest_path: Path, out: Path) -> None:
         _timed_steps(timings, dask=kind != "in-process")
         start = time.perf_counter()
         m = run_prepare(manifest, config, out, progress=False)
+        seconds = time.perf_counter() - start
         result = {
             "docs_out": m["stats"]["docs_out"],
             "train_tokens": m["train_tokens"],
             "holdout_tokens": m["holdout_tokens"],
+            "tokens_sha256": {
+                split: stream_digest([out / s["file"] for s in m["shards"] if s["split"] == split])
+                for split in ("train", "holdout")
+            },
         }
-    seconds = time.perf_counter() - start
     rss = max(
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     )
@@ -216,25 +238,11 @@ def run(kind: str, workers: int, cores: int | None, manifest: Path, work: Path, 
     out = Path(tempfile.mkdtemp(dir=work)) / "prepared"
     cpus = sorted(os.sched_getaffinity(0))
     pin = (lambda: os.sched_setaffinity(0, cpus[:cores])) if cores else None
+    command = [sys.executable, __file__, "--child", kind, "--workers", str(workers), "--manifest", str(manifest)]
     proc = subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--child",
-            kind,
-            "--workers",
-            str(workers),
-            "--manifest",
-            str(manifest),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        preexec_fn=pin,
-        cwd=ROOT,
+        [*command, "--out", str(out)], capture_output=True, text=True, env=env, preexec_fn=pin, cwd=ROOT
     )
+    shutil.rmtree(out.parent, ignore_errors=True)  # the digests say what it held; at 10x each is ~0.3 GB
     if proc.returncode:
         raise RuntimeError(f"{kind} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -265,12 +273,51 @@ def conditions() -> str:
     )
 
 
+PLAN = [("plain", 1, 1), ("in-process", 1, 1), ("dask-1", 1, 1), ("dask-2", 2, 2)]
+WARM = [("dask-1-warm", 1, 1), ("dask-2-warm", 2, 2)]
+
+
+def measure(plan: list, repeats: int, manifest: Path, work: Path, mb: float, label: str) -> dict[str, list[dict]]:
+    """Every kind of `plan` `repeats` times, interleaved; prints each run as it ends."""
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    runs: dict[str, list[dict]] = {}
+    with prefect_test_harness(server_startup_timeout=180):
+        env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
+        for _ in range(repeats):
+            for kind, workers, cores in plan:  # interleaved, so drifting load hits every kind alike
+                r = run(kind, workers, cores, manifest, work, env)
+                runs.setdefault(kind, []).append(r)
+                print(
+                    f"  {label} {kind:11s} {r['seconds']:7.2f} s  {mb / r['seconds']:5.2f} MB/s  peak RSS "
+                    f"{r['rss_mb']:5.0f} MB  " + "  ".join(f"{k} {v:.2f}" for k, v in r["steps"].items()),
+                    flush=True,
+                )
+    return runs
+
+
+def median_seconds(runs: dict[str, list[dict]], kind: str) -> float:
+    return statistics.median(r["seconds"] for r in runs[kind])
+
+
+def same_output(runs: dict[str, list[dict]], label: str) -> bool:
+    """Every run of one corpus made the same documents and the same tokens, byte for byte."""
+    outputs = {json.dumps({k: r[k] for k in OUTPUT}, sort_keys=True) for rs in runs.values() for r in rs}
+    print(f"{label}: same documents and tokens in every run: {len(outputs) == 1} {sorted(outputs)}", flush=True)
+    return len(outputs) == 1
+
+
+OUTPUT = ("docs_out", "train_tokens", "holdout_tokens", "tokens_sha256")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=2, help="runs of each 1x measurement; the fastest counts")
-    parser.add_argument("--scale", type=int, default=10, help="copies of the corpus for the memory run")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each 1x measurement; the median counts")
+    parser.add_argument("--scale", type=int, default=10, help="copies of the corpus for the scaled runs")
     parser.add_argument("--no-scale", action="store_true", help="skip the scaled corpus")
     parser.add_argument("--scale-all", action="store_true", help="on the scaled corpus, also plain, dask-1 and dask-2")
+    parser.add_argument("--scale-repeats", type=int, default=3, help="runs of each scaled measurement; the median")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--manifest", type=Path, help=argparse.SUPPRESS)
@@ -284,9 +331,6 @@ def main() -> None:
     from foundry.env import configure_environment
 
     configure_environment()
-    from prefect.settings import PREFECT_API_URL
-    from prefect.testing.utilities import prefect_test_harness
-
     from foundry.config import load_config
     from foundry.data.acquire import acquire_source
 
@@ -295,66 +339,35 @@ def main() -> None:
     manifest = acquire_source(load_config(None, []).data, manifest_path)
     mb = manifest.bytes / 1e6
     print(f"corpus: stdlib:// of Python {sys.version.split()[0]}, {manifest.files} files, {mb:.2f} MB", flush=True)
-    results: dict[str, dict] = {}
-    with prefect_test_harness(server_startup_timeout=180):
-        env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
-        plan = [
-            ("plain", 1, 1),
-            ("in-process", 1, 1),
-            ("dask-1", 1, 1),
-            ("dask-2", 2, 2),
-            ("dask-1-warm", 1, 1),
-            ("dask-2-warm", 2, 2),
-        ]
-        for _ in range(args.repeats):
-            for kind, workers, cores in plan:  # interleaved, so drifting load hits every kind alike
-                r = run(kind, workers, cores, manifest_path, work, env)
-                print(
-                    f"  {kind:10s} {r['seconds']:6.2f} s  {mb / r['seconds']:5.2f} MB/s  peak RSS {r['rss_mb']:5.0f} MB  "
-                    + "  ".join(f"{k} {v:.2f}" for k, v in r["steps"].items()),
-                    flush=True,
-                )
-                if kind not in results or r["seconds"] < results[kind]["seconds"]:
-                    results[kind] = r
-    same = {(r["docs_out"], r["train_tokens"], r["holdout_tokens"]) for r in results.values()}
-    print(f"same documents and tokens in every run: {len(same) == 1} {sorted(same)}")
+    runs = measure(PLAN + WARM, args.repeats, manifest_path, work, mb, "1x")
+    same = same_output(runs, "1x")
+    plain, one, two = (median_seconds(runs, k) for k in ("plain", "dask-1", "dask-2"))
+    w1, w2 = median_seconds(runs, "dask-1-warm"), median_seconds(runs, "dask-2-warm")
+    headline = (
+        f"data_prep (median of {args.repeats}): plain loop {mb / plain:.2f} MB/s; dask 1 worker {mb / one:.2f} MB/s "
+        f"= {one / plain:.2f}x the plain loop's time (target <= 1.25x); 2 workers {one / two:.2f}x faster than 1 "
+        f"(target >= 1.7x); warm cluster: {w1 / plain:.2f}x, {w1 / w2:.2f}x; in-process "
+        f"{mb / median_seconds(runs, 'in-process'):.2f} MB/s; peak RSS 1x {max(r['rss_mb'] for r in runs['in-process']):.0f} MB"
+    )
     if not args.no_scale:
         big = work / "scaled"
         rotated_corpus(manifest, args.scale, big)
         scaled_manifest = acquire_source(load_config(None, [f"data.source={big}"]).data, work / "scaled_manifest.json")
         big_mb = scaled_manifest.bytes / 1e6
-        r = run("in-process", 1, None, work / "scaled_manifest.json", work, dict(os.environ))
-        results["scaled"] = r
-        print(
-            f"  {args.scale}x corpus ({big_mb:.0f} MB) in-process, unpinned: {r['seconds']:.1f} s, "
-            f"{big_mb / r['seconds']:.2f} MB/s, peak RSS {r['rss_mb']:.0f} MB",
-            flush=True,
-        )
+        print(f"{args.scale}x corpus: {scaled_manifest.files} files, {big_mb:.0f} MB", flush=True)
+        plan = PLAN if args.scale_all else [("in-process", 1, 1)]
+        scaled = measure(plan, args.scale_repeats, work / "scaled_manifest.json", work, big_mb, f"{args.scale}x")
+        same &= same_output(scaled, f"{args.scale}x")
+        rss = max(r["rss_mb"] for r in scaled["in-process"])
+        headline += f", {args.scale}x {rss:.0f} MB; at {args.scale}x (median of {args.scale_repeats}): in-process "
+        headline += f"{big_mb / median_seconds(scaled, 'in-process'):.2f} MB/s"
         if args.scale_all:
-            with prefect_test_harness(server_startup_timeout=180):
-                env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
-                for kind, workers, cores in plan[:4]:
-                    r = run(kind, workers, cores, work / "scaled_manifest.json", work, env)
-                    results[f"scaled {kind}"] = r
-                    print(
-                        f"  {args.scale}x {kind:10s} {r['seconds']:6.1f} s  {big_mb / r['seconds']:5.2f} MB/s  "
-                        f"peak RSS {r['rss_mb']:5.0f} MB  " + "  ".join(f"{k} {v:.1f}" for k, v in r["steps"].items()),
-                        flush=True,
-                    )
+            sp, s1, s2 = (median_seconds(scaled, k) for k in ("plain", "dask-1", "dask-2"))
+            headline += f", dask 1 worker {s1 / sp:.2f}x plain, 2 workers {s1 / s2:.2f}x faster than 1"
     print(conditions().replace("at start", "at end"))
-    plain, one, two = results["plain"]["seconds"], results["dask-1"]["seconds"], results["dask-2"]["seconds"]
-    scaled = f"; peak RSS 1x {results['in-process']['rss_mb']:.0f} MB" + (
-        f", {args.scale}x {results['scaled']['rss_mb']:.0f} MB" if "scaled" in results else ""
-    )
-    if "scaled dask-2" in results:
-        sp, s1, s2 = (results[f"scaled {k}"]["seconds"] for k in ("plain", "dask-1", "dask-2"))
-        scaled += f"; at {args.scale}x: dask 1 worker {s1 / sp:.2f}x plain, 2 workers {s1 / s2:.2f}x faster than 1"
-    w1, w2 = results["dask-1-warm"]["seconds"], results["dask-2-warm"]["seconds"]
-    print(
-        f"data_prep: plain loop {mb / plain:.2f} MB/s; dask 1 worker {mb / one:.2f} MB/s = {one / plain:.2f}x the plain "
-        f"loop's time (target <= 1.25x); 2 workers {one / two:.2f}x faster than 1 (target >= 1.7x); warm cluster: "
-        f"{w1 / plain:.2f}x, {w1 / w2:.2f}x; in-process {mb / results['in-process']['seconds']:.2f} MB/s{scaled}"
-    )
+    print(headline if same else "data_prep: runs disagree on documents or tokens; no figures (see above)")
+    shutil.rmtree(work, ignore_errors=True)
+    sys.exit(0 if same else 1)
 
 
 if __name__ == "__main__":

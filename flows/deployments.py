@@ -4,6 +4,7 @@ written from the same table (`foundry deployments --write prefect.yaml`; a test 
 - train:     the whole pipeline; its parameter is the config, so the Prefect UI shows it as a form
 - retrain:   fine-tune the champion on what is new, on `retrain.cron` (weekly by default)
 - reproduce: re-train a registered model from its lineage and compare metrics
+- search:    hyperparameter search; the space, budget, sampler and pruner are the form's `search` section
 - align:     instruction tuning or preference optimisation of a registered version (its model_uri is asked at run time)
 """
 
@@ -40,6 +41,11 @@ DEPLOYMENTS = (
         "flows/reproduce.py:reproduce",
         "Re-train a registered model from its recorded data version and config.",
         takes_config=False,
+    ),
+    Deployment(
+        "search",
+        "flows/search.py:search",
+        "Hyperparameter search over the config's `search` space (editable in the form); writes the best config.",
     ),
     Deployment(
         "align",

@@ -25,7 +25,7 @@ from tasks.training import train  # noqa: E402
 def reproduce(model_uri: str, force: bool = False) -> Reproduction:
     """Hydrate the model's data version, train with its config, and compare holdout metrics."""
     record = lineage.lineage(model_uri, depth=1)[0]
-    current = tracking.git_state()["git_commit"]
+    current = tracking.git_state()
     lineage.check_commit(record, current, force)
     config = validate(record.config)
     tags = {
@@ -44,5 +44,6 @@ def reproduce(model_uri: str, force: bool = False) -> Reproduction:
         run_id=run.run_id,
         comparison=comparison,
         identical=lineage.identical(comparison),
-        commit_matches=record.git_commit == current,
+        commit_matches=record.git_commit == current["git_commit"],
+        tree_clean=record.git_dirty == current["git_dirty"] == "false",
     )

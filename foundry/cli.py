@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 from foundry.cli_align import add_commands as add_alignment_commands
+from foundry.cli_search import add_search_command
 from foundry.config import ConfigError, FoundryConfig, load_config, to_yaml
 from foundry.env import configure_environment, foundry_home
 
@@ -173,9 +174,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from flows.reproduce import reproduce
 
     result = reproduce(model_uri=args.model_uri, force=args.force)
+    forced = [] if result.commit_matches else ["at a different commit"]
+    forced += [] if result.tree_clean else ["with uncommitted code"]
     print(
         f"reproduced {result.model} in MLflow run {result.run_id}"
-        f"{'' if result.commit_matches else ' (at a different commit, forced)'}"
+        + (f" ({', '.join(forced)}, forced)" if forced else "")
     )
     for key, (recorded, again) in result.comparison.items():
         print(f"  {key:24s} recorded {recorded:.6f}  reproduced {again:.6f}")
@@ -319,6 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     deployments.add_argument("--write", type=Path, metavar="FILE", help="write to FILE instead of printing")
     deployments.set_defaults(func=cmd_deployments)
     add_alignment_commands(commands, _config_args, _load)
+    add_search_command(commands, _config_args, _load, _summary_text)
     return parser
 
 

@@ -144,6 +144,7 @@ class Reproduction(_Value):
     comparison: dict[str, tuple[float, float]]  # metric -> (recorded, reproduced)
     identical: bool
     commit_matches: bool
+    tree_clean: bool = True  # neither the training run's tree nor this one held uncommitted code
 
 
 class LineageRecord(_Value):
@@ -201,3 +202,54 @@ class AlignResult(_Value):
     @property
     def model_uri(self) -> str:
         return f"models:/{self.model_name}/{self.model_version}"
+
+
+# --- hyperparameter search (flows/search.py) ---------------------------------------------------------
+
+
+class TrialData(_Value):
+    """A dataset the trials train on: one for each value of the searched tokenizer keys."""
+
+    data_version: str
+    remote: str
+    data_dir: Path
+
+
+class TrialJob(_Value):
+    """One trial as the flow hands it to a worker: what to train, on what, and where to report."""
+
+    study_name: str
+    storage: str  # the Optuna storage, as the worker opens it
+    trial_id: int
+    number: int
+    config: dict[str, Any]  # the trial's whole config (FoundryConfig as JSON)
+    data: TrialData
+    run_id: str  # its nested MLflow run
+    checkpoint_dir: Path
+    cores: list[int]  # the cores it is pinned to; [] leaves the worker's own
+    tracking_uri: str
+
+
+class TrialOutcome(_Value):
+    """What a finished trial tells the study."""
+
+    number: int
+    state: str  # "complete", "pruned" or "diverged" (a loss that is not a number)
+    value: float  # holdout bits per byte; for a pruned trial, its last reported validation bits per byte
+    steps: int  # optimizer steps it trained
+    train_seconds: float
+    pruned_at_step: int | None = None
+    metrics: dict[str, float] = {}
+
+
+class SearchResult(_Value):
+    """What `foundry search` prints: the study, its parent MLflow run, counts and the best trial."""
+
+    study_name: str
+    storage: str
+    run_id: str
+    counts: dict[str, int]  # trial state -> trials
+    best_number: int | None
+    best_value: float | None
+    best_params: dict[str, Any]
+    best_config: Path | None

@@ -39,14 +39,19 @@ def experiment_id(name: str) -> str:
         return experiment.experiment_id
 
 
+# What decides what a run computes: the code and the pinned dependencies. Docs, tests and benchmarks do not.
+CODE_PATHS = ("foundry", "flows", "tasks", "models", "dvc.yaml", "pyproject.toml")
+
+
 def git_state(root: Path = PROJECT_ROOT) -> dict[str, str]:
-    """Commit and dirty flag of the code that runs; 'unknown' outside a git checkout."""
+    """Commit and dirty flag of the code that runs ('unknown' outside a git checkout). Dirty: a change
+    to a tracked file, or a file git does not track (and does not ignore), under `CODE_PATHS`."""
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=all", "--", *CODE_PATHS],
             cwd=root,
             capture_output=True,
             text=True,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import TypeAdapter
 
 from foundry.config import (
     ConfigError,
@@ -46,7 +47,9 @@ def test_tiny_yaml_loads_with_its_values_and_defaults_elsewhere():
     raw = yaml.safe_load((REPO_ROOT / "configs" / "tiny.yaml").read_text())
     for section, values in raw.items():
         for key, value in values.items():
-            assert getattr(getattr(config, section), key) == value, f"{section}.{key}"
+            # The file's value as its section reads it: lists of dimensions (search.space) become models.
+            expected = TypeAdapter(type(getattr(config, section)).model_fields[key].annotation).validate_python(value)
+            assert getattr(getattr(config, section), key) == expected, f"{section}.{key}"
     # Keys the file leaves out keep their defaults.
     assert config.data.min_chars == DataConfig().min_chars
     assert config.train.learning_rate == FoundryConfig().train.learning_rate
@@ -290,6 +293,7 @@ def test_the_flow_parameter_is_the_config_form():
         "registry",
         "retrain",
         "align",
+        "search",
     }
     train = definitions["TrainConfig"]["properties"]
     assert train["max_steps"]["default"] == FoundryConfig().train.max_steps

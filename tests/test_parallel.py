@@ -1,4 +1,4 @@
-"""tasks.data_parallel: prepare as Prefect tasks on Dask gives the same bytes as in-process, for 1 and 2 workers."""
+"""tasks.data_parallel: prepare as Prefect tasks on Dask gives the same bytes as in-process, for 1 to 4 workers."""
 
 from __future__ import annotations
 
@@ -123,6 +123,17 @@ def test_serial_output(serial):
 def test_existing_scheduler_with_one_worker_gives_the_same_bytes(prefect_harness, corpus, serial, scheduler, tmp_path):
     cfg = config(corpus, f"data.scheduler={scheduler}")
     run_prepare(acquire_source(cfg.data, tmp_path / "m.json"), cfg, tmp_path / "prepared")
+    assert files(tmp_path / "prepared") == serial[1]
+
+
+@pytest.mark.parametrize("workers", [3, 4])
+def test_three_and_four_local_workers_give_the_same_bytes(prefect_harness, corpus, serial, workers, tmp_path):
+    """As many partitions as workers (the corpus is below `partition_bytes`), so the partition steps, the
+    encoding chunks and their merge in corpus order all run with 3 and 4 pieces on a cluster of that size."""
+    cfg = config(corpus, "data.scheduler=local", f"data.workers={workers}")
+    manifest = acquire_source(cfg.data, tmp_path / "m.json")
+    assert len(partitions(manifest.entries, partition_count(manifest.entries, cfg.data, workers))) == workers
+    run_prepare(manifest, cfg, tmp_path / "prepared", progress=False)
     assert files(tmp_path / "prepared") == serial[1]
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +17,16 @@ from foundry.config import DataConfig, TokenizerConfig, load_config
 from foundry.data.acquire import acquire_source
 from foundry.data.clean import iter_texts
 from foundry.data.prepare import prepare, prepare_metrics
-from foundry.data.shards import EOT, load_split, token_dtype, train_tokenizer, write_shards
+from foundry.data.shards import (
+    EOT,
+    EncodeJob,
+    SplitTokens,
+    assemble_shards,
+    encode_chunk,
+    load_split,
+    token_dtype,
+    train_tokenizer,
+)
 
 
 def write_corpus(root: Path, docs: list[str]) -> Path:
@@ -61,7 +72,27 @@ def test_token_dtype_threshold(vocab, dtype):
     assert np.iinfo(token_dtype(vocab)).max >= vocab - 1
 
 
-# --- write_shards ----------------------------------------------------------------------------
+# --- encode_chunk and assemble_shards: the pipeline's path from split file to shards ----------
+
+
+def write_shards(tokenizer, texts, out_dir: Path, split: str, shard_tokens: int, chunks: int = 2) -> list[dict]:
+    """`texts` as a split file, encoded in `chunks` byte ranges (cut at line ends, as prepare cuts them)
+    by `encode_chunk`, then cut into shards by `assemble_shards`: what `prepare` does, minus the rest."""
+    work = Path(tempfile.mkdtemp())
+    lines = [(json.dumps({"text": t}) + "\n").encode() for t in texts]
+    (work / "split.jsonl").write_bytes(b"".join(lines))
+    tokenizer.save(str(work / "tokenizer.json"))
+    ends = np.cumsum([0] + [len(line) for line in lines])
+    cuts = sorted({int(ends[round(k * len(lines) / chunks)]) for k in range(chunks + 1)})
+    ranges = [
+        {"texts": str(work / "split.jsonl"), "start": a, "end": b, "out": str(work / f"t{i}.bin")}
+        for i, (a, b) in enumerate(zip(cuts, cuts[1:]))
+    ]
+    try:
+        encoded = [done for r in ranges for done in encode_chunk(EncodeJob(str(work / "tokenizer.json"), (r,)))]
+        return assemble_shards(encoded, out_dir, split, shard_tokens, token_dtype(tokenizer.get_vocab_size()))
+    finally:
+        shutil.rmtree(work)
 
 
 def expected_ids(tokenizer, texts: list[str]) -> list[int]:
@@ -95,6 +126,40 @@ def test_write_shards_splits_at_boundaries(tmp_path, tokenizer, monkeypatch, bat
     assert got.count(eot) == len(texts) and got[-1] == eot
 
 
+def test_shards_do_not_depend_on_how_the_encoding_was_divided(tmp_path, tokenizer):
+    texts = synthetic_docs(9, seed=4, words=15)
+    outputs = {}
+    for chunks in (1, 2, 3, 9):
+        out = tmp_path / str(chunks)
+        out.mkdir()
+        outputs[chunks] = (write_shards(tokenizer, texts, out, "train", 37, chunks), files_of(out))
+    assert len({json.dumps(v, sort_keys=True, default=repr) for v in outputs.values()}) == 1
+    assert (
+        np.asarray(read_shard(tmp_path / "1" / "train_000.bin", "uint16")).tolist()
+        == expected_ids(tokenizer, texts)[:37]
+    )
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_encode_chunk_writes_each_range_and_counts_its_tokens(tmp_path, tokenizer):
+    texts = synthetic_docs(4, seed=6, words=12)
+    lines = [(json.dumps({"text": t}) + "\n").encode() for t in texts]
+    (tmp_path / "split.jsonl").write_bytes(b"".join(lines))
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    middle = len(lines[0]) + len(lines[1])
+    ranges = tuple(
+        {"texts": str(tmp_path / "split.jsonl"), "start": a, "end": b, "out": str(tmp_path / name)}
+        for a, b, name in ((0, middle, "a.bin"), (middle, sum(map(len, lines)), "b.bin"))
+    )
+    results = encode_chunk(EncodeJob(str(tmp_path / "tokenizer.json"), ranges))
+    for result, part in zip(results, (texts[:2], texts[2:])):
+        assert read_shard(Path(result["out"]), "uint16").tolist() == expected_ids(tokenizer, part)
+        assert result["tokens"] == len(expected_ids(tokenizer, part))
+
+
 def test_write_shards_exact_fit_leaves_no_empty_shard(tmp_path, tokenizer):
     texts = synthetic_docs(4, seed=2, words=10)
     total = len(expected_ids(tokenizer, texts))
@@ -104,7 +169,7 @@ def test_write_shards_exact_fit_leaves_no_empty_shard(tmp_path, tokenizer):
 
 
 def test_write_shards_of_nothing(tmp_path, tokenizer):
-    assert write_shards(tokenizer, iter([]), tmp_path, "holdout", shard_tokens=64) == []
+    assert write_shards(tokenizer, [], tmp_path, "holdout", shard_tokens=64) == []
     assert list(tmp_path.iterdir()) == []
 
 
@@ -124,7 +189,13 @@ def test_load_split_concatenates_in_manifest_order(tmp_path, tokenizer):
     holdout = write_shards(tokenizer, iter(texts[:1]), tmp_path, "holdout", shard_tokens=1000)
     (tmp_path / "manifest.json").write_text(json.dumps({"shards": train + holdout}))
     assert len(train) > 2
-    assert load_split(tmp_path, "train").tolist() == expected_ids(tokenizer, texts)
+    tokens = load_split(tmp_path, "train")
+    expected = expected_ids(tokenizer, texts)
+    assert isinstance(tokens, SplitTokens) and all(isinstance(p, np.memmap) for p in tokens.parts)  # nothing read
+    assert len(tokens) == len(expected) and np.asarray(tokens).tolist() == expected
+    for start, stop in ((0, 40), (35, 45), (39, 121), (5, 5), (len(expected) - 3, len(expected) + 10)):
+        assert tokens[start:stop].tolist() == expected[start:stop]  # within a shard and across boundaries
+    assert [int(tokens[i]) for i in (0, 40, -1)] == [expected[0], expected[40], expected[-1]]
     single = load_split(tmp_path, "holdout")
     assert isinstance(single, np.memmap)
     assert single.tolist() == expected_ids(tokenizer, texts[:1])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -22,7 +23,7 @@ from foundry.checkpointing.manifest import MANIFEST, latest_valid, read_manifest
 from foundry.checkpointing.resume import attempt_dir
 from foundry.config import ConfigError, load_config
 from foundry.training.launch import TRAIN_ENTRY, TrainingFailed, launch, launch_local, worker_args
-from foundry.training.trainer import build_module, lookup_peak_flops, resolve_precision, weights_digest
+from foundry.training.trainer import build_module, cpu_threads, lookup_peak_flops, resolve_precision, weights_digest
 from foundry.training.worker import node_layout
 from models.gpt import load_gpt
 
@@ -140,6 +141,36 @@ def test_corrupt_latest_checkpoint_falls_back_and_the_resume_is_bitwise_exact(
     assert digest(launch(tiny(*RESUMABLE), tiny_dataset, folder, None, "v")) == digest(uninterrupted / "model.pt")
     assert [e.step for e in read_manifest(folder)] == [30, 40]  # step 40 written again, intact
     assert latest_valid(folder).step == 40
+
+
+def test_a_checkpoint_written_with_another_thread_count_is_not_resumed(uninterrupted, tiny_dataset, tmp_path):
+    """Float sums depend on the thread count: continuing such a checkpoint would silently lose exactness."""
+    from foundry.checkpointing.writer import ArithmeticMismatch
+
+    folder = shutil.copytree(uninterrupted, tmp_path / "ckpt")
+    other = cpu_threads(tiny(*RESUMABLE).train) + 1
+    with pytest.raises(ArithmeticMismatch, match="'threads'"):
+        launch(tiny(*RESUMABLE, f"train.cpu_threads={other}"), tiny_dataset, folder, None, "v")
+
+
+def test_deterministic_switch_reaches_torch(tmp_path, monkeypatch):
+    from foundry.checkpointing.writer import ManifestCheckpointIO
+    from foundry.training.trainer import _trainer
+
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")  # Lightning sets it; restored after the test
+    io = ManifestCheckpointIO(tmp_path, 1)
+    try:
+        _trainer(tiny("train.deterministic=true"), None, io, progress=False)
+        assert (
+            torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled()
+        )
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+        _trainer(tiny("train.deterministic=warn"), None, io, progress=False)
+        assert torch.is_deterministic_algorithms_warn_only_enabled()
+        _trainer(tiny(), None, io, progress=False)
+        assert not torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
 
 
 @pytest.mark.slow
@@ -284,6 +315,19 @@ def test_an_exception_on_one_rank_reaches_the_error_with_its_traceback(tiny_data
 
 
 # --- settings --------------------------------------------------------------------------------------
+
+
+def test_a_cpu_peak_is_measured_once_then_read_from_its_cache(tmp_path):
+    """MFU on a CPU: the rate of a dense matmul on the rank's threads, measured once per CPU, threads and dtype."""
+    from foundry.training.cpu_peak import CACHE, cpu_peak_flops
+
+    assert cpu_peak_flops(1, "32-true", tmp_path) > 1e8
+    (key,) = json.loads((tmp_path / CACHE).read_text())
+    assert "1 threads | float32" in key
+    (tmp_path / CACHE).write_text(json.dumps({key: 1234.0}))
+    assert cpu_peak_flops(1, "32-true", tmp_path) == 1234.0  # read back, not measured again
+    assert cpu_peak_flops(1, "bf16-mixed", tmp_path) != 1234.0  # another dtype is measured on its own
+    assert len(json.loads((tmp_path / CACHE).read_text())) == 2
 
 
 def test_peak_flops_are_looked_up_by_device_name():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 from pathlib import Path
 
@@ -12,8 +13,16 @@ import torch
 
 from foundry.checkpointing.manifest import Entry, latest_valid, read_manifest, retained, write_atomic, write_manifest
 from foundry.checkpointing.resume import AttemptBusy, attempt_dir, claimed, finish_attempt, resume_key
-from foundry.checkpointing.writer import ManifestCheckpointIO, _to_host, rng_states, set_rng_states
+from foundry.checkpointing.writer import (
+    ArithmeticMismatch,
+    CheckpointEvery,
+    ManifestCheckpointIO,
+    _to_host,
+    rng_states,
+    set_rng_states,
+)
 from foundry.config import load_config
+from foundry.training.trainer import arithmetic
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -128,6 +137,50 @@ def test_resume_key_ignores_operational_settings_only():
     changed_keys = (key("train.seed=1"), key("train.max_steps=151"), key("model.n_layer=2"), key(data="v2"))
     for changed in (*changed_keys, key("align.beta=0.5"), key("align.sft_weight=0")):
         assert changed != base
+
+
+def test_resume_key_holds_the_arithmetic_the_settings_resolve_to(monkeypatch):
+    """Threads, precision, device, world size: what decides the float results, as resolved on this machine.
+    A re-run with another thread count, or a retry on a machine with more cores under `cpu_threads: 0`,
+    gets its own folder instead of resuming checkpoints it could not continue bit for bit."""
+
+    def key(*overrides):
+        return resume_key(load_config(REPO_ROOT / "configs" / "tiny.yaml", list(overrides)), "v1")
+
+    cores = len(os.sched_getaffinity(0))
+    base = key()
+    assert key(f"train.cpu_threads={cores}") == base  # what 0 resolves to here: the same arithmetic
+    assert key(f"train.cpu_threads={cores + 1}") != base
+    assert key("train.precision=32-true") == base  # what auto resolves to on a CPU
+    assert key("train.precision=bf16-mixed") != base
+    assert key("train.deterministic=true") != base
+    assert key("train.devices=2", f"train.cpu_threads={cores}") != key(f"train.cpu_threads={cores}")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores + 2)))  # a machine with more cores
+    assert key() != base
+
+
+def test_arithmetic_of_a_cpu_run():
+    t = load_config(REPO_ROOT / "configs" / "tiny.yaml", ["train.cpu_threads=3"]).train
+    assert arithmetic(t) == {
+        "threads": 3,
+        "precision": "32-true",
+        "device": "cpu",
+        "world_size": 1,
+        "torch": torch.__version__,
+        "deterministic": False,
+    }
+
+
+def test_a_checkpoint_of_other_arithmetic_is_refused_and_an_old_one_accepted(tmp_path):
+    io = ManifestCheckpointIO(tmp_path, 1)
+    ours = {"threads": 2, "precision": "32-true", "device": "cpu", "world_size": 1}
+    written = CheckpointEvery(io, 10, {**ours, "threads": 1}).state_dict()
+    with pytest.raises(ArithmeticMismatch, match=r"\{'threads': \(1, 2\)\}"):
+        CheckpointEvery(io, 10, ours).load_state_dict(written)
+    same = CheckpointEvery(io, 10, ours)
+    same.load_state_dict(CheckpointEvery(io, 10, dict(ours)).state_dict())
+    assert same._rng_to_restore is not None
+    CheckpointEvery(io, 10, ours).load_state_dict({"rng": written["rng"]})  # written before the arithmetic was
 
 
 def test_resume_key_of_a_fine_tune_follows_the_parent_weights_not_their_path(tmp_path):

@@ -169,18 +169,47 @@ def test_document_longer_than_max_chars(copy, tmp_path):
 # --- personal data, the split and data docs ---------------------------------------------------
 
 
-def test_personal_data_left_in_a_document_fails_the_gate(tmp_path):
-    root = tmp_path / "corpus"
+@pytest.fixture(scope="module")
+def unscrubbed(tmp_path_factory):
+    """A corpus with an e-mail address, an IP address and a password in one document, prepared with
+    `data.pii: []`: nothing scrubbed. Returns (corpus root, prepared folder)."""
+    base = tmp_path_factory.mktemp("unscrubbed")
+    root = base / "corpus"
     root.mkdir()
     for i, text in enumerate(synthetic_docs(20)):
-        (root / f"doc{i:02d}.txt").write_text(text + ("write to jane@example.com or 8.8.8.8\n" if i == 3 else ""))
-    unscrubbed = load_config(None, overrides(root, "data.pii=[]"))
-    prepare(acquire_source(unscrubbed.data, tmp_path / "m.json"), unscrubbed, tmp_path / "prepared", progress=False)
-    error = failing(load_config(None, overrides(root)), tmp_path / "prepared", tmp_path / "report.json")
+        extra = "write to jane@example.com or 8.8.8.8\nDB_PASSWORD=hunter22\n" if i == 3 else ""
+        (root / f"doc{i:02d}.txt").write_text(text + extra)
+    config = load_config(None, overrides(root, "data.pii=[]"))
+    prepare(acquire_source(config.data, base / "m.json"), config, base / "prepared", progress=False)
+    return root, base / "prepared"
+
+
+@pytest.mark.parametrize("scrubbed", ["[]", "[email]", "default"])
+def test_personal_data_left_in_a_document_fails_the_gate_whatever_the_scrubber_was_told(unscrubbed, tmp_path, scrubbed):
+    """The gate searches with every detector: the config that let the data through cannot blind it."""
+    root, prepared = unscrubbed
+    config = load_config(None, overrides(root, *([] if scrubbed == "default" else [f"data.pii={scrubbed}"])))
+    error = failing(config, prepared, tmp_path / "report.json")
     assert failed_expectations(error.report) == {("documents", "expect_column_values_to_be_in_set")}
     message = str(error)
-    assert "column=pii_found" in message and "'email,ipv4'" in message
-    assert "jane@example.com" not in message and "8.8.8.8" not in json.dumps(error.report)
+    assert "column=pii_found" in message and "'email,ipv4,secret_assignment'" in message
+    report = json.dumps(error.report)
+    assert error.report["pii"] == {"found": {"email": 1, "ipv4": 1, "secret_assignment": 1}, "allowed": {}}
+    for secret in ("jane@example.com", "8.8.8.8", "hunter22"):
+        assert secret not in message and secret not in report
+
+
+def test_kinds_explicitly_allowed_pass_the_gate_and_are_reported(unscrubbed, tmp_path):
+    root, prepared = unscrubbed
+    config = load_config(None, overrides(root, "data.pii=[]", "data.pii_allowed=[email, ipv4]"))
+    error = failing(config, prepared, tmp_path / "report.json")  # the password is not allowed
+    assert "'secret_assignment'" in str(error) and "'email" not in str(error)
+    config = load_config(None, overrides(root, "data.pii=[]", "data.pii_allowed=[email, ipv4, secret_assignment]"))
+    report = validate_dataset(prepared, config, tmp_path / "report.json")
+    assert report["success"] and report["pii"] == {
+        "found": {},
+        "allowed": {"email": 1, "ipv4": 1, "secret_assignment": 1},
+    }
 
 
 def test_holdout_below_its_fraction(copy, tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import yaml
@@ -77,6 +78,54 @@ def test_every_file_is_checked_not_only_the_shards(versioned, tmp_path, name):
     assert name in verify_dataset(target, dvc_listing(node_home / "hydrated" / ".cache", data.data_version))
     assert hydrate_version(data, node_home) == target
     assert path.read_bytes() == good
+
+
+def remote_object(data: DataVersion, md5: str) -> Path:
+    path = Path(data.remote) / "files" / "md5" / md5[:2] / md5[2:]
+    path.chmod(0o644)  # DVC leaves its objects read-only
+    return path
+
+
+def test_a_corrupt_object_in_the_remote_fails_clearly_and_a_repaired_remote_hydrates(versioned, tmp_path):
+    """Not only the node's copy: the remote itself serves a shard whose bytes changed."""
+    data, _ = versioned
+    listing = json.loads(remote_object(data, f"{data.data_version}.dir").read_text())
+    shard = next(e for e in listing if e["relpath"].startswith("train_"))
+    obj = remote_object(data, shard["md5"])
+    good = obj.read_bytes()
+    obj.write_bytes(good[:-2] + bytes([good[-2] ^ 1, good[-1]]))  # one bit, same size
+    node = tmp_path / "node"
+    with pytest.raises(HydrationError, match=rf"failed checksum verification: \['{shard['relpath']}'\]"):
+        hydrate_version(data, node)
+    hydrated = node / "hydrated"
+    assert sorted(p.name for p in hydrated.iterdir()) == [".cache"]  # no copy, no scratch left
+    assert not (hydrated / ".cache" / "files" / "md5" / shard["md5"][:2] / shard["md5"][2:]).exists()
+    obj.write_bytes(good)  # the remote repaired: the next try fetches again rather than reusing the bad object
+    target = hydrate_version(data, node)
+    assert verify_dataset(target, dvc_listing(hydrated / ".cache", data.data_version)) == []
+
+
+def test_a_listing_that_does_not_hash_to_the_version_is_refused(versioned, tmp_path):
+    """The `.dir` listing vouches for every file, so it is itself checked against the version it names."""
+    data, _ = versioned
+    entry = remote_object(data, f"{data.data_version}.dir")
+    listing = json.loads(entry.read_text())
+    listing[0]["relpath"], listing[1]["relpath"] = listing[1]["relpath"], listing[0]["relpath"]  # still a listing
+    entry.write_text(json.dumps(listing, sort_keys=True))
+    with pytest.raises(HydrationError, match=f"listing of data version {data.data_version}"):
+        hydrate_version(data, tmp_path / "node")
+    assert not (tmp_path / "node" / "hydrated" / data.data_version).exists()
+
+
+def test_a_missing_listing_is_an_error_not_a_skipped_check(versioned, tmp_path):
+    data, _ = versioned
+    with pytest.raises(HydrationError, match="is not in the cache"):
+        dvc_listing(tmp_path / "empty-cache", data.data_version)
+    node = tmp_path / "node"
+    target = hydrate_version(data, node)
+    shutil.rmtree(node / "hydrated" / ".cache")  # nothing vouches for the copy any more: fetched again
+    assert hydrate_version(data, node) == target
+    assert (node / "hydrated" / ".cache").is_dir()
 
 
 def test_an_unknown_version_names_the_node_and_the_version(versioned, tmp_path):

@@ -21,7 +21,10 @@ from foundry.digests import sha256_file
 
 # Train settings that change how a run is operated, not the weights it computes: a re-run that
 # differs only in these still resumes the same attempt.
-OPERATIONAL_KEYS = {"retries", "max_restarts", "collective_timeout_s", "log_every_n_steps", "peak_flops", "cpu_threads"}
+OPERATIONAL_KEYS = {"retries", "max_restarts", "collective_timeout_s", "log_every_n_steps", "peak_flops"}
+# Settings the key holds as what they resolve to on this machine (`arithmetic`): `cpu_threads: 0` is
+# "the cores this process may use", `precision: auto` and `accelerator: auto` depend on the device.
+RESOLVED_KEYS = {"cpu_threads", "precision", "accelerator"}
 # Alignment settings outside `train` that change the weights a run computes on the same data.
 ALIGN_LOSS_KEYS = {"beta", "sft_weight"}
 
@@ -33,13 +36,24 @@ def resume_point(directory: Path) -> Path | None:
 
 
 def resume_key(config: FoundryConfig, data_version: str) -> str:
-    """Same model, training settings and data: the same training, so the same checkpoints."""
-    train = {k: v for k, v in config.train.model_dump(mode="json").items() if k not in OPERATIONAL_KEYS}
+    """Same model, training settings, data and arithmetic: the same training, so the same checkpoints.
+
+    The arithmetic (resolved thread count, resolved precision, device, world size, torch version) is
+    part of it: a re-run on another core count or device trains afresh in its own folder rather than
+    resuming checkpoints whose continuation would no longer be bitwise what one run gives."""
+    from foundry.training.trainer import arithmetic
+
+    train = {k: v for k, v in config.train.model_dump(mode="json").items() if k not in OPERATIONAL_KEYS | RESOLVED_KEYS}
     if train["init_from"] and Path(train["init_from"]).is_file():
         # Retraining downloads its parent into a fresh folder each time: the weights name the start, not the path.
         train["init_from"] = sha256_file(Path(train["init_from"]))
-    identity = {"model": config.model.model_dump(mode="json"), "train": train, "data_version": data_version}
-    identity["align"] = config.align.model_dump(include=ALIGN_LOSS_KEYS)  # DPO's loss: other weights, same data
+    identity = {
+        "model": config.model.model_dump(mode="json"),
+        "train": train,
+        "data_version": data_version,
+        "arithmetic": arithmetic(config.train),
+        "align": config.align.model_dump(include=ALIGN_LOSS_KEYS),  # DPO's loss: other weights, same data
+    }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -147,22 +147,39 @@ def _link_last(path: Path) -> None:
     os.replace(tmp, path.with_name(LAST))
 
 
+class ArithmeticMismatch(RuntimeError):
+    """A checkpoint was written by a run whose arithmetic (threads, precision, device, ...) differs from this one's."""
+
+
 class CheckpointEvery(Callback):
-    """Save every `every_n_steps` optimizer steps and at the end; carry the RNG states.
+    """Save every `every_n_steps` optimizer steps and at the end; carry the RNG states and the arithmetic.
 
     Saving happens after the optimizer step (`on_train_batch_end`), before that step's validation;
-    the validation loss is then attached to the checkpoint of the same step.
+    the validation loss is then attached to the checkpoint of the same step. `arithmetic` (what decides
+    the floating-point results besides the config: `foundry.training.trainer.arithmetic`) is written into
+    every checkpoint, and resuming one written under other arithmetic is refused: its continuation would
+    not be bitwise what one run gives. Locally the resume key already keeps such runs apart; this catches
+    a relaunch into the same folder on a cluster.
     """
 
-    def __init__(self, io: ManifestCheckpointIO, every_n_steps: int):
-        self.io, self.every_n_steps = io, every_n_steps
+    def __init__(self, io: ManifestCheckpointIO, every_n_steps: int, arithmetic: dict | None = None):
+        self.io, self.every_n_steps, self.arithmetic = io, every_n_steps, arithmetic
         self._saved_step = -1
         self._rng_to_restore: dict | None = None
 
     def state_dict(self) -> dict:
-        return {"rng": rng_states()}
+        return {"rng": rng_states(), "arithmetic": self.arithmetic}
 
     def load_state_dict(self, state: dict) -> None:
+        saved = state.get("arithmetic")
+        if saved is not None and self.arithmetic is not None and saved != self.arithmetic:
+            differs = {k: (saved.get(k), v) for k, v in self.arithmetic.items() if saved.get(k) != v}
+            raise ArithmeticMismatch(
+                "the checkpoint to resume was written under other arithmetic, (checkpoint, this run): "
+                f"{differs}; continuing it would not give the bits one uninterrupted run gives. Run with the "
+                "checkpoint's settings (e.g. train.cpu_threads, train.precision, the same device and torch), "
+                "or train afresh in another checkpoint folder"
+            )
         self._rng_to_restore = state.get("rng")
 
     def on_train_start(self, trainer, pl_module) -> None:

@@ -1,8 +1,9 @@
 """Stage A, hydrate: pull exactly one data version from the DVC remote onto this node, and check it.
 
 `$FOUNDRY_HOME/hydrated/<version>/` holds it, as a training node would: every file is checked
-against the dataset's manifest (xxh3-128), the manifest against DVC's md5 for the version, and
-the folder appears whole or not at all.
+against the dataset's manifest (xxh3-128), the manifest against DVC's listing of the version (md5
+per file), and the listing against the version itself (DVC's md5 of the listing); the folder
+appears whole or not at all.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ def verify_dataset(data_dir: Path, listing: dict[str, str] | None = None) -> lis
     """Files that differ from what the dataset says it holds (missing files included).
 
     The manifest lists every other file's xxh3-128 (datasets from before it did: the shards' sha256);
-    `listing`, DVC's {file: md5} for the version, vouches for the manifest itself. Files are hashed in
-    parallel threads: both hashes release the GIL on large buffers."""
+    `listing`, DVC's {file: md5} for the version, vouches for the manifest itself, and a file the
+    listing names that the manifest does not is reported too. Files are hashed in parallel threads:
+    both hashes release the GIL on large buffers."""
     from concurrent.futures import ThreadPoolExecutor
 
     try:
@@ -42,12 +44,13 @@ def verify_dataset(data_dir: Path, listing: dict[str, str] | None = None) -> lis
         manifest = json.loads(raw)
     except (OSError, ValueError):
         return ["manifest.json"]
-    if listing and listing.get("manifest.json") != hashlib.md5(raw).hexdigest():
+    if listing is not None and listing.get("manifest.json") != hashlib.md5(raw).hexdigest():
         return ["manifest.json"]
     if "files" in manifest:
         expected, digest = manifest["files"], fast_digest
     else:
         expected, digest = {s["file"]: s["sha256"] for s in manifest["shards"]}, sha256_file
+    unlisted = sorted(set(listing or {}) - set(expected) - {"manifest.json"})
 
     def bad(name: str) -> bool:
         path = data_dir / name
@@ -55,37 +58,83 @@ def verify_dataset(data_dir: Path, listing: dict[str, str] | None = None) -> lis
 
     names = sorted(expected)
     with ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 1))) as pool:
-        return sorted(name for name, is_bad in zip(names, pool.map(bad, names)) if is_bad)
+        return sorted(unlisted + [name for name, is_bad in zip(names, pool.map(bad, names)) if is_bad])
 
 
-def dvc_listing(cache: Path, data_version: str) -> dict[str, str] | None:
-    """{file: md5} of a version, from the `.dir` object a pull left in the node's DVC cache."""
-    entry = cache / "files" / "md5" / data_version[:2] / f"{data_version[2:]}.dir"
+def listing_path(cache: Path, data_version: str) -> Path:
+    return cache / "files" / "md5" / data_version[:2] / f"{data_version[2:]}.dir"
+
+
+def dvc_listing(cache: Path, data_version: str) -> dict[str, str]:
+    """{file: md5} of a version, from the `.dir` object a pull left in the node's DVC cache.
+
+    The version is DVC's md5 of exactly this object, so it is checked against the version before it
+    vouches for anything; a listing that is missing or does not match is a `HydrationError`."""
+    entry = listing_path(cache, data_version)
     try:
-        return {e["relpath"]: e["md5"] for e in json.loads(entry.read_text())}
-    except (OSError, ValueError):
-        return None
+        raw = entry.read_bytes()
+    except OSError as exc:
+        raise HydrationError(f"DVC's listing of data version {data_version} is not in the cache ({exc})") from None
+    if hashlib.md5(raw).hexdigest() != data_version:
+        raise HydrationError(
+            f"DVC's listing of data version {data_version} ({entry}) does not hash to the version: "
+            "it is corrupt in the remote or in this node's cache"
+        )
+    try:
+        return {e["relpath"]: e["md5"] for e in json.loads(raw)}
+    except (ValueError, KeyError, TypeError):
+        raise HydrationError(f"DVC's listing of data version {data_version} ({entry}) is not a listing") from None
+
+
+def _forget(cache: Path, data_version: str) -> None:
+    """Drop a version's listing and objects from the node's cache, so that the next try fetches them again."""
+    entry = listing_path(cache, data_version)
+    try:
+        objects = [cache / "files" / "md5" / md5[:2] / md5[2:] for md5 in dvc_listing(cache, data_version).values()]
+    except HydrationError:
+        objects = []
+    for path in [entry, *objects]:
+        path.unlink(missing_ok=True)
+
+
+def _verified_copy(target: Path, cache: Path, data_version: str) -> bool:
+    """An earlier hydration of the version, checked file by file again; False if anything disagrees."""
+    try:
+        return not verify_dataset(target, dvc_listing(cache, data_version))
+    except HydrationError:
+        return False
 
 
 def hydrate_version(version: DataVersion, home: Path) -> Path:
-    """`$FOUNDRY_HOME/hydrated/<version>/`, pulled from the remote and verified; cached by version."""
+    """`$FOUNDRY_HOME/hydrated/<version>/`, pulled from the remote and verified; cached by version.
+
+    A copy that fails the check is never returned: an earlier one is fetched again; a fresh pull that
+    fails (a corrupt object in the remote, say) raises `HydrationError` naming the files, and leaves
+    neither the copy nor its objects in the node's cache, so a retry fetches them anew."""
     hydrated = home / "hydrated"
     target = hydrated / version.data_version
     cache = hydrated / ".cache"
     if target.is_dir():
-        listing = dvc_listing(cache, version.data_version)
-        if listing is not None and not verify_dataset(target, listing):
+        if _verified_copy(target, cache, version.data_version):
             return target
-        log.warning("hydrated copy of %s is corrupt; fetching it again", version.data_version)
+        log.warning("hydrated copy of %s is corrupt or unverifiable; fetching it again", version.data_version)
         shutil.rmtree(target)
         shutil.rmtree(cache, ignore_errors=True)  # hard-linked: the cached copy is corrupt too
     scratch = hydrated / f".pull-{uuid.uuid4().hex[:8]}"
     scratch.mkdir(parents=True)
     try:
         _pull(version, scratch, cache=cache)
-        bad = verify_dataset(scratch / "prepared", dvc_listing(cache, version.data_version))
+        try:
+            bad = verify_dataset(scratch / "prepared", dvc_listing(cache, version.data_version))
+        except HydrationError:
+            _forget(cache, version.data_version)
+            raise
         if bad:
-            raise HydrationError(f"data version {version.data_version} failed checksum verification: {bad}")
+            _forget(cache, version.data_version)
+            raise HydrationError(
+                f"data version {version.data_version} from {version.remote} failed checksum verification: {bad}; "
+                "nothing was hydrated"
+            )
         try:
             os.rename(scratch / "prepared", target)  # atomic: readers see all of it or none
         except OSError:

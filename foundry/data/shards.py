@@ -105,14 +105,6 @@ def _encoded(tokenizer, texts: Iterator[str]) -> Iterator[np.ndarray]:
         )
 
 
-def write_shards(tokenizer, texts: Iterator[str], out_dir: Path, split: str, shard_tokens: int) -> list[dict]:
-    """Encode `texts` into `<split>_NNN.bin` files of at most `shard_tokens` tokens each."""
-    writer = ShardWriter(out_dir, split, shard_tokens, token_dtype(tokenizer.get_vocab_size()))
-    for array in _encoded(tokenizer, texts):
-        writer.write(array)
-    return writer.close()
-
-
 @dataclass(frozen=True)
 class EncodeJob:
     """Byte ranges of the split files, each encoded into one flat token file.
@@ -150,8 +142,49 @@ def assemble_shards(encoded: list[dict], out_dir: Path, split: str, shard_tokens
     return writer.close()
 
 
-def load_split(data_dir: Path, split: str) -> np.ndarray:
-    """All tokens of a split as one array; memmapped, so nothing is read until used."""
+class SplitTokens:
+    """The tokens of several shards, in order, as one sequence: `len`, an index, or a slice (step 1), which
+    reads only the shards it covers. `np.asarray` reads them all; `parts` are the shards' memmaps."""
+
+    def __init__(self, parts: list[np.memmap]):
+        self.parts = parts
+        self.dtype = parts[0].dtype
+        self._starts = np.cumsum([0] + [len(p) for p in parts])
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            start, stop, step = key.indices(len(self))
+            if step != 1:
+                raise IndexError("SplitTokens slices take no step")
+            return self._range(start, max(start, stop))
+        index = int(key) + (len(self) if int(key) < 0 else 0)
+        if not 0 <= index < len(self):
+            raise IndexError(f"token {key} of {len(self)}")
+        part = int(np.searchsorted(self._starts, index, side="right")) - 1
+        return self.parts[part][index - self._starts[part]]
+
+    def _range(self, start: int, stop: int) -> np.ndarray:
+        pieces = []
+        part = int(np.searchsorted(self._starts, start, side="right")) - 1
+        while start < stop:
+            end = min(stop, int(self._starts[part + 1]))
+            pieces.append(self.parts[part][start - self._starts[part] : end - self._starts[part]])
+            start, part = end, part + 1
+        if not pieces:
+            return np.empty(0, dtype=self.dtype)
+        return np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        whole = np.concatenate(self.parts)
+        return whole if dtype is None else whole.astype(dtype)
+
+
+def load_split(data_dir: Path, split: str) -> np.memmap | SplitTokens:
+    """All tokens of a split as one sequence, memmapped: nothing is read until used, and then only the
+    shards a slice covers (one shard: its memmap; several: `SplitTokens` over theirs)."""
     manifest = json.loads((data_dir / "manifest.json").read_text())
     parts = [
         np.memmap(data_dir / s["file"], dtype=np.dtype(s["dtype"]).newbyteorder("<"), mode="r")
@@ -160,4 +193,9 @@ def load_split(data_dir: Path, split: str) -> np.ndarray:
     ]
     if not parts:
         raise ValueError(f"{data_dir} holds no {split} tokens")
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return parts[0] if len(parts) == 1 else SplitTokens(parts)
+
+
+def split_parts(tokens: np.ndarray | SplitTokens) -> list[np.ndarray]:
+    """The arrays a split's tokens are kept in: for work done one shard at a time."""
+    return tokens.parts if isinstance(tokens, SplitTokens) else [tokens]

@@ -29,7 +29,7 @@ def _turns(record: dict) -> tuple[list[dict], list[str]]:
     return record["prompt"], [record["chosen"], record["rejected"]]
 
 
-def _record_row(line: str, split: str, tokenizer, template: ChatTemplate, kinds: list[str]) -> dict:
+def _record_row(line: str, split: str, tokenizer, template: ChatTemplate, allowed: list[str]) -> dict:
     record = json.loads(line)
     messages, replies = _turns(record)
     contents = [m["content"] for m in messages] + ([] if "messages" in record else replies)
@@ -53,7 +53,8 @@ def _record_row(line: str, split: str, tokenizer, template: ChatTemplate, kinds:
         "assistant_turns": len(replies),
         "empty_contents": sum(1 for c in contents if not c.strip()),
         "tokens": tokens,
-        "pii_found": ",".join(sorted({s.kind for c in contents for s in pii.find(c, kinds)})),
+        # Every detector, whatever `data.pii` scrubbed, as the pretraining gate; `data.pii_allowed` lets kinds by.
+        "pii_found": ",".join(sorted({s.kind for c in contents for s in pii.find(c)} - set(allowed))),
     }
 
 
@@ -65,7 +66,7 @@ def record_table(data_dir: Path, config: FoundryConfig) -> pd.DataFrame:
     rows = []
     for split in ("train", "holdout"):
         with open(data_dir / f"{split}.jsonl", encoding="utf-8") as f:
-            rows += [_record_row(line, split, tokenizer, template, config.data.pii) for line in f if line.strip()]
+            rows += [_record_row(line, split, tokenizer, template, config.data.pii_allowed) for line in f if line.strip()]
     table = pd.DataFrame(rows)
     table["listed"] = table["sha256"].isin(listed)
     return table

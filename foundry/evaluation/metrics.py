@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from foundry.data.clean import iter_texts
-from foundry.data.shards import load_split
+from foundry.data.shards import load_split, split_parts
 from models.data import SequentialWindows
 from models.gpt import GPT
 from models.tokens import EOT
@@ -23,7 +23,7 @@ from models.tokens import EOT
 LN2 = math.log(2)
 
 
-def holdout_tokens(data_dir: Path, tokenizer_path: Path) -> np.ndarray:
+def holdout_tokens(data_dir: Path, tokenizer_path: Path):
     """The holdout as token ids under `tokenizer_path`: the shards when it is the dataset's own tokenizer."""
     if tokenizer_path.read_bytes() == (data_dir / "tokenizer.json").read_bytes():
         return load_split(data_dir, "holdout")
@@ -60,10 +60,11 @@ def score(model: GPT, tokens: np.ndarray, holdout_bytes: int, batch_size: int, m
 
 def unigram_bits_per_byte(data_dir: Path, vocab_size: int, holdout_bytes: int) -> float:
     """Token frequencies from the train split (add-one smoothed) scored on the whole holdout."""
-    counts = np.bincount(load_split(data_dir, "train"), minlength=vocab_size).astype(np.float64) + 1
+    counts = sum(np.bincount(part, minlength=vocab_size) for part in split_parts(load_split(data_dir, "train")))
+    counts = counts.astype(np.float64) + 1
     log_p = np.log(counts / counts.sum())
-    holdout = load_split(data_dir, "holdout")
-    return float(-log_p[holdout].sum() / LN2 / holdout_bytes)
+    nats = sum(-log_p[part].sum() for part in split_parts(load_split(data_dir, "holdout")))
+    return float(nats / LN2 / holdout_bytes)
 
 
 def compression_bits_per_byte(data_dir: Path, context_bytes: int) -> dict[str, float]:

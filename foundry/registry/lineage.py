@@ -88,12 +88,28 @@ class CommitMismatch(RuntimeError):
     """The code differs from the code that trained the model."""
 
 
-def check_commit(record: LineageRecord, current: str, force: bool) -> None:
-    """Reproduction is exact only at the commit that trained the model; elsewhere it needs `force`."""
-    if record.git_commit != current and not force:
+def check_commit(record: LineageRecord, current: dict[str, str], force: bool) -> None:
+    """Reproduction is exact only with the code that trained the model: the same commit, and neither
+    that run's tree nor this one holding changes a commit does not name. Otherwise it needs `force`.
+    `current` is `tracking.git_state()`."""
+    if force:
+        return
+    model, recorded = record.model, record.git_commit
+    if recorded != current["git_commit"]:
         raise CommitMismatch(
-            f"{record.model} was trained at commit {record.git_commit}, this code is at {current}: "
-            f"check out {record.git_commit} to reproduce it exactly, or pass --force to re-train anyway"
+            f"{model} was trained at commit {recorded}, this code is at {current['git_commit']}: "
+            f"check out {recorded} to reproduce it exactly, or pass --force to re-train anyway"
+        )
+    if record.git_dirty != "false":
+        raise CommitMismatch(
+            f"{model} was trained from a tree with uncommitted changes (git_dirty={record.git_dirty or 'unknown'}) "
+            f"on top of {recorded}: the code that trained it is not known exactly; pass --force to re-train anyway"
+        )
+    if current["git_dirty"] != "false":
+        raise CommitMismatch(
+            f"this checkout has uncommitted changes or untracked files under the code paths "
+            f"(git status -- foundry flows tasks models dvc.yaml pyproject.toml): commit or stash them to "
+            f"reproduce {model} exactly, or pass --force to re-train anyway"
         )
 
 

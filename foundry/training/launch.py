@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
 import uuid
@@ -105,13 +106,35 @@ def _signals_kept() -> Iterator[None]:
             os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = variable
 
 
+@contextmanager
+def _no_name_lookups() -> Iterator[None]:
+    """The agent names its host in the event records it builds and in a failure's message with
+    `socket.getfqdn()`, a DNS query wherever /etc/hosts does not know the name: on an air-gapped node, a
+    query beyond loopback. Locally this host is 127.0.0.1 to the agent anyway (`local_addr`), so for the
+    launch the records get the plain host name, which needs no lookup."""
+    from types import SimpleNamespace
+
+    from torch.distributed.elastic.agent.server import api
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+    from torch.distributed.elastic.multiprocessing import errors
+
+    saved = api._get_fq_hostname, LocalElasticAgent._get_fq_hostname, errors.socket
+    api._get_fq_hostname = socket.gethostname
+    LocalElasticAgent._get_fq_hostname = lambda self: socket.gethostname()
+    errors.socket = SimpleNamespace(getfqdn=socket.gethostname)
+    try:
+        yield
+    finally:
+        api._get_fq_hostname, LocalElasticAgent._get_fq_hostname, errors.socket = saved
+
+
 def run_ranks(config: FoundryConfig, args: list[str], log_dir: Path) -> None:
     """`python <args>` as every rank; waits for all, and raises TrainingFailed naming the rank that failed first."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
 
     try:
-        with _signals_kept():
+        with _signals_kept(), _no_name_lookups():
             elastic_launch(launch_config(config, log_dir), sys.executable)(*args)
     except ChildFailedError as exc:
         raise TrainingFailed(describe(exc.failures, world_size(config), log_dir)) from exc
@@ -145,10 +168,10 @@ def launch_local(
 def launch(config: FoundryConfig, data_dir: Path, checkpoint_dir: Path, run_id: str | None, data_version: str) -> Path:
     """Train into `checkpoint_dir`, resuming from its newest intact checkpoint if a previous try left one."""
     from foundry.checkpointing.resume import resume_point
+    from foundry.training.trainer import peak_flops, train
 
     resume_from = resume_point(checkpoint_dir)
+    peak_flops(config.train)  # a CPU's peak is measured once, here, not by every rank at the same time
     if world_size(config) == 1:  # no processes to start: the fast path, in this process
-        from foundry.training.trainer import train
-
         return train(config, data_dir, checkpoint_dir, run_id, data_version, resume_from=resume_from)
     return launch_local(config, data_dir, checkpoint_dir, run_id, data_version, resume_from)

@@ -111,7 +111,10 @@ def estimate(config: FoundryConfig, micro_batch: int | None = None, on_gpu: bool
     activations = _saved_bytes(config, vocab, b, on_gpu)
     loss_grads = 2 * 4 * b * m.block_size * vocab  # d(loss)/d(log-probs) and d(loss)/d(logits)
     backward_start = weights + moments + buckets + casts + activations + loss_grads
-    optimizer_step = weights + moments + buckets + grads + 2 * 4 * largest  # foreach AdamW's temporaries
+    # The optimizer step's temporaries, in fp32 copies of the largest parameter: one for the fused AdamW that
+    # training uses (measured on CPU), two for the foreach one it falls back to under 16-mixed.
+    temporaries = (2 if config.train.resolved_precision(on_gpu) == "16-mixed" else 1) * 4 * largest
+    optimizer_step = weights + moments + buckets + grads + temporaries
     return MemoryPlan(n, weights, grads, moments, buckets, activations, max(backward_start, optimizer_step), b)
 
 

@@ -56,9 +56,15 @@ def lookup_peak_flops(device_name: str, precision: str) -> float:
 
 
 def peak_flops(t: TrainConfig) -> float:
-    if t.peak_flops or not uses_gpu(t):
+    """For MFU: `train.peak_flops`, else a known GPU's data-sheet peak, else on CPU a measured matmul rate
+    (`foundry.training.cpu_peak`, cached); 0 (no MFU) for an unknown GPU."""
+    if t.peak_flops:
         return t.peak_flops
-    return lookup_peak_flops(torch.cuda.get_device_name(), resolve_precision(t))
+    if uses_gpu(t):
+        return lookup_peak_flops(torch.cuda.get_device_name(), resolve_precision(t))
+    from foundry.training.cpu_peak import cpu_peak_flops
+
+    return cpu_peak_flops(cpu_threads(t), resolve_precision(t))
 
 
 def cpu_threads(t: TrainConfig) -> int:
@@ -67,6 +73,30 @@ def cpu_threads(t: TrainConfig) -> int:
     its parent, which every training process started from there would inherit)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return t.cpu_threads or max(1, cores // t.devices)
+
+
+def device_kind(t: TrainConfig) -> str:
+    """What runs the arithmetic: "cpu", or the GPU's model with the CUDA and cuDNN versions (kernels differ
+    from one GPU model, and one library version, to another)."""
+    if not uses_gpu(t):
+        return "cpu"
+    if not torch.cuda.is_available():
+        return "cuda"
+    return f"cuda:{torch.cuda.get_device_name()} (CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()})"
+
+
+def arithmetic(t: TrainConfig) -> dict[str, str | int | bool]:
+    """What decides the floating-point results of a step besides the config's training values and the
+    data: runs that differ in any of these do not compute the same bits (on a GPU, agreeing on them is
+    necessary but not sufficient: see `train.deterministic`)."""
+    return {
+        "threads": cpu_threads(t),
+        "precision": resolve_precision(t),
+        "device": device_kind(t),
+        "world_size": t.devices * t.num_nodes,
+        "torch": str(torch.__version__),  # a plain str: TorchVersion does not load with weights_only
+        "deterministic": t.deterministic,
+    }
 
 
 def _loaders(config: FoundryConfig, data_dir: Path, rank: int, world_size: int, manifest: dict):
@@ -111,7 +141,7 @@ def join_process_group(t: TrainConfig) -> None:
     dist.init_process_group(backend, store=attempt, rank=rank, world_size=world, timeout=timeout)
 
 
-def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool):
+def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool, callbacks: tuple = ()):
     import lightning as L
     from lightning.pytorch.loggers import MLFlowLogger
     from lightning.pytorch.plugins.environments import LightningEnvironment
@@ -129,6 +159,7 @@ def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool):
         devices=t.devices,
         num_nodes=t.num_nodes,
         precision=resolve_precision(t),
+        deterministic=t.deterministic,
         strategy=_strategy(t),
         max_steps=t.max_steps,
         accumulate_grad_batches=t.grad_accum_steps,
@@ -139,7 +170,7 @@ def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool):
         num_sanity_val_steps=0,
         log_every_n_steps=t.log_every_n_steps,
         logger=loggers or False,
-        callbacks=[CheckpointEvery(io, config.checkpoint.every_n_steps)],
+        callbacks=[CheckpointEvery(io, config.checkpoint.every_n_steps, arithmetic(t)), *callbacks],
         enable_checkpointing=False,
         enable_progress_bar=progress,
         enable_model_summary=progress,
@@ -180,8 +211,10 @@ def train(
     data_version: str = "",
     progress: bool = True,
     resume_from: Path | None = None,
+    callbacks: tuple = (),
 ) -> Path:
-    """Train to `train.max_steps`, from `resume_from` (a verified checkpoint) when given."""
+    """Train to `train.max_steps`, from `resume_from` (a verified checkpoint) when given. `callbacks` are
+    Lightning callbacks added to ours (a search trial's pruning reports and time box)."""
     import lightning as L
 
     from foundry.checkpointing.writer import ManifestCheckpointIO
@@ -195,7 +228,7 @@ def train(
         parent = torch.load(config.train.init_from, map_location="cpu", weights_only=True)
         module.model.load_state_dict(parent["state_dict"])
     io = ManifestCheckpointIO(checkpoint_dir, config.checkpoint.keep_last, config.checkpoint.async_save)
-    trainer = _trainer(config, run_id, io, progress)
+    trainer = _trainer(config, run_id, io, progress, callbacks)
     train_loader, val_loader = _loaders(config, data_dir, trainer.global_rank, trainer.world_size, manifest)
     if resume_from is not None:
         log.info("resuming from %s", resume_from)

@@ -1,17 +1,16 @@
-"""The `align` section of the config (`foundry.config.FoundryConfig.align`), in a module of its own."""
+"""The `align` section of the config (`foundry.config.FoundryConfig.align`)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from foundry.config.base import _Section
 
 
-class AlignConfig(BaseModel):
+class AlignConfig(_Section):
     """`foundry align MODEL_URI`: instruction tuning (sft) or preference optimisation (dpo) of a registered version."""
-
-    # As every section of foundry.config: unknown keys are typos, rejected.
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     method: Literal["sft", "dpo"] = Field(
         "sft",

@@ -1,0 +1,127 @@
+"""The current defaults against a candidate config (a search's best.yaml), trained side by side in one run.
+
+    python bench/defaults.py --candidate best.yaml [--baseline params.yaml] [--order AB|ABBA] [--set k=v ...]
+
+Both configs go through what `make run` does to train and score a model, on the same machine in the same
+run: the corpus acquired and prepared by the pipeline's own code (once per tokenizer: the holdout
+documents are the same whatever the tokenizer), trained with `foundry.training.trainer.train` at the
+config's own settings (all of this process's cores, as `foundry run`), scored with the pipeline's holdout
+metrics. Validation, DVC versioning and registration are left out: they are the same for both. Training
+times vary by a third between runs on a shared machine, so only their ratio within this run is the
+figure; `--order ABBA` trains each twice, in mirrored order, and compares the means. `--set` applies to
+both configs (e.g. `--set data.source=stdlib://email --set train.max_steps=20` for a quick check).
+The last line is the headline: both holdout bits per byte, xz's on the same holdout, and the ratio of
+training times (candidate / baseline; the issue's bar: <= 1.0 and candidate <= 1.62).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if "FOUNDRY_HOME" not in os.environ:  # a throwaway home (MLflow store, data, checkpoints), removed at exit
+    os.environ["FOUNDRY_HOME"] = tempfile.mkdtemp(prefix="foundry-bench-")
+    atexit.register(shutil.rmtree, os.environ["FOUNDRY_HOME"], True)
+
+from foundry.env import configure_environment  # noqa: E402
+
+configure_environment()  # before the libraries load
+
+
+def prepared(config, work: Path, cache: dict) -> Path:
+    """The corpus prepared with this config's data and tokenizer settings, once per distinct setting."""
+    from foundry.data.acquire import acquire_source
+    from foundry.data.prepare import prepare
+
+    key = config.data.model_dump_json() + config.tokenizer.model_dump_json()  # what prepare() reads
+    if key not in cache:
+        folder = work / f"data-{len(cache)}"
+        manifest = acquire_source(config.data, folder / "source_manifest.json")
+        prepare(manifest, config, folder / "prepared", progress=False)
+        cache[key] = folder / "prepared"
+    return cache[key]
+
+
+def train_and_score(name: str, config, data_dir: Path, work: Path, attempt: int) -> dict:
+    from foundry.evaluation.metrics import holdout_metrics
+    from foundry.training.trainer import train
+    from models.gpt import load_gpt
+
+    start = time.perf_counter()
+    model_pt = train(config, data_dir, work / f"{name}-{attempt}", progress=False)
+    seconds = time.perf_counter() - start
+    e = config.evaluation
+    metrics = holdout_metrics(load_gpt(model_pt), data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
+    tokens = config.train.max_steps * config.train.batch_size * config.train.grad_accum_steps * config.model.block_size
+    print(
+        f"{name:9s} try {attempt}: {seconds:7.1f} s training, {tokens / seconds:7.0f} tokens/s, "
+        f"holdout {metrics['holdout/bits_per_byte']:.4f} bits per byte",
+        flush=True,
+    )
+    return {"seconds": seconds, "bits_per_byte": metrics["holdout/bits_per_byte"]}
+
+
+def warm_up(config, data_dir: Path, work: Path) -> None:
+    """Imports and Lightning's first set-up, paid here rather than by whichever config trains first."""
+    from foundry.training.trainer import train
+
+    short = config.model_copy(deep=True)
+    short.train.max_steps = 2
+    train(short, data_dir, work / "warm-up", progress=False)
+
+
+def differences(baseline, candidate) -> list[str]:
+    a, b = baseline.flat(), candidate.flat()
+    return [f"{k}: {a[k]} -> {b[k]}" for k in a if a[k] != b[k] and not k.startswith("search.")]
+
+
+def main() -> int:
+    from foundry.config import load_config
+    from foundry.evaluation.metrics import compression_bits_per_byte
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--candidate", type=Path, required=True, help="the config to compare (e.g. a search's best.yaml)"
+    )
+    parser.add_argument("--baseline", type=Path, default=Path("params.yaml"), help="the current defaults")
+    parser.add_argument("--order", choices=["AB", "ABBA"], default="AB", help="training order (A: baseline)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--work", type=Path, help="folder for data and checkpoints (default: a temporary one)")
+    args = parser.parse_args()
+
+    configs = {
+        name: load_config(path, args.overrides)
+        for name, path in (("baseline", args.baseline), ("candidate", args.candidate))
+    }
+    work = args.work or Path(os.environ["FOUNDRY_HOME"]) / "bench-defaults"
+    print("candidate differs in:", *differences(configs["baseline"], configs["candidate"]) or ["nothing"], sep="\n  ")
+    cache: dict = {}
+    data = {name: prepared(config, work, cache) for name, config in configs.items()}
+    warm_up(configs["baseline"], data["baseline"], work)
+    results: dict[str, list[dict]] = {"baseline": [], "candidate": []}
+    for attempt, name in enumerate(("baseline", "candidate", "candidate", "baseline")[: len(args.order)]):
+        results[name].append(train_and_score(name, configs[name], data[name], work, attempt))
+
+    seconds = {name: sum(r["seconds"] for r in runs) / len(runs) for name, runs in results.items()}
+    bpb = {name: sum(r["bits_per_byte"] for r in runs) / len(runs) for name, runs in results.items()}
+    xz = compression_bits_per_byte(data["baseline"], configs["baseline"].evaluation.compression_context_bytes)[
+        "xz_bits_per_byte"
+    ]
+    ratio = seconds["candidate"] / seconds["baseline"]
+    print(
+        f"defaults: baseline {bpb['baseline']:.4f} bits/byte, candidate {bpb['candidate']:.4f} "
+        f"({bpb['candidate'] / bpb['baseline']:.3f}x), xz {xz:.4f}; "
+        f"training time candidate/baseline {ratio:.2f}x ({seconds['candidate']:.0f} s / {seconds['baseline']:.0f} s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

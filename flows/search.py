@@ -1,0 +1,43 @@
+"""Hyperparameter search: the data prepared once, then a study's trials in parallel on Dask.
+
+Run it with `foundry search` (see `foundry search --help`), or from Python:
+
+    from flows.search import search
+    search(config=load_config("configs/tiny.yaml"))
+
+The space, budget, sampler and pruner are the config's `search` section. Re-running the same command
+after a crash continues the study (`foundry/search/study.py`).
+"""
+
+from __future__ import annotations
+
+from foundry.env import configure_environment
+
+configure_environment()  # an entry point: `foundry search` and Prefect workers import this module directly
+
+from prefect import flow, runtime  # noqa: E402
+
+from foundry.config import FoundryConfig  # noqa: E402
+from foundry.contracts import SearchResult, TrialData  # noqa: E402
+from foundry.search.records import study_run  # noqa: E402
+from foundry.search.study import data_key, data_variants  # noqa: E402
+from tasks.data import acquire, dataset, hydrate  # noqa: E402
+from tasks.search import record, run_trials  # noqa: E402
+
+
+@flow(name="search", log_prints=True)
+def search(config: FoundryConfig = FoundryConfig()) -> SearchResult:
+    """Acquire, then prepare, validate, version and hydrate each dataset the space needs; run the trials;
+    record the study and write the best config."""
+    tags = {"prefect.flow_run_id": str(runtime.flow_run.id)}
+    with study_run(config, runtime.flow_run.name, tags) as (run, study):
+        source_manifest = acquire(config, run)
+        datasets = {}
+        for variant in data_variants(config):  # one per value of the searched tokenizer keys
+            data = dataset(variant, source_manifest, run)  # cached by content: prepared once
+            data_dir = hydrate(data, run)
+            datasets[data_key(variant)] = TrialData(
+                data_version=data.data_version, remote=data.remote, data_dir=data_dir
+            )
+        run_trials(config, study, datasets, run)
+        return record(config, study, run)

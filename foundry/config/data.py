@@ -1,0 +1,126 @@
+"""The `data` section: sources, cleaning rules, PII, the split, shards and the Dask map steps."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from foundry.config.base import _Section
+
+# The detectors of foundry/data/pii_patterns.py, in the order they run (a test keeps the two equal).
+_PII_NAMES = """private_key pem_block aws_access_key aws_secret_key github_token gitlab_token slack_token stripe_key
+google_api_key jwt secret_assignment email iban credit_card ipv6 ipv4 phone"""
+PII_KINDS = Literal[tuple(_PII_NAMES.split())]  # type: ignore[misc]
+
+
+class DataConfig(_Section):
+    source: str = Field(
+        "stdlib://",
+        description="Local directory or glob, http(s) URL, s3://bucket/prefix, or stdlib:// "
+        "(stdlib://PART for one package) for the running interpreter's standard library sources; "
+        "may be empty when `sources` lists them.",
+    )
+    sources: list[str] = Field(
+        [],
+        description="More sources, read after `source`, each in any form `source` takes; a source that "
+        "cannot be reached is skipped (counted) or stops the run, by on_error.",
+    )
+    extensions: list[str] = Field(
+        [".txt", ".md", ".py", ".jsonl", ".parquet"],
+        description="File types read from directories; each also when gzip-compressed (NAME.EXT.gz). "
+        ".jsonl and .parquet hold one document per record, other types one per file.",
+    )
+    exclude_dirs: list[str] = Field(
+        ["site-packages", "test", "tests", "idle_test", "__pycache__"],
+        description="Directory names skipped while walking a local source.",
+    )
+    jsonl_text_field: str = "text"
+    parquet_text_column: str = "text"
+    remote: str = Field("", description="DVC remote URL; empty means $FOUNDRY_HOME/dvc-remote.")
+    holdout_fraction: float = Field(0.05, gt=0, lt=0.5)
+    min_chars: int = Field(200, ge=1, description="Documents shorter than this are dropped.")
+    max_chars: int = Field(400_000, ge=1, description="Documents longer than this are dropped.")
+    max_line_chars: int = Field(2_000, ge=1, description="Documents with a longer line are dropped.")
+    min_alpha_fraction: float = Field(0.25, ge=0, le=1, description="Minimum share of letters.")
+    min_mean_word_length: float = Field(
+        3.0, ge=0, description="Gopher: mean length of whitespace-separated words, lower bound."
+    )
+    max_mean_word_length: float = Field(15.0, gt=0, description="Gopher: mean word length, upper bound.")
+    max_symbol_word_ratio: float = Field(0.5, ge=0, description="Gopher: (# and ellipses) per word, upper bound.")
+    max_repeated_line_fraction: float = Field(
+        0.5, ge=0, le=1, description="Share of non-blank lines repeating an earlier one."
+    )
+    max_non_printable_fraction: float = Field(
+        0.01, ge=0, le=1, description="Share of control, zero-width or private-use characters."
+    )
+    near_dup_threshold: float = Field(
+        0.8,
+        ge=0.05,
+        le=1,
+        description="Estimated Jaccard similarity (MinHash LSH) of word shingles at which a "
+        "document counts as a near duplicate of an earlier kept one and is dropped; at most 0.95, or 1 to keep "
+        "near duplicates.",
+    )
+    near_dup_shingle_words: int = Field(5, ge=1, description="Words per shingle for near-duplicate detection.")
+    near_dup_num_perm: int = Field(128, ge=64, le=1024, description="MinHash permutations.")
+    pii: list[Literal[PII_KINDS]] = Field(  # type: ignore[valid-type]
+        list(PII_KINDS.__args__),
+        description="PII detectors whose matches are replaced by typed placeholders such as <EMAIL>.",
+    )
+    pii_allowed: list[Literal[PII_KINDS]] = Field(  # type: ignore[valid-type]
+        [], description="Kinds the gate, which searches with every detector, reports but lets through."
+    )
+    holdout_tolerance: float = Field(
+        0.1,
+        ge=0,
+        lt=1,
+        description="The gate accepts a holdout share of tokens down to "
+        "holdout_fraction * (1 - this); the split itself guarantees the fraction in bytes.",
+    )
+    on_error: Literal["skip", "fail"] = "skip"
+    shard_tokens: int = Field(16_777_216, ge=1024, description="Tokens per shard file.")
+    workers: int = Field(
+        1,
+        ge=1,
+        description="Dask worker processes (one core each) for the partition steps of prepare. "
+        "1 runs them in the calling process: on the default corpus a local cluster costs more than it saves.",
+    )
+    scheduler: str = Field(
+        "",
+        pattern=r"^(|local|(tcp|tls|ws|wss|inproc|ucx)://\S+)$",
+        description="'' (a local Dask cluster when workers > 1), 'local' (one even for 1 worker) or the "
+        "address of an existing Dask scheduler, e.g. tcp://10.0.0.5:8786, whose workers see the same files.",
+    )
+    partition_bytes: int = Field(
+        64 << 20,
+        ge=1 << 16,
+        description="Most source bytes per partition; there are at least as many partitions as workers.",
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> DataConfig:
+        if self.min_chars > self.max_chars:
+            raise ValueError(f"min_chars ({self.min_chars}) must not exceed max_chars ({self.max_chars})")
+        if self.min_mean_word_length > self.max_mean_word_length:
+            raise ValueError(
+                f"min_mean_word_length ({self.min_mean_word_length}) must not exceed "
+                f"max_mean_word_length ({self.max_mean_word_length})"
+            )
+        if 0.95 < self.near_dup_threshold < 1:  # LSH bands cannot be cut that fine from these signatures
+            raise ValueError(
+                f"near_dup_threshold ({self.near_dup_threshold}) must be at most 0.95, or 1 to keep near duplicates"
+            )
+        listed = self.source_list
+        if not listed:
+            raise ValueError("no source: set data.source or data.sources")
+        if len(set(listed)) != len(listed):
+            raise ValueError(f"a source is listed twice in {listed}")
+        if any(not ext.startswith(".") for ext in self.extensions):
+            raise ValueError(f"extensions must start with a dot, e.g. '.txt': {self.extensions}")
+        return self
+
+    @property
+    def source_list(self) -> list[str]:
+        """Every source in reading order: `source` (when set), then `sources`."""
+        return ([self.source] if self.source else []) + list(self.sources)

@@ -1,0 +1,67 @@
+"""Lightning callbacks a trial adds to the pipeline's own training: pruning reports and a time box."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+from lightning.pytorch import Callback
+
+LN2 = math.log(2)
+
+
+class ValidationReporter(Callback):
+    """Hands each validation loss to `report` as bits per byte, comparable across tokenizers and contexts
+    (nats per token / ln 2 x the holdout's tokens per byte); stops training when `report` answers prune."""
+
+    def __init__(self, report: Callable[[int, float], bool], tokens_per_byte: float):
+        self.report = report
+        self.tokens_per_byte = tokens_per_byte
+        self.curve: list[tuple[int, float]] = []
+        self.pruned_at: int | None = None
+        self.steps = 0
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        loss = trainer.callback_metrics.get("val/loss")
+        if trainer.sanity_checking or loss is None:
+            return
+        step, value = trainer.global_step, float(loss) / LN2 * self.tokens_per_byte
+        self.curve.append((step, value))
+        if self.report(step, value) and self.pruned_at is None:
+            self.pruned_at = step
+            trainer.should_stop = True  # the loop ends after this step; train() still writes model.pt
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self.steps = trainer.global_step
+
+
+class TimeBox(Callback):
+    """Fits a run into `seconds`: its speed is measured over `calibration_steps` steps after the first
+    `skip_steps` (which pay for set-up), then its length becomes the steps that fit, and the learning-rate
+    schedule ends there too, as it would for a run of that length. A run that slows down badly afterwards
+    is stopped at 1.5 x the box."""
+
+    def __init__(self, seconds: float, calibration_steps: int = 20, skip_steps: int = 5):
+        self.seconds = seconds
+        self.calibration_steps = calibration_steps
+        self.skip_steps = skip_steps
+        self.fitted_steps: int | None = None
+        self._start = self._mark = 0.0
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step, now = trainer.global_step, time.perf_counter()
+        if step == self.skip_steps and not self._mark:
+            self._mark = now
+        elif self.fitted_steps is None and self._mark and step >= self.skip_steps + self.calibration_steps:
+            per_step = (now - self._mark) / (step - self.skip_steps)
+            fits = step + int((self.seconds - (now - self._start)) / per_step)
+            self.fitted_steps = max(step + 1, min(trainer.max_steps, fits))
+            trainer.fit_loop.epoch_loop.max_steps = self.fitted_steps
+            # LitGPT's schedule reads its max_steps from hparams at every step.
+            pl_module.hparams.max_steps = self.fitted_steps
+        elif self.fitted_steps is not None and now - self._start > 1.5 * self.seconds:
+            trainer.should_stop = True
