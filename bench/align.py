@@ -25,6 +25,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,10 +33,22 @@ sys.path.insert(0, str(REPO))
 DEFAULT_HOME = REPO / "bench" / "out" / "align-home"
 
 
+@dataclass
+class Aligned:
+    model_uri: str
+    verdict: str
+    metrics: dict
+    config: dict
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", help="registered base version (default: champion of foundry-gpt, or train one)")
     parser.add_argument("--home", type=Path, default=DEFAULT_HOME, help="FOUNDRY_HOME kept between runs")
+    parser.add_argument(
+        "--sft", help="a registered SFT version to evaluate and start DPO from, instead of training one"
+    )
+    parser.add_argument("--dpo", help="a registered DPO version to evaluate, instead of training one from the SFT")
     parser.add_argument("--train", type=int, default=2000, help="training instances per task")
     parser.add_argument("--test", type=int, default=100, help="held-out and out-of-vocabulary instances per task")
     parser.add_argument("--pairs", type=int, default=1000, help="training preference pairs per task")
@@ -75,6 +88,22 @@ def loaded(uri: str, home: Path, with_chat_tokens: bool = False):
     if with_chat_tokens:
         version = chat_base(version, home)
     return load_gpt(version.weights), Tokenizer.from_file(version.tokenizer)
+
+
+def aligned(align, start: str, config, given: str | None, timings: dict, name: str) -> Aligned:
+    """The align flow's version from `start` under `config`, or the `given` registered version (its gate verdict,
+    metrics and config as the registry recorded them)."""
+    if given is None:
+        t = time.perf_counter()
+        result = align(model_uri=start, config=config)
+        timings[name] = time.perf_counter() - t
+        return Aligned(result.model_uri, result.verdict, result.metrics, config.align.model_dump())
+    from mlflow import MlflowClient
+
+    name, number = given.removeprefix("models:/").split("/")  # models:/NAME/VERSION
+    run = MlflowClient().get_run(MlflowClient().get_model_version(name, number).run_id)
+    recorded = {k.removeprefix("align."): v for k, v in run.data.params.items() if k.startswith("align.")}
+    return Aligned(given, run.data.tags.get("gate.verdict", "?"), run.data.metrics, recorded)
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -129,14 +158,10 @@ def main() -> int:
     timings["base"] = time.perf_counter() - started
     data = write_instruction_set(home / "instructions", train=args.train, test=args.test, pairs=args.pairs)
 
-    t = time.perf_counter()
     sft_config = load_config(None, [f"data.source={data['sft'].parent}", "align.method=sft", *args.sft_set])
-    sft = align(model_uri=base_uri, config=sft_config)
-    timings["sft flow"] = time.perf_counter() - t
-    t = time.perf_counter()
+    sft = aligned(align, base_uri, sft_config, args.sft, timings, "sft flow")
     dpo_config = load_config(None, [f"data.source={data['dpo'].parent}", "align.method=dpo", *args.dpo_set])
-    dpo = align(model_uri=sft.model_uri, config=dpo_config)
-    timings["dpo flow"] = time.perf_counter() - t
+    dpo = aligned(align, sft.model_uri, dpo_config, args.dpo, timings, "dpo flow")
 
     t = time.perf_counter()
     sets = {pool: read_jsonl(data[pool]) for pool in ("test", "oov")}
@@ -149,18 +174,8 @@ def main() -> int:
     timings["evaluation"] = time.perf_counter() - t
     summary = {
         "base": base_uri,
-        "sft": {
-            "uri": sft.model_uri,
-            "verdict": sft.verdict,
-            "metrics": sft.metrics,
-            "config": sft_config.align.model_dump(),
-        },
-        "dpo": {
-            "uri": dpo.model_uri,
-            "verdict": dpo.verdict,
-            "metrics": dpo.metrics,
-            "config": dpo_config.align.model_dump(),
-        },
+        "sft": vars(sft),
+        "dpo": vars(dpo),
         "results": results,
         "timings_s": timings,
         "load_average": {"start": load_start, "end": os.getloadavg()},

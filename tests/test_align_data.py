@@ -208,6 +208,24 @@ def test_the_gate_reads_the_records_back_and_catches_what_preparation_should_hav
     assert (tmp_path / "docs" / "index.html").is_file()
 
 
+def test_the_gate_searches_with_every_detector_and_lets_only_allowed_kinds_through(prepared_chat, tmp_path):
+    """As the pretraining gate: what `data.pii` did not scrub is still found; `data.pii_allowed` lets a kind by."""
+    import hashlib
+
+    out, config = prepared_chat
+    before = hashlib.sha256((out / "train.jsonl").read_text().splitlines()[0].encode()).hexdigest()
+    _edit_first_record(
+        out, lambda r: {"messages": [{**m, "content": "mail jane.doe@example.com"} for m in r["messages"]]}
+    )
+    after = hashlib.sha256((out / "train.jsonl").read_text().splitlines()[0].encode()).hexdigest()
+    (out / "records.csv").write_text((out / "records.csv").read_text().replace(before, after))  # still listed
+    not_scrubbed = config.model_copy(update={"data": config.data.model_copy(update={"pii": ["phone"]})})
+    with pytest.raises(ValidationFailed, match="column=pii_found"):
+        validate_aligned(out, not_scrubbed, tmp_path / "report.json")
+    allowed = config.model_copy(update={"data": config.data.model_copy(update={"pii_allowed": ["email"]})})
+    validate_aligned(out, allowed, tmp_path / "report.json")
+
+
 def test_the_gate_checks_the_arrays_against_the_vocabulary_and_the_records(prepared_chat, tmp_path):
     out, config = prepared_chat
     offsets = np.load(out / "train.tokens.offsets.npy")

@@ -76,6 +76,26 @@ def test_the_aligned_version_answers_prompts_and_chats_through_pyfunc(aligned_mo
         base.predict(pd.DataFrame({"messages": [chat]}))
 
 
+def test_batched_greedy_replies_are_the_one_at_a_time_ones(aligned_model, instruction_set):
+    """The benchmark's exact match decodes prompts of one length together; it must read what serving would."""
+    import mlflow
+
+    from foundry.evaluation.align import greedy_replies
+    from models.chat import ChatTemplate
+    from models.generate import generate_replies
+    from models.gpt import load_gpt
+
+    _, result = aligned_model
+    folder = Path(mlflow.artifacts.download_artifacts(result.model_uri)) / "artifacts"
+    from tokenizers import Tokenizer
+
+    model, tokenizer = load_gpt(folder / "model.pt"), Tokenizer.from_file(str(folder / "tokenizer.json"))
+    examples = [json.loads(line) for line in instruction_set["test"].read_text().splitlines()[::4]]
+    chats = [[{"role": "user", "content": e["prompt"]}] for e in examples]
+    alone = generate_replies(model, tokenizer, ChatTemplate(), chats, 8, top_k=1)
+    assert greedy_replies(model, tokenizer, ChatTemplate(), chats, 8, batch=4) == alone
+
+
 def test_dpo_from_the_sft_version_through_the_cli(aligned_model, instruction_set, capsys):
     from mlflow import MlflowClient
 

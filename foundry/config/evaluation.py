@@ -14,8 +14,8 @@ class EvaluationConfig(_Section):
     max_regression: float = Field(
         0.02,
         ge=0,
-        description="Forgetting guard: bits per byte a challenger may lose against the champion on the "
-        "champion's own holdout and still be promoted.",
+        description="Forgetting guard of the alignment gate: bits per byte an aligned model may lose against "
+        "the base it started from on the base's pretraining holdout and still pass.",
     )
     compression_context_bytes: int = Field(
         8 << 20, ge=0, description="Training text (its tail) that gzip and xz see before the holdout."

@@ -19,7 +19,6 @@ from foundry.data.chat import load_conversations, load_pairs
 from models.align import IGNORE, sequence_logps
 from models.align_data import Conversations, Pairs, Ragged, sequential_conversations, sequential_pairs
 from models.chat import ChatTemplate
-from models.generate import generate_replies
 from models.gpt import GPT
 
 
@@ -69,19 +68,41 @@ def pairs_from_examples(examples: list[dict], tokenizer, template: ChatTemplate)
     return Pairs(Ragged.from_lists(prompts), Ragged.from_lists(chosen), Ragged.from_lists(rejected))
 
 
+@torch.no_grad()
+def greedy_replies(
+    model: GPT, tokenizer, template: ChatTemplate, conversations: list[list[dict]], max_new_tokens: int, batch: int = 64
+) -> list[str]:
+    """The greedy reply to each conversation through the template, up to its end marker. Prompts of the same
+    length are decoded together: no padding, so each row is computed as it would be alone."""
+    end = template.token_id(tokenizer, template.end)
+    encoded = [template.encode_prompt(tokenizer, messages) for messages in conversations]
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for i, ids in enumerate(encoded):
+        by_length[len(ids)].append(i)
+    model.eval()
+    replies = [""] * len(encoded)
+    for length, indices in by_length.items():
+        for start in range(0, len(indices), batch):
+            rows = indices[start : start + batch]
+            idx, done = torch.tensor([encoded[i] for i in rows]), torch.zeros(len(rows), dtype=torch.bool)
+            for _ in range(max_new_tokens):
+                logits, _ = model(idx[:, -model.config.block_size :])
+                next_ids = logits[:, -1, :].argmax(dim=-1)
+                idx, done = torch.cat((idx, next_ids[:, None]), dim=1), done | (next_ids == end)
+                if bool(done.all()):
+                    break
+            for i, row in zip(rows, idx[:, length:].tolist()):
+                replies[i] = tokenizer.decode(row[: row.index(end)] if end in row else row)
+    return replies
+
+
 def exact_match(
     model: GPT, tokenizer, template: ChatTemplate, examples: list[dict], max_new_tokens: int = 32
 ) -> dict[str, float]:
     """Per task, the share of `{"task", "prompt", "answer"}` examples whose greedy reply is the answer exactly
     (surrounding whitespace aside)."""
-    replies = generate_replies(
-        model,
-        tokenizer,
-        template,
-        [[{"role": "user", "content": e["prompt"]}] for e in examples],
-        max_new_tokens,
-        top_k=1,
-    )
+    chats = [[{"role": "user", "content": e["prompt"]}] for e in examples]
+    replies = greedy_replies(model, tokenizer, template, chats, max_new_tokens)
     hits: dict[str, list[bool]] = defaultdict(list)
     for example, reply in zip(examples, replies):
         hits[example["task"]].append(reply.strip() == example["answer"])
