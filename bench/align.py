@@ -1,6 +1,6 @@
 """Alignment measured on what the model does: the default base, SFT and DPO on the generated instruction set.
 
-    python bench/align.py [--base models:/foundry-gpt/1] [--home bench/out/align-home] [--train 2000]
+    python bench/align.py [--base models:/foundry-gpt/1] [--home bench/out/align-home] [--train 8000]
                           [--sft-set align.max_steps=600 ...] [--dpo-set align.max_steps=200 ...]
 
 1. The default base model (`make run`'s: 3 layers, width 192, BPE-4096 on the standard library): `--base`, else
@@ -49,7 +49,7 @@ def parse_args() -> argparse.Namespace:
         "--sft", help="a registered SFT version to evaluate and start DPO from, instead of training one"
     )
     parser.add_argument("--dpo", help="a registered DPO version to evaluate, instead of training one from the SFT")
-    parser.add_argument("--train", type=int, default=2000, help="training instances per task")
+    parser.add_argument("--train", type=int, default=8000, help="training instances per task (at most)")
     parser.add_argument("--test", type=int, default=100, help="held-out and out-of-vocabulary instances per task")
     parser.add_argument("--pairs", type=int, default=1000, help="training preference pairs per task")
     parser.add_argument("--sft-set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for the SFT run")
@@ -158,20 +158,23 @@ def main() -> int:
     timings["base"] = time.perf_counter() - started
     data = write_instruction_set(home / "instructions", train=args.train, test=args.test, pairs=args.pairs)
 
-    sft_config = load_config(None, [f"data.source={data['sft'].parent}", "align.method=sft", *args.sft_set])
-    sft = aligned(align, base_uri, sft_config, args.sft, timings, "sft flow")
-    dpo_config = load_config(None, [f"data.source={data['dpo'].parent}", "align.method=dpo", *args.dpo_set])
-    dpo = aligned(align, sft.model_uri, dpo_config, args.dpo, timings, "dpo flow")
-
-    t = time.perf_counter()
     sets = {pool: read_jsonl(data[pool]) for pool in ("test", "oov")}
     pairs = read_jsonl(data["pairs"])
-    results = {
-        "base": scores(*loaded(base_uri, home, with_chat_tokens=True), sets, pairs),
-        "sft": scores(*loaded(sft.model_uri, home), sets, pairs),
-        "dpo": scores(*loaded(dpo.model_uri, home), sets, pairs),
-    }
-    timings["evaluation"] = time.perf_counter() - t
+    results: dict[str, dict] = {}
+
+    def evaluate(who: str, uri: str) -> None:  # each model's figures as soon as it exists
+        t = time.perf_counter()
+        results[who] = scores(*loaded(uri, home, with_chat_tokens=who == "base"), sets, pairs)
+        timings[f"{who} evaluation"] = time.perf_counter() - t
+        print(f"{who} ({uri}): {json.dumps(results[who])}", flush=True)
+
+    sft_config = load_config(None, [f"data.source={data['sft'].parent}", "align.method=sft", *args.sft_set])
+    sft = aligned(align, base_uri, sft_config, args.sft, timings, "sft flow")
+    evaluate("sft", sft.model_uri)
+    dpo_config = load_config(None, [f"data.source={data['dpo'].parent}", "align.method=dpo", *args.dpo_set])
+    dpo = aligned(align, sft.model_uri, dpo_config, args.dpo, timings, "dpo flow")
+    evaluate("dpo", dpo.model_uri)
+    evaluate("base", base_uri)
     summary = {
         "base": base_uri,
         "sft": vars(sft),

@@ -19,6 +19,7 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 
 TRAIN_WORDS = (
@@ -90,8 +91,9 @@ def held_out(instance: Instance) -> bool:
     return int(digest[:8], 16) % HELD_OUT_BUCKETS == 0
 
 
-def instances(task: str, pool: str, n: int, seed: int = 0) -> list[Instance]:
-    """`n` distinct instances of `task` from `pool`: train, test (held out, seen vocabulary) or oov."""
+def instances(task: str, pool: str, n: int, seed: int = 0, at_most: bool = False) -> list[Instance]:
+    """`n` distinct instances of `task` from `pool`: train, test (held out, seen vocabulary) or oov; with
+    `at_most`, fewer where the pool holds fewer (addition of two operands below 50 has 2,500 in all)."""
     if pool not in ("train", "test", "oov"):
         raise ValueError(f"pool {pool!r}: train, test or oov")
     rng = random.Random(f"{task}/{pool}/{seed}")
@@ -102,6 +104,8 @@ def instances(task: str, pool: str, n: int, seed: int = 0) -> list[Instance]:
             found.setdefault(instance.prompt, instance)
         if len(found) == n:
             return list(found.values())
+    if at_most:
+        return list(found.values())
     raise ValueError(f"only {len(found)} distinct {pool} instances of {task} exist; asked for {n}")
 
 
@@ -152,15 +156,17 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
 
 
 def write_instruction_set(out: Path, train: int = 2000, test: int = 100, pairs: int = 1000, seed: int = 0) -> dict:
-    """Per task `train` training instances, `test` held-out and `test` out-of-vocabulary ones, `pairs` training
-    preference pairs (from training instances) and `test` held-out pairs, written as
+    """Per task `train` training instances (or as many as the task has), `test` held-out and `test`
+    out-of-vocabulary ones, `pairs` training preference pairs (from training instances) and `test` held-out
+    pairs, written as
     `sft/train.jsonl`, `dpo/train.jsonl` (what `foundry align` reads) and `eval/*.jsonl` (what it never sees)."""
     rng = random.Random(f"records/{seed}")
     by_pool = {
-        pool: {task: instances(task, pool, n, seed) for task in TASKS}
+        pool: {task: instances(task, pool, n, seed, at_most=pool == "train") for task in TASKS}
         for pool, n in (("train", train), ("test", test), ("oov", test))
     }
-    mixed = [x for group in zip(*by_pool["train"].values()) for x in group]  # tasks interleaved
+    # Tasks interleaved, a task with fewer instances running out first.
+    mixed = [x for group in zip_longest(*by_pool["train"].values()) for x in group if x is not None]
     preference = [
         {"prompt": x.prompt, "chosen": x.answer, "rejected": plausible_wrong(x, rng)}
         for task in TASKS
