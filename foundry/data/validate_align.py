@@ -66,7 +66,9 @@ def record_table(data_dir: Path, config: FoundryConfig) -> pd.DataFrame:
     rows = []
     for split in ("train", "holdout"):
         with open(data_dir / f"{split}.jsonl", encoding="utf-8") as f:
-            rows += [_record_row(line, split, tokenizer, template, config.data.pii_allowed) for line in f if line.strip()]
+            rows += [
+                _record_row(line, split, tokenizer, template, config.data.pii_allowed) for line in f if line.strip()
+            ]
     table = pd.DataFrame(rows)
     table["listed"] = table["sha256"].isin(listed)
     return table
