@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # pip on these machines warns once per package about local index folders that do not exist.
 QUIET_PIP := { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 
-.PHONY: run test lint install install-dev clean
+.PHONY: run test lint install install-dev browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,16 @@ $(VENV)/wheelhouse/.complete: foundry/serving/requirements.txt | $(BIN)/python
 	$(BIN)/python -m pip download -q -d $(VENV)/wheelhouse -r foundry/serving/requirements.txt 2>&1 | $(QUIET_PIP)
 	touch $@
 
+# tests/test_browser.py drives Debian's Chromium through Playwright (Playwright's own browser download needs
+# the internet, Debian's package does not), so the test setup installs it when it is missing.
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
+	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq chromium; \
+	fi
+
 install: $(VENV)/.installed-run
-install-dev: $(VENV)/.installed-dev $(VENV)/wheelhouse/.complete
+install-dev: $(VENV)/.installed-dev $(VENV)/wheelhouse/.complete browser
 
 run: install
 	$(BIN)/foundry run $(ARGS)

@@ -15,6 +15,7 @@ from prefect import flow, runtime  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.contracts import AlignResult  # noqa: E402
 from foundry.env import foundry_home  # noqa: E402
+from foundry.logs import route_library_logs  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
 from foundry.training.warm_start import align_config  # noqa: E402
 from tasks.align import (  # noqa: E402
@@ -23,17 +24,25 @@ from tasks.align import (  # noqa: E402
     evaluate_aligned,
     judge_aligned,
     parent_version,
-    promote_aligned,
     register_aligned,
 )
+from tasks.artifacts import flow_config, name_flow_run, publish_data_stage  # noqa: E402
 from tasks.data import acquire, hydrate  # noqa: E402
+from tasks.locks import promotion_lock  # noqa: E402
 from tasks.training import train  # noqa: E402
 
 
-@flow(name="align", log_prints=True)
+def _run_name() -> str:
+    """`align-<method>-<align.model_name>`; the data version is added once it is known."""
+    a = flow_config().align
+    return f"align-{a.method}-{a.model_name}"
+
+
+@flow(name="align", flow_run_name=_run_name, log_prints=True)
 def align(model_uri: str, config: FoundryConfig = FoundryConfig()) -> AlignResult:
     """Start from `model_uri` with the chat template's tokens; acquire, check and version the records; train
-    with the method's loss; evaluate beside the base; judge, register and promote under `align.model_name`."""
+    with the method's loss; evaluate beside the base; judge, and publish under `align.model_name`."""
+    route_library_logs()  # each line once, our INFO lines included
     parent = parent_version(model_uri, foundry_home())
     base = chat_base(parent, foundry_home())
     tuned = align_config(config, base)
@@ -47,15 +56,17 @@ def align(model_uri: str, config: FoundryConfig = FoundryConfig()) -> AlignResul
         source_manifest = acquire(tuned, run)
         data = align_dataset(tuned, source_manifest, run)  # check, scrub, encode, validate, version: cached
         data_dir = hydrate(data, run)
+        name_flow_run(f"{runtime.flow_run.name}-{data.data_version[:8]}")
+        publish_data_stage(data_dir)
         checkpoint = train(tuned, data_dir, data, run)
         metrics = evaluate_aligned(tuned, checkpoint, parent, base, data_dir, run)
-        decision = judge_aligned(tuned, metrics, run)
-        model_version = register_aligned(tuned, checkpoint, data_dir, data, metrics, decision, run, parent)
-        outcome = promote_aligned(tuned, model_version, decision)
+        with promotion_lock(tuned.registry.model_name, run.home):  # one flow at a time moves its aliases
+            decision = judge_aligned(tuned, metrics, run)
+            outcome = register_aligned(tuned, checkpoint, data_dir, data, metrics, decision, run, parent)
     return AlignResult(
         run_id=run.run_id,
         model_name=tuned.registry.model_name,
-        model_version=model_version,
+        model_version=outcome.version,
         data_version=data.data_version,
         parent=parent.uri,
         method=tuned.align.method,

@@ -6,6 +6,9 @@ written from the same table (`foundry deployments --write prefect.yaml`; a test 
 - reproduce: re-train a registered model from its lineage and compare metrics
 - search:    hyperparameter search; the space, budget, sampler and pruner are the form's `search` section
 - align:     instruction tuning or preference optimisation of a registered version (its model_uri is asked at run time)
+
+`train` and `retrain` run one at a time each: a run started while another is running waits in the queue
+(deployment concurrency limit 1, strategy ENQUEUE).
 """
 
 from __future__ import annotations
@@ -24,17 +27,25 @@ class Deployment:
     description: str
     takes_config: bool = True  # its parameter is the config (the UI form), prefilled with the served config
     scheduled: bool = False  # on `retrain.cron`
+    one_at_a_time: bool = False  # concurrency limit 1; the next run waits in the queue
+
+
+ONE_AT_A_TIME = {"limit": 1, "collision_strategy": "ENQUEUE"}
 
 
 DEPLOYMENTS = (
     Deployment(
-        "train", "flows/train_pipeline.py:train_pipeline", "Raw text to a registered model: the whole pipeline."
+        "train",
+        "flows/train_pipeline.py:train_pipeline",
+        "Raw text to a registered model: the whole pipeline.",
+        one_at_a_time=True,
     ),
     Deployment(
         "retrain",
         "flows/retrain.py:retrain",
         "Fine-tune the champion on new source documents; promote through the gate.",
         scheduled=True,
+        one_at_a_time=True,
     ),
     Deployment(
         "reproduce",
@@ -64,6 +75,7 @@ HEADER = """\
 
 def build_deployments(config: FoundryConfig) -> list:
     """Runner deployments for `foundry serve`, each flow loaded from its entrypoint."""
+    from prefect.client.schemas.objects import ConcurrencyLimitConfig
     from prefect.flows import load_flow_from_entrypoint
 
     from foundry.env import PROJECT_ROOT
@@ -79,6 +91,7 @@ def build_deployments(config: FoundryConfig) -> list:
                 tags=TAGS,
                 parameters={"config": config.model_dump(mode="json")} if d.takes_config else None,
                 cron=config.retrain.cron if d.scheduled else None,
+                concurrency_limit=ConcurrencyLimitConfig(**ONE_AT_A_TIME) if d.one_at_a_time else None,
             )
         )
     return built
@@ -98,6 +111,8 @@ def prefect_yaml(config: FoundryConfig) -> str:
         }
         if d.scheduled:
             entry["schedules"] = [{"cron": config.retrain.cron}]
+        if d.one_at_a_time:
+            entry["concurrency_limit"] = dict(ONE_AT_A_TIME)
         declared.append(entry)
     document = {
         "name": "foundry",
@@ -114,8 +129,16 @@ def _prefect_version() -> str:
     return metadata.version("prefect")
 
 
-def serve(config: FoundryConfig) -> None:
-    """Register the deployments with the configured Prefect API and run their flow runs here until stopped."""
+def serve(config: FoundryConfig, automations: bool = False) -> None:
+    """Register the deployments with the configured Prefect API and run their flow runs here until stopped;
+    with `automations`, also create the example automation (`flows/automations.py`) that uses them."""
     import prefect
 
-    prefect.serve(*build_deployments(config), print_starting_message=False)
+    deployments = build_deployments(config)
+    if automations:
+        from flows.automations import create_automations
+
+        for deployment in deployments:  # registered first: the automation names its deployment
+            deployment.apply()
+        create_automations()
+    prefect.serve(*deployments, print_starting_message=False)

@@ -14,6 +14,7 @@ from prefect import flow, runtime  # noqa: E402
 from foundry import tracking  # noqa: E402
 from foundry.config import validate  # noqa: E402
 from foundry.contracts import DataVersion, Reproduction  # noqa: E402
+from foundry.logs import route_library_logs  # noqa: E402
 from foundry.registry import lineage  # noqa: E402
 from foundry.registry.versions import resolve  # noqa: E402
 from tasks.data import hydrate  # noqa: E402
@@ -21,9 +22,10 @@ from tasks.evaluation import evaluate  # noqa: E402
 from tasks.training import train  # noqa: E402
 
 
-@flow(name="reproduce")
+@flow(name="reproduce", flow_run_name="reproduce-{model_uri}")
 def reproduce(model_uri: str, force: bool = False) -> Reproduction:
     """Hydrate the model's data version, train with its config, and compare holdout metrics."""
+    route_library_logs()  # each line once, our INFO lines included
     record = lineage.lineage(model_uri, depth=1)[0]
     current = tracking.git_state()
     lineage.check_commit(record, current, force)
@@ -38,7 +40,7 @@ def reproduce(model_uri: str, force: bool = False) -> Reproduction:
         data_dir = hydrate(data, run)
         checkpoint = train(config, data_dir, data, run, resume=False)
         metrics = evaluate(config, checkpoint, data_dir, run)
-    comparison = lineage.compare(resolve(record.model).tags, metrics)
+    comparison = lineage.compare(lineage.recorded_metrics(resolve(record.model)), metrics)
     return Reproduction(
         model=record.model,
         run_id=run.run_id,

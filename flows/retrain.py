@@ -14,40 +14,51 @@ from prefect import flow, runtime  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.contracts import PipelineResult, SkippedRun  # noqa: E402
 from foundry.env import foundry_home  # noqa: E402
+from foundry.logs import route_library_logs  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
 from foundry.training.warm_start import fine_tune_config  # noqa: E402
+from tasks.artifacts import name_flow_run, publish_data_stage, publish_result, run_name  # noqa: E402
 from tasks.data import acquire, dataset, hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402
-from tasks.registry import champion_parent, judge, promote, register, whats_new  # noqa: E402
+from tasks.locks import promotion_lock  # noqa: E402
+from tasks.registry import champion_parent, judge, register, whats_new  # noqa: E402
 from tasks.training import train  # noqa: E402
 
 
-@flow(name="retrain", log_prints=True)
+@flow(name="retrain", flow_run_name=lambda: run_name("retrain"), log_prints=True)
 def retrain(config: FoundryConfig = FoundryConfig()) -> PipelineResult | SkippedRun:
-    """Acquire, compare with the champion's data, and only if something is new: version, fine-tune, judge, register."""
-    parent = champion_parent(config, foundry_home())
+    """Acquire, compare with the champion's data, and only if something is new: version on the champion's
+    ledger (new documents plus a replay sample of its training documents), fine-tune, judge, register."""
+    route_library_logs()  # each line once, our INFO lines included
+    parent = champion_parent(config, foundry_home())  # fails closed: a registry error is not "no champion"
     tuned = fine_tune_config(config, parent)
     tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.stage": "retrain", "parent_model": parent.uri}
     with pipeline_run(tuned, runtime.flow_run.name, tags) as run:
         source_manifest = acquire(tuned, run)
         if not whats_new(source_manifest, parent, run):
             return SkippedRun(
-                run_id=run.run_id, parent=parent.uri, reason=f"nothing new in {config.data.source} since {parent.uri}"
+                run_id=run.run_id,
+                parent=parent.uri,
+                reason=f"nothing new in {', '.join(config.data.source_list)} since {parent.uri}",
             )
-        data = dataset(tuned, source_manifest, run)
+        data = dataset(tuned, source_manifest, run, parent.data, tuned.retrain.replay_fraction)
         data_dir = hydrate(data, run)
+        name_flow_run(f"{runtime.flow_run.name}-{data.data_version[:8]}")
+        publish_data_stage(data_dir)
         checkpoint = train(tuned, data_dir, data, run)
         metrics = evaluate(tuned, checkpoint, data_dir, run)
-        decision = judge(tuned, metrics, data_dir, data, run)
-        model_version = register(tuned, checkpoint, data_dir, data, metrics, decision, run, parent=parent.uri)
-        outcome = promote(tuned, model_version, decision)
-    return PipelineResult(
+        with promotion_lock(tuned.registry.model_name, run.home):  # one flow at a time moves its aliases
+            decision = judge(tuned, checkpoint, metrics, data_dir, data, run, parent.data)
+            outcome = register(tuned, checkpoint, data_dir, data, metrics, decision, run, parent=parent.uri)
+    result = PipelineResult(
         run_id=run.run_id,
         model_name=tuned.registry.model_name,
-        model_version=model_version,
+        model_version=outcome.version,
         data_version=data.data_version,
         metrics=metrics,
         promoted=outcome.promoted,
         verdict=outcome.verdict,
         parent=parent.uri,
     )
+    publish_result(result, foundry_home())
+    return result

@@ -16,31 +16,41 @@ from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.contracts import PipelineResult  # noqa: E402
+from foundry.env import foundry_home  # noqa: E402
+from foundry.logs import route_library_logs  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
+from tasks.artifacts import name_flow_run, publish_data_stage, publish_result, run_name  # noqa: E402
 from tasks.data import acquire, dataset, hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402
-from tasks.registry import judge, promote, register  # noqa: E402
+from tasks.locks import promotion_lock  # noqa: E402
+from tasks.registry import champion_data, judge, register  # noqa: E402
 from tasks.training import train  # noqa: E402
 
 
-@flow(name="train_pipeline", log_prints=True)
+@flow(name="train_pipeline", flow_run_name=lambda: run_name("train"), log_prints=True)
 def train_pipeline(config: FoundryConfig = FoundryConfig()) -> PipelineResult:
     """Acquire, prepare, validate, version, hydrate, train, evaluate, judge, register and promote."""
+    route_library_logs()  # each line once, our INFO lines included
     with pipeline_run(config, runtime.flow_run.name, {"prefect.flow_run_id": str(runtime.flow_run.id)}) as run:
         source_manifest = acquire(config, run)
-        data = dataset(config, source_manifest, run)  # prepare, validate, version: cached by content
+        parent = champion_data(config, run)  # the champion's data: its ledger keeps each document's split
+        data = dataset(config, source_manifest, run, parent)  # prepare, validate, version: cached by content
         data_dir = hydrate(data, run)
+        name_flow_run(f"{runtime.flow_run.name}-{data.data_version[:8]}")
+        publish_data_stage(data_dir)
         checkpoint = train(config, data_dir, data, run)
         metrics = evaluate(config, checkpoint, data_dir, run)
-        decision = judge(config, metrics, data_dir, data, run)
-        model_version = register(config, checkpoint, data_dir, data, metrics, decision, run)
-        outcome = promote(config, model_version, decision)
-    return PipelineResult(
+        with promotion_lock(config.registry.model_name, run.home):  # one flow at a time moves its aliases
+            decision = judge(config, checkpoint, metrics, data_dir, data, run, parent)
+            outcome = register(config, checkpoint, data_dir, data, metrics, decision, run)
+    result = PipelineResult(
         run_id=run.run_id,
         model_name=config.registry.model_name,
-        model_version=model_version,
+        model_version=outcome.version,
         data_version=data.data_version,
         metrics=metrics,
         promoted=outcome.promoted,
         verdict=outcome.verdict,
     )
+    publish_result(result, foundry_home())
+    return result

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import textwrap
 from pathlib import Path
 
 from foundry.cli_align import add_commands as add_alignment_commands
@@ -44,20 +43,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _summary_text(result) -> str:
-    home = foundry_home()
-    m = result.metrics
-    status = "champion" if result.promoted else "challenger"
-    return textwrap.dedent(f"""
-        ── Foundry pipeline finished ─────────────────────────────────────────
-        model      {result.model_uri}  (alias: {status}; {result.verdict})
-        data       version {result.data_version}
-        holdout    loss {m["holdout/loss"]:.4f}  perplexity {m["holdout/perplexity"]:.2f}  bits/byte {m["holdout/bits_per_byte"]:.4f}
-        baselines  unigram {m["holdout/unigram_bits_per_byte"]:.4f}  gzip {m["holdout/gzip_bits_per_byte"]:.4f}  xz {m["holdout/xz_bits_per_byte"]:.4f} bits/byte
-        MLflow run {result.run_id}
-        MLflow UI  .venv/bin/mlflow ui --backend-store-uri sqlite:///{home}/mlflow/mlflow.db --host 127.0.0.1 --port 5000
-        Prefect UI PREFECT_HOME={home}/prefect .venv/bin/prefect server start --host 127.0.0.1 --port 4200
-        load it    mlflow.pyfunc.load_model("models:/{result.model_name}@champion")
-    """).strip("\n")
+    from foundry.evaluation.report import pipeline_summary
+
+    return pipeline_summary(result, foundry_home())
 
 
 def cmd_retrain(args: argparse.Namespace) -> int:
@@ -73,10 +61,17 @@ def cmd_retrain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _interrupted(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def cmd_up(args: argparse.Namespace) -> int:
+    import signal
     import time
 
     from foundry import ops
+
+    signal.signal(signal.SIGTERM, _interrupted)  # `kill` stops both servers, as Ctrl-C does
 
     servers = ops.up(args.prefect_port, args.mlflow_port, args.artifacts)
     prefect, mlflow = servers
@@ -107,7 +102,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     names = ", ".join(f"{d.name} ({config.retrain.cron})" if d.scheduled else d.name for d in DEPLOYMENTS)
     print(f"serving deployments {names}; UI {api.removesuffix('/api')}", flush=True)
-    serve(config)
+    serve(config, automations=args.automations)
     return 0
 
 
@@ -144,8 +139,11 @@ def cmd_promote(args: argparse.Namespace) -> int:
     import getpass
 
     from foundry.registry.versions import promote_manually
+    from tasks.locks import promotion_lock
 
-    record = promote_manually(args.model_uri, args.reason, args.who or getpass.getuser())
+    name = args.model_uri.removeprefix("models:/").split("@")[0].split("/")[0]
+    with promotion_lock(name, foundry_home()):  # not while a flow judges and publishes the same model
+        record = promote_manually(args.model_uri, args.reason, args.who or getpass.getuser())
     print(
         f"models:/{record['name']}/{record['version']} is now champion "
         f"(was: {record['replaced_champion'] or 'none'}; by {record['promoted_by']}: {record['promotion_reason']})"
@@ -256,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="serve the train, retrain and reproduce deployments against PREFECT_API_URL"
     )
     _config_args(serve)
+    serve.add_argument("--automations", action="store_true", help="also create flows/automations.py's example")
     serve.set_defaults(func=cmd_serve)
 
     doctor = commands.add_parser("doctor", help="versions, backends and whether they answer, telemetry switches")

@@ -17,12 +17,16 @@ class _Value(BaseModel):
 
 
 class SourceFile(_Value):
-    """One file of a source, fingerprinted."""
+    """One file of a source, fingerprinted; for a remote file, also what its origin said when last asked."""
 
     path: str  # absolute, for reading
     name: str  # relative to the source root (with the source's index when there are several)
     size: int
     sha256: str
+    origin: str = ""  # the URL or s3:// URI it was fetched from; empty for local files
+    etag: str = ""  # the origin's ETag, when it sends one
+    last_modified: str = ""  # the origin's Last-Modified (http) or LastModified (s3), as it said it
+    checked_at: str = ""  # when the origin was last asked (UTC, ISO 8601)
 
 
 class SourceManifest(_Value):
@@ -63,6 +67,33 @@ class DataVersion(_Value):
         return {"path": "prepared", "hash": "md5", "md5": f"{self.data_version}.dir"}
 
 
+class ParentData(_Value):
+    """The champion's data version, hydrated on this node: its split ledger, which a new data version builds
+    on, and its holdout, which the forgetting guard scores."""
+
+    model_uri: str  # models:/NAME/VERSION whose data this is
+    data: DataVersion
+    dir: Path  # $FOUNDRY_HOME/hydrated/<version>/
+    ledger_digest: str  # identity of its ledger files: part of the dataset cache key
+
+
+class OldHoldout(_Value):
+    """Challenger and champion scored on the champion's own holdout: the forgetting guard's inputs."""
+
+    data_version: str
+    challenger_bits_per_byte: float
+    champion_bits_per_byte: float
+    max_regression: float
+
+    @property
+    def regression(self) -> float:
+        return self.challenger_bits_per_byte - self.champion_bits_per_byte
+
+    @property
+    def forgets(self) -> bool:
+        return self.regression > self.max_regression
+
+
 class GateDecision(_Value):
     """The promotion gate's inputs and verdict, recorded on the run and on the version."""
 
@@ -73,9 +104,10 @@ class GateDecision(_Value):
     champion_bits_per_byte: float | None = None
     champion_version: str | None = None
     min_improvement: float = 0.0
+    old_holdout: OldHoldout | None = None  # None without a champion, or one not compared
 
     def tags(self) -> dict[str, str]:
-        champion = self.champion_bits_per_byte
+        champion, old = self.champion_bits_per_byte, self.old_holdout
         return {
             "gate.verdict": self.verdict,
             "gate.passed": str(self.passed).lower(),
@@ -83,6 +115,10 @@ class GateDecision(_Value):
             "gate.champion_bits_per_byte": "" if champion is None else f"{champion:.6f}",
             "gate.champion_version": self.champion_version or "",
             "gate.min_improvement": str(self.min_improvement),
+            "gate.old_holdout_version": "" if old is None else old.data_version,
+            "gate.challenger_old_bits_per_byte": "" if old is None else f"{old.challenger_bits_per_byte:.6f}",
+            "gate.champion_old_bits_per_byte": "" if old is None else f"{old.champion_bits_per_byte:.6f}",
+            "gate.max_regression": "" if old is None else str(old.max_regression),
         }
 
 
@@ -94,11 +130,17 @@ class ParentModel(_Value):
     tokenizer: str  # tokenizer.json
     config: dict[str, Any]
     source_manifest: SourceManifest
+    # Its data version, hydrated: the ledger a retrain builds on (`fetch_champion`); None for a version fetched
+    # to align from (`fetch_version`), which builds on no ledger.
+    data: ParentData | None = None
     # The data the base model it descends from was pretrained on: the holdout alignment must not forget.
     pretrain_data: DataVersion | None = None
 
 
 class Promotion(_Value):
+    """A registered version and what the gate made of it: `challenger` always, `champion` when promoted."""
+
+    version: str
     promoted: bool
     verdict: str
 
@@ -147,6 +189,17 @@ class Reproduction(_Value):
     tree_clean: bool = True  # neither the training run's tree nor this one held uncommitted code
 
 
+class FetchedFile(_Value):
+    """What the origin of one remote source file said when a run acquired it (from its source manifest)."""
+
+    name: str
+    origin: str  # the URL or s3:// URI
+    etag: str
+    last_modified: str
+    checked_at: str
+    sha256: str
+
+
 class LineageRecord(_Value):
     """One registered version traced back: its run, data version, source, code, packages and config."""
 
@@ -164,6 +217,7 @@ class LineageRecord(_Value):
     packages: dict[str, str]
     config: dict[str, Any]
     holdout_bits_per_byte: str
+    remote_files: list[FetchedFile] = []  # empty for runs whose sources were all local
 
 
 class AlignmentDecision(_Value):

@@ -72,7 +72,7 @@ def configure_environment() -> Path:
         # The temporary Prefect server takes ~15 s on a fresh home; the default 20 s timeout is too tight on 2 cores.
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
         "PREFECT_LOGGING_LEVEL": "INFO",
-        "PREFECT_LOGGING_EXTRA_LOGGERS": "tasks,models,foundry",
+        "PREFECT_LOGGING_EXTRA_LOGGERS": "tasks,models,foundry,lightning.pytorch",  # training lines reach the run
         "TOKENIZERS_PARALLELISM": "true",
         "GIT_PYTHON_REFRESH": "quiet",
         "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",

@@ -42,7 +42,9 @@ def wait_healthy(server: Server, timeout: float = 120.0) -> None:
 
 
 def start_prefect(port: int, home: Path, log: Path) -> Server:
-    env = {**os.environ, **TELEMETRY_OFF, "PREFECT_HOME": str(home / "prefect")}
+    url = f"http://127.0.0.1:{port}"
+    # The UI's pages call the API at this address (by default port 4200's, whatever port serves them).
+    env = {**os.environ, **TELEMETRY_OFF, "PREFECT_HOME": str(home / "prefect"), "PREFECT_UI_API_URL": f"{url}/api"}
     env.pop("PREFECT_API_URL", None)  # the server must not try to talk to another server
     proc = subprocess.Popen(
         [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
@@ -50,7 +52,6 @@ def start_prefect(port: int, home: Path, log: Path) -> Server:
         stdout=open(log, "ab"),
         stderr=subprocess.STDOUT,
     )
-    url = f"http://127.0.0.1:{port}"
     return Server("Prefect", url, f"{url}/api/health", proc)
 
 

@@ -1,26 +1,54 @@
 """MLflow bookkeeping: the experiment, the pipeline run, and the lineage every run carries.
 
 Every call names its run id explicitly: tasks may run in other threads or processes, where
-MLflow's "active run" is not the pipeline's.
+MLflow's "active run" is not the pipeline's. Calls to a tracking server retry transient failures
+(connection refused or reset, 408, 429, 5xx) with MLflow's own backoff (`MLFLOW_HTTP_REQUEST_MAX_RETRIES`,
+7, and `MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR`, 2: about four minutes); then the call raises.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import quote
 
 from foundry.config import FoundryConfig
 from foundry.contracts import DataVersion, RunContext
 from foundry.env import PROJECT_ROOT, foundry_home, package_versions, uses_embedded_mlflow
 
+_READY: set[str] = set()  # tracking URIs whose store this process has opened
+
 
 def client():
     from mlflow import MlflowClient
+    from mlflow.tracking import get_tracking_uri
 
+    uri = get_tracking_uri()
+    if uri not in _READY:
+        _open_store(uri)
+        _READY.add(uri)
     return MlflowClient()
+
+
+def _open_store(uri: str) -> None:
+    """MLflow creates its tables when a process first opens an empty SQLite store, without a lock: two runs
+    started together on a fresh $FOUNDRY_HOME both tried ("table ... already exists"). One at a time, here."""
+    if not uri.startswith("sqlite:///"):
+        return
+    from filelock import FileLock
+    from mlflow import MlflowClient
+
+    database = Path(uri.removeprefix("sqlite:///"))
+    database.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{database}.init.lock"):
+        opened = MlflowClient(uri, registry_uri=uri)  # this database's stores, wherever the registry is
+        opened.search_experiments(max_results=1)  # the tracking store's tables
+        opened.search_registered_models(max_results=1)  # and the registry's
 
 
 def experiment_id(name: str) -> str:
@@ -66,12 +94,34 @@ def version_tags() -> dict[str, str]:
     return {f"version.{name}": version for name, version in package_versions().items()}
 
 
+GIT_COMMIT = "mlflow.source.git.commit"  # MLflow's own field; runs before it carried a `git_commit` tag
+
+
+def standard_tags() -> dict[str, str]:
+    """MLflow's own run fields (user, source name and type, git commit and branch) from its context helpers,
+    with the commit of the code that runs rather than of whatever script started the process (pytest, a
+    Prefect worker), and our dirty flag beside it (MLflow has no field for that)."""
+    from mlflow.tracking.context.registry import resolve_tags
+
+    git = git_state()
+    tags = resolve_tags()
+    if git["git_commit"] != "unknown":
+        tags[GIT_COMMIT] = git["git_commit"]
+    return {**tags, "git_dirty": git["git_dirty"]}
+
+
+def run_git(run_tags: dict[str, str]) -> dict[str, str]:
+    """{"git_commit", "git_dirty"} as a run recorded them (either tag name)."""
+    commit = run_tags.get(GIT_COMMIT) or run_tags.get("git_commit", "unknown")
+    return {"git_commit": commit, "git_dirty": run_tags.get("git_dirty", "unknown")}
+
+
 def start_pipeline_run(config: FoundryConfig, run_name: str | None = None) -> str:
     """Create the run that every stage logs to; params are the flattened config."""
     from mlflow.entities import Param
 
     c = client()
-    tags = {"foundry.stage": "pipeline", **git_state(), **version_tags()}
+    tags = {"foundry.stage": "pipeline", **standard_tags(), **version_tags()}
     run = c.create_run(experiment_id(config.registry.experiment), run_name=run_name, tags=tags)
     params = [Param(k, str(v)) for k, v in config.flat().items()]
     for start in range(0, len(params), 100):
@@ -86,6 +136,19 @@ def log_metrics(run_id: str, metrics: dict[str, float], step: int = 0) -> None:
     now = int(time.time() * 1000)
     batch = [Metric(k, float(v), now, step) for k, v in metrics.items()]
     client().log_batch(run_id, metrics=batch)
+
+
+def link_metrics(run_id: str, keys: list[str], model_id: str) -> None:
+    """The run's latest values of `keys` recorded on its logged model too (the model page shows them).
+    Logged again with their own timestamp and step: the run's history keeps one point each."""
+    from mlflow.entities import Metric
+
+    c = client()
+    batch = []
+    for key in keys:
+        latest = max(c.get_metric_history(run_id, key), key=lambda m: (m.step, m.timestamp))
+        batch.append(Metric(key, latest.value, latest.timestamp, latest.step, model_id=model_id))
+    c.log_batch(run_id, metrics=batch)
 
 
 def metric_history(run_id: str, key: str) -> list[tuple[int, float]]:
@@ -105,9 +168,26 @@ def log_dataset(run_id: str, data: DataVersion, manifest: dict) -> None:
 
 
 def set_tags(run_id: str, tags: dict[str, str]) -> None:
-    c = client()
-    for key, value in tags.items():
-        c.set_tag(run_id, key, str(value))
+    """All in one call."""
+    from mlflow.entities import RunTag
+
+    client().log_batch(run_id, tags=[RunTag(key, str(value)) for key, value in tags.items()])
+
+
+class UiLinks(NamedTuple):
+    run: str
+    version: str
+
+
+def ui_links(experiment_id: str, run_id: str, model_name: str, version: str) -> UiLinks:
+    """Pages of the MLflow UI: the tracking server's, or the `mlflow ui` that the run's summary tells people
+    to start on port 5000 when MLflow is embedded."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    return UiLinks(
+        run=f"{base}/#/experiments/{experiment_id}/runs/{run_id}",
+        version=f"{base}/#/models/{quote(model_name)}/versions/{version}",
+    )
 
 
 def log_artifact(run_id: str, path: Path, artifact_path: str | None = None) -> None:

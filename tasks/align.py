@@ -101,9 +101,14 @@ def evaluate_aligned(
 
 @task(name="judge", cache_policy=NO_CACHE)
 def judge_aligned(config: FoundryConfig, metrics: dict, run: RunContext) -> AlignmentDecision:
-    """The alignment gate: the base's scores on the same data beside the aligned model's."""
+    """The alignment gate: the base's scores on the same data beside the aligned model's. Versions of
+    `align.model_name` a dead run left half-published are withdrawn first (the caller holds its promotion lock)."""
+    from foundry.registry import versions
     from foundry.registry.gate import decide_alignment
 
+    name = config.registry.model_name
+    if withdrawn := versions.recover(name):
+        get_run_logger().warning("withdrew versions %s of %s, left half-published", withdrawn, name)
     decision = decide_alignment(config, metrics)
     tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
     return decision
@@ -119,30 +124,24 @@ def register_aligned(
     decision: AlignmentDecision,
     run: RunContext,
     parent: ParentModel,
-) -> str:
-    """Log the pyfunc model (its template inside `model.pt`) and register it with lineage, the gate's record and
-    a model card; all or nothing."""
+) -> Promotion:
+    """Log the pyfunc model (its template inside `model.pt`) and publish it: a version with lineage, the gate's
+    record and a model card, `challenger`, and `champion` when every check of the gate passed and
+    `registry.auto_promote` is on; all of it or nothing (`versions.publish`)."""
     from foundry.evaluation.report import alignment_card
     from foundry.registry import versions
     from foundry.registry.lineage import version_tags
     from foundry.serving.package import log_model
 
     uri = log_model(run.run_id, checkpoint, data_dir / "tokenizer.json")
-    run_tags = tracking.client().get_run(run.run_id).data.tags
-    git = {k: run_tags.get(k, "unknown") for k in ("git_commit", "git_dirty")}
+    tracking.link_metrics(run.run_id, sorted(metrics), model_id=uri.removeprefix("models:/"))
+    git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
     manifest = json.loads((data_dir / "manifest.json").read_text())
     card = alignment_card(config, parent.uri, data, manifest, metrics, decision, run.run_id, git)
-    tags = version_tags(config, run.run_id, data, manifest["source_digest"], metrics, decision, git, parent.uri)
+    tags = version_tags(config, run.run_id, data, manifest["source_digest"], decision, git, parent.uri)
     tags["align.method"] = config.align.method
     if parent.pretrain_data is not None:  # what the next alignment from this version must not forget either
         tags["pretrain.data_version"] = parent.pretrain_data.data_version
         tags["pretrain.data.remote"] = parent.pretrain_data.remote
-    return versions.register(uri, config.registry.model_name, run.run_id, tags, description=card)
-
-
-@task(name="promote", cache_policy=NO_CACHE)
-def promote_aligned(config: FoundryConfig, version: str, decision: AlignmentDecision) -> Promotion:
-    """`challenger` always; `champion` when every check of the gate passed (and `registry.auto_promote`)."""
-    from foundry.registry import versions
-
-    return versions.promote(config.registry.model_name, version, decision.make_champion, decision.verdict)
+    name = config.registry.model_name
+    return versions.publish(uri, name, run.run_id, tags, decision.make_champion, decision.verdict, description=card)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from prefect import get_run_logger, task
-from prefect.cache_policies import NO_CACHE
+from prefect.cache_policies import NO_CACHE, CacheKeyFnPolicy
 
 from foundry import tracking
 from foundry.config import FoundryConfig
-from foundry.contracts import DataVersion, RunContext, SourceManifest
+from foundry.contracts import DataVersion, ParentData, RunContext, SourceManifest
+from tasks.locks import FlockLockManager, locks_folder
 
 
 @task(name="acquire", cache_policy=NO_CACHE)
@@ -27,26 +29,42 @@ def acquire(config: FoundryConfig, run: RunContext) -> SourceManifest:
 
 
 @task(name="prepare", cache_policy=NO_CACHE)
-def prepare(config: FoundryConfig, source_manifest: SourceManifest, run: RunContext) -> Path:
-    """Clean, split and tokenize into this run's staging folder (on Dask when `data.workers` > 1)."""
+def prepare(
+    config: FoundryConfig,
+    source_manifest: SourceManifest,
+    run: RunContext,
+    parent: ParentData | None = None,
+    replay_fraction: float | None = None,
+) -> Path:
+    """Clean, split (on the parent's ledger) and tokenize into this run's staging folder (on Dask when
+    `data.workers` > 1)."""
     from tasks.data_parallel import run_prepare
 
     staged = run.dir / "prepared"
-    manifest = run_prepare(source_manifest, config, staged)
+    manifest = run_prepare(
+        source_manifest,
+        config,
+        staged,
+        progress=sys.stderr.isatty(),  # bars on a terminal only
+        parent=parent and parent.dir,
+        replay=replay_fraction,
+    )
     for name in ("audit.json", "audit.md"):  # per cleaning rule: counts and examples, never the PII itself
         tracking.log_artifact(run.run_id, staged / name, "data")
-    get_run_logger().info("prepared %s", manifest["stats"])
+    tracking.log_metrics(run.run_id, {f"data/{k}": v for k, v in manifest["lineage"].items()})
+    if parent is not None:  # the drops and PII by reason are in the data-stage report
+        get_run_logger().info("prepared against %s: %s", parent.model_uri, manifest["lineage"])
     return staged
 
 
 @task(name="validate", cache_policy=NO_CACHE)
-def validate(config: FoundryConfig, staged: Path, run: RunContext) -> dict:
+def validate(config: FoundryConfig, staged: Path, run: RunContext, parent: ParentData | None = None) -> dict:
     """The Great Expectations gate; its report is logged whether it passes or not."""
     from foundry.data.validate import validate_dataset
 
     report_path, docs = run.dir / "validation_report.json", run.dir / "validation_docs"
     try:
-        return validate_dataset(staged, config, report_path, docs_dir=docs)
+        return validate_dataset(staged, config, report_path, docs_dir=docs, parent=parent and parent.dir)
     finally:
         if report_path.exists():
             tracking.log_artifact(run.run_id, report_path, "validation")
@@ -65,15 +83,40 @@ def version(config: FoundryConfig, staged: Path, source_manifest: SourceManifest
 def _dataset_key(context, parameters: dict) -> str:
     from foundry.data.versioning import dataset_key
 
-    return dataset_key(parameters["config"], parameters["source_manifest"].digest)
+    parent = parameters.get("parent")
+    ledger = parent.ledger_digest if parent is not None else ""
+    return dataset_key(
+        parameters["config"], parameters["source_manifest"].digest, ledger, parameters.get("replay_fraction")
+    )
 
 
-@task(name="dataset", cache_key_fn=_dataset_key, persist_result=True, result_serializer="json")
-def dataset(config: FoundryConfig, source_manifest: SourceManifest, run: RunContext) -> DataVersion:
-    """Prepare, validate and version, unless this source content with these params and this code was
-    versioned before: then Prefect's cache returns that data version and no compute is spent."""
-    staged = prepare(config, source_manifest, run)
-    validate(config, staged, run)
+def dataset(
+    config: FoundryConfig,
+    source_manifest: SourceManifest,
+    run: RunContext,
+    parent: ParentData | None = None,
+    replay_fraction: float | None = None,
+) -> DataVersion:
+    """The cached `dataset` task, its cache key locked: a second run with the same key waits for the first,
+    then takes its data version instead of preparing the same data again."""
+    policy = CacheKeyFnPolicy(cache_key_fn=_dataset_key).configure(
+        isolation_level="SERIALIZABLE", lock_manager=FlockLockManager(locks_folder(run.home))
+    )
+    return dataset_task.with_options(cache_policy=policy)(config, source_manifest, run, parent, replay_fraction)
+
+
+@task(name="dataset", persist_result=True, result_serializer="json")
+def dataset_task(
+    config: FoundryConfig,
+    source_manifest: SourceManifest,
+    run: RunContext,
+    parent: ParentData | None = None,
+    replay_fraction: float | None = None,
+) -> DataVersion:
+    """Prepare, validate and version, unless this source content with these params, this code and this parent
+    ledger was versioned before: then Prefect's cache returns that data version and no compute is spent."""
+    staged = prepare(config, source_manifest, run, parent, replay_fraction)
+    validate(config, staged, run, parent)
     return version(config, staged, source_manifest, run)
 
 

@@ -99,11 +99,20 @@ def _api_url() -> str:
         return str(client.api_url)
 
 
-def run_prepare(source_manifest: SourceManifest, config: FoundryConfig, out_dir: Path, progress: bool = True) -> dict:
+def run_prepare(
+    source_manifest: SourceManifest,
+    config: FoundryConfig,
+    out_dir: Path,
+    progress: bool = True,
+    parent: Path | None = None,
+    replay: float | None = None,
+) -> dict:
     """`prepare` in this process (`data.workers` 1, no `data.scheduler`: nothing to start, the fastest on
-    a small corpus) or with its map steps on Dask. Either way the output is the same, byte for byte."""
+    a small corpus) or with its map steps on Dask. Either way the output is the same, byte for byte.
+    `parent` and `replay` as `prepare` takes them (the ledger to build on, the replay share)."""
+    lineage = {"parent": parent, "replay_fraction": replay}
     if config.data.workers == 1 and not config.data.scheduler:
-        return prepare(source_manifest, config, out_dir, progress=progress)
+        return prepare(source_manifest, config, out_dir, progress=progress, **lineage)
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     # Task runs travel to the workers with this process's settings. Without an API URL in them,
@@ -118,4 +127,5 @@ def run_prepare(source_manifest: SourceManifest, config: FoundryConfig, out_dir:
                 progress=False,
                 mapper=dask_mapper(runner),
                 workers=config.data.workers,
+                **lineage,
             )

@@ -1,4 +1,4 @@
-"""Stage E, the registry, as Prefect tasks: the parent a run starts from, the gate, register, promote."""
+"""Stage E, the registry, as Prefect tasks: what a run builds on, the gate, and publication (with its events)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,32 @@ from prefect.cache_policies import NO_CACHE
 
 from foundry import tracking
 from foundry.config import FoundryConfig
-from foundry.contracts import DataVersion, GateDecision, ParentModel, Promotion, RunContext, SourceManifest
+from foundry.contracts import (
+    DataVersion,
+    GateDecision,
+    ParentData,
+    ParentModel,
+    Promotion,
+    RunContext,
+    SourceManifest,
+)
+
+
+@task(name="champion-data", cache_policy=NO_CACHE)
+def champion_data(config: FoundryConfig, run: RunContext) -> ParentData | None:
+    """The champion's data version, hydrated: the ledger this run's data builds on (splits stay sticky) and the
+    holdout the forgetting guard scores. None without a champion; a registry error stops the run."""
+    from foundry.registry import parent as parents
+
+    found = parents.champion_data(config.registry.model_name, run.home)
+    if found is not None:
+        tracking.set_tags(run.run_id, {"parent_data_version": found.data.data_version})
+    return found
 
 
 @task(name="parent", cache_policy=NO_CACHE)
 def champion_parent(config: FoundryConfig, home: Path) -> ParentModel:
-    """The champion a run starts from (downloaded once per version)."""
+    """The champion a retrain starts from (downloaded once per version), with its data version hydrated."""
     from foundry.registry.parent import fetch_champion
 
     return fetch_champion(config.registry.model_name, home)
@@ -23,24 +43,45 @@ def champion_parent(config: FoundryConfig, home: Path) -> ParentModel:
 
 @task(name="whats-new", cache_policy=NO_CACHE)
 def whats_new(source_manifest: SourceManifest, parent: ParentModel, run: RunContext) -> list[str]:
-    """Source files the parent never saw; recorded on the run either way."""
+    """Source files the parent never saw; recorded on the run either way, and announced when there are none."""
     fresh = source_manifest.new_since(parent.source_manifest)
     tracking.log_metrics(run.run_id, {"retrain/new_files": len(fresh)})
     tracking.set_tags(run.run_id, {"retrain.skipped": str(not fresh).lower()})
     get_run_logger().info("%d new source files since %s", len(fresh), parent.uri)
+    if not fresh:
+        _emit("foundry.retrain.nothing-new", parent.uri, run, {"source_digest": source_manifest.digest})
     return fresh
 
 
 @task(name="judge", cache_policy=NO_CACHE)
-def judge(config: FoundryConfig, metrics: dict, data_dir: Path, data: DataVersion, run: RunContext) -> GateDecision:
-    """The promotion gate's inputs and verdict: the champion is scored on this same holdout."""
+def judge(
+    config: FoundryConfig,
+    checkpoint: Path,
+    metrics: dict,
+    data_dir: Path,
+    data: DataVersion,
+    run: RunContext,
+    parent: ParentData | None = None,
+) -> GateDecision:
+    """The promotion gate's inputs and verdict: the champion is scored on this same holdout, and both on the
+    champion's own holdout (the forgetting guard)."""
     from foundry.evaluation.report import summary_table
     from foundry.registry.gate import decide
 
-    decision = decide(config, metrics, data_dir, data, run.home)
+    built_on = parent.data.data_version if parent is not None else None
+    decision = decide(config, checkpoint, metrics, data_dir, data, run.home, built_on)
     table = summary_table(metrics, decision.champion_bits_per_byte)
     tracking.client().log_table(run.run_id, table, "evaluation/summary.json")
     tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
+    if decision.old_holdout is not None:
+        old = decision.old_holdout
+        tracking.log_metrics(
+            run.run_id,
+            {
+                "gate/old_holdout_bits_per_byte": old.challenger_bits_per_byte,
+                "gate/old_holdout_regression": old.regression,
+            },
+        )
     return decision
 
 
@@ -54,8 +95,9 @@ def register(
     decision: GateDecision,
     run: RunContext,
     parent: str = "",
-) -> str:
-    """Log the pyfunc model and register it, with lineage, metrics, gate tags and a model card; all or nothing."""
+) -> Promotion:
+    """Log the pyfunc model and publish it: a version with lineage, metrics, gate tags and a model card,
+    `challenger`, and `champion` when the gate passed and auto-promotion is on; all of it or nothing."""
     from foundry.evaluation.report import model_card
     from foundry.registry import versions
     from foundry.registry.lineage import version_tags
@@ -63,17 +105,42 @@ def register(
     from models.gpt import load_gpt
 
     uri = log_model(run.run_id, checkpoint, data_dir / "tokenizer.json")
-    run_tags = tracking.client().get_run(run.run_id).data.tags
-    git = {k: run_tags.get(k, "unknown") for k in ("git_commit", "git_dirty")}
+    tracking.link_metrics(run.run_id, sorted(metrics), model_id=uri.removeprefix("models:/"))
+    git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
     manifest = json.loads((data_dir / "manifest.json").read_text())
     card = model_card(config, manifest, data, metrics, decision, load_gpt(checkpoint).num_params(), run.run_id, git)
-    tags = version_tags(config, run.run_id, data, manifest["source_digest"], metrics, decision, git, parent)
-    return versions.register(uri, config.registry.model_name, run.run_id, tags, description=card)
+    tags = version_tags(config, run.run_id, data, manifest["source_digest"], decision, git, parent)
+    name = config.registry.model_name
+    outcome = versions.publish(uri, name, run.run_id, tags, decision.make_champion, decision.verdict, description=card)
+    payload = {
+        "verdict": decision.verdict,
+        **decision.tags(),
+        "holdout/bits_per_byte": metrics["holdout/bits_per_byte"],
+    }
+    _emit(event_name(outcome, decision), f"models:/{name}/{outcome.version}", run, payload)
+    return outcome
 
 
-@task(name="promote", cache_policy=NO_CACHE)
-def promote(config: FoundryConfig, version: str, decision: GateDecision) -> Promotion:
-    """`challenger` always; `champion` when the gate says so."""
-    from foundry.registry import versions
+def event_name(outcome: Promotion, decision: GateDecision) -> str:
+    """promoted; refused by the gate; or passed but left for a reviewer (`registry.auto_promote: false`)."""
+    if outcome.promoted:
+        return "foundry.model.promoted"
+    return "foundry.model.refused" if not decision.passed else "foundry.model.awaiting-review"
 
-    return versions.promote(config.registry.model_name, version, decision.make_champion, decision.verdict)
+
+def _emit(event: str, model_uri: str, run: RunContext, payload: dict) -> None:
+    """A Prefect event about a registered model (its URI is the resource), for automations to act on."""
+    from prefect.events import emit_event
+
+    name, _, version = model_uri.removeprefix("models:/").partition("/")
+    emit_event(
+        event=event,
+        resource={
+            "prefect.resource.id": model_uri,
+            "prefect.resource.name": f"{name} v{version}",
+            "foundry.model.name": name,
+            "foundry.model.version": version,
+        },
+        related=[{"prefect.resource.id": f"mlflow.run.{run.run_id}", "prefect.resource.role": "mlflow-run"}],
+        payload=payload,
+    )

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from foundry import tracking
-from foundry.config import FoundryConfig
+from foundry.config import FoundryConfig, TrainConfig
 from foundry.contracts import DataVersion, RunContext
 
 
@@ -29,12 +31,36 @@ def train_task(config: FoundryConfig, data_dir: Path, data: DataVersion, run: Ru
     from foundry.checkpointing.manifest import LAST, MANIFEST
     from foundry.checkpointing.resume import attempt_dir, claimed, finish_attempt
     from foundry.training.launch import launch
+    from foundry.training.progress import PROGRESS_FILE
+    from tasks.artifacts import training_progress
 
     own = run.dir / "checkpoints"
     attempt = attempt_dir(run.home, config, data.data_version) if resume else own
+    t = config.train
     with claimed(attempt):
-        launch(config, data_dir, attempt, run.run_id, data.data_version)
+        with training_progress(attempt / PROGRESS_FILE, t.max_steps, t.progress_every_s), system_metrics(run, t):
+            launch(config, data_dir, attempt, run.run_id, data.data_version)
         checkpoints = finish_attempt(attempt, own) if attempt != own else own
     for name in (LAST, MANIFEST):  # each once, at the end: no copy per save
         tracking.log_artifact(run.run_id, checkpoints / name, "checkpoints")
     return checkpoints / "model.pt"
+
+
+@contextmanager
+def system_metrics(run: RunContext, t: TrainConfig) -> Iterator[None]:
+    """MLflow's system metrics (CPU, memory, disk, network; GPU when present) on the run while training runs,
+    sampled every `train.progress_every_s` seconds and once more at the end."""
+    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+    monitor = SystemMetricsMonitor(run.run_id, sampling_interval=t.progress_every_s, resume_logging=True)
+    monitor.start()
+    try:
+        yield
+    finally:
+        monitor.finish()
+        # The monitor logs a sample only after waiting an interval, and drops it when stopped meanwhile: what
+        # it took since its last log (all of a training shorter than one interval) is logged here.
+        last = monitor.aggregate_metrics()
+        if last:
+            monitor.publish_metrics(last)
+            monitor.mlflow_logger.flush()

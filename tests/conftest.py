@@ -1,5 +1,6 @@
 """Test session wiring: a throwaway $FOUNDRY_HOME and embedded backends, set before Foundry loads."""
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -64,6 +65,76 @@ def base_model(prefect_harness):
 
     config = load_config(REPO_ROOT / "configs" / "tiny.yaml", ["registry.model_name=it-gpt"])
     return config, train_pipeline(config=config)
+
+
+def prefect_events(resource_id: str, prefix: str = "foundry.", timeout: float = 60) -> list:
+    """The events about `resource_id` in the configured Prefect server's feed, once there is at least one
+    (events are sent in the background, so they may arrive a moment after the flow returns)."""
+    import time
+
+    from prefect.client.orchestration import get_client
+    from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+
+    wanted = EventFilter(event=EventNameFilter(prefix=[prefix]), resource=EventResourceFilter(id=[resource_id]))
+    deadline = time.time() + timeout
+    while True:
+        with get_client(sync_client=True) as client:
+            events = client.read_events(filter=wanted, limit=50).events
+        if events or time.time() > deadline:
+            return events
+        time.sleep(1)
+
+
+@contextlib.contextmanager
+def failing_mlflow_server(monkeypatch, variable: str):
+    """`variable` (MLFLOW_TRACKING_URI or MLFLOW_REGISTRY_URI) set to a server on loopback that answers every
+    request 503 (retried once, then given up)."""
+    import http.server
+    import threading
+
+    class Unavailable(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _fail(self):
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST = do_PATCH = do_DELETE = _fail
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Unavailable)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    with monkeypatch.context() as patched:  # the variables go back when the server goes
+        patched.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+        patched.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "0")
+        patched.setenv(variable, url)
+        try:
+            if variable == "MLFLOW_TRACKING_URI":
+                with tracking_uri(patched, url):
+                    yield
+            else:
+                yield
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+@contextlib.contextmanager
+def tracking_uri(monkeypatch, url: str):
+    """MLflow's tracking URI set to `url` in this process, and put back after. The variable alone is not
+    enough once a training ran in this process: Lightning's MLFlowLogger sets MLflow's process-wide URI,
+    which then wins over the variable."""
+    import mlflow.tracking._tracking_service.utils as tracking_utils
+
+    saved = tracking_utils._tracking_uri
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
+    tracking_utils._tracking_uri = url
+    try:
+        yield
+    finally:
+        tracking_utils._tracking_uri = saved
 
 
 @pytest.fixture(scope="session")

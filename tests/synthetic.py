@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -38,7 +39,6 @@ def prepare_synthetic(base: Path, n: int = 40):
     for i, text in enumerate(synthetic_docs(n)):
         (root / f"doc{i:02d}.txt").write_text(text)
     config = load_config(None, overrides(root))
-    manifest = prepare(
-        acquire_source(config.data, base / "source_manifest.json"), config, base / "prepared", progress=False
-    )
+    prepare(acquire_source(config.data, base / "source_manifest.json"), config, base / "prepared", progress=False)
+    manifest = json.loads((base / "prepared" / "manifest.json").read_text())  # as written (no lineage counts)
     return config, base / "prepared", manifest

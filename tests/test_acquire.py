@@ -268,8 +268,8 @@ def test_http_unreachable(home):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}/doc.txt"
-    with pytest.raises(SourceError, match="cannot download") as info:
-        list_source_files(cfg(url))
+    with pytest.raises(SourceError, match="cannot download.*unreachable after 3 attempts") as info:
+        list_source_files(cfg(url, fetch_retries=2, fetch_backoff_s=0.01))  # refused: retried, then given up
     assert url in str(info.value)
     # Nothing half-downloaded is left to be mistaken for the file next time.
     assert not [p for p in (home / "sources").rglob("doc.txt")]

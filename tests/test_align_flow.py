@@ -30,12 +30,19 @@ def test_sft_registers_an_aligned_version_with_lineage_gate_and_card(aligned_mod
     assert tags["pretrain.data_version"] == base.data_version  # the holdout the next alignment must not forget
     assert tags["gate.passed"] == str(result.promoted).lower() and "gate.check.response_loss" in tags
     assert tags["data_version"] == result.data_version != base.data_version
+    # Published as one unit under the promotion lock, like pretraining: complete, `challenger` at least.
+    assert tags["foundry.publication"] == "complete" and "challenger" in version.aliases
+    assert tags["gate.promoted"] == str(result.promoted).lower()
     # Evaluated beside the base on the same held-out conversations and on the base's pretraining holdout.
     for who in ("base", "align"):
         for key in ("response_loss", "pretrain_bits_per_byte"):
             assert f"{who}/{key}" in result.metrics
     assert result.metrics["align/response_loss"] < result.metrics["base/response_loss"]
     run = client.get_run(result.run_id)
+    flow_run, artifacts = _prefect_flow_run(run.data.tags["prefect.flow_run_id"])
+    assert flow_run.name == f"align-sft-it-chat-{result.data_version[:8]}"
+    stage = {(r["what"], r["reason"]): r["documents"] for r in json.loads(artifacts["data-stage"].data)}
+    assert stage[("documents kept", "")] == run.data.metrics["data/records_out"]
     assert run.data.tags["foundry.stage"] == "align" and run.data.params["train.init_from"].endswith("model.pt")
     assert run.data.params["registry.model_name"] == "it-chat"
     assert {"train/loss", "val/loss", "data/records_out"} <= set(run.data.metrics)
@@ -58,6 +65,21 @@ def test_sft_registers_an_aligned_version_with_lineage_gate_and_card(aligned_mod
     tokenizer = Tokenizer.from_file(str(folder / "artifacts" / "tokenizer.json"))
     assert saved["model_args"]["vocab_size"] == tokenizer.get_vocab_size()
     assert all(tokenizer.token_to_id(t) is not None for t in ChatTemplate().special_tokens)
+
+
+def _prefect_flow_run(flow_run_id: str):
+    """The flow run and its artifacts by key, through the Prefect client."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    with get_client(sync_client=True) as client:
+        flow_run = client.read_flow_run(UUID(flow_run_id))
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run.id]))
+        )
+    return flow_run, {a.key: a for a in found}
 
 
 def test_the_aligned_version_answers_prompts_and_chats_through_pyfunc(aligned_model):

@@ -83,7 +83,7 @@ def stack(tmp_path_factory, moto_s3):
         }
         env.pop("PREFECT_HOME", None)
         serve = subprocess.Popen(
-            [sys.executable, "-m", "foundry.cli", "serve", "--config", "configs/tiny.yaml"],
+            [sys.executable, "-m", "foundry.cli", "serve", "--config", "configs/tiny.yaml", "--automations"],
             cwd=REPO_ROOT,
             env=env,
             stdout=open(logs / "serve.log", "wb"),
@@ -116,6 +116,53 @@ def _run_deployment(stack, name: str, parameters: dict, timeout: float = 600):
                 time.sleep(2)
 
 
+def _example_automation_was_created_then_removed(stack) -> None:
+    """`foundry serve --automations` created the example automation, acting on the reproduce deployment.
+    Removed again, so that this test's promotions do not start reproductions beside it."""
+    from prefect.automations import Automation
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.automations import REPRODUCE_NEW_CHAMPIONS
+
+    deadline = time.time() + 180
+    with temporary_settings({PREFECT_API_URL: f"{stack['prefect']}/api"}):
+        while True:
+            try:
+                automation = Automation.read(name=REPRODUCE_NEW_CHAMPIONS)
+                break
+            except ValueError:
+                assert time.time() < deadline, (stack["logs"] / "serve.log").read_text()[-3000:]
+                time.sleep(2)
+        with get_client(sync_client=True) as client:
+            reproduce = client.read_deployment_by_name("reproduce/reproduce")
+        assert [a.deployment_id for a in automation.actions] == [reproduce.id]
+        assert automation.trigger.expect == {"foundry.model.promoted"}
+        automation.delete()
+
+
+def _finished(stack, runs, timeout: float = 600) -> list:
+    """The flow runs, read again until each is in a final state."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    deadline = time.time() + timeout
+    with temporary_settings({PREFECT_API_URL: f"{stack['prefect']}/api"}), get_client(sync_client=True) as client:
+        while True:
+            current = [client.read_flow_run(run.id) for run in runs]
+            if all(run.state.is_final() for run in current) or time.time() > deadline:
+                return current
+            time.sleep(2)
+
+
+def _state_names(stack, run) -> list[str]:
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: f"{stack['prefect']}/api"}), get_client(sync_client=True) as client:
+        return [state.name for state in client.read_flow_run_states(run.id)]
+
+
 def test_train_then_retrain_through_deployments(stack):
     from mlflow import MlflowClient
 
@@ -127,6 +174,7 @@ def test_train_then_retrain_through_deployments(stack):
     )
     parameters = {"config": config.model_dump(mode="json")}
 
+    _example_automation_was_created_then_removed(stack)
     flow_run = _run_deployment(stack, "train_pipeline/train", parameters)
     assert flow_run.state.is_completed(), (stack["logs"] / "serve.log").read_text()[-3000:]
     client = MlflowClient(tracking_uri=stack["mlflow"])
@@ -137,8 +185,12 @@ def test_train_then_retrain_through_deployments(stack):
     assert any(k.endswith("model.pt") for k in keys)  # artifacts went through the MLflow server into S3
     assert stack["s3"].list_objects_v2(Bucket="dvc", Prefix="remote/files/md5/")["KeyCount"] > 0
 
-    nothing_new = _run_deployment(stack, "retrain/retrain", parameters)
-    assert nothing_new.state.is_completed()
+    # Two retrains at once: the deployment runs one at a time, the second waits in the queue.
+    twins = [_run_deployment(stack, "retrain/retrain", parameters, timeout=0) for _ in range(2)]
+    first, second = sorted(_finished(stack, twins), key=lambda run: run.start_time)
+    assert first.state.is_completed() and second.state.is_completed()
+    assert first.end_time <= second.start_time
+    assert "AwaitingConcurrencySlot" in _state_names(stack, second)
     assert len(client.search_model_versions("name='srv-gpt'")) == 1  # nothing new: nothing trained
 
     _copy_stdlib("json", source)  # new documents arrive in the source

@@ -84,13 +84,14 @@ def test_sources_are_read_in_order_with_names_kept_apart(tmp_path, http_folder):
 def test_unreachable_sources(tmp_path):
     write(tmp_path / "ok" / "a.txt", "fine")
     dead = f"http://127.0.0.1:{free_port()}/gone.txt"
-    cfg = DataConfig(source=str(tmp_path / "ok"), sources=[dead, str(tmp_path / "missing")])
+    fast = {"fetch_retries": 1, "fetch_backoff_s": 0.01}
+    cfg = DataConfig(source=str(tmp_path / "ok"), sources=[dead, str(tmp_path / "missing")], **fast)
     files, skipped = list_source_files(cfg)
     assert [f.name for f in files] == ["0/a.txt"] and skipped == {"unreachable_source": 2}
     with pytest.raises(SourceError, match="cannot download"):
         list_source_files(cfg.model_copy(update={"on_error": "fail"}))
     with pytest.raises(SourceError, match="no source could be read: cannot download.*does not exist"):
-        list_source_files(DataConfig(source=dead, sources=[str(tmp_path / "missing")]))
+        list_source_files(DataConfig(source=dead, sources=[str(tmp_path / "missing")], **fast))
 
 
 def test_single_source_and_list_forms_in_config():

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from foundry.checkpointing.manifest import Entry, latest_valid, read_manifest, retained, write_atomic, write_manifest
-from foundry.checkpointing.resume import AttemptBusy, attempt_dir, claimed, finish_attempt, resume_key
+from foundry.checkpointing.resume import attempt_dir, claimed, finish_attempt, resume_key
 from foundry.checkpointing.writer import (
     ArithmeticMismatch,
     CheckpointEvery,
@@ -198,17 +198,29 @@ def test_resume_key_of_a_fine_tune_follows_the_parent_weights_not_their_path(tmp
     assert key("a") == key("b") != key("c")
 
 
-def test_attempts_are_claimed_once_and_move_to_their_run_when_finished(tmp_path):
+def test_a_second_trainer_of_the_same_attempt_waits_then_finds_it_finished(tmp_path):
+    """Two runs of the same config on the same data: the second waits for the first (it used to fail with
+    AttemptBusy), then finds the attempt moved to the first run and starts afresh."""
+    import threading
+
     config = load_config(REPO_ROOT / "configs" / "tiny.yaml")
     attempt = attempt_dir(tmp_path, config, "v1")
     assert attempt == tmp_path / "checkpoints" / resume_key(config, "v1")
+    order = []
+
+    def second():
+        with claimed(attempt):
+            order.append(("second", attempt.exists()))
+
     with claimed(attempt):
-        with pytest.raises(AttemptBusy, match="another process is training"):
-            with claimed(attempt):
-                pass
+        waiter = threading.Thread(target=second)
+        waiter.start()
+        waiter.join(1.0)
+        assert waiter.is_alive() and order == []  # waiting, not failing
         attempt.mkdir()
         (attempt / "model.pt").write_text("weights")
         done = finish_attempt(attempt, tmp_path / "runs" / "r1" / "checkpoints")
+        order.append(("first", True))
+    waiter.join(10)
+    assert order == [("first", True), ("second", False)]
     assert (done / "model.pt").read_text() == "weights" and not attempt.exists()
-    with claimed(attempt):  # released: a later run may claim it
-        pass

@@ -67,11 +67,12 @@ def test_good_dataset_passes(good, tmp_path):
     report_path = tmp_path / "report.json"
     report = validate_dataset(prepared, config, report_path)
     assert report["success"] is True
-    assert set(report["suites"]) == {"documents", "shards", "splits"}
+    assert set(report["suites"]) == {"documents", "shards", "splits", "lineage"}
     assert all(body["success"] for body in report["suites"].values())
     assert len(report["suites"]["documents"]["results"]) == 7
     assert len(report["suites"]["shards"]["results"]) == 6
     assert len(report["suites"]["splits"]["results"]) == 4
+    assert len(report["suites"]["lineage"]["results"]) == 3
     assert json.loads(report_path.read_text()) == report
 
 

@@ -208,3 +208,27 @@ def test_dvc_repro_in_a_fresh_checkout_rebuilds_the_same_version(versioned, tiny
     lock = yaml.safe_load((checkout / "dvc.lock").read_text())
     out = next(o for o in lock["stages"]["prepare"]["outs"] if o["path"] == "prepared")
     assert out["md5"] == f"{data.data_version}.dir"
+
+
+def test_the_prepare_stage_names_every_project_module_that_makes_the_data():
+    """A module missing from dvc.yaml's deps would change the data without changing its key."""
+    import subprocess
+    import sys
+
+    from foundry.env import PROJECT_ROOT
+
+    listing = (
+        "import sys, foundry.data.prepare, tasks.data_parallel\n"
+        "print('\\n'.join(m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", listing], capture_output=True, text=True, check=True).stdout.split()
+    making = {
+        str(Path(f).relative_to(PROJECT_ROOT))
+        for f in loaded
+        if f.startswith(str(PROJECT_ROOT / "foundry" / "data"))
+        or f.startswith(str(PROJECT_ROOT / "models"))
+        or Path(f) in (PROJECT_ROOT / "foundry" / "digests.py", PROJECT_ROOT / "tasks" / "data_parallel.py")
+    }
+    making = {f for f in making if not f.endswith("__init__.py")}
+    deps = set(yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())["stages"]["prepare"]["deps"])
+    assert "foundry/data/pii_patterns.py" in making and not making - deps, sorted(making - deps)

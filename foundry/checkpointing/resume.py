@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
 from collections.abc import Iterator
@@ -18,6 +19,8 @@ from pathlib import Path
 from foundry.checkpointing.manifest import latest_valid
 from foundry.config import FoundryConfig
 from foundry.digests import sha256_file
+
+log = logging.getLogger(__name__)
 
 # Train settings that change how a run is operated, not the weights it computes: a re-run that
 # differs only in these still resumes the same attempt.
@@ -62,22 +65,18 @@ def attempt_dir(home: Path, config: FoundryConfig, data_version: str) -> Path:
     return home / "checkpoints" / resume_key(config, data_version)
 
 
-class AttemptBusy(RuntimeError):
-    """Another process is training the same config on the same data right now."""
-
-
 @contextmanager
 def claimed(attempt: Path) -> Iterator[None]:
-    """One trainer per attempt folder; the kernel releases the lock when its holder dies, even by kill -9."""
+    """One trainer per attempt folder; another run of the same config on the same data waits its turn, then
+    resumes what the first left if it failed, or trains afresh if it finished (and moved the folder away).
+    The kernel releases the lock when its holder dies, even by kill -9."""
     attempt.parent.mkdir(parents=True, exist_ok=True)
     with open(attempt.parent / f"{attempt.name}.lock", "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise AttemptBusy(
-                f"another process is training into {attempt} (same config and data); "
-                "wait for it, or change train.seed to train a second model"
-            ) from None
+            log.info("another process is training into %s (same config and data): waiting for it", attempt)
+            fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
 

@@ -79,6 +79,8 @@ class DataConfig(_Section):
         "holdout_fraction * (1 - this); the split itself guarantees the fraction in bytes.",
     )
     on_error: Literal["skip", "fail"] = "skip"
+    fetch_retries: int = Field(4, ge=0, le=10, description="Retries of a remote source after a transient error.")
+    fetch_backoff_s: float = Field(1.0, ge=0, le=60, description="Wait before the first retry; doubled each time.")
     shard_tokens: int = Field(16_777_216, ge=1024, description="Tokens per shard file.")
     workers: int = Field(
         1,

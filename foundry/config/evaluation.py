@@ -14,8 +14,9 @@ class EvaluationConfig(_Section):
     max_regression: float = Field(
         0.02,
         ge=0,
-        description="Forgetting guard of the alignment gate: bits per byte an aligned model may lose against "
-        "the base it started from on the base's pretraining holdout and still pass.",
+        description="Forgetting guard, bits per byte a model may lose on an older holdout and still pass: a "
+        "challenger against the champion on the champion's own holdout (pretraining and retraining gate), and an "
+        "aligned model against the base it started from on the base's pretraining holdout (alignment gate).",
     )
     compression_context_bytes: int = Field(
         8 << 20, ge=0, description="Training text (its tail) that gzip and xz see before the holdout."
@@ -33,6 +34,7 @@ class RetrainConfig(_Section):
     max_steps: int = Field(200, ge=1, description="Fine-tuning steps from the champion.")
     learning_rate: float = Field(1e-3, gt=0)
     warmup_steps: int = Field(20, ge=0)
+    replay_fraction: float = Field(0.25, ge=0, le=1, description="Share of the champion's training documents replayed.")
 
 
 class RegistryConfig(_Section):

@@ -75,6 +75,11 @@ class TrainConfig(_Section):
     log_every_n_steps: int = Field(
         25, ge=1, description="Metrics (loss, lr, tokens/s, step time, data wait, MFU) every N steps."
     )
+    progress_every_s: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds between progress reports (Prefect artifact and log line: step, loss, tokens/s).",
+    )
     peak_flops: float = Field(
         0.0, ge=0, description="Peak FLOP/s of one device, for MFU; 0 looks it up for known GPUs (A100, H100, H200)."
     )

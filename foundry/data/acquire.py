@@ -1,7 +1,7 @@
 """Stage A, acquire: find the source's files and fingerprint them. The source is only ever read.
 
-Remote sources (http, s3) are copied into `$FOUNDRY_HOME/sources/` first, so every later step
-sees a local directory.
+Remote sources (http, s3) are mirrored into `$FOUNDRY_HOME/sources/` first and asked again on every
+acquire (`foundry.data.remote`), so every later step sees a local directory as fresh as the origin.
 """
 
 from __future__ import annotations
@@ -16,23 +16,19 @@ import stat
 import sysconfig
 import tarfile
 import urllib.parse
-import urllib.request
 import zipfile
 from pathlib import Path
 
 from foundry.config import DataConfig
 from foundry.contracts import SourceFile, SourceManifest
 from foundry.data.formats import base_name
+from foundry.data.remote import SourceError, digest_of, fetch_http, locked, sync_s3
 from foundry.digests import sha256_file
-from foundry.env import foundry_home, s3_endpoint_url
+from foundry.env import foundry_home
 
 log = logging.getLogger(__name__)
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
-
-
-class SourceError(RuntimeError):
-    """The source cannot be read; the message says which and why."""
 
 
 def _is_glob(source: str) -> bool:
@@ -72,22 +68,12 @@ def _skip(skipped: dict[str, int], reason: str, message: str) -> None:
     log.warning("%s", message)
 
 
-def _fetch_http(url: str, dest: Path) -> Path:
-    name = Path(urllib.parse.urlparse(url).path).name or "index.txt"
-    target = dest / name
-    if not target.exists():
-        dest.mkdir(parents=True, exist_ok=True)
-        try:
-            with urllib.request.urlopen(url, timeout=30) as response, open(target.with_suffix(".part"), "wb") as out:
-                shutil.copyfileobj(response, out)
-        except OSError as exc:
-            raise SourceError(f"cannot download {url}: {exc}") from None
-        target.with_suffix(".part").rename(target)
-    return target
-
-
-def _extract(archive: Path, dest: Path) -> Path:
+def _extract(archive: Path, dest: Path, fresh: bool) -> Path:
+    """The archive's members under `dest/extracted`; extracted again when the archive changed, so that
+    members removed from it leave the copy too."""
     out = dest / "extracted"
+    if fresh:
+        shutil.rmtree(out, ignore_errors=True)
     if out.exists():
         return out
     tmp = dest / "extracting"
@@ -105,48 +91,35 @@ def _extract(archive: Path, dest: Path) -> Path:
     return out
 
 
-def _fetch_s3(url: str, dest: Path, cfg: DataConfig) -> Path:
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    parsed = urllib.parse.urlparse(url)
-    bucket, prefix = parsed.netloc, parsed.path.lstrip("/")
-    s3 = boto3.client("s3", endpoint_url=s3_endpoint_url())
-    try:
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            for obj in page.get("Contents", []):
-                target = dest / obj["Key"]
-                if not _inside(target, dest) or not wanted(obj["Key"].rsplit("/", 1)[-1], cfg):
-                    continue
-                if not target.exists() or target.stat().st_size != obj["Size"]:
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    s3.download_file(bucket, obj["Key"], str(target))
-    except (BotoCoreError, ClientError) as exc:
-        raise SourceError(f"cannot read {url}: {exc}") from None
-    return dest / prefix if (dest / prefix).is_dir() else dest
+Origins = dict[str, dict[str, str]]  # local path (or "*": every file) -> what the remote origin said
 
 
-def local_root(source: str, cache: Path, cfg: DataConfig) -> Path | str:
-    """A local directory (or glob pattern) holding the source's files."""
+def local_root(source: str, cache: Path, cfg: DataConfig) -> tuple[Path | str, Origins]:
+    """A local directory, file or glob pattern holding the source's files; remote files are fetched (again
+    when they changed) first, and what their origin said comes along."""
     if source.startswith("stdlib://"):  # stdlib://email is the standard library's email package
         root = Path(sysconfig.get_paths()["stdlib"]) / source.removeprefix("stdlib://")
         if not root.exists():
             raise SourceError(f"data.source {source!r}: no such part of the standard library ({root})")
-        return root
+        return root, {}
     scheme = urllib.parse.urlparse(source).scheme
-    key = hashlib.sha256(source.encode()).hexdigest()[:16]
     if scheme in ("http", "https"):
-        downloaded = _fetch_http(source, cache / "http" / key)
+        folder = cache / "http" / digest_of(source)
+        downloaded, changed, seen = fetch_http(source, folder, cfg)
         if downloaded.name.endswith(ARCHIVE_SUFFIXES):
-            return _extract(downloaded, cache / "http" / key)
-        return downloaded.parent
+            with locked(folder):
+                return _extract(downloaded, folder, fresh=changed), {"*": seen}
+        return downloaded, {"*": seen}
     if scheme == "s3":
-        return _fetch_s3(source, cache / "s3" / key, cfg)
+        folder = cache / "s3" / digest_of(source)
+        seen = sync_s3(source, folder, cfg, lambda name: wanted(name, cfg))
+        prefix = urllib.parse.urlparse(source).path.lstrip("/")
+        return (folder / prefix if (folder / prefix).is_dir() else folder), seen
     path = Path(source).expanduser()
     if path.exists():  # before the glob test: "run[1]" may be a real folder
-        return path.resolve()
+        return path.resolve(), {}
     if _is_glob(source):
-        return os.path.abspath(os.path.expanduser(source))
+        return os.path.abspath(os.path.expanduser(source)), {}
     raise SourceError(f"data.source {source!r} does not exist")
 
 
@@ -157,9 +130,9 @@ def _glob_base(pattern: str) -> Path:
     return Path(*parts[:fixed])
 
 
-def _files_of(source: str, cfg: DataConfig, skipped: dict[str, int]) -> list[tuple[Path, str]]:
-    """(path, name relative to the source root) for each wanted file of one source."""
-    root = local_root(source, foundry_home() / "sources", cfg)
+def _files_of(source: str, cfg: DataConfig, skipped: dict[str, int]) -> tuple[list[tuple[Path, str]], Origins]:
+    """(path, name relative to the source root) for each wanted file of one source, and their origins."""
+    root, origins = local_root(source, foundry_home() / "sources", cfg)
     if isinstance(root, str):
         paths = sorted(Path(p) for p in glob.glob(root, recursive=True) if Path(p).is_file())  # the user's choice
         base = _glob_base(root)
@@ -167,15 +140,18 @@ def _files_of(source: str, cfg: DataConfig, skipped: dict[str, int]) -> list[tup
         paths, base = [root], root.parent
     else:
         paths, base = _walk(root, cfg, skipped), root
-    return [(path, os.path.relpath(path, base)) for path in paths]
+    return [(path, os.path.relpath(path, base)) for path in paths], origins
 
 
-def _fingerprint(path: Path, name: str, cfg: DataConfig, skipped: dict[str, int]) -> SourceFile | None:
+def _fingerprint(
+    path: Path, name: str, cfg: DataConfig, skipped: dict[str, int], origin: dict[str, str]
+) -> SourceFile | None:
     try:
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):  # a FIFO or device would block or never end
             raise SourceError(f"{path} is not a regular file")
-        return SourceFile(path=str(path), name=name, size=info.st_size, sha256=sha256_file(path))
+        seen = {key: origin.get(key, "") for key in ("origin", "etag", "last_modified", "checked_at")}
+        return SourceFile(path=str(path), name=name, size=info.st_size, sha256=sha256_file(path), **seen)
     except (OSError, SourceError) as exc:
         if cfg.on_error == "fail":
             raise SourceError(f"cannot read {path}: {exc}") from None
@@ -192,7 +168,7 @@ def list_source_files(cfg: DataConfig) -> tuple[list[SourceFile], dict[str, int]
     sources, skipped, problems, files = cfg.source_list, {}, [], []
     for i, source in enumerate(sources):
         try:
-            found = _files_of(source, cfg, skipped)
+            found, origins = _files_of(source, cfg, skipped)
         except SourceError as exc:
             if cfg.on_error == "fail" or len(sources) == 1:
                 raise
@@ -201,7 +177,8 @@ def list_source_files(cfg: DataConfig) -> tuple[list[SourceFile], dict[str, int]
             continue
         prefix = f"{i}/" if len(sources) > 1 else ""  # names stay unique across sources
         for path, name in found:
-            entry = _fingerprint(path, prefix + name, cfg, skipped)
+            origin = origins.get(str(path), origins.get("*", {}))
+            entry = _fingerprint(path, prefix + name, cfg, skipped, origin)
             if entry is not None:
                 files.append(entry)
     if problems and not files:

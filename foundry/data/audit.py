@@ -63,7 +63,7 @@ class Audit:
         if len(entry.examples) < EXAMPLES:
             entry.examples.append({"document": where, **({"detail": detail} if detail else {})})
             if rule not in QUIET:  # the first few of each kind are logged; all are counted
-                log.warning("dropped %s: %s %s", where, rule, detail)
+                log.info("dropped %s: %s%s", where, rule, f" ({detail})" if detail else "")
 
     def replaced(self, rule: str, where: str, spans: int, excerpt: str | None) -> None:
         entry = self._rule(rule)
@@ -126,3 +126,36 @@ def write(audit: Audit, docs_in: int, docs_out: int, out_dir: Path) -> dict:
     )
     (out_dir / "audit.md").write_text(summary(data, docs_in, docs_out), encoding="utf-8")
     return data
+
+
+def stage_table(audit: dict) -> list[dict]:
+    """The data stage in rows a person scans (an `audit.json`): documents in and kept, drops by reason,
+    personal data replaced by kind."""
+    rows = [
+        {"what": "documents in", "reason": "", "documents": audit["docs_in"], "spans": ""},
+        {"what": "documents kept", "reason": "", "documents": audit["docs_out"], "spans": ""},
+    ]
+    for name, rule in audit["rules"].items():
+        if rule["stage"] == "pii":
+            rows.append(
+                {"what": "PII replaced", "reason": name, "documents": rule["documents"], "spans": rule["spans"]}
+            )
+        else:
+            rows.append(
+                {"what": f"dropped ({rule['stage']})", "reason": name, "documents": rule["documents"], "spans": ""}
+            )
+    return rows
+
+
+def stage_summary(audit: dict) -> str:
+    """One line for the log at the end of the data stage: kept of read, then drops and PII by reason."""
+    dropped = [f"{n} {r['documents']}" for n, r in audit["rules"].items() if r["stage"] != "pii"]
+    pii = [
+        f"{n} {r['spans']} spans in {r['documents']} documents"
+        for n, r in audit["rules"].items()
+        if r["stage"] == "pii"
+    ]
+    return (
+        f"data: kept {audit['docs_out']} of {audit['docs_in']} documents; "
+        f"dropped by reason: {', '.join(dropped) or 'none'}; PII replaced: {', '.join(pii) or 'none'}"
+    )

@@ -30,6 +30,7 @@ from foundry.data import pii
 from foundry.data.audit import STAGE_OF, Audit
 from foundry.data.dedup import Deduplicator, Signer
 from foundry.data.formats import BadInputError, read_documents
+from foundry.data.ledger import Ledger, Lineage, holdout_set
 from foundry.data.quality import quality_problem
 
 __all__ = [
@@ -137,35 +138,26 @@ def _meta(job: PartitionJob) -> Iterator[tuple[list, np.ndarray]]:
             yield json.loads(line), signatures[i]
 
 
-def holdout_set(docs: list[tuple[str, int]], fraction: float) -> set[str]:
-    """The documents with the smallest content hashes, until they hold at least `fraction` of the bytes.
-
-    A threshold on the hash alone (each document in the holdout with probability `fraction`) would
-    give a holdout whose share fluctuates around the fraction, often below it with few documents;
-    this keeps the split content-addressed and guarantees the share. The last document never goes:
-    training needs one.
-    """
-    need = fraction * sum(size for _, size in docs)
-    chosen: set[str] = set()
-    held = 0
-    for sha, size in sorted(docs)[:-1] if len(docs) > 1 else []:
-        if held >= need:
-            break
-        chosen.add(sha)
-        held += size
-    return chosen
-
-
 @dataclass
 class Selection:
     stats: CleanStats
     audit: Audit
     chunks: list[dict]  # {"split", "start", "end"}: byte ranges of the split files, for encoding
+    ledger: Ledger  # the parent's, then the documents this version added
+    lineage: dict[str, int]  # counts against the parent's ledger (not part of the dataset: see prepare)
 
 
-def _decide(jobs: list[PartitionJob], cfg: DataConfig, audit: Audit) -> tuple[list[list[bool]], list[tuple[str, int]]]:
-    """Pass one, over metadata only: which candidates are kept, and (hash, bytes) of those."""
-    dedup, keep, kept = Deduplicator(cfg), [], []
+def _decide(
+    jobs: list[PartitionJob], cfg: DataConfig, audit: Audit, lineage: Lineage | None
+) -> tuple[list[list[bool]], list[tuple[str, int]], list[tuple[str, str, np.ndarray]]]:
+    """Pass one, over metadata only: which candidates are kept, (hash, bytes) of those, and (hash, name,
+    signature) of the kept ones the parent's ledger does not list. The ledger's documents are de-duplicated
+    against first: a new document that repeats one of them is the duplicate."""
+    dedup, keep, kept, new = Deduplicator(cfg), [], [], []
+    listed = set(lineage.ledger.shas) if lineage else set()
+    if lineage:
+        for sha, name, signature in zip(lineage.ledger.shas, lineage.ledger.names, lineage.ledger.signatures):
+            dedup.seed(sha, signature, name)
     for job in jobs:
         flags = []
         for (sha, _, size, _, where), signature in _meta(job):
@@ -174,9 +166,20 @@ def _decide(jobs: list[PartitionJob], cfg: DataConfig, audit: Audit) -> tuple[li
                 audit.removed(rule, where, f"repeats {other}")
             else:
                 kept.append((sha, size))
+                if sha not in listed:
+                    new.append((sha, where, np.array(signature)))
             flags.append(rule is None)
         keep.append(flags)
-    return keep, kept
+    return keep, kept, new
+
+
+def _split_of(sha: str, holdout: set[str], sticky: dict[str, str], lineage: Lineage | None) -> str | None:
+    """Where a kept document goes; None for an old training document a retrain does not replay."""
+    if sha in holdout:
+        return "holdout"
+    if sha in sticky and lineage is not None and not lineage.replayed(sha):
+        return None
+    return "train"
 
 
 class _SplitWriter:
@@ -205,25 +208,33 @@ class _SplitWriter:
 
 
 def select_documents(
-    jobs: list[PartitionJob], results: list[dict], cfg: DataConfig, out_dir: Path, chunks_per_split: int = 1
+    jobs: list[PartitionJob],
+    results: list[dict],
+    cfg: DataConfig,
+    out_dir: Path,
+    chunks_per_split: int = 1,
+    lineage: Lineage | None = None,
 ) -> Selection:
-    """Global step: de-duplicate in corpus order, split, and write the split files and `documents.csv`."""
+    """Global step: de-duplicate in corpus order, split (documents the parent's ledger lists keep their
+    split), and write the split files and `documents.csv`."""
     audit = Audit()
     for result in results:
         audit.merge(Audit.from_dict(result["audit"]))
-    keep, kept = _decide(jobs, cfg, audit)
-    holdout = holdout_set(kept, cfg.holdout_fraction)
-    stats = CleanStats(docs_in=sum(r["docs_in"] for r in results), docs_out=len(kept))
-    held = sum(size for sha, size in kept if sha in holdout)
-    sizes = {"holdout": held, "train": sum(size for _, size in kept) - held}
+    keep, kept, new = _decide(jobs, cfg, audit, lineage)
+    sticky = lineage.ledger.split_of if lineage else {}
+    holdout = holdout_set(kept, cfg.holdout_fraction, sticky)
+    split_of = {sha: _split_of(sha, holdout, sticky, lineage) for sha, _ in kept}
+    stats = CleanStats(docs_in=sum(r["docs_in"] for r in results), docs_out=sum(1 for s in split_of.values() if s))
+    sizes = {split: sum(size for sha, size in kept if split_of[sha] == split) for split in SPLITS}
     writer = _SplitWriter(out_dir, {split: max(1, -(-sizes[split] // chunks_per_split)) for split in SPLITS})
     try:
         for job, flags in zip(jobs, keep):
             with open(job.path(".jsonl"), "rb") as texts, open(job.path(".meta.jsonl"), encoding="utf-8") as meta:
                 for flag, line, record in zip(flags, texts, meta):
-                    if flag:
-                        sha, chars, size, source, _ = json.loads(record)
-                        split = "holdout" if sha in holdout else "train"
+                    if not flag:
+                        continue
+                    sha, chars, size, source, _ = json.loads(record)
+                    if split := split_of[sha]:
                         writer.add(line, split, sha, chars, size, source)
                         stats.split_docs[split] += 1
                         stats.split_bytes[split] += size
@@ -234,7 +245,15 @@ def select_documents(
             stats.pii[name] = (rule["documents"], rule["spans"])
         else:
             stats.dropped[name] = rule["documents"]
-    return Selection(stats, audit, chunks)
+    rows = [(sha, "holdout" if sha in holdout else "train", where, signature) for sha, where, signature in new]
+    ledger = (lineage.ledger if lineage else Ledger()).extended(rows, cfg.near_dup_num_perm)
+    counts = {
+        "new_docs": len(new),
+        "ledger_docs_present": len(kept) - len(new),
+        "replayed_docs": sum(1 for sha, _ in kept if sha in sticky and split_of[sha] == "train"),
+        "not_replayed_docs": sum(1 for s in split_of.values() if s is None),
+    }
+    return Selection(stats, audit, chunks, ledger, counts)
 
 
 def clean_documents(entries: list[SourceFile], cfg: DataConfig, out_dir: Path, progress: bool = True) -> CleanStats:

@@ -61,12 +61,21 @@ class Deduplicator:
         )
         self.exact: dict[str, str] = {}  # content hash -> the kept document's name
         self.kept: list[tuple[str, np.ndarray]] = []  # (name, signature) by LSH key
+        self.ledger: set[str] = set()  # content hashes an earlier data version kept
+
+    def seed(self, sha256: str, signature: np.ndarray, name: str) -> None:
+        """A document an earlier data version kept (the parent's ledger): it comes first, wherever it now sits
+        in corpus order, so a new document that repeats it is the duplicate, and it is kept when it comes."""
+        self.ledger.add(sha256)
+        if self.near and signature.any():  # all zero: a document of a version prepared before signatures
+            self.lsh.insert(len(self.kept), self._minhash(num_perm=self.num_perm, hashvalues=signature, scheme=SCHEME))
+            self.kept.append((f"{name} (an earlier data version)", signature))
 
     def check(self, sha256: str, signature: np.ndarray, name: str) -> tuple[str | None, str]:
         """(None, "") to keep the document, else (rule, the earlier document it repeats)."""
         if sha256 in self.exact:
             return "exact_duplicate", self.exact[sha256]
-        if not self.near:
+        if sha256 in self.ledger or not self.near:  # a seeded document is itself, not its own duplicate
             self.exact[sha256] = name
             return None, ""
         m = self._minhash(num_perm=self.num_perm, hashvalues=signature, scheme=SCHEME)

@@ -22,6 +22,7 @@ from pathlib import Path
 from foundry.config import DataConfig, FoundryConfig
 from foundry.contracts import SourceFile, SourceManifest
 from foundry.data import audit as audits
+from foundry.data import ledger as ledgers
 from foundry.data.clean import CleanStats, PartitionJob, clean_partition, iter_texts, select_documents
 from foundry.data.shards import EncodeJob, assemble_shards, encode_chunk, token_dtype, train_tokenizer
 from foundry.digests import folder_digests
@@ -131,10 +132,18 @@ def prepare(
     progress: bool = True,
     mapper: Mapper = serial_map,
     workers: int = 1,
+    parent: Path | None = None,
+    replay_fraction: float | None = None,
 ) -> dict:
-    """Clean, split and tokenize into a fresh `out_dir`; returns the dataset manifest.
+    """Clean, split and tokenize into a fresh `out_dir`; returns the dataset manifest, plus `lineage`: counts
+    against the parent's ledger, which stay out of the dataset so that the same documents on the same ledger
+    give the same bytes, hence the same data version.
 
+    `parent` is a data version (folder) whose split ledger this one builds on: its documents keep their
+    splits and new ones are de-duplicated against them. With `replay_fraction` (retraining), the train
+    split holds the new documents and that share of the parent's, drawn by content hash.
     The output is the same, byte for byte, whatever `mapper` and `workers` are."""
+    lineage = _lineage(parent, config, replay_fraction)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
@@ -147,24 +156,27 @@ def prepare(
             for i, part in enumerate(parts)
         ]
         selection = select_documents(
-            jobs, mapper(clean_partition, jobs), config.data, out_dir, chunks_per_split=workers
+            jobs, mapper(clean_partition, jobs), config.data, out_dir, chunks_per_split=workers, lineage=lineage
         )
         stats = selection.stats
         if stats.split_docs["train"] == 0:
             raise ValueError(
                 f"no training documents left after cleaning {stats.docs_in} documents from {config.data.source_list}: "
-                f"dropped {dict(stats.dropped)}; check the quality thresholds in the data section"
+                f"dropped {dict(stats.dropped)}, {selection.lineage['not_replayed_docs']} old ones not replayed; "
+                "check the quality thresholds in the data section (or retrain.replay_fraction)"
             )
         tokens = _tokenize(config, out_dir, work, selection.chunks, stats, mapper)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     audits.write(selection.audit, stats.docs_in, stats.docs_out, out_dir)
+    selection.ledger.write(out_dir)
     manifest = {
         "source": source_manifest.source,
         "source_digest": source_manifest.digest,
         "source_skipped": source_manifest.skipped,
         "stats": stats.as_metrics(),
         "holdout_fraction": config.data.holdout_fraction,
+        "ledger": {"documents": len(selection.ledger), "signing": ledgers.signing(config.data)},
         **tokens,
         # Every other file's fast digest: what hydration checks a copy against.
         "files": folder_digests(out_dir, skip="manifest.json"),
@@ -178,7 +190,17 @@ def prepare(
         tokens["holdout_tokens"],
         dict(stats.dropped),
     )
-    return manifest
+    return {**manifest, "lineage": selection.lineage}
+
+
+def _lineage(parent: Path | None, config: FoundryConfig, replay_fraction: float | None) -> ledgers.Lineage | None:
+    if parent is None:
+        if replay_fraction is not None:
+            raise ValueError("replaying old training documents needs the parent data version they come from")
+        return None
+    ledgers.check_signing(json.loads((parent / "manifest.json").read_text()), config.data)
+    ledger = ledgers.Ledger.read(parent, config.data.near_dup_num_perm)
+    return ledgers.Lineage(ledger, replay_fraction, salt=ledgers.identity(parent))
 
 
 def prepare_metrics(manifest: dict) -> dict[str, float]:

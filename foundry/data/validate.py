@@ -207,7 +207,10 @@ def run_suites(tables: dict[str, pd.DataFrame], suites: dict, docs_dir: Path | N
         for r in outcome.results:
             entry = {
                 "expectation": r.expectation_config.type,
-                "kwargs": {k: v for k, v in r.expectation_config.kwargs.items() if k != "batch_id"},
+                # As JSON has it (pairs become lists), so the report reads back equal.
+                "kwargs": json.loads(
+                    json.dumps({k: v for k, v in r.expectation_config.kwargs.items() if k != "batch_id"}, default=str)
+                ),
                 "success": bool(r.success),
                 "observed": _observed(r.result or {}),
             }
@@ -223,9 +226,12 @@ def _drop_docs_assets(docs_dir: Path) -> None:
         shutil.rmtree(docs_dir / "static" / folder, ignore_errors=True)
 
 
-def validate_dataset(data_dir: Path, config: FoundryConfig, report_path: Path, docs_dir: Path | None = None) -> dict:
+def validate_dataset(
+    data_dir: Path, config: FoundryConfig, report_path: Path, docs_dir: Path | None = None, parent: Path | None = None
+) -> dict:
     """Run the gate over a prepared directory; writes the report, raises `ValidationFailed` on failure.
-    With `docs_dir`, a failure also leaves GX data docs (HTML, `index.html` first) there."""
+    With `docs_dir`, a failure also leaves GX data docs (HTML, `index.html` first) there. With `parent`, the
+    data version whose ledger this one was built on, the splits must be the ones its ledger gives."""
     manifest = json.loads((data_dir / "manifest.json").read_text())
     documents = document_table(data_dir, config.data.pii_allowed)
     tables = {
@@ -239,13 +245,14 @@ def validate_dataset(data_dir: Path, config: FoundryConfig, report_path: Path, d
             config.data.holdout_tolerance,
         ),
     }
-    report = run_suites(tables, _suites(config, manifest))
+    tables["lineage"] = lineage_table(data_dir, documents, parent, config.data.near_dup_num_perm)
+    report = run_suites(tables, {**_suites(config, manifest), "lineage": _lineage_suite()})
     report["pii"] = pii_summary(documents)  # {"found": {kind: documents}, "allowed": {...}}
     if report["pii"]["allowed"]:
         log.warning("personal data allowed through by data.pii_allowed: %s documents", report["pii"]["allowed"])
     report_path.write_text(json.dumps(report, indent=1, default=str))
-    if not report["success"] and docs_dir is not None:
-        run_suites(tables, _suites(config, manifest), docs_dir)  # again, through checkpoints that write docs
+    if not report["success"] and docs_dir is not None:  # again, through checkpoints that write docs
+        run_suites(tables, {**_suites(config, manifest), "lineage": _lineage_suite()}, docs_dir)
         _drop_docs_assets(docs_dir)
     if not report["success"]:
         failed = [
@@ -258,3 +265,48 @@ def validate_dataset(data_dir: Path, config: FoundryConfig, report_path: Path, d
             "data validation failed, nothing was versioned or trained:\n  " + "\n  ".join(failed), report
         )
     return report
+
+
+def lineage_table(data_dir: Path, documents: pd.DataFrame, parent: Path | None, num_perm: int) -> pd.DataFrame:
+    """One row per document the dataset, its ledger or its parent's ledger knows: the split the parent's ledger
+    gave it ('new' when it did not list it), the split this version's ledger gives it ('unlisted' when it does
+    not) and the split it is in now ('absent' when it is in neither split file)."""
+    from foundry.data.ledger import Ledger
+
+    ledger = Ledger.read(data_dir, num_perm).split_of
+    before = Ledger.read(parent, num_perm).split_of if parent is not None else {}
+    now = dict(zip(documents["sha256"], documents["split"]))
+    shas = sorted(set(ledger) | set(before) | set(now))
+    return pd.DataFrame(
+        {
+            "sha256": shas,
+            "parent_split": [before.get(sha, "new") for sha in shas],
+            "ledger_split": [ledger.get(sha, "unlisted") for sha in shas],
+            "split": [now.get(sha, "absent") for sha in shas],
+        }
+    )
+
+
+def _lineage_suite() -> list:
+    """Sticky splits: the ledger lists every document with its split, keeps every assignment of the parent's,
+    and no document the parent (or any ancestor: the ledger carries theirs) trained on is in the holdout."""
+    import great_expectations.expectations as gxe
+
+    kept = [("train", "train"), ("holdout", "holdout")]
+    return [
+        gxe.ExpectColumnPairValuesToBeInSet(
+            column_A="ledger_split",
+            column_B="split",
+            value_pairs_set=[*kept, ("train", "absent"), ("holdout", "absent")],
+        ),
+        gxe.ExpectColumnPairValuesToBeInSet(
+            column_A="parent_split",
+            column_B="ledger_split",
+            value_pairs_set=[*kept, ("new", "train"), ("new", "holdout")],
+        ),
+        gxe.ExpectColumnPairValuesToBeInSet(
+            column_A="parent_split",
+            column_B="split",
+            value_pairs_set=[*kept, ("train", "absent"), ("holdout", "absent"), ("new", "train"), ("new", "holdout")],
+        ),
+    ]

@@ -41,12 +41,21 @@ def code_dependencies() -> list[str]:
     return code
 
 
-def dataset_key(config: FoundryConfig, source_digest: str) -> str:
-    """Same source content, same data-shaping params, same code: same dataset. The cache key of `dataset`."""
+# Data settings that change how sources are fetched, not what the dataset holds.
+FETCHING = {"fetch_retries", "fetch_backoff_s"}
+
+
+def dataset_key(
+    config: FoundryConfig, source_digest: str, parent_ledger: str = "", replay_fraction: float | None = None
+) -> str:
+    """Same source content, same data-shaping params, same code, same parent ledger (its digest; '' for none)
+    and replay share: same dataset. The cache key of `dataset`."""
     code = {name: hashlib.sha256((PROJECT_ROOT / name).read_bytes()).hexdigest() for name in code_dependencies()}
     shaping = {
         "source_digest": source_digest,
-        "data": config.data.model_dump(mode="json"),
+        "parent_ledger": parent_ledger,
+        "replay_fraction": replay_fraction,
+        "data": config.data.model_dump(mode="json", exclude=FETCHING),
         "tokenizer": config.tokenizer.model_dump(mode="json"),
         "block_size": config.model.block_size,
         "code": code,
@@ -59,6 +68,9 @@ def init_dvc(root: Path, remote: str, cache_dir: Path | None = None, link: str |
     since a Repo reads its cache settings once."""
     from dvc.repo import Repo
 
+    from foundry.logs import route_library_logs
+
+    route_library_logs()  # DVC's console handlers print what the process's own print already
     if not (root / ".dvc").exists():
         root.mkdir(parents=True, exist_ok=True)
         Repo.init(str(root), no_scm=True).close()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pandas as pd
 
 from foundry.config import FoundryConfig
-from foundry.contracts import DataVersion, GateDecision
+from foundry.contracts import DataVersion, GateDecision, PipelineResult
 
 BASELINES = ("unigram", "gzip", "xz")
 
@@ -46,6 +47,19 @@ def summary_table(metrics: dict[str, float], champion_bpb: float | None) -> pd.D
     return pd.DataFrame(rows)
 
 
+def forgetting(decision: GateDecision) -> str:
+    """The champion's own holdout, both models on it: what the challenger may have forgotten."""
+    old = decision.old_holdout
+    if old is None:
+        return "No champion to compare with: nothing to forget."
+    return (
+        f"On the champion's (v{decision.champion_version}) own holdout, data version `{old.data_version}`: "
+        f"this model {old.challenger_bits_per_byte:.4f}, the champion {old.champion_bits_per_byte:.4f} bits/byte; "
+        f"{'worse' if old.regression > 0 else 'better'} by {abs(old.regression):.4f}, "
+        f"{'more than' if old.forgets else 'within'} the {old.max_regression} allowed."
+    )
+
+
 def model_card(
     config: FoundryConfig,
     manifest: dict,
@@ -70,6 +84,9 @@ def model_card(
 {rows}
 
 Loss {metrics["holdout/loss"]:.4f} nats/token, perplexity {metrics["holdout/perplexity"]:.2f}, on {int(metrics["holdout/tokens"])} holdout tokens.
+
+## Forgetting guard
+{forgetting(decision)}
 
 ## Data
 - version `{data.data_version}` in `{data.remote}`
@@ -128,3 +145,20 @@ model = mlflow.pyfunc.load_model("models:/{name}@champion")
 model.predict(pd.DataFrame({{"messages": [[{{"role": "user", "content": "Add: 2 + 3"}}]]}}))
 ```
 """
+
+
+def pipeline_summary(result: PipelineResult, home: Path) -> str:
+    """What `foundry run` prints at the end, and the run page's summary artifact shows."""
+    m = result.metrics
+    status = "champion" if result.promoted else "challenger"
+    return textwrap.dedent(f"""
+        ── Foundry pipeline finished ─────────────────────────────────────────
+        model      {result.model_uri}  (alias: {status}; {result.verdict})
+        data       version {result.data_version}
+        holdout    loss {m["holdout/loss"]:.4f}  perplexity {m["holdout/perplexity"]:.2f}  bits/byte {m["holdout/bits_per_byte"]:.4f}
+        baselines  unigram {m["holdout/unigram_bits_per_byte"]:.4f}  gzip {m["holdout/gzip_bits_per_byte"]:.4f}  xz {m["holdout/xz_bits_per_byte"]:.4f} bits/byte
+        MLflow run {result.run_id}
+        MLflow UI  .venv/bin/mlflow ui --backend-store-uri sqlite:///{home}/mlflow/mlflow.db --host 127.0.0.1 --port 5000
+        Prefect UI PREFECT_HOME={home}/prefect .venv/bin/prefect server start --host 127.0.0.1 --port 4200
+        load it    mlflow.pyfunc.load_model("models:/{result.model_name}@champion")
+    """).strip("\n")

@@ -1,8 +1,18 @@
 """Stage E, the promotion gate: the whole policy that decides whether a challenger becomes champion.
 
-The challenger is compared with the current champion on the challenger's own holdout. When the
-champion was evaluated on that same data version its recorded score is used; otherwise it is
-re-scored on this holdout, so both are measured on the same bytes.
+0. Versions a dead run left half-published are withdrawn first (`versions.recover`), so the champion is one
+   whose publication completed (the caller holds the model's promotion lock).
+1. Same footing: the champion's data version must be the one this run's data was built on (its ledger), or
+   this very data; otherwise the champion's training documents may sit in this holdout, and the run is
+   refused (run it again: it builds on the new champion's ledger).
+2. Better on the new holdout: the challenger is compared with the champion on the challenger's own holdout.
+   When the champion was evaluated on that same data version its recorded score is used; otherwise it is
+   re-scored on this holdout, so both are measured on the same bytes.
+3. No forgetting: both are scored on the champion's own holdout (its data version, hydrated on this node);
+   a challenger worse there by more than `evaluation.max_regression` bits per byte is refused.
+
+An aligned model is judged against the base it started from instead (`decide_alignment`), on the same
+held-out alignment data and, within the same `evaluation.max_regression`, on the base's pretraining holdout.
 """
 
 from __future__ import annotations
@@ -11,8 +21,9 @@ import logging
 from pathlib import Path
 
 from foundry.config import FoundryConfig
-from foundry.contracts import AlignmentDecision, DataVersion, GateDecision
+from foundry.contracts import AlignmentDecision, DataVersion, GateDecision, OldHoldout
 from foundry.registry import versions
+from foundry.registry.lineage import recorded_metrics
 
 log = logging.getLogger(__name__)
 
@@ -26,40 +37,137 @@ def gate(challenger_bpb: float, champion_bpb: float | None, min_improvement: flo
     return False, f"{challenger_bpb:.4f} does not beat champion's {champion_bpb:.4f} bits/byte by {min_improvement}"
 
 
-def champion_bits_per_byte(champion, config: FoundryConfig, data_dir: Path, data: DataVersion, home: Path) -> float:
-    """The champion's score on this holdout: its recorded one if it was evaluated on it, else re-scored."""
-    if champion.tags.get("data_version") == data.data_version and "holdout/bits_per_byte" in champion.tags:
-        return float(champion.tags["holdout/bits_per_byte"])
+def score(weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig) -> float:
+    """Bits per byte of a model on the holdout of `data_dir`, tokenized with its own tokenizer."""
     from foundry.evaluation.metrics import holdout_metrics
     from models.gpt import load_gpt
 
-    artifacts = versions.download(champion, home)
     e = config.evaluation
-    metrics = holdout_metrics(
-        load_gpt(artifacts / "model.pt"), artifacts / "tokenizer.json", data_dir, e.batch_size, e.max_tokens
+    return holdout_metrics(load_gpt(weights), tokenizer, data_dir, e.batch_size, e.max_tokens)["holdout/bits_per_byte"]
+
+
+def champion_bits_per_byte(champion, config: FoundryConfig, data_dir: Path, data: DataVersion, home: Path) -> float:
+    """The champion's score on this holdout: its recorded one if it was evaluated on it, else re-scored."""
+    if champion.tags.get("data_version") == data.data_version:
+        recorded = recorded_metrics(champion).get("holdout/bits_per_byte")  # its run's, or tags of older versions
+        if recorded is not None:
+            return recorded
+    artifacts = versions.download(champion, home)
+    bpb = score(artifacts / "model.pt", artifacts / "tokenizer.json", data_dir, config)
+    log.info("champion v%s re-scored on data %s: %.4f bits/byte", champion.version, data.data_version, bpb)
+    return bpb
+
+
+def champion_data(champion) -> DataVersion:
+    """The data version a registered version was trained and evaluated on, from its lineage tags."""
+    try:
+        return DataVersion(data_version=champion.tags["data_version"], remote=champion.tags["data.remote"])
+    except KeyError as missing:
+        raise ValueError(
+            f"champion models:/{champion.name}/{champion.version} records no {missing} tag: its holdout cannot "
+            "be found, so nothing can be compared with it; promote a version the pipeline registered"
+        ) from None
+
+
+def old_holdout(
+    champion,
+    challenger: Path,
+    metrics: dict[str, float],
+    champion_bpb: float,
+    config: FoundryConfig,
+    data_dir: Path,
+    data: DataVersion,
+    home: Path,
+) -> OldHoldout:
+    """Challenger and champion on the champion's own holdout (its data version, hydrated once per node)."""
+    from foundry.data.hydrate import hydrate_version
+
+    old = champion_data(champion)
+    limit = config.evaluation.max_regression
+    if old.data_version == data.data_version:  # the same holdout: its scores are the ones above
+        return OldHoldout(
+            data_version=old.data_version,
+            challenger_bits_per_byte=metrics["holdout/bits_per_byte"],
+            champion_bits_per_byte=champion_bpb,
+            max_regression=limit,
+        )
+    old_dir = hydrate_version(old, home)
+    artifacts = versions.download(champion, home)
+    return OldHoldout(
+        data_version=old.data_version,
+        challenger_bits_per_byte=score(challenger, data_dir / "tokenizer.json", old_dir, config),
+        champion_bits_per_byte=score(artifacts / "model.pt", artifacts / "tokenizer.json", old_dir, config),
+        max_regression=limit,
     )
-    score = metrics["holdout/bits_per_byte"]
-    log.info("champion v%s re-scored on data %s: %.4f bits/byte", champion.version, data.data_version, score)
-    return score
+
+
+def _footing(champion, built_on: str | None, data: DataVersion) -> str:
+    """Why the champion cannot be compared with this run ('' when it can)."""
+    trained_on = champion_data(champion).data_version
+    if trained_on in (built_on, data.data_version):
+        return ""
+    return (
+        f"champion v{champion.version} (data {trained_on[:12]}) is not the version this run's data was built on "
+        f"({built_on[:12] if built_on else 'none'}): its training documents may be in this holdout; run again"
+    )
 
 
 def decide(
-    config: FoundryConfig, metrics: dict[str, float], data_dir: Path, data: DataVersion, home: Path
+    config: FoundryConfig,
+    challenger: Path,
+    metrics: dict[str, float],
+    data_dir: Path,
+    data: DataVersion,
+    home: Path,
+    built_on: str | None = None,
 ) -> GateDecision:
-    """The gate's inputs and verdict for a challenger with these holdout `metrics`, and whether it becomes
+    """The gate's inputs and verdict for the challenger `challenger` (its model.pt) with these holdout `metrics`,
+    on data built on the ledger of data version `built_on` (None: built afresh), and whether it becomes
     champion now: only when it passed and `registry.auto_promote` is on (else a reviewer decides)."""
-    current = versions.champion(config.registry.model_name)
-    champion_bpb = None if current is None else champion_bits_per_byte(current, config, data_dir, data, home)
+    e = config.evaluation
+    if withdrawn := versions.recover(config.registry.model_name):  # left half-published by a dead run
+        log.warning("withdrew versions %s of %s, left half-published", withdrawn, config.registry.model_name)
+    current = versions.champion(config.registry.model_name)  # fails closed: an error is not "no champion"
     challenger_bpb = metrics["holdout/bits_per_byte"]
-    passed, verdict = gate(challenger_bpb, champion_bpb, config.evaluation.min_improvement)
+    if current is None:
+        passed, verdict = gate(challenger_bpb, None, e.min_improvement)
+        return GateDecision(
+            passed=passed,
+            make_champion=passed and config.registry.auto_promote,
+            verdict=verdict,
+            challenger_bits_per_byte=challenger_bpb,
+            min_improvement=e.min_improvement,
+        )
+    if refusal := _footing(current, built_on, data):  # nothing to compare on a fair footing
+        return GateDecision(
+            passed=False,
+            make_champion=False,
+            verdict=refusal,
+            challenger_bits_per_byte=challenger_bpb,
+            champion_version=str(current.version),
+            min_improvement=e.min_improvement,
+        )
+    champion_bpb = champion_bits_per_byte(current, config, data_dir, data, home)
+    old = old_holdout(current, challenger, metrics, champion_bpb, config, data_dir, data, home)
+    passed, verdict = gate(challenger_bpb, champion_bpb, e.min_improvement)
+    if passed and old.forgets:
+        passed, verdict = (
+            False,
+            (
+                f"forgets: {old.challenger_bits_per_byte:.4f} against the champion's {old.champion_bits_per_byte:.4f} "
+                f"bits/byte on its own holdout (data {old.data_version[:12]}), worse by {old.regression:.4f}, more than "
+                f"the {e.max_regression} allowed; on the new holdout {verdict}"
+            ),
+        )
     return GateDecision(
         passed=passed,
         make_champion=passed and config.registry.auto_promote,
         verdict=verdict,
         challenger_bits_per_byte=challenger_bpb,
         champion_bits_per_byte=champion_bpb,
-        champion_version=None if current is None else str(current.version),
-        min_improvement=config.evaluation.min_improvement,
+        champion_version=str(current.version),
+        min_improvement=e.min_improvement,
+        old_holdout=old,
     )
 
 

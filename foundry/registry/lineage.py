@@ -6,7 +6,7 @@ import json
 
 from foundry import tracking
 from foundry.config import FoundryConfig
-from foundry.contracts import AlignmentDecision, DataVersion, GateDecision, LineageRecord
+from foundry.contracts import AlignmentDecision, DataVersion, FetchedFile, GateDecision, LineageRecord
 from foundry.registry import versions as registry
 
 COMPARED = ("holdout/loss", "holdout/bits_per_byte", "holdout/perplexity")
@@ -17,25 +17,50 @@ def version_tags(
     run_id: str,
     data: DataVersion,
     source_digest: str,
-    metrics: dict[str, float],
     decision: GateDecision | AlignmentDecision,
     git: dict[str, str],
     parent: str = "",
 ) -> dict[str, str]:
-    """The tags a model version carries: what `lineage` reads back, its metrics and the gate's record."""
+    """The tags a model version carries, the few a reviewer reads in the registry's list: lineage (the
+    training run, data version and source, commit, parent) and the gate's record. Metrics stay metrics (on
+    the run and its logged model), the config stays the run's params and `config.json`."""
     return {
-        "run_id": run_id,
+        "run_id": run_id,  # the training run; a re-registered version's own run only logged the files again
         "data_version": data.data_version,
         "data.remote": data.remote,
         "data.source": config.data.source,
         "data.source_digest": source_digest,
         **git,
-        "config": config.model_dump_json(),
-        **tracking.version_tags(),
-        **{k: f"{v:.6f}" for k, v in metrics.items()},
         **decision.tags(),
         **({"parent_model": parent} if parent else {}),
     }
+
+
+def training_run_id(version) -> str:
+    return version.tags.get("run_id") or version.run_id
+
+
+def recorded_metrics(version) -> dict[str, float]:
+    """A version's holdout metrics: its tags for versions registered when metrics were copied there, else
+    its training run's metrics."""
+    legacy = {k: float(v) for k, v in version.tags.items() if k.startswith("holdout/")}
+    if legacy:
+        return legacy
+    metrics = tracking.client().get_run(training_run_id(version)).data.metrics
+    return {k: v for k, v in metrics.items() if k.startswith("holdout/")}
+
+
+def recorded_config(version) -> dict:
+    """The config that trained a version: its `config` tag for versions registered when the config was one,
+    else its training run's `config.json`; {} when the run recorded none (errors reading it propagate)."""
+    if "config" in version.tags:
+        return json.loads(version.tags["config"])
+    import mlflow
+
+    run_id = training_run_id(version)
+    if "config.json" not in {a.path for a in tracking.client().list_artifacts(run_id)}:
+        return {}
+    return json.loads(mlflow.artifacts.load_text(f"runs:/{run_id}/config.json"))
 
 
 def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:
@@ -52,17 +77,36 @@ def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:
         data_remote=tags.get("data.remote", ""),
         data_source=tags.get("data.source", ""),
         data_source_digest=tags.get("data.source_digest", ""),
-        git_commit=tags.get("git_commit", ""),
+        git_commit=tags.get("git_commit", ""),  # the version's own tags: the commit of the code that trained it
         git_dirty=tags.get("git_dirty", ""),
         parent_model=tags.get("parent_model", ""),
         packages={k.removeprefix("version."): v for k, v in run.data.tags.items() if k.startswith("version.")},
-        config=json.loads(tags["config"]) if "config" in tags else {},
-        holdout_bits_per_byte=tags.get("holdout/bits_per_byte", ""),
+        config=recorded_config(version),
+        holdout_bits_per_byte=_formatted(recorded_metrics(version).get("holdout/bits_per_byte")),
+        remote_files=remote_files(version.run_id),
     )
     chain = [record]
     if record.parent_model and depth > 1:
         chain += lineage(record.parent_model, depth - 1)
     return chain
+
+
+def _formatted(value: float | None) -> str:
+    return "" if value is None else f"{value:.6f}"
+
+
+def remote_files(run_id: str) -> list[FetchedFile]:
+    """What the origin of each remote source file said when the run acquired it (URL or s3 URI, ETag,
+    Last-Modified, when it was asked), from the run's source manifest; [] for runs that logged none."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    try:
+        manifest = json.loads(mlflow.artifacts.load_text(f"runs:/{run_id}/data/source_manifest.json"))
+    except (MlflowException, OSError):
+        return []
+    keys = FetchedFile.model_fields
+    return [FetchedFile(**{k: e.get(k, "") for k in keys}) for e in manifest.get("entries", []) if e.get("origin")]
 
 
 def format_lineage(chain: list[LineageRecord]) -> str:
@@ -75,6 +119,11 @@ def format_lineage(chain: list[LineageRecord]) -> str:
             f"{indent}  run      {r.run_id} ({r.run_status})",
             f"{indent}  data     version {r.data_version} in {r.data_remote}",
             f"{indent}  source   {r.data_source} (content digest {r.data_source_digest[:16]})",
+            *(
+                f"{indent}  fetched  {f.origin} etag {f.etag or '-'} modified {f.last_modified or '-'} "
+                f"checked {f.checked_at}"
+                for f in r.remote_files
+            ),
             f"{indent}  code     commit {r.git_commit}{' (dirty)' if r.git_dirty == 'true' else ''}",
             f"{indent}  packages {', '.join(f'{k} {v}' for k, v in sorted(r.packages.items()))}",
             f"{indent}  config   train.max_steps={r.config.get('train', {}).get('max_steps')} "
@@ -113,9 +162,10 @@ def check_commit(record: LineageRecord, current: dict[str, str], force: bool) ->
         )
 
 
-def compare(recorded_tags: dict[str, str], metrics: dict[str, float]) -> dict[str, tuple[float, float]]:
-    """(recorded, reproduced) for each holdout metric the version recorded."""
-    return {key: (float(recorded_tags[key]), round(metrics[key], 6)) for key in COMPARED if key in recorded_tags}
+def compare(recorded: dict[str, float | str], metrics: dict[str, float]) -> dict[str, tuple[float, float]]:
+    """(recorded, reproduced) for each holdout metric the version recorded (`recorded_metrics`), to the 6
+    decimals that versions registered with metric tags kept."""
+    return {key: (round(float(recorded[key]), 6), round(metrics[key], 6)) for key in COMPARED if key in recorded}
 
 
 def identical(comparison: dict[str, tuple[float, float]]) -> bool:

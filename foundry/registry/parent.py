@@ -1,20 +1,41 @@
-"""The registered model a run starts from: its weights, tokenizer, recorded config and source manifest."""
+"""What a run builds on: the champion's data version (its split ledger and holdout) and, for a retrain, the
+champion itself (weights, tokenizer, recorded config and source manifest)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from foundry.contracts import DataVersion, ParentModel, SourceManifest
+from foundry.contracts import DataVersion, ParentData, ParentModel, SourceManifest
 from foundry.registry import versions
+from foundry.registry.lineage import recorded_config, training_run_id
 
 
 class NoChampion(RuntimeError):
     """Retraining starts from a champion; there is none yet."""
 
 
+def data_of(champion, home: Path) -> ParentData:
+    """A registered version's data version, hydrated on this node (once per version)."""
+    from foundry.data.hydrate import hydrate_version
+    from foundry.data.ledger import identity
+    from foundry.registry.gate import champion_data
+
+    data = champion_data(champion)
+    folder = hydrate_version(data, home)
+    return ParentData(
+        model_uri=f"models:/{champion.name}/{champion.version}", data=data, dir=folder, ledger_digest=identity(folder)
+    )
+
+
+def champion_data(model_name: str, home: Path) -> ParentData | None:
+    """The champion's data version, the ledger a new data version for this model builds on; None without a
+    champion. A registry error is an error, not "no champion"."""
+    champion = versions.champion(model_name)
+    return None if champion is None else data_of(champion, home)
+
+
 def fetch_champion(model_name: str, home: Path) -> ParentModel:
-    """The champion of `model_name`, downloaded once per version into `$FOUNDRY_HOME/models/`."""
+    """The champion of `model_name`, downloaded once per version into `$FOUNDRY_HOME/models/`, with its data."""
     import mlflow
 
     champion = versions.champion(model_name)
@@ -26,8 +47,9 @@ def fetch_champion(model_name: str, home: Path) -> ParentModel:
         uri=f"models:/{champion.name}/{champion.version}",
         weights=str(artifacts / "model.pt"),
         tokenizer=str(artifacts / "tokenizer.json"),
-        config=json.loads(champion.tags["config"]),
+        config=recorded_config(champion),
         source_manifest=SourceManifest.model_validate_json(manifest),
+        data=data_of(champion, home),
     )
 
 
@@ -39,15 +61,15 @@ def fetch_version(model_uri: str, home: Path) -> ParentModel:
     version = versions.resolve(model_uri)
     artifacts = versions.download(version, home)
     tags = version.tags
-    run_id = tags.get("run_id", version.run_id)  # a re-registered version names its training run in its tags
-    manifest = mlflow.artifacts.load_text(f"runs:/{run_id}/data/source_manifest.json")
+    # a re-registered version names its training run in its tags
+    manifest = mlflow.artifacts.load_text(f"runs:/{training_run_id(version)}/data/source_manifest.json")
     pretrain = tags.get("pretrain.data_version", tags.get("data_version"))
     remote = tags.get("pretrain.data.remote", tags.get("data.remote"))
     return ParentModel(
         uri=f"models:/{version.name}/{version.version}",
         weights=str(artifacts / "model.pt"),
         tokenizer=str(artifacts / "tokenizer.json"),
-        config=json.loads(tags["config"]),
+        config=recorded_config(version),
         source_manifest=SourceManifest.model_validate_json(manifest),
         pretrain_data=DataVersion(data_version=pretrain, remote=remote) if pretrain and remote else None,
     )

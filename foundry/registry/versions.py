@@ -1,46 +1,158 @@
 """Stage E, the registry: a model version per pipeline run, `challenger` always, `champion` only
 through the gate (`foundry.registry.gate`) or a reviewer (`promote_manually`).
 
-Registration is all or nothing: if tagging a fresh version fails, the version is deleted, so a
-failed run never leaves a half-registered model behind.
+Publication is one unit (`publish`): the version is created with its tags and model card in one call,
+marked pending, then takes its aliases and is marked complete; if any step fails, the aliases it took
+are given back and the version is deleted. If even that fails (the tracking server went away), the
+version stays marked pending and the next judging of the model withdraws it (`recover`): a failed run
+does not leave a version behind, least of all one that looks promoted.
+Look-ups fail closed: only "no such model" or "no such alias" means nothing is there; any other error
+(a tracking server that is down, a database error) propagates and stops the run.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 from foundry.contracts import Promotion
 from foundry.tracking import client
 
 log = logging.getLogger(__name__)
+ALIASES = ("challenger", "champion")  # the order they are set in: champion last
 
 
-def register(model_uri: str, name: str, run_id: str, tags: dict[str, str], description: str = "") -> str:
-    """A new version of `name` carrying `tags`; returns the version number."""
-    c = client()
+class PublicationFailed(RuntimeError):
+    """A version was created but could not take its aliases, nor be deleted again."""
+
+
+def absent(exc: Exception) -> bool:
+    """Whether an MLflow error says the registered model or alias does not exist, and nothing else."""
+    from mlflow.exceptions import MlflowException
+
+    if not isinstance(exc, MlflowException):
+        return False
+    if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
+        return True
+    # A missing alias is INVALID_PARAMETER_VALUE, from the SQL store and through a server alike.
+    return exc.error_code == "INVALID_PARAMETER_VALUE" and bool(re.search(r"alias \S+ not found", exc.message))
+
+
+def alias(name: str, which: str):
+    """The model version `which` points to, or None when the model or the alias does not exist."""
+    from mlflow.exceptions import MlflowException
+
     try:
-        c.get_registered_model(name)
-    except Exception:
-        c.create_registered_model(name, description="GPT-style language models trained by Foundry.")
-    # A tracking server insists on the logged model's id beside its models:/m-... source.
-    model_id = model_uri.removeprefix("models:/") if model_uri.startswith("models:/m-") else None
-    version = c.create_model_version(name, source=model_uri, run_id=run_id, description=description, model_id=model_id)
-    try:
-        for key, value in tags.items():
-            c.set_model_version_tag(name, version.version, key, str(value))
-    except Exception:
-        c.delete_model_version(name, version.version)
+        return client().get_model_version_by_alias(name, which)
+    except MlflowException as exc:
+        if absent(exc):
+            return None
         raise
-    return str(version.version)
 
 
 def champion(name: str):
-    """The current champion's model version, or None."""
+    """The current champion's model version, or None when there is none; any other error propagates."""
+    return alias(name, "champion")
+
+
+def _ensure_model(name: str) -> None:
+    from mlflow.exceptions import MlflowException
+
+    c = client()
     try:
-        return client().get_model_version_by_alias(name, "champion")
-    except Exception:
-        return None
+        c.get_registered_model(name)
+    except MlflowException as exc:
+        if not absent(exc):
+            raise
+        try:
+            c.create_registered_model(name, description="GPT-style language models trained by Foundry.")
+        except MlflowException as race:
+            if race.error_code != "RESOURCE_ALREADY_EXISTS":  # another run created it meanwhile
+                raise
+
+
+def register(model_uri: str, name: str, run_id: str, tags: dict[str, str], description: str = "") -> str:
+    """A new version of `name` carrying `tags` and no alias, created in one call (whole or not at all)."""
+    _ensure_model(name)
+    # A tracking server insists on the logged model's id beside its models:/m-... source.
+    model_id = model_uri.removeprefix("models:/") if model_uri.startswith("models:/m-") else None
+    created = client().create_model_version(
+        name,
+        source=model_uri,
+        run_id=run_id,
+        tags={k: str(v) for k, v in tags.items()},
+        description=description,
+        model_id=model_id,
+    )
+    return str(created.version)
+
+
+PUBLICATION = "foundry.publication"  # pending until the version has all its aliases, then complete
+
+
+def publish(
+    model_uri: str,
+    name: str,
+    run_id: str,
+    tags: dict[str, str],
+    make_champion: bool,
+    verdict: str,
+    description: str = "",
+) -> Promotion:
+    """A new version of `name` with `tags` and `description`, aliased `challenger`, and `champion` when asked:
+    all of it, or (after giving back the aliases it took and deleting the version) an exception.
+
+    The version is created `pending`, with the versions its aliases replace; it is marked `complete` last. A
+    version a dead run left pending is withdrawn by `recover` before the model is next judged."""
+    c = client()
+    marks = {PUBLICATION: "pending", "gate.promoted": "false"}
+    for which in ALIASES:
+        previous = alias(name, which)
+        marks[f"foundry.replaces_{which}"] = "" if previous is None else str(previous.version)
+    version = register(model_uri, name, run_id, {**tags, **marks}, description)
+    try:
+        c.set_registered_model_alias(name, "challenger", version)
+        if make_champion:
+            c.set_registered_model_alias(name, "champion", version)
+            c.set_model_version_tag(name, version, "gate.promoted", "true")
+        c.set_model_version_tag(name, version, PUBLICATION, "complete")
+    except Exception as exc:
+        try:
+            withdraw(c.get_model_version(name, version))
+        except Exception as again:
+            raise PublicationFailed(
+                f"models:/{name}/{version} could not take its aliases ({exc}) nor be withdrawn ({again}); it is "
+                f"tagged {PUBLICATION}=pending and the next run that judges {name} withdraws it"
+            ) from exc
+        raise
+    log.info("%s version %s: %s%s", name, version, verdict, " -> champion" if make_champion else "")
+    return Promotion(version=version, promoted=make_champion, verdict=verdict)
+
+
+def withdraw(version) -> None:
+    """Delete a half-published version, first giving each alias it took back to the version it replaced."""
+    c = client()
+    for which in ALIASES:
+        current = alias(version.name, which)
+        if current is not None and str(current.version) == str(version.version):
+            replaced = version.tags.get(f"foundry.replaces_{which}", "")
+            if replaced:
+                c.set_registered_model_alias(version.name, which, replaced)
+            else:
+                c.delete_registered_model_alias(version.name, which)
+    c.delete_model_version(version.name, str(version.version))
+    log.warning("models:/%s/%s was left half-published: withdrawn", version.name, version.version)
+
+
+def recover(name: str) -> list[str]:
+    """Withdraw the versions of `name` that a run left pending (it died, or its tracking server did, mid-way).
+    Exact when called under the model's promotion lock, which every publication of the model holds."""
+    c = client()
+    left = [v for v in c.search_model_versions(f"name = '{name}'") if v.tags.get(PUBLICATION) == "pending"]
+    for version in sorted(left, key=lambda v: -int(v.version)):  # newest first: aliases go back in order
+        withdraw(version)
+    return [str(v.version) for v in left]
 
 
 def download(version, home: Path) -> Path:
@@ -68,17 +180,6 @@ def download(version, home: Path) -> Path:
     # MLflow puts the files in the folder itself or in a subfolder named after the model, by URI scheme.
     (model,) = [p for p in (folder, *folder.iterdir()) if (p / "artifacts" / "model.pt").is_file()]
     return model / "artifacts"
-
-
-def promote(name: str, version: str, make_champion: bool, verdict: str) -> Promotion:
-    """Set `challenger`, and `champion` when asked; the outcome is tagged on the version."""
-    c = client()
-    c.set_registered_model_alias(name, "challenger", version)
-    if make_champion:
-        c.set_registered_model_alias(name, "champion", version)
-    c.set_model_version_tag(name, version, "gate.promoted", str(make_champion).lower())
-    log.info("%s version %s: %s%s", name, version, verdict, " -> champion" if make_champion else "")
-    return Promotion(promoted=make_champion, verdict=verdict)
 
 
 def resolve(model_uri: str):

@@ -168,10 +168,13 @@ def launch_local(
 def launch(config: FoundryConfig, data_dir: Path, checkpoint_dir: Path, run_id: str | None, data_version: str) -> Path:
     """Train into `checkpoint_dir`, resuming from its newest intact checkpoint if a previous try left one."""
     from foundry.checkpointing.resume import resume_point
+    from foundry.training.progress import PROGRESS_FILE
     from foundry.training.trainer import peak_flops, train
 
     resume_from = resume_point(checkpoint_dir)
     peak_flops(config.train)  # a CPU's peak is measured once, here, not by every rank at the same time
     if world_size(config) == 1:  # no processes to start: the fast path, in this process
-        return train(config, data_dir, checkpoint_dir, run_id, data_version, resume_from=resume_from)
+        bar = sys.stderr.isatty()  # on a terminal; elsewhere (CI, logs) the task's periodic lines report progress
+        report = checkpoint_dir / PROGRESS_FILE
+        return train(config, data_dir, checkpoint_dir, run_id, data_version, bar, resume_from, progress_file=report)
     return launch_local(config, data_dir, checkpoint_dir, run_id, data_version, resume_from)

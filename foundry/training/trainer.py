@@ -141,12 +141,15 @@ def join_process_group(t: TrainConfig) -> None:
     dist.init_process_group(backend, store=attempt, rank=rank, world_size=world, timeout=timeout)
 
 
-def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool, callbacks: tuple = ()):
+def _trainer(
+    config: FoundryConfig, run_id: str | None, io, progress: bool, progress_file: Path | None, callbacks: tuple = ()
+):
     import lightning as L
     from lightning.pytorch.loggers import MLFlowLogger
     from lightning.pytorch.plugins.environments import LightningEnvironment
 
     from foundry.checkpointing.writer import CheckpointEvery
+    from foundry.training.progress import ProgressReport
 
     t = config.train
     loggers = []
@@ -170,10 +173,14 @@ def _trainer(config: FoundryConfig, run_id: str | None, io, progress: bool, call
         num_sanity_val_steps=0,
         log_every_n_steps=t.log_every_n_steps,
         logger=loggers or False,
-        callbacks=[CheckpointEvery(io, config.checkpoint.every_n_steps, arithmetic(t)), *callbacks],
+        callbacks=[
+            CheckpointEvery(io, config.checkpoint.every_n_steps, arithmetic(t)),
+            ProgressReport(progress_file, bar=progress, every_s=min(t.progress_every_s, 5.0)),
+            *callbacks,
+        ],
         enable_checkpointing=False,
-        enable_progress_bar=progress,
-        enable_model_summary=progress,
+        enable_progress_bar=False,  # ours counts optimizer steps against max_steps, not batches of an epoch
+        enable_model_summary=False,  # its FLOPs column reads 0 for this model; the parameter count is in the card
         default_root_dir=io.directory,
         plugins=[LightningEnvironment(), io],
     )
@@ -212,12 +219,18 @@ def train(
     progress: bool = True,
     resume_from: Path | None = None,
     callbacks: tuple = (),
+    progress_file: Path | None = None,
 ) -> Path:
     """Train to `train.max_steps`, from `resume_from` (a verified checkpoint) when given. `callbacks` are
-    Lightning callbacks added to ours (a search trial's pruning reports and time box)."""
+    Lightning callbacks added to ours (a search trial's pruning reports and time box). `progress`: a bar on
+    the terminal; `progress_file`: where rank 0 reports its progress for the orchestrator."""
     import lightning as L
 
     from foundry.checkpointing.writer import ManifestCheckpointIO
+    from foundry.logs import quiet_known_warnings, route_library_logs
+
+    route_library_logs()
+    quiet_known_warnings()
 
     manifest = json.loads((data_dir / "manifest.json").read_text())
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -228,7 +241,7 @@ def train(
         parent = torch.load(config.train.init_from, map_location="cpu", weights_only=True)
         module.model.load_state_dict(parent["state_dict"])
     io = ManifestCheckpointIO(checkpoint_dir, config.checkpoint.keep_last, config.checkpoint.async_save)
-    trainer = _trainer(config, run_id, io, progress, callbacks)
+    trainer = _trainer(config, run_id, io, progress, progress_file, callbacks)
     train_loader, val_loader = _loaders(config, data_dir, trainer.global_rank, trainer.world_size, manifest)
     if resume_from is not None:
         log.info("resuming from %s", resume_from)

@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     # Never log to a run inherited from whoever started the agent (mlflow#15713): rank 0 logs to --run-id only.
     os.environ.pop("MLFLOW_RUN_ID", None)
     from foundry.config import validate
+    from foundry.training.progress import PROGRESS_FILE
     from foundry.training.trainer import join_process_group, train
 
     config = validate(json.loads(args.config.read_text()))
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         data_version=args.data_version,
         progress=leader and sys.stderr.isatty(),
         resume_from=resume_from,
+        progress_file=args.checkpoints / PROGRESS_FILE,  # rank 0's, which the launching task reports
     )
     return 0
 

@@ -1,0 +1,112 @@
+"""What the Prefect run page shows: the summary, the data stage, links to MLflow, and training progress.
+
+Artifacts are keyed (lowercase, dashes) so the Artifacts page lists each kind with its history across runs.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from prefect import get_run_logger, runtime, task
+from prefect.artifacts import (
+    create_link_artifact,
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
+from prefect.cache_policies import NO_CACHE
+
+from foundry import tracking
+from foundry.config import FoundryConfig
+from foundry.contracts import PipelineResult
+
+SUMMARY, DATA_STAGE, PROGRESS = "pipeline-summary", "data-stage", "training-progress"
+MLFLOW_RUN, MODEL_VERSION = "mlflow-run", "model-version"
+
+
+def flow_config() -> FoundryConfig:
+    """The running flow run's config parameter (its default when not given)."""
+    config = runtime.flow_run.parameters.get("config") or FoundryConfig()
+    if not isinstance(config, FoundryConfig):  # a deployment's parameters before validation
+        config = FoundryConfig.model_validate(config)
+    return config
+
+
+def run_name(prefix: str) -> str:
+    """`<prefix>-<model name>`, from the flow run's config; the data version is added once it is known."""
+    return f"{prefix}-{flow_config().registry.model_name}"
+
+
+def name_flow_run(name: str) -> None:
+    """Rename the running flow run once what it works on is known (the data version is, after hydration)."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        client.update_flow_run(runtime.flow_run.id, name=name)
+
+
+@task(name="data-stage-report", cache_policy=NO_CACHE)
+def publish_data_stage(data_dir: Path) -> None:
+    """Documents in and kept, drops by reason and PII replaced by kind, as a table; the summary line in the log
+    (whether or not this run prepared the data: the cache may have served it)."""
+    from foundry.data.audit import stage_summary, stage_table
+
+    audit = json.loads((data_dir / "audit.json").read_text())
+    create_table_artifact(stage_table(audit), key=DATA_STAGE, description=f"Data stage of {data_dir.name}", _sync=True)
+    get_run_logger().info(stage_summary(audit))
+
+
+@task(name="report", cache_policy=NO_CACHE)
+def publish_result(result: PipelineResult, home: Path) -> None:
+    """The summary the terminal prints, as markdown, and links to the MLflow run and the registered version."""
+    from foundry.evaluation.report import pipeline_summary
+
+    summary = pipeline_summary(result, home)
+    experiment = tracking.client().get_run(result.run_id).info.experiment_id
+    links = tracking.ui_links(experiment, result.run_id, result.model_name, result.model_version)
+    body = (
+        f"# {result.model_uri}\n\n```\n{summary}\n```\n\n[MLflow run]({links.run}) · [model version]({links.version})\n"
+    )
+    create_markdown_artifact(body, key=SUMMARY, description=result.verdict, _sync=True)
+    create_link_artifact(links.run, f"MLflow run {result.run_id}", key=MLFLOW_RUN, _sync=True)
+    create_link_artifact(links.version, result.model_uri, key=MODEL_VERSION, _sync=True)
+
+
+@contextmanager
+def training_progress(progress_file: Path, total: int, every_s: float) -> Iterator[None]:
+    """A progress artifact and a log line every `every_s` seconds while training writes `progress_file`;
+    the artifact ends at the last step reached (100% when training finished)."""
+    from foundry.training.progress import read_progress
+
+    logger = get_run_logger()
+    artifact = create_progress_artifact(0.0, key=PROGRESS, description=f"optimizer steps of {total}", _sync=True)
+    stop, seen = threading.Event(), []
+
+    def report() -> None:
+        now = read_progress(progress_file)
+        if now is None or (seen and seen[-1] == now):
+            return
+        seen.append(now)
+        update_progress_artifact(artifact, now.percent, description=now.line(), _sync=True)
+        logger.info(now.line())
+
+    def loop() -> None:
+        while not stop.wait(every_s):
+            report()
+
+    # The Prefect settings and client live in context variables; the thread gets this task's.
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(loop,), daemon=True)
+    progress_file.unlink(missing_ok=True)  # an earlier attempt's last report is not this one's
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        report()
