@@ -5,6 +5,7 @@ written from the same table (`foundry deployments --write prefect.yaml`; a test 
 - retrain:   fine-tune the champion on what is new, on `retrain.cron` (weekly by default)
 - reproduce: re-train a registered model from its lineage and compare metrics
 - search:    hyperparameter search; the space, budget, sampler and pruner are the form's `search` section
+- align:     instruction tuning or preference optimisation of a registered version (its model_uri is asked at run time)
 
 `train` and `retrain` run one at a time each: a run started while another is running waits in the queue
 (deployment concurrency limit 1, strategy ENQUEUE).
@@ -56,6 +57,11 @@ DEPLOYMENTS = (
         "search",
         "flows/search.py:search",
         "Hyperparameter search over the config's `search` space (editable in the form); writes the best config.",
+    ),
+    Deployment(
+        "align",
+        "flows/align.py:align",
+        "Instruction-tune (sft) or preference-optimise (dpo) a registered version: model_uri, align.method, data.source.",
     ),
 )
 WORK_POOL = "foundry"

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from foundry.cli_align import add_commands as add_alignment_commands
 from foundry.cli_search import add_search_command
 from foundry.config import ConfigError, FoundryConfig, load_config, to_yaml
 from foundry.env import configure_environment, foundry_home
@@ -319,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     _config_args(deployments)
     deployments.add_argument("--write", type=Path, metavar="FILE", help="write to FILE instead of printing")
     deployments.set_defaults(func=cmd_deployments)
+    add_alignment_commands(commands, _config_args, _load)
     add_search_command(commands, _config_args, _load, _summary_text)
     return parser
 

@@ -130,7 +130,11 @@ class ParentModel(_Value):
     tokenizer: str  # tokenizer.json
     config: dict[str, Any]
     source_manifest: SourceManifest
-    data: ParentData  # its data version: the ledger a retrain builds on
+    # Its data version, hydrated: the ledger a retrain builds on (`fetch_champion`); None for a version fetched
+    # to align from (`fetch_version`), which builds on no ledger.
+    data: ParentData | None = None
+    # The data the base model it descends from was pretrained on: the holdout alignment must not forget.
+    pretrain_data: DataVersion | None = None
 
 
 class Promotion(_Value):
@@ -214,6 +218,44 @@ class LineageRecord(_Value):
     config: dict[str, Any]
     holdout_bits_per_byte: str
     remote_files: list[FetchedFile] = []  # empty for runs whose sources were all local
+
+
+class AlignmentDecision(_Value):
+    """The alignment gate's verdict: the aligned model against the base it started from, check by check."""
+
+    passed: bool
+    make_champion: bool  # passed, and `registry.auto_promote`
+    verdict: str
+    method: str  # sft or dpo
+    checks: dict[str, bool]  # check name -> passed
+    max_regression: float
+
+    def tags(self) -> dict[str, str]:
+        return {
+            "gate.verdict": self.verdict,
+            "gate.passed": str(self.passed).lower(),
+            "gate.method": self.method,
+            "gate.max_regression": str(self.max_regression),
+            **{f"gate.check.{name}": str(ok).lower() for name, ok in self.checks.items()},
+        }
+
+
+class AlignResult(_Value):
+    """What the align flow returns, and what `foundry align` prints."""
+
+    run_id: str
+    model_name: str
+    model_version: str
+    data_version: str
+    parent: str
+    method: str
+    metrics: dict[str, float]
+    promoted: bool
+    verdict: str
+
+    @property
+    def model_uri(self) -> str:
+        return f"models:/{self.model_name}/{self.model_version}"
 
 
 # --- hyperparameter search (flows/search.py) ---------------------------------------------------------

@@ -33,12 +33,16 @@ class CausalSelfAttention(nn.Module):
         self.dropout = cfg.dropout
         self.resid_dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         # (B, nh, T, hs)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
+        dropout = self.dropout if self.training else 0.0
+        if mask is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
+        else:  # (B, 1, T, T), True where attending is allowed: causal and within one segment
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.proj(y))
 
@@ -63,8 +67,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(cfg.n_embd)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x))
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), mask)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -96,19 +100,25 @@ class GPT(nn.Module):
         n = sum(p.numel() for p in self.parameters())
         return n - self.wpe.weight.numel() if non_embedding else n
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
-        """Logits (B, T, V); with targets also the mean cross-entropy in nats per token."""
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, segments: torch.Tensor | None = None):
+        """Logits (B, T, V); with targets also the mean cross-entropy in nats per token, over the targets
+        that are not -100 (masked). With `segments` (B, T), several sequences share a row: a token attends
+        only to earlier tokens of its own segment, and positions count from each segment's start."""
         T = idx.size(1)
         if T > self.config.block_size:
             raise ValueError(f"sequence of {T} tokens exceeds block_size {self.config.block_size}")
-        pos = torch.arange(T, device=idx.device)
+        mask = None
+        if segments is None:
+            pos = torch.arange(T, device=idx.device)
+        else:
+            pos, mask = segment_positions(segments), segment_mask(segments)
         x = self.drop(self.wte(idx) + self.wpe(pos))
         for block in self.blocks:
-            x = block(x)
+            x = block(x, mask)
         logits = self.lm_head(self.ln_f(x))
         if targets is None:
             return logits, None
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100)
         return logits, loss
 
     def optimizer_groups(self, weight_decay: float) -> list[dict]:
@@ -149,9 +159,35 @@ class GPT(nn.Module):
         return idx
 
 
-def load_gpt(checkpoint) -> GPT:
-    """The model saved in a `model.pt` (a path or an open file): its args and weights, in eval mode."""
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+def segment_positions(segments: torch.Tensor) -> torch.Tensor:
+    """(B, T) position of each token within its segment: 0 where a segment starts."""
+    T = segments.size(1)
+    index = torch.arange(T, device=segments.device).expand_as(segments)
+    starts = torch.ones_like(segments, dtype=torch.bool)
+    starts[:, 1:] = segments[:, 1:] != segments[:, :-1]
+    start_of = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=1).values
+    return index - start_of
+
+
+def segment_mask(segments: torch.Tensor) -> torch.Tensor:
+    """(B, 1, T, T) attention mask: causal, and never across segments (a document-causal mask)."""
+    T = segments.size(1)
+    causal = torch.ones(T, T, dtype=torch.bool, device=segments.device).tril()
+    same = segments[:, :, None] == segments[:, None, :]
+    return (same & causal)[:, None]
+
+
+def load_saved(checkpoint) -> dict:
+    """A `model.pt` (a path or an open file) as saved: model args, weights, and what training recorded."""
+    return torch.load(checkpoint, map_location="cpu", weights_only=True)
+
+
+def gpt_from_saved(saved: dict) -> GPT:
     model = GPT(GPTConfig(**saved["model_args"]))
     model.load_state_dict(saved["state_dict"])
     return model.eval()
+
+
+def load_gpt(checkpoint) -> GPT:
+    """The model saved in a `model.pt` (a path or an open file): its args and weights, in eval mode."""
+    return gpt_from_saved(load_saved(checkpoint))

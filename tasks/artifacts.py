@@ -32,12 +32,17 @@ SUMMARY, DATA_STAGE, PROGRESS = "pipeline-summary", "data-stage", "training-prog
 MLFLOW_RUN, MODEL_VERSION = "mlflow-run", "model-version"
 
 
-def run_name(prefix: str) -> str:
-    """`<prefix>-<model name>`, from the flow run's config; the data version is added once it is known."""
+def flow_config() -> FoundryConfig:
+    """The running flow run's config parameter (its default when not given)."""
     config = runtime.flow_run.parameters.get("config") or FoundryConfig()
     if not isinstance(config, FoundryConfig):  # a deployment's parameters before validation
         config = FoundryConfig.model_validate(config)
-    return f"{prefix}-{config.registry.model_name}"
+    return config
+
+
+def run_name(prefix: str) -> str:
+    """`<prefix>-<model name>`, from the flow run's config; the data version is added once it is known."""
+    return f"{prefix}-{flow_config().registry.model_name}"
 
 
 def name_flow_run(name: str) -> None:

@@ -138,6 +138,26 @@ def tracking_uri(monkeypatch, url: str):
 
 
 @pytest.fixture(scope="session")
+def instruction_set(tmp_path_factory) -> dict[str, Path]:
+    """The generated instruction set, small: sft/ and dpo/ records, eval/ held-out sets (foundry.data.instructions)."""
+    from foundry.data.instructions import write_instruction_set
+
+    return write_instruction_set(tmp_path_factory.mktemp("instructions"), train=60, test=10, pairs=30)
+
+
+@pytest.fixture(scope="session")
+def aligned_model(base_model, instruction_set):
+    """The tiny base (`it-gpt` version 1) instruction-tuned once per session by the align flow (configs/tiny_align.yaml)
+    and registered as `it-chat`: the alignment tests build on it, the serving tests load it. Returns (config, AlignResult)."""
+    from flows.align import align
+    from foundry.config import load_config
+
+    overrides = ["align.model_name=it-chat", f"data.source={instruction_set['sft'].parent}"]
+    config = load_config(REPO_ROOT / "configs" / "tiny_align.yaml", overrides)
+    return config, align(model_uri="models:/it-gpt/1", config=config)
+
+
+@pytest.fixture(scope="session")
 def tiny_config():
     from foundry.config import load_config
 

@@ -18,7 +18,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("foundry", "flows", "tasks", "models")
 # Flow modules are entry points: a Prefect worker imports them directly, so they set up the environment.
-ENTRY_MODULES = {"flows.train_pipeline", "flows.retrain", "flows.reproduce", "flows.search"}
+ENTRY_MODULES = {"flows.train_pipeline", "flows.retrain", "flows.reproduce", "flows.search", "flows.align"}
 
 
 def module_files() -> dict[str, Path]:
@@ -122,6 +122,7 @@ def test_layers_point_one_way():
     }
     allowed = {  # the CLI and the deployments table are entry points that start flows
         "foundry.cli": ("flows", "tasks"),
+        "foundry.cli_align": ("flows",),
         "foundry.cli_search": ("flows",),
         "foundry.ops": ("prefect",),  # `foundry doctor` asks Prefect itself whether it sends telemetry
     }

@@ -292,8 +292,30 @@ def test_the_flow_parameter_is_the_config_form():
         "evaluation",
         "registry",
         "retrain",
+        "align",
         "search",
     }
     train = definitions["TrainConfig"]["properties"]
     assert train["max_steps"]["default"] == FoundryConfig().train.max_steps
     assert definitions["DataConfig"]["properties"]["on_error"]["enum"] == ["skip", "fail"]
+
+
+def test_the_align_flow_takes_a_version_and_the_config_form():
+    from prefect.utilities.callables import parameter_schema
+
+    from flows.align import align
+
+    schema = parameter_schema(align).model_dump()
+    assert list(schema["properties"]) == ["model_uri", "config"] and schema["required"] == ["model_uri"]
+    align_section = schema["definitions"]["AlignConfig"]["properties"]
+    assert align_section["method"]["enum"] == ["sft", "dpo"]
+    assert align_section["beta"]["default"] == FoundryConfig().align.beta
+
+
+def test_the_align_section_rejects_unknown_keys_and_methods():
+    with pytest.raises(ConfigError, match="align.methd: unknown key; allowed here: method"):
+        load_config(None, ["align.methd=dpo"])
+    with pytest.raises(ConfigError, match="align.method = 'ppo'"):
+        load_config(None, ["align.method=ppo"])
+    with pytest.raises(ConfigError, match="align.beta = 0"):
+        load_config(None, ["align.beta=0"])

@@ -21,7 +21,7 @@ from foundry.data.prepare import prepare
 from foundry.data.shards import load_split
 from foundry.data.versioning import version_dataset
 from foundry.registry import versions
-from foundry.registry.gate import decide, score
+from foundry.registry.gate import decide, decide_alignment, score
 from foundry.serving.package import log_model
 from models.gpt import GPT, GPTConfig, load_gpt
 
@@ -219,3 +219,67 @@ def test_a_gain_below_min_improvement_is_refused(tiny_config, old_data, champion
     assert not small.passed and not small.make_champion and "by 0.2" in small.verdict
     large = decide(config, champion_checkpoint, {"holdout/bits_per_byte": 2.25}, folder, data, foundry_home)
     assert large.passed and large.make_champion
+
+
+# --- alignment: the aligned model against its base, no registry needed -------------------------------
+
+SFT_OK = {
+    "base/response_loss": 3.0,
+    "align/response_loss": 0.4,
+    "base/pretrain_bits_per_byte": 2.00,
+    "align/pretrain_bits_per_byte": 2.015,
+}
+DPO_OK = {
+    "base/preference_accuracy": 0.80,
+    "align/preference_accuracy": 0.97,
+    "base/preference_margin": 1.5,
+    "align/preference_margin": 6.0,
+    "base/pretrain_bits_per_byte": 2.0,
+    "align/pretrain_bits_per_byte": 2.01,
+}
+
+
+def aligned(config, method: str, **evaluation):
+    return config.model_copy(
+        update={
+            "align": config.align.model_copy(update={"method": method}),
+            "evaluation": config.evaluation.model_copy(update=evaluation),
+        }
+    )
+
+
+def test_the_alignment_gate_passes_sft_that_learns_without_forgetting(tiny_config):
+    decision = decide_alignment(aligned(tiny_config, "sft", max_regression=0.02), SFT_OK)
+    assert decision.passed and decision.make_champion
+    assert decision.checks == {"response_loss": True, "pretrain_regression": True}
+    assert decision.tags()["gate.check.pretrain_regression"] == "true" and decision.tags()["gate.method"] == "sft"
+    assert "response_loss 0.4000 vs base 3.0000" in decision.verdict
+
+
+@pytest.mark.parametrize(
+    ("change", "failed"),
+    [
+        ({"align/response_loss": 3.1}, "response_loss"),  # worse than the base on held-out replies
+        ({"align/pretrain_bits_per_byte": 2.03}, "pretrain_regression"),  # forgot more than max_regression
+        ({"align/pretrain_bits_per_byte": None}, "pretrain_regression"),  # not measured: not passed
+    ],
+)
+def test_the_alignment_gate_fails_sft_check_by_check(tiny_config, change, failed):
+    metrics = {k: v for k, v in {**SFT_OK, **change}.items() if v is not None}
+    decision = decide_alignment(aligned(tiny_config, "sft", max_regression=0.02), metrics)
+    assert not decision.passed and not decision.make_champion
+    assert [name for name, ok in decision.checks.items() if not ok] == [failed]
+    assert f"FAILED {failed.replace('pretrain_regression', 'pretrain_bits_per_byte')}" in decision.verdict
+
+
+def test_the_alignment_gate_for_dpo_wants_more_preferences_won_and_a_wider_margin(tiny_config):
+    config = aligned(tiny_config, "dpo", max_regression=0.02)
+    assert decide_alignment(config, DPO_OK).passed
+    perfect = {**DPO_OK, "base/preference_accuracy": 1.0, "align/preference_accuracy": 1.0}
+    assert decide_alignment(config, perfect).checks["preference_accuracy"]  # cannot rise above 1
+    worse = decide_alignment(config, {**DPO_OK, "align/preference_accuracy": 0.75})
+    assert worse.checks == {"preference_accuracy": False, "preference_margin": True, "pretrain_regression": True}
+    narrower = decide_alignment(config, {**DPO_OK, "align/preference_margin": 1.0})
+    assert not narrower.passed and not narrower.checks["preference_margin"]
+    review = config.model_copy(update={"registry": config.registry.model_copy(update={"auto_promote": False})})
+    assert decide_alignment(review, DPO_OK).passed and not decide_alignment(review, DPO_OK).make_champion

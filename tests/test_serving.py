@@ -143,6 +143,36 @@ def test_mlflow_models_predict_serves_it_the_same_way(fresh_venv, tmp_path):
     assert served == list(here["completion"]) and all(served)
 
 
+CHATS = [
+    [{"role": "user", "content": "Add: 2 + 3"}],
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Sort ascending: 9, 4"}],
+]
+
+
+def test_an_aligned_version_answers_a_chat_offline_in_a_fresh_process(fresh_venv, aligned_model, tmp_path):
+    """The chat template travels inside the version: outside the checkout it renders the messages itself."""
+    import mlflow
+
+    _, aligned = aligned_model
+    python, _ = fresh_venv
+    program = f"""
+import json, pandas as pd, mlflow
+try:
+    import foundry
+    raise SystemExit("foundry is importable: the test does not stand outside the checkout")
+except ImportError:
+    pass
+model = mlflow.pyfunc.load_model({aligned.model_uri!r})
+assert model.metadata.get_input_schema().input_names() == ["prompt", "messages"]
+out = model.predict(pd.DataFrame({{"messages": {CHATS!r}}}), params={PARAMS!r})
+print(json.dumps(list(out["completion"])))
+"""
+    result = run([str(python), "-c", program], cwd=tmp_path, env=_outside_env(), timeout=600)
+    replies = json.loads(result.stdout.strip().splitlines()[-1])
+    here = mlflow.pyfunc.load_model(aligned.model_uri).predict(pd.DataFrame({"messages": CHATS}), params=PARAMS)
+    assert replies == list(here["completion"]) and len(replies) == len(CHATS)
+
+
 @pytest.fixture(scope="module")
 def legacy_version(tmp_path_factory) -> str:
     """A version logged by the code at e727f4a (`tasks.registry.log_model`), registered here as it was then:

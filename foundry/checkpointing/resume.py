@@ -28,6 +28,8 @@ OPERATIONAL_KEYS = {"retries", "max_restarts", "collective_timeout_s", "log_ever
 # Settings the key holds as what they resolve to on this machine (`arithmetic`): `cpu_threads: 0` is
 # "the cores this process may use", `precision: auto` and `accelerator: auto` depend on the device.
 RESOLVED_KEYS = {"cpu_threads", "precision", "accelerator"}
+# Alignment settings outside `train` that change the weights a run computes on the same data.
+ALIGN_LOSS_KEYS = {"beta", "sft_weight"}
 
 
 def resume_point(directory: Path) -> Path | None:
@@ -53,6 +55,7 @@ def resume_key(config: FoundryConfig, data_version: str) -> str:
         "train": train,
         "data_version": data_version,
         "arithmetic": arithmetic(config.train),
+        "align": config.align.model_dump(include=ALIGN_LOSS_KEYS),  # DPO's loss: other weights, same data
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -12,7 +12,11 @@ class EvaluationConfig(_Section):
     batch_size: int = Field(32, ge=1)
     min_improvement: float = Field(0.0, ge=0, description="Bits per byte a challenger must gain to be champion.")
     max_regression: float = Field(
-        0.02, ge=0, description="Bits per byte a challenger may lose on the champion's holdout."
+        0.02,
+        ge=0,
+        description="Forgetting guard, bits per byte a model may lose on an older holdout and still pass: a "
+        "challenger against the champion on the champion's own holdout (pretraining and retraining gate), and an "
+        "aligned model against the base it started from on the base's pretraining holdout (alignment gate).",
     )
     compression_context_bytes: int = Field(
         8 << 20, ge=0, description="Training text (its tail) that gzip and xz see before the holdout."

@@ -158,3 +158,48 @@ def _parquet(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[
                     reject(f"{name}#{row}", "null_text")
                 else:
                     yield value, f"{name}#{row}"
+
+
+# --- records: one JSON object a line, for data that is not plain text (alignment) ---------------------
+
+
+def read_records(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[tuple[dict, str]]:
+    """(object, where) for each JSON object of a `.jsonl` file; `where` is `file:line`. Lines that are not
+    JSON objects, and files that are not `.jsonl`, go to `reject` with their reason."""
+    if not base_name(name).endswith(".jsonl"):
+        reject(name, "not_jsonl", "records are read from .jsonl files only")
+        return
+    try:
+        yield from _records(path, name, max_record_bytes(cfg), reject)
+    except READ_ERRORS as exc:
+        reject(name, "unreadable", f"{type(exc).__name__}: {exc}")
+
+
+def _records(path: str, name: str, limit: int, reject: Reject) -> Iterator[tuple[dict, str]]:
+    seen = False
+    with _open(path, name) as fh:
+        if b"\x00" in fh.peek(SNIFF_BYTES)[:SNIFF_BYTES]:
+            reject(name, "binary")
+            return
+        for lineno, line in _lines(fh, limit):
+            where = f"{name}:{lineno}"
+            if line is not None and not line.strip():
+                continue
+            seen = True
+            if line is None:
+                reject(where, "oversized_record", f"line longer than {limit} bytes")
+                continue
+            try:
+                value = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                reject(where, "invalid_utf8", str(exc))
+                continue
+            except ValueError as exc:
+                reject(where, "malformed_jsonl", repr(exc))
+                continue
+            if not isinstance(value, dict):
+                reject(where, "malformed_jsonl", f"a JSON {type(value).__name__}, not an object")
+                continue
+            yield value, where
+    if not seen:
+        reject(name, "empty_file")

@@ -107,6 +107,46 @@ model.predict(pd.DataFrame({{"prompt": ["def "]}}), params={{"max_new_tokens": 6
 """
 
 
+def alignment_card(
+    config: FoundryConfig,
+    parent: str,
+    data: DataVersion,
+    manifest: dict,
+    metrics: dict[str, float],
+    decision,
+    run_id: str,
+    git: dict[str, str],
+) -> str:
+    """Markdown for an aligned version's description: the base beside it on the same held-out data."""
+    a = config.align
+    keys = sorted({k.split("/", 1)[1] for k in metrics if k.startswith("align/")})
+    rows = "\n".join(
+        f"| {k} | {metrics.get(f'base/{k}', float('nan')):.4f} | {metrics[f'align/{k}']:.4f} |" for k in keys
+    )
+    name = config.registry.model_name
+    return f"""# {name}: {a.method.upper()} of {parent}
+
+**Verdict:** {decision.verdict}
+
+## Held-out alignment data and the base's pretraining holdout
+| measure | base | this model |
+|---|---|---|
+{rows}
+
+## Data and training
+- {manifest["kind"]} records, version `{data.data_version}` in `{data.remote}`: {manifest["stats"]["train_records"]} train / {manifest["stats"]["holdout_records"]} held out
+- {config.train.max_steps} steps of {config.train.batch_size} {"packed rows" if a.method == "sft" else "pairs"}, peak learning rate {config.train.learning_rate}{f", beta {a.beta}, sft weight {a.sft_weight}" if a.method == "dpo" else ""}
+- MLflow run `{run_id}`, git commit `{git.get("git_commit", "unknown")}` (dirty: {git.get("git_dirty", "unknown")})
+
+## Use
+```python
+import mlflow, pandas as pd
+model = mlflow.pyfunc.load_model("models:/{name}@champion")
+model.predict(pd.DataFrame({{"messages": [[{{"role": "user", "content": "Add: 2 + 3"}}]]}}))
+```
+"""
+
+
 def pipeline_summary(result: PipelineResult, home: Path) -> str:
     """What `foundry run` prints at the end, and the run page's summary artifact shows."""
     m = result.metrics

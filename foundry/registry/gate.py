@@ -10,6 +10,9 @@
    re-scored on this holdout, so both are measured on the same bytes.
 3. No forgetting: both are scored on the champion's own holdout (its data version, hydrated on this node);
    a challenger worse there by more than `evaluation.max_regression` bits per byte is refused.
+
+An aligned model is judged against the base it started from instead (`decide_alignment`), on the same
+held-out alignment data and, within the same `evaluation.max_regression`, on the base's pretraining holdout.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import logging
 from pathlib import Path
 
 from foundry.config import FoundryConfig
-from foundry.contracts import DataVersion, GateDecision, OldHoldout
+from foundry.contracts import AlignmentDecision, DataVersion, GateDecision, OldHoldout
 from foundry.registry import versions
 from foundry.registry.lineage import recorded_metrics
 
@@ -165,4 +168,57 @@ def decide(
         champion_version=str(current.version),
         min_improvement=e.min_improvement,
         old_holdout=old,
+    )
+
+
+# --- alignment: the aligned model against the base it started from ---------------------------------
+
+
+def alignment_checks(method: str, metrics: dict[str, float], max_regression: float) -> dict[str, bool]:
+    """Each comparison with the base, on the same held-out alignment data and on the base's pretraining holdout:
+    sft lowers the held-out response loss; dpo raises the held-out preference accuracy (or keeps it at 1) and
+    widens the margin; either loses at most `max_regression` bits per byte of pretraining holdout. A metric
+    that is missing fails its check: a comparison that could not be made passes nothing."""
+
+    def better(key: str, lower: bool) -> bool:
+        a, b = metrics.get(f"align/{key}"), metrics.get(f"base/{key}")
+        return a is not None and b is not None and (a < b if lower else a > b)
+
+    checks = {}
+    if method == "sft":
+        checks["response_loss"] = better("response_loss", lower=True)
+    else:
+        a, b = metrics.get("align/preference_accuracy"), metrics.get("base/preference_accuracy")
+        checks["preference_accuracy"] = a is not None and b is not None and (a > b or a == b == 1.0)
+        checks["preference_margin"] = better("preference_margin", lower=False)
+    a, b = metrics.get("align/pretrain_bits_per_byte"), metrics.get("base/pretrain_bits_per_byte")
+    checks["pretrain_regression"] = a is not None and b is not None and a <= b + max_regression
+    return checks
+
+
+def _verdict(method: str, metrics: dict[str, float], checks: dict[str, bool], max_regression: float) -> str:
+    def compared(name: str) -> str:
+        key = "pretrain_bits_per_byte" if name == "pretrain_regression" else name
+        a, b = (metrics.get(f"{who}/{key}") for who in ("align", "base"))
+        text = f"{key} {'?' if a is None else f'{a:.4f}'} vs base {'?' if b is None else f'{b:.4f}'}"
+        return text + (f" (may lose {max_regression})" if name == "pretrain_regression" else "")
+
+    outcome = "passed" if all(checks.values()) else "failed"
+    parts = [f"{'ok' if ok else 'FAILED'} {compared(name)}" for name, ok in checks.items()]
+    return f"{method} {outcome} the alignment gate: " + "; ".join(parts)
+
+
+def decide_alignment(config: FoundryConfig, metrics: dict[str, float]) -> AlignmentDecision:
+    """The alignment gate's checks and verdict; champion of `align.model_name` only when every check passed
+    and `registry.auto_promote` is on."""
+    e = config.evaluation
+    checks = alignment_checks(config.align.method, metrics, e.max_regression)
+    passed = all(checks.values())
+    return AlignmentDecision(
+        passed=passed,
+        make_champion=passed and config.registry.auto_promote,
+        verdict=_verdict(config.align.method, metrics, checks, e.max_regression),
+        method=config.align.method,
+        checks=checks,
+        max_regression=e.max_regression,
     )

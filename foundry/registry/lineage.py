@@ -6,7 +6,7 @@ import json
 
 from foundry import tracking
 from foundry.config import FoundryConfig
-from foundry.contracts import DataVersion, FetchedFile, GateDecision, LineageRecord
+from foundry.contracts import AlignmentDecision, DataVersion, FetchedFile, GateDecision, LineageRecord
 from foundry.registry import versions as registry
 
 COMPARED = ("holdout/loss", "holdout/bits_per_byte", "holdout/perplexity")
@@ -17,7 +17,7 @@ def version_tags(
     run_id: str,
     data: DataVersion,
     source_digest: str,
-    decision: GateDecision,
+    decision: GateDecision | AlignmentDecision,
     git: dict[str, str],
     parent: str = "",
 ) -> dict[str, str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from foundry.contracts import ParentData, ParentModel, SourceManifest
+from foundry.contracts import DataVersion, ParentData, ParentModel, SourceManifest
 from foundry.registry import versions
-from foundry.registry.lineage import recorded_config
+from foundry.registry.lineage import recorded_config, training_run_id
 
 
 class NoChampion(RuntimeError):
@@ -50,4 +50,26 @@ def fetch_champion(model_name: str, home: Path) -> ParentModel:
         config=recorded_config(champion),
         source_manifest=SourceManifest.model_validate_json(manifest),
         data=data_of(champion, home),
+    )
+
+
+def fetch_version(model_uri: str, home: Path) -> ParentModel:
+    """Any registered version (`models:/NAME/VERSION` or `models:/NAME@ALIAS`), downloaded once per version,
+    with the pretraining data of the base it descends from (its own data for a pretrained model)."""
+    import mlflow
+
+    version = versions.resolve(model_uri)
+    artifacts = versions.download(version, home)
+    tags = version.tags
+    # a re-registered version names its training run in its tags
+    manifest = mlflow.artifacts.load_text(f"runs:/{training_run_id(version)}/data/source_manifest.json")
+    pretrain = tags.get("pretrain.data_version", tags.get("data_version"))
+    remote = tags.get("pretrain.data.remote", tags.get("data.remote"))
+    return ParentModel(
+        uri=f"models:/{version.name}/{version.version}",
+        weights=str(artifacts / "model.pt"),
+        tokenizer=str(artifacts / "tokenizer.json"),
+        config=recorded_config(version),
+        source_manifest=SourceManifest.model_validate_json(manifest),
+        pretrain_data=DataVersion(data_version=pretrain, remote=remote) if pretrain and remote else None,
     )

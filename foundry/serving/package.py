@@ -16,10 +16,14 @@ REQUIREMENTS = Path(__file__).with_name("requirements.txt")
 
 def signature():
     from mlflow.models import ModelSignature
-    from mlflow.types.schema import ColSpec, ParamSchema, ParamSpec, Schema
+    from mlflow.types.schema import Array, ColSpec, Object, ParamSchema, ParamSpec, Property, Schema
 
+    message = Object([Property("role", "string"), Property("content", "string")])
     return ModelSignature(
-        inputs=Schema([ColSpec("string", "prompt")]),
+        # Each row one or the other: text to continue, or a chat the model's template renders (aligned versions).
+        inputs=Schema(
+            [ColSpec("string", "prompt", required=False), ColSpec(Array(message), "messages", required=False)]
+        ),
         outputs=Schema([ColSpec("string", "completion")]),
         params=ParamSchema(
             [

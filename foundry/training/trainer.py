@@ -19,6 +19,8 @@ import torch
 
 from foundry.config import FoundryConfig, TrainConfig
 from foundry.data.shards import load_split
+from foundry.training.align import KINDS as ALIGNED_KINDS
+from foundry.training.align import aligned_loaders, build_aligned_module
 from models.data import RandomWindows, SequentialWindows
 
 log = logging.getLogger(__name__)
@@ -97,7 +99,9 @@ def arithmetic(t: TrainConfig) -> dict[str, str | int | bool]:
     }
 
 
-def _loaders(config: FoundryConfig, data_dir: Path, rank: int, world_size: int):
+def _loaders(config: FoundryConfig, data_dir: Path, rank: int, world_size: int, manifest: dict):
+    if manifest.get("kind") in ALIGNED_KINDS:
+        return aligned_loaders(config, data_dir, manifest, rank, world_size)
     t, m = config.train, config.model
     train_tokens, holdout_tokens = load_split(data_dir, "train"), load_split(data_dir, "holdout")
     steps_per_epoch = max(1, len(train_tokens) // (t.batch_size * world_size * m.block_size))
@@ -182,12 +186,12 @@ def _trainer(
     )
 
 
-def build_module(config: FoundryConfig, vocab_size: int):
+def build_module(config: FoundryConfig, vocab_size: int, kind: str = "text"):
+    """`LitGPT`; for an alignment dataset (`kind` chat or preference) the same with its loss (`training.align`)."""
     from models.lit_gpt import LitGPT
 
     t = config.train
-    module = LitGPT(
-        model_args(config, vocab_size),
+    settings = dict(
         learning_rate=t.learning_rate,
         weight_decay=t.weight_decay,
         warmup_steps=t.warmup_steps,
@@ -196,6 +200,11 @@ def build_module(config: FoundryConfig, vocab_size: int):
         log_every_n_steps=t.log_every_n_steps,
         peak_flops=peak_flops(t),
     )
+    args = model_args(config, vocab_size)
+    if kind in ALIGNED_KINDS:
+        module = build_aligned_module(config, args, kind, settings)
+    else:
+        module = LitGPT(args, **settings)
     if t.compile:
         module.model.compile()  # in place: parameter names, and so checkpoints, stay the same
     return module
@@ -227,13 +236,13 @@ def train(
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(cpu_threads(config.train))
     L.seed_everything(config.train.seed, workers=True, verbose=False)
-    module = build_module(config, manifest["vocab_size"])
+    module = build_module(config, manifest["vocab_size"], manifest.get("kind", "text"))
     if config.train.init_from and resume_from is None:  # warm start; a resumed run already holds its progress
         parent = torch.load(config.train.init_from, map_location="cpu", weights_only=True)
         module.model.load_state_dict(parent["state_dict"])
     io = ManifestCheckpointIO(checkpoint_dir, config.checkpoint.keep_last, config.checkpoint.async_save)
     trainer = _trainer(config, run_id, io, progress, progress_file, callbacks)
-    train_loader, val_loader = _loaders(config, data_dir, trainer.global_rank, trainer.world_size)
+    train_loader, val_loader = _loaders(config, data_dir, trainer.global_rank, trainer.world_size, manifest)
     if resume_from is not None:
         log.info("resuming from %s", resume_from)
     if run_id is not None and trainer.global_rank == 0:
@@ -245,7 +254,8 @@ def train(
     if weights:  # FSDP gathers the full weights on rank 0 only
         (checkpoint_dir / f"weights.rank{trainer.global_rank}.sha256").write_text(weights_digest(weights) + "\n")
     if trainer.global_rank == 0:
-        save_model(final, module.model.config.to_dict(), weights, config, data_version)
+        extra = {"chat_template": manifest["chat_template"]} if "chat_template" in manifest else {}
+        save_model(final, module.model.config.to_dict(), weights, config, data_version, extra)
     return final
 
 
@@ -272,8 +282,11 @@ def weights_digest(state_dict: dict[str, torch.Tensor]) -> str:
     return digest.hexdigest()
 
 
-def save_model(path: Path, model_args: dict, state_dict: dict, config: FoundryConfig, data_version: str) -> None:
-    """Everything needed to rebuild the model, and nothing that needs this code base's paths."""
+def save_model(
+    path: Path, model_args: dict, state_dict: dict, config: FoundryConfig, data_version: str, extra: dict | None = None
+) -> None:
+    """Everything needed to rebuild the model, and nothing that needs this code base's paths; `extra` adds
+    what the model's use needs (an aligned model's chat template)."""
     from foundry.checkpointing.manifest import write_atomic
 
     payload = {
@@ -281,5 +294,6 @@ def save_model(path: Path, model_args: dict, state_dict: dict, config: FoundryCo
         "state_dict": state_dict,
         "config": config.model_dump(mode="json"),
         "data_version": data_version,
+        **(extra or {}),
     }
     write_atomic(path, lambda f: torch.save(payload, f))

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 from foundry.config import FoundryConfig, validate
 from foundry.contracts import ParentModel
 
@@ -16,3 +21,54 @@ def fine_tune_config(config: FoundryConfig, parent: ParentModel) -> FoundryConfi
         init_from=parent.weights, max_steps=r.max_steps, learning_rate=r.learning_rate, warmup_steps=r.warmup_steps
     )
     return validate(raw)
+
+
+def align_config(config: FoundryConfig, base: ParentModel) -> FoundryConfig:
+    """This run's data and `align` settings with the base's model shape, started from its weights and chat
+    tokenizer (`chat_base`), registered under `align.model_name`."""
+    raw = config.model_dump(mode="json")
+    raw["model"] = base.config["model"]
+    raw["tokenizer"] = {**base.config["tokenizer"], "from_file": base.tokenizer}
+    a = config.align
+    raw["train"].update(
+        init_from=base.weights,
+        max_steps=a.max_steps,
+        learning_rate=a.learning_rate,
+        warmup_steps=a.warmup_steps,
+        batch_size=a.batch_size,
+    )
+    raw["registry"]["model_name"] = a.model_name
+    return validate(raw)
+
+
+def chat_base(parent: ParentModel, home: Path) -> ParentModel:
+    """The parent with the chat template's markers: its tokenizer with them as special tokens, its embedding and
+    tied output head grown by as many rows (`models.chat.grow_vocabulary`). Written once per version, beside its
+    download in `$FOUNDRY_HOME/models/`; a parent that has them already (an aligned version) is returned as it is."""
+    import torch
+    from tokenizers import Tokenizer
+
+    from models.chat import ChatTemplate, add_chat_tokens, grow_vocabulary
+    from models.gpt import gpt_from_saved, load_saved
+
+    template = ChatTemplate()
+    tokenizer = Tokenizer.from_file(parent.tokenizer)
+    saved = load_saved(parent.weights)
+    if add_chat_tokens(tokenizer, template) == 0 and saved.get("chat_template"):
+        return parent
+    folder = Path(parent.weights).parent.parent / "chat-base"
+    if not (folder / "model.pt").is_file():
+        scratch = Path(tempfile.mkdtemp(prefix=".chat-base-", dir=folder.parent))
+        try:
+            grown = grow_vocabulary(gpt_from_saved(saved), tokenizer.get_vocab_size())
+            payload = {**saved, "model_args": grown.config.to_dict(), "state_dict": grown.state_dict()}
+            torch.save({**payload, "chat_template": template.to_dict(), "grown_from": parent.uri}, scratch / "model.pt")
+            tokenizer.save(str(scratch / "tokenizer.json"))
+            try:
+                os.rename(scratch, folder)  # whole or not at all
+            except OSError:
+                if not (folder / "model.pt").is_file():
+                    raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return parent.model_copy(update={"weights": str(folder / "model.pt"), "tokenizer": str(folder / "tokenizer.json")})

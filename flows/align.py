@@ -1,0 +1,76 @@
+"""Alignment: instruction tuning (sft) or preference optimisation (dpo) of any registered version.
+
+foundry align models:/foundry-gpt@champion --set data.source=chat/ --set align.method=sft
+foundry align models:/foundry-chat/1 --set data.source=preferences/ --set align.method=dpo
+"""
+
+from __future__ import annotations
+
+from foundry.env import configure_environment
+
+configure_environment()  # an entry point: `foundry align` and Prefect workers import this module directly
+
+from prefect import flow, runtime  # noqa: E402
+
+from foundry.config import FoundryConfig  # noqa: E402
+from foundry.contracts import AlignResult  # noqa: E402
+from foundry.env import foundry_home  # noqa: E402
+from foundry.logs import route_library_logs  # noqa: E402
+from foundry.tracking import pipeline_run  # noqa: E402
+from foundry.training.warm_start import align_config  # noqa: E402
+from tasks.align import (  # noqa: E402
+    align_dataset,
+    chat_base,
+    evaluate_aligned,
+    judge_aligned,
+    parent_version,
+    register_aligned,
+)
+from tasks.artifacts import flow_config, name_flow_run, publish_data_stage  # noqa: E402
+from tasks.data import acquire, hydrate  # noqa: E402
+from tasks.locks import promotion_lock  # noqa: E402
+from tasks.training import train  # noqa: E402
+
+
+def _run_name() -> str:
+    """`align-<method>-<align.model_name>`; the data version is added once it is known."""
+    a = flow_config().align
+    return f"align-{a.method}-{a.model_name}"
+
+
+@flow(name="align", flow_run_name=_run_name, log_prints=True)
+def align(model_uri: str, config: FoundryConfig = FoundryConfig()) -> AlignResult:
+    """Start from `model_uri` with the chat template's tokens; acquire, check and version the records; train
+    with the method's loss; evaluate beside the base; judge, and publish under `align.model_name`."""
+    route_library_logs()  # each line once, our INFO lines included
+    parent = parent_version(model_uri, foundry_home())
+    base = chat_base(parent, foundry_home())
+    tuned = align_config(config, base)
+    tags = {
+        "prefect.flow_run_id": str(runtime.flow_run.id),
+        "foundry.stage": "align",
+        "parent_model": parent.uri,
+        "align.method": config.align.method,
+    }
+    with pipeline_run(tuned, runtime.flow_run.name, tags) as run:
+        source_manifest = acquire(tuned, run)
+        data = align_dataset(tuned, source_manifest, run)  # check, scrub, encode, validate, version: cached
+        data_dir = hydrate(data, run)
+        name_flow_run(f"{runtime.flow_run.name}-{data.data_version[:8]}")
+        publish_data_stage(data_dir)
+        checkpoint = train(tuned, data_dir, data, run)
+        metrics = evaluate_aligned(tuned, checkpoint, parent, base, data_dir, run)
+        with promotion_lock(tuned.registry.model_name, run.home):  # one flow at a time moves its aliases
+            decision = judge_aligned(tuned, metrics, run)
+            outcome = register_aligned(tuned, checkpoint, data_dir, data, metrics, decision, run, parent)
+    return AlignResult(
+        run_id=run.run_id,
+        model_name=tuned.registry.model_name,
+        model_version=outcome.version,
+        data_version=data.data_version,
+        parent=parent.uri,
+        method=tuned.align.method,
+        metrics=metrics,
+        promoted=outcome.promoted,
+        verdict=outcome.verdict,
+    )

@@ -1,0 +1,63 @@
+"""`foundry align` and `foundry instructions`: the alignment commands, added to the parser `foundry.cli` builds."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+
+def cmd_align(args: argparse.Namespace, load: Callable) -> int:
+    config = load(args)
+    from flows.align import align
+
+    result = align(model_uri=args.model_uri, config=config)
+    status = "champion" if result.promoted else "challenger"
+    rows = sorted({k.split("/", 1)[1] for k in result.metrics if k.startswith("align/")})
+    table = "\n".join(
+        f"  {k:26s} base {result.metrics.get(f'base/{k}', float('nan')):.4f}  aligned {result.metrics[f'align/{k}']:.4f}"
+        for k in rows
+    )
+    print(
+        textwrap.dedent(f"""
+        ── Foundry alignment ({result.method}) finished ──────────────────────
+        model      {result.model_uri}  (alias: {status})
+        parent     {result.parent}
+        data       version {result.data_version}
+        gate       {result.verdict}
+        MLflow run {result.run_id}
+        """).strip("\n")
+        + "\n"
+        + table
+    )
+    return 0
+
+
+def cmd_instructions(args: argparse.Namespace) -> int:
+    from foundry.data.instructions import write_instruction_set
+
+    written = write_instruction_set(args.out, train=args.train, test=args.test, pairs=args.pairs, seed=args.seed)
+    for name, path in written.items():
+        print(f"{name:6s} {path}")
+    return 0
+
+
+def add_commands(commands, config_args: Callable, load: Callable) -> None:
+    """The subcommands, on `foundry`'s subparsers; `config_args` and `load` are the CLI's own (--config/--set)."""
+    align = commands.add_parser(
+        "align", help="instruction-tune (sft) or preference-optimise (dpo) a registered version (the align flow)"
+    )
+    align.add_argument("model_uri", help="models:/NAME/VERSION or models:/NAME@ALIAS to start from")
+    config_args(align)
+    align.set_defaults(func=lambda args: cmd_align(args, load))
+
+    instructions = commands.add_parser(
+        "instructions", help="write the generated instruction set: sft/ and dpo/ records, eval/ held-out sets"
+    )
+    instructions.add_argument("out", type=Path, help="folder to write into")
+    instructions.add_argument("--train", type=int, default=2000, help="training instances per task")
+    instructions.add_argument("--test", type=int, default=100, help="held-out and out-of-vocabulary instances per task")
+    instructions.add_argument("--pairs", type=int, default=1000, help="training preference pairs per task")
+    instructions.add_argument("--seed", type=int, default=0)
+    instructions.set_defaults(func=cmd_instructions)

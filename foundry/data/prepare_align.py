@@ -1,0 +1,199 @@
+"""Stage A for alignment data: source manifest in, a self-describing dataset directory out.
+
+Records are read (`formats.read_records`), checked and typed (`chat.parse_record`), scrubbed of personal
+data like pretraining documents, encoded through the chat template with the tokenizer of the model
+being aligned, and dropped when they do not fit its context. Exact duplicates go; the holdout is the
+records with the smallest content hashes, as for documents. The folder holds `train.jsonl` and
+`holdout.jsonl` (the records as kept), `records.csv`, `tokenizer.json`, the ragged token arrays
+(`<split>.<field>.npy`), `audit.json`/`audit.md` and `manifest.json` (`kind`: chat or preference).
+It is versioned with DVC and hydrated like any prepared dataset.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import logging
+import shutil
+from collections import Counter
+from pathlib import Path
+
+from foundry.config import FoundryConfig
+from foundry.contracts import SourceManifest
+from foundry.data import audit as audits
+from foundry.data import pii
+from foundry.data.audit import Audit
+from foundry.data.chat import KIND_OF, Conversation, RecordProblem, context_tokens, encode, parse_record, save_split
+from foundry.data.clean import holdout_set
+from foundry.data.formats import BadInputError, read_records
+from foundry.digests import folder_digests, sha256_file
+from models.chat import ChatTemplate
+from models.tokens import EOT
+
+log = logging.getLogger(__name__)
+SPLITS = ("train", "holdout")
+# The code that shapes an alignment dataset: part of its cache key, as dvc.yaml's deps are for documents.
+CODE = (
+    "foundry/data/prepare_align.py",
+    "foundry/data/chat.py",
+    "foundry/data/formats.py",
+    "foundry/data/pii.py",
+    "models/chat.py",
+)
+
+
+def align_dataset_key(config: FoundryConfig, source_digest: str) -> str:
+    """Same records, tokenizer, context and code: the same dataset (the cache key of the align flow's data task)."""
+    from foundry.env import PROJECT_ROOT
+
+    shaping = {
+        "source_digest": source_digest,
+        "data": config.data.model_dump(mode="json"),
+        "method": config.align.method,
+        "block_size": config.model.block_size,
+        "tokenizer": sha256_file(Path(config.tokenizer.from_file)),
+        "code": {name: sha256_file(PROJECT_ROOT / name) for name in CODE},
+    }
+    return "align-dataset-" + hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()
+
+
+def _rejecter(config: FoundryConfig, audit: Audit):
+    def reject(where: str, reason: str, detail: str = "") -> None:
+        if config.data.on_error == "fail":
+            message = f"{where}: {reason.replace('_', ' ')} {detail}".strip()
+            raise BadInputError(message + " (set data.on_error=skip to skip such records)")
+        audit.removed(reason, where, detail)
+
+    return reject
+
+
+def _scrub(record: dict, kinds: list[str], audit: Audit, where: str) -> dict:
+    """Every string of the record through the PII scrubber, counted per kind as documents are."""
+
+    def walk(value):
+        if isinstance(value, str):
+            text, found = pii.scrub(value, kinds)
+            for kind, spans in found.items():
+                audit.replaced(kind, where, spans, pii.example(text, kind))
+            return text
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        return value
+
+    return walk(record)
+
+
+def _read(source: SourceManifest, config: FoundryConfig, tokenizer, template: ChatTemplate, audit: Audit):
+    """(sha256, record as kept, its arrays) for every acceptable record, in corpus order, and the count read."""
+    reject, seen, kept, read = _rejecter(config, audit), set(), [], 0
+    for entry in source.entries:
+        for raw, where in read_records(entry.path, entry.name, config.data, reject):
+            read += 1
+            try:
+                record = parse_record(_scrub(raw, config.data.pii, audit, where), config.align.method, template)
+            except RecordProblem as problem:
+                reject(where, problem.reason, problem.detail)
+                continue
+            fields = encode(record, tokenizer, template)
+            if context_tokens(fields) > config.model.block_size:
+                reject(
+                    where, "too_long_for_context", f"{context_tokens(fields)} tokens, context {config.model.block_size}"
+                )
+                continue
+            text = json.dumps(record.to_json(), ensure_ascii=False, sort_keys=True)
+            sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            if sha in seen:
+                audit.removed("exact_duplicate", where)
+                continue
+            seen.add(sha)
+            kept.append((sha, text, fields, where, record))
+    return kept, read
+
+
+def _row(sha: str, split: str, where: str, record, fields: dict) -> dict:
+    turns = record.messages if isinstance(record, Conversation) else record.prompt
+    return {
+        "sha256": sha,
+        "split": split,
+        "source": where,
+        "turns": len(turns) + (0 if isinstance(record, Conversation) else 1),
+        "tokens": context_tokens(fields),
+        "trained_tokens": sum(fields["trained"]) if "trained" in fields else len(fields["chosen"]),
+    }
+
+
+def prepare_aligned(source: SourceManifest, config: FoundryConfig, out_dir: Path) -> dict:
+    """Read, check, scrub, encode, de-duplicate and split the records into a fresh `out_dir`; returns the manifest."""
+    from tokenizers import Tokenizer
+
+    template, kind = ChatTemplate(), KIND_OF[config.align.method]
+    tokenizer = Tokenizer.from_file(config.tokenizer.from_file)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    audit = Audit()
+    kept, read = _read(source, config, tokenizer, template, audit)
+    if len(kept) < 2:
+        raise ValueError(
+            f"{len(kept)} usable {kind} records of {read} read from {config.data.source_list}: training and the "
+            f"holdout need one each; dropped {dict(audit_counts(audit))}"
+        )
+    held = holdout_set([(sha, len(text)) for sha, text, *_ in kept], config.data.holdout_fraction)
+    rows, by_split = [], {s: [] for s in SPLITS}
+    files = {s: open(out_dir / f"{s}.jsonl", "w", encoding="utf-8") for s in SPLITS}
+    try:
+        for sha, text, fields, where, record in kept:
+            split = "holdout" if sha in held else "train"
+            files[split].write(text + "\n")
+            by_split[split].append(fields)
+            rows.append(_row(sha, split, where, record, fields))
+    finally:
+        for f in files.values():
+            f.close()
+    for split, records in by_split.items():
+        save_split(out_dir, split, records, kind)
+    _write_csv(out_dir / "records.csv", rows)
+    tokenizer.save(str(out_dir / "tokenizer.json"))
+    audits.write(audit, read, len(kept), out_dir)
+    return _manifest(out_dir, source, config, kind, tokenizer, audit, read, rows, template)
+
+
+def audit_counts(audit: Audit) -> Counter:
+    return Counter({name: rule.documents for name, rule in audit.rules.items() if name not in pii.KINDS})
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _manifest(out_dir, source, config, kind, tokenizer, audit, read, rows, template) -> dict:
+    count = Counter(r["split"] for r in rows)
+    tokens = {s: sum(r["tokens"] for r in rows if r["split"] == s) for s in SPLITS}
+    stats = {"records_in": read, "records_out": len(rows), **{f"{s}_records": count[s] for s in SPLITS}}
+    stats.update({f"dropped_{reason}": n for reason, n in sorted(audit_counts(audit).items())})
+    stats.update({f"pii_{k}_spans": r.spans for k, r in sorted(audit.rules.items()) if k in pii.KINDS})
+    manifest = {
+        "kind": kind,
+        "method": config.align.method,
+        "source": source.source,
+        "source_digest": source.digest,
+        "source_skipped": source.skipped,
+        "stats": stats,
+        "holdout_fraction": config.data.holdout_fraction,
+        "block_size": config.model.block_size,
+        "vocab_size": tokenizer.get_vocab_size(),
+        "eot_id": tokenizer.token_to_id(EOT),
+        "chat_template": template.to_dict(),
+        "train_tokens": tokens["train"],
+        "holdout_tokens": tokens["holdout"],
+        "files": folder_digests(out_dir, skip="manifest.json"),
+    }
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    log.info("prepared %d of %d %s records (%s)", len(rows), read, kind, dict(count))
+    return manifest

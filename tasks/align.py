@@ -1,0 +1,147 @@
+"""Alignment as Prefect tasks: the version it starts from, its data, evaluation beside the base, gate, registration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from foundry import tracking
+from foundry.config import FoundryConfig
+from foundry.contracts import AlignmentDecision, DataVersion, ParentModel, Promotion, RunContext, SourceManifest
+
+
+@task(name="parent", cache_policy=NO_CACHE)
+def parent_version(model_uri: str, home: Path) -> ParentModel:
+    """Any registered version (downloaded once per version)."""
+    from foundry.registry.parent import fetch_version
+
+    return fetch_version(model_uri, home)
+
+
+@task(name="chat-base", cache_policy=NO_CACHE)
+def chat_base(parent: ParentModel, home: Path) -> ParentModel:
+    """The parent with the chat template's tokens (grown embedding and tokenizer), written once per version."""
+    from foundry.training.warm_start import chat_base as with_chat_tokens
+
+    return with_chat_tokens(parent, home)
+
+
+def _align_dataset_key(context, parameters: dict) -> str:
+    from foundry.data.prepare_align import align_dataset_key
+
+    return align_dataset_key(parameters["config"], parameters["source_manifest"].digest)
+
+
+@task(name="align-dataset", cache_key_fn=_align_dataset_key, persist_result=True, result_serializer="json")
+def align_dataset(config: FoundryConfig, source_manifest: SourceManifest, run: RunContext) -> DataVersion:
+    """Prepare (check, scrub, encode, split), validate and version the records, unless these records with this
+    tokenizer, context and code were versioned before."""
+    from foundry.data.prepare_align import prepare_aligned
+    from foundry.data.validate_align import validate_aligned
+    from foundry.data.versioning import version_dataset
+
+    staged = run.dir / "prepared"
+    manifest = prepare_aligned(source_manifest, config, staged)
+    for name in ("audit.json", "audit.md"):
+        tracking.log_artifact(run.run_id, staged / name, "data")
+    get_run_logger().info("prepared %s", manifest["stats"])
+    report, docs = run.dir / "validation_report.json", run.dir / "validation_docs"
+    try:
+        validate_aligned(staged, config, report, docs_dir=docs)
+    finally:
+        if report.exists():
+            tracking.log_artifact(run.run_id, report, "validation")
+        if docs.exists():
+            tracking.log_artifact(run.run_id, docs, "validation_docs")
+    return version_dataset(config, staged, source_manifest, run.home)
+
+
+@task(name="evaluate-aligned", cache_policy=NO_CACHE)
+def evaluate_aligned(
+    config: FoundryConfig, checkpoint: Path, parent: ParentModel, base: ParentModel, data_dir: Path, run: RunContext
+) -> dict[str, float]:
+    """Held-out scores of the aligned model and of the base (the parent with the template's tokens), bits per
+    byte on the base's pretraining holdout (the parent's own, with its own tokenizer), and replies to
+    `align.prompts` from both, through the chat template."""
+    from tokenizers import Tokenizer
+
+    from foundry.data.hydrate import hydrate_version
+    from foundry.evaluation.align import heldout_scores
+    from foundry.evaluation.metrics import holdout_metrics
+    from models.chat import saved_template
+    from models.generate import generate_replies
+    from models.gpt import gpt_from_saved, load_gpt, load_saved
+
+    e, manifest = config.evaluation, json.loads((data_dir / "manifest.json").read_text())
+    tokenizer, metrics, replies = Tokenizer.from_file(str(data_dir / "tokenizer.json")), {}, {}
+    chats = [[{"role": "user", "content": p}] for p in config.align.prompts]
+    for who, path in (("base", Path(base.weights)), ("align", checkpoint)):
+        saved = load_saved(path)
+        model = gpt_from_saved(saved)
+        metrics.update({f"{who}/{k}": v for k, v in heldout_scores(model, data_dir, manifest, e.batch_size).items()})
+        template = saved_template(saved)
+        replies[who] = generate_replies(model, tokenizer, template, chats, config.align.max_new_tokens, top_k=1)
+    if parent.pretrain_data is not None:  # else the gate's forgetting check fails: nothing to compare on
+        pretrain = hydrate_version(parent.pretrain_data, run.home)
+        for who, model, tokens in (
+            ("base", load_gpt(parent.weights), Path(parent.tokenizer)),
+            ("align", load_gpt(checkpoint), data_dir / "tokenizer.json"),
+        ):
+            scored = holdout_metrics(model, tokens, pretrain, e.batch_size, e.max_tokens)
+            metrics[f"{who}/pretrain_bits_per_byte"] = scored["holdout/bits_per_byte"]
+    tracking.log_metrics(run.run_id, metrics)
+    table = {"prompt": config.align.prompts, "base": replies["base"], "aligned": replies["align"]}
+    tracking.client().log_table(run.run_id, table, "evaluation/generations.json")
+    get_run_logger().info("aligned beside base: %s", {k: round(v, 4) for k, v in metrics.items()})
+    return metrics
+
+
+@task(name="judge", cache_policy=NO_CACHE)
+def judge_aligned(config: FoundryConfig, metrics: dict, run: RunContext) -> AlignmentDecision:
+    """The alignment gate: the base's scores on the same data beside the aligned model's. Versions of
+    `align.model_name` a dead run left half-published are withdrawn first (the caller holds its promotion lock)."""
+    from foundry.registry import versions
+    from foundry.registry.gate import decide_alignment
+
+    name = config.registry.model_name
+    if withdrawn := versions.recover(name):
+        get_run_logger().warning("withdrew versions %s of %s, left half-published", withdrawn, name)
+    decision = decide_alignment(config, metrics)
+    tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
+    return decision
+
+
+@task(name="register", cache_policy=NO_CACHE)
+def register_aligned(
+    config: FoundryConfig,
+    checkpoint: Path,
+    data_dir: Path,
+    data: DataVersion,
+    metrics: dict,
+    decision: AlignmentDecision,
+    run: RunContext,
+    parent: ParentModel,
+) -> Promotion:
+    """Log the pyfunc model (its template inside `model.pt`) and publish it: a version with lineage, the gate's
+    record and a model card, `challenger`, and `champion` when every check of the gate passed and
+    `registry.auto_promote` is on; all of it or nothing (`versions.publish`)."""
+    from foundry.evaluation.report import alignment_card
+    from foundry.registry import versions
+    from foundry.registry.lineage import version_tags
+    from foundry.serving.package import log_model
+
+    uri = log_model(run.run_id, checkpoint, data_dir / "tokenizer.json")
+    tracking.link_metrics(run.run_id, sorted(metrics), model_id=uri.removeprefix("models:/"))
+    git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    card = alignment_card(config, parent.uri, data, manifest, metrics, decision, run.run_id, git)
+    tags = version_tags(config, run.run_id, data, manifest["source_digest"], decision, git, parent.uri)
+    tags["align.method"] = config.align.method
+    if parent.pretrain_data is not None:  # what the next alignment from this version must not forget either
+        tags["pretrain.data_version"] = parent.pretrain_data.data_version
+        tags["pretrain.data.remote"] = parent.pretrain_data.remote
+    name = config.registry.model_name
+    return versions.publish(uri, name, run.run_id, tags, decision.make_champion, decision.verdict, description=card)
