@@ -96,7 +96,7 @@ def test_the_mlflow_run_carries_standard_fields_and_system_metrics(base_model):
     tags = run.data.tags
     assert tags["mlflow.user"] and tags["mlflow.source.type"] == "LOCAL" and tags["mlflow.source.name"]
     commit = git_state()["git_commit"]
-    assert tags.get("mlflow.source.git.commit", "unknown") == commit and "git_commit" not in tags
+    assert commit != "unknown" and tags["mlflow.source.git.commit"] == commit and "git_commit" not in tags
     for key in ("system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"):
         assert key in run.data.metrics, sorted(k for k in run.data.metrics if k.startswith("system/"))
 
