@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -292,8 +293,40 @@ def test_the_flow_parameter_is_the_config_form():
         "evaluation",
         "registry",
         "retrain",
+        "finetune",
+        "merge",
         "search",
     }
     train = definitions["TrainConfig"]["properties"]
     assert train["max_steps"]["default"] == FoundryConfig().train.max_steps
     assert definitions["DataConfig"]["properties"]["on_error"]["enum"] == ["skip", "fail"]
+
+
+# --- finetune and merge ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("assignment", "fragment"),
+    [
+        ("finetune.method=qlora", "finetune.method = 'qlora'"),
+        ("finetune.lora_rank=0", "finetune.lora_rank = 0"),
+        ("finetune.lora_targets=[attn.qkv, lm_head]", "finetune.lora_targets.1 = 'lm_head'"),
+        ("finetune.lora_targets=[]", "finetune.lora_targets = []"),
+        ("merge.method=soup", "merge.method = 'soup'"),
+        ("merge.density=0", "merge.density = 0"),
+        ("merge.weights=[1, -0.5]", "every weight must be positive"),
+        ("merge.model_name=-bad", "merge.model_name = '-bad'"),
+    ],
+)
+def test_finetune_and_merge_values_are_checked(assignment, fragment):
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        load_config(None, [assignment])
+
+
+def test_specialist_and_merge_names_derive_from_the_base():
+    config = FoundryConfig()
+    assert config.finetune.resolved_model_name("foundry-gpt", "/data/legal/contracts/") == "foundry-gpt-contracts"
+    assert config.finetune.resolved_model_name("it-gpt", "stdlib://email") == "it-gpt-email"
+    assert config.finetune.resolved_model_name("g", "s3://bucket/a b+c.jsonl") == "g-a-b-c.jsonl"
+    assert load_config(None, ["finetune.model_name=legal"]).finetune.resolved_model_name("g", "/x") == "legal"
+    assert config.merge.resolved_model_name("foundry-gpt") == "foundry-gpt-merged"
