@@ -5,6 +5,7 @@ written from the same table (`foundry deployments --write prefect.yaml`; a test 
 - retrain:   fine-tune the champion on what is new, on `retrain.cron` (weekly by default)
 - reproduce: re-train a registered model from its lineage and compare metrics
 - search:    hyperparameter search; the space, budget, sampler and pruner are the form's `search` section
+- merge:     merge registered specialists by their parameters (the models to merge, then the config's `merge`)
 
 `train` and `retrain` run one at a time each: a run started while another is running waits in the queue
 (deployment concurrency limit 1, strategy ENQUEUE).
@@ -56,6 +57,11 @@ DEPLOYMENTS = (
         "search",
         "flows/search.py:search",
         "Hyperparameter search over the config's `search` space (editable in the form); writes the best config.",
+    ),
+    Deployment(
+        "merge",
+        "flows/merge.py:merge",
+        "Merge registered specialists by their parameters (no training); scored, gated and registered with lineage.",
     ),
 )
 WORK_POOL = "foundry"

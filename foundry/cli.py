@@ -8,6 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from foundry.cli_adapt import add_merge_command
 from foundry.cli_search import add_search_command
 from foundry.config import ConfigError, FoundryConfig, load_config, to_yaml
 from foundry.env import configure_environment, foundry_home
@@ -240,9 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     _config_args(run)
     run.set_defaults(func=cmd_run)
 
-    retrain = commands.add_parser(
-        "retrain", help="fine-tune the champion on what is new in the source (the retrain flow)"
-    )
+    retrain = commands.add_parser("retrain", help="fine-tune the champion on what is new in its source (retrain flow)")
     _config_args(retrain)
     retrain.set_defaults(func=cmd_retrain)
 
@@ -325,6 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     deployments.add_argument("--write", type=Path, metavar="FILE", help="write to FILE instead of printing")
     deployments.set_defaults(func=cmd_deployments)
     add_search_command(commands, _config_args, _load, _summary_text)
+    add_merge_command(commands, _config_args, _load)
     return parser
 
 

@@ -209,7 +209,7 @@ class LineageRecord(_Value):
     data_source_digest: str
     git_commit: str
     git_dirty: str
-    parent_model: str  # models:/NAME/VERSION it was fine-tuned from, or ""
+    parent_model: str  # models:/NAME/VERSION it was fine-tuned from, several comma-separated for a merge, or ""
     packages: dict[str, str]
     config: dict[str, Any]
     holdout_bits_per_byte: str
@@ -265,3 +265,50 @@ class SearchResult(_Value):
     best_value: float | None
     best_params: dict[str, Any]
     best_config: Path | None
+
+
+# --- merging specialists (flows/merge.py) -------------------------------------------------------------
+
+
+class HoldoutScore(_Value):
+    """The merge, the base and (on its own holdout) a specialist, scored on one model's holdout."""
+
+    holdout_of: str  # models:/NAME/VERSION whose holdout this is
+    data_version: str
+    merged_bits_per_byte: float
+    base_bits_per_byte: float
+    specialist_bits_per_byte: float | None = None  # None on the base's own holdout
+
+
+class MergeDecision(_Value):
+    """The merge gate: better than the base on every parent's holdout, within `max_gap` of each specialist."""
+
+    passed: bool
+    make_champion: bool
+    verdict: str
+    max_gap: float
+    scores: list[HoldoutScore]  # one per parent, then the base's own holdout
+
+    def tags(self) -> dict[str, str]:
+        return {
+            "gate.verdict": self.verdict,
+            "gate.passed": str(self.passed).lower(),
+            "gate.max_gap": str(self.max_gap),
+        }
+
+
+class MergeResult(_Value):
+    """What the merge flow returns and `foundry merge` prints."""
+
+    run_id: str
+    model_name: str
+    model_version: str
+    method: str
+    base: str
+    parents: list[str]
+    decision: MergeDecision
+    promoted: bool
+
+    @property
+    def model_uri(self) -> str:
+        return f"models:/{self.model_name}/{self.model_version}"

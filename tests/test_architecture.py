@@ -123,6 +123,7 @@ def test_layers_point_one_way():
     allowed = {  # the CLI and the deployments table are entry points that start flows
         "foundry.cli": ("flows", "tasks"),
         "foundry.cli_search": ("flows",),
+        "foundry.cli_adapt": ("flows",),
         "foundry.ops": ("prefect",),  # `foundry doctor` asks Prefect itself whether it sends telemetry
     }
     wrong = []
