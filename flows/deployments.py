@@ -5,6 +5,7 @@ written from the same table (`foundry deployments --write prefect.yaml`; a test 
 - retrain:   fine-tune the champion on what is new, on `retrain.cron` (weekly by default)
 - reproduce: re-train a registered model from its lineage and compare metrics
 - search:    hyperparameter search; the space, budget, sampler and pruner are the form's `search` section
+- finetune:  specialise a registered version on the form's data source (the model to start from, then the config)
 - merge:     merge registered specialists by their parameters (the models to merge, then the config's `merge`)
 
 `train` and `retrain` run one at a time each: a run started while another is running waits in the queue
@@ -57,6 +58,11 @@ DEPLOYMENTS = (
         "search",
         "flows/search.py:search",
         "Hyperparameter search over the config's `search` space (editable in the form); writes the best config.",
+    ),
+    Deployment(
+        "finetune",
+        "flows/finetune.py:finetune",
+        "Specialise a registered version on the config's data source (full or LoRA); gated against that base.",
     ),
     Deployment(
         "merge",

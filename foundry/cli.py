@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from foundry.cli_adapt import add_merge_command
+from foundry.cli_adapt import add_adapt_commands
 from foundry.cli_search import add_search_command
 from foundry.config import ConfigError, FoundryConfig, load_config, to_yaml
 from foundry.env import configure_environment, foundry_home
@@ -324,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     deployments.add_argument("--write", type=Path, metavar="FILE", help="write to FILE instead of printing")
     deployments.set_defaults(func=cmd_deployments)
     add_search_command(commands, _config_args, _load, _summary_text)
-    add_merge_command(commands, _config_args, _load)
+    add_adapt_commands(commands, _config_args, _load, _summary_text)
     return parser
 
 

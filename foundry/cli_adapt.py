@@ -1,4 +1,5 @@
-"""`foundry merge`: merging registered specialists from the command line (kept apart from foundry/cli.py,
+"""`foundry finetune` and `foundry merge`: specialising a registered model and merging specialists from the
+command line (kept apart from foundry/cli.py,
 which registers it, for room)."""
 
 from __future__ import annotations
@@ -7,7 +8,13 @@ import argparse
 from collections.abc import Callable
 
 
-def add_merge_command(commands, config_args: Callable, load: Callable) -> None:
+def add_adapt_commands(commands, config_args: Callable, load: Callable, summary: Callable) -> None:
+    finetune = commands.add_parser(
+        "finetune", help="specialise a registered version on the configured data source (the finetune flow)"
+    )
+    finetune.add_argument("model", metavar="MODEL_URI", help="models:/NAME/VERSION or models:/NAME@ALIAS to start from")
+    config_args(finetune)
+    finetune.set_defaults(func=lambda args: cmd_finetune(args, load, summary))
     merge = commands.add_parser(
         "merge", help="merge two or more registered versions of one architecture by their parameters (no training)"
     )
@@ -18,6 +25,15 @@ def add_merge_command(commands, config_args: Callable, load: Callable) -> None:
     merge.add_argument("--weights", type=float, nargs="+", metavar="W", help="merge.weights, one per model")
     merge.add_argument("--force", action="store_true", help="merge onto --base even if it is not their ancestor")
     merge.set_defaults(func=lambda args: cmd_merge(args, load))
+
+
+def cmd_finetune(args: argparse.Namespace, load: Callable, summary: Callable) -> int:
+    config = load(args)
+    from flows.finetune import finetune
+
+    result = finetune(model=args.model, config=config)
+    print(summary(result) + f"\nparent     {result.parent}")
+    return 0
 
 
 def cmd_merge(args: argparse.Namespace, load: Callable) -> int:

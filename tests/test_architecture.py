@@ -18,7 +18,14 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("foundry", "flows", "tasks", "models")
 # Flow modules are entry points: a Prefect worker imports them directly, so they set up the environment.
-ENTRY_MODULES = {"flows.train_pipeline", "flows.retrain", "flows.reproduce", "flows.search", "flows.merge"}
+ENTRY_MODULES = {
+    "flows.train_pipeline",
+    "flows.retrain",
+    "flows.reproduce",
+    "flows.search",
+    "flows.merge",
+    "flows.finetune",
+}
 
 
 def module_files() -> dict[str, Path]:

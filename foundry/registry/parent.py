@@ -36,18 +36,28 @@ def champion_data(model_name: str, home: Path) -> ParentData | None:
 
 def fetch_champion(model_name: str, home: Path) -> ParentModel:
     """The champion of `model_name`, downloaded once per version into `$FOUNDRY_HOME/models/`, with its data."""
-    import mlflow
-
     champion = versions.champion(model_name)
     if champion is None:
         raise NoChampion(f"{model_name} has no champion to retrain; run the train pipeline first")
-    artifacts = versions.download(champion, home)
-    manifest = mlflow.artifacts.load_text(f"runs:/{champion.run_id}/data/source_manifest.json")
+    return parent_model(champion, home)
+
+
+def fetch_version(model_uri: str, home: Path) -> ParentModel:
+    """Any registered version (models:/NAME/VERSION or models:/NAME@ALIAS) to start from, as `fetch_champion`."""
+    return parent_model(versions.resolve(model_uri), home)
+
+
+def parent_model(version, home: Path) -> ParentModel:
+    """A registered version's weights, tokenizer, config, source manifest and hydrated data."""
+    import mlflow
+
+    artifacts = versions.download(version, home)
+    manifest = mlflow.artifacts.load_text(f"runs:/{version.run_id}/data/source_manifest.json")
     return ParentModel(
-        uri=f"models:/{champion.name}/{champion.version}",
+        uri=f"models:/{version.name}/{version.version}",
         weights=str(artifacts / "model.pt"),
         tokenizer=str(artifacts / "tokenizer.json"),
-        config=json.loads(champion.tags["config"]),
+        config=json.loads(version.tags["config"]),
         source_manifest=SourceManifest.model_validate_json(manifest),
-        data=data_of(champion, home),
+        data=data_of(version, home),
     )

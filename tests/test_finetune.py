@@ -1,0 +1,89 @@
+"""Domain fine-tuning through the real flow, from the session's `it-gpt` (trained on stdlib://email) to another
+corpus the machine has (stdlib://importlib): LoRA and full, the gate against the base both ways, lineage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from foundry import tracking
+from foundry.config import load_config
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+BASE = "models:/it-gpt/1"
+DOMAIN = "stdlib://importlib"
+
+
+def domain(*overrides: str):
+    steps = ["train.max_steps=20", "train.warmup_steps=2", "train.val_every_n_steps=10"]
+    return load_config(REPO_ROOT / "configs" / "tiny.yaml", [f"data.source={DOMAIN}", *steps, *overrides])
+
+
+def weights(model_uri: str, home: Path) -> dict[str, torch.Tensor]:
+    from foundry.registry import versions
+
+    files = versions.download(versions.resolve(model_uri), home)
+    return torch.load(files / "model.pt", map_location="cpu", weights_only=True)["state_dict"]
+
+
+def test_a_lora_specialist_trains_adapters_only_merges_them_in_and_records_its_base(
+    base_model, prefect_harness, foundry_home
+):
+    from flows.finetune import finetune
+    from foundry.registry.lineage import lineage
+
+    _, base = base_model
+    config = domain("finetune.method=lora", "finetune.lora_rank=2", "train.learning_rate=0.01")
+    result = finetune(model="models:/it-gpt@champion", config=config)
+    assert result.parent == BASE and result.model_name == "it-gpt-importlib"
+
+    run = tracking.client().get_run(result.run_id)
+    # Rank 2 on one block's four projections of width 32: 2 x ((32 + 96) + (32 + 32) + (32 + 128) + (128 + 32)).
+    assert run.data.metrics["finetune/trainable_params"] == 2 * 512
+    assert run.data.metrics["finetune/trainable_share"] < 0.05
+    assert [a.path for a in tracking.client().list_artifacts(result.run_id, "adapter")] == ["adapter/adapter.pt"]
+
+    tuned, original = weights(result.model_uri, foundry_home), weights(BASE, foundry_home)
+    assert tuned.keys() == original.keys()  # merged in: the base architecture, served unchanged
+    frozen = [k for k in original if not k.startswith("blocks.0.attn.") and not k.startswith("blocks.0.mlp.")]
+    assert all(torch.equal(tuned[k], original[k]) for k in frozen)  # embeddings, norms: untouched
+    assert not torch.equal(tuned["blocks.0.attn.qkv.weight"], original["blocks.0.attn.qkv.weight"])
+    assert torch.equal(tuned["blocks.0.attn.qkv.bias"], original["blocks.0.attn.qkv.bias"])  # adapters: weights only
+
+    version = tracking.client().get_model_version(result.model_name, result.model_version)
+    tags = version.tags
+    assert tags["parent_model"] == BASE and tags["gate.champion_version"] == "1"
+    assert tags["gate.old_holdout_version"] == base.data_version  # scored on what the base knew
+    scores = run.data.metrics
+    on_domain, on_base = scores["gate/champion_bits_per_byte"], scores["gate/champion_old_holdout_bits_per_byte"]
+    regression = scores["gate/old_holdout_bits_per_byte"] - on_base
+    assert regression == pytest.approx(scores["gate/old_holdout_regression"])
+    expected = result.metrics["holdout/bits_per_byte"] < on_domain and regression <= config.evaluation.max_regression
+    assert (tags["gate.passed"] == "true") == expected == result.promoted, tags["gate.verdict"]
+    assert "the base's" in tags["gate.verdict"] and "Forgetting guard" in version.description
+    chain = lineage(result.model_uri)
+    assert [r.model for r in chain] == [result.model_uri, BASE] and chain[-1].data_version == base.data_version
+
+
+def test_a_specialist_that_forgets_the_base_is_refused(base_model, prefect_harness):
+    """Full fine-tuning at a high rate, with no regression allowed on the base's holdout."""
+    from foundry.cli import main
+
+    overrides = [
+        f"data.source={DOMAIN}",
+        "train.max_steps=20",
+        "train.warmup_steps=2",
+        "train.learning_rate=0.02",
+        "evaluation.max_regression=0",
+        "finetune.model_name=it-gpt-forgetful",
+    ]
+    argv = ["finetune", BASE, "--config", str(REPO_ROOT / "configs" / "tiny.yaml")]
+    for override in overrides:
+        argv += ["--set", override]
+    assert main(argv) == 0
+    version = tracking.client().get_model_version("it-gpt-forgetful", "1")
+    assert version.tags["gate.passed"] == "false" and version.aliases == ["challenger"]
+    assert version.tags["gate.verdict"].startswith("forgets: "), version.tags["gate.verdict"]
