@@ -3,10 +3,15 @@ corpus the machine has (stdlib://importlib): LoRA and full, the gate against the
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
+from test_train import wait_for_checkpoint
 
 from foundry import tracking
 from foundry.config import load_config
@@ -87,3 +92,49 @@ def test_a_specialist_that_forgets_the_base_is_refused(base_model, prefect_harne
     version = tracking.client().get_model_version("it-gpt-forgetful", "1")
     assert version.tags["gate.passed"] == "false" and version.aliases == ["challenger"]
     assert version.tags["gate.verdict"].startswith("forgets: "), version.tags["gate.verdict"]
+
+
+def test_a_lora_fine_tune_killed_with_sigkill_resumes_bitwise_exact(tiny_dataset, tmp_path, monkeypatch):
+    """The adapters are in the checkpoints; the resumed run wraps the model before restoring them, and ends
+    with the same merged weights and adapters as a run never stopped (dropout on the adapters included)."""
+    from foundry.checkpointing.manifest import latest_valid
+    from foundry.checkpointing.resume import attempt_dir
+    from foundry.contracts import DataVersion, RunContext
+    from foundry.training.launch import launch, worker_args
+    from foundry.training.trainer import model_args, save_model, weights_digest
+    from models.gpt import GPT, GPTConfig
+    from tasks.training import train_task
+
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # as test_train's kill -9 test: one thread count
+        monkeypatch.setenv(name, "1")
+    plain = load_config(REPO_ROOT / "configs" / "tiny.yaml")
+    vocab = json.loads((tiny_dataset / "manifest.json").read_text())["vocab_size"]
+    torch.manual_seed(0)
+    parent = tmp_path / "parent.pt"
+    save_model(parent, model_args(plain, vocab), GPT(GPTConfig(**model_args(plain, vocab))).state_dict(), plain, "v")
+    config = load_config(
+        REPO_ROOT / "configs" / "tiny.yaml",
+        ["train.max_steps=30", "checkpoint.every_n_steps=10", f"train.init_from={parent}"]
+        + ["finetune.method=lora", "finetune.lora_dropout=0.1", "finetune.lora_rank=4"],
+    )
+    never_stopped = launch(config, tiny_dataset, tmp_path / "uninterrupted", None, "v")
+
+    home = tmp_path / "home"
+    attempt = attempt_dir(home, config, "v-kill")
+    proc = subprocess.Popen([sys.executable, *worker_args(config, tiny_dataset, attempt, None, "v-kill", None)])
+    wait_for_checkpoint(attempt, lambda: proc.poll() is None)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL
+    assert 0 < latest_valid(attempt).step < config.train.max_steps
+
+    run = RunContext(run_id=tracking.start_pipeline_run(config), dir=tmp_path / "run", home=home)
+    resumed = train_task.fn(config, tiny_dataset, DataVersion(data_version="v-kill", remote=""), run)
+
+    def load(path):
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+    assert weights_digest(load(resumed)["state_dict"]) == weights_digest(load(never_stopped)["state_dict"])
+    assert weights_digest(load(resumed.parent / "adapter.pt")) == weights_digest(
+        load(never_stopped.parent / "adapter.pt")
+    )
+    assert {a.path for a in tracking.client().list_artifacts(run.run_id, "adapter")} == {"adapter/adapter.pt"}
