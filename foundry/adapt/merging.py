@@ -138,10 +138,9 @@ def score_holdouts(merged: Path, model_uris: list[str], base_uri: str, config: F
         version = versions.resolve(uri)
         holdout = data_of(version, home)
         own = None
-        if uri != base_uri:
-            recorded = version.tags.get("holdout/bits_per_byte")
+        if uri != base_uri:  # re-scored rather than read from its tags: the same evaluation settings for all
             files = versions.download(version, home)
-            own = float(recorded) if recorded else bpb(uri, files / "model.pt", files / "tokenizer.json", holdout)
+            own = bpb(uri, files / "model.pt", files / "tokenizer.json", holdout)
         scores.append(
             HoldoutScore(
                 holdout_of=uri,
