@@ -138,3 +138,25 @@ def test_a_lora_fine_tune_killed_with_sigkill_resumes_bitwise_exact(tiny_dataset
         load(never_stopped.parent / "adapter.pt")
     )
     assert {a.path for a in tracking.client().list_artifacts(run.run_id, "adapter")} == {"adapter/adapter.pt"}
+
+
+def test_a_second_fine_tune_of_a_specialist_keeps_its_domain_holdout(base_model, prefect_harness, foundry_home):
+    """The specialist's own champion's ledger is what its next data version builds on: documents keep their
+    split when the domain grows (here by a second source), as the base's do across retrains."""
+    import pandas as pd
+
+    from flows.finetune import finetune
+
+    def splits(data_version: str) -> dict[str, str]:
+        table = pd.read_csv(foundry_home / "hydrated" / data_version / "documents.csv", dtype=str)
+        return dict(zip(table["sha256"], table["split"]))
+
+    lenient = ["finetune.model_name=it-gpt-sticky", "evaluation.max_regression=10"]
+    first = finetune(model=BASE, config=domain(*lenient))
+    assert first.promoted, first.verdict  # beats the base on the domain; forgetting allowed here
+    second = finetune(model=BASE, config=domain(*lenient, "data.sources=[stdlib://json]"))
+    old, new = splits(first.data_version), splits(second.data_version)
+    assert second.data_version != first.data_version and len(new) > len(old)
+    assert old.keys() <= new.keys() and all(new[sha] == split for sha, split in old.items())
+    run = tracking.client().get_run(second.run_id)
+    assert run.data.tags["parent_data_version"] == first.data_version
