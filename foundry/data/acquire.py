@@ -22,7 +22,7 @@ from pathlib import Path
 from foundry.config import DataConfig
 from foundry.contracts import SourceFile, SourceManifest
 from foundry.data.formats import base_name
-from foundry.data.remote import SourceError, digest_of, fetch_http, locked, sync_s3
+from foundry.data.remote import SourceError, digest_of, fetch_http, inside, locked, sync_s3
 from foundry.digests import sha256_file
 from foundry.env import foundry_home
 
@@ -33,14 +33,6 @@ ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
 
 def _is_glob(source: str) -> bool:
     return any(ch in source for ch in "*?[")
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-        return True
-    except ValueError:
-        return False
 
 
 def wanted(filename: str, cfg: DataConfig) -> bool:
@@ -56,7 +48,7 @@ def _walk(root: Path, cfg: DataConfig, skipped: dict[str, int]) -> list[Path]:
             path = Path(dirpath, filename)
             if not wanted(filename, cfg):
                 continue
-            if path.is_symlink() and not _inside(path, root):
+            if path.is_symlink() and not inside(path, root):
                 _skip(skipped, "symlink_outside_root", f"skipping {path}: symlink points outside the source root")
                 continue
             found.append(path)
@@ -81,7 +73,7 @@ def _extract(archive: Path, dest: Path, fresh: bool) -> Path:
     if archive.name.endswith(".zip"):
         with zipfile.ZipFile(archive) as zf:
             for member in zf.namelist():
-                if not _inside(tmp / member, tmp):
+                if not inside(tmp / member, tmp):
                     raise SourceError(f"{archive.name}: member {member!r} would extract outside its folder")
             zf.extractall(tmp)
     else:

@@ -213,7 +213,7 @@ def sync_s3(url: str, folder: Path, cfg: DataConfig, wanted: Callable[[str], boo
             checked = now()
             for obj in objects:
                 target = folder / obj["Key"]
-                if not _inside(target, folder) or not wanted(obj["Key"].rsplit("/", 1)[-1]):
+                if not inside(target, folder) or not wanted(obj["Key"].rsplit("/", 1)[-1]):
                     continue
                 etag, before = obj["ETag"], state.get(obj["Key"], {})
                 if not target.is_file() or before.get("etag") != etag or target.stat().st_size != obj["Size"]:
@@ -246,12 +246,9 @@ def _delete_unlisted(folder: Path, keys: set[str]) -> None:
             path.unlink()
 
 
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-        return True
-    except ValueError:
-        return False
+def inside(path: Path, root: Path) -> bool:
+    """Whether `path` stays under `root` once links and `..` are resolved (archive and bucket keys can try not to)."""
+    return path.resolve().is_relative_to(root.resolve())
 
 
 def digest_of(url: str) -> str:
