@@ -51,3 +51,12 @@ def test_the_first_failure_is_the_cause_not_the_peers_that_followed(tmp_path, mo
     assert headline == "training rank 0 of 2 exited with code 1: ValueError: bad shard"
     assert traceback[0] == "Traceback (most recent call last):" and traceback[-1] == "ValueError: bad shard"
     assert others == "then rank 1 was killed by SIGTERM" and logs == f"rank logs: {tmp_path / 'b'}"
+
+
+def test_a_rank_that_raised_and_was_then_stopped_is_named_for_what_it_raised(tmp_path, monkeypatch):
+    """Both ranks raise; the agent's SIGTERM reaches the first while it exits, after its error file is written."""
+    first = recorded_failure(tmp_path / "a", monkeypatch, 0, FileNotFoundError("manifest.json"), at=1000.1)
+    first.exitcode = -signal.SIGTERM
+    second = recorded_failure(tmp_path / "b", monkeypatch, 1, FileNotFoundError("manifest.json"), at=1000.3)
+    headline = describe({0: first, 1: second}, 2, tmp_path).splitlines()[0]
+    assert headline == "training rank 0 of 2 failed and then was killed by SIGTERM: FileNotFoundError: manifest.json"

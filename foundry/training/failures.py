@@ -73,7 +73,10 @@ def describe(failures: dict[int, ProcessFailure], n_ranks: int, log_dir: Path) -
     first = first_failure(failures)
     root = failures[first]
     exception = _recorded(root)[0]
-    parts = [f"training rank {first} of {n_ranks} {how(root.exitcode)}" + (f": {exception}" if exception else "")]
+    outcome = how(root.exitcode)
+    if exception and root.exitcode < 0:  # it raised, and the agent's stop signal reached it while it was exiting
+        outcome = f"failed and then {outcome}"
+    parts = [f"training rank {first} of {n_ranks} {outcome}" + (f": {exception}" if exception else "")]
     tail = traceback_tail(root)
     if tail:
         parts.append("\n" + tail)
