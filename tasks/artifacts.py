@@ -1,4 +1,4 @@
-"""What the Prefect run page shows: the summary, the data stage, links to MLflow, and training progress.
+"""What the Prefect run page shows: the summary, the data stage, links to MLflow, and progress (training, preparation).
 
 Artifacts are keyed (lowercase, dashes) so the Artifacts page lists each kind with its history across runs.
 """
@@ -9,7 +9,7 @@ import contextvars
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from prefect.context import FlowRunContext, TaskRunContext
 from foundry import tracking
 from foundry.config import FoundryConfig
 from foundry.contracts import PipelineResult
+from foundry.progress import Report
 
 SUMMARY, DATA_STAGE, PROGRESS = "pipeline-summary", "data-stage", "training-progress"
 MLFLOW_RUN, MODEL_VERSION = "mlflow-run", "model-version"
@@ -86,22 +87,32 @@ def training_progress(progress_file: Path, total: int, every_s: float) -> Iterat
     the artifact ends at the last step reached (100% when training finished)."""
     from foundry.training.progress import read_progress
 
+    with reported_progress(progress_file, every_s, read_progress, f"optimizer steps of {total}"):
+        yield
+
+
+@contextmanager
+def reported_progress(
+    progress_file: Path, every_s: float, read: Callable[[Path], Report | None], artifact: str | None = None
+) -> Iterator[None]:
+    """A log line every `every_s` seconds while a stage writes `progress_file` (`foundry.progress`), when what
+    it says changed, and a last one at the end; with `artifact` (its description) a progress artifact too."""
     in_a_run = TaskRunContext.get() is not None or FlowRunContext.get() is not None
     # Called directly (`train_task.fn`, a notebook), there is no run page: the lines go to the log alone.
     logger = get_run_logger() if in_a_run else logging.getLogger(__name__)
-    artifact = None
-    if in_a_run:
-        artifact = create_progress_artifact(0.0, key=PROGRESS, description=f"optimizer steps of {total}", _sync=True)
+    made = None
+    if in_a_run and artifact is not None:
+        made = create_progress_artifact(0.0, key=PROGRESS, description=artifact, _sync=True)
     stop, seen = threading.Event(), []
 
     def report() -> None:
-        now = read_progress(progress_file)
-        if now is None or (seen and seen[-1] == now):
+        now = read(progress_file)
+        if now is None or (seen and seen[-1] == now.line()):
             return
-        seen.append(now)
-        if artifact is not None:
-            update_progress_artifact(artifact, now.percent, description=now.line(), _sync=True)
-        logger.info(now.line())
+        seen.append(now.line())
+        logger.info(now.line())  # first: the line keeps the rhythm, whatever the API call below takes
+        if made is not None:
+            update_progress_artifact(made, now.percent, description=now.line(), _sync=True)
 
     def loop() -> None:
         while not stop.wait(every_s):

@@ -38,17 +38,21 @@ def prepare(
 ) -> Path:
     """Clean, split (on the parent's ledger) and tokenize into this run's staging folder (on Dask when
     `data.workers` > 1)."""
+    from foundry.data.progress import PREPARE_PROGRESS, read_preparation
+    from tasks.artifacts import reported_progress
     from tasks.data_parallel import run_prepare
 
-    staged = run.dir / "prepared"
-    manifest = run_prepare(
-        source_manifest,
-        config,
-        staged,
-        progress=sys.stderr.isatty(),  # bars on a terminal only
-        parent=parent and parent.dir,
-        replay=replay_fraction,
-    )
+    staged, report = run.dir / "prepared", run.dir / PREPARE_PROGRESS
+    with reported_progress(report, config.data.progress_every_s, read_preparation):  # lines, on a terminal or not
+        manifest = run_prepare(
+            source_manifest,
+            config,
+            staged,
+            progress=sys.stderr.isatty(),  # bars on a terminal only
+            parent=parent and parent.dir,
+            replay=replay_fraction,
+            progress_file=report,
+        )
     for name in ("audit.json", "audit.md"):  # per cleaning rule: counts and examples, never the PII itself
         tracking.log_artifact(run.run_id, staged / name, "data")
     tracking.log_metrics(run.run_id, {f"data/{k}": v for k, v in manifest["lineage"].items()})

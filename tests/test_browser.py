@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -82,15 +83,17 @@ def chromium():
 OUTSIDE: list[str] = []  # requests the pages made beyond 127.0.0.1 (refused)
 
 
-def _loopback_only(route) -> None:
-    from urllib.parse import urlsplit
+def _beyond_loopback(url: str) -> bool:
+    return not (urlsplit(url).hostname in ("127.0.0.1", "localhost") or url.startswith(("data:", "blob:")))
 
+
+def _loopback_only(route) -> None:
     url = route.request.url
-    if urlsplit(url).hostname in ("127.0.0.1", "localhost") or url.startswith(("data:", "blob:")):
-        route.continue_()
-    else:
+    if _beyond_loopback(url):
         OUTSIDE.append(url)
         route.abort()
+    else:
+        route.continue_()
 
 
 @pytest.fixture(scope="module")
@@ -289,6 +292,32 @@ def test_in_review_mode_the_champion_set_in_the_mlflow_ui_is_what_retrain_starts
     assert tags["parent_model"] == f"models:/{MODEL}/1" and tags["retrain.skipped"] == "true"
 
 
-def test_the_pages_asked_for_nothing_beyond_loopback(ui_run):
-    """Runs after the tests above: neither UI fetched anything (fonts, telemetry, docs) from elsewhere."""
-    assert OUTSIDE == []
+def test_the_pages_ask_for_nothing_beyond_loopback(ui_run, servers, chromium):
+    """Each page the tests above look at, opened here again (whatever ran before): neither UI asks for anything
+    (fonts, telemetry, docs) from elsewhere. The requests are the page's own, recorded before the routing refuses
+    any that leave loopback."""
+    prefect, mlflow = servers
+    _, flow_run = ui_run
+    run_id, experiment_id = _mlflow_run_id(mlflow, flow_run["id"])
+    pages = [  # (address, a text it shows once loaded, a tab to open there)
+        (f"{prefect}/deployments", "train", None),
+        (f"{prefect}/runs/flow-run/{flow_run['id']}", "pipeline-summary", "Artifacts"),
+        (f"{mlflow}/#/models/{MODEL}", "Version 1", None),
+        (f"{mlflow}/#/models/{MODEL}/versions/1", "Holdout (bits per byte, lower is better)", None),
+        (f"{mlflow}/#/experiments/{experiment_id}/runs/{run_id}", "holdout/bits_per_byte", None),
+    ]
+    page = chromium.new_page()
+    page.set_default_timeout(60_000)
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
+    for url, text, tab in pages:
+        page.goto(url)
+        if tab:
+            page.get_by_text(tab, exact=True).first.click()
+        page.get_by_text(text).first.wait_for()
+        page.wait_for_timeout(2000)  # what a page fetches after it shows (fonts, telemetry)
+    page.close()
+    servers_asked = {f"{u.scheme}://{u.netloc}" for u in map(urlsplit, asked)}
+    assert {prefect, mlflow} <= servers_asked
+    assert [url for url in asked if _beyond_loopback(url)] == []
+    assert OUTSIDE == []  # nor any page before, in this module

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import re
 
-from foundry.training.progress import Progress, read_progress, write_progress
+from foundry.progress import write_report
+from foundry.training.progress import Progress, read_progress
 
 
 def test_a_line_says_steps_percent_loss_throughput_and_time_left():
@@ -22,7 +23,7 @@ def test_the_file_is_whole_or_absent(tmp_path):
     path.write_text('{"step": 3')  # what a reader would see of a file written in place, half done
     assert read_progress(path) is None
     now = Progress(step=5, total=10, loss=1.0, tokens_per_sec=2.0, elapsed_s=3.0)
-    write_progress(path, now)
+    write_report(path, now)
     assert read_progress(path) == now and [p.name for p in tmp_path.iterdir()] == ["progress.json"]
 
 
@@ -38,3 +39,21 @@ def test_training_draws_a_bar_and_leaves_its_last_report(tiny_config, tiny_datas
     assert re.search(r"\[\d\d:\d\d<\d\d:\d\d", final)  # elapsed < time left
     done = read_progress(tmp_path / "progress.json")
     assert done.step == done.total == steps and done.percent == 100.0 and not math.isnan(done.loss)
+
+
+def test_preparation_says_its_step_files_documents_and_time_left(tmp_path):
+    from foundry.data.progress import Preparation, PrepareProgress, read_preparation
+
+    now = Preparation(step="cleaning", files=30, total=120, documents=4567, elapsed_s=10.0)
+    assert now.line() == "prepare: cleaning, 30/120 files cleaned (25%)  4,567 documents  30 s left"
+    later = Preparation(step="tokenizing", files=120, total=120, documents=9000, elapsed_s=40.0)
+    assert later.line() == "prepare: tokenizing, 120/120 files cleaned (100%)  9,000 documents"
+
+    path = tmp_path / "prepare-progress.json"
+    counter = PrepareProgress(path, total=3, every_s=3600)
+    counter.cleaned(1, 10)  # the first count is written at once, then not again within the interval
+    counter.cleaned(1, 5)
+    assert (read_preparation(path).files, read_preparation(path).documents) == (1, 10)
+    counter.reached("de-duplicating", 3, 20)  # a new step is written at once
+    done = read_preparation(path)
+    assert (done.step, done.files, done.documents, done.percent) == ("de-duplicating", 3, 20, 100.0)

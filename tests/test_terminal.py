@@ -18,6 +18,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PREFECT_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} \| (\w+)\s*\| (.*?) - (.*)$")
 MLFLOW_LINE = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (\w+) ")
 
+# Progress lines this often: several while the tiny model trains STEPS steps, and while the corpus is cleaned.
+STEPS, EVERY_S = 20, 0.1
+
 pytestmark = pytest.mark.slow
 
 
@@ -28,7 +31,8 @@ def output(tmp_path_factory) -> list[str]:
     tmp = tmp_path_factory.mktemp("terminal")
     result = subprocess.run(
         [sys.executable, "-m", "foundry.cli", "run", "--config", str(REPO_ROOT / "configs" / "tiny.yaml")]
-        + ["--set", f"data.source={FoundryConfig().data.source}", "--set", "train.max_steps=10"]
+        + ["--set", f"data.source={FoundryConfig().data.source}", "--set", f"train.max_steps={STEPS}"]
+        + ["--set", f"train.progress_every_s={EVERY_S}", "--set", f"data.progress_every_s={EVERY_S}"]
         + ["--set", "registry.model_name=terminal-gpt"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -73,8 +77,40 @@ def test_drops_are_info_and_summed_up_by_reason(output):
     assert len(summary) == 1 and "dropped by reason: none" not in summary[0]
 
 
+def _periodic(output: list[str], pattern: str) -> list[tuple[float, str]]:
+    """(seconds of the day, message) of Prefect's lines whose message matches `pattern`."""
+    found = []
+    for line in output:
+        if (m := PREFECT_LINE.match(line)) and re.match(pattern, m.group(3)):
+            hours, minutes, seconds = line.split(" ", 1)[0].split(":")
+            found.append((int(hours) * 3600 + int(minutes) * 60 + float(seconds), m.group(3)))
+    return found
+
+
+def _at_a_steady_rhythm(lines: list[tuple[float, str]]) -> None:
+    """At least two lines before the last one, none sooner than the interval after the one before (the last,
+    written when the work ended, may come sooner): a report each interval, not a burst at the end."""
+    assert len(lines) >= 3, lines
+    gaps = [later - earlier for (earlier, _), (later, _) in zip(lines, lines[1:-1])]
+    assert min(gaps) >= EVERY_S * 0.9, list(zip(gaps, lines))
+
+
 def test_training_progress_is_plain_periodic_lines(output):
-    steps = [line for line in output if re.search(r"step \d+/10 \(\d+%\)", line)]
-    assert steps and steps[-1].split(" - ", 1)[1].startswith("step 10/10 (100%)")
+    steps = _periodic(output, rf"step \d+/{STEPS} \(\d+%\)  loss")
+    _at_a_steady_rhythm(steps)
+    assert steps[-1][1].startswith(f"step {STEPS}/{STEPS} (100%)")
+    assert sum(1 for _, message in steps if not message.startswith(f"step {STEPS}/")) >= 2  # while it trained
     assert not any("\r" in line or "━" in line for line in output)  # no bar drawn into a log
     assert output[-1].startswith("load it") or any(line.startswith("── Foundry pipeline finished") for line in output)
+
+
+def test_preparation_progress_is_plain_periodic_lines(output):
+    lines = _periodic(output, r"prepare: ")
+    _at_a_steady_rhythm(lines)
+    cleaning = [message for _, message in lines if message.startswith("prepare: cleaning, ")]
+    assert len(cleaning) >= 2 and re.search(
+        r"\d+/\d+ files cleaned \(\d+%\)  [\d,]+ documents  \d+ s left$", cleaning[-1]
+    )
+    files = [int(re.search(r"(\d+)/\d+ files", message).group(1)) for message in cleaning]
+    assert files == sorted(files) and files[-1] > files[0]  # counted as it went
+    assert re.match(r"prepare: done, (\d+)/\1 files cleaned \(100%\)", lines[-1][1]), lines[-1]

@@ -99,6 +99,11 @@ class DataConfig(_Section):
         ge=1 << 16,
         description="Most source bytes per partition; there are at least as many partitions as workers.",
     )
+    progress_every_s: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds between preparation's progress lines in the log (files cleaned, documents, time left).",
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> DataConfig:

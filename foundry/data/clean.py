@@ -31,6 +31,7 @@ from foundry.data.audit import STAGE_OF, Audit
 from foundry.data.dedup import Deduplicator, Signer
 from foundry.data.formats import BadInputError, read_documents
 from foundry.data.ledger import Ledger, Lineage, holdout_set
+from foundry.data.progress import PrepareProgress
 from foundry.data.quality import quality_problem
 
 __all__ = [
@@ -84,6 +85,7 @@ class PartitionJob:
     cfg: DataConfig
     work_dir: str
     progress: bool = False
+    counter: PrepareProgress | None = None  # in this process only: counts the files cleaned for the orchestrator
 
     def path(self, suffix: str) -> Path:
         return Path(self.work_dir) / f"part_{self.index:05d}{suffix}"
@@ -107,6 +109,7 @@ def clean_partition(job: PartitionJob) -> dict:
     reject, docs_in, signatures = _rejecter(cfg, audit), 0, []
     with open(job.path(".jsonl"), "w", encoding="utf-8") as texts, open(job.path(".meta.jsonl"), "w") as meta:
         for entry in tqdm(job.entries, desc="clean", unit="file", disable=not job.progress, mininterval=2):
+            before = docs_in
             for raw, where in read_documents(entry.path, entry.name, cfg, reject):
                 docs_in += 1
                 text, found = pii.scrub(normalise(raw), cfg.pii)
@@ -126,6 +129,8 @@ def clean_partition(job: PartitionJob) -> dict:
                     + "\n"
                 )
                 signatures.append(signer(text))
+            if job.counter is not None:
+                job.counter.cleaned(1, docs_in - before)
     shape = (len(signatures), cfg.near_dup_num_perm)
     np.save(job.path(".sig.npy"), np.stack(signatures) if signatures else np.zeros(shape, np.uint32))
     return {"index": job.index, "docs_in": docs_in, "candidates": len(signatures), "audit": audit.to_dict()}

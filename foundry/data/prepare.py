@@ -24,6 +24,7 @@ from foundry.contracts import SourceFile, SourceManifest
 from foundry.data import audit as audits
 from foundry.data import ledger as ledgers
 from foundry.data.clean import CleanStats, PartitionJob, clean_partition, iter_texts, select_documents
+from foundry.data.progress import PrepareProgress
 from foundry.data.shards import EncodeJob, assemble_shards, encode_chunk, token_dtype, train_tokenizer
 from foundry.digests import folder_digests
 from models.tokens import EOT
@@ -134,6 +135,7 @@ def prepare(
     workers: int = 1,
     parent: Path | None = None,
     replay_fraction: float | None = None,
+    progress_file: Path | None = None,
 ) -> dict:
     """Clean, split and tokenize into a fresh `out_dir`; returns the dataset manifest, plus `lineage`: counts
     against the parent's ledger, which stay out of the dataset so that the same documents on the same ledger
@@ -141,7 +143,8 @@ def prepare(
 
     `parent` is a data version (folder) whose split ledger this one builds on: its documents keep their
     splits and new ones are de-duplicated against them. With `replay_fraction` (retraining), the train
-    split holds the new documents and that share of the parent's, drawn by content hash.
+    split holds the new documents and that share of the parent's, drawn by content hash. `progress`: a bar on
+    the terminal; `progress_file`: where preparation reports how far it is (`foundry.data.progress`).
     The output is the same, byte for byte, whatever `mapper` and `workers` are."""
     lineage = _lineage(parent, config, replay_fraction)
     if out_dir.exists():
@@ -150,15 +153,19 @@ def prepare(
     work = _scratch(out_dir)
     try:
         entries = source_manifest.entries
+        counter = PrepareProgress(progress_file, len(entries), config.data.progress_every_s)
+        counter.report()
         parts = partitions(entries, partition_count(entries, config.data, workers)) if entries else []
+        here = mapper is serial_map  # a job run elsewhere counts and draws nothing here
         jobs = [
-            PartitionJob(i, part, config.data, str(work), progress and mapper is serial_map)
+            PartitionJob(i, part, config.data, str(work), progress and here, counter if here else None)
             for i, part in enumerate(parts)
         ]
-        selection = select_documents(
-            jobs, mapper(clean_partition, jobs), config.data, out_dir, chunks_per_split=workers, lineage=lineage
-        )
+        cleaned = mapper(clean_partition, jobs)
+        counter.reached("de-duplicating", len(entries), sum(c["docs_in"] for c in cleaned))
+        selection = select_documents(jobs, cleaned, config.data, out_dir, chunks_per_split=workers, lineage=lineage)
         stats = selection.stats
+        counter.reached("tokenizing")
         if stats.split_docs["train"] == 0:
             raise ValueError(
                 f"no training documents left after cleaning {stats.docs_in} documents from {config.data.source_list}: "
@@ -182,6 +189,7 @@ def prepare(
         "files": folder_digests(out_dir, skip="manifest.json"),
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    counter.reached("done")
     log.info(
         "prepared %d of %d documents: %d train / %d holdout tokens; dropped %s",
         stats.docs_out,

@@ -41,8 +41,8 @@ def code_dependencies() -> list[str]:
     return code
 
 
-# Data settings that change how sources are fetched, not what the dataset holds.
-FETCHING = {"fetch_retries", "fetch_backoff_s"}
+# Data settings that change how sources are fetched and progress reported, not what the dataset holds.
+NOT_SHAPING = {"fetch_retries", "fetch_backoff_s", "progress_every_s"}
 
 
 def dataset_key(
@@ -55,7 +55,7 @@ def dataset_key(
         "source_digest": source_digest,
         "parent_ledger": parent_ledger,
         "replay_fraction": replay_fraction,
-        "data": config.data.model_dump(mode="json", exclude=FETCHING),
+        "data": config.data.model_dump(mode="json", exclude=NOT_SHAPING),
         "tokenizer": config.tokenizer.model_dump(mode="json"),
         "block_size": config.model.block_size,
         "code": code,

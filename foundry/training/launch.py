@@ -3,7 +3,8 @@
 Several ranks run `python -m foundry.training.worker` under `torch.distributed.launcher.api.elastic_launch`,
 the library behind torchrun, with one local agent for all of them: the cluster templates in infra/ run the
 same entry point with torchrun, so the local launch exercises the same code path. The agent starts and
-stops the ranks and keeps each rank's output in `<checkpoints>/rank-logs/`; a rank that raises writes its
+stops the ranks and keeps each rank's output in `<checkpoints>/rank-logs/`, whose new lines reach this
+process's logging (a Prefect task run's logs) while the ranks run; a rank that raises writes its
 traceback to its error file, and `TrainingFailed` carries it; with `train.max_restarts` it restarts every
 rank after a failure, each resuming from the newest intact checkpoint. What the library lacks stays here:
 naming the rank that failed first, the replica check, and the resume point.
@@ -11,6 +12,7 @@ naming the rank that failed first, the replica check, and the resume point.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -18,7 +20,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -61,8 +63,9 @@ def worker_args(
     return args + ["--resume-from", str(resume_from) if resume_from else "none"]
 
 
-def launch_config(config: FoundryConfig, log_dir: Path) -> LaunchConfig:
-    """One agent, all ranks on this machine, as `torchrun --standalone` sets it up."""
+def launch_config(config: FoundryConfig, log_dir: Path, tee: bool = True) -> LaunchConfig:
+    """One agent, all ranks on this machine, as `torchrun --standalone` sets it up; `tee`: the ranks' output
+    on this process's stdout and stderr as well as in their files."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.launcher.api import LaunchConfig
 
@@ -80,7 +83,7 @@ def launch_config(config: FoundryConfig, log_dir: Path) -> LaunchConfig:
         # A failure is noticed within 0.1 s; the agent then sends the other ranks SIGTERM, and SIGKILL 30 s later
         # (fixed in torch: a rank stuck where SIGTERM cannot reach it costs that long).
         monitor_interval=0.1,
-        logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), tee=Std.ALL),  # files, and this process's output
+        logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=Std.ALL, tee=Std.ALL if tee else Std.NONE),
         log_line_prefix_template="[rank${rank}]: ",
     )
 
@@ -129,13 +132,21 @@ def _no_name_lookups() -> Iterator[None]:
 
 
 def run_ranks(config: FoundryConfig, args: list[str], log_dir: Path) -> None:
-    """`python <args>` as every rank; waits for all, and raises TrainingFailed naming the rank that failed first."""
+    """`python <args>` as every rank; waits for all, and raises TrainingFailed naming the rank that failed first.
+    Where logging is set up (a Prefect run, the CLI), the ranks' lines go through it while they run
+    (`foundry.training.rank_logs`); elsewhere the agent copies them onto this process's output."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
 
+    from foundry.logs import route_library_logs
+    from foundry.training.rank_logs import forwarded
+
+    route_library_logs()  # our INFO lines through the handlers, as the in-process path has them
+    logged = bool(logging.getLogger().handlers)
+    spec = launch_config(config, log_dir, tee=not logged)
     try:
-        with _signals_kept(), _no_name_lookups():
-            elastic_launch(launch_config(config, log_dir), sys.executable)(*args)
+        with _signals_kept(), _no_name_lookups(), forwarded(log_dir, spec.run_id) if logged else nullcontext():
+            elastic_launch(spec, sys.executable)(*args)
     except ChildFailedError as exc:
         raise TrainingFailed(describe(exc.failures, world_size(config), log_dir)) from exc
 

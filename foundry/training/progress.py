@@ -1,20 +1,20 @@
 """Training progress as people see it: a bar on a terminal, and a small file that the orchestrator polls.
 
-Rank 0 writes `progress.json` next to the checkpoints (atomically, at most every few seconds); the Prefect
+Rank 0 writes `progress.json` next to the checkpoints (`foundry.progress`, at most every few seconds); the Prefect
 task reads it for the run page's progress artifact and its periodic log lines, whether training runs in
 its own process or as ranks under the elastic agent.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from lightning.pytorch.callbacks import Callback
+
+from foundry.progress import read_report, write_report
 
 PROGRESS_FILE = "progress.json"
 
@@ -48,19 +48,8 @@ class Progress:
         ).rstrip()
 
 
-def write_progress(path: Path | None, progress: Progress) -> None:
-    if path is None:
-        return
-    scratch = path.with_suffix(".tmp")
-    scratch.write_text(json.dumps(asdict(progress)))
-    os.replace(scratch, path)  # a reader never sees half a file
-
-
 def read_progress(path: Path) -> Progress | None:
-    try:
-        return Progress(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):  # not written yet, or by another version
-        return None
+    return read_report(path, Progress)
 
 
 class ProgressReport(Callback):
@@ -81,7 +70,7 @@ class ProgressReport(Callback):
             from tqdm import tqdm
 
             self._tqdm = tqdm(total=trainer.max_steps, initial=self._first, desc="train", unit="step", mininterval=1)
-        write_progress(self.path, self._snapshot(trainer))
+        write_report(self.path, self._snapshot(trainer))
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
@@ -95,13 +84,13 @@ class ProgressReport(Callback):
             )
         self._last = step
         if time.perf_counter() - self._written >= self.every_s or step >= trainer.max_steps:
-            write_progress(self.path, snapshot)
+            write_report(self.path, snapshot)
             self._written = time.perf_counter()
 
     def on_train_end(self, trainer, pl_module) -> None:
         if trainer.global_rank != 0:
             return
-        write_progress(self.path, self._snapshot(trainer))
+        write_report(self.path, self._snapshot(trainer))
         if self._tqdm is not None:
             self._tqdm.close()
 

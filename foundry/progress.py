@@ -1,0 +1,41 @@
+"""Progress as the orchestrator reads it: a small JSON file that a stage rewrites whole while it works.
+
+Training's rank 0 (`foundry.training.progress`) and preparation (`foundry.data.progress`) each write one;
+the Prefect task around the stage polls it for the run page and its periodic log lines
+(`tasks.artifacts.reported_progress`), wherever the work itself runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+
+class Report(Protocol):
+    """What a progress file holds: a dataclass that says how far along it is, and as one line."""
+
+    @property
+    def percent(self) -> float: ...
+
+    def line(self) -> str: ...
+
+
+R = TypeVar("R")
+
+
+def write_report(path: Path | None, report: Report) -> None:
+    if path is None:
+        return
+    scratch = path.with_suffix(".tmp")
+    scratch.write_text(json.dumps(asdict(report)))
+    os.replace(scratch, path)  # a reader never sees half a file
+
+
+def read_report(path: Path, kind: type[R]) -> R | None:
+    try:
+        return kind(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):  # not written yet, or by another version
+        return None
