@@ -213,7 +213,7 @@ class LineageRecord(_Value):
     data_source_digest: str
     git_commit: str
     git_dirty: str
-    parent_model: str  # models:/NAME/VERSION it was fine-tuned from, or ""
+    parent_model: str  # models:/NAME/VERSION it was fine-tuned from, several comma-separated for a merge, or ""
     packages: dict[str, str]
     config: dict[str, Any]
     holdout_bits_per_byte: str
