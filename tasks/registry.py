@@ -112,6 +112,8 @@ def _recorded(decision: GateDecision, metrics: dict, run: RunContext) -> GateDec
             "gate/champion_old_holdout_bits_per_byte": old.champion_bits_per_byte,
             "gate/old_holdout_regression": old.regression,
         }
+    if decision.incumbent_bits_per_byte is not None:  # a specialist's own champion, on the domain holdout
+        scores["gate/incumbent_bits_per_byte"] = decision.incumbent_bits_per_byte
     if scores:
         tracking.log_metrics(run.run_id, scores)
     return decision

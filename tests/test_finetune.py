@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from test_train import wait_for_checkpoint
@@ -20,6 +21,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 BASE = "models:/it-gpt/1"
 DOMAIN = "stdlib://importlib"
+EMAIL, AWS_KEY = "jane.doe@example.com", "AKIAIOSFODNN7EXAMPLE"
 
 
 def domain(*overrides: str):
@@ -73,12 +75,25 @@ def test_a_lora_specialist_trains_adapters_only_merges_them_in_and_records_its_b
     assert [r.model for r in chain] == [result.model_uri, BASE] and chain[-1].data_version == base.data_version
 
 
-def test_a_specialist_that_forgets_the_base_is_refused(base_model, prefect_harness):
-    """Full fine-tuning at a high rate, with no regression allowed on the base's holdout."""
-    from foundry.cli import main
+def test_a_specialist_that_forgets_the_base_is_refused_and_its_domain_data_is_scrubbed(
+    base_model, prefect_harness, foundry_home, tmp_path
+):
+    """Full fine-tuning at a high rate, with no regression allowed on the base's holdout. The domain holds a
+    confidential file: its e-mail address and AWS key are replaced before tokenization, and counted."""
+    import textwrap
 
+    from tokenizers import Tokenizer
+
+    from foundry.cli import main
+    from foundry.data.shards import load_split
+
+    confidential = tmp_path / "confidential"
+    confidential.mkdir()
+    planted = f"# maintainer: {EMAIL}, deploy key {AWS_KEY}\n"
+    (confidential / "wrapping.py").write_text(planted + Path(textwrap.__file__).read_text())
     overrides = [
         f"data.source={DOMAIN}",
+        f"data.sources=[{confidential}]",
         "train.max_steps=20",
         "train.warmup_steps=2",
         "train.learning_rate=0.02",
@@ -92,6 +107,15 @@ def test_a_specialist_that_forgets_the_base_is_refused(base_model, prefect_harne
     version = tracking.client().get_model_version("it-gpt-forgetful", "1")
     assert version.tags["gate.passed"] == "false" and version.aliases == ["challenger"]
     assert version.tags["gate.verdict"].startswith("forgets: "), version.tags["gate.verdict"]
+
+    data_dir = foundry_home / "hydrated" / version.tags["data_version"]
+    rules = json.loads((data_dir / "audit.json").read_text())["rules"]
+    assert rules["email"]["spans"] >= 1 and rules["aws_access_key"]["spans"] == 1
+    tokenizer = Tokenizer.from_file(str(data_dir / "tokenizer.json"))
+    text = "".join(tokenizer.decode(np.asarray(load_split(data_dir, split)).tolist()) for split in ("train", "holdout"))
+    assert "def dedent(" in text  # the planted file was kept, scrubbed
+    assert EMAIL not in text and AWS_KEY not in text
+    assert (confidential / "wrapping.py").read_text().startswith(planted)  # the input is never modified
 
 
 def test_a_lora_fine_tune_killed_with_sigkill_resumes_bitwise_exact(tiny_dataset, tmp_path, monkeypatch):
@@ -140,6 +164,36 @@ def test_a_lora_fine_tune_killed_with_sigkill_resumes_bitwise_exact(tiny_dataset
     assert {a.path for a in tracking.client().list_artifacts(run.run_id, "adapter")} == {"adapter/adapter.pt"}
 
 
+def test_lora_trains_on_two_ranks_with_the_base_frozen(tiny_dataset, tmp_path):
+    """The same code on two processes (DDP): the ranks agree on the merged weights (each writes its digest and
+    the launcher compares them), the frozen weights are the parent's and the adapted projections moved."""
+    from foundry.training.launch import launch
+    from foundry.training.trainer import model_args, save_model
+    from models.gpt import GPT, GPTConfig
+
+    plain = load_config(REPO_ROOT / "configs" / "tiny.yaml")
+    vocab = json.loads((tiny_dataset / "manifest.json").read_text())["vocab_size"]
+    torch.manual_seed(0)
+    parent = tmp_path / "parent.pt"
+    save_model(parent, model_args(plain, vocab), GPT(GPTConfig(**model_args(plain, vocab))).state_dict(), plain, "v")
+    config = load_config(
+        REPO_ROOT / "configs" / "tiny.yaml",
+        ["train.num_nodes=2", "train.max_steps=6", "train.warmup_steps=1", f"train.init_from={parent}"]
+        + ["finetune.method=lora", "finetune.lora_rank=2", "train.learning_rate=0.01"],
+    )
+    tuned = launch(config, tiny_dataset, tmp_path / "ckpt", None, "v")
+
+    def load(path):
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+    before, after = load(parent)["state_dict"], load(tuned)["state_dict"]
+    adapted = {k for k in before if k.endswith(".weight") and (".attn." in k or ".mlp." in k)}
+    assert adapted and after.keys() == before.keys()
+    assert all(torch.equal(after[k], before[k]) for k in before.keys() - adapted)
+    assert all(not torch.equal(after[k], before[k]) for k in adapted)
+    assert load(tuned.parent / "adapter.pt")  # the adapters themselves, beside the merged weights
+
+
 def test_a_second_fine_tune_of_a_specialist_keeps_its_domain_holdout(base_model, prefect_harness, foundry_home):
     """The specialist's own champion's ledger is what its next data version builds on: documents keep their
     split when the domain grows (here by a second source), as the base's do across retrains."""
@@ -160,3 +214,13 @@ def test_a_second_fine_tune_of_a_specialist_keeps_its_domain_holdout(base_model,
     assert old.keys() <= new.keys() and all(new[sha] == split for sha, split in old.items())
     run = tracking.client().get_run(second.run_id)
     assert run.data.tags["parent_data_version"] == first.data_version
+
+    # The first is the specialist's champion: the second must beat it too, on the second's domain holdout.
+    version = tracking.client().get_model_version("it-gpt-sticky", second.model_version)
+    incumbent = run.data.metrics["gate/incumbent_bits_per_byte"]
+    assert version.tags["gate.incumbent_version"] == first.model_version
+    score, base_score = second.metrics["holdout/bits_per_byte"], run.data.metrics["gate/champion_bits_per_byte"]
+    margin = domain().evaluation.min_improvement
+    assert second.promoted == (score <= base_score - margin and score < base_score and score < incumbent)
+    if not second.promoted:
+        assert f"does not beat the specialist's champion v{first.model_version}" in second.verdict

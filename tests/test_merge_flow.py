@@ -133,3 +133,23 @@ def test_a_base_that_is_not_the_common_ancestor_or_another_architecture_is_refus
     ):
         merge(models=[a, "models:/mg-wide/1"], config=tiny("merge.model_name=mg-refused"))
     assert tracking.client().search_model_versions("name='mg-refused'") == []
+
+
+def test_each_parent_is_scored_on_its_own_holdout(specialists, prefect_harness):
+    """A real fine-tune on another corpus has its own data version: the merge scores it there, with the
+    specialist's own figure, and the other parent on the base's holdout."""
+    from flows.finetune import finetune
+    from flows.merge import merge
+
+    a, _, _ = specialists
+    steps = ["train.max_steps=10", "train.warmup_steps=2", "train.val_every_n_steps=10"]
+    config = tiny("data.source=stdlib://importlib", "finetune.model_name=mg-importlib", *steps)
+    domain = finetune(model=BASE, config=config)
+    result = merge(models=[a, domain.model_uri], config=tiny("merge.method=linear", "merge.model_name=mg-mixed"))
+    on_a, on_domain, on_base = result.decision.scores
+    assert [s.holdout_of for s in result.decision.scores] == [a, domain.model_uri, BASE]
+    base_data = tracking.client().get_model_version("it-gpt", "1").tags["data_version"]
+    assert on_a.data_version == on_base.data_version == base_data  # mg-a records the base's data
+    assert on_domain.data_version == domain.data_version != base_data
+    assert on_domain.specialist_bits_per_byte == pytest.approx(domain.metrics["holdout/bits_per_byte"], rel=1e-4)
+    assert on_domain.base_bits_per_byte != pytest.approx(on_a.base_bits_per_byte)  # another holdout, another score

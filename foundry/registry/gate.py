@@ -235,7 +235,9 @@ def decide_specialist(
 ) -> GateDecision:
     """The gate of a domain fine-tune: it must beat the base model it started from on the domain holdout (the
     base re-scored there), and may lose at most `evaluation.max_regression` bits per byte on the base's own
-    holdout (the forgetting guard). The base's scores on both are the `champion_*` fields of the decision."""
+    holdout (the forgetting guard). The base's scores on both are the `champion_*` fields of the decision. A
+    specialist that has a champion already (`finetune.model_name`) must beat that one on the domain holdout too
+    (re-scored there when its data version differs), or a weaker version would replace a stronger one."""
     e = config.evaluation
     if withdrawn := versions.recover(config.registry.model_name):  # left half-published by a dead run
         log.warning("withdrew versions %s of %s, left half-published", withdrawn, config.registry.model_name)
@@ -255,7 +257,17 @@ def decide_specialist(
             f"bits/byte on the base's holdout, worse by {old.regression:.4f}, more than the {e.max_regression} "
             f"allowed; on the domain holdout {verdict}",
         )
+    incumbent = versions.champion(config.registry.model_name)  # fails closed: an error is not "no champion"
+    incumbent_bpb = None if incumbent is None else champion_bits_per_byte(incumbent, config, data_dir, data, home)
+    if passed and incumbent_bpb is not None and not challenger_bpb < incumbent_bpb:
+        passed = False
+        verdict = (
+            f"{challenger_bpb:.4f} does not beat the specialist's champion v{incumbent.version} "
+            f"({incumbent_bpb:.4f} bits/byte) on the domain holdout, though {verdict}"
+        )
     return GateDecision(
+        incumbent_version=None if incumbent is None else str(incumbent.version),
+        incumbent_bits_per_byte=incumbent_bpb,
         passed=passed,
         make_champion=passed and config.registry.auto_promote,
         verdict=verdict,
