@@ -352,3 +352,16 @@ def test_specialist_and_merge_names_derive_from_the_base():
     assert config.finetune.resolved_model_name("g", "s3://bucket/a b+c.jsonl") == "g-a-b-c.jsonl"
     assert load_config(None, ["finetune.model_name=legal"]).finetune.resolved_model_name("g", "/x") == "legal"
     assert config.merge.resolved_model_name("foundry-gpt") == "foundry-gpt-merged"
+
+
+def test_the_finetune_and_merge_flows_take_their_models_and_the_config_form():
+    from prefect.utilities.callables import parameter_schema
+
+    from flows.finetune import finetune
+    from flows.merge import merge
+
+    for flow, models in ((finetune, "model"), (merge, "models")):
+        schema = parameter_schema(flow).model_dump()
+        assert list(schema["properties"]) == [models, "config"] and schema["required"] == [models]
+        assert schema["definitions"]["FinetuneConfig"]["properties"]["method"]["enum"] == ["full", "lora"]
+        assert "ties" in schema["definitions"]["MergeConfig"]["properties"]["method"]["enum"]
