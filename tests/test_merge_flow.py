@@ -28,6 +28,7 @@ def tiny(*overrides: str):
 def register_specialist(name: str, home: Path, change, **model_args) -> str:
     """it-gpt v1's weights changed by `change(model, train_tokens)`, registered as `name` v1 (champion)."""
     from foundry.registry import versions
+    from foundry.registry.lineage import recorded_config
     from foundry.registry.parent import data_of
     from foundry.serving.package import log_model
     from foundry.training.trainer import save_model
@@ -48,7 +49,8 @@ def register_specialist(name: str, home: Path, change, **model_args) -> str:
     save_model(path, args, model.state_dict(), tiny(), base.tags["data_version"])
     run = tracking.client().create_run(tracking.experiment_id("foundry"), run_name=f"specialist {name}")
     uri = log_model(run.info.run_id, path, files / "tokenizer.json")
-    tags = {k: base.tags[k] for k in ("data_version", "data.remote", "config")} | {"parent_model": BASE}
+    tracking.client().log_dict(run.info.run_id, recorded_config(base), "config.json")  # as a training run records it
+    tags = {k: base.tags[k] for k in ("data_version", "data.remote")} | {"parent_model": BASE}
     return versions.publish(uri, name, run.info.run_id, tags, True, "a specialist of it-gpt v1").version
 
 
