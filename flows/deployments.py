@@ -6,6 +6,8 @@ written from the same table (`foundry deployments --write prefect.yaml`; a test 
 - reproduce: re-train a registered model from its lineage and compare metrics
 - search:    hyperparameter search; the space, budget, sampler and pruner are the form's `search` section
 - align:     instruction tuning or preference optimisation of a registered version (its model_uri is asked at run time)
+- finetune:  specialise a registered version on the form's data source (the model to start from, then the config)
+- merge:     merge registered specialists by their parameters (the models to merge, then the config's `merge`)
 
 `train` and `retrain` run one at a time each: a run started while another is running waits in the queue
 (deployment concurrency limit 1, strategy ENQUEUE).
@@ -62,6 +64,16 @@ DEPLOYMENTS = (
         "align",
         "flows/align.py:align",
         "Instruction-tune (sft) or preference-optimise (dpo) a registered version: model_uri, align.method, data.source.",
+    ),
+    Deployment(
+        "finetune",
+        "flows/finetune.py:finetune",
+        "Specialise a registered version on the config's data source (full or LoRA); gated against that base.",
+    ),
+    Deployment(
+        "merge",
+        "flows/merge.py:merge",
+        "Merge registered specialists by their parameters (no training); scored, gated and registered with lineage.",
     ),
 )
 WORK_POOL = "foundry"

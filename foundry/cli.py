@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from foundry.cli_adapt import add_adapt_commands
 from foundry.cli_align import add_commands as add_alignment_commands
 from foundry.cli_search import add_search_command
 from foundry.config import ConfigError, FoundryConfig, load_config, to_yaml
@@ -236,9 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     _config_args(run)
     run.set_defaults(func=cmd_run)
 
-    retrain = commands.add_parser(
-        "retrain", help="fine-tune the champion on what is new in the source (the retrain flow)"
-    )
+    retrain = commands.add_parser("retrain", help="fine-tune the champion on what is new in its source (retrain flow)")
     _config_args(retrain)
     retrain.set_defaults(func=cmd_retrain)
 
@@ -322,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     deployments.set_defaults(func=cmd_deployments)
     add_alignment_commands(commands, _config_args, _load)
     add_search_command(commands, _config_args, _load, _summary_text)
+    add_adapt_commands(commands, _config_args, _load, _summary_text)
     return parser
 
 

@@ -105,10 +105,19 @@ class GateDecision(_Value):
     champion_version: str | None = None
     min_improvement: float = 0.0
     old_holdout: OldHoldout | None = None  # None without a champion, or one not compared
+    # A specialist's own champion (`finetune.model_name`), which a new version must beat on the domain holdout
+    incumbent_version: str | None = None
+    incumbent_bits_per_byte: float | None = None
 
     def tags(self) -> dict[str, str]:
         champion, old = self.champion_bits_per_byte, self.old_holdout
-        return {
+        incumbent = {}
+        if self.incumbent_version is not None:
+            incumbent = {
+                "gate.incumbent_version": self.incumbent_version,
+                "gate.incumbent_bits_per_byte": f"{self.incumbent_bits_per_byte:.6f}",
+            }
+        return incumbent | {
             "gate.verdict": self.verdict,
             "gate.passed": str(self.passed).lower(),
             "gate.challenger_bits_per_byte": f"{self.challenger_bits_per_byte:.6f}",
@@ -213,7 +222,7 @@ class LineageRecord(_Value):
     data_source_digest: str
     git_commit: str
     git_dirty: str
-    parent_model: str  # models:/NAME/VERSION it was fine-tuned from, or ""
+    parent_model: str  # models:/NAME/VERSION it was fine-tuned from, several comma-separated for a merge, or ""
     packages: dict[str, str]
     config: dict[str, Any]
     holdout_bits_per_byte: str

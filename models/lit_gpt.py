@@ -9,6 +9,7 @@ import lightning as L
 import torch
 
 from models.gpt import GPT, GPTConfig
+from models.lora import LoRASpec, adapter_state_dict, add_lora, merge_lora, trainable_share
 
 
 def warmup_cosine(step: int, warmup: int, total: int, floor: float) -> float:
@@ -66,6 +67,18 @@ class LitGPT(L.LightningModule):
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.model(idx)[0]
+
+    def add_adapters(self, spec: LoRASpec) -> tuple[int, int]:
+        """Freeze the model and train LoRA adapters instead (before fitting, so a resume restores them);
+        returns (trainable, total) parameters."""
+        add_lora(self.model, spec)
+        return trainable_share(self.model)
+
+    def merge_adapters(self) -> dict[str, torch.Tensor]:
+        """Fold the adapters into the weights (the model is the base architecture again); returns them."""
+        adapters = adapter_state_dict(self.model)
+        merge_lora(self.model)
+        return adapters
 
     def training_step(self, batch, batch_idx):
         x, y = batch

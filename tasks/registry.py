@@ -41,6 +41,14 @@ def champion_parent(config: FoundryConfig, home: Path) -> ParentModel:
     return fetch_champion(config.registry.model_name, home)
 
 
+@task(name="base-model", cache_policy=NO_CACHE)
+def base_model(model_uri: str, home: Path) -> ParentModel:
+    """Any registered version a fine-tune starts from (downloaded once per version)."""
+    from foundry.registry.parent import fetch_version
+
+    return fetch_version(model_uri, home)
+
+
 @task(name="whats-new", cache_policy=NO_CACHE)
 def whats_new(source_manifest: SourceManifest, parent: ParentModel, run: RunContext) -> list[str]:
     """Source files the parent never saw; recorded on the run either way, and announced when there are none."""
@@ -65,23 +73,49 @@ def judge(
 ) -> GateDecision:
     """The promotion gate's inputs and verdict: the champion is scored on this same holdout, and both on the
     champion's own holdout (the forgetting guard)."""
-    from foundry.evaluation.report import summary_table
     from foundry.registry.gate import decide
 
     built_on = parent.data.data_version if parent is not None else None
-    decision = decide(config, checkpoint, metrics, data_dir, data, run.home, built_on)
+    return _recorded(decide(config, checkpoint, metrics, data_dir, data, run.home, built_on), metrics, run)
+
+
+@task(name="judge-specialist", cache_policy=NO_CACHE)
+def judge_specialist(
+    config: FoundryConfig,
+    checkpoint: Path,
+    metrics: dict,
+    data_dir: Path,
+    data: DataVersion,
+    run: RunContext,
+    base: ParentModel,
+) -> GateDecision:
+    """A domain fine-tune's gate: better than its base on the domain holdout, not forgetting the base's."""
+    from foundry.registry.gate import decide_specialist
+
+    return _recorded(decide_specialist(config, checkpoint, metrics, data_dir, data, run.home, base.uri), metrics, run)
+
+
+def _recorded(decision: GateDecision, metrics: dict, run: RunContext) -> GateDecision:
+    """The decision on the run: the summary table, the verdict tags and the forgetting guard's scores."""
+    from foundry.evaluation.report import summary_table
+
     table = summary_table(metrics, decision.champion_bits_per_byte)
     tracking.client().log_table(run.run_id, table, "evaluation/summary.json")
     tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
+    scores = {}
+    if decision.champion_bits_per_byte is not None:  # the champion's, or for a fine-tune its base's
+        scores["gate/champion_bits_per_byte"] = decision.champion_bits_per_byte
     if decision.old_holdout is not None:
         old = decision.old_holdout
-        tracking.log_metrics(
-            run.run_id,
-            {
-                "gate/old_holdout_bits_per_byte": old.challenger_bits_per_byte,
-                "gate/old_holdout_regression": old.regression,
-            },
-        )
+        scores |= {
+            "gate/old_holdout_bits_per_byte": old.challenger_bits_per_byte,
+            "gate/champion_old_holdout_bits_per_byte": old.champion_bits_per_byte,
+            "gate/old_holdout_regression": old.regression,
+        }
+    if decision.incumbent_bits_per_byte is not None:  # a specialist's own champion, on the domain holdout
+        scores["gate/incumbent_bits_per_byte"] = decision.incumbent_bits_per_byte
+    if scores:
+        tracking.log_metrics(run.run_id, scores)
     return decision
 
 

@@ -43,6 +43,8 @@ def train_task(config: FoundryConfig, data_dir: Path, data: DataVersion, run: Ru
         checkpoints = finish_attempt(attempt, own) if attempt != own else own
     for name in (LAST, MANIFEST):  # each once, at the end: no copy per save
         tracking.log_artifact(run.run_id, checkpoints / name, "checkpoints")
+    if (checkpoints / "adapter.pt").is_file():  # LoRA: the adapters alone, beside the model they are merged into
+        tracking.log_artifact(run.run_id, checkpoints / "adapter.pt", "adapter")
     return checkpoints / "model.pt"
 
 

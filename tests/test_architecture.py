@@ -18,7 +18,15 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("foundry", "flows", "tasks", "models")
 # Flow modules are entry points: a Prefect worker imports them directly, so they set up the environment.
-ENTRY_MODULES = {"flows.train_pipeline", "flows.retrain", "flows.reproduce", "flows.search", "flows.align"}
+ENTRY_MODULES = {
+    "flows.align",
+    "flows.train_pipeline",
+    "flows.retrain",
+    "flows.reproduce",
+    "flows.search",
+    "flows.merge",
+    "flows.finetune",
+}
 
 
 def module_files() -> dict[str, Path]:
@@ -124,6 +132,7 @@ def test_layers_point_one_way():
         "foundry.cli": ("flows", "tasks"),
         "foundry.cli_align": ("flows",),
         "foundry.cli_search": ("flows",),
+        "foundry.cli_adapt": ("flows",),
         "foundry.ops": ("prefect",),  # `foundry doctor` asks Prefect itself whether it sends telemetry
     }
     wrong = []

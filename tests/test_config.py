@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -293,6 +294,8 @@ def test_the_flow_parameter_is_the_config_form():
         "registry",
         "retrain",
         "align",
+        "finetune",
+        "merge",
         "search",
     }
     train = definitions["TrainConfig"]["properties"]
@@ -319,3 +322,46 @@ def test_the_align_section_rejects_unknown_keys_and_methods():
         load_config(None, ["align.method=ppo"])
     with pytest.raises(ConfigError, match="align.beta = 0"):
         load_config(None, ["align.beta=0"])
+
+
+# --- finetune and merge ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("assignment", "fragment"),
+    [
+        ("finetune.method=qlora", "finetune.method = 'qlora'"),
+        ("finetune.lora_rank=0", "finetune.lora_rank = 0"),
+        ("finetune.lora_targets=[attn.qkv, lm_head]", "finetune.lora_targets.1 = 'lm_head'"),
+        ("finetune.lora_targets=[]", "finetune.lora_targets = []"),
+        ("merge.method=soup", "merge.method = 'soup'"),
+        ("merge.density=0", "merge.density = 0"),
+        ("merge.weights=[1, -0.5]", "every weight must be positive"),
+        ("merge.model_name=-bad", "merge.model_name = '-bad'"),
+    ],
+)
+def test_finetune_and_merge_values_are_checked(assignment, fragment):
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        load_config(None, [assignment])
+
+
+def test_specialist_and_merge_names_derive_from_the_base():
+    config = FoundryConfig()
+    assert config.finetune.resolved_model_name("foundry-gpt", "/data/legal/contracts/") == "foundry-gpt-contracts"
+    assert config.finetune.resolved_model_name("it-gpt", "stdlib://email") == "it-gpt-email"
+    assert config.finetune.resolved_model_name("g", "s3://bucket/a b+c.jsonl") == "g-a-b-c.jsonl"
+    assert load_config(None, ["finetune.model_name=legal"]).finetune.resolved_model_name("g", "/x") == "legal"
+    assert config.merge.resolved_model_name("foundry-gpt") == "foundry-gpt-merged"
+
+
+def test_the_finetune_and_merge_flows_take_their_models_and_the_config_form():
+    from prefect.utilities.callables import parameter_schema
+
+    from flows.finetune import finetune
+    from flows.merge import merge
+
+    for flow, models in ((finetune, "model"), (merge, "models")):
+        schema = parameter_schema(flow).model_dump()
+        assert list(schema["properties"]) == [models, "config"] and schema["required"] == [models]
+        assert schema["definitions"]["FinetuneConfig"]["properties"]["method"]["enum"] == ["full", "lora"]
+        assert "ties" in schema["definitions"]["MergeConfig"]["properties"]["method"]["enum"]

@@ -167,3 +167,20 @@ def test_cli_prints_the_plan(capsys):
     out = capsys.readouterr().out
     assert "micro-batch of 4 x 32 tokens" in out and "fits         micro-batch" in out
     assert main(["plan", "--device-memory", "eighty"]) == 2
+
+
+def test_lora_counts_gradients_and_optimizer_state_for_the_adapters_only():
+    """The adapters are what `add_lora` adds to the real model; the frozen weights have no gradients or moments."""
+    from foundry.training.trainer import model_args
+    from models.lora import LoRASpec, add_lora, trainable_share
+
+    full = config("train.init_from=parent.pt")
+    lora = config("train.init_from=parent.pt", "finetune.method=lora", "finetune.lora_rank=4")
+    model = GPT(GPTConfig(**model_args(lora, lora.tokenizer.vocab_size)))
+    add_lora(model, LoRASpec(rank=4))
+    trainable, total = trainable_share(model)
+    plan, full_plan = estimate(lora), estimate(full)
+    assert (plan.params, plan.gradients, plan.optimizer) == (total, 4 * trainable, 8 * trainable)
+    assert plan.parameters == 4 * total and plan.peak < full_plan.peak
+    one_target = estimate(config("finetune.method=lora", "finetune.lora_rank=4", "finetune.lora_targets=[fc]"))
+    assert one_target.gradients == 4 * 4 * (32 + 4 * 32)  # one block, mlp.fc only: rank x (in + out)

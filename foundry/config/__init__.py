@@ -1,6 +1,7 @@
 """The one typed config: flow parameters, DVC params.yaml and MLflow params all come from here.
 
-One module per group of sections (`data`, `training`, `evaluation`, `align`; `search` lives with the search).
+One module per group of sections (`data`, `training`, `evaluation`, `align`, `adapt`; `search` lives with the
+search).
 Defaults in these files are the source of truth; `params.yaml` is written from them
 (`foundry config --defaults --write params.yaml`) and a test keeps the two equal.
 """
@@ -14,6 +15,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError, field_validator
 
+from foundry.config.adapt import FinetuneConfig, MergeConfig
 from foundry.config.align import AlignConfig
 from foundry.config.base import _Section
 from foundry.config.data import PII_KINDS, DataConfig
@@ -28,7 +30,9 @@ __all__ = [
     "ConfigError",
     "DataConfig",
     "EvaluationConfig",
+    "FinetuneConfig",
     "FoundryConfig",
+    "MergeConfig",
     "ModelConfig",
     "RegistryConfig",
     "RetrainConfig",
@@ -51,6 +55,8 @@ class FoundryConfig(_Section):
     registry: RegistryConfig = RegistryConfig()
     retrain: RetrainConfig = RetrainConfig()
     align: AlignConfig = AlignConfig()
+    finetune: FinetuneConfig = FinetuneConfig()
+    merge: MergeConfig = MergeConfig()
     search: SearchConfig = SearchConfig()  # last: its validator checks the space against the sections above
     _search_fits = field_validator("search")(search_fits_config)
 

@@ -222,3 +222,58 @@ def decide_alignment(config: FoundryConfig, metrics: dict[str, float]) -> Alignm
         checks=checks,
         max_regression=e.max_regression,
     )
+
+
+def decide_specialist(
+    config: FoundryConfig,
+    challenger: Path,
+    metrics: dict[str, float],
+    data_dir: Path,
+    data: DataVersion,
+    home: Path,
+    base_uri: str,
+) -> GateDecision:
+    """The gate of a domain fine-tune: it must beat the base model it started from on the domain holdout (the
+    base re-scored there), and may lose at most `evaluation.max_regression` bits per byte on the base's own
+    holdout (the forgetting guard). The base's scores on both are the `champion_*` fields of the decision. A
+    specialist that has a champion already (`finetune.model_name`) must beat that one on the domain holdout too
+    (re-scored there when its data version differs), or a weaker version would replace a stronger one."""
+    e = config.evaluation
+    if withdrawn := versions.recover(config.registry.model_name):  # left half-published by a dead run
+        log.warning("withdrew versions %s of %s, left half-published", withdrawn, config.registry.model_name)
+    base = versions.resolve(base_uri)
+    challenger_bpb = metrics["holdout/bits_per_byte"]
+    base_bpb = champion_bits_per_byte(base, config, data_dir, data, home)
+    old = old_holdout(base, challenger, metrics, base_bpb, config, data_dir, data, home)
+    if challenger_bpb <= base_bpb - e.min_improvement and challenger_bpb < base_bpb:
+        passed, verdict = True, f"{challenger_bpb:.4f} beats the base's {base_bpb:.4f} bits/byte on the domain holdout"
+    else:
+        passed = False
+        verdict = f"{challenger_bpb:.4f} does not beat the base's {base_bpb:.4f} bits/byte on the domain holdout"
+    if passed and old.forgets:
+        passed, verdict = (
+            False,
+            f"forgets: {old.challenger_bits_per_byte:.4f} against the base's {old.champion_bits_per_byte:.4f} "
+            f"bits/byte on the base's holdout, worse by {old.regression:.4f}, more than the {e.max_regression} "
+            f"allowed; on the domain holdout {verdict}",
+        )
+    incumbent = versions.champion(config.registry.model_name)  # fails closed: an error is not "no champion"
+    incumbent_bpb = None if incumbent is None else champion_bits_per_byte(incumbent, config, data_dir, data, home)
+    if passed and incumbent_bpb is not None and not challenger_bpb < incumbent_bpb:
+        passed = False
+        verdict = (
+            f"{challenger_bpb:.4f} does not beat the specialist's champion v{incumbent.version} "
+            f"({incumbent_bpb:.4f} bits/byte) on the domain holdout, though {verdict}"
+        )
+    return GateDecision(
+        incumbent_version=None if incumbent is None else str(incumbent.version),
+        incumbent_bits_per_byte=incumbent_bpb,
+        passed=passed,
+        make_champion=passed and config.registry.auto_promote,
+        verdict=verdict,
+        challenger_bits_per_byte=challenger_bpb,
+        champion_bits_per_byte=base_bpb,
+        champion_version=str(base.version),
+        min_improvement=e.min_improvement,
+        old_holdout=old,
+    )

@@ -64,7 +64,7 @@ def recorded_config(version) -> dict:
 
 
 def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:
-    """The model version's record, then its parent's (when it was fine-tuned from one), and so on."""
+    """The model version's record, then its parents' (the one it was fine-tuned from, or those it merges), and so on."""
     version = registry.resolve(model_uri)
     tags = version.tags
     run = tracking.client().get_run(version.run_id)
@@ -86,8 +86,9 @@ def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:
         remote_files=remote_files(version.run_id),
     )
     chain = [record]
-    if record.parent_model and depth > 1:
-        chain += lineage(record.parent_model, depth - 1)
+    if depth > 1:  # a merge has several parents (comma-separated); an ancestor they share is listed once
+        for parent in filter(None, (uri.strip() for uri in record.parent_model.split(","))):
+            chain += [r for r in lineage(parent, depth - 1) if r.model not in {c.model for c in chain}]
     return chain
 
 

@@ -8,6 +8,8 @@ Counted from the model's shapes, not measured, so it runs in milliseconds withou
     DDP buckets  4 B each when several processes all-reduce gradients
     activations  what autograd saves for the backward pass, per micro-batch (see `_saved_bytes`)
 
+With `finetune.method: lora` the frozen weights have no gradients, optimizer state or buckets: those count
+the adapters only (`adapter_params`), whose own activations (a rank-wide vector per projection) are left out.
 FSDP shards parameters, gradients and optimizer state across all processes, but keeps the root
 module (embeddings) and about two blocks unsharded while they compute.
 The peak is the larger of the two moments that matter: the start of the backward pass (all
@@ -67,6 +69,16 @@ def n_params(m: ModelConfig, vocab_size: int) -> int:
     return root_params(m, vocab_size) + m.n_layer * block_params(m)
 
 
+def adapter_params(config: FoundryConfig) -> int:
+    """Parameters LoRA trains: rank x (in + out) for every targeted projection of every block; 0 for full."""
+    f, c = config.finetune, config.model.n_embd
+    if f.method != "lora":
+        return 0
+    shapes = {"attn.qkv": c + 3 * c, "attn.proj": c + c, "mlp.fc": c + 4 * c, "mlp.proj": 4 * c + c}
+    chosen = [k for k in shapes if any(k == t or k.endswith(f".{t}") for t in f.lora_targets)]
+    return config.model.n_layer * f.lora_rank * sum(shapes[k] for k in chosen)
+
+
 def _saved_bytes(config: FoundryConfig, vocab_size: int, micro_batch: int, on_gpu: bool) -> int:
     """Activations autograd keeps from the forward pass to the backward pass of one micro-batch."""
     m = config.model
@@ -105,6 +117,11 @@ def estimate(config: FoundryConfig, micro_batch: int | None = None, on_gpu: bool
     else:
         weights, grads, moments = 4 * n, 4 * n, 8 * n
         buckets = 4 * n if world > 1 else 0
+    if adapters := adapter_params(config):  # frozen weights: gradients and moments for the adapters only
+        trained = adapters // world if t.strategy == "fsdp" else adapters
+        n += adapters
+        weights, grads, moments = weights + 4 * trained, 4 * trained, 8 * trained
+        buckets = 4 * adapters if world > 1 and t.strategy != "fsdp" else 0
     casts = (
         2 * n if config.train.resolved_precision(on_gpu) != "32-true" else 0
     )  # 16-bit weight copies autocast keeps for backward

@@ -240,14 +240,20 @@ def train(
     if config.train.init_from and resume_from is None:  # warm start; a resumed run already holds its progress
         parent = torch.load(config.train.init_from, map_location="cpu", weights_only=True)
         module.model.load_state_dict(parent["state_dict"])
+    lora = config.finetune.method == "lora"
+    share = module.add_adapters(lora_spec(config)) if lora else None  # after the warm start, before a resume
     io = ManifestCheckpointIO(checkpoint_dir, config.checkpoint.keep_last, config.checkpoint.async_save)
     trainer = _trainer(config, run_id, io, progress, progress_file, callbacks)
     train_loader, val_loader = _loaders(config, data_dir, trainer.global_rank, trainer.world_size, manifest)
     if resume_from is not None:
         log.info("resuming from %s", resume_from)
     if run_id is not None and trainer.global_rank == 0:
-        _record_resume(run_id, resume_from)
+        _record_resume(run_id, resume_from, share)
     trainer.fit(module, train_loader, val_loader, ckpt_path=str(resume_from) if resume_from else None)
+    if lora:  # the registered model is the base architecture with the adapters merged in; they are kept too
+        adapters = module.merge_adapters()
+        if trainer.global_rank == 0:
+            torch.save(adapters, checkpoint_dir / "adapter.pt")
     state = trainer.strategy.lightning_module_state_dict()  # all ranks: a collective under FSDP
     weights = {k.removeprefix("model."): v.detach().cpu() for k, v in state.items()}
     final = checkpoint_dir / "model.pt"
@@ -259,7 +265,19 @@ def train(
     return final
 
 
-def _record_resume(run_id: str, resume_from: Path | None) -> None:
+def lora_spec(config: FoundryConfig):
+    from models.lora import LoRASpec
+
+    f = config.finetune
+    if not config.train.init_from:
+        raise ValueError(
+            "finetune.method lora trains adapters on a model's weights: set train.init_from (foundry finetune does)"
+        )
+    return LoRASpec(rank=f.lora_rank, alpha=f.lora_alpha, dropout=f.lora_dropout, targets=tuple(f.lora_targets))
+
+
+def _record_resume(run_id: str, resume_from: Path | None, share: tuple[int, int] | None = None) -> None:
+    """Where this attempt started, and with adapters, the parameters it trains."""
     from mlflow import MlflowClient
 
     from foundry.checkpointing.manifest import read_manifest
@@ -270,6 +288,10 @@ def _record_resume(run_id: str, resume_from: Path | None) -> None:
         else next(e.step for e in read_manifest(resume_from.parent) if e.file == resume_from.name)
     )
     MlflowClient().set_tag(run_id, "resumed_from_step", str(step))
+    if share is not None:
+        trainable, total = share
+        MlflowClient().log_metric(run_id, "finetune/trainable_params", trainable)
+        MlflowClient().log_metric(run_id, "finetune/trainable_share", trainable / total)
 
 
 def weights_digest(state_dict: dict[str, torch.Tensor]) -> str:

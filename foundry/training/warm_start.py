@@ -72,3 +72,15 @@ def chat_base(parent: ParentModel, home: Path) -> ParentModel:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return parent.model_copy(update={"weights": str(folder / "model.pt"), "tokenizer": str(folder / "tokenizer.json")})
+
+
+def specialist_config(config: FoundryConfig, parent: ParentModel) -> FoundryConfig:
+    """A domain fine-tune of `parent`: its model shape and tokenizer, started from its weights, this config's
+    data, `train` and `finetune` settings, registered under `finetune.model_name` (derived by default)."""
+    raw = config.model_dump(mode="json")
+    raw["model"] = parent.config["model"]
+    raw["tokenizer"] = {**parent.config["tokenizer"], "from_file": parent.tokenizer}
+    raw["train"]["init_from"] = parent.weights
+    base_name = parent.uri.removeprefix("models:/").split("/")[0]
+    raw["registry"]["model_name"] = config.finetune.resolved_model_name(base_name, config.data.source_list[0])
+    return validate(raw)

@@ -1,0 +1,55 @@
+"""Domain fine-tuning: specialise any registered version on an organisation's own data, through the same
+data chain as pretraining (PII scrubbing included), the same training code, and a gate against the base.
+
+    foundry finetune models:/foundry-gpt@champion --set data.source=/data/contracts [--set finetune.method=lora]
+
+or from Python: `finetune(model="models:/foundry-gpt/3", config=FoundryConfig())`.
+"""
+
+from __future__ import annotations
+
+from foundry.env import configure_environment
+
+configure_environment()  # an entry point: `foundry finetune` and Prefect workers import this module directly
+
+from prefect import flow, runtime  # noqa: E402
+
+from foundry.config import FoundryConfig  # noqa: E402
+from foundry.contracts import PipelineResult  # noqa: E402
+from foundry.env import foundry_home  # noqa: E402
+from foundry.tracking import pipeline_run  # noqa: E402
+from foundry.training.warm_start import specialist_config  # noqa: E402
+from tasks.data import acquire, dataset, hydrate  # noqa: E402
+from tasks.evaluation import evaluate  # noqa: E402
+from tasks.locks import promotion_lock  # noqa: E402
+from tasks.registry import base_model, champion_data, judge_specialist, register  # noqa: E402
+from tasks.training import train  # noqa: E402
+
+
+@flow(name="finetune", log_prints=True)
+def finetune(model: str, config: FoundryConfig = FoundryConfig()) -> PipelineResult:
+    """Start from `model`'s weights, tokenizer and architecture; acquire, prepare (its holdout sticky on the
+    specialist's own champion's ledger), train (`finetune.method`), evaluate, judge against the base, register."""
+    base = base_model(model, foundry_home())  # fails closed: a registry error stops here
+    tuned = specialist_config(config, base)
+    tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.stage": "finetune", "parent_model": base.uri}
+    with pipeline_run(tuned, runtime.flow_run.name, tags) as run:
+        source_manifest = acquire(tuned, run)
+        previous = champion_data(tuned, run)  # the specialist's champion: its ledger keeps each document's split
+        data = dataset(tuned, source_manifest, run, previous)
+        data_dir = hydrate(data, run)
+        checkpoint = train(tuned, data_dir, data, run)
+        metrics = evaluate(tuned, checkpoint, data_dir, run)
+        with promotion_lock(tuned.registry.model_name, run.home):  # one flow at a time moves its aliases
+            decision = judge_specialist(tuned, checkpoint, metrics, data_dir, data, run, base)
+            outcome = register(tuned, checkpoint, data_dir, data, metrics, decision, run, parent=base.uri)
+    return PipelineResult(
+        run_id=run.run_id,
+        model_name=tuned.registry.model_name,
+        model_version=outcome.version,
+        data_version=data.data_version,
+        metrics=metrics,
+        promoted=outcome.promoted,
+        verdict=outcome.verdict,
+        parent=base.uri,
+    )

@@ -1,0 +1,47 @@
+"""Merging specialists by their parameters: no training, so it takes seconds.
+
+    foundry merge models:/legal/1 models:/medical/1 --method ties [--base models:/foundry-gpt/3]
+
+or from Python: `merge(models=["models:/legal/1", "models:/medical/1"], config=FoundryConfig())`.
+"""
+
+from __future__ import annotations
+
+from foundry.env import configure_environment
+
+configure_environment()  # an entry point: `foundry merge` and Prefect workers import this module directly
+
+from prefect import flow, runtime  # noqa: E402
+
+from foundry.adapt.contracts import MergeResult  # noqa: E402
+from foundry.config import FoundryConfig  # noqa: E402
+from foundry.tracking import pipeline_run  # noqa: E402
+from tasks.locks import promotion_lock  # noqa: E402
+from tasks.merge import judge_merge, merge_base, merge_weights, register_merge, score_merge  # noqa: E402
+
+
+@flow(name="merge", log_prints=True)
+def merge(models: list[str], config: FoundryConfig = FoundryConfig()) -> MergeResult:
+    """Find the models' common ancestor, merge their task vectors onto it (`merge.method`), score the merge on
+    every parent's holdout and the base's, judge it (`merge.max_gap`), register it with every parent."""
+    if len(models) < 2:
+        raise ValueError(f"a merge needs at least two models, got {models}")
+    tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.stage": "merge"}
+    with pipeline_run(config, runtime.flow_run.name, tags) as run:
+        parents, base = merge_base(models, config, run)
+        merged = merge_weights(parents, base, config, run)
+        scores = score_merge(merged, parents, base, config, run)
+        name = config.merge.resolved_model_name(base.removeprefix("models:/").split("/")[0])
+        with promotion_lock(name, run.home):  # one flow at a time moves its aliases
+            decision = judge_merge(scores, config, run)
+            name, outcome = register_merge(merged, parents, base, decision, config, run)
+    return MergeResult(
+        run_id=run.run_id,
+        model_name=name,
+        model_version=outcome.version,
+        method=config.merge.method,
+        base=base,
+        parents=parents,
+        decision=decision,
+        promoted=outcome.promoted,
+    )

@@ -1,0 +1,1 @@
+"""Specialising a registered model (fine-tuning) and merging specialists by their parameters."""

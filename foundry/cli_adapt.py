@@ -1,0 +1,63 @@
+"""`foundry finetune` and `foundry merge`: specialising a registered model and merging specialists from the
+command line (kept apart from foundry/cli.py,
+which registers it, for room)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+def add_adapt_commands(commands, config_args: Callable, load: Callable, summary: Callable) -> None:
+    finetune = commands.add_parser(
+        "finetune", help="specialise a registered version on the configured data source (the finetune flow)"
+    )
+    finetune.add_argument("model", metavar="MODEL_URI", help="models:/NAME/VERSION or models:/NAME@ALIAS to start from")
+    config_args(finetune)
+    finetune.set_defaults(func=lambda args: cmd_finetune(args, load, summary))
+    merge = commands.add_parser(
+        "merge", help="merge two or more registered versions of one architecture by their parameters (no training)"
+    )
+    merge.add_argument("models", nargs="+", metavar="MODEL_URI", help="models:/NAME/VERSION or models:/NAME@ALIAS")
+    config_args(merge)
+    merge.add_argument("--method", choices=("linear", "task_arithmetic", "ties", "dare_ties"), help="merge.method")
+    merge.add_argument("--base", metavar="MODEL_URI", help="merge.base (default: the models' common ancestor)")
+    merge.add_argument("--weights", type=float, nargs="+", metavar="W", help="merge.weights, one per model")
+    merge.add_argument("--force", action="store_true", help="merge onto --base even if it is not their ancestor")
+    merge.set_defaults(func=lambda args: cmd_merge(args, load))
+
+
+def cmd_finetune(args: argparse.Namespace, load: Callable, summary: Callable) -> int:
+    config = load(args)
+    from flows.finetune import finetune
+
+    result = finetune(model=args.model, config=config)
+    print(summary(result) + f"\nparent     {result.parent}")
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace, load: Callable) -> int:
+    """The options are shorthands for `--set merge.KEY=VALUE`; they win over the config file and --set."""
+    shorthands = {"method": args.method, "base": args.base, "weights": args.weights, "force": args.force or None}
+    args.overrides += [f"merge.{key}={value}" for key, value in shorthands.items() if value is not None]
+    config = load(args)
+    from flows.merge import merge
+
+    result = merge(models=args.models, config=config)
+    print(merge_summary(result))
+    return 0  # refused by the gate is an outcome (a challenger), as for `foundry run`
+
+
+def merge_summary(result) -> str:
+    status = "champion" if result.promoted else "challenger"
+    lines = [
+        "── Foundry merge finished ────────────────────────────────────────────",
+        f"model      {result.model_uri}  (alias: {status}; {result.decision.verdict})",
+        f"recipe     {result.method} of {', '.join(result.parents)} onto {result.base}",
+        "holdout of                        merged    base  specialist  (bits/byte)",
+    ]
+    for s in result.decision.scores:
+        own = "-" if s.specialist_bits_per_byte is None else f"{s.specialist_bits_per_byte:.4f}"
+        lines.append(f"{s.holdout_of:32s} {s.merged_bits_per_byte:7.4f} {s.base_bits_per_byte:7.4f} {own:>11s}")
+    lines.append(f"MLflow run {result.run_id}")
+    return "\n".join(lines)

@@ -1,0 +1,157 @@
+"""The merge flow under a real Prefect server and MLflow registry, on specialists of the session's `it-gpt`.
+
+The specialists are it-gpt v1 trained a few more steps on its own training split (two seeds), or spoilt with
+noise, and registered with `parent_model` models:/it-gpt/1 and it-gpt's data version, as a fine-tune records
+them; their holdout is therefore it-gpt's own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from foundry import tracking
+from foundry.config import load_config
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+BASE = "models:/it-gpt/1"
+
+
+def tiny(*overrides: str):
+    return load_config(REPO_ROOT / "configs" / "tiny.yaml", ["registry.model_name=it-gpt", *overrides])
+
+
+def register_specialist(name: str, home: Path, change, **model_args) -> str:
+    """it-gpt v1's weights changed by `change(model, train_tokens)`, registered as `name` v1 (champion)."""
+    from foundry.registry import versions
+    from foundry.registry.lineage import recorded_config
+    from foundry.registry.parent import data_of
+    from foundry.serving.package import log_model
+    from foundry.training.trainer import save_model
+    from models.gpt import GPT, GPTConfig
+
+    base = tracking.client().get_model_version("it-gpt", "1")
+    files = versions.download(base, home)
+    saved = torch.load(files / "model.pt", map_location="cpu", weights_only=True)
+    args = saved["model_args"] | model_args
+    model = GPT(GPTConfig(**args))
+    if not model_args:
+        model.load_state_dict(saved["state_dict"])
+    from foundry.data.shards import load_split
+
+    change(model, np.asarray(load_split(data_of(base, home).dir, "train"), dtype=np.int64))
+    path = home / "specialists" / name / "model.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_model(path, args, model.state_dict(), tiny(), base.tags["data_version"])
+    run = tracking.client().create_run(tracking.experiment_id("foundry"), run_name=f"specialist {name}")
+    uri = log_model(run.info.run_id, path, files / "tokenizer.json")
+    tracking.client().log_dict(run.info.run_id, recorded_config(base), "config.json")  # as a training run records it
+    tags = {k: base.tags[k] for k in ("data_version", "data.remote")} | {"parent_model": BASE}
+    return versions.publish(uri, name, run.info.run_id, tags, True, "a specialist of it-gpt v1").version
+
+
+def train_more(seed: int, steps: int = 15):
+    def change(model, tokens):
+        generator = torch.Generator().manual_seed(seed)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        block = model.config.block_size
+        for _ in range(steps):
+            starts = torch.randint(0, len(tokens) - block - 1, (8,), generator=generator).tolist()
+            rows = torch.from_numpy(np.stack([tokens[s : s + block + 1] for s in starts]))
+            optimizer.zero_grad()
+            model(rows[:, :-1], rows[:, 1:])[1].backward()
+            optimizer.step()
+
+    return change
+
+
+def spoil(model, _tokens):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.5 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+
+
+@pytest.fixture(scope="module")
+def specialists(base_model, foundry_home):
+    for name, change in (("mg-a", train_more(1)), ("mg-b", train_more(2)), ("mg-spoilt", spoil)):
+        register_specialist(name, foundry_home, change)
+    return "models:/mg-a/1", "models:/mg-b/1", "models:/mg-spoilt/1"
+
+
+def test_a_merge_of_two_specialists_passes_the_gate_and_records_every_parent(specialists, prefect_harness):
+    from flows.merge import merge
+    from foundry.registry.lineage import lineage
+
+    a, b, _ = specialists
+    result = merge(models=[a, "models:/mg-b@champion"], config=tiny("merge.method=linear", "merge.model_name=mg-ab"))
+    assert result.parents == [a, b] and result.base == BASE  # the common ancestor, found in their lineage
+    assert result.decision.passed and result.promoted, result.decision.verdict
+    on_a, on_b, on_base = result.decision.scores
+    assert [s.holdout_of for s in result.decision.scores] == [a, b, BASE]
+    assert on_a.merged_bits_per_byte < on_a.base_bits_per_byte and on_base.specialist_bits_per_byte is None
+    assert on_a.merged_bits_per_byte - on_a.specialist_bits_per_byte <= 0.05
+
+    version = tracking.client().get_model_version("mg-ab", result.model_version)
+    assert version.tags["parent_model"] == f"{a},{b}" and version.tags["merge.base"] == BASE
+    assert json.loads(version.tags["merge.recipe"])["method"] == "linear"
+    assert "## Recipe (no training)" in version.description and f"{a} x 1.0" in version.description
+    chain = [record.model for record in lineage(result.model_uri)]
+    assert chain == [result.model_uri, a, BASE, b]  # every parent, and their base once
+    metrics = tracking.client().get_run(result.run_id).data.metrics
+    assert metrics["holdout.mg-a_v1/merged_bits_per_byte"] == pytest.approx(on_a.merged_bits_per_byte)
+
+
+def test_a_merge_worse_than_the_base_is_refused_through_the_cli(specialists, prefect_harness, capsys):
+    from foundry.cli import main
+
+    a, _, spoilt = specialists
+    config = str(REPO_ROOT / "configs" / "tiny.yaml")
+    argv = ["merge", a, spoilt, "--config", config, "--method", "ties", "--set", "merge.model_name=mg-bad"]
+    assert main(argv) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "models:/mg-bad/1  (alias: challenger; on models:/mg-a/1's holdout" in out
+    version = tracking.client().get_model_version("mg-bad", "1")
+    assert version.tags["gate.passed"] == "false" and version.aliases == ["challenger"]
+    assert "does not beat the base's" in version.tags["gate.verdict"]
+
+
+def test_a_base_that_is_not_the_common_ancestor_or_another_architecture_is_refused(
+    specialists, prefect_harness, foundry_home
+):
+    from flows.merge import merge
+    from models.merge import MergeRefused
+
+    a, b, _ = specialists
+    with pytest.raises(MergeRefused, match=rf"base {a} is not the common ancestor .* \({BASE}\)"):
+        merge(models=[a, b], config=tiny(f"merge.base={a}", "merge.model_name=mg-refused"))
+    register_specialist("mg-wide", foundry_home, lambda model, tokens: None, n_layer=2)
+    with pytest.raises(
+        MergeRefused,
+        match=r"cannot merge models:/mg-wide/1 with models:/it-gpt/1: they differ at model_args\['n_layer'\] \(2 vs 1\)",
+    ):
+        merge(models=[a, "models:/mg-wide/1"], config=tiny("merge.model_name=mg-refused"))
+    assert tracking.client().search_model_versions("name='mg-refused'") == []
+
+
+def test_each_parent_is_scored_on_its_own_holdout(specialists, prefect_harness):
+    """A real fine-tune on another corpus has its own data version: the merge scores it there, with the
+    specialist's own figure, and the other parent on the base's holdout."""
+    from flows.finetune import finetune
+    from flows.merge import merge
+
+    a, _, _ = specialists
+    steps = ["train.max_steps=10", "train.warmup_steps=2", "train.val_every_n_steps=10"]
+    config = tiny("data.source=stdlib://importlib", "finetune.model_name=mg-importlib", *steps)
+    domain = finetune(model=BASE, config=config)
+    result = merge(models=[a, domain.model_uri], config=tiny("merge.method=linear", "merge.model_name=mg-mixed"))
+    on_a, on_domain, on_base = result.decision.scores
+    assert [s.holdout_of for s in result.decision.scores] == [a, domain.model_uri, BASE]
+    base_data = tracking.client().get_model_version("it-gpt", "1").tags["data_version"]
+    assert on_a.data_version == on_base.data_version == base_data  # mg-a records the base's data
+    assert on_domain.data_version == domain.data_version != base_data
+    assert on_domain.specialist_bits_per_byte == pytest.approx(domain.metrics["holdout/bits_per_byte"], rel=1e-4)
+    assert on_domain.base_bits_per_byte != pytest.approx(on_a.base_bits_per_byte)  # another holdout, another score
