@@ -17,8 +17,10 @@ from prefect import flow, runtime  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.contracts import PipelineResult  # noqa: E402
 from foundry.env import foundry_home  # noqa: E402
+from foundry.logs import route_library_logs  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
 from foundry.training.warm_start import specialist_config  # noqa: E402
+from tasks.artifacts import flow_config, name_flow_run, publish_data_stage, publish_result  # noqa: E402
 from tasks.data import acquire, dataset, hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
@@ -26,10 +28,17 @@ from tasks.registry import base_model, champion_data, judge_specialist, register
 from tasks.training import train  # noqa: E402
 
 
-@flow(name="finetune", log_prints=True)
+def _run_name() -> str:
+    """`finetune-<method>-<base model's name>`; the data version is added once it is known."""
+    base = str(runtime.flow_run.parameters.get("model", "")).removeprefix("models:/").split("/")[0].split("@")[0]
+    return f"finetune-{flow_config().finetune.method}-{base}"
+
+
+@flow(name="finetune", flow_run_name=_run_name, log_prints=True)
 def finetune(model: str, config: FoundryConfig = FoundryConfig()) -> PipelineResult:
     """Start from `model`'s weights, tokenizer and architecture; acquire, prepare (its holdout sticky on the
     specialist's own champion's ledger), train (`finetune.method`), evaluate, judge against the base, register."""
+    route_library_logs()  # each line once, our INFO lines included
     base = base_model(model, foundry_home())  # fails closed: a registry error stops here
     tuned = specialist_config(config, base)
     tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.stage": "finetune", "parent_model": base.uri}
@@ -38,12 +47,14 @@ def finetune(model: str, config: FoundryConfig = FoundryConfig()) -> PipelineRes
         previous = champion_data(tuned, run)  # the specialist's champion: its ledger keeps each document's split
         data = dataset(tuned, source_manifest, run, previous)
         data_dir = hydrate(data, run)
+        name_flow_run(f"{runtime.flow_run.name}-{data.data_version[:8]}")
+        publish_data_stage(data_dir)
         checkpoint = train(tuned, data_dir, data, run)
         metrics = evaluate(tuned, checkpoint, data_dir, run)
         with promotion_lock(tuned.registry.model_name, run.home):  # one flow at a time moves its aliases
             decision = judge_specialist(tuned, checkpoint, metrics, data_dir, data, run, base)
             outcome = register(tuned, checkpoint, data_dir, data, metrics, decision, run, parent=base.uri)
-    return PipelineResult(
+    result = PipelineResult(
         run_id=run.run_id,
         model_name=tuned.registry.model_name,
         model_version=outcome.version,
@@ -53,3 +64,5 @@ def finetune(model: str, config: FoundryConfig = FoundryConfig()) -> PipelineRes
         verdict=outcome.verdict,
         parent=base.uri,
     )
+    publish_result(result, foundry_home())
+    return result

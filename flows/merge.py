@@ -15,15 +15,18 @@ from prefect import flow, runtime  # noqa: E402
 
 from foundry.adapt.contracts import MergeResult  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
+from foundry.logs import route_library_logs  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
+from tasks.artifacts import flow_config  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
 from tasks.merge import judge_merge, merge_base, merge_weights, register_merge, score_merge  # noqa: E402
 
 
-@flow(name="merge", log_prints=True)
+@flow(name="merge", flow_run_name=lambda: f"merge-{flow_config().merge.method}", log_prints=True)
 def merge(models: list[str], config: FoundryConfig = FoundryConfig()) -> MergeResult:
     """Find the models' common ancestor, merge their task vectors onto it (`merge.method`), score the merge on
     every parent's holdout and the base's, judge it (`merge.max_gap`), register it with every parent."""
+    route_library_logs()  # each line once, our INFO lines included
     if len(models) < 2:
         raise ValueError(f"a merge needs at least two models, got {models}")
     tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.stage": "merge"}

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_align_flow import _prefect_flow_run
 from test_train import wait_for_checkpoint
 
 from foundry import tracking
@@ -73,6 +74,10 @@ def test_a_lora_specialist_trains_adapters_only_merges_them_in_and_records_its_b
     assert "the base's" in tags["gate.verdict"] and "Forgetting guard" in version.description
     chain = lineage(result.model_uri)
     assert [r.model for r in chain] == [result.model_uri, BASE] and chain[-1].data_version == base.data_version
+    flow_run, artifacts = _prefect_flow_run(run.data.tags["prefect.flow_run_id"])
+    assert flow_run.name == f"finetune-lora-it-gpt-{result.data_version[:8]}"
+    assert {"pipeline-summary", "data-stage", "mlflow-run", "model-version"} <= artifacts.keys()
+    assert result.model_uri in artifacts["pipeline-summary"].data
 
 
 def test_a_specialist_that_forgets_the_base_is_refused_and_its_domain_data_is_scrubbed(

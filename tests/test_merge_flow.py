@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_align_flow import _prefect_flow_run
 
 from foundry import tracking
 from foundry.config import load_config
@@ -103,6 +104,8 @@ def test_a_merge_of_two_specialists_passes_the_gate_and_records_every_parent(spe
     assert chain == [result.model_uri, a, BASE, b]  # every parent, and their base once
     metrics = tracking.client().get_run(result.run_id).data.metrics
     assert metrics["holdout.mg-a_v1/merged_bits_per_byte"] == pytest.approx(on_a.merged_bits_per_byte)
+    flow_run, _ = _prefect_flow_run(tracking.client().get_run(result.run_id).data.tags["prefect.flow_run_id"])
+    assert flow_run.name == "merge-linear"
 
 
 def test_a_merge_worse_than_the_base_is_refused_through_the_cli(specialists, prefect_harness, capsys):
