@@ -129,9 +129,9 @@ class GPT(nn.Module):
         self, idx: torch.Tensor, targets: torch.Tensor, segments: torch.Tensor | None = None
     ) -> torch.Tensor:
         """`forward`'s loss, with the output head applied only where a target counts. Supervised fine-tuning
-        counts only assistant tokens (about a third of a packed row of the instruction set), and the head over
-        a 4,100-token vocabulary is about a third of this model's compute per token: skipping the rest makes a
-        step cheaper by about a quarter at the same loss and gradients."""
+        counts only assistant tokens (a quarter of a packed row of the instruction set), and the head over a
+        4,100-token vocabulary is a large share of this small model's compute per token: skipping the other
+        positions makes a step cheaper at the same loss and gradients."""
         counted = targets != -100
         logits = self.lm_head(self.hidden(idx, segments)[counted])
         return F.cross_entropy(logits, targets[counted])
