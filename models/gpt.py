@@ -104,6 +104,14 @@ class GPT(nn.Module):
         """Logits (B, T, V); with targets also the mean cross-entropy in nats per token, over the targets
         that are not -100 (masked). With `segments` (B, T), several sequences share a row: a token attends
         only to earlier tokens of its own segment, and positions count from each segment's start."""
+        logits = self.lm_head(self.hidden(idx, segments))
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100)
+        return logits, loss
+
+    def hidden(self, idx: torch.Tensor, segments: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T, n_embd): the final normalised states the output head reads (see `forward` for `segments`)."""
         T = idx.size(1)
         if T > self.config.block_size:
             raise ValueError(f"sequence of {T} tokens exceeds block_size {self.config.block_size}")
@@ -115,11 +123,18 @@ class GPT(nn.Module):
         x = self.drop(self.wte(idx) + self.wpe(pos))
         for block in self.blocks:
             x = block(x, mask)
-        logits = self.lm_head(self.ln_f(x))
-        if targets is None:
-            return logits, None
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100)
-        return logits, loss
+        return self.ln_f(x)
+
+    def masked_loss(
+        self, idx: torch.Tensor, targets: torch.Tensor, segments: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """`forward`'s loss, with the output head applied only where a target counts. Supervised fine-tuning
+        counts only assistant tokens (a quarter of a packed row of the instruction set), and the head over a
+        4,100-token vocabulary is a large share of this small model's compute per token: skipping the other
+        positions makes a step cheaper at the same loss and gradients."""
+        counted = targets != -100
+        logits = self.lm_head(self.hidden(idx, segments)[counted])
+        return F.cross_entropy(logits, targets[counted])
 
     def optimizer_groups(self, weight_decay: float) -> list[dict]:
         """Matrices decay; biases, norms and embeddings' duplicates do not."""

@@ -18,14 +18,14 @@ from models.lit_gpt import LitGPT
 class LitSFT(LitGPT):
     def training_step(self, batch, batch_idx):
         x, y, segments = batch
-        _, loss = self.model(x, y, segments)
+        loss = self.model.masked_loss(x, y, segments)
         w = self._window
         w.loss_sum, w.micro_batches, w.tokens = w.loss_sum + loss.detach(), w.micro_batches + 1, w.tokens + x.numel()
         return loss
 
     def validation_step(self, batch, batch_idx):
         x, y, segments = batch
-        _, loss = self.model(x, y, segments)
+        loss = self.model.masked_loss(x, y, segments)
         self.log("val/loss", loss, prog_bar=True, sync_dist=True)
 
 

@@ -131,6 +131,20 @@ def test_loss_and_gradients_come_only_from_assistant_tokens():
     assert torch.all(per_position[y[0] != IGNORE] > 0)
 
 
+def test_the_head_only_where_targets_count_gives_the_same_loss_and_gradients():
+    """SFT trains with `masked_loss` (the head on assistant positions only): it must be `forward`'s loss."""
+    x, y, segments = packed_batch(hand_built(), [[0, 1], [1]], block_size=24, pad_id=0)
+    full, masked = tiny_gpt(40), tiny_gpt(40)
+    masked.load_state_dict(full.state_dict())
+    _, expected = full(x, y, segments)
+    loss = masked.masked_loss(x, y, segments)
+    torch.testing.assert_close(loss, expected)
+    expected.backward()
+    loss.backward()
+    for (name, a), b in zip(full.named_parameters(), masked.parameters()):
+        torch.testing.assert_close(b.grad, a.grad, msg=name)
+
+
 def test_packing_never_lets_one_conversation_attend_to_another():
     data = hand_built()
     model = tiny_gpt(40)

@@ -28,7 +28,7 @@ def response_loss(model: GPT, data: Conversations, batch_size: int, pad_id: int)
     model.eval()
     nats, count = 0.0, 0
     for x, y, segments in sequential_conversations(data, model.config.block_size, batch_size, pad_id):
-        _, loss = model(x, y, segments)
+        loss = model.masked_loss(x, y, segments)
         n = int((y != IGNORE).sum())
         nats, count = nats + loss.item() * n, count + n
     return nats / max(count, 1)
