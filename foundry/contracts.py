@@ -105,6 +105,8 @@ class GateDecision(_Value):
     champion_version: str | None = None
     min_improvement: float = 0.0
     old_holdout: OldHoldout | None = None  # None without a champion, or one not compared
+    # "" when the champion_* scores are the champion's; a fine-tune's base (models:/NAME/VERSION) when they are its
+    base: str = ""
     # A specialist's own champion (`finetune.model_name`), which a new version must beat on the domain holdout
     incumbent_version: str | None = None
     incumbent_bits_per_byte: float | None = None

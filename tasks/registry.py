@@ -99,7 +99,7 @@ def _recorded(decision: GateDecision, metrics: dict, run: RunContext) -> GateDec
     """The decision on the run: the summary table, the verdict tags and the forgetting guard's scores."""
     from foundry.evaluation.report import summary_table
 
-    table = summary_table(metrics, decision.champion_bits_per_byte)
+    table = summary_table(metrics, decision.champion_bits_per_byte, decision)
     tracking.client().log_table(run.run_id, table, "evaluation/summary.json")
     tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
     scores = {}

@@ -72,6 +72,11 @@ def test_a_lora_specialist_trains_adapters_only_merges_them_in_and_records_its_b
     expected = result.metrics["holdout/bits_per_byte"] < on_domain and regression <= config.evaluation.max_regression
     assert (tags["gate.passed"] == "true") == expected == result.promoted, tags["gate.verdict"]
     assert "the base's" in tags["gate.verdict"] and "Forgetting guard" in version.description
+    assert tags["gate.champion_bits_per_byte"] == f"{on_domain:.6f}"
+    assert tags["gate.champion_old_bits_per_byte"] == f"{on_base:.6f}"
+    card = version.description  # the base's scores, named as the base's, not as a champion's
+    assert f"| base {BASE} | {on_domain:.4f} |" in card and "current champion" not in card
+    assert f"On the base's ({BASE}) own holdout" in card and f"the base {on_base:.4f} bits/byte" in card
     chain = lineage(result.model_uri)
     assert [r.model for r in chain] == [result.model_uri, BASE] and chain[-1].data_version == base.data_version
     flow_run, artifacts = _prefect_flow_run(run.data.tags["prefect.flow_run_id"])

@@ -148,3 +148,33 @@ def test_merge_refuses_bad_parameters(kwargs, message):
     args = {"method": "ties", "base": {"w": BASE}} | kwargs
     with pytest.raises(ValueError, match=message):
         merge(args.pop("method"), specialists()[:2], **args)
+
+
+def test_the_merge_gate_wants_better_than_the_base_everywhere_and_close_to_each_specialist():
+    from foundry.adapt.contracts import HoldoutScore
+    from foundry.adapt.merge_gate import decide_merge
+    from foundry.config import load_config
+
+    def on(holdout: str, merged: float, base: float, specialist: float | None) -> HoldoutScore:
+        return HoldoutScore(
+            holdout_of=holdout,
+            data_version="d",
+            merged_bits_per_byte=merged,
+            base_bits_per_byte=base,
+            specialist_bits_per_byte=specialist,
+        )
+
+    config = load_config(None, ["merge.max_gap=0.05"])
+    base_holdout = on("models:/base/1", 9.0, 1.0, None)  # reported, never gated: however bad the merge is there
+    close = decide_merge(
+        [on("models:/a/1", 1.20, 1.30, 1.16), on("models:/b/1", 1.24, 1.35, 1.20), base_holdout], config
+    )
+    assert close.passed and close.verdict.startswith("beats the base on all 2 parents' holdouts")
+    diluted = decide_merge(
+        [on("models:/a/1", 1.20, 1.30, 1.16), on("models:/b/1", 1.26, 1.35, 1.20), base_holdout], config
+    )
+    assert not diluted.passed and not diluted.make_champion
+    assert diluted.verdict == (
+        "on models:/b/1's holdout the merge's 1.2600 trails the specialist's 1.2000 bits/byte by 0.0600, "
+        "more than merge.max_gap 0.05"
+    )

@@ -34,16 +34,23 @@ def loss_curve(history: dict[str, list[tuple[int, float]]], path: Path) -> Path:
     return path
 
 
-def summary_table(metrics: dict[str, float], champion_bpb: float | None) -> pd.DataFrame:
-    """Bits per byte on the holdout for the model, its baselines and the champion (same holdout)."""
+def summary_table(
+    metrics: dict[str, float], champion_bpb: float | None, decision: GateDecision | None = None
+) -> pd.DataFrame:
+    """Bits per byte on the holdout for the model, its baselines and the champion (same holdout); for a
+    fine-tune, its base and the specialist's own champion instead."""
     rows = [{"model": "this model", "bits_per_byte": metrics["holdout/bits_per_byte"]}]
     rows += [
         {"model": name, "bits_per_byte": metrics[f"holdout/{name}_bits_per_byte"]}
         for name in BASELINES
         if f"holdout/{name}_bits_per_byte" in metrics
     ]
+    base = decision.base if decision is not None else ""
     if champion_bpb is not None:
-        rows.append({"model": "current champion", "bits_per_byte": champion_bpb})
+        rows.append({"model": f"base {base}" if base else "current champion", "bits_per_byte": champion_bpb})
+    if decision is not None and decision.incumbent_bits_per_byte is not None:
+        label = f"specialist's champion v{decision.incumbent_version}"
+        rows.append({"model": label, "bits_per_byte": decision.incumbent_bits_per_byte})
     return pd.DataFrame(rows)
 
 
@@ -52,9 +59,17 @@ def forgetting(decision: GateDecision) -> str:
     old = decision.old_holdout
     if old is None:
         return "No champion to compare with: nothing to forget."
+    whose, who = (
+        (f"base's ({decision.base})", "the base")
+        if decision.base
+        else (
+            f"champion's (v{decision.champion_version})",
+            "the champion",
+        )
+    )
     return (
-        f"On the champion's (v{decision.champion_version}) own holdout, data version `{old.data_version}`: "
-        f"this model {old.challenger_bits_per_byte:.4f}, the champion {old.champion_bits_per_byte:.4f} bits/byte; "
+        f"On the {whose} own holdout, data version `{old.data_version}`: "
+        f"this model {old.challenger_bits_per_byte:.4f}, {who} {old.champion_bits_per_byte:.4f} bits/byte; "
         f"{'worse' if old.regression > 0 else 'better'} by {abs(old.regression):.4f}, "
         f"{'more than' if old.forgets else 'within'} the {old.max_regression} allowed."
     )
@@ -72,7 +87,7 @@ def model_card(
 ) -> str:
     """Markdown for the model version's description in the MLflow registry."""
     m, name = config.model, config.registry.model_name
-    table = summary_table(metrics, decision.champion_bits_per_byte)
+    table = summary_table(metrics, decision.champion_bits_per_byte, decision)
     rows = "\n".join(f"| {r.model} | {r.bits_per_byte:.4f} |" for r in table.itertuples())
     return f"""# {name}: GPT, {n_params / 1e6:.2f}M parameters
 

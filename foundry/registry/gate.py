@@ -266,6 +266,7 @@ def decide_specialist(
             f"({incumbent_bpb:.4f} bits/byte) on the domain holdout, though {verdict}"
         )
     return GateDecision(
+        base=f"models:/{base.name}/{base.version}",
         incumbent_version=None if incumbent is None else str(incumbent.version),
         incumbent_bits_per_byte=incumbent_bpb,
         passed=passed,
