@@ -37,6 +37,19 @@ def weights(model_uri: str, home: Path) -> dict[str, torch.Tensor]:
     return torch.load(files / "model.pt", map_location="cpu", weights_only=True)["state_dict"]
 
 
+def random_parent(dataset: Path, tmp_path: Path) -> Path:
+    """A seeded, untrained tiny model of the dataset's vocabulary, saved as a fine-tune's `train.init_from`."""
+    from foundry.training.trainer import model_args, save_model
+    from models.gpt import GPT, GPTConfig
+
+    plain = load_config(REPO_ROOT / "configs" / "tiny.yaml")
+    args = model_args(plain, json.loads((dataset / "manifest.json").read_text())["vocab_size"])
+    torch.manual_seed(0)
+    parent = tmp_path / "parent.pt"
+    save_model(parent, args, GPT(GPTConfig(**args)).state_dict(), plain, "v")
+    return parent
+
+
 def test_a_lora_specialist_trains_adapters_only_merges_them_in_and_records_its_base(
     base_model, prefect_harness, foundry_home
 ):
@@ -135,17 +148,12 @@ def test_a_lora_fine_tune_killed_with_sigkill_resumes_bitwise_exact(tiny_dataset
     from foundry.checkpointing.resume import attempt_dir
     from foundry.contracts import DataVersion, RunContext
     from foundry.training.launch import launch, worker_args
-    from foundry.training.trainer import model_args, save_model, weights_digest
-    from models.gpt import GPT, GPTConfig
+    from foundry.training.trainer import weights_digest
     from tasks.training import train_task
 
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # as test_train's kill -9 test: one thread count
         monkeypatch.setenv(name, "1")
-    plain = load_config(REPO_ROOT / "configs" / "tiny.yaml")
-    vocab = json.loads((tiny_dataset / "manifest.json").read_text())["vocab_size"]
-    torch.manual_seed(0)
-    parent = tmp_path / "parent.pt"
-    save_model(parent, model_args(plain, vocab), GPT(GPTConfig(**model_args(plain, vocab))).state_dict(), plain, "v")
+    parent = random_parent(tiny_dataset, tmp_path)
     config = load_config(
         REPO_ROOT / "configs" / "tiny.yaml",
         ["train.max_steps=30", "checkpoint.every_n_steps=10", f"train.init_from={parent}"]
@@ -178,14 +186,8 @@ def test_lora_trains_on_two_ranks_with_the_base_frozen(tiny_dataset, tmp_path):
     """The same code on two processes (DDP): the ranks agree on the merged weights (each writes its digest and
     the launcher compares them), the frozen weights are the parent's and the adapted projections moved."""
     from foundry.training.launch import launch
-    from foundry.training.trainer import model_args, save_model
-    from models.gpt import GPT, GPTConfig
 
-    plain = load_config(REPO_ROOT / "configs" / "tiny.yaml")
-    vocab = json.loads((tiny_dataset / "manifest.json").read_text())["vocab_size"]
-    torch.manual_seed(0)
-    parent = tmp_path / "parent.pt"
-    save_model(parent, model_args(plain, vocab), GPT(GPTConfig(**model_args(plain, vocab))).state_dict(), plain, "v")
+    parent = random_parent(tiny_dataset, tmp_path)
     config = load_config(
         REPO_ROOT / "configs" / "tiny.yaml",
         ["train.num_nodes=2", "train.max_steps=6", "train.warmup_steps=1", f"train.init_from={parent}"]
