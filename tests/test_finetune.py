@@ -99,7 +99,7 @@ def test_a_lora_specialist_trains_adapters_only_merges_them_in_and_records_its_b
 
 
 def test_a_specialist_that_forgets_the_base_is_refused_and_its_domain_data_is_scrubbed(
-    base_model, prefect_harness, foundry_home, tmp_path
+    base_model, prefect_harness, foundry_home, tmp_path, capsys
 ):
     """Full fine-tuning at a high rate, with no regression allowed on the base's holdout. The domain holds a
     confidential file: its e-mail address and AWS key are replaced before tokenization, and counted."""
@@ -127,6 +127,7 @@ def test_a_specialist_that_forgets_the_base_is_refused_and_its_domain_data_is_sc
     for override in overrides:
         argv += ["--set", override]
     assert main(argv) == 0
+    assert 'load_model("models:/it-gpt-forgetful/1")' in capsys.readouterr().out  # refused: not `@champion`
     version = tracking.client().get_model_version("it-gpt-forgetful", "1")
     assert version.tags["gate.passed"] == "false" and version.aliases == ["challenger"]
     assert version.tags["gate.verdict"].startswith("forgets: "), version.tags["gate.verdict"]

@@ -166,6 +166,7 @@ def pipeline_summary(result: PipelineResult, home: Path) -> str:
     """What `foundry run` prints at the end, and the run page's summary artifact shows."""
     m = result.metrics
     status = "champion" if result.promoted else "challenger"
+    loadable = f"models:/{result.model_name}@champion" if result.promoted else result.model_uri  # refused: no alias
     return textwrap.dedent(f"""
         ── Foundry pipeline finished ─────────────────────────────────────────
         model      {result.model_uri}  (alias: {status}; {result.verdict})
@@ -175,5 +176,5 @@ def pipeline_summary(result: PipelineResult, home: Path) -> str:
         MLflow run {result.run_id}
         MLflow UI  .venv/bin/mlflow ui --backend-store-uri sqlite:///{home}/mlflow/mlflow.db --host 127.0.0.1 --port 5000
         Prefect UI PREFECT_HOME={home}/prefect .venv/bin/prefect server start --host 127.0.0.1 --port 4200
-        load it    mlflow.pyfunc.load_model("models:/{result.model_name}@champion")
+        load it    mlflow.pyfunc.load_model("{loadable}")
     """).strip("\n")
