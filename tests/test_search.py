@@ -159,6 +159,22 @@ def test_a_reopened_study_fails_what_a_kill_interrupted_queues_it_again_and_coun
     assert suggest(retry, config.search) == params and retry.user_attrs["retry_of"] == running.number
 
 
+def test_a_trial_killed_between_two_draws_is_retried_with_the_values_it_had(tmp_path):
+    """The kill can land while a trial is drawing its values (CI saw one with only its learning rate)."""
+    config = _config(tmp_path, "search.baseline_first=false")
+    study, _ = open_study(config, tmp_path)
+    partial = study.ask()
+    first = config.search.space[0]
+    learning_rate = partial.suggest_float(first.key, first.low, first.high, log=True)
+
+    again, interrupted = open_study(config, tmp_path)
+    assert [t.number for t in interrupted] == [partial.number]
+    retry = again.ask()
+    drawn = suggest(retry, config.search)
+    assert retry.user_attrs["retry_of"] == partial.number
+    assert drawn[first.key] == learning_rate and set(drawn) == {p.key for p in config.search.space}
+
+
 def test_a_continued_study_does_not_draw_its_first_trials_again(tmp_path):
     config = _config(tmp_path, LR_ONLY, "search.baseline_first=false", "search.sampler=random")
     study, _ = open_study(config, tmp_path)

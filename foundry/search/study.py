@@ -4,8 +4,9 @@ re-run after a kill continues it.
 A study lives in a journal file under `$FOUNDRY_HOME/search/<study>/` (every change is one appended,
 fsynced line, so a kill loses at most the line being written) or in a database the config names. One
 process drives a study at a time (a lock the kernel releases when its holder dies, even by kill -9), so
-a trial still RUNNING when that process opens the study was interrupted: it is marked failed and its
-parameters are queued to be tried again. It does not count against `search.n_trials`; every other
+a trial still RUNNING when that process opens the study was interrupted: it is marked failed and the
+values it had drawn are queued to be tried again (a kill between two draws leaves some: the sampler draws
+the rest). It does not count against `search.n_trials`; every other
 finished trial does, so the total adds up over any number of re-runs.
 """
 
@@ -120,7 +121,7 @@ def open_study(config: FoundryConfig, home: Path) -> tuple[optuna.Study, list[Fr
         pruner=build_pruner(search),
     )
     _check_objective(study, config)
-    interrupted = fail_interrupted(study, search)
+    interrupted = fail_interrupted(study)
     study.sampler = build_sampler(search, offset=len(study.trials))
     if not study.trials and search.baseline_first and (baseline := base_values(search, config)):
         study.enqueue_trial(baseline, user_attrs={"baseline": True})
@@ -143,14 +144,13 @@ def _check_objective(study: optuna.Study, config: FoundryConfig) -> None:
         )
 
 
-def fail_interrupted(study: optuna.Study, search: SearchConfig) -> list[FrozenTrial]:
+def fail_interrupted(study: optuna.Study) -> list[FrozenTrial]:
     """Trials left RUNNING by a killed run: failed (without a reason: they do not count) and queued again."""
     interrupted = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    keys = {p.key for p in search.space}
     for trial in interrupted:
         study.tell(trial.number, state=TrialState.FAIL)
-        if set(trial.params) == keys:
-            study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+        # a kill between two draws leaves part of the values: the queued retry keeps them, the sampler fills in
+        study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
     return interrupted
 
 
