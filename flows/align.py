@@ -16,6 +16,7 @@ from foundry.config import FoundryConfig  # noqa: E402
 from foundry.contracts import AlignResult  # noqa: E402
 from foundry.env import foundry_home  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
+from foundry.summaries import align_summary  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
 from foundry.training.warm_start import align_config  # noqa: E402
 from tasks.align import (  # noqa: E402
@@ -26,7 +27,7 @@ from tasks.align import (  # noqa: E402
     parent_version,
     register_aligned,
 )
-from tasks.artifacts import flow_config, name_flow_run, publish_data_stage  # noqa: E402
+from tasks.artifacts import flow_config, name_flow_run, publish_data_stage, publish_summary  # noqa: E402
 from tasks.data import acquire, hydrate  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
 from tasks.training import train  # noqa: E402
@@ -63,7 +64,7 @@ def align(model_uri: str, config: FoundryConfig = FoundryConfig()) -> AlignResul
         with promotion_lock(tuned.registry.model_name, run.home):  # one flow at a time moves its aliases
             decision = judge_aligned(tuned, metrics, run)
             outcome = register_aligned(tuned, checkpoint, data_dir, data, metrics, decision, run, parent)
-    return AlignResult(
+    result = AlignResult(
         run_id=run.run_id,
         model_name=tuned.registry.model_name,
         model_version=outcome.version,
@@ -74,3 +75,6 @@ def align(model_uri: str, config: FoundryConfig = FoundryConfig()) -> AlignResul
         promoted=outcome.promoted,
         verdict=outcome.verdict,
     )
+    summary = align_summary(result)
+    publish_summary(summary, result.model_uri, result.verdict, result.run_id, result.model_name, result.model_version)
+    return result

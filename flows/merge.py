@@ -16,8 +16,9 @@ from prefect import flow, runtime  # noqa: E402
 from foundry.adapt.contracts import MergeResult  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
+from foundry.summaries import merge_summary  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
-from tasks.artifacts import flow_config  # noqa: E402
+from tasks.artifacts import flow_config, publish_summary  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
 from tasks.merge import judge_merge, merge_base, merge_weights, register_merge, score_merge  # noqa: E402
 
@@ -38,7 +39,7 @@ def merge(models: list[str], config: FoundryConfig = FoundryConfig()) -> MergeRe
         with promotion_lock(name, run.home):  # one flow at a time moves its aliases
             decision = judge_merge(scores, config, run)
             name, outcome = register_merge(merged, parents, base, decision, config, run)
-    return MergeResult(
+    result = MergeResult(
         run_id=run.run_id,
         model_name=name,
         model_version=outcome.version,
@@ -48,3 +49,6 @@ def merge(models: list[str], config: FoundryConfig = FoundryConfig()) -> MergeRe
         decision=decision,
         promoted=outcome.promoted,
     )
+    verdict = decision.verdict
+    publish_summary(merge_summary(result), result.model_uri, verdict, result.run_id, name, result.model_version)
+    return result

@@ -17,6 +17,8 @@ from foundry.contracts import DataVersion, Reproduction  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
 from foundry.registry import lineage  # noqa: E402
 from foundry.registry.versions import resolve  # noqa: E402
+from foundry.summaries import reproduce_summary  # noqa: E402
+from tasks.artifacts import publish_data_stage, publish_summary  # noqa: E402
 from tasks.data import hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402
 from tasks.training import train  # noqa: E402
@@ -38,10 +40,11 @@ def reproduce(model_uri: str, force: bool = False) -> Reproduction:
     with tracking.pipeline_run(config, f"reproduce {record.model}", tags) as run:
         data = DataVersion(data_version=record.data_version, remote=record.data_remote)
         data_dir = hydrate(data, run)
+        publish_data_stage(data_dir)
         checkpoint = train(config, data_dir, data, run, resume=False)
         metrics = evaluate(config, checkpoint, data_dir, run)
     comparison = lineage.compare(lineage.recorded_metrics(resolve(record.model)), metrics)
-    return Reproduction(
+    result = Reproduction(
         model=record.model,
         run_id=run.run_id,
         comparison=comparison,
@@ -49,3 +52,6 @@ def reproduce(model_uri: str, force: bool = False) -> Reproduction:
         commit_matches=record.git_commit == current["git_commit"],
         tree_clean=record.git_dirty == current["git_dirty"] == "false",
     )
+    outcome = "identical holdout metrics" if result.identical else "holdout metrics differ"
+    publish_summary(reproduce_summary(result), f"reproduce {record.model}", outcome, result.run_id)
+    return result

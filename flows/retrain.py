@@ -15,9 +15,10 @@ from foundry.config import FoundryConfig  # noqa: E402
 from foundry.contracts import PipelineResult, SkippedRun  # noqa: E402
 from foundry.env import foundry_home  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
+from foundry.summaries import skipped_summary  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
 from foundry.training.warm_start import fine_tune_config  # noqa: E402
-from tasks.artifacts import name_flow_run, publish_data_stage, publish_result, run_name  # noqa: E402
+from tasks.artifacts import name_flow_run, publish_data_stage, publish_result, publish_summary, run_name  # noqa: E402
 from tasks.data import acquire, dataset, hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
@@ -36,11 +37,13 @@ def retrain(config: FoundryConfig = FoundryConfig()) -> PipelineResult | Skipped
     with pipeline_run(tuned, runtime.flow_run.name, tags) as run:
         source_manifest = acquire(tuned, run)
         if not whats_new(source_manifest, parent, run):
-            return SkippedRun(
+            skipped = SkippedRun(
                 run_id=run.run_id,
                 parent=parent.uri,
                 reason=f"nothing new in {', '.join(config.data.source_list)} since {parent.uri}",
             )
+            publish_summary(skipped_summary(skipped), "retrain: nothing new", skipped.reason, run.run_id)
+            return skipped
         data = dataset(tuned, source_manifest, run, parent.data, tuned.retrain.replay_fraction)
         data_dir = hydrate(data, run)
         name_flow_run(f"{runtime.flow_run.name}-{data.data_version[:8]}")

@@ -21,11 +21,13 @@ from foundry.config import FoundryConfig  # noqa: E402
 from foundry.contracts import SearchResult, TrialData  # noqa: E402
 from foundry.search.records import study_run  # noqa: E402
 from foundry.search.study import data_key, data_variants  # noqa: E402
+from foundry.summaries import search_summary  # noqa: E402
+from tasks.artifacts import flow_config, publish_summary  # noqa: E402
 from tasks.data import acquire, dataset, hydrate  # noqa: E402
 from tasks.search import record, run_trials  # noqa: E402
 
 
-@flow(name="search", log_prints=True)
+@flow(name="search", flow_run_name=lambda: f"search-{flow_config().search.study_name}", log_prints=True)
 def search(config: FoundryConfig = FoundryConfig()) -> SearchResult:
     """Acquire, then prepare, validate, version and hydrate each dataset the space needs; run the trials;
     record the study and write the best config."""
@@ -40,4 +42,7 @@ def search(config: FoundryConfig = FoundryConfig()) -> SearchResult:
                 data_version=data.data_version, remote=data.remote, data_dir=data_dir
             )
         run_trials(config, study, datasets, run)
-        return record(config, study, run)
+        result = record(config, study, run)
+    best = "no trial completed" if result.best_number is None else f"best: trial {result.best_number}"
+    publish_summary(search_summary(result), f"search {result.study_name}", best, result.run_id)
+    return result

@@ -56,7 +56,9 @@ def cmd_retrain(args: argparse.Namespace) -> int:
 
     result = retrain(config=config)
     if isinstance(result, SkippedRun):
-        print(f"retrain: {result.reason}; nothing trained (MLflow run {result.run_id})")
+        from foundry.summaries import skipped_summary
+
+        print(skipped_summary(result))
     else:
         print(_summary_text(result) + f"\nparent     {result.parent}")
     return 0
@@ -171,17 +173,10 @@ def cmd_lineage(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from flows.reproduce import reproduce
+    from foundry.summaries import reproduce_summary
 
     result = reproduce(model_uri=args.model_uri, force=args.force)
-    forced = [] if result.commit_matches else ["at a different commit"]
-    forced += [] if result.tree_clean else ["with uncommitted code"]
-    print(
-        f"reproduced {result.model} in MLflow run {result.run_id}"
-        + (f" ({', '.join(forced)}, forced)" if forced else "")
-    )
-    for key, (recorded, again) in result.comparison.items():
-        print(f"  {key:24s} recorded {recorded:.6f}  reproduced {again:.6f}")
-    print("identical holdout metrics" if result.identical else "holdout metrics DIFFER from the recorded ones")
+    print(reproduce_summary(result))
     return 0 if result.identical else 1
 
 
@@ -250,7 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=cmd_up)
 
     serve = commands.add_parser(
-        "serve", help="serve the train, retrain and reproduce deployments against PREFECT_API_URL"
+        "serve",
+        help="serve the deployments against PREFECT_API_URL: train, retrain (on its schedule), reproduce, search, "
+        "align, finetune, merge",
     )
     _config_args(serve)
     serve.add_argument("--automations", action="store_true", help="also create flows/automations.py's example")

@@ -42,22 +42,7 @@ def cmd_merge(args: argparse.Namespace, load: Callable) -> int:
     args.overrides += [f"merge.{key}={value}" for key, value in shorthands.items() if value is not None]
     config = load(args)
     from flows.merge import merge
+    from foundry.summaries import merge_summary
 
-    result = merge(models=args.models, config=config)
-    print(merge_summary(result))
+    print(merge_summary(merge(models=args.models, config=config)))
     return 0  # refused by the gate is an outcome (a challenger), as for `foundry run`
-
-
-def merge_summary(result) -> str:
-    status = "champion" if result.promoted else "challenger"
-    lines = [
-        "── Foundry merge finished ────────────────────────────────────────────",
-        f"model      {result.model_uri}  (alias: {status}; {result.decision.verdict})",
-        f"recipe     {result.method} of {', '.join(result.parents)} onto {result.base}",
-        "holdout of                        merged    base  specialist  (bits/byte)",
-    ]
-    for s in result.decision.scores:
-        own = "-" if s.specialist_bits_per_byte is None else f"{s.specialist_bits_per_byte:.4f}"
-        lines.append(f"{s.holdout_of:32s} {s.merged_bits_per_byte:7.4f} {s.base_bits_per_byte:7.4f} {own:>11s}")
-    lines.append(f"MLflow run {result.run_id}")
-    return "\n".join(lines)

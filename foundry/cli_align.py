@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,26 +10,9 @@ from pathlib import Path
 def cmd_align(args: argparse.Namespace, load: Callable) -> int:
     config = load(args)
     from flows.align import align
+    from foundry.summaries import align_summary
 
-    result = align(model_uri=args.model_uri, config=config)
-    status = "champion" if result.promoted else "challenger"
-    rows = sorted({k.split("/", 1)[1] for k in result.metrics if k.startswith("align/")})
-    table = "\n".join(
-        f"  {k:26s} base {result.metrics.get(f'base/{k}', float('nan')):.4f}  aligned {result.metrics[f'align/{k}']:.4f}"
-        for k in rows
-    )
-    print(
-        textwrap.dedent(f"""
-        ── Foundry alignment ({result.method}) finished ──────────────────────
-        model      {result.model_uri}  (alias: {status})
-        parent     {result.parent}
-        data       version {result.data_version}
-        gate       {result.verdict}
-        MLflow run {result.run_id}
-        """).strip("\n")
-        + "\n"
-        + table
-    )
+    print(align_summary(align(model_uri=args.model_uri, config=config)))
     return 0
 
 

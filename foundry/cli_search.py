@@ -25,6 +25,7 @@ def add_search_command(commands, config_args: Callable, load: Callable, summary:
 def cmd_search(args: argparse.Namespace, load: Callable, summary: Callable) -> int:
     config = load(args)
     from flows.search import search
+    from foundry.summaries import search_summary
 
     result = search(config=config)
     print(search_summary(result))
@@ -40,23 +41,3 @@ def cmd_search(args: argparse.Namespace, load: Callable, summary: Callable) -> i
 
         print(summary(train_pipeline(config=load_config(result.best_config))))
     return 0
-
-
-def search_summary(result) -> str:
-    counts = ", ".join(f"{n} {state}" for state, n in sorted(result.counts.items())) or "no trials"
-    if result.best_number is None:
-        best = ["none (no trial completed)"]
-    else:
-        best = [f"trial {result.best_number}: {result.best_value:.4f} bits per byte on the holdout"]
-        best += [f"{key} = {value}" for key, value in result.best_params.items()]
-    lines = [
-        "── Foundry search finished ───────────────────────────────────────────",
-        f"study      {result.study_name}  ({counts})",
-        f"storage    {result.storage}",
-        *(f"{'best' if i == 0 else '':10s} {line}" for i, line in enumerate(best)),
-        f"config     {result.best_config or '-'}",
-        f"MLflow run {result.run_id}  (one nested run per trial; table and plots under search/)",
-    ]
-    if result.best_config:
-        lines.append(f"train it   foundry run --config {result.best_config}")
-    return "\n".join(lines)

@@ -229,6 +229,7 @@ class LineageRecord(_Value):
     config: dict[str, Any]
     holdout_bits_per_byte: str
     remote_files: list[FetchedFile] = []  # empty for runs whose sources were all local
+    merge_recipe: str = ""  # a merge's recipe (JSON: method, parents, base, weights); "" for a trained version
 
 
 class AlignmentDecision(_Value):

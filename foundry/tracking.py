@@ -176,17 +176,17 @@ def set_tags(run_id: str, tags: dict[str, str]) -> None:
 
 class UiLinks(NamedTuple):
     run: str
-    version: str
+    version: str | None  # None: the run registered no version
 
 
-def ui_links(experiment_id: str, run_id: str, model_name: str, version: str) -> UiLinks:
+def ui_links(experiment_id: str, run_id: str, model_name: str | None = None, version: str | None = None) -> UiLinks:
     """Pages of the MLflow UI: the tracking server's, or the `mlflow ui` that the run's summary tells people
     to start on port 5000 when MLflow is embedded."""
     uri = os.environ.get("MLFLOW_TRACKING_URI", "")
     base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
     return UiLinks(
         run=f"{base}/#/experiments/{experiment_id}/runs/{run_id}",
-        version=f"{base}/#/models/{quote(model_name)}/versions/{version}",
+        version=f"{base}/#/models/{quote(model_name)}/versions/{version}" if model_name and version else None,
     )
 
 

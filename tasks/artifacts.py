@@ -5,10 +5,8 @@ Artifacts are keyed (lowercase, dashes) so the Artifacts page lists each kind wi
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +25,7 @@ from prefect.context import FlowRunContext, TaskRunContext
 from foundry import tracking
 from foundry.config import FoundryConfig
 from foundry.contracts import PipelineResult
+from foundry.periodic import every
 from foundry.progress import Report
 
 SUMMARY, DATA_STAGE, PROGRESS = "pipeline-summary", "data-stage", "training-progress"
@@ -66,19 +65,27 @@ def publish_data_stage(data_dir: Path) -> None:
 
 
 @task(name="report", cache_policy=NO_CACHE)
+def publish_summary(
+    summary: str, title: str, description: str, run_id: str, model_name: str | None = None, version: str | None = None
+) -> None:
+    """The summary the terminal prints, as markdown, and links to the MLflow run and (when the flow registered
+    one) the version."""
+    experiment = tracking.client().get_run(run_id).info.experiment_id
+    links = tracking.ui_links(experiment, run_id, model_name, version)
+    pages = f"[MLflow run]({links.run})" + (f" · [model version]({links.version})" if links.version else "")
+    body = f"# {title}\n\n```\n{summary}\n```\n\n{pages}\n"
+    create_markdown_artifact(body, key=SUMMARY, description=description, _sync=True)
+    create_link_artifact(links.run, f"MLflow run {run_id}", key=MLFLOW_RUN, _sync=True)
+    if links.version:
+        create_link_artifact(links.version, f"models:/{model_name}/{version}", key=MODEL_VERSION, _sync=True)
+
+
 def publish_result(result: PipelineResult, home: Path) -> None:
-    """The summary the terminal prints, as markdown, and links to the MLflow run and the registered version."""
+    """What a flow that trained and registered a model shows: `foundry run`'s summary, its run and version."""
     from foundry.evaluation.report import pipeline_summary
 
     summary = pipeline_summary(result, home)
-    experiment = tracking.client().get_run(result.run_id).info.experiment_id
-    links = tracking.ui_links(experiment, result.run_id, result.model_name, result.model_version)
-    body = (
-        f"# {result.model_uri}\n\n```\n{summary}\n```\n\n[MLflow run]({links.run}) · [model version]({links.version})\n"
-    )
-    create_markdown_artifact(body, key=SUMMARY, description=result.verdict, _sync=True)
-    create_link_artifact(links.run, f"MLflow run {result.run_id}", key=MLFLOW_RUN, _sync=True)
-    create_link_artifact(links.version, result.model_uri, key=MODEL_VERSION, _sync=True)
+    publish_summary(summary, result.model_uri, result.verdict, result.run_id, result.model_name, result.model_version)
 
 
 @contextmanager
@@ -103,7 +110,7 @@ def reported_progress(
     made = None
     if in_a_run and artifact is not None:
         made = create_progress_artifact(0.0, key=PROGRESS, description=artifact, _sync=True)
-    stop, seen = threading.Event(), []
+    seen = []
 
     def report() -> None:
         now = read(progress_file)
@@ -114,17 +121,9 @@ def reported_progress(
         if made is not None:
             update_progress_artifact(made, now.percent, description=now.line(), _sync=True)
 
-    def loop() -> None:
-        while not stop.wait(every_s):
-            report()
-
-    # The Prefect settings and client live in context variables; the thread gets this task's.
-    thread = threading.Thread(target=contextvars.copy_context().run, args=(loop,), daemon=True)
     progress_file.unlink(missing_ok=True)  # an earlier attempt's last report is not this one's
-    thread.start()
     try:
-        yield
+        with every(every_s, report):
+            yield
     finally:
-        stop.set()
-        thread.join()
         report()

@@ -78,16 +78,13 @@ def register_merge(
     made = recipe(parents, base, config)
     uri = log_model(run.run_id, merged / "model.pt", merged / "tokenizer.json")
     run_tags = tracking.client().get_run(run.run_id).data.tags
-    on_base = decision.scores[-1]  # the base's own holdout
     tags = {
         "run_id": run.run_id,
         "data_version": base_version.tags.get("data_version", ""),
         "data.remote": base_version.tags.get("data.remote", ""),
         "data.source": f"merge of {', '.join(parents)}",
-        **{k: run_tags.get(k, "unknown") for k in ("git_commit", "git_dirty")},
-        "config": config.model_dump_json(),
-        **tracking.version_tags(),
-        "holdout/bits_per_byte": f"{on_base.merged_bits_per_byte:.6f}",
+        # the config is the run's params and config.json, the scores its metrics, the packages its tags
+        **tracking.run_git(run_tags),
         **decision.tags(),
         "parent_model": ",".join(parents),
         "merge.base": base,

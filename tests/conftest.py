@@ -71,6 +71,24 @@ def base_model(prefect_harness):
     return config, train_pipeline(config=config)
 
 
+def run_page(mlflow_run_id: str):
+    """The Prefect flow run an MLflow run was made by (its `prefect.flow_run_id` tag) and its artifacts by key,
+    through the Prefect client: what the run page shows."""
+    from uuid import UUID
+
+    from mlflow import MlflowClient
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    flow_run_id = UUID(MlflowClient().get_run(mlflow_run_id).data.tags["prefect.flow_run_id"])
+    with get_client(sync_client=True) as client:
+        flow_run = client.read_flow_run(flow_run_id)
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
+        )
+    return flow_run, {a.key: a for a in found}
+
+
 def prefect_events(resource_id: str, prefix: str = "foundry.", timeout: float = 60) -> list:
     """The events about `resource_id` in the configured Prefect server's feed, once there is at least one
     (events are sent in the background, so they may arrive a moment after the flow returns)."""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import run_page
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TINY_ALIGN = str(REPO_ROOT / "configs" / "tiny_align.yaml")
@@ -20,6 +21,7 @@ def test_sft_registers_an_aligned_version_with_lineage_gate_and_card(aligned_mod
     from mlflow import MlflowClient
 
     from foundry.registry.lineage import lineage
+    from foundry.summaries import align_summary
 
     config, result = aligned_model
     _, base = base_model
@@ -39,8 +41,10 @@ def test_sft_registers_an_aligned_version_with_lineage_gate_and_card(aligned_mod
             assert f"{who}/{key}" in result.metrics
     assert result.metrics["align/response_loss"] < result.metrics["base/response_loss"]
     run = client.get_run(result.run_id)
-    flow_run, artifacts = _prefect_flow_run(run.data.tags["prefect.flow_run_id"])
+    flow_run, artifacts = run_page(result.run_id)
     assert flow_run.name == f"align-sft-it-chat-{result.data_version[:8]}"
+    assert align_summary(result) in artifacts["pipeline-summary"].data  # what `foundry align` prints
+    assert f"/models/it-chat/versions/{result.model_version}" in artifacts["model-version"].data
     stage = {(r["what"], r["reason"]): r["documents"] for r in json.loads(artifacts["data-stage"].data)}
     assert stage[("documents kept", "")] == run.data.metrics["data/records_out"]
     assert run.data.tags["foundry.stage"] == "align" and run.data.params["train.init_from"].endswith("model.pt")
@@ -65,21 +69,6 @@ def test_sft_registers_an_aligned_version_with_lineage_gate_and_card(aligned_mod
     tokenizer = Tokenizer.from_file(str(folder / "artifacts" / "tokenizer.json"))
     assert saved["model_args"]["vocab_size"] == tokenizer.get_vocab_size()
     assert all(tokenizer.token_to_id(t) is not None for t in ChatTemplate().special_tokens)
-
-
-def _prefect_flow_run(flow_run_id: str):
-    """The flow run and its artifacts by key, through the Prefect client."""
-    from uuid import UUID
-
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
-
-    with get_client(sync_client=True) as client:
-        flow_run = client.read_flow_run(UUID(flow_run_id))
-        found = client.read_artifacts(
-            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run.id]))
-        )
-    return flow_run, {a.key: a for a in found}
 
 
 def test_the_aligned_version_answers_prompts_and_chats_through_pyfunc(aligned_model):

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_align_flow import _prefect_flow_run
+from conftest import run_page
 from test_train import wait_for_checkpoint
 
 from foundry import tracking
@@ -92,7 +92,7 @@ def test_a_lora_specialist_trains_adapters_only_merges_them_in_and_records_its_b
     assert f"On the base's ({BASE}) own holdout" in card and f"the base {on_base:.4f} bits/byte" in card
     chain = lineage(result.model_uri)
     assert [r.model for r in chain] == [result.model_uri, BASE] and chain[-1].data_version == base.data_version
-    flow_run, artifacts = _prefect_flow_run(run.data.tags["prefect.flow_run_id"])
+    flow_run, artifacts = run_page(result.run_id)
     assert flow_run.name == f"finetune-lora-it-gpt-{result.data_version[:8]}"
     assert {"pipeline-summary", "data-stage", "mlflow-run", "model-version"} <= artifacts.keys()
     assert result.model_uri in artifacts["pipeline-summary"].data

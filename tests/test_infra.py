@@ -5,6 +5,7 @@ The launch scripts themselves run with stand-ins in test_infra_launchers.py.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shlex
@@ -219,6 +220,15 @@ def test_foundry_commands_named_in_infra_parse(capsys):
         except SystemExit as exc:
             assert exc.code == 0, f"{where}: `foundry {command.strip()}` is not a valid foundry command"
     capsys.readouterr()
+
+
+def test_foundry_serve_help_names_every_deployment_it_serves():
+    from flows.deployments import DEPLOYMENTS
+    from foundry.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {c.dest: c.help for c in commands._choices_actions}
+    assert all(re.search(rf"\b{d.name}\b", helps["serve"]) for d in DEPLOYMENTS), helps["serve"]
 
 
 def _k8s_containers(doc: dict) -> list[dict]:

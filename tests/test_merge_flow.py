@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_align_flow import _prefect_flow_run
+from conftest import run_page
 
 from foundry import tracking
 from foundry.config import load_config
@@ -85,7 +85,8 @@ def specialists(base_model, foundry_home):
 
 def test_a_merge_of_two_specialists_passes_the_gate_and_records_every_parent(specialists, prefect_harness):
     from flows.merge import merge
-    from foundry.registry.lineage import lineage
+    from foundry.registry.lineage import format_lineage, lineage
+    from foundry.summaries import merge_summary
 
     a, b, _ = specialists
     result = merge(models=[a, "models:/mg-b@champion"], config=tiny("merge.method=linear", "merge.model_name=mg-ab"))
@@ -100,12 +101,25 @@ def test_a_merge_of_two_specialists_passes_the_gate_and_records_every_parent(spe
     assert version.tags["parent_model"] == f"{a},{b}" and version.tags["merge.base"] == BASE
     assert json.loads(version.tags["merge.recipe"])["method"] == "linear"
     assert "## Recipe (no training)" in version.description and f"{a} x 1.0" in version.description
-    chain = [record.model for record in lineage(result.model_uri)]
-    assert chain == [result.model_uri, a, BASE, b]  # every parent, and their base once
+    chain = lineage(result.model_uri)
+    assert [record.model for record in chain] == [result.model_uri, a, BASE, b]  # every parent, their base once
+    # A reviewer's tags only: the config is the run's, the scores are metrics, the packages the run's tags.
+    assert "config" not in version.tags and not [k for k in version.tags if k.startswith(("holdout/", "version."))]
+    run_git = tracking.run_git(tracking.client().get_run(result.run_id).data.tags)
+    assert version.tags["git_commit"] == run_git["git_commit"] != "unknown"
+    assert chain[0].holdout_bits_per_byte == f"{on_base.merged_bits_per_byte:.6f}"  # a metric of the merge run
+    text = format_lineage(chain)
+    assert f"code     commit {run_git['git_commit']}" in text and '"method": "linear"' in text
+    heads = [line for line in text.splitlines() if line.lstrip().startswith("models:/")]
+    indents = {line.split()[0]: len(line) - len(line.lstrip()) for line in heads}
+    assert indents == {result.model_uri: 0, a: 2, b: 2, BASE: 4}  # the parents side by side, their base below
     metrics = tracking.client().get_run(result.run_id).data.metrics
     assert metrics["holdout.mg-a_v1/merged_bits_per_byte"] == pytest.approx(on_a.merged_bits_per_byte)
-    flow_run, _ = _prefect_flow_run(tracking.client().get_run(result.run_id).data.tags["prefect.flow_run_id"])
+    flow_run, artifacts = run_page(result.run_id)
     assert flow_run.name == "merge-linear"
+    assert merge_summary(result) in artifacts["pipeline-summary"].data  # what `foundry merge` prints
+    assert f"/runs/{result.run_id}" in artifacts["mlflow-run"].data
+    assert f"/models/mg-ab/versions/{result.model_version}" in artifacts["model-version"].data
 
 
 def test_a_merge_worse_than_the_base_is_refused_through_the_cli(specialists, prefect_harness, capsys):

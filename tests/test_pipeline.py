@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import run_page
 
 from foundry.config import load_config
 
@@ -267,6 +268,7 @@ def test_telemetry_switches_are_set():
 def test_lineage_and_reproduce_give_identical_metrics(first_run, prefect_harness):
     from flows.reproduce import reproduce
     from foundry.registry.lineage import format_lineage, lineage
+    from foundry.summaries import reproduce_summary
 
     config, summary = first_run
     chain = lineage("models:/it-gpt/1")
@@ -288,3 +290,8 @@ def test_lineage_and_reproduce_give_identical_metrics(first_run, prefect_harness
     assert result.commit_matches and result.tree_clean is not dirty and result.run_id != summary.run_id
     assert result.identical, result.comparison
     assert set(result.comparison) == {"holdout/loss", "holdout/bits_per_byte", "holdout/perplexity"}
+    flow_run, artifacts = run_page(result.run_id)
+    assert flow_run.name == "reproduce-models:/it-gpt/1"
+    assert reproduce_summary(result) in artifacts["pipeline-summary"].data  # what `foundry reproduce` prints
+    assert "identical holdout metrics" in artifacts["pipeline-summary"].data
+    assert {"data-stage", "mlflow-run"} <= artifacts.keys() and "model-version" not in artifacts

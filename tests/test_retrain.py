@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import failing_mlflow_server, prefect_events
+from conftest import failing_mlflow_server, prefect_events, run_page
 from synthetic import synthetic_docs
 
 from foundry import tracking
@@ -63,6 +63,7 @@ def test_a_registry_error_in_the_champion_lookup_stops_the_run(prefect_harness, 
 def test_a_retrain_with_nothing_new_is_recorded_and_announced(base_model, prefect_harness):
     from flows.retrain import retrain
     from foundry.contracts import SkippedRun
+    from foundry.summaries import skipped_summary
 
     champion_copy("rt-skip")
     result = retrain(config=tiny("rt-skip"))
@@ -70,6 +71,10 @@ def test_a_retrain_with_nothing_new_is_recorded_and_announced(base_model, prefec
     assert tracking.client().get_run(result.run_id).data.tags["retrain.skipped"] == "true"
     (event,) = prefect_events("models:/rt-skip/1")
     assert event.event == "foundry.retrain.nothing-new" and event.resource["foundry.model.name"] == "rt-skip"
+    flow_run, artifacts = run_page(result.run_id)  # the run page says why nothing was trained, links the run
+    assert flow_run.name == "retrain-rt-skip"  # no data version was made to add to it
+    assert skipped_summary(result) in artifacts["pipeline-summary"].data and "nothing new" in result.reason
+    assert f"/runs/{result.run_id}" in artifacts["mlflow-run"].data and "model-version" not in artifacts
 
 
 def test_foundry_retrain_sees_changed_sources_and_keeps_the_splits(

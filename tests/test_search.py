@@ -310,3 +310,26 @@ def test_the_search_deployment_shows_the_space_as_a_form():
     assert dimension["distribution"]["enum"] == ["log_uniform", "uniform", "int", "categorical"]
     default_space = schema["properties"]["config"]["default"]["search"]["space"]
     assert [d["key"] for d in default_space] == [p.key for p in FoundryConfig().search.space]
+
+
+def test_trial_workers_start_with_the_flows_environment_not_dasks_pre_spawn_variables(monkeypatch):
+    """Dask's nanny sets MALLOC_TRIM_THRESHOLD_ (and OMP_NUM_THREADS=1) in a worker before it starts it;
+    training steps there took 1.2x as long (bench/worker_env.py)."""
+    import os
+
+    import dask
+    from distributed import Client, LocalCluster
+
+    from tasks.data_parallel import environment_kept
+    from tasks.search import NO_PRE_SPAWN_ENV, trial_worker_config
+
+    names = sorted(dask.config.get(NO_PRE_SPAWN_ENV))
+    assert "MALLOC_TRIM_THRESHOLD_" in names
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    expected = {name: os.environ.get(name) for name in names}
+    with environment_kept(), dask.config.set(trial_worker_config()):
+        cluster = LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1", dashboard_address=None)
+        with cluster, Client(cluster) as client:
+            seen = client.submit(lambda: {name: os.environ.get(name) for name in names}).result()
+    assert seen == expected and seen["MALLOC_TRIM_THRESHOLD_"] is None and seen["OMP_NUM_THREADS"] == "2"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from conftest import run_page
 from optuna.trial import TrialState
 
 from foundry.config import load_config
@@ -207,3 +208,15 @@ def test_the_best_config_is_what_foundry_run_takes_and_train_best_registered_it(
     for key, value in study.best_trial.params.items():
         assert run.data.params[key] == str(value)
     assert "models:/it-search-gpt/1" in stdout
+
+
+def test_the_run_page_is_named_for_the_study_and_shows_what_the_terminal_printed(killed_and_rerun):
+    _, study, stdout, _ = killed_and_rerun
+    parent = study.user_attrs["mlflow_run_id"]  # the re-run's flow run tagged it on continuing the study
+    flow_run, artifacts = run_page(parent)
+    assert flow_run.name == f"search-{STUDY}"
+    summary = artifacts["pipeline-summary"].data
+    assert "Foundry search finished" in summary and f"MLflow run {parent}" in summary
+    block = summary.split("```")[1].strip("\n")
+    assert block in stdout  # the summary `foundry search` printed, line for line
+    assert f"/runs/{parent}" in artifacts["mlflow-run"].data and "model-version" not in artifacts

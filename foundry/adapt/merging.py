@@ -154,8 +154,9 @@ def score_holdouts(merged: Path, model_uris: list[str], base_uri: str, config: F
 
 
 def score_metrics(scores: list[HoldoutScore]) -> dict[str, float]:
-    """The scores as MLflow metrics, one group per holdout (named after the model it belongs to)."""
-    metrics = {}
+    """The scores as MLflow metrics, one group per holdout (named after the model it belongs to); the merge's
+    own `holdout/bits_per_byte` is its score on the base's holdout (the last), as for the base itself."""
+    metrics = {"holdout/bits_per_byte": scores[-1].merged_bits_per_byte}
     for s in scores:
         group = "holdout." + s.holdout_of.removeprefix("models:/").replace("/", "_v")
         metrics[f"{group}/merged_bits_per_byte"] = s.merged_bits_per_byte

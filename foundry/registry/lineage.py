@@ -84,6 +84,7 @@ def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:
         config=recorded_config(version),
         holdout_bits_per_byte=_formatted(recorded_metrics(version).get("holdout/bits_per_byte")),
         remote_files=remote_files(version.run_id),
+        merge_recipe=tags.get("merge.recipe", ""),
     )
     chain = [record]
     if depth > 1:  # a merge has several parents (comma-separated); an ancestor they share is listed once
@@ -110,25 +111,42 @@ def remote_files(run_id: str) -> list[FetchedFile]:
     return [FetchedFile(**{k: e.get(k, "") for k in keys}) for e in manifest.get("entries", []) if e.get("origin")]
 
 
+def _depths(chain: list[LineageRecord]) -> dict[str, int]:
+    """How far each record is from the first: a merge's parents sit side by side, their shared base below."""
+    depth = {chain[0].model: 0} if chain else {}
+    for r in chain:  # `lineage` lists a record before its parents
+        for parent in filter(None, (uri.strip() for uri in r.parent_model.split(","))):
+            depth.setdefault(parent, depth[r.model] + 1)
+    return depth
+
+
+def _made_by(r: LineageRecord) -> list[str]:
+    """Where the weights came from: the commit that trained them and its config, or a merge's recipe."""
+    code = f"code     commit {r.git_commit or 'unknown'}{' (dirty)' if r.git_dirty == 'true' else ''}"
+    packages = f"packages {', '.join(f'{k} {v}' for k, v in sorted(r.packages.items()))}"
+    if r.merge_recipe:
+        return [code, packages, f"recipe   {r.merge_recipe} (merged, not trained)"]
+    train, model = r.config.get("train", {}), json.dumps(r.config.get("model", {}))
+    return [code, packages, f"config   train.max_steps={train.get('max_steps')} model={model}"]
+
+
 def format_lineage(chain: list[LineageRecord]) -> str:
-    lines = []
-    for i, r in enumerate(chain):
-        indent = "  " * i
+    lines, depths = [], _depths(chain)
+    for r in chain:
+        indent = "  " * depths.get(r.model, 0)
+        digest = f" (content digest {r.data_source_digest[:16]})" if r.data_source_digest else ""
         aliases = f" @{', @'.join(r.aliases)}" if r.aliases else ""
         lines += [
             f"{indent}{r.model}{aliases}  holdout {r.holdout_bits_per_byte or '?'} bits/byte",
             f"{indent}  run      {r.run_id} ({r.run_status})",
             f"{indent}  data     version {r.data_version} in {r.data_remote}",
-            f"{indent}  source   {r.data_source} (content digest {r.data_source_digest[:16]})",
+            f"{indent}  source   {r.data_source}{digest}",
             *(
                 f"{indent}  fetched  {f.origin} etag {f.etag or '-'} modified {f.last_modified or '-'} "
                 f"checked {f.checked_at}"
                 for f in r.remote_files
             ),
-            f"{indent}  code     commit {r.git_commit}{' (dirty)' if r.git_dirty == 'true' else ''}",
-            f"{indent}  packages {', '.join(f'{k} {v}' for k, v in sorted(r.packages.items()))}",
-            f"{indent}  config   train.max_steps={r.config.get('train', {}).get('max_steps')} "
-            f"model={json.dumps(r.config.get('model', {}))}",
+            *(f"{indent}  {line}" for line in _made_by(r)),
             f"{indent}  parent   {r.parent_model or 'none (trained from scratch)'}",
         ]
     return "\n".join(lines)

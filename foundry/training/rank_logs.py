@@ -9,14 +9,14 @@ run's logs and the console, once), a rank's traceback at ERROR and the rest at I
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from foundry.periodic import every
 
 log = logging.getLogger("foundry.training.ranks")
 
@@ -86,18 +86,9 @@ class RankLogs:
 @contextmanager
 def forwarded(log_dir: Path, launch_id: str, every_s: float = 0.2) -> Iterator[None]:
     """The ranks' lines logged every `every_s` seconds while the body runs, and the rest when it ends."""
-    follower, stop = RankLogs(log_dir, launch_id), threading.Event()
-
-    def loop() -> None:
-        while not stop.wait(every_s):
-            follower.poll()
-
-    # The Prefect run a log record belongs to is found in context variables: the thread gets this one's.
-    thread = threading.Thread(target=contextvars.copy_context().run, args=(loop,), daemon=True)
-    thread.start()
+    follower = RankLogs(log_dir, launch_id)
     try:
-        yield
+        with every(every_s, follower.poll):
+            yield
     finally:
-        stop.set()
-        thread.join()
         follower.poll(final=True)

@@ -1,0 +1,82 @@
+"""What each command prints when its flow ends; the flow's run page shows the same text as its summary
+artifact. (`foundry run`, `retrain` and `finetune` print `foundry.evaluation.report.pipeline_summary`.)"""
+
+from __future__ import annotations
+
+from foundry.adapt.contracts import MergeResult
+from foundry.contracts import AlignResult, Reproduction, SearchResult, SkippedRun
+
+
+def _rule(title: str) -> str:
+    return f"── {title} ".ljust(70, "─")
+
+
+def align_summary(result: AlignResult) -> str:
+    status = "champion" if result.promoted else "challenger"
+    scored = sorted({key.split("/", 1)[1] for key in result.metrics if key.startswith("align/")})
+    return "\n".join(
+        [
+            _rule(f"Foundry alignment ({result.method}) finished"),
+            f"model      {result.model_uri}  (alias: {status})",
+            f"parent     {result.parent}",
+            f"data       version {result.data_version}",
+            f"gate       {result.verdict}",
+            f"MLflow run {result.run_id}",
+            *(
+                f"  {key:26s} base {result.metrics.get(f'base/{key}', float('nan')):.4f}  "
+                f"aligned {result.metrics[f'align/{key}']:.4f}"
+                for key in scored
+            ),
+        ]
+    )
+
+
+def merge_summary(result: MergeResult) -> str:
+    status = "champion" if result.promoted else "challenger"
+    lines = [
+        _rule("Foundry merge finished"),
+        f"model      {result.model_uri}  (alias: {status}; {result.decision.verdict})",
+        f"recipe     {result.method} of {', '.join(result.parents)} onto {result.base}",
+        "holdout of                        merged    base  specialist  (bits/byte)",
+    ]
+    for s in result.decision.scores:
+        own = "-" if s.specialist_bits_per_byte is None else f"{s.specialist_bits_per_byte:.4f}"
+        lines.append(f"{s.holdout_of:32s} {s.merged_bits_per_byte:7.4f} {s.base_bits_per_byte:7.4f} {own:>11s}")
+    lines.append(f"MLflow run {result.run_id}")
+    return "\n".join(lines)
+
+
+def search_summary(result: SearchResult) -> str:
+    counts = ", ".join(f"{n} {state}" for state, n in sorted(result.counts.items())) or "no trials"
+    if result.best_number is None:
+        best = ["none (no trial completed)"]
+    else:
+        best = [f"trial {result.best_number}: {result.best_value:.4f} bits per byte on the holdout"]
+        best += [f"{key} = {value}" for key, value in result.best_params.items()]
+    lines = [
+        _rule("Foundry search finished"),
+        f"study      {result.study_name}  ({counts})",
+        f"storage    {result.storage}",
+        *(f"{'best' if i == 0 else '':10s} {line}" for i, line in enumerate(best)),
+        f"config     {result.best_config or '-'}",
+        f"MLflow run {result.run_id}  (one nested run per trial; table and plots under search/)",
+    ]
+    if result.best_config:
+        lines.append(f"train it   foundry run --config {result.best_config}")
+    return "\n".join(lines)
+
+
+def reproduce_summary(result: Reproduction) -> str:
+    forced = [] if result.commit_matches else ["at a different commit"]
+    forced += [] if result.tree_clean else ["with uncommitted code"]
+    lines = [
+        f"reproduced {result.model} in MLflow run {result.run_id}"
+        + (f" ({', '.join(forced)}, forced)" if forced else "")
+    ]
+    lines += [f"  {key:24s} recorded {old:.6f}  reproduced {new:.6f}" for key, (old, new) in result.comparison.items()]
+    lines.append("identical holdout metrics" if result.identical else "holdout metrics DIFFER from the recorded ones")
+    return "\n".join(lines)
+
+
+def skipped_summary(result: SkippedRun) -> str:
+    return f"retrain: {result.reason}; nothing trained (MLflow run {result.run_id})"
