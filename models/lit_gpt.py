@@ -138,6 +138,19 @@ class LitGPT(L.LightningModule):
         _, loss = self.model(x, y)
         self.log("val/loss", loss, prog_bar=True, sync_dist=True)
 
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        # Lightning's own clipping refuses a model FSDP shards: only the wrapper sees the whole gradient's norm.
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        if gradient_clip_val and isinstance(self.trainer.model, FullyShardedDataParallel):
+            self.trainer.model.clip_grad_norm_(gradient_clip_val)
+        elif gradient_clip_val and self.trainer.precision == "bf16-mixed":
+            # bf16 scales no loss, so the fused optimizer has nothing to unscale, but Lightning refuses to clip
+            # for it all the same; its plain clipping by norm is what the other precisions get.
+            self.trainer.precision_plugin.clip_grad_by_norm(optimizer, gradient_clip_val)
+        else:
+            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
     def configure_optimizers(self):
         hp = self.hparams
         optimizer = adamw(self.model, hp.learning_rate, hp.weight_decay, self.trainer.precision)

@@ -142,7 +142,12 @@ def join_process_group(t: TrainConfig) -> None:
 
 
 def _trainer(
-    config: FoundryConfig, run_id: str | None, io, progress: bool, progress_file: Path | None, callbacks: tuple = ()
+    config: FoundryConfig,
+    run_id: str | None,
+    io,
+    progress: bool,
+    progress_file: Path | None = None,
+    callbacks: tuple = (),
 ):
     import lightning as L
     from lightning.pytorch.loggers import MLFlowLogger
