@@ -172,6 +172,10 @@ def ui_run(chromium, servers):
     prefect, _ = servers
     page = chromium.new_page()
     page.set_default_timeout(60_000)
+    said: list[str] = []  # the page's console errors and failed requests, for a failure's message
+    page.on("console", lambda m: m.type in ("error", "warning") and said.append(f"console {m.type}: {m.text}"))
+    page.on("response", lambda r: r.status >= 400 and said.append(f"{r.status} {r.request.method} {r.url}"))
+    page.on("requestfailed", lambda r: said.append(f"failed {r.method} {r.url}: {r.failure}"))
     page.goto(f"{prefect}/deployments")
     _shot(page, "1-prefect-deployments")
     page.get_by_role("link", name="train", exact=True).click()
@@ -186,10 +190,7 @@ def ui_run(chromium, servers):
     expect(review).to_have_attribute("aria-checked", "false")
     _shot(page, "2-prefect-run-form")
     page.get_by_role("button", name="Submit").click()
-    page.get_by_text("View run").first.wait_for()  # the UI's notice that the run was created
-    deployment = _deployment(prefect)["id"]
-    runs = _get_json(f"{prefect}/api/flow_runs/filter", {"deployments": {"id": {"any_": [deployment]}}})
-    (flow_run_id,) = [run["id"] for run in runs]
+    flow_run_id = _created_run(page, prefect, said)
     page.goto(f"{prefect}/runs/flow-run/{flow_run_id}")
     done = _wait(
         "the flow run did not finish",
@@ -199,6 +200,23 @@ def ui_run(chromium, servers):
     )
     yield page, done
     page.close()
+
+
+def _created_run(page, prefect: str, said: list[str]) -> str:
+    """The flow run the form's Submit created, as the API has it. Its notice ("View run") is a toast that
+    can come and go before a loaded machine looks, so the API is asked. Between asks the page waits (not
+    time.sleep): the context's route handler answers the page's requests only while Playwright runs. A
+    form that created nothing fails with what the page said."""
+    deployment = _deployment(prefect)["id"]
+    query = {"deployments": {"id": {"any_": [deployment]}}}
+    deadline = time.time() + 180
+    while not (runs := _get_json(f"{prefect}/api/flow_runs/filter", query)) and time.time() < deadline:
+        page.wait_for_timeout(1000)
+    if not runs:
+        _shot(page, "2b-prefect-after-submit")
+        raise AssertionError("the form's Submit created no flow run in 180 s; the page said:\n" + "\n".join(said[-20:]))
+    (flow_run_id,) = [run["id"] for run in runs]
+    return flow_run_id
 
 
 def test_a_run_started_from_the_prefect_form_completes_with_its_summary(ui_run):

@@ -278,19 +278,50 @@ def test_a_clearly_worse_trial_is_pruned_from_its_validation_reports(tiny_datase
 
 
 @pytest.mark.slow
-def test_the_time_box_fits_the_length_and_ends_the_schedule_there(tiny_dataset, tmp_path):
-    from foundry.search.callbacks import TimeBox, ValidationReporter
+class TickingClock:
+    """Reads `per_read` seconds later at every read, and `slow_read` once `slow` is set: a run of known speed."""
+
+    def __init__(self, per_read: float, slow_read: float = 1.0):
+        self.now, self.per_read, self.slow_read, self.slow = 0.0, per_read, slow_read, False
+
+    def __call__(self) -> float:
+        self.now += self.slow_read if self.slow else self.per_read
+        return self.now
+
+
+def _time_boxed(tmp_path, tiny_dataset, box):
+    from foundry.search.callbacks import ValidationReporter
     from foundry.training.trainer import train
 
     config = tiny("train.max_steps=100000", "checkpoint.every_n_steps=100000", "train.val_every_n_steps=100000")
-    box, reporter = TimeBox(seconds=5), ValidationReporter(lambda step, value: False, 1.0)
+    reporter = ValidationReporter(lambda step, value: False, 1.0)
     train(config, tiny_dataset, tmp_path, progress=False, callbacks=(box, reporter))
-    assert box.skip_steps + box.calibration_steps < box.fitted_steps < 100000
-    assert reporter.steps == box.fitted_steps
-    last = torch.load(tmp_path / "last.ckpt", map_location="cpu", weights_only=False)
-    assert last["global_step"] == box.fitted_steps
+    return config, reporter, torch.load(tmp_path / "last.ckpt", map_location="cpu", weights_only=False)
+
+
+def test_the_time_box_fits_the_length_and_ends_the_schedule_there(tiny_dataset, tmp_path):
+    from foundry.search.callbacks import TimeBox
+
+    box = TimeBox(seconds=1, clock=TickingClock(per_read=1 / 256))  # one read a step (binary-exact)
+    config, reporter, last = _time_boxed(tmp_path, tiny_dataset, box)
+    assert box.fitted_steps == 256  # the calibration steps count inside the box
+    assert reporter.steps == last["global_step"] == box.fitted_steps
     floor = config.train.learning_rate * config.train.min_lr_ratio  # the cosine schedule reached its end
     assert last["optimizer_states"][0]["param_groups"][0]["lr"] == pytest.approx(floor, rel=1e-6)
+
+
+def test_a_run_that_slows_down_after_fitting_stops_at_one_and_a_half_boxes(tiny_dataset, tmp_path):
+    from foundry.search.callbacks import TimeBox
+
+    class SlowsAfterFitting(TimeBox):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+            self.clock.slow = self.fitted_steps is not None and trainer.global_step >= 50
+
+    box = SlowsAfterFitting(seconds=1, clock=TickingClock(per_read=1 / 256, slow_read=0.25))
+    _, reporter, last = _time_boxed(tmp_path, tiny_dataset, box)
+    # 50 steps take 50/256 s, then a quarter second each: past 1.5 s at the 56th step, far short of 256.
+    assert box.fitted_steps == 256 and reporter.steps == last["global_step"] == 56
 
 
 def test_the_search_deployment_shows_the_space_as_a_form():

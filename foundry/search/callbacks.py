@@ -40,20 +40,27 @@ class TimeBox(Callback):
     """Fits a run into `seconds`: its speed is measured over `calibration_steps` steps after the first
     `skip_steps` (which pay for set-up), then its length becomes the steps that fit, and the learning-rate
     schedule ends there too, as it would for a run of that length. A run that slows down badly afterwards
-    is stopped at 1.5 x the box."""
+    is stopped at 1.5 x the box. `clock` reads seconds (tests give it one that ticks per read)."""
 
-    def __init__(self, seconds: float, calibration_steps: int = 20, skip_steps: int = 5):
+    def __init__(
+        self,
+        seconds: float,
+        calibration_steps: int = 20,
+        skip_steps: int = 5,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         self.seconds = seconds
+        self.clock = clock
         self.calibration_steps = calibration_steps
         self.skip_steps = skip_steps
         self.fitted_steps: int | None = None
         self._start = self._mark = 0.0
 
     def on_train_start(self, trainer, pl_module) -> None:
-        self._start = time.perf_counter()
+        self._start = self.clock()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        step, now = trainer.global_step, time.perf_counter()
+        step, now = trainer.global_step, self.clock()
         if step == self.skip_steps and not self._mark:
             self._mark = now
         elif self.fitted_steps is None and self._mark and step >= self.skip_steps + self.calibration_steps:
