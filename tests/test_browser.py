@@ -214,7 +214,10 @@ def _created_run(page, prefect: str, said: list[str]) -> str:
         page.wait_for_timeout(1000)
     if not runs:
         _shot(page, "2b-prefect-after-submit")
-        raise AssertionError("the form's Submit created no flow run in 180 s; the page said:\n" + "\n".join(said[-20:]))
+        flagged = page.locator("[class*=invalid], [class*=error]").all_inner_texts()  # the form's own messages
+        raise AssertionError(
+            "the form's Submit created no flow run in 180 s; the page said:\n" + "\n".join(said[-20:] + flagged[:20])
+        )
     (flow_run_id,) = [run["id"] for run in runs]
     return flow_run_id
 
