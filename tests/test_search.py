@@ -277,7 +277,6 @@ def test_a_clearly_worse_trial_is_pruned_from_its_validation_reports(tiny_datase
     ]
 
 
-@pytest.mark.slow
 class TickingClock:
     """Reads `per_read` seconds later at every read, and `slow_read` once `slow` is set: a run of known speed."""
 
@@ -299,6 +298,7 @@ def _time_boxed(tmp_path, tiny_dataset, box):
     return config, reporter, torch.load(tmp_path / "last.ckpt", map_location="cpu", weights_only=False)
 
 
+@pytest.mark.slow
 def test_the_time_box_fits_the_length_and_ends_the_schedule_there(tiny_dataset, tmp_path):
     from foundry.search.callbacks import TimeBox
 
@@ -310,6 +310,7 @@ def test_the_time_box_fits_the_length_and_ends_the_schedule_there(tiny_dataset, 
     assert last["optimizer_states"][0]["param_groups"][0]["lr"] == pytest.approx(floor, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_a_run_that_slows_down_after_fitting_stops_at_one_and_a_half_boxes(tiny_dataset, tmp_path):
     from foundry.search.callbacks import TimeBox
 
