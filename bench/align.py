@@ -1,9 +1,9 @@
 """Alignment measured on what the model does: the default base, SFT and DPO on the generated instruction set.
 
     python bench/align.py [--base models:/foundry-gpt/1] [--home bench/out/align-home] [--train 8000]
-                          [--sft-set align.max_steps=600 ...] [--dpo-set align.max_steps=200 ...]
+                          [--sft-set align.max_steps=4000 ...] [--dpo-set align.max_steps=200 ...]
 
-1. The default base model (`make run`'s: 3 layers, width 192, BPE-4096 on the standard library): `--base`, else
+1. The default base model (`make run`'s: 2 layers, width 144, BPE-4096 on the standard library): `--base`, else
    the champion `foundry-gpt` in `--home`'s registry, else trained here by the train pipeline with the defaults.
 2. The instruction set (`foundry.data.instructions`): five tasks, training instances, held-out instances of
    seen words and numbers (test), instances of unseen ones (oov), preference pairs (chosen right, rejected a
@@ -52,7 +52,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--train", type=int, default=8000, help="training instances per task (at most)")
     parser.add_argument("--test", type=int, default=100, help="held-out and out-of-vocabulary instances per task")
     parser.add_argument("--pairs", type=int, default=1000, help="training preference pairs per task")
-    parser.add_argument("--sft-set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides for the SFT run")
+    parser.add_argument(
+        "--sft-set",
+        nargs="*",
+        default=["align.max_steps=4000", "align.learning_rate=3e-3", "align.replay_fraction=0.125"],
+        metavar="KEY=VALUE",
+        help="overrides for the SFT run",
+    )
     parser.add_argument(
         "--dpo-set",
         nargs="*",
@@ -77,17 +83,20 @@ def default_base(args) -> str:
 
 
 def loaded(uri: str, home: Path, with_chat_tokens: bool = False):
-    """(model, tokenizer) of a registered version; the base with the template's tokens added (grown)."""
+    """(model, tokenizer, template) of a registered version: the template it was trained with; the base with
+    the template's tokens added (grown)."""
     from tokenizers import Tokenizer
 
     from foundry.registry.parent import fetch_version
     from foundry.training.warm_start import chat_base
-    from models.gpt import load_gpt
+    from models.chat import ChatTemplate, saved_template
+    from models.gpt import gpt_from_saved, load_saved
 
     version = fetch_version(uri, home)
     if with_chat_tokens:
         version = chat_base(version, home)
-    return load_gpt(version.weights), Tokenizer.from_file(version.tokenizer)
+    saved = load_saved(version.weights)
+    return gpt_from_saved(saved), Tokenizer.from_file(version.tokenizer), saved_template(saved) or ChatTemplate()
 
 
 def aligned(align, start: str, config, given: str | None, timings: dict, name: str) -> Aligned:
@@ -110,11 +119,9 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def scores(model, tokenizer, sets: dict[str, list[dict]], pairs: list[dict]) -> dict:
+def scores(model, tokenizer, template, sets: dict[str, list[dict]], pairs: list[dict]) -> dict:
     from foundry.evaluation.align import exact_match, pairs_from_examples, preference_scores
-    from models.chat import ChatTemplate
 
-    template = ChatTemplate()
     out = {name: exact_match(model, tokenizer, template, examples) for name, examples in sets.items()}
     eot = tokenizer.token_to_id("<|endoftext|>")
     out["pairs"] = preference_scores(model, pairs_from_examples(pairs, tokenizer, template), 32, eot)
@@ -185,6 +192,7 @@ def main() -> int:
         "cores": len(os.sched_getaffinity(0)),
     }
     out = REPO / "bench" / "out" / "align-results.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=1))
     print(report(results, list(TASKS)))
     for name, seconds in timings.items():

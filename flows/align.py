@@ -26,6 +26,7 @@ from tasks.align import (  # noqa: E402
     judge_aligned,
     parent_version,
     register_aligned,
+    replay_source,
 )
 from tasks.artifacts import flow_config, name_flow_run, publish_data_stage, publish_summary  # noqa: E402
 from tasks.data import acquire, hydrate  # noqa: E402
@@ -46,7 +47,7 @@ def align(model_uri: str, config: FoundryConfig = FoundryConfig()) -> AlignResul
     route_library_logs()  # each line once, our INFO lines included
     parent = parent_version(model_uri, foundry_home())
     base = chat_base(parent, foundry_home())
-    tuned = align_config(config, base)
+    tuned = replay_source(align_config(config, base), parent, foundry_home())
     tags = {
         "prefect.flow_run_id": str(runtime.flow_run.id),
         "foundry.stage": "align",

@@ -171,6 +171,35 @@ class PackedConversations(_Resumable):
         return packed_batch(self.data, rows, self.block_size, self.pad_id)
 
 
+class WithReplay:
+    """Each batch of packed conversations followed by a batch of pretraining windows (`RandomWindows`), each
+    window one segment whose every next token is trained: replay against forgetting. Both streams resume
+    where they were; the windows run on through epochs of the conversations."""
+
+    def __init__(self, conversations: PackedConversations, windows):
+        self.conversations, self.windows = conversations, windows
+
+    def __len__(self) -> int:
+        return len(self.conversations)
+
+    def __iter__(self):
+        windows = iter(self.windows)
+        for x, y, segments in self.conversations:
+            try:
+                wx, wy = next(windows)
+            except StopIteration:  # the windows' epoch ended: the next one
+                windows = iter(self.windows)
+                wx, wy = next(windows)
+            yield torch.cat([x, wx]), torch.cat([y, wy]), torch.cat([segments, torch.zeros_like(wx)])
+
+    def state_dict(self) -> dict:
+        return {"conversations": self.conversations.state_dict(), "windows": self.windows.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.conversations.load_state_dict(state["conversations"])
+        self.windows.load_state_dict(state["windows"])
+
+
 class PreferenceBatches(_Resumable):
     """Training batches of `batch_size` pairs as 2B rows (x, y); each epoch visits the pairs in a fresh order."""
 

@@ -1,7 +1,10 @@
 """The chat template: role markers as special tokens, one rendering for training, evaluation and serving.
 
-A conversation renders as `<|user|>content<|end|><|assistant|>content<|end|>...` (an optional
-`<|system|>` turn first). The markers are special tokens added to the base's byte-level BPE, so they
+A conversation renders as `<|user|> content<|end|><|assistant|> content<|end|>...` (an optional
+`<|system|>` turn first). Each content follows its marker after one space, as text inside a sentence
+does: byte-level BPE then splits a word or a number the same way wherever it stands, so a reply that
+copies part of its prompt copies tokens (without the space, "cloud" after a marker and " cloud" inside
+the prompt share no token). The markers are special tokens added to the base's byte-level BPE, so they
 never merge with text; the template travels inside every aligned `model.pt` (`chat_template`) and its
 tokens inside `tokenizer.json`. Training learns the assistant's content and its closing `<|end|>`;
 generation is prompted with the conversation so far and `<|assistant|>`, and stops at `<|end|>`.
@@ -29,13 +32,15 @@ class ChatTemplate:
     user: str = "<|user|>"
     assistant: str = "<|assistant|>"
     end: str = "<|end|>"
+    content_prefix: str = " "
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, saved: dict) -> ChatTemplate:
-        return cls(**saved)
+        # Templates saved before `content_prefix` existed rendered content right after the marker.
+        return cls(**{"content_prefix": "", **saved})
 
     @property
     def special_tokens(self) -> list[str]:
@@ -55,7 +60,7 @@ class ChatTemplate:
     def render(self, messages: list[dict]) -> str:
         """The whole conversation as text (markers included)."""
         self.check(messages)
-        return "".join(f"{self.marker(m['role'])}{m['content']}{self.end}" for m in messages)
+        return "".join(f"{self.marker(m['role'])}{self.content_prefix}{m['content']}{self.end}" for m in messages)
 
     def render_prompt(self, messages: list[dict]) -> str:
         """The conversation so far, then the assistant's marker: what generation continues."""
@@ -69,7 +74,10 @@ class ChatTemplate:
             marker = next((m for m in by_marker if turn.startswith(m)), None)
             if marker is None:
                 raise TemplateError(f"turn {turn[:40]!r} does not start with a role marker")
-            messages.append({"role": by_marker[marker], "content": turn[len(marker) :]})
+            content = turn[len(marker) :]
+            if not content.startswith(self.content_prefix):
+                raise TemplateError(f"turn {turn[:40]!r} does not put {self.content_prefix!r} before its content")
+            messages.append({"role": by_marker[marker], "content": content[len(self.content_prefix) :]})
         if text.split(self.end)[-1]:
             raise TemplateError(f"text after the last {self.end}: {text.split(self.end)[-1][:40]!r}")
         return messages
@@ -88,7 +96,7 @@ class ChatTemplate:
         ids: list[int] = []
         trained: list[int] = []
         for message in messages:
-            content = tokenizer.encode(message["content"]).ids + [self.token_id(tokenizer, self.end)]
+            content = self.encode_content(tokenizer, message["content"]) + [self.token_id(tokenizer, self.end)]
             learn = int(message["role"] == "assistant")
             ids += [self.token_id(tokenizer, self.marker(message["role"]))] + content
             trained += [0] + [learn] * len(content)
@@ -101,7 +109,15 @@ class ChatTemplate:
     def encode_reply(self, tokenizer, content: str) -> list[int]:
         """An assistant reply as training sees it: content, then the end marker."""
         self.check([{"role": "assistant", "content": content}])
-        return tokenizer.encode(content).ids + [self.token_id(tokenizer, self.end)]
+        return self.encode_content(tokenizer, content) + [self.token_id(tokenizer, self.end)]
+
+    def encode_content(self, tokenizer, content: str) -> list[int]:
+        return tokenizer.encode(self.content_prefix + content).ids
+
+    def decode_reply(self, tokenizer, ids: list[int]) -> str:
+        """A generated reply's text (ids after the assistant's marker, up to its end marker), without the
+        template's prefix."""
+        return tokenizer.decode(ids).removeprefix(self.content_prefix)
 
 
 def add_chat_tokens(tokenizer, template: ChatTemplate) -> int:

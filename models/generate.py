@@ -55,5 +55,5 @@ def generate_replies(
         out = model.generate(
             torch.tensor([ids]), max_new_tokens, temperature, top_k, generator=generator, stop_token=end
         )
-        replies.append(tokenizer.decode([i for i in out[0, len(ids) :].tolist() if i != end]))
+        replies.append(template.decode_reply(tokenizer, [i for i in out[0, len(ids) :].tolist() if i != end]))
     return replies

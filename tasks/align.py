@@ -29,6 +29,23 @@ def chat_base(parent: ParentModel, home: Path) -> ParentModel:
     return with_chat_tokens(parent, home)
 
 
+@task(name="replay-source", cache_policy=NO_CACHE)
+def replay_source(config: FoundryConfig, parent: ParentModel, home: Path) -> FoundryConfig:
+    """With `align.replay_fraction` > 0, the config with `align.replay_from`: the parent's pretraining data
+    version, hydrated. Refused before any work when there is nothing to replay or the method is dpo."""
+    from foundry.data.hydrate import hydrate_version
+
+    a = config.align
+    if a.replay_fraction == 0:
+        return config
+    if a.method != "sft":
+        raise ValueError(f"align.replay_fraction applies to sft; it is {a.replay_fraction} for {a.method}")
+    if parent.pretrain_data is None:
+        raise ValueError(f"align.replay_fraction needs pretraining data to replay; {parent.uri} records none")
+    replay_from = str(hydrate_version(parent.pretrain_data, home))
+    return config.model_copy(update={"align": a.model_copy(update={"replay_from": replay_from})})
+
+
 def _align_dataset_key(context, parameters: dict) -> str:
     from foundry.data.prepare_align import align_dataset_key
 

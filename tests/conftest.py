@@ -175,6 +175,7 @@ def aligned_model(base_model, instruction_set):
     from foundry.config import load_config
 
     overrides = ["align.model_name=it-chat", f"data.source={instruction_set['sft'].parent}"]
+    overrides.append("align.replay_fraction=0.25")  # two of the 8 rows replay the base's pretraining text
     config = load_config(REPO_ROOT / "configs" / "tiny_align.yaml", overrides)
     return config, align(model_uri="models:/it-gpt/1", config=config)
 

@@ -49,6 +49,8 @@ def test_sft_registers_an_aligned_version_with_lineage_gate_and_card(aligned_mod
     assert stage[("documents kept", "")] == run.data.metrics["data/records_out"]
     assert run.data.tags["foundry.stage"] == "align" and run.data.params["train.init_from"].endswith("model.pt")
     assert run.data.params["registry.model_name"] == "it-chat"
+    assert run.data.params["align.replay_fraction"] == "0.25"  # replaying the base's own pretraining data
+    assert Path(run.data.params["align.replay_from"]).name == base.data_version
     assert {"train/loss", "val/loss", "data/records_out"} <= set(run.data.metrics)
     generations = json.loads(open(client.download_artifacts(result.run_id, "evaluation/generations.json")).read())
     assert generations["columns"] == ["prompt", "base", "aligned"] and len(generations["data"]) == len(

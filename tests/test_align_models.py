@@ -67,17 +67,31 @@ def tiny_gpt(vocab: int, block: int = 32, seed: int = 0) -> GPT:
 
 def test_the_template_round_trips(tokenizer):
     text = TEMPLATE.render(CHAT)
-    assert text.startswith("<|system|>Answer briefly.<|end|><|user|>") and text.endswith("<|assistant|>5<|end|>")
+    assert text.startswith("<|system|> Answer briefly.<|end|><|user|> ") and text.endswith("<|assistant|> 5<|end|>")
     assert TEMPLATE.parse(text) == CHAT
     ids, trained = TEMPLATE.encode(tokenizer, CHAT)
     assert ids == tokenizer.encode(text).ids  # turn by turn, or the rendered text at once: the same ids
     assert tokenizer.decode(ids, skip_special_tokens=False) == text
     assert TEMPLATE.parse(tokenizer.decode(ids, skip_special_tokens=False)) == CHAT
     trained_text = tokenizer.decode([i for i, t in zip(ids, trained) if t], skip_special_tokens=False)
-    assert trained_text == "RIVER STONE<|end|>5<|end|>"  # the assistant's content and its end marker only
+    assert trained_text == " RIVER STONE<|end|> 5<|end|>"  # the assistant's content and its end marker only
     prompt = TEMPLATE.encode_prompt(tokenizer, CHAT[:2])
     assert tokenizer.decode(prompt, skip_special_tokens=False) == TEMPLATE.render_prompt(CHAT[:2])
     assert ChatTemplate.from_dict(json.loads(json.dumps(TEMPLATE.to_dict()))) == TEMPLATE
+    assert TEMPLATE.decode_reply(tokenizer, TEMPLATE.encode_content(tokenizer, "RIVER STONE")) == "RIVER STONE"
+
+
+def test_a_reply_that_copies_a_word_of_its_prompt_copies_its_tokens(tokenizer):
+    prompt = TEMPLATE.encode_prompt(tokenizer, [{"role": "user", "content": "Value of port in: host = stone"}])
+    reply = TEMPLATE.encode_reply(tokenizer, "stone")[:-1]
+    assert prompt[-2 - len(reply) : -2] == reply  # "stone" ends the content, before <|end|><|assistant|>
+    unspaced = ChatTemplate(content_prefix="")
+    assert unspaced.encode_reply(tokenizer, "stone")[:-1] != reply  # BPE splits " stone" and "stone" apart
+
+
+def test_a_template_saved_before_the_content_prefix_renders_as_it_did():
+    saved = {k: v for k, v in TEMPLATE.to_dict().items() if k != "content_prefix"}
+    assert ChatTemplate.from_dict(saved).render(CHAT[1:2]) == f"<|user|>{CHAT[1]['content']}<|end|>"
 
 
 def test_the_template_refuses_unknown_roles_and_markers_in_content(tokenizer):

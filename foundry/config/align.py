@@ -31,6 +31,16 @@ class AlignConfig(_Section):
         description="DPO: weight of the chosen replies' own next-token loss beside the DPO loss; it keeps the "
         "policy generating them while it learns the preferences (0: DPO alone).",
     )
+    replay_fraction: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="sft: share of each batch's rows that are windows of the parent's pretraining training split, "
+        "trained on whole, against forgetting (the version must carry its pretraining data version); 0: none.",
+    )
+    replay_from: str = Field(
+        "", description="Set by the align flow: the hydrated pretraining dataset replay draws its windows from."
+    )
     prompts: list[str] = Field(
         ["Write in capital letters: river stone", "Add: 12 + 30", "Sort ascending: 41, 7, 19"],
         description="User messages whose replies, rendered through the chat template, are logged with every "

@@ -3,7 +3,7 @@
 - upper: "Write in capital letters: river stone" -> "RIVER STONE"
 - sort:  "Sort ascending: 41, 7, 19" -> "7, 19, 41"
 - add:   "Add: 12 + 30" -> "42"
-- field: "Value of port in: host=cloud; port=river; user=stone" -> "river"
+- field: "Value of port in: host = cloud; port = river; user = stone" -> "river"
 - snake: "Convert to snake_case: riverStoneLight" -> "river_stone_light"
 
 Instances draw on a training vocabulary (words, keys, numbers). Each instance's prompt hash puts it in the
@@ -63,7 +63,7 @@ def _add(rng: random.Random, operands) -> Instance:
 def _field(rng: random.Random, keys, words) -> Instance:
     chosen, values = rng.sample(keys, 3), rng.sample(words, 3)
     asked = rng.randrange(3)
-    pairs = "; ".join(f"{k}={v}" for k, v in zip(chosen, values))
+    pairs = "; ".join(f"{k} = {v}" for k, v in zip(chosen, values))
     return Instance("field", f"Value of {chosen[asked]} in: {pairs}", values[asked])
 
 
@@ -122,7 +122,8 @@ def plausible_wrong(instance: Instance, rng: random.Random) -> str:
     if instance.task == "add":
         return str(int(a) + rng.choice((-10, -1, 1, 10)) if int(a) >= 10 else int(a) + 1)
     if instance.task == "field":
-        others = [p.split("=")[1] for p in instance.prompt.split(": ", 1)[1].split("; ") if p.split("=")[1] != a]
+        values = [p.split(" = ")[1] for p in instance.prompt.split(": ", 1)[1].split("; ")]
+        others = [v for v in values if v != a]
         return rng.choice(others)
     return a.replace("_", "")
 

@@ -92,7 +92,7 @@ def greedy_replies(
                 if bool(done.all()):
                     break
             for i, row in zip(rows, idx[:, length:].tolist()):
-                replies[i] = tokenizer.decode(row[: row.index(end)] if end in row else row)
+                replies[i] = template.decode_reply(tokenizer, row[: row.index(end)] if end in row else row)
     return replies
 
 

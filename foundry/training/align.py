@@ -7,6 +7,7 @@ is pretraining's.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -39,16 +40,20 @@ def aligned_loaders(config: FoundryConfig, data_dir: Path, manifest: dict, rank:
         PackedConversations,
         PreferenceBatches,
         Sized,
+        WithReplay,
         pack,
         sequential_conversations,
         sequential_pairs,
     )
 
     t, block, pad = config.train, config.model.block_size, manifest["eot_id"]
+    replay_rows = replayed_rows(config, manifest)
     if manifest["kind"] == "chat":
         train = PackedConversations(
-            load_conversations(data_dir, "train"), block, t.batch_size, t.seed, pad, rank, world_size
+            load_conversations(data_dir, "train"), block, t.batch_size - replay_rows, t.seed, pad, rank, world_size
         )
+        if replay_rows:
+            train = WithReplay(train, replay_windows(config, manifest, replay_rows, rank, world_size))
         held = load_conversations(data_dir, "holdout")
         rows = len(pack(np.arange(len(held.tokens)), held.tokens.lengths(), block))
         val = Sized(
@@ -60,3 +65,36 @@ def aligned_loaders(config: FoundryConfig, data_dir: Path, manifest: dict, rank:
     pairs = load_pairs(data_dir, "holdout")
     batches = min(t.val_batches, -(-len(pairs.prompt) // t.batch_size))
     return train, Sized(lambda: sequential_pairs(pairs, t.batch_size, pad, t.val_batches), batches)
+
+
+def replayed_rows(config: FoundryConfig, manifest: dict) -> int:
+    """Rows of each batch that replay pretraining text: `align.replay_fraction` of `train.batch_size`, at least
+    one when replaying, and at least one row left for the conversations."""
+    a, batch = config.align, config.train.batch_size
+    if a.replay_fraction == 0:
+        return 0
+    if manifest["kind"] != "chat":
+        raise ValueError("align.replay_fraction applies to sft (chat records); set it to 0 for dpo")
+    if not a.replay_from:
+        raise ValueError("align.replay_fraction > 0 needs align.replay_from: a hydrated pretraining dataset")
+    rows = max(1, round(a.replay_fraction * batch))
+    if rows >= batch:
+        raise ValueError(f"align.replay_fraction {a.replay_fraction} of {batch} rows leaves none for conversations")
+    return rows
+
+
+def replay_windows(config: FoundryConfig, manifest: dict, rows: int, rank: int, world_size: int):
+    """Seeded windows of the pretraining training split, in the base's token ids (the chat tokens only add ids)."""
+    from foundry.data.shards import load_split
+    from models.data import RandomWindows
+
+    source = Path(config.align.replay_from)
+    pretraining = json.loads((source / "manifest.json").read_text())
+    if pretraining.get("kind", "text") != "text" or pretraining["vocab_size"] > manifest["vocab_size"]:
+        raise ValueError(
+            f"{source} is not pretraining text in this model's vocabulary "
+            f"({pretraining.get('kind', 'text')}, {pretraining['vocab_size']} ids; the model has {manifest['vocab_size']})"
+        )
+    tokens, block = load_split(source, "train"), config.model.block_size
+    steps = max(1, len(tokens) // (rows * world_size * block))
+    return RandomWindows(tokens, block, rows, config.train.seed + 1, steps, rank, world_size)
