@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 import torch
+from test_align_models import as_lists, many_conversations
 
 from foundry.config import load_config
 from foundry.training.align import replayed_rows
 from models.align import IGNORE
 from models.align_data import PackedConversations, WithReplay
 from models.data import RandomWindows
-from tests.test_align_models import as_lists, many_conversations
 
 PRETRAINING = np.arange(100, 160, dtype=np.uint16)  # ids no conversation holds: a replayed row is plain to see
 
