@@ -88,7 +88,9 @@ def _logs(flow_run_id) -> list:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
     from prefect.client.schemas.sorting import LogSort
+    from prefect.logging.handlers import APILogHandler
 
+    APILogHandler().flush()  # logs reach the API in batches: send what is queued before reading (CI read none)
     only = LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]))
     logs: list = []
     with get_client(sync_client=True) as client:
