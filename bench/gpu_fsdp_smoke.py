@@ -67,7 +67,8 @@ def main() -> int:
         print("gpu_fsdp_smoke: no CUDA device on this machine; nothing run (--cpu checks the script)")
         return 1
     every = max(1, args.steps // 4)
-    on_gpu = [] if args.cpu else ["train.accelerator=gpu", "train.strategy=fsdp"]
+    # FSDP shards the matrices Muon needs whole (the config refuses the pair): AdamW for both modes.
+    on_gpu = ["train.optimizer=adamw"] + ([] if args.cpu else ["train.accelerator=gpu", "train.strategy=fsdp"])
     steps = [f"train.max_steps={args.steps}", f"checkpoint.every_n_steps={every}", "train.deterministic=true"]
     config = load_config(REPO / "configs" / "tiny.yaml", [*on_gpu, *steps])
     device = "CPU (script check)" if args.cpu else torch.cuda.get_device_name()

@@ -2,8 +2,8 @@
 
     python bench/train_overhead.py [--steps 150] [--block 1] [--warmup 10] [--set train.batch_size=16 ...]
 
-Both train the default config's GPT (params.yaml defaults: 3 layers, width 192, context 128,
-micro-batch 32) on the same `RandomWindows` over synthetic tokens, in this one process, with the
+Both train the default config's GPT (params.yaml's model and optimizer; before commit 8d7dc11 the defaults
+were 3 layers, width 192, context 128, micro-batch 32, AdamW) on the same `RandomWindows` over synthetic tokens, in this one process, with the
 same optimizer, schedule and clipping. Ours is `foundry.training.trainer`'s Trainer: the windowed metrics
 (loss, lr, tokens/s, step time, data wait) go to a real MLflow run every `train.log_every_n_steps`;
 checkpoints and validation are off (bench/checkpoint.py measures those). The two alternate step by
@@ -54,14 +54,17 @@ class RawLoop:
         import torch
 
         from models.gpt import GPT, GPTConfig
-        from models.lit_gpt import warmup_cosine
+        from models.lit_gpt import muon_adamw, warmup_cosine
 
         t = self.train = config.train
         torch.manual_seed(t.seed)
         self.model = GPT(GPTConfig(vocab_size=config.tokenizer.vocab_size, **config.model.model_dump()))
-        self.optimizer = torch.optim.AdamW(
-            self.model.optimizer_groups(t.weight_decay), lr=t.learning_rate, betas=(0.9, 0.95), fused=True
-        )
+        if t.uses_muon:  # the optimizer training builds for this config
+            self.optimizer = muon_adamw(self.model, t.learning_rate, t.muon_learning_rate, t.weight_decay)
+        else:
+            self.optimizer = torch.optim.AdamW(
+                self.model.optimizer_groups(t.weight_decay), lr=t.learning_rate, betas=(0.9, 0.95), fused=True
+            )
         self.schedule = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: warmup_cosine(s, t.warmup_steps, t.max_steps, t.min_lr_ratio)
         )

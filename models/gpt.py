@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 import torch
 import torch.nn as nn
@@ -18,6 +19,8 @@ class GPTConfig:
     n_head: int = 6
     n_embd: int = 192
     dropout: float = 0.0
+    # The defaults are the architecture every model saved before these fields existed was trained with.
+    positions: Literal["learned", "rotary"] = "learned"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -33,11 +36,18 @@ class CausalSelfAttention(nn.Module):
         self.dropout = cfg.dropout
         self.resid_dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        rotation: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         # (B, nh, T, hs)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        if rotation is not None:
+            q, k = rotate(q, *rotation), rotate(k, *rotation)
         dropout = self.dropout if self.training else 0.0
         if mask is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
@@ -67,8 +77,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(cfg.n_embd)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x), mask)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, rotation: tuple | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), mask, rotation)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -77,7 +87,8 @@ class GPT(nn.Module):
         super().__init__()
         self.config = cfg
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
-        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
+        # Rotary positions rotate queries and keys instead: no position table.
+        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd) if cfg.positions == "learned" else None
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.n_embd)
@@ -98,7 +109,7 @@ class GPT(nn.Module):
 
     def num_params(self, non_embedding: bool = True) -> int:
         n = sum(p.numel() for p in self.parameters())
-        return n - self.wpe.weight.numel() if non_embedding else n
+        return n - self.wpe.weight.numel() if non_embedding and self.wpe is not None else n
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, segments: torch.Tensor | None = None):
         """Logits (B, T, V); with targets also the mean cross-entropy in nats per token, over the targets
@@ -120,9 +131,15 @@ class GPT(nn.Module):
             pos = torch.arange(T, device=idx.device)
         else:
             pos, mask = segment_positions(segments), segment_mask(segments)
-        x = self.drop(self.wte(idx) + self.wpe(pos))
+        x = self.wte(idx)
+        rotation = None
+        if self.wpe is not None:
+            x = x + self.wpe(pos)
+        else:
+            rotation = rotary_angles(pos, self.config.n_embd // self.config.n_head)
+        x = self.drop(x)
         for block in self.blocks:
-            x = block(x, mask)
+            x = block(x, mask, rotation)
         return self.ln_f(x)
 
     def masked_loss(
@@ -172,6 +189,23 @@ class GPT(nn.Module):
             if stop_token is not None and bool((next_id == stop_token).all()):
                 break
         return idx
+
+
+def rotary_angles(pos: torch.Tensor, head_dim: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of each position's rotation angles (RoFormer), shaped to broadcast over (B, nh, T, hs / 2):
+    positions (T,) give (T, hs / 2), per-row positions (B, T) give (B, 1, T, hs / 2)."""
+    inverse_frequency = base ** (-torch.arange(0, head_dim, 2, device=pos.device, dtype=torch.float32) / head_dim)
+    angles = pos.to(torch.float32)[..., None] * inverse_frequency
+    if angles.dim() == 3:
+        angles = angles[:, None]
+    return angles.cos(), angles.sin()
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Queries or keys (B, nh, T, hs) rotated pairwise (first half with second half) by their position's angles."""
+    first, second = x.float().chunk(2, dim=-1)
+    rotated = torch.cat((first * cos - second * sin, first * sin + second * cos), dim=-1)
+    return rotated.type_as(x)
 
 
 def segment_positions(segments: torch.Tensor) -> torch.Tensor:

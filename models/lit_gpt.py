@@ -10,6 +10,7 @@ import torch
 
 from models.gpt import GPT, GPTConfig
 from models.lora import LoRASpec, adapter_state_dict, add_lora, merge_lora, trainable_share
+from models.optim import MuonAdamW, muon_groups
 
 
 def warmup_cosine(step: int, warmup: int, total: int, floor: float) -> float:
@@ -26,6 +27,10 @@ def adamw(model: GPT, learning_rate: float, weight_decay: float, precision: str)
     return torch.optim.AdamW(
         model.optimizer_groups(weight_decay), lr=learning_rate, betas=(0.9, 0.95), fused=precision != "16-mixed"
     )
+
+
+def muon_adamw(model: GPT, learning_rate: float, muon_learning_rate: float, weight_decay: float) -> MuonAdamW:
+    return MuonAdamW(muon_groups(model, weight_decay, muon_learning_rate), lr=learning_rate, betas=(0.9, 0.95))
 
 
 class _Window:
@@ -50,6 +55,8 @@ class LitGPT(L.LightningModule):
         model_args: dict,
         *,
         learning_rate: float,
+        optimizer: str,
+        muon_learning_rate: float,
         weight_decay: float,
         warmup_steps: int,
         max_steps: int,
@@ -153,7 +160,10 @@ class LitGPT(L.LightningModule):
 
     def configure_optimizers(self):
         hp = self.hparams
-        optimizer = adamw(self.model, hp.learning_rate, hp.weight_decay, self.trainer.precision)
+        if hp.optimizer == "muon":
+            optimizer = muon_adamw(self.model, hp.learning_rate, hp.muon_learning_rate, hp.weight_decay)
+        else:
+            optimizer = adamw(self.model, hp.learning_rate, hp.weight_decay, self.trainer.precision)
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: warmup_cosine(step, hp.warmup_steps, hp.max_steps, hp.min_lr_ratio)
         )

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from models.gpt import GPTConfig
+
 State = dict[str, torch.Tensor]
 METHODS = ("linear", "task_arithmetic", "ties", "dare_ties")
 
@@ -42,10 +44,12 @@ def _refuse(first: Mergeable, other: Mergeable, where: str, mine: object, theirs
 def check_mergeable(models: Sequence[Mergeable]) -> None:
     """Refuse, naming the first differing key, unless all models share architecture, shapes and tokenizer."""
     first = models[0]
+    first_args = GPTConfig(**first.model_args).to_dict()  # a key saved models predate means its default
     for other in models[1:]:
-        for key in sorted(first.model_args.keys() | other.model_args.keys()):
-            if first.model_args.get(key) != other.model_args.get(key):
-                _refuse(first, other, f"model_args[{key!r}]", first.model_args.get(key), other.model_args.get(key))
+        other_args = GPTConfig(**other.model_args).to_dict()
+        for key in sorted(first_args.keys() | other_args.keys()):
+            if first_args.get(key) != other_args.get(key):
+                _refuse(first, other, f"model_args[{key!r}]", first_args.get(key), other_args.get(key))
         for key in sorted(first.state.keys() ^ other.state.keys()):
             _refuse(first, other, f"parameter {key!r}", key in first.state, key in other.state)
         for key, tensor in first.state.items():

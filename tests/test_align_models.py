@@ -224,6 +224,8 @@ def test_the_reference_never_changes_and_is_neither_optimized_nor_saved():
     args = {"vocab_size": 40, "block_size": 16, "n_layer": 1, "n_head": 2, "n_embd": 16, "dropout": 0.0}
     settings = dict(
         learning_rate=1e-2,
+        optimizer="adamw",
+        muon_learning_rate=0.02,
         weight_decay=0.0,
         warmup_steps=0,
         max_steps=5,

@@ -38,7 +38,7 @@ def aligned_data(tiny_dataset, tmp_path_factory) -> dict:
     add_chat_tokens(tokenizer, ChatTemplate())
     tokenizer.save(str(root / "tokenizer.json"))
     torch.manual_seed(0)
-    small = GPT(GPTConfig(vocab_size=old_vocab, block_size=48, n_layer=1, n_head=2, n_embd=32))
+    small = GPT(GPTConfig(vocab_size=old_vocab, block_size=48, n_layer=1, n_head=2, n_embd=32, positions="rotary"))
     grown = grow_vocabulary(small, tokenizer.get_vocab_size())
     torch.save({"model_args": grown.config.to_dict(), "state_dict": grown.state_dict()}, root / "base.pt")
     written = write_instruction_set(root / "instructions", train=30, test=5, pairs=20)

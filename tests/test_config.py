@@ -15,6 +15,7 @@ from foundry.config import (
     DataConfig,
     FoundryConfig,
     apply_override,
+    as_recorded,
     load_config,
     to_yaml,
     validate,
@@ -155,6 +156,33 @@ def test_heads_must_divide_width():
         load_config(None, ["model.n_embd=100", "model.n_head=3"])
     message = str(info.value)
     assert "n_embd (100)" in message and "n_head (3)" in message
+
+
+def test_rotary_positions_need_an_even_head_size():
+    with pytest.raises(ConfigError, match="positions rotary needs an even head size; n_embd / n_head is 15"):
+        load_config(None, ["model.n_embd=45", "model.n_head=3"])
+    load_config(None, ["model.n_embd=45", "model.n_head=3", "model.positions=learned"])  # a table has no such need
+
+
+def test_muon_is_refused_with_fsdp_and_left_to_warm_starts():
+    with pytest.raises(ConfigError, match="optimizer muon needs whole matrices; FSDP shards them"):
+        load_config(None, ["train.strategy=fsdp", "train.accelerator=gpu"])
+    assert load_config(None, ["train.strategy=fsdp", "train.accelerator=gpu", "train.optimizer=adamw"])
+    assert FoundryConfig().train.uses_muon
+    # A run from a parent's weights takes AdamW, so fine-tuning, retraining and alignment keep their recipes.
+    warm = load_config(None, ["train.init_from=/parent/model.pt"])
+    assert warm.train.optimizer == "muon" and not warm.train.uses_muon
+    assert load_config(None, ["train.strategy=fsdp", "train.accelerator=gpu", "train.init_from=/p/model.pt"])
+
+
+def test_a_config_recorded_before_rotary_and_muon_keeps_learned_positions_and_adamw():
+    recorded = FoundryConfig().model_dump(mode="json")
+    del recorded["model"]["positions"], recorded["train"]["optimizer"]  # what a version registered before holds
+    config = validate(as_recorded(recorded))
+    assert config.model.positions == "learned" and config.train.optimizer == "adamw"
+    assert "positions" not in recorded["model"]  # the record itself is left as it was
+    newer = FoundryConfig().model_dump(mode="json")
+    assert as_recorded(newer) == newer and as_recorded({}) == {}
 
 
 def test_min_chars_above_max_chars():

@@ -32,12 +32,15 @@ class GradNorms(Callback):
 
 
 @pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
-def test_gradients_are_clipped_by_norm_with_the_fused_optimizer(precision, tiny_dataset, tmp_path):
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_gradients_are_clipped_by_norm_with_the_fused_optimizer(precision, optimizer, tiny_dataset, tmp_path):
     """Lightning refuses to clip for a fused optimizer under any mixed precision; bf16 needs no unscaling,
-    so training clips itself (the GPU's default precision failed here on its first run)."""
+    so training clips itself (the GPU's default precision failed here on its first run). Muon's optimizer is
+    not fused, and is clipped the same way."""
     config = load_config(
         REPO_ROOT / "configs" / "tiny.yaml",
-        ["train.max_steps=4", "checkpoint.every_n_steps=100", "train.grad_clip=0.01", f"train.precision={precision}"],
+        ["train.max_steps=4", "checkpoint.every_n_steps=100", "train.grad_clip=0.01", f"train.precision={precision}"]
+        + [f"train.optimizer={optimizer}"],
     )
     norms = GradNorms()
     train(config, tiny_dataset, tmp_path / "ckpt", progress=False, callbacks=(norms,))

@@ -113,6 +113,10 @@ def mergeable(label: str, state=None, digest: str = "a" * 64, **args) -> Mergeab
 
 def test_models_of_one_architecture_and_tokenizer_are_mergeable():
     check_mergeable([mergeable("models:/a/1"), mergeable("models:/b/1", state=gpt_state(5))])
+    # A model.pt saved before `positions` existed has learned positions, as one that records them.
+    check_mergeable([mergeable("models:/a/1"), mergeable("models:/b/1", positions="learned")])
+    with pytest.raises(MergeRefused, match=r"model_args\['positions'\] \(rotary vs learned\)"):
+        check_mergeable([mergeable("models:/a/1"), mergeable("models:/b/1", positions="rotary")])
 
 
 @pytest.mark.parametrize(

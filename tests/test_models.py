@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from models.data import RandomWindows, SequentialWindows
-from models.gpt import GPT, GPTConfig
+from models.gpt import GPT, GPTConfig, gpt_from_saved, rotary_angles, rotate, segment_positions
 from models.lit_gpt import warmup_cosine
 
 V, BLOCK = 64, 16
@@ -38,8 +38,9 @@ def test_forward_shapes_and_initial_loss():
     assert loss.item() == pytest.approx(math.log(V), abs=0.1)
 
 
-def test_forward_is_causal():
-    model = tiny().eval()
+@pytest.mark.parametrize("positions", ["learned", "rotary"])
+def test_forward_is_causal(positions):
+    model = tiny(positions=positions).eval()
     idx = torch.randint(0, V, (1, 12), generator=torch.Generator().manual_seed(2))
     changed = idx.clone()
     changed[0, -1] = (idx[0, -1] + 1) % V
@@ -47,6 +48,47 @@ def test_forward_is_causal():
     b, _ = model(changed)
     torch.testing.assert_close(a[:, :-1], b[:, :-1])
     assert not torch.allclose(a[:, -1], b[:, -1])
+
+
+def test_rotary_model_has_no_position_table():
+    learned, rotary = tiny(), tiny(positions="rotary")
+    assert rotary.wpe is None and "wpe.weight" not in rotary.state_dict()
+    assert learned.num_params(non_embedding=False) - rotary.num_params(non_embedding=False) == BLOCK * 32
+    assert rotary.num_params() == rotary.num_params(non_embedding=False)
+
+
+def test_rotary_scores_depend_on_the_offset_only():
+    """A query at m and a key at n score the same as at m + s and n + s: attention sees relative positions."""
+    q, k = torch.randn(2, 1, 1, 1, 8, generator=torch.Generator().manual_seed(3))
+
+    def score(m: int, n: int) -> float:
+        cos_m, sin_m = rotary_angles(torch.tensor([m]), 8)
+        cos_n, sin_n = rotary_angles(torch.tensor([n]), 8)
+        return (rotate(q, cos_m, sin_m) * rotate(k, cos_n, sin_n)).sum().item()
+
+    assert score(7, 3) == pytest.approx(score(12, 8), abs=1e-5)
+    assert score(7, 3) != pytest.approx(score(7, 4), abs=1e-3)
+
+
+def test_rotary_positions_restart_in_each_segment():
+    """Packed with another sequence, a sequence gets the logits it gets alone (positions count from its start)."""
+    model = tiny(positions="rotary").eval()
+    first, second = torch.randint(0, V, (1, 5)), torch.randint(0, V, (1, 7))
+    segments = torch.tensor([[0] * 5 + [1] * 7])
+    assert segment_positions(segments)[0, 5:].tolist() == list(range(7))
+    packed, _ = model(torch.cat([first, second], dim=1), segments=segments)
+    alone, _ = model(second)
+    torch.testing.assert_close(packed[:, 5:], alone, rtol=1e-5, atol=1e-5)
+
+
+def test_a_model_saved_before_rotary_loads_with_learned_positions():
+    model = tiny()
+    args = model.config.to_dict()
+    del args["positions"]  # what a model.pt written before the field existed holds
+    loaded = gpt_from_saved({"model_args": args, "state_dict": model.state_dict()})
+    assert loaded.config.positions == "learned"
+    idx = torch.randint(0, V, (2, 9))
+    torch.testing.assert_close(loaded(idx)[0], model.eval()(idx)[0])
 
 
 def test_block_size_overflow():

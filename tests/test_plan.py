@@ -12,7 +12,7 @@ from foundry.cli import main
 from foundry.config import load_config
 from foundry.training.plan import estimate, largest_micro_batch, n_params, parse_bytes
 from models.gpt import GPT, GPTConfig
-from models.lit_gpt import adamw
+from models.lit_gpt import adamw, muon_adamw
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,8 +31,11 @@ def measured_peak_bytes(cfg, tmp_path: Path) -> int:
     torch.manual_seed(0)
     m, t, vocab = cfg.model, cfg.train, cfg.tokenizer.vocab_size
     module = build_module(cfg, vocab)
-    optimizer = adamw(module.model, t.learning_rate, t.weight_decay, "32-true")  # what training builds (fused)
-    assert optimizer.defaults["fused"]
+    if t.uses_muon:  # what training builds
+        optimizer = muon_adamw(module.model, t.learning_rate, t.muon_learning_rate, t.weight_decay)
+    else:
+        optimizer = adamw(module.model, t.learning_rate, t.weight_decay, "32-true")
+        assert optimizer.defaults["fused"]
     x = torch.randint(0, vocab, (t.batch_size, m.block_size))
     batch = (x, torch.roll(x, -1, 1))
 
@@ -124,10 +127,18 @@ def test_estimate_is_within_a_tenth_of_the_measured_peak(name, tmp_path):
 
 
 def test_parameter_count_matches_the_model():
-    for overrides in ((), ("model.n_layer=4", "model.n_embd=96", "model.n_head=3", "tokenizer.vocab_size=1000")):
+    wider = ("model.n_layer=4", "model.n_embd=96", "model.n_head=3", "tokenizer.vocab_size=1000")
+    for overrides in ((), ("model.positions=learned",), wider, (*wider, "model.positions=learned")):
         cfg = config(*overrides)
         model = GPT(GPTConfig(cfg.tokenizer.vocab_size, **cfg.model.model_dump()))
         assert n_params(cfg.model, cfg.tokenizer.vocab_size) == model.num_params(non_embedding=False)
+
+
+def test_muon_keeps_one_moment_for_the_blocks_matrices():
+    muon, adam = config(), config("train.optimizer=adamw")
+    m = muon.model
+    assert muon.train.uses_muon and not adam.train.uses_muon
+    assert estimate(adam).optimizer - estimate(muon).optimizer == 4 * m.n_layer * 12 * m.n_embd * m.n_embd
 
 
 def test_largest_micro_batch_is_the_last_that_fits():
@@ -138,7 +149,13 @@ def test_largest_micro_batch_is_the_last_that_fits():
     assert estimate(cfg, fits).peak <= 0.9 * memory < estimate(cfg, fits + 1).peak
     assert largest_micro_batch(cfg, parse_bytes("1KB")) == 0
     # More devices under FSDP: less state per device, so a larger micro-batch fits.
-    sharded = config("train.strategy=fsdp", "train.accelerator=gpu", "train.num_nodes=8", "train.precision=32-true")
+    sharded = config(
+        "train.strategy=fsdp",
+        "train.accelerator=gpu",
+        "train.num_nodes=8",
+        "train.precision=32-true",
+        "train.optimizer=adamw",
+    )
     assert estimate(sharded).optimizer < estimate(cfg).optimizer
 
 

@@ -248,6 +248,7 @@ def test_a_clearly_worse_trial_is_pruned_from_its_validation_reports(tiny_datase
     config = _config(
         tmp_path,
         LR_ONLY,
+        "train.optimizer=adamw",  # one learning rate for every parameter: 1e-7 then learns nothing at all
         "search.baseline_first=false",
         "search.trial_max_steps=40",
         "search.val_every_n_steps=5",

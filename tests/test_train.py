@@ -355,7 +355,8 @@ def test_fsdp_is_gpu_only_and_keeps_full_state_dicts():
 
     with pytest.raises(ConfigError, match="strategy fsdp needs accelerator gpu"):
         tiny("train.strategy=fsdp")
-    strategy = _strategy(tiny("train.strategy=fsdp", "train.accelerator=gpu", "train.collective_timeout_s=42").train)
+    sharded = ("train.strategy=fsdp", "train.accelerator=gpu", "train.optimizer=adamw", "train.collective_timeout_s=42")
+    strategy = _strategy(tiny(*sharded).train)
     assert isinstance(strategy, FSDPStrategy) and strategy._state_dict_type == "full"
     assert strategy._timeout.total_seconds() == 42
 

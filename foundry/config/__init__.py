@@ -130,5 +130,19 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     return validate(raw)
 
 
+# Keys whose default is not what a config recorded before the key existed trained with.
+PREDATED_DEFAULTS = {("model", "positions"): "learned", ("train", "optimizer"): "adamw"}
+
+
+def as_recorded(raw: dict[str, Any]) -> dict[str, Any]:
+    """A recorded config (a registered version's) with the keys it predates set to what it trained with, so a
+    warm start from it builds its architecture and a reproduction follows its recipe."""
+    upgraded = json.loads(json.dumps(raw))
+    for (section, key), value in PREDATED_DEFAULTS.items():
+        if isinstance(upgraded.get(section), dict):
+            upgraded[section].setdefault(key, value)
+    return upgraded
+
+
 def to_yaml(config: FoundryConfig) -> str:
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

@@ -30,17 +30,25 @@ class ModelConfig(_Section):
     n_embd: int = Field(144, ge=8)
     block_size: int = Field(128, ge=8, description="Context length in tokens.")
     dropout: float = Field(0.0, ge=0, lt=1)
+    positions: Literal["learned", "rotary"] = Field(
+        "rotary", description="learned: a table of absolute positions; rotary: queries and keys rotated (RoPE)."
+    )
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelConfig:
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        if self.positions == "rotary" and (self.n_embd // self.n_head) % 2:
+            raise ValueError(
+                f"positions rotary needs an even head size; n_embd / n_head is {self.n_embd // self.n_head}"
+            )
         return self
 
 
 class TrainConfig(_Section):
-    # Learning rate: that trial's; max_steps: fitted to the earlier defaults' training time (bench/README.md).
-    max_steps: int = Field(980, ge=1)
+    # Learning rate: that trial's (AdamW's share, under Muon); max_steps: fitted with rotary positions and Muon to
+    # under the earlier defaults' training time (bench/README.md).
+    max_steps: int = Field(860, ge=1)
     batch_size: int = Field(32, ge=1, description="Sequences per micro-batch on each device.")
     grad_accum_steps: int = Field(
         1,
@@ -48,7 +56,18 @@ class TrainConfig(_Section):
         description="Micro-batches per optimizer step; the global batch is "
         "batch_size x grad_accum_steps x devices x num_nodes.",
     )
-    learning_rate: float = Field(0.005907607550907612, gt=0)
+    learning_rate: float = Field(
+        0.005907607550907612,
+        gt=0,
+        description="Peak learning rate of AdamW (with muon: of the parameters Muon leaves).",
+    )
+    optimizer: Literal["adamw", "muon"] = Field(
+        "muon",
+        description="muon: Muon for the blocks' matrices at muon_learning_rate, AdamW for the embeddings and vectors. "
+        "Only from random weights: a run that starts from init_from (fine-tuning, retraining, alignment) takes AdamW, "
+        "whose learning rates those recipes were measured with.",
+    )
+    muon_learning_rate: float = Field(0.02, gt=0, description="Peak learning rate of Muon's matrices.")
     min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of learning_rate.")
     warmup_steps: int = Field(100, ge=0)
     weight_decay: float = Field(0.1, ge=0)
@@ -104,7 +123,16 @@ class TrainConfig(_Section):
             raise ValueError(
                 "strategy fsdp needs accelerator gpu (Lightning's FSDP does not run on CPU); use strategy ddp on CPU"
             )
+        if self.strategy == "fsdp" and self.uses_muon:
+            # FSDP hands the optimizer flat shards, and Muon needs each whole matrix.
+            raise ValueError(
+                "optimizer muon needs whole matrices; FSDP shards them: use optimizer adamw or strategy ddp"
+            )
         return self
+
+    @property
+    def uses_muon(self) -> bool:
+        return self.optimizer == "muon" and not self.init_from
 
     def resolved_precision(self, on_gpu: bool) -> str:
         """`auto`: bf16-mixed on a GPU, 32-true on a CPU. Training and the memory planner both ask here."""

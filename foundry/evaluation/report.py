@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from foundry.config import FoundryConfig
+from foundry.config import FoundryConfig, TrainConfig
 from foundry.contracts import DataVersion, GateDecision, PipelineResult
 
 BASELINES = ("unigram", "gzip", "xz")
@@ -75,6 +75,12 @@ def forgetting(decision: GateDecision) -> str:
     )
 
 
+def optimizer_line(t: TrainConfig) -> str:
+    if t.uses_muon:
+        return f"Muon at peak learning rate {t.muon_learning_rate} for the blocks' matrices, AdamW at {t.learning_rate}"
+    return f"AdamW, peak learning rate {t.learning_rate}"
+
+
 def model_card(
     config: FoundryConfig,
     manifest: dict,
@@ -109,8 +115,8 @@ Loss {metrics["holdout/loss"]:.4f} nats/token, perplexity {metrics["holdout/perp
 - {manifest["stats"]["train_docs"]} train / {manifest["stats"]["holdout_docs"]} holdout documents; {manifest["train_tokens"]} / {manifest["holdout_tokens"]} tokens; BPE vocabulary {manifest["vocab_size"]}
 
 ## Model and training
-- {m.n_layer} layers, {m.n_head} heads, width {m.n_embd}, context {m.block_size}, dropout {m.dropout}
-- {config.train.max_steps} steps of {config.train.batch_size} x {m.block_size} tokens on {config.train.num_nodes * config.train.devices} process(es), peak learning rate {config.train.learning_rate}
+- {m.n_layer} layers, {m.n_head} heads, width {m.n_embd}, context {m.block_size}, {m.positions} positions, dropout {m.dropout}
+- {config.train.max_steps} steps of {config.train.batch_size} x {m.block_size} tokens on {config.train.num_nodes * config.train.devices} process(es), {optimizer_line(config.train)}
 - MLflow run `{run_id}`, git commit `{git.get("git_commit", "unknown")}` (dirty: {git.get("git_dirty", "unknown")})
 
 ## Use

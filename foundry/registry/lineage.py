@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from foundry import tracking
-from foundry.config import FoundryConfig
+from foundry.config import FoundryConfig, as_recorded
 from foundry.contracts import AlignmentDecision, DataVersion, FetchedFile, GateDecision, LineageRecord
 from foundry.registry import versions as registry
 
@@ -52,15 +52,16 @@ def recorded_metrics(version) -> dict[str, float]:
 
 def recorded_config(version) -> dict:
     """The config that trained a version: its `config` tag for versions registered when the config was one,
-    else its training run's `config.json`; {} when the run recorded none (errors reading it propagate)."""
+    else its training run's `config.json`; {} when the run recorded none (errors reading it propagate). Keys the
+    record predates get the values it trained with (`foundry.config.as_recorded`)."""
     if "config" in version.tags:
-        return json.loads(version.tags["config"])
+        return as_recorded(json.loads(version.tags["config"]))
     import mlflow
 
     run_id = training_run_id(version)
     if "config.json" not in {a.path for a in tracking.client().list_artifacts(run_id)}:
         return {}
-    return json.loads(mlflow.artifacts.load_text(f"runs:/{run_id}/config.json"))
+    return as_recorded(json.loads(mlflow.artifacts.load_text(f"runs:/{run_id}/config.json")))
 
 
 def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:

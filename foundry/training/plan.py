@@ -4,7 +4,7 @@ Counted from the model's shapes, not measured, so it runs in milliseconds withou
 
     parameters   4 B each (fp32 master weights, also under bf16-mixed)
     gradients    4 B each
-    optimizer    8 B each (AdamW's two moments)
+    optimizer    8 B each (AdamW's two moments); 4 B for the blocks' matrices under Muon (one momentum)
     DDP buckets  4 B each when several processes all-reduce gradients
     activations  what autograd saves for the backward pass, per micro-batch (see `_saved_bytes`)
 
@@ -33,6 +33,12 @@ BLOCK_BYTES = {"32-true": 16 * 4, "mixed": 2 * 4 + 14 * 2}
 # With dropout the CPU's attention falls back to the math kernel, which keeps (B, heads, T, T)
 # probabilities, mask and dropped probabilities (~13 B per element, measured); GPUs' fused kernels do not.
 ATTENTION_DROPOUT_BYTES = 13
+# Rotary positions add three fp32 tensors of that shape per block (the rotated queries and keys attention saves
+# instead of views of the projection, and one intermediate), 12 B per element measured on CPU in fp32.
+ROTARY_BYTES = 12
+# Muon's step holds about 3.5 copies of the matrix it orthogonalizes (its update, two iterates, the Gram matrices),
+# measured against the profiler on the two optimizer-bound configs of tests/test_plan.py.
+MUON_STEP_COPIES = 3.5
 UNITS = {
     "": 1,
     "B": 1,
@@ -61,8 +67,9 @@ def block_params(m: ModelConfig) -> int:
 
 
 def root_params(m: ModelConfig, vocab_size: int) -> int:
-    """Embeddings (the head is tied to them), positions and the final layer norm."""
-    return vocab_size * m.n_embd + m.block_size * m.n_embd + 2 * m.n_embd
+    """Embeddings (the head is tied to them), learned positions (rotary ones have no table) and the final layer norm."""
+    positions = m.block_size * m.n_embd if m.positions == "learned" else 0
+    return vocab_size * m.n_embd + positions + 2 * m.n_embd
 
 
 def n_params(m: ModelConfig, vocab_size: int) -> int:
@@ -88,6 +95,8 @@ def _saved_bytes(config: FoundryConfig, vocab_size: int, micro_batch: int, on_gp
         per_block += 2 * btc  # residual dropout masks, one byte per element
         if not on_gpu:
             per_block += ATTENTION_DROPOUT_BYTES * micro_batch * m.n_head * m.block_size**2
+    if m.positions == "rotary":
+        per_block += ROTARY_BYTES * btc
     head = 2 * btc * 4 + btv * 4  # final layer norm in and out; log-softmax output (fp32 under autocast too)
     return m.n_layer * per_block + head + (btc if m.dropout > 0 else 0)
 
@@ -115,7 +124,8 @@ def estimate(config: FoundryConfig, micro_batch: int | None = None, on_gpu: bool
         unsharded = root_params(m, vocab) + 2 * block_params(m)
         weights, grads, moments, buckets = 4 * (n // world + unsharded), 4 * (n // world + unsharded), 8 * n // world, 0
     else:
-        weights, grads, moments = 4 * n, 4 * n, 8 * n
+        muon_stepped = m.n_layer * 12 * m.n_embd * m.n_embd if t.uses_muon else 0  # FSDP refuses Muon
+        weights, grads, moments = 4 * n, 4 * n, 8 * n - 4 * muon_stepped
         buckets = 4 * n if world > 1 else 0
     if adapters := adapter_params(config):  # frozen weights: gradients and moments for the adapters only
         trained = adapters // world if t.strategy == "fsdp" else adapters
@@ -131,6 +141,8 @@ def estimate(config: FoundryConfig, micro_batch: int | None = None, on_gpu: bool
     # The optimizer step's temporaries, in fp32 copies of the largest parameter: one for the fused AdamW that
     # training uses (measured on CPU), two for the foreach one it falls back to under 16-mixed.
     temporaries = (2 if config.train.resolved_precision(on_gpu) == "16-mixed" else 1) * 4 * largest
+    if t.uses_muon:  # AdamW's part steps one tensor at a time, Muon's largest matrix is 4 n_embd x n_embd
+        temporaries = max(4 * largest, int(MUON_STEP_COPIES * 4 * 4 * m.n_embd * m.n_embd))
     optimizer_step = weights + moments + buckets + grads + temporaries
     return MemoryPlan(n, weights, grads, moments, buckets, activations, max(backward_start, optimizer_step), b)
 
