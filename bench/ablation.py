@@ -5,8 +5,8 @@
 The config is trained four times, at its own steps and settings, once with each combination of
 `model.positions` and `train.optimizer`, on the corpus prepared once by the pipeline's own code, and scored
 with the pipeline's holdout metrics (`bench/defaults.py`'s `prepared` and `train_and_score`). The first
-combination, learned positions with AdamW, is the baseline: the defaults of commit 8d7dc11 when the config is
-params.yaml. `--set` applies to all four (e.g. `--set train.max_steps=400` for a shorter run). The last line is
+combination, learned positions with AdamW, is the baseline: the architecture and optimizer of every default
+before issue 15's rotary positions and Muon. `--set` applies to all four (e.g. `--set train.max_steps=400` for a shorter run). The last line is
 the headline: each combination's holdout bits per byte and training time against the baseline's.
 """
 
