@@ -1,5 +1,6 @@
 # make run   - create .venv, install Foundry, run the pipeline on the default corpus
-# make test  - create/update the same .venv with the dev extras, run the test suite
+# make test  - create/update the same .venv with the dev extras, run the test suite (what CI runs)
+# make test-fast - the same .venv, lint, then the tests not marked slow: no server, no training beyond a few steps
 SHELL := bash
 .SHELLFLAGS := -eo pipefail -c
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -8,7 +9,7 @@ BIN := $(VENV)/bin
 # pip on these machines warns once per package about local index folders that do not exist.
 QUIET_PIP := { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 
-.PHONY: run test lint install install-dev browser clean
+.PHONY: run test test-fast lint install install-dev browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +46,10 @@ run: install
 
 test: install-dev lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# No browser and no wheelhouse: only slow tests use them.
+test-fast: $(VENV)/.installed-dev lint
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

@@ -1,7 +1,7 @@
 """Alignment measured on what the model does: the default base, SFT and DPO on the generated instruction set.
 
     python bench/align.py [--base models:/foundry-gpt/1] [--home bench/out/align-home] [--train 8000]
-                          [--sft-set align.max_steps=5000 ...] [--dpo-set align.max_steps=200 ...]
+                          [--sft-set align.train.max_steps=5000 ...] [--dpo-set align.train.max_steps=200 ...]
 
 1. The default base model (`make run`'s: 2 layers, width 144, BPE-4096 on the standard library): `--base`, else
    the champion `foundry-gpt` in `--home`'s registry, else trained here by the train pipeline with the defaults.
@@ -55,14 +55,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--sft-set",
         nargs="*",
-        default=["align.max_steps=5000", "align.learning_rate=3e-3", "align.replay_fraction=0.25"],
+        default=["align.train.max_steps=5000", "align.train.learning_rate=3e-3", "align.replay_fraction=0.25"],
         metavar="KEY=VALUE",
         help="overrides for the SFT run",
     )
     parser.add_argument(
         "--dpo-set",
         nargs="*",
-        default=["align.max_steps=200", "align.learning_rate=3e-4", "align.warmup_steps=10"],
+        default=["align.train.max_steps=200", "align.train.learning_rate=3e-4", "align.train.warmup_steps=10"],
         metavar="KEY=VALUE",
         help="overrides for the DPO run",
     )

@@ -215,14 +215,14 @@ def child(kind: str, workers: int, manifest_path: Path, out: Path) -> None:
 
         _timed_steps(timings, dask=kind != "in-process")
         start = time.perf_counter()
-        m = run_prepare(manifest, config, out, progress=False)
+        m = run_prepare(manifest, config, out, progress=False).manifest
         seconds = time.perf_counter() - start
         result = {
-            "docs_out": m["stats"]["docs_out"],
-            "train_tokens": m["train_tokens"],
-            "holdout_tokens": m["holdout_tokens"],
+            "docs_out": m.count("docs_out"),
+            "train_tokens": m.train_tokens,
+            "holdout_tokens": m.holdout_tokens,
             "tokens_sha256": {
-                split: stream_digest([out / s["file"] for s in m["shards"] if s["split"] == split])
+                split: stream_digest([out / s.file for s in m.shards if s.split == split])
                 for split in ("train", "holdout")
             },
         }

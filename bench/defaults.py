@@ -62,10 +62,10 @@ def train_and_score(name: str, config, data_dir: Path, work: Path, attempt: int)
     tokens = config.train.max_steps * config.train.batch_size * config.train.grad_accum_steps * config.model.block_size
     print(
         f"{name:9s} try {attempt}: {seconds:7.1f} s training, {tokens / seconds:7.0f} tokens/s, "
-        f"holdout {metrics['holdout/bits_per_byte']:.4f} bits per byte",
+        f"holdout {metrics.bits_per_byte:.4f} bits per byte",
         flush=True,
     )
-    return {"seconds": seconds, "bits_per_byte": metrics["holdout/bits_per_byte"]}
+    return {"seconds": seconds, "bits_per_byte": metrics.bits_per_byte}
 
 
 def warm_up(config, data_dir: Path, work: Path) -> None:

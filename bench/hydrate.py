@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import shutil
 import statistics
@@ -47,11 +46,24 @@ def make_dataset(root: Path, total_mb: int, shards: int) -> int:
                 "sha256": hashlib.sha256(data).hexdigest(),
             }
         )
+    from foundry.data.manifest import FILE, DatasetManifest
     from foundry.digests import folder_digests  # as foundry.data.prepare lists them
 
-    (root / "manifest.json").write_text(
-        json.dumps({"shards": entries, "files": folder_digests(root, skip="manifest.json")})
-    )
+    total = tokens_per_shard * shards
+    DatasetManifest(
+        source="bench",
+        source_digest="",
+        source_skipped={},
+        stats={"train_bytes": total, "holdout_bytes": 0},
+        holdout_fraction=0.0,
+        vocab_size=4096,
+        eot_id=0,
+        dtype="uint16",
+        shards=entries,
+        train_tokens=total,
+        holdout_tokens=0,
+        files=folder_digests(root, skip=FILE),
+    ).write(root)
     return sum((root / e["file"]).stat().st_size for e in entries)
 
 

@@ -1,10 +1,14 @@
 """The Prefect flows, one module each: the table of contents of what Foundry does.
 
-- `train_pipeline`: raw text to a registered, evaluated model
-- `retrain`: fine-tune the champion on what is new, through the same gate
-- `reproduce`: re-train a registered model from its lineage and compare
-- `align`: instruction tuning (sft) or preference optimisation (dpo) of a registered version
+- `train_pipeline`: raw text to a registered, evaluated model (`foundry run`)
+- `retrain`: fine-tune the champion on what is new, through the same gate (`foundry retrain`)
+- `reproduce`: re-train a registered model from its lineage and compare (`foundry reproduce`)
+- `search`: hyperparameter search, the data prepared once, trials on Dask (`foundry search`)
+- `align`: instruction tuning (sft) or preference optimisation (dpo) of a registered version (`foundry align`)
+- `finetune`: a domain specialist of a registered version (`foundry finetune`)
+- `merge`: merging specialists by their parameters (`foundry merge`)
 - `deployments`: the deployments `foundry serve` and `prefect.yaml` offer
+- `automations`: Foundry's Prefect events, and an example automation (`foundry serve --automations`)
 
 Each flow module sets up the environment when imported (a Prefect worker imports it directly).
 """

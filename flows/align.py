@@ -13,7 +13,7 @@ configure_environment()  # an entry point: `foundry align` and Prefect workers i
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
-from foundry.contracts import AlignResult  # noqa: E402
+from foundry.contracts import AlignResult, Candidate  # noqa: E402
 from foundry.env import foundry_home  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
 from foundry.summaries import align_summary  # noqa: E402
@@ -62,9 +62,10 @@ def align(model_uri: str, config: FoundryConfig = FoundryConfig()) -> AlignResul
         publish_data_stage(data_dir)
         checkpoint = train(tuned, data_dir, data, run)
         metrics = evaluate_aligned(tuned, checkpoint, parent, base, data_dir, run)
+        candidate = Candidate(checkpoint=checkpoint, data=data, data_dir=data_dir, metrics=metrics, run=run)
         with promotion_lock(tuned.registry.model_name, run.home):  # one flow at a time moves its aliases
-            decision = judge_aligned(tuned, metrics, run)
-            outcome = register_aligned(tuned, checkpoint, data_dir, data, metrics, decision, run, parent)
+            decision = judge_aligned(tuned, candidate)
+            outcome = register_aligned(tuned, candidate, decision, parent)
     result = AlignResult(
         run_id=run.run_id,
         model_name=tuned.registry.model_name,

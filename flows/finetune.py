@@ -15,9 +15,10 @@ configure_environment()  # an entry point: `foundry finetune` and Prefect worker
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
-from foundry.contracts import PipelineResult  # noqa: E402
+from foundry.contracts import Candidate, PipelineResult  # noqa: E402
 from foundry.env import foundry_home  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
+from foundry.model_uri import ModelUri  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
 from foundry.training.warm_start import specialist_config  # noqa: E402
 from tasks.artifacts import flow_config, name_flow_run, publish_data_stage, publish_result  # noqa: E402
@@ -30,7 +31,7 @@ from tasks.training import train  # noqa: E402
 
 def _run_name() -> str:
     """`finetune-<method>-<base model's name>`; the data version is added once it is known."""
-    base = str(runtime.flow_run.parameters.get("model", "")).removeprefix("models:/").split("/")[0].split("@")[0]
+    base = ModelUri.parse(str(runtime.flow_run.parameters.get("model", ""))).name  # a bad URI stops the run here
     return f"finetune-{flow_config().finetune.method}-{base}"
 
 
@@ -51,18 +52,10 @@ def finetune(model: str, config: FoundryConfig = FoundryConfig()) -> PipelineRes
         publish_data_stage(data_dir)
         checkpoint = train(tuned, data_dir, data, run)
         metrics = evaluate(tuned, checkpoint, data_dir, run)
+        candidate = Candidate(checkpoint=checkpoint, data=data, data_dir=data_dir, metrics=metrics, run=run)
         with promotion_lock(tuned.registry.model_name, run.home):  # one flow at a time moves its aliases
-            decision = judge_specialist(tuned, checkpoint, metrics, data_dir, data, run, base)
-            outcome = register(tuned, checkpoint, data_dir, data, metrics, decision, run, parent=base.uri)
-    result = PipelineResult(
-        run_id=run.run_id,
-        model_name=tuned.registry.model_name,
-        model_version=outcome.version,
-        data_version=data.data_version,
-        metrics=metrics,
-        promoted=outcome.promoted,
-        verdict=outcome.verdict,
-        parent=base.uri,
-    )
+            decision = judge_specialist(tuned, candidate, base)
+            outcome = register(tuned, candidate, decision, parent=base.uri)
+    result = PipelineResult.of(candidate, tuned.registry.model_name, outcome, parent=base.uri)
     publish_result(result, foundry_home())
     return result

@@ -1,4 +1,4 @@
-"""Merging specialists by their parameters: no training, so it takes seconds.
+"""Merging specialists by their parameters: no training; the merge is scored on every parent's holdout.
 
     foundry merge models:/legal/1 models:/medical/1 --method ties [--base models:/foundry-gpt/3]
 
@@ -16,6 +16,7 @@ from prefect import flow, runtime  # noqa: E402
 from foundry.adapt.contracts import MergeResult  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
+from foundry.model_uri import ModelUri  # noqa: E402
 from foundry.summaries import merge_summary  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
 from tasks.artifacts import flow_config, publish_summary  # noqa: E402
@@ -35,7 +36,7 @@ def merge(models: list[str], config: FoundryConfig = FoundryConfig()) -> MergeRe
         parents, base = merge_base(models, config, run)
         merged = merge_weights(parents, base, config, run)
         scores = score_merge(merged, parents, base, config, run)
-        name = config.merge.resolved_model_name(base.removeprefix("models:/").split("/")[0])
+        name = config.merge.resolved_model_name(ModelUri.parse(base).name)
         with promotion_lock(name, run.home):  # one flow at a time moves its aliases
             decision = judge_merge(scores, config, run)
             name, outcome = register_merge(merged, parents, base, decision, config, run)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from foundry.env import configure_environment
 
-configure_environment()  # an entry point: `foundry run` and Prefect workers import this module directly
+configure_environment()  # an entry point: `foundry reproduce` and Prefect workers import this module directly
 
 from prefect import flow, runtime  # noqa: E402
 
 from foundry import tracking  # noqa: E402
 from foundry.config import validate  # noqa: E402
-from foundry.contracts import DataVersion, Reproduction  # noqa: E402
+from foundry.contracts import Reproduction  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
 from foundry.registry import lineage  # noqa: E402
 from foundry.registry.versions import resolve  # noqa: E402
@@ -29,6 +29,7 @@ def reproduce(model_uri: str, force: bool = False) -> Reproduction:
     """Hydrate the model's data version, train with its config, and compare holdout metrics."""
     route_library_logs()  # each line once, our INFO lines included
     record = lineage.lineage(model_uri, depth=1)[0]
+    data = lineage.training_data(resolve(record.model))  # checked before anything runs: a bad tag stops here
     current = tracking.git_state()
     lineage.check_commit(record, current, force)
     config = validate(record.config)
@@ -38,12 +39,11 @@ def reproduce(model_uri: str, force: bool = False) -> Reproduction:
         "foundry.stage": "reproduce",
     }
     with tracking.pipeline_run(config, f"reproduce {record.model}", tags) as run:
-        data = DataVersion(data_version=record.data_version, remote=record.data_remote)
         data_dir = hydrate(data, run)
         publish_data_stage(data_dir)
         checkpoint = train(config, data_dir, data, run, resume=False)
         metrics = evaluate(config, checkpoint, data_dir, run)
-    comparison = lineage.compare(lineage.recorded_metrics(resolve(record.model)), metrics)
+    comparison = lineage.compare(lineage.recorded_holdout(resolve(record.model)), metrics)
     result = Reproduction(
         model=record.model,
         run_id=run.run_id,

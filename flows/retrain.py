@@ -1,5 +1,7 @@
 """Scheduled retraining: fine-tune the champion on what is new in the source, promote through the gate.
 
+    foundry retrain [--config FILE] [--set section.key=value ...]
+
 Deployed by `foundry serve` (and prefect.yaml) on `retrain.cron`, weekly by default.
 """
 
@@ -7,12 +9,12 @@ from __future__ import annotations
 
 from foundry.env import configure_environment
 
-configure_environment()  # an entry point: `foundry run` and Prefect workers import this module directly
+configure_environment()  # an entry point: `foundry retrain` and Prefect workers import this module directly
 
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
-from foundry.contracts import PipelineResult, SkippedRun  # noqa: E402
+from foundry.contracts import Candidate, PipelineResult, SkippedRun  # noqa: E402
 from foundry.env import foundry_home  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
 from foundry.summaries import skipped_summary  # noqa: E402
@@ -50,18 +52,10 @@ def retrain(config: FoundryConfig = FoundryConfig()) -> PipelineResult | Skipped
         publish_data_stage(data_dir)
         checkpoint = train(tuned, data_dir, data, run)
         metrics = evaluate(tuned, checkpoint, data_dir, run)
+        candidate = Candidate(checkpoint=checkpoint, data=data, data_dir=data_dir, metrics=metrics, run=run)
         with promotion_lock(tuned.registry.model_name, run.home):  # one flow at a time moves its aliases
-            decision = judge(tuned, checkpoint, metrics, data_dir, data, run, parent.data)
-            outcome = register(tuned, checkpoint, data_dir, data, metrics, decision, run, parent=parent.uri)
-    result = PipelineResult(
-        run_id=run.run_id,
-        model_name=tuned.registry.model_name,
-        model_version=outcome.version,
-        data_version=data.data_version,
-        metrics=metrics,
-        promoted=outcome.promoted,
-        verdict=outcome.verdict,
-        parent=parent.uri,
-    )
+            decision = judge(tuned, candidate, parent.data)
+            outcome = register(tuned, candidate, decision, parent=parent.uri)
+    result = PipelineResult.of(candidate, tuned.registry.model_name, outcome, parent=parent.uri)
     publish_result(result, foundry_home())
     return result

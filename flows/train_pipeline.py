@@ -15,7 +15,7 @@ configure_environment()  # an entry point: `foundry run` and Prefect workers imp
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
-from foundry.contracts import PipelineResult  # noqa: E402
+from foundry.contracts import Candidate, PipelineResult  # noqa: E402
 from foundry.env import foundry_home  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
@@ -40,17 +40,10 @@ def train_pipeline(config: FoundryConfig = FoundryConfig()) -> PipelineResult:
         publish_data_stage(data_dir)
         checkpoint = train(config, data_dir, data, run)
         metrics = evaluate(config, checkpoint, data_dir, run)
+        candidate = Candidate(checkpoint=checkpoint, data=data, data_dir=data_dir, metrics=metrics, run=run)
         with promotion_lock(config.registry.model_name, run.home):  # one flow at a time moves its aliases
-            decision = judge(config, checkpoint, metrics, data_dir, data, run, parent)
-            outcome = register(config, checkpoint, data_dir, data, metrics, decision, run)
-    result = PipelineResult(
-        run_id=run.run_id,
-        model_name=config.registry.model_name,
-        model_version=outcome.version,
-        data_version=data.data_version,
-        metrics=metrics,
-        promoted=outcome.promoted,
-        verdict=outcome.verdict,
-    )
+            decision = judge(config, candidate, parent)
+            outcome = register(config, candidate, decision)
+    result = PipelineResult.of(candidate, config.registry.model_name, outcome)
     publish_result(result, foundry_home())
     return result

@@ -1,7 +1,34 @@
 """Foundry: raw text to a trained, validated, registered model, orchestrated by Prefect.
 
-The library is grouped by stage: `data` (A: acquire, clean, validate, version, hydrate), `training`
-(C: the Lightning loop and its launcher), `checkpointing` (D), `evaluation` and `registry` (E),
-`serving` (the registered model's own code). The model itself is in the top-level `models` package.
+The library, by stage (A data acquisition and hydration; B model architecture and initialisation, in the
+top-level `models` package and `training.warm_start`; C the training loop; D checkpointing and resilience;
+E validation and alignment):
+
+- `data`: A, acquire, clean, validate, version and hydrate datasets (alignment records too)
+- `training`: C, the Lightning loop on one process or many, its launcher, the memory planner, warm starts
+- `checkpointing`: D, checkpoints that survive failure and resume exactly
+- `evaluation`: E, holdout metrics and baselines, alignment's evaluation, loss curves and model cards
+- `registry`: E, versions and aliases, the gates' inputs from the registry, lineage, the version a run starts from
+- `gates`: E, the promotion gates as pure rules, each returning the one `Decision` type
+- `adapt`: specialists (fine-tuning) and merging them
+- `search`: hyperparameter search (Optuna on Dask)
+- `serving`: the registered model's own code, which travels with every version
+- `config`: the one typed config
+
+and the modules beside them:
+
+- `cli`, `cli_adapt`, `cli_align`, `cli_config`, `cli_search`: the `foundry` command
+- `contracts`: the typed values the stages hand each other
+- `digests`: file digests, one read per file
+- `env`: where state lives and the switches that keep every library offline
+- `fs`: removing folders without ever leaving the folder meant to hold them
+- `logs`: each log line once, third-party loggers routed through the process's handlers
+- `model_uri`: a registered model's URI (`models:/NAME/VERSION`, `models:/NAME@ALIAS`), parsed in one place
+- `ops`: local servers (`foundry up`) and health (`foundry doctor`)
+- `periodic`: doing something every few seconds while a stage runs
+- `progress`: progress as a small JSON file the orchestrator reads
+- `summaries`: what each command prints when its flow ends
+- `tracking`: MLflow bookkeeping: the experiment, the pipeline run, its lineage
+
 Importing any of it changes nothing: entry points call `foundry.env.configure_environment()` once.
 """

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from foundry.cli_adapt import add_adapt_commands
 from foundry.cli_align import add_commands as add_alignment_commands
+from foundry.cli_config import add_config_command
 from foundry.cli_search import add_search_command
-from foundry.config import ConfigError, FoundryConfig, load_config, to_yaml
+from foundry.config import ConfigError, FoundryConfig, load_config
 from foundry.env import configure_environment, foundry_home
 
 DEFAULT_CONFIG = Path("params.yaml")
@@ -132,10 +133,20 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     from tasks.data_parallel import run_prepare
 
     config = _load(args)
-    manifest = run_prepare(SourceManifest.read(args.manifest), config, args.out)
+    manifest = run_prepare(SourceManifest.read(args.manifest), config, args.out).manifest
     validate_dataset(args.out, config, args.out.parent / f"{args.out.name}_validation.json")
-    print(f"{manifest['train_tokens']} train / {manifest['holdout_tokens']} holdout tokens -> {args.out}")
+    print(f"{manifest.train_tokens} train / {manifest.holdout_tokens} holdout tokens -> {args.out}")
     return 0
+
+
+def _model_uri(text: str):
+    """A MODEL_URI argument, parsed; a malformed one is a usage error naming the forms accepted."""
+    from foundry.model_uri import ModelUri
+
+    try:
+        return ModelUri.parse(text)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
@@ -144,7 +155,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     from foundry.registry.versions import promote_manually
     from tasks.locks import promotion_lock
 
-    name = args.model_uri.removeprefix("models:/").split("@")[0].split("/")[0]
+    name = _model_uri(args.model_uri).name
     with promotion_lock(name, foundry_home()):  # not while a flow judges and publishes the same model
         record = promote_manually(args.model_uri, args.reason, args.who or getpass.getuser())
     print(
@@ -157,8 +168,8 @@ def cmd_promote(args: argparse.Namespace) -> int:
 def cmd_reregister(args: argparse.Namespace) -> int:
     from foundry.registry.versions import reregister
 
+    name = _model_uri(args.model_uri).name
     version = reregister(args.model_uri, foundry_home())
-    name = args.model_uri.removeprefix("models:/").split("/")[0].split("@")[0]
     print(f"models:/{name}/{version} holds the weights of {args.model_uri} and carries its code; aliases unchanged")
     return 0
 
@@ -181,9 +192,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_hydrate(args: argparse.Namespace) -> int:
-    from foundry.contracts import DataVersion
+    from foundry.contracts import DataVersion, check_data_version
     from foundry.data.hydrate import hydrate_version
 
+    try:
+        check_data_version(args.data_version)
+    except ValueError as exc:
+        raise ConfigError(f"DATA_VERSION: {exc}") from None
     print(hydrate_version(DataVersion(data_version=args.data_version, remote=args.remote), foundry_home()))
     return 0
 
@@ -203,15 +218,6 @@ def cmd_deployments(args: argparse.Namespace) -> int:
     from flows.deployments import prefect_yaml
 
     text = prefect_yaml(_load(args))
-    if args.write:
-        args.write.write_text(text)
-    else:
-        print(text, end="")
-    return 0
-
-
-def cmd_config(args: argparse.Namespace) -> int:
-    text = to_yaml(load_config(None, args.overrides) if args.defaults else _load(args))
     if args.write:
         args.write.write_text(text)
     else:
@@ -301,13 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--device-memory", metavar="SIZE", help="memory of one device, e.g. 80GB or 141GiB")
     plan.set_defaults(func=cmd_plan)
 
-    config = commands.add_parser("config", help="print the effective config as YAML, or write it")
-    _config_args(config)
-    config.add_argument("--write", type=Path, metavar="FILE", help="write to FILE instead of printing")
-    config.add_argument(
-        "--defaults", action="store_true", help="start from the built-in defaults, ignoring params.yaml"
-    )
-    config.set_defaults(func=cmd_config)
+    add_config_command(commands, _config_args, _load)
 
     deployments = commands.add_parser(
         "deployments",

@@ -6,10 +6,13 @@ Pydantic models, frozen: Prefect persists and restores them (the cached `dataset
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from foundry.evaluation.holdout_metrics import HoldoutMetrics
 
 
 class _Value(BaseModel):
@@ -55,11 +58,29 @@ class SourceManifest(_Value):
         return [entry.name for entry in self.entries if entry.sha256 not in seen]
 
 
+DATA_VERSION = re.compile(r"[0-9a-f]{32}")  # DVC's md5 of the dataset's `.dir` listing, without `.dir`
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,255}")  # MLflow's run id format: one path component
+
+
+def check_data_version(value: str) -> str:
+    """A data version, when it is one; else ValueError. It names a folder (`hydrated/<version>/`), so a
+    registry tag or manifest that says otherwise must stop the run, not pick a path."""
+    if not isinstance(value, str) or not DATA_VERSION.fullmatch(value):
+        raise ValueError(f"{value!r} is not a data version (32 hex digits, DVC's md5 of the dataset listing)")
+    return value
+
+
 class DataVersion(_Value):
-    """A prepared dataset as DVC versioned it: its content hash and the remote holding it."""
+    """A prepared dataset as DVC versioned it: its content hash and the remote holding it (a DVC remote URL,
+    only ever handed to DVC, never joined to a local path)."""
 
     data_version: str
     remote: str
+
+    @field_validator("data_version")
+    @classmethod
+    def _is_a_digest(cls, value: str) -> str:
+        return check_data_version(value)
 
     @property
     def dvc_out(self) -> dict[str, str]:
@@ -75,62 +96,6 @@ class ParentData(_Value):
     data: DataVersion
     dir: Path  # $FOUNDRY_HOME/hydrated/<version>/
     ledger_digest: str  # identity of its ledger files: part of the dataset cache key
-
-
-class OldHoldout(_Value):
-    """Challenger and champion scored on the champion's own holdout: the forgetting guard's inputs."""
-
-    data_version: str
-    challenger_bits_per_byte: float
-    champion_bits_per_byte: float
-    max_regression: float
-
-    @property
-    def regression(self) -> float:
-        return self.challenger_bits_per_byte - self.champion_bits_per_byte
-
-    @property
-    def forgets(self) -> bool:
-        return self.regression > self.max_regression
-
-
-class GateDecision(_Value):
-    """The promotion gate's inputs and verdict, recorded on the run and on the version."""
-
-    passed: bool  # the challenger met the bar
-    make_champion: bool  # it passed and the policy promotes automatically (`registry.auto_promote`)
-    verdict: str
-    challenger_bits_per_byte: float
-    champion_bits_per_byte: float | None = None
-    champion_version: str | None = None
-    min_improvement: float = 0.0
-    old_holdout: OldHoldout | None = None  # None without a champion, or one not compared
-    # "" when the champion_* scores are the champion's; a fine-tune's base (models:/NAME/VERSION) when they are its
-    base: str = ""
-    # A specialist's own champion (`finetune.model_name`), which a new version must beat on the domain holdout
-    incumbent_version: str | None = None
-    incumbent_bits_per_byte: float | None = None
-
-    def tags(self) -> dict[str, str]:
-        champion, old = self.champion_bits_per_byte, self.old_holdout
-        incumbent = {}
-        if self.incumbent_version is not None:
-            incumbent = {
-                "gate.incumbent_version": self.incumbent_version,
-                "gate.incumbent_bits_per_byte": f"{self.incumbent_bits_per_byte:.6f}",
-            }
-        return incumbent | {
-            "gate.verdict": self.verdict,
-            "gate.passed": str(self.passed).lower(),
-            "gate.challenger_bits_per_byte": f"{self.challenger_bits_per_byte:.6f}",
-            "gate.champion_bits_per_byte": "" if champion is None else f"{champion:.6f}",
-            "gate.champion_version": self.champion_version or "",
-            "gate.min_improvement": str(self.min_improvement),
-            "gate.old_holdout_version": "" if old is None else old.data_version,
-            "gate.challenger_old_bits_per_byte": "" if old is None else f"{old.challenger_bits_per_byte:.6f}",
-            "gate.champion_old_bits_per_byte": "" if old is None else f"{old.champion_bits_per_byte:.6f}",
-            "gate.max_regression": "" if old is None else str(old.max_regression),
-        }
 
 
 class ParentModel(_Value):
@@ -160,8 +125,30 @@ class RunContext(_Value):
     """The MLflow run every stage of a flow logs to, and the folder for this run's files."""
 
     run_id: str
-    dir: Path
+    dir: Path  # $FOUNDRY_HOME/runs/<run_id>/
     home: Path
+
+    @field_validator("run_id")
+    @classmethod
+    def _one_component(cls, value: str) -> str:
+        if not RUN_ID.fullmatch(value):
+            raise ValueError(f"{value!r} is not an MLflow run id (letters, digits, '_' and '-')")
+        return value
+
+
+class Candidate(_Value):
+    """A trained model and what it was trained and scored on: what the gate judges and the registry publishes."""
+
+    checkpoint: Path  # model.pt
+    data: DataVersion
+    data_dir: Path  # the hydrated data version: tokenizer.json, manifest.json, the holdout
+    # A trained model's holdout metrics; an aligned model's `align/*` and `base/*` scores, by MLflow key
+    metrics: HoldoutMetrics | dict[str, float]
+    run: RunContext
+
+    @property
+    def tokenizer(self) -> Path:
+        return self.data_dir / "tokenizer.json"
 
 
 class PipelineResult(_Value):
@@ -179,6 +166,20 @@ class PipelineResult(_Value):
     @property
     def model_uri(self) -> str:
         return f"models:/{self.model_name}/{self.model_version}"
+
+    @classmethod
+    def of(cls, candidate: Candidate, model_name: str, outcome: Promotion, parent: str = "") -> PipelineResult:
+        """The result of a flow that trained `candidate` (holdout metrics) and published it as `outcome`."""
+        return cls(
+            run_id=candidate.run.run_id,
+            model_name=model_name,
+            model_version=outcome.version,
+            data_version=candidate.data.data_version,
+            metrics=candidate.metrics.as_mlflow(),
+            promoted=outcome.promoted,
+            verdict=outcome.verdict,
+            parent=parent,
+        )
 
 
 class SkippedRun(_Value):
@@ -230,26 +231,6 @@ class LineageRecord(_Value):
     holdout_bits_per_byte: str
     remote_files: list[FetchedFile] = []  # empty for runs whose sources were all local
     merge_recipe: str = ""  # a merge's recipe (JSON: method, parents, base, weights); "" for a trained version
-
-
-class AlignmentDecision(_Value):
-    """The alignment gate's verdict: the aligned model against the base it started from, check by check."""
-
-    passed: bool
-    make_champion: bool  # passed, and `registry.auto_promote`
-    verdict: str
-    method: str  # sft or dpo
-    checks: dict[str, bool]  # check name -> passed
-    max_regression: float
-
-    def tags(self) -> dict[str, str]:
-        return {
-            "gate.verdict": self.verdict,
-            "gate.passed": str(self.passed).lower(),
-            "gate.method": self.method,
-            "gate.max_regression": str(self.max_regression),
-            **{f"gate.check.{name}": str(ok).lower() for name, ok in self.checks.items()},
-        }
 
 
 class AlignResult(_Value):

@@ -39,7 +39,7 @@ def merge_summary(result: MergeResult) -> str:
         f"recipe     {result.method} of {', '.join(result.parents)} onto {result.base}",
         "holdout of                        merged    base  specialist  (bits/byte)",
     ]
-    for s in result.decision.scores:
+    for s in result.decision.inputs.scores:
         own = "-" if s.specialist_bits_per_byte is None else f"{s.specialist_bits_per_byte:.4f}"
         lines.append(f"{s.holdout_of:32s} {s.merged_bits_per_byte:7.4f} {s.base_bits_per_byte:7.4f} {own:>11s}")
     lines.append(f"MLflow run {result.run_id}")

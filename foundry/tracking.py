@@ -155,15 +155,16 @@ def metric_history(run_id: str, key: str) -> list[tuple[int, float]]:
     return [(m.step, m.value) for m in client().get_metric_history(run_id, key)]
 
 
-def log_dataset(run_id: str, data: DataVersion, manifest: dict) -> None:
-    """The data version as an MLflow dataset input: name, content digest and where it lives."""
+def log_dataset(run_id: str, data: DataVersion, prepared_from: str) -> None:
+    """The data version as an MLflow dataset input: name, content digest and where it lives; `prepared_from`
+    is its manifest's `source`."""
     from mlflow.data.http_dataset_source import HTTPDatasetSource
     from mlflow.data.meta_dataset import MetaDataset
     from mlflow.entities import DatasetInput, InputTag
 
     source = HTTPDatasetSource(f"dvc+{data.remote}#{data.data_version}")  # a URI, not fetched
     dataset = MetaDataset(source=source, name=f"prepared-{data.data_version[:8]}", digest=data.data_version[:32])
-    tags = [InputTag("mlflow.data.context", "training"), InputTag("source", manifest["source"])]
+    tags = [InputTag("mlflow.data.context", "training"), InputTag("source", prepared_from)]
     client().log_inputs(run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(), tags=tags)])
 
 

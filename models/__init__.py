@@ -1,0 +1,15 @@
+"""Stage B, the model: pure PyTorch and Lightning, no Prefect, MLflow, DVC or paths.
+
+- `gpt`: the GPT (nanoGPT-shaped), rotary or learned positions, and `load_gpt`
+- `lit_gpt`: the LightningModule: loss, schedule and metrics around `GPT`
+- `optim`: Muon for the blocks' matrices and AdamW for the rest, as one optimizer
+- `data`: resumable batches of next-token windows over a token array
+- `tokens`: the end-of-text token the model and its tokenizer share
+- `generate`: seeded text generation
+- `chat`: the chat template, one rendering for training, evaluation and serving
+- `align`: the SFT and DPO losses
+- `lit_align`: their LightningModules (`LitSFT`, `LitDPO`)
+- `align_data`: packed conversations and preference pairs, resumable
+- `lora`: low-rank adapters and merging them into the weights
+- `merge`: merging models by their parameters (linear, task arithmetic, TIES, DARE-TIES)
+"""

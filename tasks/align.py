@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from prefect import get_run_logger, task
@@ -10,7 +9,9 @@ from prefect.cache_policies import NO_CACHE
 
 from foundry import tracking
 from foundry.config import FoundryConfig
-from foundry.contracts import AlignmentDecision, DataVersion, ParentModel, Promotion, RunContext, SourceManifest
+from foundry.contracts import Candidate, DataVersion, ParentModel, Promotion, RunContext, SourceManifest
+from foundry.data.manifest import DatasetManifest
+from foundry.gates.decision import Decision
 
 
 @task(name="parent", cache_policy=NO_CACHE)
@@ -64,7 +65,7 @@ def align_dataset(config: FoundryConfig, source_manifest: SourceManifest, run: R
     manifest = prepare_aligned(source_manifest, config, staged)
     for name in ("audit.json", "audit.md"):
         tracking.log_artifact(run.run_id, staged / name, "data")
-    get_run_logger().info("prepared %s", manifest["stats"])
+    get_run_logger().info("prepared %s", manifest.stats)
     report, docs = run.dir / "validation_report.json", run.dir / "validation_docs"
     try:
         validate_aligned(staged, config, report, docs_dir=docs)
@@ -92,7 +93,7 @@ def evaluate_aligned(
     from models.generate import generate_replies
     from models.gpt import gpt_from_saved, load_gpt, load_saved
 
-    e, manifest = config.evaluation, json.loads((data_dir / "manifest.json").read_text())
+    e, manifest = config.evaluation, DatasetManifest.read(data_dir)
     tokenizer, metrics, replies = Tokenizer.from_file(str(data_dir / "tokenizer.json")), {}, {}
     chats = [[{"role": "user", "content": p}] for p in config.align.prompts]
     for who, path in (("base", Path(base.weights)), ("align", checkpoint)):
@@ -108,7 +109,7 @@ def evaluate_aligned(
             ("align", load_gpt(checkpoint), data_dir / "tokenizer.json"),
         ):
             scored = holdout_metrics(model, tokens, pretrain, e.batch_size, e.max_tokens)
-            metrics[f"{who}/pretrain_bits_per_byte"] = scored["holdout/bits_per_byte"]
+            metrics[f"{who}/pretrain_bits_per_byte"] = scored.bits_per_byte
     tracking.log_metrics(run.run_id, metrics)
     table = {"prompt": config.align.prompts, "base": replies["base"], "aligned": replies["align"]}
     tracking.client().log_table(run.run_id, table, "evaluation/generations.json")
@@ -117,31 +118,21 @@ def evaluate_aligned(
 
 
 @task(name="judge", cache_policy=NO_CACHE)
-def judge_aligned(config: FoundryConfig, metrics: dict, run: RunContext) -> AlignmentDecision:
-    """The alignment gate: the base's scores on the same data beside the aligned model's. Versions of
-    `align.model_name` a dead run left half-published are withdrawn first (the caller holds its promotion lock)."""
-    from foundry.registry import versions
+def judge_aligned(config: FoundryConfig, candidate: Candidate) -> Decision:
+    """The alignment gate: the base's scores on the same data beside the aligned model's, and the champion of
+    `align.model_name` scored on the same held-out data (the caller holds its promotion lock)."""
     from foundry.registry.gate import decide_alignment
 
-    name = config.registry.model_name
-    if withdrawn := versions.recover(name):
-        get_run_logger().warning("withdrew versions %s of %s, left half-published", withdrawn, name)
-    decision = decide_alignment(config, metrics)
+    decision, run = decide_alignment(config, candidate), candidate.run
     tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
+    if decision.inputs.incumbent is not None:  # the champion it was held to, on this held-out data
+        scores = decision.inputs.incumbent.model_dump(exclude_none=True)
+        tracking.log_metrics(run.run_id, {f"incumbent/{k}": v for k, v in scores.items()})
     return decision
 
 
 @task(name="register", cache_policy=NO_CACHE)
-def register_aligned(
-    config: FoundryConfig,
-    checkpoint: Path,
-    data_dir: Path,
-    data: DataVersion,
-    metrics: dict,
-    decision: AlignmentDecision,
-    run: RunContext,
-    parent: ParentModel,
-) -> Promotion:
+def register_aligned(config: FoundryConfig, candidate: Candidate, decision: Decision, parent: ParentModel) -> Promotion:
     """Log the pyfunc model (its template inside `model.pt`) and publish it: a version with lineage, the gate's
     record and a model card, `challenger`, and `champion` when every check of the gate passed and
     `registry.auto_promote` is on; all of it or nothing (`versions.publish`)."""
@@ -150,12 +141,13 @@ def register_aligned(
     from foundry.registry.lineage import version_tags
     from foundry.serving.package import log_model
 
-    uri = log_model(run.run_id, checkpoint, data_dir / "tokenizer.json")
+    c, run, metrics = candidate, candidate.run, candidate.metrics
+    uri = log_model(run.run_id, c.checkpoint, c.tokenizer)
     tracking.link_metrics(run.run_id, sorted(metrics), model_id=uri.removeprefix("models:/"))
     git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
-    manifest = json.loads((data_dir / "manifest.json").read_text())
-    card = alignment_card(config, parent.uri, data, manifest, metrics, decision, run.run_id, git)
-    tags = version_tags(config, run.run_id, data, manifest["source_digest"], decision, git, parent.uri)
+    manifest = DatasetManifest.read(c.data_dir)
+    card = alignment_card(config, parent.uri, c.data, manifest, metrics, decision, run.run_id, git)
+    tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent.uri)
     tags["align.method"] = config.align.method
     if parent.pretrain_data is not None:  # what the next alignment from this version must not forget either
         tags["pretrain.data_version"] = parent.pretrain_data.data_version

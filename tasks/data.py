@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -44,7 +43,7 @@ def prepare(
 
     staged, report = run.dir / "prepared", run.dir / PREPARE_PROGRESS
     with reported_progress(report, config.data.progress_every_s, read_preparation):  # lines, on a terminal or not
-        manifest = run_prepare(
+        prepared = run_prepare(
             source_manifest,
             config,
             staged,
@@ -55,9 +54,9 @@ def prepare(
         )
     for name in ("audit.json", "audit.md"):  # per cleaning rule: counts and examples, never the PII itself
         tracking.log_artifact(run.run_id, staged / name, "data")
-    tracking.log_metrics(run.run_id, {f"data/{k}": v for k, v in manifest["lineage"].items()})
+    tracking.log_metrics(run.run_id, {f"data/{k}": v for k, v in prepared.lineage.items()})
     if parent is not None:  # the drops and PII by reason are in the data-stage report
-        get_run_logger().info("prepared against %s: %s", parent.model_uri, manifest["lineage"])
+        get_run_logger().info("prepared against %s: %s", parent.model_uri, prepared.lineage)
     return staged
 
 
@@ -127,14 +126,14 @@ def dataset_task(
 @task(name="hydrate", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 10])
 def hydrate(data: DataVersion, run: RunContext) -> Path:
     """Pull exactly that data version from the remote onto local storage; record it on the run."""
+    from foundry.data import manifest as dataset_manifest
     from foundry.data.hydrate import hydrate_version
-    from foundry.data.prepare import prepare_metrics
 
     data_dir = hydrate_version(data, run.home)
-    manifest = json.loads((data_dir / "manifest.json").read_text())
+    manifest = dataset_manifest.DatasetManifest.read(data_dir)
     tracking.set_tags(run.run_id, {"data_version": data.data_version, "data.remote": data.remote})
-    tracking.log_metrics(run.run_id, prepare_metrics(manifest))
-    tracking.log_dataset(run.run_id, data, manifest)
-    for name in ("tokenizer.json", "manifest.json"):
+    tracking.log_metrics(run.run_id, manifest.data_metrics())
+    tracking.log_dataset(run.run_id, data, manifest.source)
+    for name in (dataset_manifest.TOKENIZER, dataset_manifest.FILE):
         tracking.log_artifact(run.run_id, data_dir / name, "data")
     return data_dir

@@ -20,7 +20,7 @@ from prefect.cache_policies import NO_CACHE
 
 from foundry.config import DataConfig, FoundryConfig
 from foundry.contracts import SourceManifest
-from foundry.data.prepare import prepare
+from foundry.data.prepare import Prepared, prepare
 from foundry.env import TELEMETRY_OFF
 
 # A worker is one core: one task thread, and no library that spreads itself over more. Tokenizers
@@ -107,7 +107,7 @@ def run_prepare(
     parent: Path | None = None,
     replay: float | None = None,
     progress_file: Path | None = None,
-) -> dict:
+) -> Prepared:
     """`prepare` in this process (`data.workers` 1, no `data.scheduler`: nothing to start, the fastest on
     a small corpus) or with its map steps on Dask. Either way the output is the same, byte for byte.
     `parent`, `replay` and `progress_file` as `prepare` takes them (the ledger to build on, the replay share,

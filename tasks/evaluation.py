@@ -10,10 +10,11 @@ from prefect.cache_policies import NO_CACHE
 from foundry import tracking
 from foundry.config import FoundryConfig
 from foundry.contracts import RunContext
+from foundry.evaluation.holdout_metrics import HoldoutMetrics
 
 
 @task(name="evaluate", cache_policy=NO_CACHE)
-def evaluate(config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunContext) -> dict[str, float]:
+def evaluate(config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunContext) -> HoldoutMetrics:
     """Holdout loss, perplexity and bits per byte beside unigram, gzip and xz; generations; loss curve."""
     from tokenizers import Tokenizer
 
@@ -25,9 +26,8 @@ def evaluate(config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunCo
     e = config.evaluation
     model = load_gpt(checkpoint)
     metrics = holdout_metrics(model, data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
-    baselines = compression_bits_per_byte(data_dir, e.compression_context_bytes)
-    metrics.update({f"holdout/{k}": v for k, v in baselines.items()})
-    tracking.log_metrics(run.run_id, metrics)
+    metrics = metrics.with_scores(compression_bits_per_byte(data_dir, e.compression_context_bytes))
+    tracking.log_metrics(run.run_id, metrics.as_mlflow())
     tokenizer = Tokenizer.from_file(str(data_dir / "tokenizer.json"))
     completions = generate_texts(model, tokenizer, e.prompts, e.max_new_tokens, seed=e.generation_seed)
     tracking.client().log_table(
@@ -35,5 +35,5 @@ def evaluate(config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunCo
     )
     history = {key: tracking.metric_history(run.run_id, key) for key in ("train/loss", "val/loss")}
     tracking.log_artifact(run.run_id, loss_curve(history, run.dir / "loss_curve.png"), "evaluation")
-    get_run_logger().info("holdout: %s", {k: round(v, 4) for k, v in metrics.items()})
+    get_run_logger().info("holdout: %s", {k: round(v, 4) for k, v in metrics.as_mlflow().items()})
     return metrics

@@ -9,9 +9,10 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from foundry import tracking
-from foundry.adapt.contracts import HoldoutScore, MergeDecision
+from foundry.adapt.contracts import HoldoutScore
 from foundry.config import FoundryConfig
 from foundry.contracts import Promotion, RunContext
+from foundry.gates.decision import Decision
 
 
 @task(name="merge-base", cache_policy=NO_CACHE)
@@ -50,10 +51,12 @@ def score_merge(
 
 
 @task(name="judge-merge", cache_policy=NO_CACHE)
-def judge_merge(scores: list[HoldoutScore], config: FoundryConfig, run: RunContext) -> MergeDecision:
-    from foundry.adapt.merge_gate import decide_merge
+def judge_merge(scores: list[HoldoutScore], config: FoundryConfig, run: RunContext) -> Decision:
+    """The merge gate (`foundry.gates.merge`) on the scores; its verdict and inputs tagged on the run."""
+    from foundry.adapt.merge_gate import merge_inputs
+    from foundry.gates import merge as gate
 
-    decision = decide_merge(scores, config)
+    decision = gate.decide(merge_inputs(scores, config))
     tracking.set_tags(run.run_id, decision.tags())
     get_run_logger().info("merge gate: %s", decision.verdict)
     return decision
@@ -61,27 +64,27 @@ def judge_merge(scores: list[HoldoutScore], config: FoundryConfig, run: RunConte
 
 @task(name="register-merge", cache_policy=NO_CACHE)
 def register_merge(
-    merged: Path, parents: list[str], base: str, decision: MergeDecision, config: FoundryConfig, run: RunContext
+    merged: Path, parents: list[str], base: str, decision: Decision, config: FoundryConfig, run: RunContext
 ) -> tuple[str, Promotion]:
     """Publish the merge (all of it or nothing): every parent in `parent_model`, the recipe in a tag and in
     the model card, the base's data version as its own (the holdout its `holdout/*` scores come from)."""
     from foundry.adapt.merge_gate import merge_card
     from foundry.adapt.merging import recipe
+    from foundry.registry import tags as registry_tags
     from foundry.registry import versions
     from foundry.serving.package import log_model
     from models.gpt import load_gpt
 
     base_version = versions.resolve(base)
     name = config.merge.resolved_model_name(base_version.name)
-    if withdrawn := versions.recover(name):  # left half-published by a dead run (we hold the promotion lock)
-        get_run_logger().warning("withdrew versions %s of %s, left half-published", withdrawn, name)
     made = recipe(parents, base, config)
     uri = log_model(run.run_id, merged / "model.pt", merged / "tokenizer.json")
     run_tags = tracking.client().get_run(run.run_id).data.tags
+    base_data = registry_tags.recorded_data(base_version)  # checked: a bad tag stops the publication
     tags = {
         "run_id": run.run_id,
-        "data_version": base_version.tags.get("data_version", ""),
-        "data.remote": base_version.tags.get("data.remote", ""),
+        "data_version": "" if base_data is None else base_data.data_version,
+        "data.remote": "" if base_data is None else base_data.remote,
         "data.source": f"merge of {', '.join(parents)}",
         # the config is the run's params and config.json, the scores its metrics, the packages its tags
         **tracking.run_git(run_tags),

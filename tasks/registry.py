@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from prefect import get_run_logger, task
@@ -11,14 +10,16 @@ from prefect.cache_policies import NO_CACHE
 from foundry import tracking
 from foundry.config import FoundryConfig
 from foundry.contracts import (
-    DataVersion,
-    GateDecision,
+    Candidate,
     ParentData,
     ParentModel,
     Promotion,
     RunContext,
     SourceManifest,
 )
+from foundry.data.manifest import DatasetManifest
+from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.gates.decision import Decision
 
 
 @task(name="champion-data", cache_policy=NO_CACHE)
@@ -62,74 +63,50 @@ def whats_new(source_manifest: SourceManifest, parent: ParentModel, run: RunCont
 
 
 @task(name="judge", cache_policy=NO_CACHE)
-def judge(
-    config: FoundryConfig,
-    checkpoint: Path,
-    metrics: dict,
-    data_dir: Path,
-    data: DataVersion,
-    run: RunContext,
-    parent: ParentData | None = None,
-) -> GateDecision:
+def judge(config: FoundryConfig, candidate: Candidate, parent: ParentData | None = None) -> Decision:
     """The promotion gate's inputs and verdict: the champion is scored on this same holdout, and both on the
     champion's own holdout (the forgetting guard)."""
     from foundry.registry.gate import decide
 
     built_on = parent.data.data_version if parent is not None else None
-    return _recorded(decide(config, checkpoint, metrics, data_dir, data, run.home, built_on), metrics, run)
+    return _recorded(decide(config, candidate, built_on), candidate)
 
 
 @task(name="judge-specialist", cache_policy=NO_CACHE)
-def judge_specialist(
-    config: FoundryConfig,
-    checkpoint: Path,
-    metrics: dict,
-    data_dir: Path,
-    data: DataVersion,
-    run: RunContext,
-    base: ParentModel,
-) -> GateDecision:
+def judge_specialist(config: FoundryConfig, candidate: Candidate, base: ParentModel) -> Decision:
     """A domain fine-tune's gate: better than its base on the domain holdout, not forgetting the base's."""
     from foundry.registry.gate import decide_specialist
 
-    return _recorded(decide_specialist(config, checkpoint, metrics, data_dir, data, run.home, base.uri), metrics, run)
+    return _recorded(decide_specialist(config, candidate, base.uri), candidate)
 
 
-def _recorded(decision: GateDecision, metrics: dict, run: RunContext) -> GateDecision:
+def _recorded(decision: Decision, candidate: Candidate) -> Decision:
     """The decision on the run: the summary table, the verdict tags and the forgetting guard's scores."""
     from foundry.evaluation.report import summary_table
 
-    table = summary_table(metrics, decision.champion_bits_per_byte, decision)
+    run, gate = candidate.run, decision.inputs
+    table = summary_table(candidate.metrics, gate.champion_bits_per_byte, decision)
     tracking.client().log_table(run.run_id, table, "evaluation/summary.json")
     tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
     scores = {}
-    if decision.champion_bits_per_byte is not None:  # the champion's, or for a fine-tune its base's
-        scores["gate/champion_bits_per_byte"] = decision.champion_bits_per_byte
-    if decision.old_holdout is not None:
-        old = decision.old_holdout
+    if gate.champion_bits_per_byte is not None:  # the champion's, or for a fine-tune its base's
+        scores["gate/champion_bits_per_byte"] = gate.champion_bits_per_byte
+    if gate.old_holdout is not None:
+        old = gate.old_holdout
         scores |= {
             "gate/old_holdout_bits_per_byte": old.challenger_bits_per_byte,
             "gate/champion_old_holdout_bits_per_byte": old.champion_bits_per_byte,
             "gate/old_holdout_regression": old.regression,
         }
-    if decision.incumbent_bits_per_byte is not None:  # a specialist's own champion, on the domain holdout
-        scores["gate/incumbent_bits_per_byte"] = decision.incumbent_bits_per_byte
+    if getattr(gate, "incumbent_bits_per_byte", None) is not None:  # a specialist's own champion, domain holdout
+        scores["gate/incumbent_bits_per_byte"] = gate.incumbent_bits_per_byte
     if scores:
         tracking.log_metrics(run.run_id, scores)
     return decision
 
 
 @task(name="register", cache_policy=NO_CACHE)
-def register(
-    config: FoundryConfig,
-    checkpoint: Path,
-    data_dir: Path,
-    data: DataVersion,
-    metrics: dict,
-    decision: GateDecision,
-    run: RunContext,
-    parent: str = "",
-) -> Promotion:
+def register(config: FoundryConfig, candidate: Candidate, decision: Decision, parent: str = "") -> Promotion:
     """Log the pyfunc model and publish it: a version with lineage, metrics, gate tags and a model card,
     `challenger`, and `champion` when the gate passed and auto-promotion is on; all of it or nothing."""
     from foundry.evaluation.report import model_card
@@ -138,24 +115,27 @@ def register(
     from foundry.serving.package import log_model
     from models.gpt import load_gpt
 
-    uri = log_model(run.run_id, checkpoint, data_dir / "tokenizer.json")
-    tracking.link_metrics(run.run_id, sorted(metrics), model_id=uri.removeprefix("models:/"))
+    c, run = candidate, candidate.run
+    metrics = c.metrics
+    uri = log_model(run.run_id, c.checkpoint, c.tokenizer)
+    tracking.link_metrics(run.run_id, sorted(metrics.as_mlflow()), model_id=uri.removeprefix("models:/"))
     git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
-    manifest = json.loads((data_dir / "manifest.json").read_text())
-    card = model_card(config, manifest, data, metrics, decision, load_gpt(checkpoint).num_params(), run.run_id, git)
-    tags = version_tags(config, run.run_id, data, manifest["source_digest"], decision, git, parent)
+    manifest = DatasetManifest.read(c.data_dir)
+    n_params = load_gpt(c.checkpoint).num_params()
+    card = model_card(config, manifest, c.data, metrics, decision, n_params, run.run_id, git)
+    tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent)
     name = config.registry.model_name
     outcome = versions.publish(uri, name, run.run_id, tags, decision.make_champion, decision.verdict, description=card)
     payload = {
         "verdict": decision.verdict,
         **decision.tags(),
-        "holdout/bits_per_byte": metrics["holdout/bits_per_byte"],
+        HoldoutMetrics.key("bits_per_byte"): metrics.bits_per_byte,
     }
     _emit(event_name(outcome, decision), f"models:/{name}/{outcome.version}", run, payload)
     return outcome
 
 
-def event_name(outcome: Promotion, decision: GateDecision) -> str:
+def event_name(outcome: Promotion, decision: Decision) -> str:
     """promoted; refused by the gate; or passed but left for a reviewer (`registry.auto_promote: false`)."""
     if outcome.promoted:
         return "foundry.model.promoted"
@@ -166,7 +146,10 @@ def _emit(event: str, model_uri: str, run: RunContext, payload: dict) -> None:
     """A Prefect event about a registered model (its URI is the resource), for automations to act on."""
     from prefect.events import emit_event
 
-    name, _, version = model_uri.removeprefix("models:/").partition("/")
+    from foundry.model_uri import ModelUri
+
+    uri = ModelUri.parse(model_uri)
+    name, version = uri.name, uri.version
     emit_event(
         event=event,
         resource={

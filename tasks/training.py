@@ -1,4 +1,4 @@
-"""Stages C-D as a Prefect task: training that a retry, or a re-run after a crash, resumes exactly."""
+"""Stages B-D as a Prefect task: training that a retry, or a re-run after a crash, resumes exactly."""
 
 from __future__ import annotations
 

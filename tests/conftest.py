@@ -20,6 +20,23 @@ configure_environment()  # the test process is an entry point too
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+# Fixtures that start a server or train through the flows: a test using one (directly or through another
+# fixture) belongs to the slow lane, and says so with `pytest.mark.slow`.
+SLOW_FIXTURES = {"prefect_harness", "moto_s3", "base_model", "aligned_model"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """`make test-fast` (-m "not slow") must start no server: a test that uses a slow fixture unmarked stops
+    the collection, naming it."""
+    unmarked = [
+        f"{item.nodeid} (uses {', '.join(sorted(SLOW_FIXTURES & set(item.fixturenames)))})"
+        for item in items
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("slow") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError("mark these tests @pytest.mark.slow:\n  " + "\n  ".join(unmarked))
+
+
 @pytest.fixture(scope="session")
 def foundry_home() -> Path:
     return SESSION_HOME
@@ -58,8 +75,9 @@ sys.addaudithook(_audit)
 
 @pytest.fixture(scope="session")
 def base_model(prefect_harness):
-    """The tiny twin trained, evaluated and registered once per session as `it-gpt` (champion, version 1):
-    the flow tests build on it, the serving tests load it. Returns (config, PipelineResult)."""
+    """The tiny twin trained, evaluated and registered once per session as `it-gpt` (its champion): the flow
+    tests build on it, the serving tests load it. Returns (config, PipelineResult); tests name the version by
+    the result's `model_uri`, never by its number. Nothing else registers under `it-gpt`."""
     from flows.train_pipeline import train_pipeline
     from foundry.config import load_config
 
@@ -69,6 +87,17 @@ def base_model(prefect_harness):
         REPO_ROOT / "configs" / "tiny.yaml", ["registry.model_name=it-gpt", "train.progress_every_s=0.2"]
     )
     return config, train_pipeline(config=config)
+
+
+def champion_copy(base, name: str) -> str:
+    """The version `base` (a PipelineResult) registered again as `name`'s champion, its lineage tags kept; returns
+    the new version. A test that moves a champion works on a name of its own, and `it-gpt` stays as it is."""
+    from foundry import tracking
+    from foundry.registry import versions
+
+    original = tracking.client().get_model_version(base.model_name, base.model_version)
+    tags = {k: v for k, v in original.tags.items() if not k.startswith(("foundry.", "gate."))}
+    return versions.publish(original.source, name, original.run_id, tags, True, f"a copy of {base.model_uri}").version
 
 
 def run_page(mlflow_run_id: str):
@@ -169,15 +198,16 @@ def instruction_set(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def aligned_model(base_model, instruction_set):
-    """The tiny base (`it-gpt` version 1) instruction-tuned once per session by the align flow (configs/tiny_align.yaml)
+    """The tiny base (`base_model`'s version of `it-gpt`) instruction-tuned once per session by the align flow (configs/tiny_align.yaml)
     and registered as `it-chat`: the alignment tests build on it, the serving tests load it. Returns (config, AlignResult)."""
     from flows.align import align
     from foundry.config import load_config
 
     overrides = ["align.model_name=it-chat", f"data.source={instruction_set['sft'].parent}"]
     overrides.append("align.replay_fraction=0.25")  # two of the 8 rows replay the base's pretraining text
+    overrides.append("evaluation.max_regression=10")  # one gate outcome: a lower response loss passes
     config = load_config(REPO_ROOT / "configs" / "tiny_align.yaml", overrides)
-    return config, align(model_uri="models:/it-gpt/1", config=config)
+    return config, align(model_uri=base_model[1].model_uri, config=config)
 
 
 @pytest.fixture(scope="session")

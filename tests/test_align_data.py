@@ -15,6 +15,7 @@ from foundry.data.acquire import acquire_source
 from foundry.data.chat import load_conversations, load_pairs
 from foundry.data.formats import BadInputError
 from foundry.data.instructions import TASKS, instances, plausible_wrong, write_instruction_set
+from foundry.data.manifest import DatasetManifest
 from foundry.data.prepare_align import prepare_aligned
 from foundry.data.validate import ValidationFailed
 from foundry.data.validate_align import validate_aligned
@@ -104,7 +105,7 @@ def write_source(folder: Path, kind: str, bad: bool) -> Path:
     return folder
 
 
-def prepare(source: Path, kind: str, tokenizer: Path, out: Path, *extra: str) -> dict:
+def prepare(source: Path, kind: str, tokenizer: Path, out: Path, *extra: str) -> DatasetManifest:
     config = config_for(source, kind, tokenizer, "data.extensions=[.jsonl, .txt]", *extra)
     return prepare_aligned(acquire_source(config.data, out.parent / "source_manifest.json"), config, out)
 
@@ -114,15 +115,15 @@ def test_good_records_of_every_shape_become_arrays_and_pass_the_gate(kind, chat_
     source = write_source(tmp_path / "src", kind, bad=False)
     out = tmp_path / "prepared"
     manifest = prepare(source, kind, chat_tokenizer, out)
-    assert manifest["kind"] == kind and manifest["stats"]["records_out"] == len(GOOD[kind])
-    assert manifest["stats"]["train_records"] >= 1 and manifest["stats"]["holdout_records"] >= 1
-    assert manifest["chat_template"] == ChatTemplate().to_dict()
+    assert manifest.kind == kind and manifest.stats["records_out"] == len(GOOD[kind])
+    assert manifest.stats["train_records"] >= 1 and manifest.stats["holdout_records"] >= 1
+    assert manifest.chat_template == ChatTemplate().to_dict()
     if kind == "chat":
         data = load_conversations(out, "train")
         assert all(int(data.trained[i].sum()) >= 2 for i in range(len(data.tokens)))  # a reply and its end marker
     else:
         pairs = load_pairs(out, "train")
-        assert len(pairs.prompt) == len(pairs.chosen) == len(pairs.rejected) == manifest["stats"]["train_records"]
+        assert len(pairs.prompt) == len(pairs.chosen) == len(pairs.rejected) == manifest.stats["train_records"]
     report = validate_aligned(out, config_for(source, kind, chat_tokenizer), tmp_path / "report.json")
     assert report["success"] and set(report["suites"]) == {"records", "arrays"}
 
@@ -135,9 +136,9 @@ def test_bad_records_are_skipped_and_counted_by_reason(kind, chat_tokenizer, tmp
     expected: dict[str, int] = {"not_jsonl": 1}
     for _, reason in BAD[kind]:
         expected[reason] = expected.get(reason, 0) + 1
-    dropped = {k.removeprefix("dropped_"): v for k, v in manifest["stats"].items() if k.startswith("dropped_")}
+    dropped = {k.removeprefix("dropped_"): v for k, v in manifest.stats.items() if k.startswith("dropped_")}
     assert dropped == expected
-    assert manifest["stats"]["records_out"] == len(GOOD[kind])
+    assert manifest.stats["records_out"] == len(GOOD[kind])
     audit = json.loads((tmp_path / "prepared" / "audit.json").read_text())
     assert audit["rules"]["too_long_for_context"]["examples"][0]["document"].startswith("records.jsonl:")
     assert {p.name: p.read_bytes() for p in source.iterdir()} == before  # the source is only ever read
@@ -165,7 +166,7 @@ def test_personal_data_is_scrubbed_and_duplicates_go(chat_tokenizer, tmp_path):
     (source / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     out = tmp_path / "prepared"
     manifest = prepare(source, "chat", chat_tokenizer, out)
-    assert manifest["stats"]["pii_email_spans"] == 1 and manifest["stats"]["dropped_exact_duplicate"] == 1
+    assert manifest.stats["pii_email_spans"] == 1 and manifest.stats["dropped_exact_duplicate"] == 1
     kept = (out / "train.jsonl").read_text() + (out / "holdout.jsonl").read_text()
     assert "jane.doe" not in kept and "<EMAIL>" in kept
 
@@ -277,7 +278,7 @@ def test_the_dataset_key_follows_records_tokenizer_context_and_method(chat_token
     other_tokenizer.write_text(chat_tokenizer.read_text().replace("<|end|>", "<|stop|>"))
     source = tmp_path / "src"
     base = align_dataset_key(config_for(source, "chat", chat_tokenizer), "digest-1")
-    assert align_dataset_key(config_for(source, "chat", chat_tokenizer, "align.max_steps=5"), "digest-1") == base
+    assert align_dataset_key(config_for(source, "chat", chat_tokenizer, "align.train.max_steps=5"), "digest-1") == base
     for changed in (
         align_dataset_key(config_for(source, "chat", chat_tokenizer), "digest-2"),
         align_dataset_key(config_for(source, "preference", chat_tokenizer), "digest-1"),

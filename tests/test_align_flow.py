@@ -28,13 +28,13 @@ def test_sft_registers_an_aligned_version_with_lineage_gate_and_card(aligned_mod
     client = MlflowClient()
     version = client.get_model_version("it-chat", result.model_version)
     tags = version.tags
-    assert result.parent == tags["parent_model"] == "models:/it-gpt/1" and tags["align.method"] == "sft"
+    assert result.parent == tags["parent_model"] == base.model_uri and tags["align.method"] == "sft"
     assert tags["pretrain.data_version"] == base.data_version  # the holdout the next alignment must not forget
-    assert tags["gate.passed"] == str(result.promoted).lower() and "gate.check.response_loss" in tags
+    assert tags["gate.passed"] == "true" and result.promoted and "gate.check.response_loss" in tags
     assert tags["data_version"] == result.data_version != base.data_version
     # Published as one unit under the promotion lock, like pretraining: complete, `challenger` at least.
     assert tags["foundry.publication"] == "complete" and "challenger" in version.aliases
-    assert tags["gate.promoted"] == str(result.promoted).lower()
+    assert tags["gate.promoted"] == "true"  # forgetting allowed (conftest): a lower response loss passes
     # Evaluated beside the base on the same held-out conversations and on the base's pretraining holdout.
     for who in ("base", "align"):
         for key in ("response_loss", "pretrain_bits_per_byte"):
@@ -56,9 +56,9 @@ def test_sft_registers_an_aligned_version_with_lineage_gate_and_card(aligned_mod
     assert generations["columns"] == ["prompt", "base", "aligned"] and len(generations["data"]) == len(
         config.align.prompts
     )
-    assert "| response_loss |" in version.description and "models:/it-gpt/1" in version.description
-    chain = lineage(f"models:/it-chat/{result.model_version}")
-    assert [r.model for r in chain] == [f"models:/it-chat/{result.model_version}", "models:/it-gpt/1"]
+    assert "| response_loss |" in version.description and base.model_uri in version.description
+    chain = lineage(result.model_uri)
+    assert [r.model for r in chain] == [result.model_uri, base.model_uri]
     # The template travels with the version: in model.pt, and as special tokens in its tokenizer.
     folder = Path(mlflow.artifacts.download_artifacts(f"models:/it-chat/{result.model_version}"))
     from tokenizers import Tokenizer
@@ -84,7 +84,7 @@ def test_the_aligned_version_answers_prompts_and_chats_through_pyfunc(aligned_mo
     out = model.predict(pd.DataFrame({"messages": [chat]}), params={"max_new_tokens": 6, "top_k": 1})
     prompt = model.predict(pd.DataFrame({"prompt": ["Add: 2 + 3"]}), params={"max_new_tokens": 6, "top_k": 1})
     assert out["completion"][0] == prompt["completion"][0]  # a prompt is one user turn, through the template
-    base = mlflow.pyfunc.load_model("models:/it-gpt/1")
+    base = mlflow.pyfunc.load_model(result.parent)
     with pytest.raises(Exception, match="never aligned"):
         base.predict(pd.DataFrame({"messages": [chat]}))
 
@@ -124,7 +124,8 @@ def test_dpo_from_the_sft_version_through_the_cli(aligned_model, instruction_set
     printed = capsys.readouterr().out
     assert "alignment (dpo) finished" in printed and "preference_accuracy" in printed
     client = MlflowClient()
-    dpo = client.get_model_version("it-chat", str(int(sft.model_version) + 1))
+    (found,) = [v for v in client.search_model_versions("name='it-chat'") if v.run_id != sft.run_id]
+    dpo = client.get_model_version("it-chat", found.version)
     tags = dpo.tags
     assert tags["parent_model"] == sft.model_uri and tags["align.method"] == "dpo"
     assert {"gate.check.preference_accuracy", "gate.check.preference_margin", "gate.check.pretrain_regression"} <= set(
@@ -152,7 +153,7 @@ def test_bad_records_stop_the_run_naming_file_and_line_and_register_nothing(base
     (source / "a.jsonl").write_text(
         json.dumps(good) + "\n" + json.dumps({"messages": [{"role": "robot", "content": "x"}]}) + "\n"
     )
-    argv = ["align", "models:/it-gpt/1", "--config", TINY_ALIGN, "--set", "align.model_name=it-chat-bad"]
+    argv = ["align", base_model[1].model_uri, "--config", TINY_ALIGN, "--set", "align.model_name=it-chat-bad"]
     assert main(argv + ["--set", f"data.source={source}", "--set", "data.on_error=fail"]) == 1
     error = capsys.readouterr().err
     assert "a.jsonl:2: invalid role" in error and "robot" in error

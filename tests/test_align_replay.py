@@ -60,15 +60,15 @@ def config_with(*overrides: str):
 )
 def test_replay_that_cannot_work_is_refused_naming_the_setting(overrides, kind, message):
     with pytest.raises(ValueError, match=message):
-        replayed_rows(config_with(*overrides), {"kind": kind})
+        replayed_rows(config_with(*overrides), kind)
 
 
 def test_replayed_rows_are_the_share_of_the_batch_at_least_one():
-    assert replayed_rows(config_with("train.batch_size=32"), {"kind": "chat"}) == 0
+    assert replayed_rows(config_with("train.batch_size=32"), "chat") == 0
     share = config_with("align.replay_fraction=0.25", "align.replay_from=/x", "train.batch_size=32")
-    assert replayed_rows(share, {"kind": "chat"}) == 8
+    assert replayed_rows(share, "chat") == 8
     tiny = config_with("align.replay_fraction=0.01", "align.replay_from=/x", "train.batch_size=8")
-    assert replayed_rows(tiny, {"kind": "chat"}) == 1
+    assert replayed_rows(tiny, "chat") == 1
 
 
 def test_the_flow_refuses_replay_for_dpo_and_for_a_version_without_pretraining_data(tmp_path):

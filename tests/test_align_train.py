@@ -19,6 +19,8 @@ from foundry.training.trainer import weights_digest
 from models.chat import ChatTemplate, add_chat_tokens, grow_vocabulary
 from models.gpt import GPT, GPTConfig, load_saved
 
+pytestmark = pytest.mark.slow  # trains, then resumes, each method
+
 # Dropout and gradient accumulation on: the RNG states and the sampler's position must both be restored.
 RESUMABLE = ("train.max_steps=10", "checkpoint.every_n_steps=5", "model.dropout=0.1", "train.grad_accum_steps=2")
 

@@ -38,6 +38,8 @@ def test_two_identical_runs_started_together_on_a_fresh_home_both_finish_and_pre
         "train.max_steps=10",
         "--set",
         "registry.model_name=twin-gpt",
+        "--set",
+        "evaluation.min_improvement=100",  # the second to reach the gate must be refused: one outcome
     ]
     runs = [
         subprocess.Popen(
@@ -63,4 +65,6 @@ def test_two_identical_runs_started_together_on_a_fresh_home_both_finish_and_pre
     versions = client.search_model_versions("name='twin-gpt'")
     assert sorted(str(v.version) for v in versions) == ["1", "2"]
     assert all(v.tags["foundry.publication"] == "complete" for v in versions)
-    assert str(client.get_model_version_by_alias("twin-gpt", "champion").version) in ("1", "2")
+    # The gate and the publication run under the promotion lock: version 1 was judged first, with no champion.
+    assert str(client.get_model_version_by_alias("twin-gpt", "champion").version) == "1"
+    assert client.get_model_version("twin-gpt", "2").tags["gate.passed"] == "false"

@@ -15,7 +15,6 @@ from foundry.config import TokenizerConfig
 from foundry.data.clean import iter_texts
 from foundry.data.shards import EOT, load_split, train_tokenizer
 from foundry.evaluation.metrics import LN2, holdout_metrics, holdout_tokens, score, unigram_bits_per_byte
-from foundry.registry.gate import gate
 from models.gpt import GPT, GPTConfig
 
 V, BLOCK = 64, 8
@@ -131,48 +130,11 @@ def test_evaluate_reports_prefixed_metrics(dataset):
     data_dir, manifest = dataset
     model = tiny_model(vocab=manifest["vocab_size"], block=16)
     metrics = holdout_metrics(model, data_dir / "tokenizer.json", data_dir, batch_size=4, max_tokens=10**9)
-    assert set(metrics) == {
+    assert set(metrics.as_mlflow()) == {
         f"holdout/{k}" for k in ("loss", "perplexity", "bits_per_byte", "tokens", "unigram_bits_per_byte")
     }
     n = (manifest["holdout_tokens"] - 1) // 16 * 16
-    assert metrics["holdout/tokens"] == n
+    assert metrics.tokens == n
     scored_bytes = manifest["stats"]["holdout_bytes"] * n / (manifest["holdout_tokens"] - 1)
-    assert metrics["holdout/bits_per_byte"] == pytest.approx(
-        metrics["holdout/loss"] * n / (LN2 * scored_bytes), rel=1e-9
-    )
+    assert metrics.bits_per_byte == pytest.approx(metrics.loss * n / (LN2 * scored_bytes), rel=1e-9)
     assert json.loads((data_dir / "manifest.json").read_text()) == manifest  # evaluation reads only
-
-
-# --- the promotion gate ----------------------------------------------------------------------
-
-
-def test_gate_without_champion_promotes():
-    assert gate(2.5, None, 0.0) == (True, "no champion yet")
-    assert gate(99.0, None, 1.0)[0] is True
-
-
-def test_gate_better_promotes():
-    promote, verdict = gate(1.2, 1.5, 0.0)
-    assert promote is True
-    assert "1.2000 beats champion's 1.5000" in verdict
-
-
-def test_gate_worse_does_not_promote():
-    promote, verdict = gate(1.6, 1.5, 0.0)
-    assert promote is False
-    assert "does not beat" in verdict and "1.6000" in verdict and "1.5000" in verdict
-
-
-def test_gate_equal_does_not_promote():
-    assert gate(1.5, 1.5, 0.0)[0] is False
-
-
-def test_gate_better_by_less_than_min_improvement_does_not_promote():
-    promote, verdict = gate(1.45, 1.5, 0.1)
-    assert promote is False
-    assert "by 0.1" in verdict
-
-
-def test_gate_better_by_more_than_min_improvement_promotes():
-    assert gate(1.25, 1.5, 0.1)[0] is True
-    assert gate(1.0, 1.5, 0.5)[0] is True  # exactly the required gain (exact in binary)

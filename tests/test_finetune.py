@@ -20,7 +20,6 @@ from foundry.config import load_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
-BASE = "models:/it-gpt/1"
 DOMAIN = "stdlib://importlib"
 EMAIL, AWS_KEY = "jane.doe@example.com", "AKIAIOSFODNN7EXAMPLE"
 
@@ -57,9 +56,11 @@ def test_a_lora_specialist_trains_adapters_only_merges_them_in_and_records_its_b
     from foundry.registry.lineage import lineage
 
     _, base = base_model
-    config = domain("finetune.method=lora", "finetune.lora_rank=2", "train.learning_rate=0.01")
+    # A gain no specialist makes: the gate must refuse, whatever 20 steps of rank 2 learn (0.006 bits/byte here).
+    strict = ("evaluation.min_improvement=100",)
+    config = domain("finetune.method=lora", "finetune.lora_rank=2", "train.learning_rate=0.01", *strict)
     result = finetune(model="models:/it-gpt@champion", config=config)
-    assert result.parent == BASE and result.model_name == "it-gpt-importlib"
+    assert result.parent == base.model_uri and result.model_name == "it-gpt-importlib"
 
     run = tracking.client().get_run(result.run_id)
     # Rank 2 on one block's four projections of width 32: 2 x ((32 + 96) + (32 + 32) + (32 + 128) + (128 + 32)).
@@ -67,7 +68,7 @@ def test_a_lora_specialist_trains_adapters_only_merges_them_in_and_records_its_b
     assert run.data.metrics["finetune/trainable_share"] < 0.05
     assert [a.path for a in tracking.client().list_artifacts(result.run_id, "adapter")] == ["adapter/adapter.pt"]
 
-    tuned, original = weights(result.model_uri, foundry_home), weights(BASE, foundry_home)
+    tuned, original = weights(result.model_uri, foundry_home), weights(base.model_uri, foundry_home)
     assert tuned.keys() == original.keys()  # merged in: the base architecture, served unchanged
     frozen = [k for k in original if not k.startswith("blocks.0.attn.") and not k.startswith("blocks.0.mlp.")]
     assert all(torch.equal(tuned[k], original[k]) for k in frozen)  # embeddings, norms: untouched
@@ -76,22 +77,22 @@ def test_a_lora_specialist_trains_adapters_only_merges_them_in_and_records_its_b
 
     version = tracking.client().get_model_version(result.model_name, result.model_version)
     tags = version.tags
-    assert tags["parent_model"] == BASE and tags["gate.champion_version"] == "1"
+    assert tags["parent_model"] == base.model_uri and tags["gate.champion_version"] == base.model_version
     assert tags["gate.old_holdout_version"] == base.data_version  # scored on what the base knew
     scores = run.data.metrics
     on_domain, on_base = scores["gate/champion_bits_per_byte"], scores["gate/champion_old_holdout_bits_per_byte"]
     regression = scores["gate/old_holdout_bits_per_byte"] - on_base
     assert regression == pytest.approx(scores["gate/old_holdout_regression"])
-    expected = result.metrics["holdout/bits_per_byte"] < on_domain and regression <= config.evaluation.max_regression
-    assert (tags["gate.passed"] == "true") == expected == result.promoted, tags["gate.verdict"]
-    assert "the base's" in tags["gate.verdict"] and "Forgetting guard" in version.description
+    assert tags["gate.passed"] == "false" and not result.promoted, tags["gate.verdict"]
+    assert "does not beat the base's" in tags["gate.verdict"] and "Forgetting guard" in version.description
     assert tags["gate.champion_bits_per_byte"] == f"{on_domain:.6f}"
     assert tags["gate.champion_old_bits_per_byte"] == f"{on_base:.6f}"
     card = version.description  # the base's scores, named as the base's, not as a champion's
-    assert f"| base {BASE} | {on_domain:.4f} |" in card and "current champion" not in card
-    assert f"On the base's ({BASE}) own holdout" in card and f"the base {on_base:.4f} bits/byte" in card
+    assert f"| base {base.model_uri} | {on_domain:.4f} |" in card and "current champion" not in card
+    assert f"On the base's ({base.model_uri}) own holdout" in card and f"the base {on_base:.4f} bits/byte" in card
     chain = lineage(result.model_uri)
-    assert [r.model for r in chain] == [result.model_uri, BASE] and chain[-1].data_version == base.data_version
+    assert [r.model for r in chain] == [result.model_uri, base.model_uri]
+    assert chain[-1].data_version == base.data_version
     flow_run, artifacts = run_page(result.run_id)
     assert flow_run.name == f"finetune-lora-it-gpt-{result.data_version[:8]}"
     assert {"pipeline-summary", "data-stage", "mlflow-run", "model-version"} <= artifacts.keys()
@@ -123,7 +124,7 @@ def test_a_specialist_that_forgets_the_base_is_refused_and_its_domain_data_is_sc
         "evaluation.max_regression=0",
         "finetune.model_name=it-gpt-forgetful",
     ]
-    argv = ["finetune", BASE, "--config", str(REPO_ROOT / "configs" / "tiny.yaml")]
+    argv = ["finetune", base_model[1].model_uri, "--config", str(REPO_ROOT / "configs" / "tiny.yaml")]
     for override in overrides:
         argv += ["--set", override]
     assert main(argv) == 0
@@ -171,7 +172,7 @@ def test_a_lora_fine_tune_killed_with_sigkill_resumes_bitwise_exact(tiny_dataset
     assert 0 < latest_valid(attempt).step < config.train.max_steps
 
     run = RunContext(run_id=tracking.start_pipeline_run(config), dir=tmp_path / "run", home=home)
-    resumed = train_task.fn(config, tiny_dataset, DataVersion(data_version="v-kill", remote=""), run)
+    resumed = train_task.fn(config, tiny_dataset, DataVersion(data_version="7" * 32, remote=""), run)
 
     def load(path):
         return torch.load(path, map_location="cpu", weights_only=True)
@@ -219,9 +220,11 @@ def test_a_second_fine_tune_of_a_specialist_keeps_its_domain_holdout(base_model,
         return dict(zip(table["sha256"], table["split"]))
 
     lenient = ["finetune.model_name=it-gpt-sticky", "evaluation.max_regression=10"]
-    first = finetune(model=BASE, config=domain(*lenient))
+    base = base_model[1].model_uri
+    first = finetune(model=base, config=domain(*lenient))
     assert first.promoted, first.verdict  # beats the base on the domain; forgetting allowed here
-    second = finetune(model=BASE, config=domain(*lenient, "data.sources=[stdlib://json]"))
+    # Three times the steps, on the grown domain: it must beat the first on the grown domain's holdout.
+    second = finetune(model=base, config=domain(*lenient, "data.sources=[stdlib://json]", "train.max_steps=60"))
     old, new = splits(first.data_version), splits(second.data_version)
     assert second.data_version != first.data_version and len(new) > len(old)
     assert old.keys() <= new.keys() and all(new[sha] == split for sha, split in old.items())
@@ -233,7 +236,6 @@ def test_a_second_fine_tune_of_a_specialist_keeps_its_domain_holdout(base_model,
     incumbent = run.data.metrics["gate/incumbent_bits_per_byte"]
     assert version.tags["gate.incumbent_version"] == first.model_version
     score, base_score = second.metrics["holdout/bits_per_byte"], run.data.metrics["gate/champion_bits_per_byte"]
-    margin = domain().evaluation.min_improvement
-    assert second.promoted == (score <= base_score - margin and score < base_score and score < incumbent)
-    if not second.promoted:
-        assert f"does not beat the specialist's champion v{first.model_version}" in second.verdict
+    assert score < incumbent and score < base_score and second.promoted, second.verdict
+    champion = tracking.client().get_model_version_by_alias("it-gpt-sticky", "champion")
+    assert str(champion.version) == second.model_version

@@ -179,6 +179,7 @@ def test_a_changed_archive_is_extracted_again(origin):
     assert [(f.name, Path(f.path).read_text()) for f in files] == [("c/a.txt", "one, edited")]
 
 
+@pytest.mark.slow  # starts moto_server
 def test_s3_objects_are_compared_by_etag_and_deletions_follow(s3_env, tmp_path):
     s3_env.create_bucket(Bucket="fresh")
     for key, body in {"p/a.txt": "alpha", "p/b.txt": "beta", "p/c.txt": "gamma"}.items():

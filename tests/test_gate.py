@@ -14,14 +14,16 @@ from synthetic import synthetic_docs
 
 from foundry import tracking
 from foundry.config import load_config
-from foundry.contracts import DataVersion, SourceManifest
+from foundry.contracts import Candidate, DataVersion, RunContext, SourceManifest
 from foundry.data.acquire import acquire_source
 from foundry.data.hydrate import hydrate_version
 from foundry.data.prepare import prepare
 from foundry.data.shards import load_split
 from foundry.data.versioning import version_dataset
-from foundry.registry import versions
-from foundry.registry.gate import decide, decide_alignment, score
+from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.gates import alignment
+from foundry.registry import gate, versions
+from foundry.registry.gate import alignment_inputs, score
 from foundry.serving.package import log_model
 from models.gpt import GPT, GPTConfig, load_gpt
 
@@ -43,6 +45,23 @@ def old_data(tiny_config, tiny_dataset, foundry_home, tmp_path_factory):
     manifest = SourceManifest.read(tiny_dataset.parent / "source_manifest.json")
     data = version_dataset(tiny_config, staged, manifest, foundry_home)
     return data, hydrate_version(data, foundry_home)
+
+
+def decide(config, checkpoint, metrics: dict, data_dir, data, home, built_on=None):
+    """The pretraining gate on a candidate of these parts (a flow builds the `Candidate` itself)."""
+    run = RunContext(run_id="gate-test", dir=home, home=home)
+    held = HoldoutMetrics.from_mlflow(metrics)
+    candidate = Candidate(checkpoint=checkpoint, data=data, data_dir=data_dir, metrics=held, run=run)
+    return gate.decide(config, candidate, built_on)
+
+
+def decide_alignment(config, metrics: dict):
+    """The alignment gate's rule on the flow's metrics, with no champion of its name."""
+    return alignment.decide(alignment_inputs(config, metrics))
+
+
+def passed(decision) -> dict[str, bool]:
+    return {name: check.passed for name, check in decision.checks.items()}
 
 
 def save(model: GPT, path):
@@ -90,10 +109,10 @@ def register_champion(config, checkpoint, tokenizer, tags: dict) -> str:
 def test_no_champion_passes(tiny_config, tiny_dataset, champion_checkpoint, foundry_home):
     config = named(tiny_config, "gate-none")
     metrics = {"holdout/bits_per_byte": 3.0}
-    data = DataVersion(data_version="v1", remote="r")
+    data = DataVersion(data_version="1" * 32, remote="r")
     decision = decide(config, champion_checkpoint, metrics, tiny_dataset, data, foundry_home)
     assert decision.passed and decision.make_champion and decision.verdict == "no champion yet"
-    assert decision.champion_version is None and decision.old_holdout is None
+    assert decision.inputs.champion_version is None and decision.inputs.old_holdout is None
 
 
 def test_a_champion_of_the_same_data_is_compared_by_its_recorded_score(
@@ -104,8 +123,8 @@ def test_a_champion_of_the_same_data_is_compared_by_its_recorded_score(
     tags = {"data_version": data.data_version, "data.remote": data.remote, "holdout/bits_per_byte": "2.500000"}
     version = register_champion(config, champion_checkpoint, folder / "tokenizer.json", tags)
     better = decide(config, champion_checkpoint, {"holdout/bits_per_byte": 2.4}, folder, data, foundry_home)
-    assert better.passed and better.champion_bits_per_byte == 2.5 and better.champion_version == version
-    assert better.old_holdout.data_version == data.data_version  # the same holdout: the same scores
+    assert better.passed and better.inputs.champion_bits_per_byte == 2.5 and better.inputs.champion_version == version
+    assert better.inputs.old_holdout.data_version == data.data_version  # the same holdout: the same scores
     worse = decide(config, champion_checkpoint, {"holdout/bits_per_byte": 2.6}, folder, data, foundry_home)
     assert not worse.passed and "does not beat champion's 2.5000" in worse.verdict
     assert worse.tags()["gate.champion_bits_per_byte"] == "2.500000"
@@ -130,7 +149,7 @@ def new_data(tiny_config, old_data, tmp_path_factory):
     )
     source = acquire_source(config.data, root / "source_manifest.json")
     prepare(source, config, root / "prepared", progress=False, parent=folder, replay_fraction=0.0)
-    return DataVersion(data_version="new-data", remote="r"), root / "prepared"
+    return DataVersion(data_version="2" * 32, remote="r"), root / "prepared"
 
 
 def test_a_challenger_that_improves_on_new_data_but_forgets_the_old_is_refused(
@@ -147,8 +166,8 @@ def test_a_challenger_that_improves_on_new_data_but_forgets_the_old_is_refused(
     metrics = {"holdout/bits_per_byte": score(challenger, new_folder / "tokenizer.json", new_folder, config)}
 
     refused = decide(config, challenger, metrics, new_folder, new, foundry_home, built_on=old.data_version)
-    assert refused.champion_bits_per_byte > metrics["holdout/bits_per_byte"]  # better on the new holdout
-    forgot = refused.old_holdout
+    assert refused.inputs.champion_bits_per_byte > metrics["holdout/bits_per_byte"]  # better on the new holdout
+    forgot = refused.inputs.old_holdout
     assert forgot.data_version == old.data_version and forgot.champion_bits_per_byte == pytest.approx(champion_bpb)
     assert forgot.regression > config.evaluation.max_regression and forgot.forgets
     assert not refused.passed and refused.verdict.startswith("forgets:") and "beats champion's" in refused.verdict
@@ -192,12 +211,12 @@ def test_a_champion_of_other_data_is_rescored_on_this_holdout(
         champion_checkpoint,
         {"holdout/bits_per_byte": expected - 0.01},
         tiny_dataset,
-        DataVersion(data_version="v-new", remote="r"),
+        DataVersion(data_version="3" * 32, remote="r"),
         foundry_home,
         built_on=old.data_version,
     )
     # The recorded 0.1 (other data) is ignored: the champion is scored on this holdout.
-    assert decision.champion_bits_per_byte == pytest.approx(expected, rel=1e-9) and decision.passed
+    assert decision.inputs.champion_bits_per_byte == pytest.approx(expected, rel=1e-9) and decision.passed
 
 
 def test_review_mode_passes_but_leaves_promotion_to_a_reviewer(
@@ -205,7 +224,7 @@ def test_review_mode_passes_but_leaves_promotion_to_a_reviewer(
 ):
     registry = tiny_config.registry.model_copy(update={"model_name": "gate-review", "auto_promote": False})
     config = tiny_config.model_copy(update={"registry": registry})
-    data = DataVersion(data_version="v", remote="r")
+    data = DataVersion(data_version="4" * 32, remote="r")
     decision = decide(config, champion_checkpoint, {"holdout/bits_per_byte": 3.0}, tiny_dataset, data, foundry_home)
     assert decision.passed and not decision.make_champion
 
@@ -251,7 +270,7 @@ def aligned(config, method: str, **evaluation):
 def test_the_alignment_gate_passes_sft_that_learns_without_forgetting(tiny_config):
     decision = decide_alignment(aligned(tiny_config, "sft", max_regression=0.02), SFT_OK)
     assert decision.passed and decision.make_champion
-    assert decision.checks == {"response_loss": True, "pretrain_regression": True}
+    assert passed(decision) == {"response_loss": True, "pretrain_regression": True}
     assert decision.tags()["gate.check.pretrain_regression"] == "true" and decision.tags()["gate.method"] == "sft"
     assert "response_loss 0.4000 vs base 3.0000" in decision.verdict
 
@@ -268,7 +287,7 @@ def test_the_alignment_gate_fails_sft_check_by_check(tiny_config, change, failed
     metrics = {k: v for k, v in {**SFT_OK, **change}.items() if v is not None}
     decision = decide_alignment(aligned(tiny_config, "sft", max_regression=0.02), metrics)
     assert not decision.passed and not decision.make_champion
-    assert [name for name, ok in decision.checks.items() if not ok] == [failed]
+    assert [name for name, ok in passed(decision).items() if not ok] == [failed]
     assert f"FAILED {failed.replace('pretrain_regression', 'pretrain_bits_per_byte')}" in decision.verdict
 
 
@@ -276,10 +295,10 @@ def test_the_alignment_gate_for_dpo_wants_more_preferences_won_and_a_wider_margi
     config = aligned(tiny_config, "dpo", max_regression=0.02)
     assert decide_alignment(config, DPO_OK).passed
     perfect = {**DPO_OK, "base/preference_accuracy": 1.0, "align/preference_accuracy": 1.0}
-    assert decide_alignment(config, perfect).checks["preference_accuracy"]  # cannot rise above 1
+    assert decide_alignment(config, perfect).checks["preference_accuracy"].passed  # cannot rise above 1
     worse = decide_alignment(config, {**DPO_OK, "align/preference_accuracy": 0.75})
-    assert worse.checks == {"preference_accuracy": False, "preference_margin": True, "pretrain_regression": True}
+    assert passed(worse) == {"preference_accuracy": False, "preference_margin": True, "pretrain_regression": True}
     narrower = decide_alignment(config, {**DPO_OK, "align/preference_margin": 1.0})
-    assert not narrower.passed and not narrower.checks["preference_margin"]
+    assert not narrower.passed and not narrower.checks["preference_margin"].passed
     review = config.model_copy(update={"registry": config.registry.model_copy(update={"auto_promote": False})})
     assert decide_alignment(review, DPO_OK).passed and not decide_alignment(review, DPO_OK).make_champion

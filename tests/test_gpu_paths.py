@@ -54,11 +54,13 @@ def run_script(*args: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow  # a benchmark script in a process of its own
 def test_gpu_mfu_smoke_runs_both_loops_on_cpu():
     headline = run_script("bench/gpu_mfu.py", "--smoke", "--steps", "20", "--warmup", "5")
     assert headline.startswith("gpu_mfu: ") and "MFU ours" in headline and "code check only" in headline
 
 
+@pytest.mark.slow  # trains, rebuilds and resumes in a process of its own
 def test_fsdp_smoke_script_trains_rebuilds_and_resumes_on_cpu(tiny_dataset):
     headline = run_script("bench/gpu_fsdp_smoke.py", str(tiny_dataset), "--cpu", "--steps", "20")
     assert headline.startswith("gpu_fsdp_smoke: ok, SingleDeviceStrategy/none/32-true")

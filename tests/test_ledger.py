@@ -55,7 +55,7 @@ def test_a_growing_corpus_never_moves_a_document_between_splits(tmp_path, corpus
     held = {sha for s in (s1, s2) for sha, split in s.items() if split == "holdout"}
     assert not trained & {sha for sha, split in (s2 | s3).items() if split == "holdout"}
     assert not held & {sha for sha, split in (s2 | s3).items() if split == "train"}
-    assert m2["lineage"]["new_docs"] == 40 and m3["lineage"]["new_docs"] == 40
+    assert m2.lineage["new_docs"] == 40 and m3.lineage["new_docs"] == 40
     # New documents got their own holdout share, and the ledger remembers the five that left.
     assert any(s3[sha] == "holdout" for sha in set(s3) - set(s2))
     ledger = Ledger.read(v3, config.data.near_dup_num_perm)
@@ -85,10 +85,10 @@ def test_the_same_documents_on_their_own_ledger_are_the_same_data(tmp_path, corp
     source = acquire_source(config.data, tmp_path / "again.json")  # the same folder: the same manifest
     m2 = prepare(source, config, tmp_path / "again", progress=False, parent=v1)
     again = tmp_path / "again"
-    assert m2["files"] == m1["files"]
+    assert m2.manifest.files == m1.manifest.files
     assert (again / "manifest.json").read_bytes() == (v1 / "manifest.json").read_bytes()
     trained = sum(1 for split in splits(v1).values() if split == "train")
-    assert m2["lineage"] == {
+    assert m2.lineage == {
         "new_docs": 0,
         "ledger_docs_present": 120,
         "replayed_docs": trained,
@@ -109,7 +109,7 @@ def test_new_documents_are_deduplicated_against_the_ledger(tmp_path, corpus):
     assert audit["rules"]["near_duplicate"]["documents"] == 1
     assert "an earlier data version" in json.dumps(audit["rules"]["near_duplicate"]["examples"])
     assert audit["rules"]["exact_duplicate"]["documents"] == 1
-    assert m2["lineage"]["new_docs"] == 20
+    assert m2.lineage["new_docs"] == 20
 
 
 def test_retraining_replays_a_sample_of_the_old_training_documents(tmp_path, corpus):
@@ -119,8 +119,8 @@ def test_retraining_replays_a_sample_of_the_old_training_documents(tmp_path, cor
     s1, s2 = splits(v1), splits(v2)
     old_train = [sha for sha, split in s1.items() if split == "train"]
     replayed = [sha for sha in old_train if s2.get(sha) == "train"]
-    assert 0 < len(replayed) < len(old_train) / 2 and m2["lineage"]["replayed_docs"] == len(replayed)
-    assert m2["lineage"]["not_replayed_docs"] == len(old_train) - len(replayed)
+    assert 0 < len(replayed) < len(old_train) / 2 and m2.lineage["replayed_docs"] == len(replayed)
+    assert m2.lineage["not_replayed_docs"] == len(old_train) - len(replayed)
     assert {sha for sha, split in s1.items() if split == "holdout"} <= {sha for sha, s in s2.items() if s == "holdout"}
     new_train = [sha for sha, split in s2.items() if split == "train" and sha not in s1]
     assert new_train and len(Ledger.read(v2, 128)) == 120  # the ledger lists the old documents left out too

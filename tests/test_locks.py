@@ -9,6 +9,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from tasks.locks import FlockLockManager, promotion_lock
 
 
@@ -40,6 +42,7 @@ def test_one_promotion_at_a_time_on_one_home(tmp_path):
     assert holds_then_waits(tmp_path, tmp_path, "lock-home") == ["A in", "A out", "B in"]
 
 
+@pytest.mark.slow  # starts a Prefect server
 def test_with_a_prefect_server_one_promotion_at_a_time_across_homes(prefect_harness, tmp_path):
     """Two homes (two nodes): the file locks differ, the server's concurrency limit is shared."""
     assert holds_then_waits(tmp_path / "one", tmp_path / "two", "lock-server") == ["A in", "A out", "B in"]

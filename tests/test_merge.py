@@ -156,8 +156,12 @@ def test_merge_refuses_bad_parameters(kwargs, message):
 
 def test_the_merge_gate_wants_better_than_the_base_everywhere_and_close_to_each_specialist():
     from foundry.adapt.contracts import HoldoutScore
-    from foundry.adapt.merge_gate import decide_merge
+    from foundry.adapt.merge_gate import merge_inputs
     from foundry.config import load_config
+    from foundry.gates.merge import decide
+
+    def decide_merge(scores, config):
+        return decide(merge_inputs(scores, config))
 
     def on(holdout: str, merged: float, base: float, specialist: float | None) -> HoldoutScore:
         return HoldoutScore(

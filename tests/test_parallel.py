@@ -64,7 +64,7 @@ def serial(corpus, tmp_path_factory):
     """In-process preparation: what every Dask run must reproduce byte for byte. Also the source manifest."""
     cfg = config(corpus)
     base = tmp_path_factory.mktemp("serial")
-    manifest = run_prepare(acquire_source(cfg.data, base / "m.json"), cfg, base / "prepared", progress=False)
+    manifest = run_prepare(acquire_source(cfg.data, base / "m.json"), cfg, base / "prepared", progress=False).manifest
     return manifest, files(base / "prepared"), base / "m.json"
 
 
@@ -113,7 +113,7 @@ def test_partitions_keep_corpus_order_and_balance():
 
 def test_serial_output(serial):
     manifest, out, _ = serial
-    stats = manifest["stats"]
+    stats = manifest.stats
     assert stats["dropped_exact_duplicate"] == 1 and stats["dropped_near_duplicate"] == 1
     assert stats["dropped_malformed_jsonl"] == 1 and stats["dropped_empty_file"] == 1
     assert stats["pii_email_docs"] == 5 and stats["docs_out"] == 34

@@ -78,7 +78,7 @@ def _train_in_a_flow(config, data_dir: Path, home: Path):
     @flow(name="two-ranks")
     def two_ranks() -> None:
         run = RunContext(run_id=tracking.start_pipeline_run(config), dir=home / "run", home=home)
-        train_task(config, data_dir, DataVersion(data_version="v-ranks", remote=""), run)
+        train_task(config, data_dir, DataVersion(data_version="5" * 32, remote=""), run)
 
     state = two_ranks(return_state=True)
     return state, _logs(state.state_details.flow_run_id)

@@ -6,7 +6,9 @@ import pytest
 from conftest import failing_mlflow_server
 
 from foundry import tracking
-from foundry.contracts import GateDecision, Promotion
+from foundry.contracts import Promotion
+from foundry.gates.decision import Check, Decision
+from foundry.gates.inputs import PretrainInputs
 from foundry.registry import versions as registry
 
 
@@ -83,15 +85,14 @@ def test_resolve_rejects_uris_that_name_no_version(uri):
 
 
 def test_gate_tags_record_inputs_and_verdict():
-    tags = GateDecision(
-        passed=False,
-        make_champion=False,
-        verdict="worse",
+    inputs = PretrainInputs(
         champion_bits_per_byte=1.5,
         champion_version="3",
         challenger_bits_per_byte=1.6,
         min_improvement=0.01,
-    ).tags()
+        auto_promote=True,
+    )
+    tags = Decision.of(inputs, {"beats_champion": Check(passed=False)}, "worse").tags()
     assert tags == {
         "gate.verdict": "worse",
         "gate.passed": "false",
@@ -140,9 +141,8 @@ def test_the_event_of_a_publication_says_what_the_gate_and_the_review_mode_made_
     from tasks.registry import event_name
 
     def decision(passed, auto_promote=True):
-        return GateDecision(
-            passed=passed, make_champion=passed and auto_promote, verdict="v", challenger_bits_per_byte=1.0
-        )
+        inputs = PretrainInputs(challenger_bits_per_byte=1.0, min_improvement=0.0, auto_promote=auto_promote)
+        return Decision.of(inputs, {"beats_champion": Check(passed=passed)}, "v")
 
     promoted, kept = (
         Promotion(version="2", promoted=True, verdict="v"),

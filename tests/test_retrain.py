@@ -1,8 +1,8 @@
 """Model maintenance through the real flows, under a real Prefect server: `foundry retrain` on changed sources
 (http, S3) through the CLI, a retrain with nothing new, and the events with the example automation.
 
-Champions here are copies of the session's `it-gpt` version 1 under names of their own, so `it-gpt` stays
-as the other tests expect it."""
+Champions here are copies of the session's `it-gpt` version (`conftest.champion_copy`) under names of their
+own, so `it-gpt` stays as the other tests expect it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import failing_mlflow_server, prefect_events, run_page
+from conftest import champion_copy, failing_mlflow_server, prefect_events, run_page
 from synthetic import synthetic_docs
 
 from foundry import tracking
@@ -27,15 +27,6 @@ pytestmark = pytest.mark.slow
 
 def tiny(name: str, *overrides: str):
     return load_config(REPO_ROOT / "configs" / "tiny.yaml", [f"registry.model_name={name}", *overrides])
-
-
-def champion_copy(name: str) -> str:
-    """it-gpt's version 1, registered again as `name`'s champion."""
-    from foundry.registry import versions
-
-    original = tracking.client().get_model_version("it-gpt", "1")
-    tags = {k: v for k, v in original.tags.items() if not k.startswith(("foundry.", "gate."))}
-    return versions.publish(original.source, name, original.run_id, tags, True, "a copy of it-gpt v1").version
 
 
 def splits(data_dir: Path) -> dict[str, str]:
@@ -65,11 +56,11 @@ def test_a_retrain_with_nothing_new_is_recorded_and_announced(base_model, prefec
     from foundry.contracts import SkippedRun
     from foundry.summaries import skipped_summary
 
-    champion_copy("rt-skip")
+    champion = f"models:/rt-skip/{champion_copy(base_model[1], 'rt-skip')}"
     result = retrain(config=tiny("rt-skip"))
-    assert isinstance(result, SkippedRun) and result.parent == "models:/rt-skip/1"
+    assert isinstance(result, SkippedRun) and result.parent == champion
     assert tracking.client().get_run(result.run_id).data.tags["retrain.skipped"] == "true"
-    (event,) = prefect_events("models:/rt-skip/1")
+    (event,) = prefect_events(champion)
     assert event.event == "foundry.retrain.nothing-new" and event.resource["foundry.model.name"] == "rt-skip"
     flow_run, artifacts = run_page(result.run_id)  # the run page says why nothing was trained, links the run
     assert flow_run.name == "retrain-rt-skip"  # no data version was made to add to it
@@ -88,7 +79,7 @@ def test_foundry_retrain_sees_changed_sources_and_keeps_the_splits(
     from foundry.data.acquire import acquire_source
 
     _, base = base_model
-    champion_copy("rt-cli")
+    champion_copy(base, "rt-cli")
     folder, url = http_folder
     docs = synthetic_docs(6, seed=11)
     page = folder / "fresh.txt"
@@ -100,8 +91,9 @@ def test_foundry_retrain_sees_changed_sources_and_keeps_the_splits(
     overrides = [
         "registry.model_name=rt-cli",
         f"data.sources=[{url}/fresh.txt, s3://rt-bucket/new]",
-        "retrain.max_steps=10",
+        "retrain.train.max_steps=10",
         "data.fetch_backoff_s=0.1",
+        "evaluation.min_improvement=100",  # the gate must refuse: one outcome, whatever ten steps learn
     ]
     config = load_config(REPO_ROOT / "configs" / "tiny.yaml", overrides)
     acquire_source(config.data, tmp_path / "earlier.json")  # what an earlier acquire left in the local copies
@@ -148,9 +140,10 @@ def test_foundry_retrain_sees_changed_sources_and_keeps_the_splits(
     assert (foundry_home / "hydrated" / base.data_version / "ledger.csv").is_file()  # it travelled with the data
     assert all(new.get(sha, split) == split for sha, split in old.items() if split == "holdout")
 
+    assert tags["gate.passed"] == tags["gate.promoted"] == "false" and "does not beat" in tags["gate.verdict"]
     (event,) = prefect_events("models:/rt-cli/2")
-    assert event.event in ("foundry.model.promoted", "foundry.model.refused")
-    assert (event.event == "foundry.model.promoted") == (tags["gate.promoted"] == "true")
+    assert event.event == "foundry.model.refused"
+    assert str(client.get_model_version_by_alias("rt-cli", "champion").version) == "1"
 
 
 def test_a_promotion_is_an_event_and_the_example_automation_acts_on_it(base_model, prefect_harness):

@@ -170,7 +170,12 @@ def test_train_then_retrain_through_deployments(stack):
     _copy_stdlib("email", source)
     config = load_config(
         REPO_ROOT / "configs" / "tiny.yaml",
-        [f"data.source={source}", "data.remote=s3://dvc/remote", "registry.model_name=srv-gpt", "retrain.max_steps=20"],
+        [
+            f"data.source={source}",
+            "data.remote=s3://dvc/remote",
+            "registry.model_name=srv-gpt",
+            "retrain.train.max_steps=20",
+        ],
     )
     parameters = {"config": config.model_dump(mode="json")}
 

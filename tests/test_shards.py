@@ -16,6 +16,7 @@ import foundry.data.shards as shards_module
 from foundry.config import DataConfig, TokenizerConfig, load_config
 from foundry.data.acquire import acquire_source
 from foundry.data.clean import iter_texts
+from foundry.data.manifest import DatasetManifest
 from foundry.data.prepare import prepare, prepare_metrics
 from foundry.data.shards import (
     EOT,
@@ -183,11 +184,29 @@ def test_empty_document_still_gets_eot(tmp_path, tokenizer):
 # --- load_split ------------------------------------------------------------------------------
 
 
+def shards_manifest(shards: list[dict]) -> DatasetManifest:
+    """A manifest that lists these shards; the rest is placeholder (load_split reads only the shards)."""
+    tokens = {split: sum(s["tokens"] for s in shards if s["split"] == split) for split in ("train", "holdout")}
+    return DatasetManifest(
+        source="test",
+        source_digest="",
+        source_skipped={},
+        stats={},
+        holdout_fraction=0.0,
+        vocab_size=300,
+        eot_id=0,
+        dtype="uint16",
+        shards=shards,
+        train_tokens=tokens["train"],
+        holdout_tokens=tokens["holdout"],
+    )
+
+
 def test_load_split_concatenates_in_manifest_order(tmp_path, tokenizer):
     texts = synthetic_docs(6, seed=3, words=20)
     train = write_shards(tokenizer, iter(texts), tmp_path, "train", shard_tokens=40)
     holdout = write_shards(tokenizer, iter(texts[:1]), tmp_path, "holdout", shard_tokens=1000)
-    (tmp_path / "manifest.json").write_text(json.dumps({"shards": train + holdout}))
+    shards_manifest(train + holdout).write(tmp_path)
     assert len(train) > 2
     tokens = load_split(tmp_path, "train")
     expected = expected_ids(tokenizer, texts)
@@ -204,7 +223,7 @@ def test_load_split_concatenates_in_manifest_order(tmp_path, tokenizer):
 def test_load_split_without_tokens(tmp_path):
     (tmp_path / "empty.bin").write_bytes(b"")
     shard = {"file": "empty.bin", "split": "holdout", "dtype": "uint16", "tokens": 0, "sha256": ""}
-    (tmp_path / "manifest.json").write_text(json.dumps({"shards": [shard]}))
+    shards_manifest([shard]).write(tmp_path)
     with pytest.raises(ValueError, match="holds no holdout tokens"):
         load_split(tmp_path, "holdout")
     with pytest.raises(ValueError, match="holds no train tokens"):
@@ -234,46 +253,46 @@ def prepared(tmp_path_factory):
     out = base / "prepared"
     out.mkdir()
     (out / "stale.bin").write_bytes(b"old")
-    manifest = prepare(source, config, out, progress=False)
+    manifest = prepare(source, config, out, progress=False).manifest
     return source, config, out, manifest
 
 
 def test_prepare_writes_a_self_describing_directory(prepared):
     source, _, out, manifest = prepared
-    written = json.loads((out / "manifest.json").read_text())
-    assert written == {k: v for k, v in manifest.items() if k != "lineage"}  # lineage: counts, not data
-    assert written["ledger"]["documents"] == 40 and "ledger.csv" in written["files"]
+    assert DatasetManifest.read(out) == manifest  # what prepare returns is what it wrote (lineage counts aside)
+    assert json.loads((out / "manifest.json").read_text()) == manifest.as_json()
+    assert manifest.ledger.documents == 40 and "ledger.csv" in manifest.files
     for name in ("train.jsonl", "holdout.jsonl", "documents.csv", "tokenizer.json"):
         assert (out / name).is_file()
     assert not (out / "stale.bin").exists()
-    assert manifest["source_digest"] == source.digest
-    assert manifest["source"] == source.source
-    assert manifest["holdout_fraction"] == 0.3
+    assert manifest.source_digest == source.digest
+    assert manifest.source == source.source
+    assert manifest.holdout_fraction == 0.3
 
 
 def test_prepare_counts(prepared):
     _, _, out, manifest = prepared
-    stats = manifest["stats"]
+    stats = manifest.stats
     assert stats["docs_in"] == 42 and stats["docs_out"] == 40
     assert stats["dropped_too_short"] == 1 and stats["dropped_exact_duplicate"] == 1
     assert stats["train_docs"] + stats["holdout_docs"] == 40
     assert stats["train_docs"] == len(list(iter_texts(out / "train.jsonl")))
     assert stats["holdout_bytes"] == sum(len(t.encode()) for t in iter_texts(out / "holdout.jsonl"))
-    assert manifest["vocab_size"] == 300 and manifest["dtype"] == "uint16"
+    assert manifest.vocab_size == 300 and manifest.dtype == "uint16"
     for split in ("train", "holdout"):
         tokens = load_split(out, split)
-        assert manifest[f"{split}_tokens"] == len(tokens)
-        assert manifest[f"{split}_tokens"] == sum(s["tokens"] for s in manifest["shards"] if s["split"] == split)
-        assert int((np.asarray(tokens) == manifest["eot_id"]).sum()) == stats[f"{split}_docs"]
-    assert sum(s["split"] == "train" for s in manifest["shards"]) == -(-manifest["train_tokens"] // 1024)
+        assert manifest.tokens(split) == len(tokens)
+        assert manifest.tokens(split) == sum(s.tokens for s in manifest.shards if s.split == split)
+        assert int((np.asarray(tokens) == manifest.eot_id).sum()) == stats[f"{split}_docs"]
+    assert sum(s.split == "train" for s in manifest.shards) == -(-manifest.train_tokens // 1024)
 
 
 def test_prepare_metrics(prepared):
     _, _, _, manifest = prepared
     metrics = prepare_metrics(manifest)
     assert metrics["data/docs_out"] == 40
-    assert metrics["data/train_tokens"] == manifest["train_tokens"]
-    assert metrics["data/holdout_tokens"] == manifest["holdout_tokens"]
+    assert metrics["data/train_tokens"] == manifest.train_tokens
+    assert metrics["data/holdout_tokens"] == manifest.holdout_tokens
 
 
 def test_prepare_when_everything_is_filtered(tmp_path):
@@ -300,9 +319,9 @@ def test_prepare_reuses_a_tokenizer_from_file(prepared, tmp_path):
     parent = tmp_path / "parent_tokenizer.json"
     train_tokenizer(iter(synthetic_docs(10, seed=9)), TokenizerConfig(vocab_size=280)).save(str(parent))
     reuse = config.model_copy(update={"tokenizer": config.tokenizer.model_copy(update={"from_file": str(parent)})})
-    again = prepare(source, reuse, tmp_path / "prepared", progress=False)
+    again = prepare(source, reuse, tmp_path / "prepared", progress=False).manifest
     assert (tmp_path / "prepared" / "tokenizer.json").read_text() == parent.read_text()
-    assert again["vocab_size"] == 280 != manifest["vocab_size"]
+    assert again.vocab_size == 280 != manifest.vocab_size
 
 
 def test_tokenizer_trains_on_a_bounded_uniform_sample():

@@ -36,6 +36,7 @@ def write(path: Path, data: str | bytes) -> Path:
 # --- S3 --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # starts moto_server
 def test_s3_prefix_is_downloaded_and_listed(s3_env, home):
     s3_env.create_bucket(Bucket="corpus")
     for key, body in {
@@ -51,11 +52,13 @@ def test_s3_prefix_is_downloaded_and_listed(s3_env, home):
     assert Path(files[0].path).read_text() == "alpha"
 
 
+@pytest.mark.slow  # starts moto_server
 def test_s3_bucket_that_does_not_exist(s3_env):
     with pytest.raises(SourceError, match="cannot read s3://no-such-bucket/x.*NoSuchBucket"):
         list_source_files(DataConfig(source="s3://no-such-bucket/x"))
 
 
+@pytest.mark.slow  # starts moto_server
 def test_missing_bucket_among_several_sources_is_skipped_or_fatal(s3_env, tmp_path):
     write(tmp_path / "local" / "a.txt", "alpha")
     sources = ["s3://no-such-bucket/x", str(tmp_path / "local")]
@@ -151,6 +154,7 @@ def test_unreadable_file_is_skipped(tmp_path):
     assert json.loads(listing.stdout) == {"files": ["a.txt"], "skipped": {"unreadable": 1}}
 
 
+@pytest.mark.slow  # starts moto_server
 def test_mixed_formats_from_several_sources_prepare(tmp_path, s3_env):
     """Local text, jsonl.gz and parquet plus an S3 prefix, through the whole preparation."""
     import pyarrow as pa
@@ -177,8 +181,8 @@ def test_mixed_formats_from_several_sources_prepare(tmp_path, s3_env):
             "tokenizer.vocab_size=300",
         ],
     )
-    manifest = prepare(acquire_source(config.data, tmp_path / "m.json"), config, tmp_path / "prepared", progress=False)
-    assert manifest["stats"]["docs_in"] == 12 and manifest["stats"]["docs_out"] == 12
+    prepared = prepare(acquire_source(config.data, tmp_path / "m.json"), config, tmp_path / "prepared", progress=False)
+    assert prepared.manifest.stats["docs_in"] == 12 and prepared.manifest.stats["docs_out"] == 12
     sources = {
         json.loads(line)["source"]
         for split in ("train", "holdout")

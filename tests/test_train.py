@@ -128,6 +128,7 @@ def uninterrupted(tiny_dataset, tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.slow  # trains 40 steps, then resumes
 def test_corrupt_latest_checkpoint_falls_back_and_the_resume_is_bitwise_exact(
     uninterrupted, tiny_dataset, tmp_path, caplog
 ):
@@ -143,6 +144,7 @@ def test_corrupt_latest_checkpoint_falls_back_and_the_resume_is_bitwise_exact(
     assert latest_valid(folder).step == 40
 
 
+@pytest.mark.slow  # trains 40 steps (the fixture above)
 def test_a_checkpoint_written_with_another_thread_count_is_not_resumed(uninterrupted, tiny_dataset, tmp_path):
     """Float sums depend on the thread count: continuing such a checkpoint would silently lose exactness."""
     from foundry.checkpointing.writer import ArithmeticMismatch
@@ -199,7 +201,7 @@ def test_kill_9_then_the_same_run_resumes_bitwise_exact(uninterrupted, tiny_data
 
     run_id = tracking.start_pipeline_run(config)
     run = RunContext(run_id=run_id, dir=tmp_path / "run", home=home)
-    model_pt = train_task.fn(config, tiny_dataset, DataVersion(data_version="v-kill", remote=""), run)
+    model_pt = train_task.fn(config, tiny_dataset, DataVersion(data_version="6" * 32, remote=""), run)
     assert digest(model_pt) == digest(uninterrupted / "model.pt")
     client = MlflowClient()
     assert client.get_run(run_id).data.tags["resumed_from_step"] == str(killed_at)

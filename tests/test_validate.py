@@ -12,6 +12,7 @@ from synthetic import overrides, prepare_synthetic, synthetic_docs
 
 from foundry.config import load_config
 from foundry.data.acquire import acquire_source
+from foundry.data.manifest import DatasetManifest
 from foundry.data.prepare import prepare
 from foundry.data.validate import ValidationFailed, shard_table, validate_dataset
 
@@ -78,12 +79,12 @@ def test_good_dataset_passes(good, tmp_path):
 
 def test_shard_table_matches_files(good):
     _, prepared = good
-    manifest = load_manifest(prepared)
+    manifest = DatasetManifest.read(prepared)
     table = shard_table(prepared, manifest)
-    assert list(table["file"]) == [s["file"] for s in manifest["shards"]]
+    assert list(table["file"]) == [s.file for s in manifest.shards]
     assert (table["manifest_tokens"] == table["file_tokens"]).all()
     assert table["sha256_matches"].all()
-    assert table["max_token_id"].max() < manifest["vocab_size"]
+    assert table["max_token_id"].max() < manifest.vocab_size
 
 
 # --- tampering -------------------------------------------------------------------------------
@@ -263,6 +264,7 @@ def test_failure_writes_data_docs_success_does_not(good, copy, tmp_path):
     assert "expect_column_values_to_be_between" in documents_page or "values must be" in documents_page.lower()
 
 
+@pytest.mark.slow  # starts a Prefect server
 def test_pipeline_tasks_log_the_audit_and_the_failed_gate_docs(prefect_harness, good, tmp_path):
     """The Prefect tasks: prepare logs the audit (JSON and summary), a failed validate the GX data docs."""
     from mlflow import MlflowClient

@@ -136,6 +136,7 @@ def test_an_unknown_version_names_the_node_and_the_version(versioned, tmp_path):
     assert not (tmp_path / "node" / "hydrated" / ("0" * 32)).exists()
 
 
+@pytest.mark.slow  # starts moto_server
 def test_s3_remote_end_to_end_through_moto(s3_env, tiny_config, tiny_dataset, tmp_path):
     s3_env.create_bucket(Bucket="foundry-data")
     config = tiny_config.model_copy(
@@ -153,6 +154,7 @@ def test_s3_remote_end_to_end_through_moto(s3_env, tiny_config, tiny_dataset, tm
     assert verify_dataset(target) == [] and (target / "tokenizer.json").is_file()
 
 
+@pytest.mark.slow  # starts moto_server
 def test_a_missing_bucket_is_a_clear_hydration_error(s3_env, tmp_path):
     with pytest.raises(HydrationError, match="cannot hydrate data version"):
         hydrate_version(DataVersion(data_version="1" * 32, remote="s3://no-such-bucket/dvc"), tmp_path / "node")

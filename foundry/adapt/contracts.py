@@ -1,35 +1,13 @@
-"""The typed values of merging specialists (flows/merge.py): holdout scores, the gate's decision, the result."""
+"""The typed values of merging specialists (flows/merge.py): holdout scores (the merge gate's inputs, in
+`foundry.gates.inputs`) and the result."""
 
 from __future__ import annotations
 
 from foundry.contracts import _Value
+from foundry.gates.decision import Decision
+from foundry.gates.inputs import HoldoutScore
 
-
-class HoldoutScore(_Value):
-    """The merge, the base and (on its own holdout) a specialist, scored on one model's holdout."""
-
-    holdout_of: str  # models:/NAME/VERSION whose holdout this is
-    data_version: str
-    merged_bits_per_byte: float
-    base_bits_per_byte: float
-    specialist_bits_per_byte: float | None = None  # None on the base's own holdout
-
-
-class MergeDecision(_Value):
-    """The merge gate: better than the base on every parent's holdout, within `max_gap` of each specialist."""
-
-    passed: bool
-    make_champion: bool
-    verdict: str
-    max_gap: float
-    scores: list[HoldoutScore]  # one per parent, then the base's own holdout
-
-    def tags(self) -> dict[str, str]:
-        return {
-            "gate.verdict": self.verdict,
-            "gate.passed": str(self.passed).lower(),
-            "gate.max_gap": str(self.max_gap),
-        }
+__all__ = ["HoldoutScore", "MergeResult"]
 
 
 class MergeResult(_Value):
@@ -41,7 +19,7 @@ class MergeResult(_Value):
     method: str
     base: str
     parents: list[str]
-    decision: MergeDecision
+    decision: Decision
     promoted: bool
 
     @property

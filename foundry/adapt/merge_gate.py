@@ -1,62 +1,23 @@
-"""The merge gate and the merged model's card.
-
-A merge is worth keeping when it is better than the base on every parent's holdout (it kept something of
-each specialisation) and within `merge.max_gap` bits per byte of each specialist on that specialist's own
-holdout (it did not dilute any of them too far). The base's own holdout is scored and reported, not gated.
-"""
+"""The merge gate's inputs and the merged model's card; the rule itself is `foundry.gates.merge`."""
 
 from __future__ import annotations
 
-from foundry.adapt.contracts import HoldoutScore, MergeDecision
 from foundry.config import FoundryConfig
+from foundry.gates.decision import Decision
+from foundry.gates.inputs import HoldoutScore, MergeInputs
 
 
-def shortfalls(scores: list[HoldoutScore], max_gap: float) -> list[str]:
-    """Why the merge fails the gate, one sentence per parent holdout that it fails on ([] when it passes)."""
-    found = []
-    for s in scores:
-        if s.specialist_bits_per_byte is None:
-            continue  # the base's own holdout: reported only
-        where = f"on {s.holdout_of}'s holdout"
-        if not s.merged_bits_per_byte < s.base_bits_per_byte:
-            found.append(
-                f"{where} the merge's {s.merged_bits_per_byte:.4f} does not beat the base's "
-                f"{s.base_bits_per_byte:.4f} bits/byte"
-            )
-        gap = s.merged_bits_per_byte - s.specialist_bits_per_byte
-        if gap > max_gap:
-            found.append(
-                f"{where} the merge's {s.merged_bits_per_byte:.4f} trails the specialist's "
-                f"{s.specialist_bits_per_byte:.4f} bits/byte by {gap:.4f}, more than merge.max_gap {max_gap}"
-            )
-    return found
+def merge_inputs(scores: list[HoldoutScore], config: FoundryConfig) -> MergeInputs:
+    """The merge gate's inputs: the scores, `merge.max_gap` and whether a pass promotes (`foundry.gates.merge`)."""
+    return MergeInputs(scores=scores, max_gap=config.merge.max_gap, auto_promote=config.registry.auto_promote)
 
 
-def decide_merge(scores: list[HoldoutScore], config: FoundryConfig) -> MergeDecision:
-    """Passed when there is no shortfall; champion of the merged model's name only when passed and
-    `registry.auto_promote` is on."""
-    max_gap = config.merge.max_gap
-    problems = shortfalls(scores, max_gap)
-    parents = sum(s.specialist_bits_per_byte is not None for s in scores)
-    verdict = "; ".join(problems) or (
-        f"beats the base on all {parents} parents' holdouts and is within {max_gap} bits/byte of each specialist"
-    )
-    passed = not problems
-    return MergeDecision(
-        passed=passed,
-        make_champion=passed and config.registry.auto_promote,
-        verdict=verdict,
-        max_gap=max_gap,
-        scores=scores,
-    )
-
-
-def merge_card(name: str, recipe: dict, decision: MergeDecision, n_params: int, run_id: str) -> str:
+def merge_card(name: str, recipe: dict, decision: Decision, n_params: int, run_id: str) -> str:
     """Markdown for the merged version's description in the registry: the recipe, the scores, the verdict."""
     rows = "\n".join(
         f"| {s.holdout_of} | {s.data_version[:12]} | {s.merged_bits_per_byte:.4f} | {s.base_bits_per_byte:.4f} | "
         f"{'-' if s.specialist_bits_per_byte is None else f'{s.specialist_bits_per_byte:.4f}'} |"
-        for s in decision.scores
+        for s in decision.inputs.scores
     )
     weights = ", ".join(f"{uri} x {w}" for uri, w in zip(recipe["models"], recipe["weights"]))
     return f"""# {name}: a {recipe["method"]} merge, {n_params / 1e6:.2f}M parameters

@@ -11,19 +11,21 @@ from pathlib import Path
 
 from foundry.adapt.contracts import HoldoutScore
 from foundry.config import FoundryConfig
+from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.model_uri import ModelUri
+from foundry.registry import tags as registry_tags
 from foundry.registry import versions
 from models.merge import Mergeable, MergeRefused, check_mergeable, merge
 
 
 def canonical(model_uri: str) -> str:
     """`models:/NAME@ALIAS` or `models:/NAME/VERSION` as `models:/NAME/VERSION`."""
-    version = versions.resolve(model_uri)
-    return f"models:/{version.name}/{version.version}"
+    return str(ModelUri.of(versions.resolve(model_uri)))
 
 
 def parents_of(version) -> list[str]:
     """The versions a registered version was built from: one for a fine-tune, several for a merge."""
-    return [uri.strip() for uri in version.tags.get("parent_model", "").split(",") if uri.strip()]
+    return [str(uri) for uri in registry_tags.parent_models(version)]  # checked: a bad tag stops the merge
 
 
 def ancestry(model_uri: str) -> list[str]:
@@ -72,7 +74,7 @@ def load_mergeable(model_uri: str, home: Path) -> tuple[Mergeable, Path]:
     artifacts = versions.download(version, home)
     saved = torch.load(artifacts / "model.pt", map_location="cpu", weights_only=True)
     digest = hashlib.sha256((artifacts / "tokenizer.json").read_bytes()).hexdigest()
-    label = f"models:/{version.name}/{version.version}"
+    label = str(ModelUri.of(version))
     return Mergeable(label, saved["model_args"], saved["state_dict"], digest), artifacts
 
 
@@ -97,7 +99,8 @@ def merge_weights(model_uris: list[str], base_uri: str, config: FoundryConfig, o
         seed=m.seed,
     )
     out.mkdir(parents=True, exist_ok=True)
-    base_data = versions.resolve(base_uri).tags.get("data_version", "")
+    recorded = registry_tags.recorded_data(versions.resolve(base_uri))
+    base_data = "" if recorded is None else recorded.data_version
     save_model(out / "model.pt", base.model_args, state, config, base_data)
     shutil.copyfile(base_files / "tokenizer.json", out / "tokenizer.json")
     return out
@@ -156,9 +159,10 @@ def score_holdouts(merged: Path, model_uris: list[str], base_uri: str, config: F
 def score_metrics(scores: list[HoldoutScore]) -> dict[str, float]:
     """The scores as MLflow metrics, one group per holdout (named after the model it belongs to); the merge's
     own `holdout/bits_per_byte` is its score on the base's holdout (the last), as for the base itself."""
-    metrics = {"holdout/bits_per_byte": scores[-1].merged_bits_per_byte}
+    metrics = HoldoutMetrics(bits_per_byte=scores[-1].merged_bits_per_byte).as_mlflow()
     for s in scores:
-        group = "holdout." + s.holdout_of.removeprefix("models:/").replace("/", "_v")
+        uri = ModelUri.parse(s.holdout_of)
+        group = f"holdout.{uri.name}_v{uri.version}"
         metrics[f"{group}/merged_bits_per_byte"] = s.merged_bits_per_byte
         metrics[f"{group}/base_bits_per_byte"] = s.base_bits_per_byte
         if s.specialist_bits_per_byte is not None:

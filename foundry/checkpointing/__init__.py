@@ -1,1 +1,6 @@
-"""Stage D: checkpoints that survive failure and resume exactly (`manifest`, `writer`, `resume`)."""
+"""Stage D: checkpoints that survive failure and resume exactly.
+
+- `manifest`: a checkpoint folder's manifest: which files are checkpoints, of which step, with which sha256
+- `writer`: writing checkpoints from Lightning, atomically, listed in the manifest, optionally in the background
+- `resume`: where unfinished training lives, and which checkpoint a re-run or retry resumes from
+"""

@@ -39,6 +39,11 @@ class Entry:
     bytes: int
     val_loss: float | None = None
 
+    def __post_init__(self) -> None:
+        # read back from manifest.json and unlinked when pruned: a name in this folder, nothing else
+        if not isinstance(self.file, str) or self.file in ("", ".", "..") or Path(self.file).name != self.file:
+            raise ValueError(f"checkpoint manifest entry {self.file!r} is not a file name in its folder")
+
 
 def read_manifest(directory: Path) -> list[Entry]:
     path = directory / MANIFEST

@@ -11,7 +11,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 from foundry.checkpointing.manifest import latest_valid
 from foundry.config import FoundryConfig
 from foundry.digests import sha256_file
+from foundry.fs import remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,6 @@ def finish_attempt(attempt: Path, destination: Path) -> Path:
     """Move a finished attempt's folder to its run; the next identical run then starts afresh."""
     destination.parent.mkdir(parents=True, exist_ok=True)
     if destination.exists():
-        shutil.rmtree(destination)
+        remove_tree(destination, within=destination.parent)
     os.replace(attempt, destination)
     return destination

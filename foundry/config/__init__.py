@@ -1,7 +1,7 @@
 """The one typed config: flow parameters, DVC params.yaml and MLflow params all come from here.
 
 One module per group of sections (`data`, `training`, `evaluation`, `align`, `adapt`; `search` lives with the
-search).
+search); `base` is what every section shares, `describe` explains the config to people (comments, `--explain`).
 Defaults in these files are the source of truth; `params.yaml` is written from them
 (`foundry config --defaults --write params.yaml`) and a test keeps the two equal.
 """
@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from foundry.config.adapt import FinetuneConfig, MergeConfig
 from foundry.config.align import AlignConfig
 from foundry.config.base import _Section
 from foundry.config.data import PII_KINDS, DataConfig
+from foundry.config.describe import commented_yaml
 from foundry.config.evaluation import EvaluationConfig, RegistryConfig, RetrainConfig
 from foundry.config.training import CheckpointConfig, ModelConfig, TokenizerConfig, TrainConfig
 from foundry.search.space import SearchConfig, search_fits_config
@@ -40,33 +42,70 @@ __all__ = [
     "TrainConfig",
     "apply_override",
     "load_config",
+    "to_commented_yaml",
     "to_yaml",
     "validate",
 ]
 
 
 class FoundryConfig(_Section):
-    data: DataConfig = DataConfig()
-    tokenizer: TokenizerConfig = TokenizerConfig()
-    model: ModelConfig = ModelConfig()
-    train: TrainConfig = TrainConfig()
-    checkpoint: CheckpointConfig = CheckpointConfig()
-    evaluation: EvaluationConfig = EvaluationConfig()
-    registry: RegistryConfig = RegistryConfig()
-    retrain: RetrainConfig = RetrainConfig()
-    align: AlignConfig = AlignConfig()
-    finetune: FinetuneConfig = FinetuneConfig()
-    merge: MergeConfig = MergeConfig()
-    search: SearchConfig = SearchConfig()  # last: its validator checks the space against the sections above
+    data: DataConfig = Field(DataConfig(), description="Where the text comes from, how it is cleaned and split.")
+    tokenizer: TokenizerConfig = Field(TokenizerConfig(), description="The byte-level BPE tokenizer.")
+    model: ModelConfig = Field(ModelConfig(), description="The GPT's shape.")
+    train: TrainConfig = Field(
+        TrainConfig(), description="Training from random weights, and the base that retrain and align override."
+    )
+    checkpoint: CheckpointConfig = Field(CheckpointConfig(), description="Checkpoints while training.")
+    evaluation: EvaluationConfig = Field(
+        EvaluationConfig(), description="Holdout scoring, generations and the gate's thresholds."
+    )
+    registry: RegistryConfig = Field(RegistryConfig(), description="The MLflow model registry.")
+    retrain: RetrainConfig = Field(
+        RetrainConfig(), description="`foundry retrain`: fine-tune the champion on what is new, on a schedule."
+    )
+    align: AlignConfig = Field(
+        AlignConfig(),
+        description="`foundry align MODEL_URI`: instruction tuning (sft) or preference optimisation (dpo) of a "
+        "registered version.",
+    )
+    finetune: FinetuneConfig = Field(
+        FinetuneConfig(), description="`foundry finetune`: specialise a registered model on a domain's text."
+    )
+    merge: MergeConfig = Field(MergeConfig(), description="`foundry merge`: merge specialists into one model.")
+    # last: its validator checks the space against the sections above
+    search: SearchConfig = Field(SearchConfig(), description="`foundry search`: a hyperparameter study (Optuna).")
     _search_fits = field_validator("search")(search_fits_config)
 
+    @model_validator(mode="after")
+    def _variants_train(self) -> FoundryConfig:
+        # An override is checked with the `train` it applies to (fsdp on cpu...) when the config loads, not
+        # when its flow starts.
+        for variant in ("retrain", "align"):
+            try:
+                self.training_for(variant)
+            except ValidationError as exc:
+                problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+                raise PydanticCustomError("named_key", f"{variant}.train with train: {problems}") from None
+        return self
+
+    def training_for(self, variant: Literal["retrain", "align"]) -> TrainConfig:
+        """The `train` section a variant trains with: `train`, with the variant's `train` keys in place."""
+        return getattr(self, variant).train.applied_to(self.train)
+
     def flat(self) -> dict[str, Any]:
-        """Dotted keys to scalar values, the form MLflow params take."""
-        flat: dict[str, Any] = {}
-        for section, values in self.model_dump().items():
-            for key, value in values.items():
-                flat[f"{section}.{key}"] = json.dumps(value) if isinstance(value, list) else value
-        return flat
+        """Dotted keys to scalar values, the form MLflow params take; a nested section's keys get its name too
+        (`align.train.max_steps`)."""
+        return _flat(self.model_dump(), "")
+
+
+def _flat(values: dict[str, Any], prefix: str) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = json.dumps(value) if isinstance(value, list) else value
+    return flat
 
 
 class ConfigError(ValueError):
@@ -102,13 +141,17 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
         raise ConfigError(f"override {assignment!r} is not of the form section.key=value")
     dotted, text = assignment.split("=", 1)
     parts = dotted.strip().split(".")
-    if len(parts) != 2 or not all(parts):
-        raise ConfigError(f"override key {dotted!r} must be section.key, e.g. train.max_steps")
-    section, key = parts
-    raw.setdefault(section, {})
-    if not isinstance(raw[section], dict):
-        raise ConfigError(f"{section} is a section, not a value")
-    raw[section][key] = yaml.safe_load(text) if text.strip() else ""
+    # section.key, or a variant's override of a `train` key: retrain.train.max_steps
+    if len(parts) not in (2, 3) or not all(parts) or (len(parts) == 3 and parts[1] != "train"):
+        raise ConfigError(
+            f"override key {dotted!r} must be section.key, e.g. train.max_steps (or retrain.train.KEY, align.train.KEY)"
+        )
+    *sections, key = parts
+    for depth, section in enumerate(sections):
+        raw = raw.setdefault(section, {})
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{'.'.join(sections[: depth + 1])} is a section, not a value")
+    raw[key] = yaml.safe_load(text) if text.strip() else ""
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> FoundryConfig:
@@ -132,17 +175,33 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
 
 # Keys whose default is not what a config recorded before the key existed trained with.
 PREDATED_DEFAULTS = {("model", "positions"): "learned", ("train", "optimizer"): "adamw"}
+# Keys that moved: a variant's own copies of `train` keys, now its `train` override.
+MOVED_TO_OVERRIDE = {
+    "retrain": ("max_steps", "learning_rate", "warmup_steps"),
+    "align": ("max_steps", "batch_size", "learning_rate", "warmup_steps"),
+}
 
 
 def as_recorded(raw: dict[str, Any]) -> dict[str, Any]:
-    """A recorded config (a registered version's) with the keys it predates set to what it trained with, so a
-    warm start from it builds its architecture and a reproduction follows its recipe."""
+    """A recorded config (a registered version's) in today's shape: keys it predates set to what it trained
+    with, so a warm start from it builds its architecture and a reproduction follows its recipe; keys that
+    moved, moved (its `train` holds what it trained with either way)."""
     upgraded = json.loads(json.dumps(raw))
     for (section, key), value in PREDATED_DEFAULTS.items():
         if isinstance(upgraded.get(section), dict):
             upgraded[section].setdefault(key, value)
+    for section, keys in MOVED_TO_OVERRIDE.items():
+        values = upgraded.get(section)
+        if isinstance(values, dict) and any(key in values for key in keys):
+            moved = {key: values.pop(key) for key in keys if key in values}
+            values["train"] = {**moved, **values.get("train", {})}
     return upgraded
 
 
 def to_yaml(config: FoundryConfig) -> str:
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+
+
+def to_commented_yaml(config: FoundryConfig) -> str:
+    """`to_yaml` with each section's and key's description as a comment above it: params.yaml's form."""
+    return commented_yaml(config)

@@ -7,6 +7,18 @@ from typing import Literal
 from pydantic import Field
 
 from foundry.config.base import _Section
+from foundry.config.training import train_override
+
+AlignTrain = train_override(
+    "AlignTrain",
+    __name__,
+    "Keys of `train` alignment sets otherwise (batch_size: packed rows for sft, preference pairs for dpo); the "
+    "rest, and any key set to null, are `train`'s.",
+    max_steps=600,
+    batch_size=32,
+    learning_rate=1e-3,
+    warmup_steps=30,
+)
 
 
 class AlignConfig(_Section):
@@ -20,10 +32,10 @@ class AlignConfig(_Section):
     model_name: str = Field(
         "foundry-chat", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", description="Registered name of aligned versions."
     )
-    max_steps: int = Field(600, ge=1)
-    batch_size: int = Field(32, ge=1, description="Packed rows (sft) or preference pairs (dpo) per micro-batch.")
-    learning_rate: float = Field(1e-3, gt=0)
-    warmup_steps: int = Field(30, ge=0)
+    train: AlignTrain = Field(
+        AlignTrain(),
+        description="Keys of `train` alignment sets otherwise; a key left out or null keeps `train`'s value.",
+    )
     beta: float = Field(0.1, gt=0, description="DPO: strength of the pull towards the reference model.")
     sft_weight: float = Field(
         1.0,
@@ -46,4 +58,6 @@ class AlignConfig(_Section):
         description="User messages whose replies, rendered through the chat template, are logged with every "
         "evaluation, the base's beside the aligned model's.",
     )
-    max_new_tokens: int = Field(32, ge=1)
+    max_new_tokens: int = Field(
+        32, ge=1, description="Most tokens of each reply to `prompts` (greedy decoding) logged with an evaluation."
+    )

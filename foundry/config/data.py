@@ -35,24 +35,50 @@ class DataConfig(_Section):
         ["site-packages", "test", "tests", "idle_test", "__pycache__"],
         description="Directory names skipped while walking a local source.",
     )
-    jsonl_text_field: str = "text"
-    parquet_text_column: str = "text"
-    remote: str = Field("", description="DVC remote URL; empty means $FOUNDRY_HOME/dvc-remote.")
-    holdout_fraction: float = Field(0.05, gt=0, lt=0.5)
-    min_chars: int = Field(200, ge=1, description="Documents shorter than this are dropped.")
-    max_chars: int = Field(400_000, ge=1, description="Documents longer than this are dropped.")
-    max_line_chars: int = Field(2_000, ge=1, description="Documents with a longer line are dropped.")
-    min_alpha_fraction: float = Field(0.25, ge=0, le=1, description="Minimum share of letters.")
-    min_mean_word_length: float = Field(
-        3.0, ge=0, description="Gopher: mean length of whitespace-separated words, lower bound."
+    jsonl_text_field: str = Field(
+        "text",
+        description="Key of the string that holds the text in each .jsonl record; a record without it is malformed "
+        "(skipped or fatal, by on_error).",
     )
-    max_mean_word_length: float = Field(15.0, gt=0, description="Gopher: mean word length, upper bound.")
-    max_symbol_word_ratio: float = Field(0.5, ge=0, description="Gopher: (# and ellipses) per word, upper bound.")
+    parquet_text_column: str = Field(
+        "text",
+        description="String column that holds the text in each .parquet file; a file without it is skipped or "
+        "fatal, by on_error.",
+    )
+    remote: str = Field("", description="DVC remote URL; empty means $FOUNDRY_HOME/dvc-remote.")
+    holdout_fraction: float = Field(
+        0.05,
+        gt=0,
+        lt=0.5,
+        description="Share of the kept documents' bytes put in the holdout split, the smallest content hashes first; "
+        "a document keeps its split in later versions.",
+    )
+    min_chars: int = Field(200, ge=1, description="Documents of fewer characters are dropped.")
+    max_chars: int = Field(400_000, ge=1, description="Documents of more characters are dropped.")
+    max_line_chars: int = Field(2_000, ge=1, description="Documents with a line of more characters are dropped.")
+    min_alpha_fraction: float = Field(
+        0.25, ge=0, le=1, description="Documents in which letters are a smaller share of the characters are dropped."
+    )
+    min_mean_word_length: float = Field(
+        3.0, ge=0, description="Documents whose whitespace-separated words are shorter on average are dropped (Gopher)."
+    )
+    max_mean_word_length: float = Field(
+        15.0, gt=0, description="Documents whose words are longer on average (in characters) are dropped (Gopher)."
+    )
+    max_symbol_word_ratio: float = Field(
+        0.5, ge=0, description="Documents with more hash signs and ellipses per word are dropped (Gopher)."
+    )
     max_repeated_line_fraction: float = Field(
-        0.5, ge=0, le=1, description="Share of non-blank lines repeating an earlier one."
+        0.5,
+        ge=0,
+        le=1,
+        description="Documents with a larger share of non-blank lines repeating an earlier one are dropped.",
     )
     max_non_printable_fraction: float = Field(
-        0.01, ge=0, le=1, description="Share of control, zero-width or private-use characters."
+        0.01,
+        ge=0,
+        le=1,
+        description="Documents with a larger share of control, zero-width or private-use characters are dropped.",
     )
     near_dup_threshold: float = Field(
         0.8,
@@ -63,7 +89,7 @@ class DataConfig(_Section):
         "near duplicates.",
     )
     near_dup_shingle_words: int = Field(5, ge=1, description="Words per shingle for near-duplicate detection.")
-    near_dup_num_perm: int = Field(128, ge=64, le=1024, description="MinHash permutations.")
+    near_dup_num_perm: int = Field(128, ge=64, le=1024, description="MinHash permutations per document signature.")
     pii: list[Literal[PII_KINDS]] = Field(  # type: ignore[valid-type]
         list(PII_KINDS.__args__),
         description="PII detectors whose matches are replaced by typed placeholders such as <EMAIL>.",
@@ -78,9 +104,40 @@ class DataConfig(_Section):
         description="The gate accepts a holdout share of tokens down to "
         "holdout_fraction * (1 - this); the split itself guarantees the fraction in bytes.",
     )
-    on_error: Literal["skip", "fail"] = "skip"
+    on_error: Literal["skip", "fail"] = Field(
+        "skip",
+        description="Bad input (an unreachable source, an unreadable file or record, a refused archive member): "
+        "skip leaves it out with a warning, counted by reason in the dataset's manifest; fail stops the run naming it.",
+    )
     fetch_retries: int = Field(4, ge=0, le=10, description="Retries of a remote source after a transient error.")
-    fetch_backoff_s: float = Field(1.0, ge=0, le=60, description="Wait before the first retry; doubled each time.")
+    fetch_backoff_s: float = Field(1.0, ge=0, le=60, description="Seconds before the first retry; doubled each time.")
+    # Limits on what a source may cost, so that a hostile or broken one fails with a message instead of
+    # filling the disk: each is far above the default corpus (a few MB, no archive) and ordinary corpora.
+    max_download_bytes: int = Field(
+        2 << 30,
+        gt=0,
+        description="Most bytes one http(s) file or S3 object may download; a larger one is refused.",
+    )
+    max_inflated_bytes: int = Field(
+        4 << 30,
+        gt=0,
+        description="Most bytes one archive may extract to in all, and one gzip-compressed file inflate to.",
+    )
+    max_inflation_ratio: float = Field(
+        100.0,
+        ge=1,
+        description="Most bytes an archive or .gz file may inflate to per compressed byte (text compresses "
+        "3-10x; bombs 1000x), checked once past 1 MiB.",
+    )
+    max_archive_members: int = Field(
+        100_000, gt=0, description="Most members (files, folders, links) one archive may hold."
+    )
+    max_file_bytes: int = Field(
+        4 << 30,
+        gt=0,
+        description="Largest source file fingerprinted; a larger one is refused (skipped or fatal, by on_error) "
+        "before it is read.",
+    )
     shard_tokens: int = Field(16_777_216, ge=1024, description="Tokens per shard file.")
     workers: int = Field(
         1,

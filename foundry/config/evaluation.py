@@ -5,11 +5,27 @@ from __future__ import annotations
 from pydantic import Field
 
 from foundry.config.base import _Section
+from foundry.config.training import train_override
+
+RetrainTrain = train_override(
+    "RetrainTrain",
+    __name__,
+    "Keys of `train` a retrain sets otherwise (fine-tuning from the champion: fewer steps, a lower peak); "
+    "the rest, and any key set to null, are `train`'s.",
+    max_steps=200,
+    learning_rate=1e-3,
+    warmup_steps=20,
+)
 
 
 class EvaluationConfig(_Section):
-    max_tokens: int = Field(2_000_000, ge=1, description="Cap on holdout tokens scored.")
-    batch_size: int = Field(32, ge=1)
+    max_tokens: int = Field(2_000_000, ge=1, description="Most holdout tokens scored, from its start.")
+    batch_size: int = Field(
+        32,
+        ge=1,
+        description="Rows per forward pass while scoring: windows of model.block_size tokens of the holdout "
+        "(alignment: held-out conversations or pairs).",
+    )
     min_improvement: float = Field(0.0, ge=0, description="Bits per byte a challenger must gain to be champion.")
     max_regression: float = Field(
         0.02,
@@ -25,19 +41,33 @@ class EvaluationConfig(_Section):
         ["def ", "import ", "class Parser:\n    def __init__(self", "# Copyright", "    return "],
         description="Prompts whose generations are logged with every evaluation.",
     )
-    max_new_tokens: int = Field(64, ge=1)
-    generation_seed: int = 0
+    max_new_tokens: int = Field(
+        64, ge=1, description="Most tokens generated after each prompt (sampled at temperature 0.8, top-k 40)."
+    )
+    generation_seed: int = Field(
+        0, description="Seed of each prompt's sampling, so one model generates the same texts every time."
+    )
 
 
 class RetrainConfig(_Section):
     cron: str = Field("0 3 * * 1", description="Schedule of the retrain deployment (Mondays 03:00 by default).")
-    max_steps: int = Field(200, ge=1, description="Fine-tuning steps from the champion.")
-    learning_rate: float = Field(1e-3, gt=0)
-    warmup_steps: int = Field(20, ge=0)
+    train: RetrainTrain = Field(
+        RetrainTrain(),
+        description="Keys of `train` a retrain sets otherwise; a key left out or null keeps `train`'s value.",
+    )
     replay_fraction: float = Field(0.25, ge=0, le=1, description="Share of the champion's training documents replayed.")
 
 
 class RegistryConfig(_Section):
-    model_name: str = Field("foundry-gpt", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-    experiment: str = "foundry"
-    auto_promote: bool = True
+    model_name: str = Field(
+        "foundry-gpt",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$",
+        description="Registered model that training and retraining publish versions to; retraining starts from its "
+        "@champion.",
+    )
+    experiment: str = Field("foundry", description="MLflow experiment the runs are logged to (created when missing).")
+    auto_promote: bool = Field(
+        True,
+        description="A version that passes its gate becomes @champion at once; false: it stays @challenger until a "
+        "reviewer promotes it.",
+    )

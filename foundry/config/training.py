@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, create_model, model_serializer, model_validator
+from pydantic.fields import FieldInfo
 
 from foundry.config.base import _Section
 
 
 class TokenizerConfig(_Section):
     vocab_size: int = Field(4096, ge=260, le=65536, description="Byte-level BPE vocabulary, 256 bytes included.")
-    min_frequency: int = Field(2, ge=1)
+    min_frequency: int = Field(
+        2,
+        ge=1,
+        description="Fewest times a pair of tokens must occur in the training text to be merged into a new token.",
+    )
     max_train_bytes: int = Field(
         32 << 20,
         ge=1 << 16,
@@ -25,11 +30,28 @@ class TokenizerConfig(_Section):
 
 class ModelConfig(_Section):
     # Depth and width: the best trial of the study in bench/README.md; the rest are hand-set.
-    n_layer: int = Field(2, ge=1)
-    n_head: int = Field(6, ge=1)
-    n_embd: int = Field(144, ge=8)
-    block_size: int = Field(128, ge=8, description="Context length in tokens.")
-    dropout: float = Field(0.0, ge=0, lt=1)
+    n_layer: int = Field(2, ge=1, description="Transformer blocks (attention, then MLP) stacked in the model.")
+    n_head: int = Field(
+        6,
+        ge=1,
+        description="Attention heads per block; must divide n_embd (with rotary positions, into an even head size).",
+    )
+    n_embd: int = Field(
+        144, ge=8, description="Width of the residual stream and embeddings; each MLP's hidden layer is 4 x this."
+    )
+    block_size: int = Field(
+        128,
+        ge=8,
+        description="Context length in tokens: the length of every training window and the most the model attends "
+        "to (generation keeps the last block_size tokens).",
+    )
+    dropout: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="Dropout probability on the embeddings, the attention weights and each block's residual outputs, "
+        "while training only; 0 disables it.",
+    )
     positions: Literal["learned", "rotary"] = Field(
         "rotary", description="learned: a table of absolute positions; rotary: queries and keys rotated (RoPE)."
     )
@@ -48,8 +70,15 @@ class ModelConfig(_Section):
 class TrainConfig(_Section):
     # Learning rate: that trial's (AdamW's share, under Muon); max_steps: fitted with rotary positions and Muon to
     # under the earlier defaults' training time (bench/README.md).
-    max_steps: int = Field(860, ge=1)
-    batch_size: int = Field(32, ge=1, description="Sequences per micro-batch on each device.")
+    max_steps: int = Field(
+        860, ge=1, description="Optimizer steps to train for; the learning rate's cosine decay ends at this step."
+    )
+    batch_size: int = Field(
+        32,
+        ge=1,
+        description="Rows per micro-batch on each process: windows of model.block_size tokens (alignment: packed "
+        "rows for sft, preference pairs for dpo).",
+    )
     grad_accum_steps: int = Field(
         1,
         ge=1,
@@ -68,16 +97,50 @@ class TrainConfig(_Section):
         "whose learning rates those recipes were measured with.",
     )
     muon_learning_rate: float = Field(0.02, gt=0, description="Peak learning rate of Muon's matrices.")
-    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of learning_rate.")
-    warmup_steps: int = Field(100, ge=0)
-    weight_decay: float = Field(0.1, ge=0)
-    grad_clip: float = Field(1.0, ge=0, description="0 disables clipping.")
-    num_nodes: int = Field(1, ge=1)
-    devices: int = Field(1, ge=1)
-    strategy: Literal["ddp", "fsdp"] = Field("ddp", description="How several processes share the model.")
-    accelerator: Literal["auto", "cpu", "gpu"] = "cpu"
+    min_lr_ratio: float = Field(
+        0.1, ge=0, le=1, description="Learning rate at the end of the cosine decay, as a fraction of the peak."
+    )
+    warmup_steps: int = Field(
+        100,
+        ge=0,
+        description="Optimizer steps over which the learning rate rises linearly to its peak before the cosine "
+        "decay; 0: no warmup.",
+    )
+    weight_decay: float = Field(
+        0.1,
+        ge=0,
+        description="Decoupled weight decay of every weight matrix, embeddings included (Muon's too); biases and "
+        "norm weights are not decayed.",
+    )
+    grad_clip: float = Field(
+        1.0,
+        ge=0,
+        description="Largest global L2 norm of the gradients: larger ones are scaled down to it before each "
+        "optimizer step; 0 disables clipping.",
+    )
+    num_nodes: int = Field(
+        1,
+        ge=1,
+        description="Machines training together, each running `devices` processes; a local launch runs all "
+        "num_nodes x devices processes on this machine.",
+    )
+    devices: int = Field(
+        1,
+        ge=1,
+        description="Training processes per node: one GPU each with accelerator gpu, a share of the cores on cpu "
+        "(see cpu_threads).",
+    )
+    strategy: Literal["ddp", "fsdp"] = Field(
+        "ddp",
+        description="How several processes share the model: ddp, a whole copy in each with gradients averaged; "
+        "fsdp, parameters, gradients and optimizer state sharded one block at a time (needs accelerator gpu and "
+        "optimizer adamw).",
+    )
+    accelerator: Literal["auto", "cpu", "gpu"] = Field(
+        "cpu", description="What each process computes on: cpu, gpu (CUDA), or auto (gpu when CUDA is available)."
+    )
     precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed"] = Field(
-        "auto", description="auto: bf16-mixed on a GPU, 32-true on a CPU."
+        "auto", description="Lightning's numeric precision of training; auto: bf16-mixed on a GPU, 32-true on a CPU."
     )
     compile: bool = Field(False, description="torch.compile the model (needs a C++ compiler on CPU).")
     cpu_threads: int = Field(
@@ -87,7 +150,11 @@ class TrainConfig(_Section):
         "ranks of a node. Fixed rather than inherited; the resolved count is part of the resume key, since "
         "float sums depend on it.",
     )
-    seed: int = 1337
+    seed: int = Field(
+        1337,
+        description="Seed of the run (Lightning's seed_everything): the initial weights, dropout and the training "
+        "windows each step draws.",
+    )
     deterministic: bool | Literal["warn"] = Field(
         False,
         description="Lightning's Trainer(deterministic=...): deterministic kernels only (an op without one raises, "
@@ -105,7 +172,7 @@ class TrainConfig(_Section):
         0.0, ge=0, description="Peak FLOP/s of one device, for MFU; 0 looks it up for known GPUs (A100, H100, H200)."
     )
     collective_timeout_s: int = Field(
-        600, ge=1, description="A collective waiting longer than this ends the process group."
+        600, ge=1, description="Seconds a collective (all-reduce, barrier) may wait before it ends the process group."
     )
     retries: int = Field(
         1, ge=0, description="Prefect retries of the train task; each resumes from the last checkpoint."
@@ -140,14 +207,61 @@ class TrainConfig(_Section):
             return self.precision
         return "bf16-mixed" if on_gpu else "32-true"
 
-    val_every_n_steps: int = Field(250, ge=1)
-    val_batches: int = Field(16, ge=1)
+    val_every_n_steps: int = Field(
+        250,
+        ge=1,
+        description="Optimizer steps between validations; their loss (val/loss) is logged and, at a checkpoint's "
+        "step, ranks that checkpoint for keeping as the best.",
+    )
+    val_batches: int = Field(
+        16,
+        ge=1,
+        description="Batches each validation scores, of batch_size windows from the start of the holdout (alignment: "
+        "of its held-out split).",
+    )
     init_from: str = Field("", description="A model.pt to start from instead of random weights (fine-tuning).")
 
 
 class CheckpointConfig(_Section):
-    every_n_steps: int = Field(250, ge=1)
+    every_n_steps: int = Field(
+        250, ge=1, description="Optimizer steps between checkpoints; one is also written when training ends."
+    )
     keep_last: int = Field(2, ge=1, description="Checkpoints kept: the last keep_last plus the best by val/loss.")
     async_save: bool = Field(
         False, description="Write checkpoints off the training thread, which stalls only for a copy."
     )
+
+
+class _TrainOverride(_Section):
+    """Keys of `train` that a variant sets otherwise; a key left unset (null) keeps `train`'s value."""
+
+    @model_serializer(mode="wrap")
+    def _set_keys_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Unset keys are left out; a key whose default is set stays even when null, so the YAML round-trips.
+        fields = type(self).model_fields
+        return {k: v for k, v in handler(self).items() if v is not None or fields[k].default is not None}
+
+    def applied_to(self, train: TrainConfig) -> TrainConfig:
+        """`train` with the keys set here in place of its own, validated as one `train` section."""
+        return TrainConfig.model_validate({**train.model_dump(), **self.model_dump(exclude_none=True)})
+
+
+def train_override(name: str, module: str, doc: str, **defaults: Any) -> type[_TrainOverride]:
+    """A variant's `train` override: every key of `train` but init_from (the variant's start, set by its flow),
+    optional, with `train`'s type, bounds and description, so each key is defined once, in TrainConfig;
+    unset unless `defaults` sets it (the variant's recipe)."""
+    unknown = set(defaults) - set(TrainConfig.model_fields)
+    if unknown:
+        raise TypeError(f"not keys of train: {sorted(unknown)}")
+    fields = {
+        key: _optional(field, defaults.get(key))
+        for key, field in TrainConfig.model_fields.items()
+        if key != "init_from"
+    }
+    return create_model(name, __base__=_TrainOverride, __module__=module, __doc__=doc, **fields)
+
+
+def _optional(field: FieldInfo, default: Any) -> tuple[Any, Any]:
+    optional = field.annotation | None
+    annotation = Annotated[optional, *field.metadata] if field.metadata else optional
+    return annotation, Field(default, description=field.description)

@@ -1,2 +1,23 @@
-"""Stage A, data: acquire sources, clean them (formats, PII, quality, de-duplication, audit), split and
-tokenize (`prepare`, `shards`), gate (`validate`, Great Expectations), version (DVC) and hydrate."""
+"""Stage A, data acquisition and hydration: sources in, a validated, versioned, hydrated dataset out.
+
+- `acquire`: find the sources' files and fingerprint them (the source manifest)
+- `remote`: http(s) and S3 sources mirrored into `$FOUNDRY_HOME/sources/`, asked again every time
+- `archives`: unpacking an archive source without trusting the archive
+- `limits`: how far a compressed source may inflate (archives and `.gz` files)
+- `formats`: documents out of text, code, `.jsonl` and `.parquet` files (any `.gz`), one at a time
+- `clean`: decode, normalise, scrub, filter, de-duplicate and split documents, streaming
+- `pii`, `pii_patterns`: the personal-data and secret scrubber, and what each detector matches
+- `quality`: Gopher- and C4-style quality rules
+- `dedup`: exact de-duplication by content hash, near by MinHash LSH
+- `ledger`: sticky splits: the ledger of which split each document was given
+- `audit`: per rule, the documents removed or changed, with examples
+- `shards`: the byte-level BPE trained on the train split, and the token shards
+- `prepare`: source manifest in, a self-describing dataset directory out
+- `manifest`: a prepared dataset's `manifest.json` as one typed value that owns the file
+- `progress`: preparation's progress for the orchestrator
+- `validate`: the gate, Great Expectations suites over documents, shards, splits and the ledger
+- `versioning`: DVC makes the prepared dataset a content-addressed version
+- `hydrate`: pull exactly one data version onto this node and check every file
+- `chat`, `prepare_align`, `validate_align`: alignment records, their preparation and their gate
+- `instructions`: the generated instruction set (`foundry instructions`)
+"""

@@ -1,7 +1,9 @@
 """Stage A, acquire: find the source's files and fingerprint them. The source is only ever read.
 
 Remote sources (http, s3) are mirrored into `$FOUNDRY_HOME/sources/` first and asked again on every
-acquire (`foundry.data.remote`), so every later step sees a local directory as fresh as the origin.
+acquire (`foundry.data.remote`), so every later step sees a local directory as fresh as the origin; an
+archive among them is unpacked by `foundry.data.archives`, which trusts neither it nor the interpreter.
+A file over `data.max_file_bytes` is refused before it is read.
 """
 
 from __future__ import annotations
@@ -11,20 +13,20 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import stat
 import sysconfig
-import tarfile
 import urllib.parse
-import zipfile
 from pathlib import Path
 
 from foundry.config import DataConfig
 from foundry.contracts import SourceFile, SourceManifest
+from foundry.data.archives import ArchiveError, remove_partial, unpack
 from foundry.data.formats import base_name
+from foundry.data.limits import TooLarge
 from foundry.data.remote import SourceError, digest_of, fetch_http, inside, locked, sync_s3
 from foundry.digests import sha256_file
 from foundry.env import foundry_home
+from foundry.fs import remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -60,33 +62,37 @@ def _skip(skipped: dict[str, int], reason: str, message: str) -> None:
     log.warning("%s", message)
 
 
-def _extract(archive: Path, dest: Path, fresh: bool) -> Path:
+def _extract(archive: Path, dest: Path, fresh: bool, cfg: DataConfig, skipped: dict[str, int]) -> Path:
     """The archive's members under `dest/extracted`; extracted again when the archive changed, so that
-    members removed from it leave the copy too."""
-    out = dest / "extracted"
-    if fresh:
-        shutil.rmtree(out, ignore_errors=True)
-    if out.exists():
-        return out
-    tmp = dest / "extracting"
-    shutil.rmtree(tmp, ignore_errors=True)
-    if archive.name.endswith(".zip"):
-        with zipfile.ZipFile(archive) as zf:
-            for member in zf.namelist():
-                if not inside(tmp / member, tmp):
-                    raise SourceError(f"{archive.name}: member {member!r} would extract outside its folder")
-            zf.extractall(tmp)
-    else:
-        with tarfile.open(archive) as tf:
-            tf.extractall(tmp, filter="data")  # refuses absolute paths, links out and devices
-    tmp.rename(out)
+    members removed from it leave the copy too. The members left out (links, special files) are listed
+    beside it and counted on every acquire; a copy without that list predates the checks and is redone."""
+    out, note = dest / "extracted", dest / "extracted.left-out.json"
+    if fresh or not note.exists():
+        remove_tree(out, within=dest, ignore_errors=True)
+        note.unlink(missing_ok=True)
+    if not out.exists():
+        tmp = dest / "extracting"
+        remove_partial(tmp)
+        tmp.mkdir(parents=True)
+        try:
+            left_out = unpack(archive, tmp, cfg)
+        except BaseException:
+            remove_partial(tmp)  # nothing half-extracted is ever mistaken for the archive
+            raise
+        note.write_text(json.dumps(left_out))
+        tmp.rename(out)
+    for member, reason in json.loads(note.read_text()):
+        message = f"{archive.name}: member {member!r} left out ({reason.replace('_', ' ')})"
+        if cfg.on_error == "fail":
+            raise ArchiveError(f"{message}; links and special files are never extracted")
+        _skip(skipped, reason, message)
     return out
 
 
 Origins = dict[str, dict[str, str]]  # local path (or "*": every file) -> what the remote origin said
 
 
-def local_root(source: str, cache: Path, cfg: DataConfig) -> tuple[Path | str, Origins]:
+def local_root(source: str, cache: Path, cfg: DataConfig, skipped: dict[str, int]) -> tuple[Path | str, Origins]:
     """A local directory, file or glob pattern holding the source's files; remote files are fetched (again
     when they changed) first, and what their origin said comes along."""
     if source.startswith("stdlib://"):  # stdlib://email is the standard library's email package
@@ -100,7 +106,7 @@ def local_root(source: str, cache: Path, cfg: DataConfig) -> tuple[Path | str, O
         downloaded, changed, seen = fetch_http(source, folder, cfg)
         if downloaded.name.endswith(ARCHIVE_SUFFIXES):
             with locked(folder):
-                return _extract(downloaded, folder, fresh=changed), {"*": seen}
+                return _extract(downloaded, folder, changed, cfg, skipped), {"*": seen}
         return downloaded, {"*": seen}
     if scheme == "s3":
         folder = cache / "s3" / digest_of(source)
@@ -124,7 +130,7 @@ def _glob_base(pattern: str) -> Path:
 
 def _files_of(source: str, cfg: DataConfig, skipped: dict[str, int]) -> tuple[list[tuple[Path, str]], Origins]:
     """(path, name relative to the source root) for each wanted file of one source, and their origins."""
-    root, origins = local_root(source, foundry_home() / "sources", cfg)
+    root, origins = local_root(source, foundry_home() / "sources", cfg, skipped)
     if isinstance(root, str):
         paths = sorted(Path(p) for p in glob.glob(root, recursive=True) if Path(p).is_file())  # the user's choice
         base = _glob_base(root)
@@ -142,12 +148,15 @@ def _fingerprint(
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):  # a FIFO or device would block or never end
             raise SourceError(f"{path} is not a regular file")
+        if info.st_size > cfg.max_file_bytes:  # refused before hashing: a sparse file costs nothing to make
+            raise TooLarge(f"{info.st_size} bytes, more than data.max_file_bytes ({cfg.max_file_bytes})")
         seen = {key: origin.get(key, "") for key in ("origin", "etag", "last_modified", "checked_at")}
         return SourceFile(path=str(path), name=name, size=info.st_size, sha256=sha256_file(path), **seen)
-    except (OSError, SourceError) as exc:
+    except (OSError, SourceError, TooLarge) as exc:
         if cfg.on_error == "fail":
             raise SourceError(f"cannot read {path}: {exc}") from None
-        reason = "not_regular_file" if isinstance(exc, SourceError) else "unreadable"
+        kinds = {TooLarge: "too_large", SourceError: "not_regular_file"}
+        reason = kinds.get(type(exc), "unreadable")
         _skip(skipped, reason, f"skipping {path}: {exc}")
         return None
 
@@ -156,7 +165,7 @@ def list_source_files(cfg: DataConfig) -> tuple[list[SourceFile], dict[str, int]
     """Every readable file of every source, in a stable order, and counts of what was skipped.
 
     A source that cannot be reached stops the run when `on_error` is `fail`; otherwise it is skipped
-    and counted, unless no source is left at all."""
+    and counted (a refused archive as `bad_archive`), unless no source is left at all."""
     sources, skipped, problems, files = cfg.source_list, {}, [], []
     for i, source in enumerate(sources):
         try:
@@ -165,7 +174,8 @@ def list_source_files(cfg: DataConfig) -> tuple[list[SourceFile], dict[str, int]
             if cfg.on_error == "fail" or len(sources) == 1:
                 raise
             problems.append(str(exc))
-            _skip(skipped, "unreachable_source", f"skipping source: {exc}")
+            reason = "bad_archive" if isinstance(exc, ArchiveError) else "unreachable_source"
+            _skip(skipped, reason, f"skipping source: {exc}")
             continue
         prefix = f"{i}/" if len(sources) > 1 else ""  # names stay unique across sources
         for path, name in found:

@@ -14,7 +14,6 @@ import csv
 import hashlib
 import json
 import logging
-import shutil
 import tempfile
 import unicodedata
 from collections import Counter
@@ -33,6 +32,7 @@ from foundry.data.formats import BadInputError, read_documents
 from foundry.data.ledger import Ledger, Lineage, holdout_set
 from foundry.data.progress import PrepareProgress
 from foundry.data.quality import quality_problem
+from foundry.fs import remove_tree
 
 __all__ = [
     "BadInputError",
@@ -269,7 +269,7 @@ def clean_documents(entries: list[SourceFile], cfg: DataConfig, out_dir: Path, p
         job = PartitionJob(0, entries, cfg, str(work), progress)
         return select_documents([job], [clean_partition(job)], cfg, out_dir).stats
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_tree(work, within=out_dir.parent, ignore_errors=True)
 
 
 def iter_texts(jsonl_path: Path) -> Iterator[str]:

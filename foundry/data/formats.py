@@ -3,7 +3,9 @@
 Plain text, markdown and code files hold one document each; `.jsonl` one per line (the field
 `data.jsonl_text_field`); `.parquet` one per row (the column `data.parquet_text_column`). Any of them
 may be gzip-compressed (`NAME.EXT.gz`). Nothing reads more than one document (or one parquet batch)
-into memory, and a line or file too long to become a document is skipped without being read whole.
+into memory, and a line or file too long to become a document is skipped without being read whole. A
+compressed file that inflates past `data.max_inflated_bytes` or `data.max_inflation_ratio` is rejected
+(`inflated_too_large`) as soon as it does, whatever it holds.
 Bad input is handed to `reject`, which counts it or raises, by `data.on_error`.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import tempfile
 import zlib
@@ -19,6 +22,7 @@ from contextlib import contextmanager
 from typing import IO
 
 from foundry.config import DataConfig
+from foundry.data.limits import TooLarge, capped, inflation_limit
 
 Reject = Callable[..., None]  # reject(where, reason, detail="")
 # Errors a damaged file raises while being read: the OS, gzip (OSError, EOFError, zlib.error), pyarrow (ValueError).
@@ -43,8 +47,14 @@ def max_record_bytes(cfg: DataConfig) -> int:
 
 
 @contextmanager
-def _open(path: str, name: str) -> Iterator[IO[bytes]]:
-    with gzip.open(path, "rb") if name.endswith(".gz") else open(path, "rb") as fh:
+def _open(path: str, name: str, cfg: DataConfig) -> Iterator[IO[bytes]]:
+    """The file's bytes, inflated when gzip-compressed, and then only as far as the limits allow."""
+    if not name.endswith(".gz"):
+        with open(path, "rb") as fh:
+            yield fh
+        return
+    limit, key = inflation_limit(cfg, os.path.getsize(path))
+    with gzip.open(path, "rb") as raw, capped(raw, limit, f"inflates past {limit} bytes ({key})") as fh:
         yield fh
 
 
@@ -54,13 +64,15 @@ def read_documents(path: str, name: str, cfg: DataConfig, reject: Reject) -> Ite
     reader = _jsonl if kind.endswith(".jsonl") else _parquet if kind.endswith(".parquet") else _text
     try:
         yield from reader(path, name, cfg, reject)
+    except TooLarge as exc:
+        reject(name, "inflated_too_large", str(exc))
     except READ_ERRORS as exc:
         reject(name, "unreadable", f"{type(exc).__name__}: {exc}")
 
 
 def _text(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[tuple[str, str]]:
     limit = max_record_bytes(cfg)
-    with _open(path, name) as fh:
+    with _open(path, name, cfg) as fh:
         raw = fh.read(limit + 1)
     if len(raw) > limit:
         reject(name, "too_long", f"more than {limit} bytes")
@@ -92,7 +104,7 @@ def _lines(fh: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | None]]:
 
 def _jsonl(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[tuple[str, str]]:
     field, limit, seen = cfg.jsonl_text_field, max_record_bytes(cfg), False
-    with _open(path, name) as fh:
+    with _open(path, name, cfg) as fh:
         if b"\x00" in fh.peek(SNIFF_BYTES)[:SNIFF_BYTES]:  # JSON text never holds a NUL byte
             reject(name, "binary")
             return
@@ -121,13 +133,14 @@ def _jsonl(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[tu
 
 
 @contextmanager
-def _seekable(path: str, name: str) -> Iterator[str]:
-    """Parquet reads its footer first, so a gzip-compressed one is inflated to a temporary file."""
+def _seekable(path: str, name: str, cfg: DataConfig) -> Iterator[str]:
+    """Parquet reads its footer first, so a gzip-compressed one is inflated to a temporary file (deleted
+    however this ends, a refusal past the limits included)."""
     if not name.endswith(".gz"):
         yield path
         return
     with tempfile.NamedTemporaryFile(suffix=".parquet") as tmp:
-        with gzip.open(path, "rb") as src:
+        with _open(path, name, cfg) as src:
             shutil.copyfileobj(src, tmp, 1 << 20)
         tmp.flush()
         yield tmp.name
@@ -138,7 +151,7 @@ def _parquet(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[
     import pyarrow.parquet as pq
 
     column = cfg.parquet_text_column
-    with _seekable(path, name) as readable:
+    with _seekable(path, name, cfg) as readable:
         parquet = pq.ParquetFile(readable)
         schema = parquet.schema_arrow
         if column not in schema.names:
@@ -170,14 +183,16 @@ def read_records(path: str, name: str, cfg: DataConfig, reject: Reject) -> Itera
         reject(name, "not_jsonl", "records are read from .jsonl files only")
         return
     try:
-        yield from _records(path, name, max_record_bytes(cfg), reject)
+        yield from _records(path, name, cfg, reject)
+    except TooLarge as exc:
+        reject(name, "inflated_too_large", str(exc))
     except READ_ERRORS as exc:
         reject(name, "unreadable", f"{type(exc).__name__}: {exc}")
 
 
-def _records(path: str, name: str, limit: int, reject: Reject) -> Iterator[tuple[dict, str]]:
-    seen = False
-    with _open(path, name) as fh:
+def _records(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[tuple[dict, str]]:
+    seen, limit = False, max_record_bytes(cfg)
+    with _open(path, name, cfg) as fh:
         if b"\x00" in fh.peek(SNIFF_BYTES)[:SNIFF_BYTES]:
             reject(name, "binary")
             return

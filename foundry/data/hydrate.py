@@ -12,16 +12,17 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import uuid
 from contextlib import chdir
 from pathlib import Path
 
 import yaml
 
-from foundry.contracts import DataVersion
+from foundry.contracts import DataVersion, check_data_version
+from foundry.data.manifest import FILE as MANIFEST_FILE
+from foundry.data.manifest import DatasetManifest
 from foundry.data.versioning import REMOTE_NAME, init_dvc
-from foundry.digests import fast_digest, sha256_file
+from foundry.fs import remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -40,17 +41,14 @@ def verify_dataset(data_dir: Path, listing: dict[str, str] | None = None) -> lis
     from concurrent.futures import ThreadPoolExecutor
 
     try:
-        raw = (data_dir / "manifest.json").read_bytes()
-        manifest = json.loads(raw)
+        raw = (data_dir / MANIFEST_FILE).read_bytes()
+        manifest = DatasetManifest.model_validate_json(raw)
     except (OSError, ValueError):
-        return ["manifest.json"]
-    if listing is not None and listing.get("manifest.json") != hashlib.md5(raw).hexdigest():
-        return ["manifest.json"]
-    if "files" in manifest:
-        expected, digest = manifest["files"], fast_digest
-    else:
-        expected, digest = {s["file"]: s["sha256"] for s in manifest["shards"]}, sha256_file
-    unlisted = sorted(set(listing or {}) - set(expected) - {"manifest.json"})
+        return [MANIFEST_FILE]
+    if listing is not None and listing.get(MANIFEST_FILE) != hashlib.md5(raw).hexdigest():
+        return [MANIFEST_FILE]
+    expected, digest = manifest.checksums()
+    unlisted = sorted(set(listing or {}) - set(expected) - {MANIFEST_FILE})
 
     def bad(name: str) -> bool:
         path = data_dir / name
@@ -112,14 +110,16 @@ def hydrate_version(version: DataVersion, home: Path) -> Path:
     fails (a corrupt object in the remote, say) raises `HydrationError` naming the files, and leaves
     neither the copy nor its objects in the node's cache, so a retry fetches them anew."""
     hydrated = home / "hydrated"
-    target = hydrated / version.data_version
+    # `DataVersion` holds only 32 hex digits (a registry tag that is a path never gets this far); confined
+    # all the same, so that no clean-up below can reach outside `hydrated/`.
+    target = hydrated / check_data_version(version.data_version)
     cache = hydrated / ".cache"
     if target.is_dir():
         if _verified_copy(target, cache, version.data_version):
             return target
         log.warning("hydrated copy of %s is corrupt or unverifiable; fetching it again", version.data_version)
-        shutil.rmtree(target)
-        shutil.rmtree(cache, ignore_errors=True)  # hard-linked: the cached copy is corrupt too
+        remove_tree(target, within=hydrated)
+        remove_tree(cache, within=hydrated, ignore_errors=True)  # hard-linked: the cached copy is corrupt too
     scratch = hydrated / f".pull-{uuid.uuid4().hex[:8]}"
     scratch.mkdir(parents=True)
     try:
@@ -141,7 +141,7 @@ def hydrate_version(version: DataVersion, home: Path) -> Path:
             if not target.is_dir():  # another process won the race with the same content
                 raise
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(scratch, within=hydrated, ignore_errors=True)
     return target
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from foundry.config import DataConfig
+from foundry.data.manifest import DatasetManifest
 from foundry.digests import fast_digest
 
 LEDGER = "ledger.csv"
@@ -89,8 +90,9 @@ def signing(cfg: DataConfig) -> dict[str, int]:
     return {"num_perm": cfg.near_dup_num_perm, "shingle_words": cfg.near_dup_shingle_words}
 
 
-def check_signing(parent_manifest: dict, cfg: DataConfig) -> None:
-    recorded = parent_manifest.get("ledger", {}).get("signing")
+def check_signing(parent_manifest: DatasetManifest, cfg: DataConfig) -> None:
+    """Data versions from before the manifest recorded its ledger's signing are taken as signed this way."""
+    recorded = parent_manifest.ledger.signing if parent_manifest.ledger else None
     if recorded is not None and recorded != signing(cfg):
         raise LedgerMismatch(
             f"the parent data version's ledger was signed with {recorded}, this config signs with "

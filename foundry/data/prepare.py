@@ -12,25 +12,38 @@ write files under a scratch folder beside `out_dir`, which workers must be able 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
-import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
 
 from foundry.config import DataConfig, FoundryConfig
 from foundry.contracts import SourceFile, SourceManifest
 from foundry.data import audit as audits
 from foundry.data import ledger as ledgers
 from foundry.data.clean import CleanStats, PartitionJob, clean_partition, iter_texts, select_documents
+from foundry.data.manifest import FILE as MANIFEST_FILE
+from foundry.data.manifest import DatasetManifest, LedgerRecord
 from foundry.data.progress import PrepareProgress
 from foundry.data.shards import EncodeJob, assemble_shards, encode_chunk, token_dtype, train_tokenizer
 from foundry.digests import folder_digests
+from foundry.fs import remove_tree
 from models.tokens import EOT
 
 log = logging.getLogger(__name__)
 Mapper = Callable[[Callable, list], list]
+
+
+class Prepared(BaseModel):
+    """What `prepare` made: the dataset's manifest (as written to its folder) and, when it builds on a
+    parent's ledger, the counts against it (`Lineage` in `foundry.data.ledger`), which are not written."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    manifest: DatasetManifest
+    lineage: dict[str, int] = {}
 
 
 def serial_map(step: Callable, jobs: Iterable) -> list:
@@ -57,7 +70,7 @@ def partitions(entries: list[SourceFile], count: int) -> list[list[SourceFile]]:
 
 def _scratch(out_dir: Path) -> Path:
     work = out_dir.parent / f".{out_dir.name}.work"
-    shutil.rmtree(work, ignore_errors=True)
+    remove_tree(work, within=out_dir.parent, ignore_errors=True)
     work.mkdir(parents=True)
     return work
 
@@ -105,6 +118,7 @@ def _tokenizer(config: FoundryConfig, out_dir: Path, stats: CleanStats):
 def _tokenize(
     config: FoundryConfig, out_dir: Path, work: Path, chunks: list[dict], stats: CleanStats, mapper: Mapper
 ) -> dict:
+    """The manifest's tokenizer and shard fields."""
     tokenizer = _tokenizer(config, out_dir, stats)
     tokenizer.save(str(out_dir / "tokenizer.json"))
     jobs, by_split = _encode_jobs(out_dir, work, chunks)
@@ -136,10 +150,10 @@ def prepare(
     parent: Path | None = None,
     replay_fraction: float | None = None,
     progress_file: Path | None = None,
-) -> dict:
-    """Clean, split and tokenize into a fresh `out_dir`; returns the dataset manifest, plus `lineage`: counts
-    against the parent's ledger, which stay out of the dataset so that the same documents on the same ledger
-    give the same bytes, hence the same data version.
+) -> Prepared:
+    """Clean, split and tokenize into a fresh `out_dir`; returns the dataset manifest and the `lineage`
+    counts against the parent's ledger, which stay out of the dataset so that the same documents on the same
+    ledger give the same bytes, hence the same data version.
 
     `parent` is a data version (folder) whose split ledger this one builds on: its documents keep their
     splits and new ones are de-duplicated against them. With `replay_fraction` (retraining), the train
@@ -148,7 +162,7 @@ def prepare(
     The output is the same, byte for byte, whatever `mapper` and `workers` are."""
     lineage = _lineage(parent, config, replay_fraction)
     if out_dir.exists():
-        shutil.rmtree(out_dir)
+        remove_tree(out_dir, within=out_dir.parent)
     out_dir.mkdir(parents=True)
     work = _scratch(out_dir)
     try:
@@ -174,31 +188,30 @@ def prepare(
             )
         tokens = _tokenize(config, out_dir, work, selection.chunks, stats, mapper)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_tree(work, within=out_dir.parent, ignore_errors=True)
     audits.write(selection.audit, stats.docs_in, stats.docs_out, out_dir)
     selection.ledger.write(out_dir)
-    manifest = {
-        "source": source_manifest.source,
-        "source_digest": source_manifest.digest,
-        "source_skipped": source_manifest.skipped,
-        "stats": stats.as_metrics(),
-        "holdout_fraction": config.data.holdout_fraction,
-        "ledger": {"documents": len(selection.ledger), "signing": ledgers.signing(config.data)},
+    manifest = DatasetManifest(
+        source=source_manifest.source,
+        source_digest=source_manifest.digest,
+        source_skipped=source_manifest.skipped,
+        stats=stats.as_metrics(),
+        holdout_fraction=config.data.holdout_fraction,
+        ledger=LedgerRecord(documents=len(selection.ledger), signing=ledgers.signing(config.data)),
         **tokens,
-        # Every other file's fast digest: what hydration checks a copy against.
-        "files": folder_digests(out_dir, skip="manifest.json"),
-    }
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        files=folder_digests(out_dir, skip=MANIFEST_FILE),  # written last: it lists every other file
+    )
+    manifest.write(out_dir)
     counter.reached("done")
     log.info(
         "prepared %d of %d documents: %d train / %d holdout tokens; dropped %s",
         stats.docs_out,
         stats.docs_in,
-        tokens["train_tokens"],
-        tokens["holdout_tokens"],
+        manifest.train_tokens,
+        manifest.holdout_tokens,
         dict(stats.dropped),
     )
-    return {**manifest, "lineage": selection.lineage}
+    return Prepared(manifest=manifest, lineage=selection.lineage)
 
 
 def _lineage(parent: Path | None, config: FoundryConfig, replay_fraction: float | None) -> ledgers.Lineage | None:
@@ -206,15 +219,11 @@ def _lineage(parent: Path | None, config: FoundryConfig, replay_fraction: float 
         if replay_fraction is not None:
             raise ValueError("replaying old training documents needs the parent data version they come from")
         return None
-    ledgers.check_signing(json.loads((parent / "manifest.json").read_text()), config.data)
+    ledgers.check_signing(DatasetManifest.read(parent), config.data)
     ledger = ledgers.Ledger.read(parent, config.data.near_dup_num_perm)
     return ledgers.Lineage(ledger, replay_fraction, salt=ledgers.identity(parent))
 
 
-def prepare_metrics(manifest: dict) -> dict[str, float]:
+def prepare_metrics(manifest: DatasetManifest) -> dict[str, float]:
     """The counts worth a chart in MLflow: documents in and out, drops by reason, PII replaced, tokens."""
-    metrics = {f"data/{k}": v for k, v in manifest["stats"].items()}
-    metrics.update({f"data/source_{k}": v for k, v in manifest["source_skipped"].items()})
-    metrics["data/train_tokens"] = manifest["train_tokens"]
-    metrics["data/holdout_tokens"] = manifest["holdout_tokens"]
-    return metrics
+    return manifest.data_metrics()

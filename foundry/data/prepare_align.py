@@ -15,7 +15,6 @@ import csv
 import hashlib
 import json
 import logging
-import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -27,7 +26,10 @@ from foundry.data.audit import Audit
 from foundry.data.chat import KIND_OF, Conversation, RecordProblem, context_tokens, encode, parse_record, save_split
 from foundry.data.clean import holdout_set
 from foundry.data.formats import BadInputError, read_records
+from foundry.data.manifest import FILE as MANIFEST_FILE
+from foundry.data.manifest import DatasetManifest
 from foundry.digests import folder_digests, sha256_file
+from foundry.fs import remove_tree
 from models.chat import ChatTemplate
 from models.tokens import EOT
 
@@ -36,6 +38,7 @@ SPLITS = ("train", "holdout")
 # The code that shapes an alignment dataset: part of its cache key, as dvc.yaml's deps are for documents.
 CODE = (
     "foundry/data/prepare_align.py",
+    "foundry/data/manifest.py",
     "foundry/data/chat.py",
     "foundry/data/formats.py",
     "foundry/data/pii.py",
@@ -125,14 +128,14 @@ def _row(sha: str, split: str, where: str, record, fields: dict) -> dict:
     }
 
 
-def prepare_aligned(source: SourceManifest, config: FoundryConfig, out_dir: Path) -> dict:
+def prepare_aligned(source: SourceManifest, config: FoundryConfig, out_dir: Path) -> DatasetManifest:
     """Read, check, scrub, encode, de-duplicate and split the records into a fresh `out_dir`; returns the manifest."""
     from tokenizers import Tokenizer
 
     template, kind = ChatTemplate(), KIND_OF[config.align.method]
     tokenizer = Tokenizer.from_file(config.tokenizer.from_file)
     if out_dir.exists():
-        shutil.rmtree(out_dir)
+        remove_tree(out_dir, within=out_dir.parent)
     out_dir.mkdir(parents=True)
     audit = Audit()
     kept, read = _read(source, config, tokenizer, template, audit)
@@ -172,28 +175,28 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
-def _manifest(out_dir, source, config, kind, tokenizer, audit, read, rows, template) -> dict:
+def _manifest(out_dir, source, config, kind, tokenizer, audit, read, rows, template) -> DatasetManifest:
     count = Counter(r["split"] for r in rows)
     tokens = {s: sum(r["tokens"] for r in rows if r["split"] == s) for s in SPLITS}
     stats = {"records_in": read, "records_out": len(rows), **{f"{s}_records": count[s] for s in SPLITS}}
     stats.update({f"dropped_{reason}": n for reason, n in sorted(audit_counts(audit).items())})
     stats.update({f"pii_{k}_spans": r.spans for k, r in sorted(audit.rules.items()) if k in pii.KINDS})
-    manifest = {
-        "kind": kind,
-        "method": config.align.method,
-        "source": source.source,
-        "source_digest": source.digest,
-        "source_skipped": source.skipped,
-        "stats": stats,
-        "holdout_fraction": config.data.holdout_fraction,
-        "block_size": config.model.block_size,
-        "vocab_size": tokenizer.get_vocab_size(),
-        "eot_id": tokenizer.token_to_id(EOT),
-        "chat_template": template.to_dict(),
-        "train_tokens": tokens["train"],
-        "holdout_tokens": tokens["holdout"],
-        "files": folder_digests(out_dir, skip="manifest.json"),
-    }
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    manifest = DatasetManifest(
+        kind=kind,
+        method=config.align.method,
+        source=source.source,
+        source_digest=source.digest,
+        source_skipped=source.skipped,
+        stats=stats,
+        holdout_fraction=config.data.holdout_fraction,
+        block_size=config.model.block_size,
+        vocab_size=tokenizer.get_vocab_size(),
+        eot_id=tokenizer.token_to_id(EOT),
+        chat_template=template.to_dict(),
+        train_tokens=tokens["train"],
+        holdout_tokens=tokens["holdout"],
+        files=folder_digests(out_dir, skip=MANIFEST_FILE),
+    )
+    manifest.write(out_dir)
     log.info("prepared %d of %d %s records (%s)", len(rows), read, kind, dict(count))
     return manifest

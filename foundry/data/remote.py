@@ -7,7 +7,9 @@ ones recorded; objects gone from the bucket are deleted from the copy. Transient
 refused or reset, timeouts, 5xx, throttling) are retried `data.fetch_retries` times, waiting
 `data.fetch_backoff_s` and twice as long each time after; then the source is unreachable and
 `SourceError` says so. What the origin said (ETag, Last-Modified, when it was asked) is kept beside
-the copy and lands in the source manifest.
+the copy and lands in the source manifest. No download may pass `data.max_download_bytes`: an http
+answer is refused by its Content-Length when that says more, and cut off the moment its bytes do;
+an S3 object by the size its listing gives, and by its bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import http.client
 import json
 import logging
 import os
-import shutil
 import time
 import urllib.error
 import urllib.parse
@@ -30,6 +31,7 @@ from typing import TypeVar
 
 from foundry.config import DataConfig
 from foundry.digests import sha256_file
+from foundry.fs import remove_tree
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -98,13 +100,27 @@ def _write_state(folder: Path, state: dict) -> None:
 # --- http(s) ---------------------------------------------------------------------------------
 
 
-def _get(url: str, headers: dict[str, str], part: Path) -> tuple[int, dict[str, str]]:
+def too_large(what: str, limit: int) -> SourceError:
+    return SourceError(f"cannot download {what}: more than {limit} bytes (data.max_download_bytes)")
+
+
+def _copy_capped(response, out, limit: int, what: str) -> None:
+    """Copy the response into `out`, refusing it the moment it passes `limit` bytes."""
+    while chunk := response.read(min(1 << 20, limit + 1 - out.tell())):
+        out.write(chunk)
+        if out.tell() > limit:
+            raise too_large(what, limit)
+
+
+def _get(url: str, headers: dict[str, str], part: Path, limit: int) -> tuple[int, dict[str, str]]:
     """One conditional GET into `part`: (status, response headers); 304 writes nothing."""
     request = urllib.request.Request(url, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response, open(part, "wb") as out:
-            shutil.copyfileobj(response, out)
             length = response.headers.get("Content-Length")
+            if length is not None and length.isdigit() and int(length) > limit:
+                raise too_large(url, limit)
+            _copy_capped(response, out, limit, url)
             if length is not None and out.tell() != int(length):
                 raise Transient(f"connection closed after {out.tell()} of {length} bytes")
             return response.status, dict(response.headers)
@@ -130,7 +146,7 @@ def fetch_http(url: str, folder: Path, cfg: DataConfig) -> tuple[Path, bool, dic
         if state.get("last_modified"):
             headers["If-Modified-Since"] = state["last_modified"]
         try:
-            status, answer = retrying(url, cfg, lambda: _get(url, headers, part))
+            status, answer = retrying(url, cfg, lambda: _get(url, headers, part, cfg.max_download_bytes))
         except urllib.error.HTTPError as exc:
             part.unlink(missing_ok=True)
             if exc.code in GONE_HTTP:  # removed at the source: so is our copy
@@ -161,7 +177,7 @@ def fetch_http(url: str, folder: Path, cfg: DataConfig) -> tuple[Path, bool, dic
 
 def forget(folder: Path) -> None:
     """Delete a mirrored source's copy, whatever it held."""
-    shutil.rmtree(folder, ignore_errors=True)
+    remove_tree(folder, within=folder.parent, ignore_errors=True)
     _state_path(folder).unlink(missing_ok=True)
 
 
@@ -215,6 +231,8 @@ def sync_s3(url: str, folder: Path, cfg: DataConfig, wanted: Callable[[str], boo
                 target = folder / obj["Key"]
                 if not inside(target, folder) or not wanted(obj["Key"].rsplit("/", 1)[-1]):
                     continue
+                if obj["Size"] > cfg.max_download_bytes:
+                    raise too_large(f"s3://{bucket}/{obj['Key']}", cfg.max_download_bytes)
                 etag, before = obj["ETag"], state.get(obj["Key"], {})
                 if not target.is_file() or before.get("etag") != etag or target.stat().st_size != obj["Size"]:
                     _download(s3, bucket, obj["Key"], target, f"s3://{bucket}/{obj['Key']}", cfg)
@@ -235,6 +253,9 @@ def _download(s3, bucket: str, key: str, target: Path, what: str, cfg: DataConfi
     target.parent.mkdir(parents=True, exist_ok=True)
     part = target.with_name(f".{target.name}.part")
     retrying(what, cfg, lambda: _s3_call(lambda: s3.download_file(bucket, key, str(part))))
+    if part.stat().st_size > cfg.max_download_bytes:  # replaced by a larger object since the listing
+        part.unlink()
+        raise too_large(what, cfg.max_download_bytes)
     os.replace(part, target)
 
 

@@ -9,7 +9,6 @@ the chunks' tokens, in order, into shards, so shards do not depend on how the wo
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 
 from foundry.config import TokenizerConfig
 from foundry.data.clean import read_chunk
+from foundry.data.manifest import DatasetManifest
 from models.tokens import EOT
 
 ENCODE_BATCH = 512
@@ -185,11 +185,9 @@ class SplitTokens:
 def load_split(data_dir: Path, split: str) -> np.memmap | SplitTokens:
     """All tokens of a split as one sequence, memmapped: nothing is read until used, and then only the
     shards a slice covers (one shard: its memmap; several: `SplitTokens` over theirs)."""
-    manifest = json.loads((data_dir / "manifest.json").read_text())
     parts = [
-        np.memmap(data_dir / s["file"], dtype=np.dtype(s["dtype"]).newbyteorder("<"), mode="r")
-        for s in manifest["shards"]
-        if s["split"] == split and s["tokens"]
+        np.memmap(data_dir / s.file, dtype=np.dtype(s.dtype).newbyteorder("<"), mode="r")
+        for s in DatasetManifest.read(data_dir).shards_of(split)
     ]
     if not parts:
         raise ValueError(f"{data_dir} holds no {split} tokens")

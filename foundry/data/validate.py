@@ -10,7 +10,6 @@ import hashlib
 import json
 import logging
 import math
-import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -20,7 +19,9 @@ import pandas as pd
 from foundry.config import FoundryConfig
 from foundry.data import pii
 from foundry.data.clean import iter_texts
+from foundry.data.manifest import DatasetManifest
 from foundry.digests import sha256_file
+from foundry.fs import remove_tree
 
 log = logging.getLogger(__name__)
 DOCS_SITE = "foundry"
@@ -34,25 +35,25 @@ class ValidationFailed(RuntimeError):
         self.report = report
 
 
-def shard_table(data_dir: Path, manifest: dict) -> pd.DataFrame:
+def shard_table(data_dir: Path, manifest: DatasetManifest) -> pd.DataFrame:
     """One row per shard: what the manifest claims beside what the file holds."""
     rows = []
-    for shard in manifest["shards"]:
-        path = data_dir / shard["file"]
-        dtype = np.dtype(shard["dtype"]).newbyteorder("<")
+    for shard in manifest.shards or []:
+        path = data_dir / shard.file
+        dtype = np.dtype(shard.dtype).newbyteorder("<")
         size = path.stat().st_size
         # A truncated shard may end mid-token: count whole tokens and let the suite report the mismatch.
         whole = size // dtype.itemsize
         tokens = np.memmap(path, dtype=dtype, mode="r", shape=(whole,)) if whole else np.array([0])
         rows.append(
             {
-                "file": shard["file"],
-                "split": shard["split"],
-                "manifest_tokens": shard["tokens"],
+                "file": shard.file,
+                "split": shard.split,
+                "manifest_tokens": shard.tokens,
                 "file_tokens": whole if size % dtype.itemsize == 0 else -1,
                 "max_token_id": int(tokens.max()),
                 "min_token_id": int(tokens.min()),
-                "sha256_matches": sha256_file(path) == shard["sha256"],
+                "sha256_matches": sha256_file(path) == shard.sha256,
             }
         )
     return pd.DataFrame(rows)
@@ -86,31 +87,31 @@ def pii_summary(documents: pd.DataFrame) -> dict[str, dict[str, int]]:
 
 
 def split_table(
-    manifest: dict, documents: pd.DataFrame, min_holdout_tokens: int, fraction: float, tolerance: float
+    manifest: DatasetManifest, documents: pd.DataFrame, min_holdout_tokens: int, fraction: float, tolerance: float
 ) -> pd.DataFrame:
     """The split's sizes beside what the config asks: the split guarantees `fraction` of the bytes; tokens
     follow bytes closely but not exactly, hence the tolerance."""
-    tokens = manifest["train_tokens"] + manifest["holdout_tokens"]
+    tokens = manifest.train_tokens + manifest.holdout_tokens
     by_split = documents.groupby("split")["sha256"].apply(set)
     shared = len(by_split.get("train", set()) & by_split.get("holdout", set()))
-    stats = manifest["stats"]
+    train_bytes, holdout_bytes = manifest.count("train_bytes"), manifest.holdout_bytes
     return pd.DataFrame(
         [
             {
-                "train_tokens": manifest["train_tokens"],
-                "holdout_tokens": manifest["holdout_tokens"],
+                "train_tokens": manifest.train_tokens,
+                "holdout_tokens": manifest.holdout_tokens,
                 "min_holdout_tokens": min_holdout_tokens,
-                "holdout_token_share": manifest["holdout_tokens"] / max(tokens, 1),
+                "holdout_token_share": manifest.holdout_tokens / max(tokens, 1),
                 "min_holdout_token_share": fraction * (1 - tolerance),
-                "holdout_bytes": stats["holdout_bytes"],
-                "min_holdout_bytes": math.ceil(fraction * (stats["train_bytes"] + stats["holdout_bytes"])),
+                "holdout_bytes": holdout_bytes,
+                "min_holdout_bytes": math.ceil(fraction * (train_bytes + holdout_bytes)),
                 "documents_in_both_splits": shared,
             }
         ]
     )
 
 
-def _suites(config: FoundryConfig, manifest: dict):
+def _suites(config: FoundryConfig, manifest: DatasetManifest):
     import great_expectations.expectations as gxe
 
     data = config.data
@@ -127,7 +128,7 @@ def _suites(config: FoundryConfig, manifest: dict):
         gxe.ExpectTableRowCountToBeBetween(min_value=2),
         gxe.ExpectColumnPairValuesToBeEqual(column_A="manifest_tokens", column_B="file_tokens"),
         gxe.ExpectColumnValuesToBeInSet(column="sha256_matches", value_set=[True]),
-        gxe.ExpectColumnMaxToBeBetween(column="max_token_id", max_value=manifest["vocab_size"] - 1),
+        gxe.ExpectColumnMaxToBeBetween(column="max_token_id", max_value=manifest.vocab_size - 1),
         gxe.ExpectColumnMinToBeBetween(column="min_token_id", min_value=0),
         gxe.ExpectColumnDistinctValuesToContainSet(column="split", value_set=["train", "holdout"]),
     ]
@@ -223,7 +224,7 @@ def run_suites(tables: dict[str, pd.DataFrame], suites: dict, docs_dir: Path | N
 def _drop_docs_assets(docs_dir: Path) -> None:
     """Fonts and images are 4 MB of every site; the pages read fine without them."""
     for folder in ("fonts", "images"):
-        shutil.rmtree(docs_dir / "static" / folder, ignore_errors=True)
+        remove_tree(docs_dir / "static" / folder, within=docs_dir, ignore_errors=True)
 
 
 def validate_dataset(
@@ -232,7 +233,7 @@ def validate_dataset(
     """Run the gate over a prepared directory; writes the report, raises `ValidationFailed` on failure.
     With `docs_dir`, a failure also leaves GX data docs (HTML, `index.html` first) there. With `parent`, the
     data version whose ledger this one was built on, the splits must be the ones its ledger gives."""
-    manifest = json.loads((data_dir / "manifest.json").read_text())
+    manifest = DatasetManifest.read(data_dir)
     documents = document_table(data_dir, config.data.pii_allowed)
     tables = {
         "documents": documents,

@@ -18,6 +18,7 @@ import pandas as pd
 from foundry.config import FoundryConfig
 from foundry.data import pii
 from foundry.data.chat import FIELDS, context_tokens, load_field
+from foundry.data.manifest import DatasetManifest
 from foundry.data.validate import ValidationFailed, run_suites
 from models.chat import ROLES, ChatTemplate
 
@@ -74,12 +75,12 @@ def record_table(data_dir: Path, config: FoundryConfig) -> pd.DataFrame:
     return table
 
 
-def array_table(data_dir: Path, manifest: dict) -> pd.DataFrame:
+def array_table(data_dir: Path, manifest: DatasetManifest) -> pd.DataFrame:
     """One row per split and field: records in the arrays beside records in the split's file, and id bounds."""
     records = pd.read_csv(data_dir / "records.csv")["split"].value_counts()
     rows = []
     for split in ("train", "holdout"):
-        for field in FIELDS[manifest["kind"]]:
+        for field in FIELDS[manifest.kind]:
             ragged = load_field(data_dir, split, field)
             values = ragged.values if len(ragged.values) else np.zeros(1, dtype=np.int32)
             rows.append(
@@ -99,7 +100,7 @@ def array_table(data_dir: Path, manifest: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _suites(config: FoundryConfig, manifest: dict):
+def _suites(config: FoundryConfig, manifest: DatasetManifest):
     import great_expectations.expectations as gxe
 
     records = [
@@ -117,7 +118,7 @@ def _suites(config: FoundryConfig, manifest: dict):
     arrays = [
         gxe.ExpectColumnPairValuesToBeEqual(column_A="records", column_B="records_listed"),
         gxe.ExpectColumnValuesToBeInSet(column="offsets_consistent", value_set=[True]),
-        gxe.ExpectColumnMaxToBeBetween(column="max_id", max_value=manifest["vocab_size"] - 1),
+        gxe.ExpectColumnMaxToBeBetween(column="max_id", max_value=manifest.vocab_size - 1),
         gxe.ExpectColumnMinToBeBetween(column="min_id", min_value=0),
     ]
     return {"records": records, "arrays": arrays}
@@ -126,7 +127,7 @@ def _suites(config: FoundryConfig, manifest: dict):
 def validate_aligned(data_dir: Path, config: FoundryConfig, report_path: Path, docs_dir: Path | None = None) -> dict:
     """Run the alignment data's suites; writes the report, raises `ValidationFailed` on failure (with GX data
     docs in `docs_dir` when given)."""
-    manifest = json.loads((data_dir / "manifest.json").read_text())
+    manifest = DatasetManifest.read(data_dir)
     tables = {"records": record_table(data_dir, config), "arrays": array_table(data_dir, manifest)}
     report = run_suites(tables, _suites(config, manifest))
     report_path.write_text(json.dumps(report, indent=1, default=str))

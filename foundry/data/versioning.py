@@ -20,6 +20,7 @@ import yaml
 from foundry.config import FoundryConfig, to_yaml
 from foundry.contracts import DataVersion, SourceManifest
 from foundry.env import PROJECT_ROOT, s3_endpoint_url
+from foundry.fs import remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,16 @@ def code_dependencies() -> list[str]:
     return code
 
 
-# Data settings that change how sources are fetched and progress reported, not what the dataset holds.
-NOT_SHAPING = {"fetch_retries", "fetch_backoff_s", "progress_every_s"}
+# Data settings that change how sources are fetched and progress reported, not what the dataset holds
+# (a download, archive or file refused by a limit leaves the source digest, which is part of the key).
+NOT_SHAPING = {
+    "fetch_retries",
+    "fetch_backoff_s",
+    "progress_every_s",
+    "max_download_bytes",
+    "max_archive_members",
+    "max_file_bytes",
+}
 
 
 def dataset_key(
@@ -109,7 +118,7 @@ def version_dataset(config: FoundryConfig, staged: Path, source_manifest: Source
             shutil.copy(PROJECT_ROOT / name, workspace / name)
         (workspace / "params.yaml").write_text(to_yaml(config))
         source_manifest.write(workspace / "source_manifest.json")
-        shutil.rmtree(workspace / "prepared", ignore_errors=True)
+        remove_tree(workspace / "prepared", within=workspace, ignore_errors=True)
         shutil.move(str(staged), workspace / "prepared")
         repo.commit(None, force=True)
         lock = yaml.safe_load((workspace / "dvc.lock").read_text())

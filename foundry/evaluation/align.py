@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from foundry.data.chat import load_conversations, load_pairs
+from foundry.data.manifest import DatasetManifest
 from models.align import IGNORE, sequence_logps
 from models.align_data import Conversations, Pairs, Ragged, sequential_conversations, sequential_pairs
 from models.chat import ChatTemplate
@@ -52,10 +53,10 @@ def preference_scores(model: GPT, data: Pairs, batch_size: int, pad_id: int) -> 
     return {"preference_accuracy": wins / pairs, "preference_margin": margins / pairs, "response_loss": nats / tokens}
 
 
-def heldout_scores(model: GPT, data_dir: Path, manifest: dict, batch_size: int) -> dict[str, float]:
+def heldout_scores(model: GPT, data_dir: Path, manifest: DatasetManifest, batch_size: int) -> dict[str, float]:
     """The held-out split's scores for a chat (SFT) or preference (DPO) dataset."""
-    pad = manifest["eot_id"]
-    if manifest["kind"] == "chat":
+    pad = manifest.eot_id
+    if manifest.kind == "chat":
         return {"response_loss": response_loss(model, load_conversations(data_dir, "holdout"), batch_size, pad)}
     return preference_scores(model, load_pairs(data_dir, "holdout"), batch_size, pad)
 

@@ -6,7 +6,6 @@ tokenizers compare on the same footing; this is what promotion compares.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import deque
 from pathlib import Path
@@ -15,7 +14,9 @@ import numpy as np
 import torch
 
 from foundry.data.clean import iter_texts
+from foundry.data.manifest import TOKENIZER, DatasetManifest
 from foundry.data.shards import load_split, split_parts
+from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from models.data import SequentialWindows
 from models.gpt import GPT
 from models.tokens import EOT
@@ -25,7 +26,7 @@ LN2 = math.log(2)
 
 def holdout_tokens(data_dir: Path, tokenizer_path: Path):
     """The holdout as token ids under `tokenizer_path`: the shards when it is the dataset's own tokenizer."""
-    if tokenizer_path.read_bytes() == (data_dir / "tokenizer.json").read_bytes():
+    if tokenizer_path.read_bytes() == (data_dir / TOKENIZER).read_bytes():
         return load_split(data_dir, "holdout")
     from tokenizers import Tokenizer
 
@@ -97,9 +98,10 @@ def compression_bits_per_byte(data_dir: Path, context_bytes: int) -> dict[str, f
 
 def holdout_metrics(
     model: GPT, tokenizer_path: Path, data_dir: Path, batch_size: int, max_tokens: int
-) -> dict[str, float]:
-    manifest = json.loads((data_dir / "manifest.json").read_text())
-    holdout_bytes = manifest["stats"]["holdout_bytes"]
-    metrics = score(model, holdout_tokens(data_dir, tokenizer_path), holdout_bytes, batch_size, max_tokens)
-    metrics["unigram_bits_per_byte"] = unigram_bits_per_byte(data_dir, manifest["vocab_size"], holdout_bytes)
-    return {f"holdout/{k}": v for k, v in metrics.items()}
+) -> HoldoutMetrics:
+    """The model's loss, perplexity and bits per byte on the dataset's holdout, and the unigram baseline
+    (the compression baselines are `compression_bits_per_byte`'s, added by the caller that wants them)."""
+    manifest = DatasetManifest.read(data_dir)
+    scores = score(model, holdout_tokens(data_dir, tokenizer_path), manifest.holdout_bytes, batch_size, max_tokens)
+    unigram = unigram_bits_per_byte(data_dir, manifest.vocab_size, manifest.holdout_bytes)
+    return HoldoutMetrics(**scores, unigram_bits_per_byte=unigram)

@@ -8,9 +8,10 @@ from pathlib import Path
 import pandas as pd
 
 from foundry.config import FoundryConfig, TrainConfig
-from foundry.contracts import DataVersion, GateDecision, PipelineResult
-
-BASELINES = ("unigram", "gzip", "xz")
+from foundry.contracts import DataVersion, PipelineResult
+from foundry.data.manifest import DatasetManifest
+from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.gates.decision import Decision
 
 
 def loss_curve(history: dict[str, list[tuple[int, float]]], path: Path) -> Path:
@@ -35,35 +36,33 @@ def loss_curve(history: dict[str, list[tuple[int, float]]], path: Path) -> Path:
 
 
 def summary_table(
-    metrics: dict[str, float], champion_bpb: float | None, decision: GateDecision | None = None
+    metrics: HoldoutMetrics, champion_bpb: float | None, decision: Decision | None = None
 ) -> pd.DataFrame:
     """Bits per byte on the holdout for the model, its baselines and the champion (same holdout); for a
     fine-tune, its base and the specialist's own champion instead."""
-    rows = [{"model": "this model", "bits_per_byte": metrics["holdout/bits_per_byte"]}]
-    rows += [
-        {"model": name, "bits_per_byte": metrics[f"holdout/{name}_bits_per_byte"]}
-        for name in BASELINES
-        if f"holdout/{name}_bits_per_byte" in metrics
-    ]
-    base = decision.base if decision is not None else ""
+    rows = [{"model": "this model", "bits_per_byte": metrics.bits_per_byte}]
+    rows += [{"model": name, "bits_per_byte": value} for name, value in metrics.baselines().items()]
+    gate = decision.inputs if decision is not None else None
+    base = getattr(gate, "base", "")  # a fine-tune's base: its scores are the `champion_*` ones
     if champion_bpb is not None:
         rows.append({"model": f"base {base}" if base else "current champion", "bits_per_byte": champion_bpb})
-    if decision is not None and decision.incumbent_bits_per_byte is not None:
-        label = f"specialist's champion v{decision.incumbent_version}"
-        rows.append({"model": label, "bits_per_byte": decision.incumbent_bits_per_byte})
+    if getattr(gate, "incumbent_bits_per_byte", None) is not None:
+        label = f"specialist's champion v{gate.incumbent_version}"
+        rows.append({"model": label, "bits_per_byte": gate.incumbent_bits_per_byte})
     return pd.DataFrame(rows)
 
 
-def forgetting(decision: GateDecision) -> str:
+def forgetting(decision: Decision) -> str:
     """The champion's own holdout, both models on it: what the challenger may have forgotten."""
-    old = decision.old_holdout
+    gate = decision.inputs
+    old, base = gate.old_holdout, getattr(gate, "base", "")
     if old is None:
         return "No champion to compare with: nothing to forget."
     whose, who = (
-        (f"base's ({decision.base})", "the base")
-        if decision.base
+        (f"base's ({base})", "the base")
+        if base
         else (
-            f"champion's (v{decision.champion_version})",
+            f"champion's (v{gate.champion_version})",
             "the champion",
         )
     )
@@ -83,17 +82,17 @@ def optimizer_line(t: TrainConfig) -> str:
 
 def model_card(
     config: FoundryConfig,
-    manifest: dict,
+    manifest: DatasetManifest,
     data: DataVersion,
-    metrics: dict[str, float],
-    decision: GateDecision,
+    metrics: HoldoutMetrics,
+    decision: Decision,
     n_params: int,
     run_id: str,
     git: dict[str, str],
 ) -> str:
     """Markdown for the model version's description in the MLflow registry."""
     m, name = config.model, config.registry.model_name
-    table = summary_table(metrics, decision.champion_bits_per_byte, decision)
+    table = summary_table(metrics, decision.inputs.champion_bits_per_byte, decision)
     rows = "\n".join(f"| {r.model} | {r.bits_per_byte:.4f} |" for r in table.itertuples())
     return f"""# {name}: GPT, {n_params / 1e6:.2f}M parameters
 
@@ -104,15 +103,15 @@ def model_card(
 |---|---|
 {rows}
 
-Loss {metrics["holdout/loss"]:.4f} nats/token, perplexity {metrics["holdout/perplexity"]:.2f}, on {int(metrics["holdout/tokens"])} holdout tokens.
+Loss {metrics.loss:.4f} nats/token, perplexity {metrics.perplexity:.2f}, on {metrics.tokens} holdout tokens.
 
 ## Forgetting guard
 {forgetting(decision)}
 
 ## Data
 - version `{data.data_version}` in `{data.remote}`
-- source `{manifest["source"]}` (manifest digest `{manifest["source_digest"][:16]}`)
-- {manifest["stats"]["train_docs"]} train / {manifest["stats"]["holdout_docs"]} holdout documents; {manifest["train_tokens"]} / {manifest["holdout_tokens"]} tokens; BPE vocabulary {manifest["vocab_size"]}
+- source `{manifest.source}` (manifest digest `{manifest.source_digest[:16]}`)
+- {manifest.count("train_docs")} train / {manifest.count("holdout_docs")} holdout documents; {manifest.train_tokens} / {manifest.holdout_tokens} tokens; BPE vocabulary {manifest.vocab_size}
 
 ## Model and training
 - {m.n_layer} layers, {m.n_head} heads, width {m.n_embd}, context {m.block_size}, {m.positions} positions, dropout {m.dropout}
@@ -132,7 +131,7 @@ def alignment_card(
     config: FoundryConfig,
     parent: str,
     data: DataVersion,
-    manifest: dict,
+    manifest: DatasetManifest,
     metrics: dict[str, float],
     decision,
     run_id: str,
@@ -155,7 +154,7 @@ def alignment_card(
 {rows}
 
 ## Data and training
-- {manifest["kind"]} records, version `{data.data_version}` in `{data.remote}`: {manifest["stats"]["train_records"]} train / {manifest["stats"]["holdout_records"]} held out
+- {manifest.kind} records, version `{data.data_version}` in `{data.remote}`: {manifest.count("train_records")} train / {manifest.count("holdout_records")} held out
 - {config.train.max_steps} steps of {config.train.batch_size} {"packed rows" if a.method == "sft" else "pairs"}, peak learning rate {config.train.learning_rate}{f", beta {a.beta}, sft weight {a.sft_weight}" if a.method == "dpo" else ""}
 - MLflow run `{run_id}`, git commit `{git.get("git_commit", "unknown")}` (dirty: {git.get("git_dirty", "unknown")})
 
@@ -170,15 +169,16 @@ model.predict(pd.DataFrame({{"messages": [[{{"role": "user", "content": "Add: 2 
 
 def pipeline_summary(result: PipelineResult, home: Path) -> str:
     """What `foundry run` prints at the end, and the run page's summary artifact shows."""
-    m = result.metrics
+    m = HoldoutMetrics.from_mlflow(result.metrics)
+    baselines = "  ".join(f"{name} {value:.4f}" for name, value in m.baselines().items())
     status = "champion" if result.promoted else "challenger"
     loadable = f"models:/{result.model_name}@champion" if result.promoted else result.model_uri  # refused: no alias
     return textwrap.dedent(f"""
         ── Foundry pipeline finished ─────────────────────────────────────────
         model      {result.model_uri}  (alias: {status}; {result.verdict})
         data       version {result.data_version}
-        holdout    loss {m["holdout/loss"]:.4f}  perplexity {m["holdout/perplexity"]:.2f}  bits/byte {m["holdout/bits_per_byte"]:.4f}
-        baselines  unigram {m["holdout/unigram_bits_per_byte"]:.4f}  gzip {m["holdout/gzip_bits_per_byte"]:.4f}  xz {m["holdout/xz_bits_per_byte"]:.4f} bits/byte
+        holdout    loss {m.loss:.4f}  perplexity {m.perplexity:.2f}  bits/byte {m.bits_per_byte:.4f}
+        baselines  {baselines} bits/byte
         MLflow run {result.run_id}
         MLflow UI  .venv/bin/mlflow ui --backend-store-uri sqlite:///{home}/mlflow/mlflow.db --host 127.0.0.1 --port 5000
         Prefect UI PREFECT_HOME={home}/prefect .venv/bin/prefect server start --host 127.0.0.1 --port 4200

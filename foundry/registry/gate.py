@@ -1,7 +1,8 @@
-"""Stage E, the promotion gate: the whole policy that decides whether a challenger becomes champion.
+"""Stage E, the promotion gates' I/O: what each gate's pure rule (`foundry.gates`) decides on, gathered from
+the registry and the holdouts. The pretraining gate's inputs:
 
-0. Versions a dead run left half-published are withdrawn first (`versions.recover`), so the champion is one
-   whose publication completed (the caller holds the model's promotion lock).
+0. The champion is the last one whose publication completed (`versions.champion`); versions a dead run left
+   half-published are withdrawn by the next publication of the model (`versions.publish`).
 1. Same footing: the champion's data version must be the one this run's data was built on (its ledger), or
    this very data; otherwise the champion's training documents may sit in this holdout, and the run is
    refused (run it again: it builds on the new champion's ledger).
@@ -11,8 +12,9 @@
 3. No forgetting: both are scored on the champion's own holdout (its data version, hydrated on this node);
    a challenger worse there by more than `evaluation.max_regression` bits per byte is refused.
 
-An aligned model is judged against the base it started from instead (`decide_alignment`), on the same
-held-out alignment data and, within the same `evaluation.max_regression`, on the base's pretraining holdout.
+A domain fine-tune is judged against its base and the specialist's own champion (`gather_specialist`); an
+aligned model against its base and the champion of its name, on the same held-out alignment data
+(`gather_alignment`).
 """
 
 from __future__ import annotations
@@ -21,20 +23,15 @@ import logging
 from pathlib import Path
 
 from foundry.config import FoundryConfig
-from foundry.contracts import AlignmentDecision, DataVersion, GateDecision, OldHoldout
+from foundry.contracts import Candidate, DataVersion
+from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.gates import alignment, pretrain, specialist
+from foundry.gates.decision import Decision
+from foundry.gates.inputs import AlignedScores, AlignmentInputs, OldHoldout, PretrainInputs, SpecialistInputs
 from foundry.registry import versions
 from foundry.registry.lineage import recorded_metrics
 
 log = logging.getLogger(__name__)
-
-
-def gate(challenger_bpb: float, champion_bpb: float | None, min_improvement: float) -> tuple[bool, str]:
-    """Promote when there is no champion, or when the challenger is better by at least `min_improvement`."""
-    if champion_bpb is None:
-        return True, "no champion yet"
-    if challenger_bpb <= champion_bpb - min_improvement and challenger_bpb < champion_bpb:
-        return True, f"{challenger_bpb:.4f} beats champion's {champion_bpb:.4f} bits/byte"
-    return False, f"{challenger_bpb:.4f} does not beat champion's {champion_bpb:.4f} bits/byte by {min_improvement}"
 
 
 def score(weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig) -> float:
@@ -43,13 +40,15 @@ def score(weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig)
     from models.gpt import load_gpt
 
     e = config.evaluation
-    return holdout_metrics(load_gpt(weights), tokenizer, data_dir, e.batch_size, e.max_tokens)["holdout/bits_per_byte"]
+    return holdout_metrics(load_gpt(weights), tokenizer, data_dir, e.batch_size, e.max_tokens).bits_per_byte
 
 
 def champion_bits_per_byte(champion, config: FoundryConfig, data_dir: Path, data: DataVersion, home: Path) -> float:
     """The champion's score on this holdout: its recorded one if it was evaluated on it, else re-scored."""
     if champion.tags.get("data_version") == data.data_version:
-        recorded = recorded_metrics(champion).get("holdout/bits_per_byte")  # its run's, or tags of older versions
+        recorded = recorded_metrics(champion).get(
+            HoldoutMetrics.key("bits_per_byte")
+        )  # its run's, or tags of older versions
         if recorded is not None:
             return recorded
     artifacts = versions.download(champion, home)
@@ -59,9 +58,12 @@ def champion_bits_per_byte(champion, config: FoundryConfig, data_dir: Path, data
 
 
 def champion_data(champion) -> DataVersion:
-    """The data version a registered version was trained and evaluated on, from its lineage tags."""
+    """The data version a registered version was trained and evaluated on, from its lineage tags; a tag that
+    is not a data version stops the run (`tags.BadTag`, naming the version and the tag)."""
+    from foundry.registry import tags
+
     try:
-        return DataVersion(data_version=champion.tags["data_version"], remote=champion.tags["data.remote"])
+        return tags.data_version(champion)
     except KeyError as missing:
         raise ValueError(
             f"champion models:/{champion.name}/{champion.version} records no {missing} tag: its holdout cannot "
@@ -69,25 +71,16 @@ def champion_data(champion) -> DataVersion:
         ) from None
 
 
-def old_holdout(
-    champion,
-    challenger: Path,
-    metrics: dict[str, float],
-    champion_bpb: float,
-    config: FoundryConfig,
-    data_dir: Path,
-    data: DataVersion,
-    home: Path,
-) -> OldHoldout:
+def old_holdout(champion, candidate: Candidate, champion_bpb: float, config: FoundryConfig) -> OldHoldout:
     """Challenger and champion on the champion's own holdout (its data version, hydrated once per node)."""
     from foundry.data.hydrate import hydrate_version
 
     old = champion_data(champion)
-    limit = config.evaluation.max_regression
-    if old.data_version == data.data_version:  # the same holdout: its scores are the ones above
+    limit, home = config.evaluation.max_regression, candidate.run.home
+    if old.data_version == candidate.data.data_version:  # the same holdout: its scores are the ones above
         return OldHoldout(
             data_version=old.data_version,
-            challenger_bits_per_byte=metrics["holdout/bits_per_byte"],
+            challenger_bits_per_byte=candidate.metrics.bits_per_byte,
             champion_bits_per_byte=champion_bpb,
             max_regression=limit,
         )
@@ -95,7 +88,7 @@ def old_holdout(
     artifacts = versions.download(champion, home)
     return OldHoldout(
         data_version=old.data_version,
-        challenger_bits_per_byte=score(challenger, data_dir / "tokenizer.json", old_dir, config),
+        challenger_bits_per_byte=score(candidate.checkpoint, candidate.tokenizer, old_dir, config),
         champion_bits_per_byte=score(artifacts / "model.pt", artifacts / "tokenizer.json", old_dir, config),
         max_regression=limit,
     )
@@ -112,169 +105,107 @@ def _footing(champion, built_on: str | None, data: DataVersion) -> str:
     )
 
 
-def decide(
-    config: FoundryConfig,
-    challenger: Path,
-    metrics: dict[str, float],
-    data_dir: Path,
-    data: DataVersion,
-    home: Path,
-    built_on: str | None = None,
-) -> GateDecision:
-    """The gate's inputs and verdict for the challenger `challenger` (its model.pt) with these holdout `metrics`,
-    on data built on the ledger of data version `built_on` (None: built afresh), and whether it becomes
-    champion now: only when it passed and `registry.auto_promote` is on (else a reviewer decides)."""
-    e = config.evaluation
-    if withdrawn := versions.recover(config.registry.model_name):  # left half-published by a dead run
-        log.warning("withdrew versions %s of %s, left half-published", withdrawn, config.registry.model_name)
+def gather_pretrain(config: FoundryConfig, candidate: Candidate, built_on: str | None = None) -> PretrainInputs:
+    """The pretraining gate's inputs for `candidate`, whose data was built on the ledger of data version
+    `built_on` (None: built afresh): the champion scored on its holdout, and both on the champion's own."""
+    c = candidate
+    given = {
+        "challenger_bits_per_byte": c.metrics.bits_per_byte,
+        "min_improvement": config.evaluation.min_improvement,
+        "auto_promote": config.registry.auto_promote,
+    }
     current = versions.champion(config.registry.model_name)  # fails closed: an error is not "no champion"
-    challenger_bpb = metrics["holdout/bits_per_byte"]
     if current is None:
-        passed, verdict = gate(challenger_bpb, None, e.min_improvement)
-        return GateDecision(
-            passed=passed,
-            make_champion=passed and config.registry.auto_promote,
-            verdict=verdict,
-            challenger_bits_per_byte=challenger_bpb,
-            min_improvement=e.min_improvement,
-        )
-    if refusal := _footing(current, built_on, data):  # nothing to compare on a fair footing
-        return GateDecision(
-            passed=False,
-            make_champion=False,
-            verdict=refusal,
-            challenger_bits_per_byte=challenger_bpb,
-            champion_version=str(current.version),
-            min_improvement=e.min_improvement,
-        )
-    champion_bpb = champion_bits_per_byte(current, config, data_dir, data, home)
-    old = old_holdout(current, challenger, metrics, champion_bpb, config, data_dir, data, home)
-    passed, verdict = gate(challenger_bpb, champion_bpb, e.min_improvement)
-    if passed and old.forgets:
-        passed, verdict = (
-            False,
-            (
-                f"forgets: {old.challenger_bits_per_byte:.4f} against the champion's {old.champion_bits_per_byte:.4f} "
-                f"bits/byte on its own holdout (data {old.data_version[:12]}), worse by {old.regression:.4f}, more than "
-                f"the {e.max_regression} allowed; on the new holdout {verdict}"
-            ),
-        )
-    return GateDecision(
-        passed=passed,
-        make_champion=passed and config.registry.auto_promote,
-        verdict=verdict,
-        challenger_bits_per_byte=challenger_bpb,
-        champion_bits_per_byte=champion_bpb,
+        return PretrainInputs(**given)
+    if refusal := _footing(current, built_on, c.data):  # nothing to compare on a fair footing
+        return PretrainInputs(**given, champion_version=str(current.version), footing=refusal)
+    champion_bpb = champion_bits_per_byte(current, config, c.data_dir, c.data, c.run.home)
+    return PretrainInputs(
+        **given,
         champion_version=str(current.version),
-        min_improvement=e.min_improvement,
-        old_holdout=old,
+        champion_bits_per_byte=champion_bpb,
+        old_holdout=old_holdout(current, c, champion_bpb, config),
     )
 
 
-# --- alignment: the aligned model against the base it started from ---------------------------------
+def decide(config: FoundryConfig, candidate: Candidate, built_on: str | None = None) -> Decision:
+    """The pretraining gate on `candidate`: gathered, then decided by `foundry.gates.pretrain`."""
+    return pretrain.decide(gather_pretrain(config, candidate, built_on))
 
 
-def alignment_checks(method: str, metrics: dict[str, float], max_regression: float) -> dict[str, bool]:
-    """Each comparison with the base, on the same held-out alignment data and on the base's pretraining holdout:
-    sft lowers the held-out response loss; dpo raises the held-out preference accuracy (or keeps it at 1) and
-    widens the margin; either loses at most `max_regression` bits per byte of pretraining holdout. A metric
-    that is missing fails its check: a comparison that could not be made passes nothing."""
-
-    def better(key: str, lower: bool) -> bool:
-        a, b = metrics.get(f"align/{key}"), metrics.get(f"base/{key}")
-        return a is not None and b is not None and (a < b if lower else a > b)
-
-    checks = {}
-    if method == "sft":
-        checks["response_loss"] = better("response_loss", lower=True)
-    else:
-        a, b = metrics.get("align/preference_accuracy"), metrics.get("base/preference_accuracy")
-        checks["preference_accuracy"] = a is not None and b is not None and (a > b or a == b == 1.0)
-        checks["preference_margin"] = better("preference_margin", lower=False)
-    a, b = metrics.get("align/pretrain_bits_per_byte"), metrics.get("base/pretrain_bits_per_byte")
-    checks["pretrain_regression"] = a is not None and b is not None and a <= b + max_regression
-    return checks
-
-
-def _verdict(method: str, metrics: dict[str, float], checks: dict[str, bool], max_regression: float) -> str:
-    def compared(name: str) -> str:
-        key = "pretrain_bits_per_byte" if name == "pretrain_regression" else name
-        a, b = (metrics.get(f"{who}/{key}") for who in ("align", "base"))
-        text = f"{key} {'?' if a is None else f'{a:.4f}'} vs base {'?' if b is None else f'{b:.4f}'}"
-        return text + (f" (may lose {max_regression})" if name == "pretrain_regression" else "")
-
-    outcome = "passed" if all(checks.values()) else "failed"
-    parts = [f"{'ok' if ok else 'FAILED'} {compared(name)}" for name, ok in checks.items()]
-    return f"{method} {outcome} the alignment gate: " + "; ".join(parts)
-
-
-def decide_alignment(config: FoundryConfig, metrics: dict[str, float]) -> AlignmentDecision:
-    """The alignment gate's checks and verdict; champion of `align.model_name` only when every check passed
-    and `registry.auto_promote` is on."""
-    e = config.evaluation
-    checks = alignment_checks(config.align.method, metrics, e.max_regression)
-    passed = all(checks.values())
-    return AlignmentDecision(
-        passed=passed,
-        make_champion=passed and config.registry.auto_promote,
-        verdict=_verdict(config.align.method, metrics, checks, e.max_regression),
-        method=config.align.method,
-        checks=checks,
-        max_regression=e.max_regression,
-    )
-
-
-def decide_specialist(
-    config: FoundryConfig,
-    challenger: Path,
-    metrics: dict[str, float],
-    data_dir: Path,
-    data: DataVersion,
-    home: Path,
-    base_uri: str,
-) -> GateDecision:
-    """The gate of a domain fine-tune: it must beat the base model it started from on the domain holdout (the
-    base re-scored there), and may lose at most `evaluation.max_regression` bits per byte on the base's own
-    holdout (the forgetting guard). The base's scores on both are the `champion_*` fields of the decision. A
-    specialist that has a champion already (`finetune.model_name`) must beat that one on the domain holdout too
-    (re-scored there when its data version differs), or a weaker version would replace a stronger one."""
-    e = config.evaluation
-    if withdrawn := versions.recover(config.registry.model_name):  # left half-published by a dead run
-        log.warning("withdrew versions %s of %s, left half-published", withdrawn, config.registry.model_name)
+def gather_specialist(config: FoundryConfig, candidate: Candidate, base_uri: str) -> SpecialistInputs:
+    """A domain fine-tune's inputs: its base re-scored on the domain holdout and both on the base's own (the
+    `champion_*` fields), and the specialist's own champion (`finetune.model_name`) on the domain holdout."""
+    c = candidate
     base = versions.resolve(base_uri)
-    challenger_bpb = metrics["holdout/bits_per_byte"]
-    base_bpb = champion_bits_per_byte(base, config, data_dir, data, home)
-    old = old_holdout(base, challenger, metrics, base_bpb, config, data_dir, data, home)
-    if challenger_bpb <= base_bpb - e.min_improvement and challenger_bpb < base_bpb:
-        passed, verdict = True, f"{challenger_bpb:.4f} beats the base's {base_bpb:.4f} bits/byte on the domain holdout"
-    else:
-        passed = False
-        verdict = f"{challenger_bpb:.4f} does not beat the base's {base_bpb:.4f} bits/byte on the domain holdout"
-    if passed and old.forgets:
-        passed, verdict = (
-            False,
-            f"forgets: {old.challenger_bits_per_byte:.4f} against the base's {old.champion_bits_per_byte:.4f} "
-            f"bits/byte on the base's holdout, worse by {old.regression:.4f}, more than the {e.max_regression} "
-            f"allowed; on the domain holdout {verdict}",
-        )
+    base_bpb = champion_bits_per_byte(base, config, c.data_dir, c.data, c.run.home)
     incumbent = versions.champion(config.registry.model_name)  # fails closed: an error is not "no champion"
-    incumbent_bpb = None if incumbent is None else champion_bits_per_byte(incumbent, config, data_dir, data, home)
-    if passed and incumbent_bpb is not None and not challenger_bpb < incumbent_bpb:
-        passed = False
-        verdict = (
-            f"{challenger_bpb:.4f} does not beat the specialist's champion v{incumbent.version} "
-            f"({incumbent_bpb:.4f} bits/byte) on the domain holdout, though {verdict}"
-        )
-    return GateDecision(
+    incumbent_bpb = None
+    if incumbent is not None:
+        incumbent_bpb = champion_bits_per_byte(incumbent, config, c.data_dir, c.data, c.run.home)
+    return SpecialistInputs(
+        challenger_bits_per_byte=c.metrics.bits_per_byte,
+        min_improvement=config.evaluation.min_improvement,
+        auto_promote=config.registry.auto_promote,
+        champion_version=str(base.version),
+        champion_bits_per_byte=base_bpb,
+        old_holdout=old_holdout(base, c, base_bpb, config),
         base=f"models:/{base.name}/{base.version}",
         incumbent_version=None if incumbent is None else str(incumbent.version),
         incumbent_bits_per_byte=incumbent_bpb,
-        passed=passed,
-        make_champion=passed and config.registry.auto_promote,
-        verdict=verdict,
-        challenger_bits_per_byte=challenger_bpb,
-        champion_bits_per_byte=base_bpb,
-        champion_version=str(base.version),
-        min_improvement=e.min_improvement,
-        old_holdout=old,
     )
+
+
+def decide_specialist(config: FoundryConfig, candidate: Candidate, base_uri: str) -> Decision:
+    """The specialist gate on `candidate`: gathered, then decided by `foundry.gates.specialist`."""
+    return specialist.decide(gather_specialist(config, candidate, base_uri))
+
+
+# --- alignment: the aligned model against its base and the champion of its name ------------------------
+
+
+def alignment_inputs(
+    config: FoundryConfig,
+    metrics: dict[str, float],
+    incumbent_version: str | None = None,
+    incumbent: AlignedScores | None = None,
+) -> AlignmentInputs:
+    """The alignment gate's inputs from the flow's `align/*` and `base/*` metrics, and the champion of
+    `align.model_name` scored on the same held-out data (when there is one)."""
+    return AlignmentInputs(
+        method=config.align.method,
+        aligned=AlignedScores.from_metrics(metrics, "align"),
+        base=AlignedScores.from_metrics(metrics, "base"),
+        max_regression=config.evaluation.max_regression,
+        auto_promote=config.registry.auto_promote,
+        incumbent_version=incumbent_version,
+        incumbent=incumbent,
+    )
+
+
+def gather_alignment(config: FoundryConfig, candidate: Candidate) -> AlignmentInputs:
+    """The champion of the name the aligned model registers under, scored on the candidate's held-out
+    alignment data; one with another tokenizer cannot be scored on these tokens and counts as unscored."""
+    from foundry.data.manifest import DatasetManifest
+    from foundry.evaluation.align import heldout_scores
+    from models.gpt import load_gpt
+
+    c, name = candidate, config.registry.model_name
+    current = versions.champion(name)  # fails closed: an error is not "no champion"
+    if current is None:
+        return alignment_inputs(config, c.metrics)
+    artifacts = versions.download(current, c.run.home)
+    scores = None
+    if (artifacts / "tokenizer.json").read_bytes() == c.tokenizer.read_bytes():
+        manifest = DatasetManifest.read(c.data_dir)
+        held = heldout_scores(load_gpt(artifacts / "model.pt"), c.data_dir, manifest, config.evaluation.batch_size)
+        scores = AlignedScores(**held)
+        log.info("champion v%s of %s on this held-out data: %s", current.version, name, held)
+    else:
+        log.warning("champion v%s of %s has another tokenizer: not comparable on this data", current.version, name)
+    return alignment_inputs(config, c.metrics, str(current.version), scores)
+
+
+def decide_alignment(config: FoundryConfig, candidate: Candidate) -> Decision:
+    """The alignment gate on `candidate`: gathered, then decided by `foundry.gates.alignment`."""
+    return alignment.decide(gather_alignment(config, candidate))

@@ -6,10 +6,13 @@ import json
 
 from foundry import tracking
 from foundry.config import FoundryConfig, as_recorded
-from foundry.contracts import AlignmentDecision, DataVersion, FetchedFile, GateDecision, LineageRecord
+from foundry.contracts import DataVersion, FetchedFile, LineageRecord
+from foundry.evaluation.holdout_metrics import PREFIX as HOLDOUT_PREFIX
+from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.gates.decision import Decision
+from foundry.model_uri import ModelUri
+from foundry.registry import tags as registry_tags
 from foundry.registry import versions as registry
-
-COMPARED = ("holdout/loss", "holdout/bits_per_byte", "holdout/perplexity")
 
 
 def version_tags(
@@ -17,7 +20,7 @@ def version_tags(
     run_id: str,
     data: DataVersion,
     source_digest: str,
-    decision: GateDecision | AlignmentDecision,
+    decision: Decision,
     git: dict[str, str],
     parent: str = "",
 ) -> dict[str, str]:
@@ -37,17 +40,34 @@ def version_tags(
 
 
 def training_run_id(version) -> str:
-    return version.tags.get("run_id") or version.run_id
+    """The run that trained a version (checked: `tags.run_id`)."""
+    return registry_tags.run_id(version)
+
+
+def training_data(version) -> DataVersion:
+    """The data version a registered version was trained on, from its tags (checked: `tags.data_version`)."""
+    try:
+        return registry_tags.data_version(version)
+    except KeyError as missing:
+        raise registry_tags.BadTag(
+            f"{ModelUri.of(version)} records no {missing} tag: the data it was trained on is unknown"
+        ) from None
 
 
 def recorded_metrics(version) -> dict[str, float]:
-    """A version's holdout metrics: its tags for versions registered when metrics were copied there, else
-    its training run's metrics."""
-    legacy = {k: float(v) for k, v in version.tags.items() if k.startswith("holdout/")}
+    """A version's holdout metrics under their MLflow keys: its tags for versions registered when metrics were
+    copied there, else its training run's metrics."""
+    legacy = {k: float(v) for k, v in version.tags.items() if k.startswith(HOLDOUT_PREFIX)}
     if legacy:
         return legacy
     metrics = tracking.client().get_run(training_run_id(version)).data.metrics
-    return {k: v for k, v in metrics.items() if k.startswith("holdout/")}
+    return {k: v for k, v in metrics.items() if k.startswith(HOLDOUT_PREFIX)}
+
+
+def recorded_holdout(version) -> HoldoutMetrics | None:
+    """`recorded_metrics` as a value; None when the version recorded no holdout bits per byte."""
+    recorded = recorded_metrics(version)
+    return HoldoutMetrics.from_mlflow(recorded) if HoldoutMetrics.recorded_in(recorded) else None
 
 
 def recorded_config(version) -> dict:
@@ -68,9 +88,10 @@ def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:
     """The model version's record, then its parents' (the one it was fine-tuned from, or those it merges), and so on."""
     version = registry.resolve(model_uri)
     tags = version.tags
+    parents = registry_tags.parent_models(version)  # checked before they are followed
     run = tracking.client().get_run(version.run_id)
     record = LineageRecord(
-        model=f"models:/{version.name}/{version.version}",
+        model=str(ModelUri.of(version)),
         aliases=list(version.aliases or []),
         run_id=version.run_id,
         run_status=run.info.status,
@@ -83,14 +104,14 @@ def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:
         parent_model=tags.get("parent_model", ""),
         packages={k.removeprefix("version."): v for k, v in run.data.tags.items() if k.startswith("version.")},
         config=recorded_config(version),
-        holdout_bits_per_byte=_formatted(recorded_metrics(version).get("holdout/bits_per_byte")),
+        holdout_bits_per_byte=_formatted(getattr(recorded_holdout(version), "bits_per_byte", None)),
         remote_files=remote_files(version.run_id),
         merge_recipe=tags.get("merge.recipe", ""),
     )
     chain = [record]
     if depth > 1:  # a merge has several parents (comma-separated); an ancestor they share is listed once
-        for parent in filter(None, (uri.strip() for uri in record.parent_model.split(","))):
-            chain += [r for r in lineage(parent, depth - 1) if r.model not in {c.model for c in chain}]
+        for parent in parents:
+            chain += [r for r in lineage(str(parent), depth - 1) if r.model not in {c.model for c in chain}]
     return chain
 
 
@@ -182,10 +203,12 @@ def check_commit(record: LineageRecord, current: dict[str, str], force: bool) ->
         )
 
 
-def compare(recorded: dict[str, float | str], metrics: dict[str, float]) -> dict[str, tuple[float, float]]:
-    """(recorded, reproduced) for each holdout metric the version recorded (`recorded_metrics`), to the 6
-    decimals that versions registered with metric tags kept."""
-    return {key: (round(float(recorded[key]), 6), round(metrics[key], 6)) for key in COMPARED if key in recorded}
+def compare(recorded: HoldoutMetrics | None, reproduced: HoldoutMetrics) -> dict[str, tuple[float, float]]:
+    """(recorded, reproduced) for each of the model's own holdout figures the version recorded
+    (`recorded_holdout`), by MLflow key, to the 6 decimals that versions registered with metric tags kept."""
+    again = reproduced.compared()
+    before = recorded.compared() if recorded is not None else {}
+    return {key: (round(value, 6), round(again[key], 6)) for key, value in before.items() if key in again}
 
 
 def identical(comparison: dict[str, tuple[float, float]]) -> bool:

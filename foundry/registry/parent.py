@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from foundry.contracts import DataVersion, ParentData, ParentModel, SourceManifest
+from foundry.model_uri import ModelUri
+from foundry.registry import tags as registry_tags
 from foundry.registry import versions
 from foundry.registry.lineage import recorded_config, training_run_id
 
@@ -22,9 +24,7 @@ def data_of(champion, home: Path) -> ParentData:
 
     data = champion_data(champion)
     folder = hydrate_version(data, home)
-    return ParentData(
-        model_uri=f"models:/{champion.name}/{champion.version}", data=data, dir=folder, ledger_digest=identity(folder)
-    )
+    return ParentData(model_uri=str(ModelUri.of(champion)), data=data, dir=folder, ledger_digest=identity(folder))
 
 
 def champion_data(model_name: str, home: Path) -> ParentData | None:
@@ -41,15 +41,16 @@ def fetch_champion(model_name: str, home: Path) -> ParentModel:
     champion = versions.champion(model_name)
     if champion is None:
         raise NoChampion(f"{model_name} has no champion to retrain; run the train pipeline first")
+    data = data_of(champion, home)  # first: its tags are checked before anything is written for it
     artifacts = versions.download(champion, home)
     manifest = mlflow.artifacts.load_text(f"runs:/{champion.run_id}/data/source_manifest.json")
     return ParentModel(
-        uri=f"models:/{champion.name}/{champion.version}",
+        uri=str(ModelUri.of(champion)),
         weights=str(artifacts / "model.pt"),
         tokenizer=str(artifacts / "tokenizer.json"),
         config=recorded_config(champion),
         source_manifest=SourceManifest.model_validate_json(manifest),
-        data=data_of(champion, home),
+        data=data,
     )
 
 
@@ -59,17 +60,23 @@ def fetch_version(model_uri: str, home: Path) -> ParentModel:
     import mlflow
 
     version = versions.resolve(model_uri)
+    pretrain = pretrain_data(version)  # first: its tags are checked before anything is written for it
     artifacts = versions.download(version, home)
-    tags = version.tags
     # a re-registered version names its training run in its tags
     manifest = mlflow.artifacts.load_text(f"runs:/{training_run_id(version)}/data/source_manifest.json")
-    pretrain = tags.get("pretrain.data_version", tags.get("data_version"))
-    remote = tags.get("pretrain.data.remote", tags.get("data.remote"))
     return ParentModel(
-        uri=f"models:/{version.name}/{version.version}",
+        uri=str(ModelUri.of(version)),
         weights=str(artifacts / "model.pt"),
         tokenizer=str(artifacts / "tokenizer.json"),
         config=recorded_config(version),
         source_manifest=SourceManifest.model_validate_json(manifest),
-        pretrain_data=DataVersion(data_version=pretrain, remote=remote) if pretrain and remote else None,
+        pretrain_data=pretrain,
     )
+
+
+def pretrain_data(version) -> DataVersion | None:
+    """The data the base a version descends from was pretrained on: its `pretrain.*` tags for an aligned
+    version, its own data tags otherwise; None when it records none. A tag that is not a data version stops
+    the run (`tags.BadTag`), never a fallback."""
+    prefix = "pretrain." if version.tags.get("pretrain.data_version") else ""
+    return registry_tags.recorded_data(version, prefix)

@@ -4,8 +4,9 @@ through the gate (`foundry.registry.gate`) or a reviewer (`promote_manually`).
 Publication is one unit (`publish`): the version is created with its tags and model card in one call,
 marked pending, then takes its aliases and is marked complete; if any step fails, the aliases it took
 are given back and the version is deleted. If even that fails (the tracking server went away), the
-version stays marked pending and the next judging of the model withdraws it (`recover`): a failed run
-does not leave a version behind, least of all one that looks promoted.
+version stays marked pending: `champion` reads past it to the version it replaced, and the next publication
+of the model withdraws it (`recover`, the one place that does): a failed run does not leave a version
+behind, least of all one that looks promoted.
 Look-ups fail closed: only "no such model" or "no such alias" means nothing is there; any other error
 (a tracking server that is down, a database error) propagates and stops the run.
 """
@@ -17,6 +18,9 @@ import re
 from pathlib import Path
 
 from foundry.contracts import Promotion
+from foundry.fs import remove_tree
+from foundry.model_uri import ModelUri
+from foundry.registry import tags as registry_tags
 from foundry.tracking import client
 
 log = logging.getLogger(__name__)
@@ -52,8 +56,16 @@ def alias(name: str, which: str):
 
 
 def champion(name: str):
-    """The current champion's model version, or None when there is none; any other error propagates."""
-    return alias(name, "champion")
+    """The current champion's model version, or None when there is none; any other error propagates.
+    A version whose publication did not complete is not champion: the one it replaced is, until the next
+    publication withdraws it (`recover`)."""
+    current = alias(name, "champion")
+    for _ in range(100):  # a chain of dead publications, newest first; bounded against a cycle in bad tags
+        if current is None or current.tags.get(PUBLICATION) != "pending":
+            return current
+        replaced = registry_tags.replaced_version(current, "champion")
+        current = client().get_model_version(name, replaced) if replaced else None
+    raise RuntimeError(f"{name}: the champion alias leads through 100 half-published versions; run `recover`")
 
 
 def _ensure_model(name: str) -> None:
@@ -103,8 +115,11 @@ def publish(
     """A new version of `name` with `tags` and `description`, aliased `challenger`, and `champion` when asked:
     all of it, or (after giving back the aliases it took and deleting the version) an exception.
 
-    The version is created `pending`, with the versions its aliases replace; it is marked `complete` last. A
-    version a dead run left pending is withdrawn by `recover` before the model is next judged."""
+    The version is created `pending`, with the versions its aliases replace; it is marked `complete` last.
+    Versions a dead run left pending are withdrawn first (`recover`): the caller holds the model's promotion
+    lock, as every publication does."""
+    if withdrawn := recover(name):
+        log.warning("withdrew versions %s of %s, left half-published", withdrawn, name)
     c = client()
     marks = {PUBLICATION: "pending", "gate.promoted": "false"}
     for which in ALIASES:
@@ -136,7 +151,7 @@ def withdraw(version) -> None:
     for which in ALIASES:
         current = alias(version.name, which)
         if current is not None and str(current.version) == str(version.version):
-            replaced = version.tags.get(f"foundry.replaces_{which}", "")
+            replaced = registry_tags.replaced_version(version, which)
             if replaced:
                 c.set_registered_model_alias(version.name, which, replaced)
             else:
@@ -159,15 +174,15 @@ def download(version, home: Path) -> Path:
     """A registered version's `artifacts/` folder (model.pt, tokenizer.json), fetched once per version into
     `$FOUNDRY_HOME/models/`: versions do not change, so retraining and the judge share one copy."""
     import os
-    import shutil
     import tempfile
 
     import mlflow
 
-    folder = home / "models" / f"{version.name}-v{version.version}"
+    models = home / "models"
+    folder = models / ModelUri.of(version).folder  # its name and version checked: one path component
     if not folder.is_dir():
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+        models.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=models))
         try:
             mlflow.artifacts.download_artifacts(version.source, dst_path=str(scratch))
             try:
@@ -176,25 +191,19 @@ def download(version, home: Path) -> Path:
                 if not folder.is_dir():  # not a lost race with another download of the same version
                     raise
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_tree(scratch, within=models, ignore_errors=True)
     # MLflow puts the files in the folder itself or in a subfolder named after the model, by URI scheme.
     (model,) = [p for p in (folder, *folder.iterdir()) if (p / "artifacts" / "model.pt").is_file()]
     return model / "artifacts"
 
 
-def resolve(model_uri: str):
-    """`models:/name/version` or `models:/name@alias` to its model version."""
-    if not model_uri.startswith("models:/"):
-        raise ValueError(f"{model_uri!r} is not a model URI; use models:/NAME/VERSION or models:/NAME@ALIAS")
-    rest = model_uri.removeprefix("models:/")
+def resolve(model_uri: str | ModelUri):
+    """`models:/name/version` or `models:/name@alias` to its model version; a malformed URI is a ValueError."""
+    uri = model_uri if isinstance(model_uri, ModelUri) else ModelUri.parse(model_uri)
     c = client()
-    if "@" in rest:
-        name, alias = rest.split("@", 1)
-        return c.get_model_version_by_alias(name, alias)
-    name, _, version = rest.partition("/")
-    if not version.isdigit():
-        raise ValueError(f"{model_uri!r} names no version; use models:/NAME/VERSION or models:/NAME@ALIAS")
-    return c.get_model_version(name, version)
+    if uri.alias is not None:
+        return c.get_model_version_by_alias(uri.name, uri.alias)
+    return c.get_model_version(uri.name, uri.version)
 
 
 def promote_manually(model_uri: str, reason: str, who: str) -> dict:
@@ -234,7 +243,7 @@ def reregister(model_uri: str, home: Path) -> str:
     )
     try:
         uri = log_model(run.info.run_id, artifacts / "model.pt", artifacts / "tokenizer.json")
-        tags = {**old.tags, "reregistered_from": f"models:/{old.name}/{old.version}"}
+        tags = {**old.tags, "reregistered_from": str(ModelUri.of(old))}
         version = register(uri, old.name, run.info.run_id, tags, description=old.description or "")
     except Exception:
         tracking.end_run(run.info.run_id, ok=False)

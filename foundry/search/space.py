@@ -39,7 +39,10 @@ class SearchParam(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     key: str = Field(description="A dotted config key, e.g. train.learning_rate.")
-    distribution: Literal["log_uniform", "uniform", "int", "categorical"]
+    distribution: Literal["log_uniform", "uniform", "int", "categorical"] = Field(
+        description="How values are drawn: log_uniform or uniform floats and int whole numbers between low and high, "
+        "or categorical, one of choices."
+    )
     low: int | float | None = Field(None, description="Lower bound (log_uniform, uniform, int), inclusive.")
     high: int | float | None = Field(None, description="Upper bound (log_uniform, uniform, int), inclusive.")
     choices: list[Choice] = Field([], description="The values a categorical dimension takes.")
@@ -139,10 +142,23 @@ class SearchConfig(BaseModel):
         description="Optuna storage: '' (a journal file under $FOUNDRY_HOME/search/), a journal file path, or a "
         "database URL (sqlite:///..., postgresql://...).",
     )
-    study_name: str = Field("foundry-search", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-    sampler: Literal["tpe", "random"] = "tpe"
+    study_name: str = Field(
+        "foundry-search",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$",
+        description="The study's name in its storage and its folder under $FOUNDRY_HOME/search/; running the same "
+        "name again continues the study.",
+    )
+    sampler: Literal["tpe", "random"] = Field(
+        "tpe",
+        description="How trials' values are chosen: tpe (Optuna's TPE, after startup_trials random trials) or "
+        "random; either seeded by seed.",
+    )
     startup_trials: int = Field(5, ge=1, description="Random trials before TPE starts modelling the results.")
-    pruner: Literal["median", "successive_halving", "none"] = "median"
+    pruner: Literal["median", "successive_halving", "none"] = Field(
+        "median",
+        description="How trials are stopped early on their validation losses: median (worse than the median of "
+        "earlier trials at the same step), successive_halving, or none.",
+    )
     pruner_startup_trials: int = Field(3, ge=0, description="Median: trials finished before any is pruned.")
     pruner_warmup_steps: int = Field(
         0, ge=0, description="Median: steps before a trial may be pruned; successive halving: its min resource."

@@ -7,7 +7,6 @@ Everything it learns goes to its nested MLflow run: the learning curve (the trai
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 from foundry import tracking
 from foundry.config import FoundryConfig
 from foundry.contracts import TrialJob, TrialOutcome
+from foundry.data.manifest import DatasetManifest
 
 
 def pin_threads(cores: list[int]) -> None:
@@ -31,8 +31,8 @@ def pin_threads(cores: list[int]) -> None:
 
 
 def tokens_per_byte(data_dir: Path) -> float:
-    manifest = json.loads((data_dir / "manifest.json").read_text())
-    return manifest["holdout_tokens"] / manifest["stats"]["holdout_bytes"]
+    manifest = DatasetManifest.read(data_dir)
+    return manifest.holdout_tokens / manifest.holdout_bytes
 
 
 def _reporter(job: TrialJob, search):
@@ -92,7 +92,7 @@ def run_trial(job: TrialJob) -> TrialOutcome:
         return TrialOutcome(state=state, value=last, pruned_at_step=reporter.pruned_at, **common)
     e = config.evaluation
     metrics = holdout_metrics(load_gpt(model_pt), data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
-    tracking.log_metrics(job.run_id, metrics)
-    value = metrics["holdout/bits_per_byte"]
+    tracking.log_metrics(job.run_id, metrics.as_mlflow())
+    value = metrics.bits_per_byte
     state = "complete" if math.isfinite(value) else "diverged"
-    return TrialOutcome(state=state, value=value, metrics=metrics, **common)
+    return TrialOutcome(state=state, value=value, metrics=metrics.as_mlflow(), **common)

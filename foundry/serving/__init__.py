@@ -1,1 +1,6 @@
-"""The registered model's own code: `pyfunc_model.py` travels with every version (models-from-code)."""
+"""The registered model's own code, which travels with every version (models-from-code).
+
+- `pyfunc_model`: the served model: prompts or chats in, generated text out
+- `package`: logging it: code, weights, tokenizer, signature and requirements as one MLflow model
+- `requirements.txt`: the requirements every version logs
+"""

@@ -1,2 +1,13 @@
-"""Stage C, the training loop: Lightning on one process or many (`trainer`, `launch`, `worker`), the
-memory planner (`plan`), and warm starts from a registered model (`warm_start`)."""
+"""Stage C, the training loop (with B's warm starts), on one process or many.
+
+- `trainer`: build the model from config and train it with Lightning on hydrated shards
+- `launch`: start the ranks: in this process for one, else under PyTorch's elastic agent
+- `worker`: the entry point of one rank
+- `failures`: what a failed multi-rank launch reports: the rank that failed first and its traceback
+- `rank_logs`: the ranks' output, line by line, through this process's logging
+- `progress`: training progress: a bar on a terminal, a small file the orchestrator polls
+- `plan`: `foundry plan`, memory per device and the largest micro-batch that fits
+- `cpu_peak`: a CPU's measured peak FLOP/s, for MFU
+- `warm_start`: training that continues from a registered model (retrain, fine-tune, alignment)
+- `align`: the LightningModule and loaders for a chat or preference dataset
+"""

@@ -7,13 +7,13 @@ is pretraining's.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from foundry.config import FoundryConfig
+from foundry.data.manifest import DatasetManifest
 
 KINDS = ("chat", "preference")
 
@@ -33,7 +33,7 @@ def build_aligned_module(config: FoundryConfig, args: dict, kind: str, train_set
     return module
 
 
-def aligned_loaders(config: FoundryConfig, data_dir: Path, manifest: dict, rank: int, world_size: int):
+def aligned_loaders(config: FoundryConfig, data_dir: Path, manifest: DatasetManifest, rank: int, world_size: int):
     """(train, validation) loaders over the dataset's splits; padding is end-of-text and predicts nothing."""
     from foundry.data.chat import load_conversations, load_pairs
     from models.align_data import (
@@ -46,9 +46,9 @@ def aligned_loaders(config: FoundryConfig, data_dir: Path, manifest: dict, rank:
         sequential_pairs,
     )
 
-    t, block, pad = config.train, config.model.block_size, manifest["eot_id"]
-    replay_rows = replayed_rows(config, manifest)
-    if manifest["kind"] == "chat":
+    t, block, pad = config.train, config.model.block_size, manifest.eot_id
+    replay_rows = replayed_rows(config, manifest.kind)
+    if manifest.kind == "chat":
         train = PackedConversations(
             load_conversations(data_dir, "train"), block, t.batch_size - replay_rows, t.seed, pad, rank, world_size
         )
@@ -67,13 +67,13 @@ def aligned_loaders(config: FoundryConfig, data_dir: Path, manifest: dict, rank:
     return train, Sized(lambda: sequential_pairs(pairs, t.batch_size, pad, t.val_batches), batches)
 
 
-def replayed_rows(config: FoundryConfig, manifest: dict) -> int:
+def replayed_rows(config: FoundryConfig, kind: str) -> int:
     """Rows of each batch that replay pretraining text: `align.replay_fraction` of `train.batch_size`, at least
     one when replaying, and at least one row left for the conversations."""
     a, batch = config.align, config.train.batch_size
     if a.replay_fraction == 0:
         return 0
-    if manifest["kind"] != "chat":
+    if kind != "chat":
         raise ValueError("align.replay_fraction applies to sft (chat records); set it to 0 for dpo")
     if not a.replay_from:
         raise ValueError("align.replay_fraction > 0 needs align.replay_from: a hydrated pretraining dataset")
@@ -83,17 +83,17 @@ def replayed_rows(config: FoundryConfig, manifest: dict) -> int:
     return rows
 
 
-def replay_windows(config: FoundryConfig, manifest: dict, rows: int, rank: int, world_size: int):
+def replay_windows(config: FoundryConfig, manifest: DatasetManifest, rows: int, rank: int, world_size: int):
     """Seeded windows of the pretraining training split, in the base's token ids (the chat tokens only add ids)."""
     from foundry.data.shards import load_split
     from models.data import RandomWindows
 
     source = Path(config.align.replay_from)
-    pretraining = json.loads((source / "manifest.json").read_text())
-    if pretraining.get("kind", "text") != "text" or pretraining["vocab_size"] > manifest["vocab_size"]:
+    pretraining = DatasetManifest.read(source)
+    if not pretraining.is_documents or pretraining.vocab_size > manifest.vocab_size:
         raise ValueError(
             f"{source} is not pretraining text in this model's vocabulary "
-            f"({pretraining.get('kind', 'text')}, {pretraining['vocab_size']} ids; the model has {manifest['vocab_size']})"
+            f"({pretraining.kind}, {pretraining.vocab_size} ids; the model has {manifest.vocab_size})"
         )
     tokens, block = load_split(source, "train"), config.model.block_size
     steps = max(1, len(tokens) // (rows * world_size * block))

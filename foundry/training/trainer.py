@@ -1,4 +1,4 @@
-"""Stages B-C: build the model from config and train it with Lightning on hydrated shards.
+"""Stages B-D: build the model from config (B), train it with Lightning on hydrated shards (C), checkpointed (D).
 
 Rank 0 logs to the pipeline's MLflow run, named explicitly. Checkpoints (`foundry/checkpointing/`)
 make a resumed run bitwise equal to an uninterrupted one. The result is a self-contained file
@@ -9,7 +9,6 @@ also leaves a digest of its final weights (`weights.rank<N>.sha256`), so replica
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 from datetime import timedelta
@@ -18,6 +17,7 @@ from pathlib import Path
 import torch
 
 from foundry.config import FoundryConfig, TrainConfig
+from foundry.data.manifest import DatasetManifest
 from foundry.data.shards import load_split
 from foundry.training.align import KINDS as ALIGNED_KINDS
 from foundry.training.align import aligned_loaders, build_aligned_module
@@ -99,8 +99,8 @@ def arithmetic(t: TrainConfig) -> dict[str, str | int | bool]:
     }
 
 
-def _loaders(config: FoundryConfig, data_dir: Path, rank: int, world_size: int, manifest: dict):
-    if manifest.get("kind") in ALIGNED_KINDS:
+def _loaders(config: FoundryConfig, data_dir: Path, rank: int, world_size: int, manifest: DatasetManifest):
+    if manifest.kind in ALIGNED_KINDS:
         return aligned_loaders(config, data_dir, manifest, rank, world_size)
     t, m = config.train, config.model
     train_tokens, holdout_tokens = load_split(data_dir, "train"), load_split(data_dir, "holdout")
@@ -239,11 +239,11 @@ def train(
     route_library_logs()
     quiet_known_warnings()
 
-    manifest = json.loads((data_dir / "manifest.json").read_text())
+    manifest = DatasetManifest.read(data_dir)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(cpu_threads(config.train))
     L.seed_everything(config.train.seed, workers=True, verbose=False)
-    module = build_module(config, manifest["vocab_size"], manifest.get("kind", "text"))
+    module = build_module(config, manifest.vocab_size, manifest.kind)
     if config.train.init_from and resume_from is None:  # warm start; a resumed run already holds its progress
         parent = torch.load(config.train.init_from, map_location="cpu", weights_only=True)
         module.model.load_state_dict(parent["state_dict"])
@@ -267,7 +267,7 @@ def train(
     if weights:  # FSDP gathers the full weights on rank 0 only
         (checkpoint_dir / f"weights.rank{trainer.global_rank}.sha256").write_text(weights_digest(weights) + "\n")
     if trainer.global_rank == 0:
-        extra = {"chat_template": manifest["chat_template"]} if "chat_template" in manifest else {}
+        extra = {"chat_template": manifest.chat_template} if manifest.chat_template is not None else {}
         save_model(final, module.model.config.to_dict(), weights, config, data_version, extra)
     return final
 

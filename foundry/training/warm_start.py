@@ -3,41 +3,33 @@
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
 from foundry.config import FoundryConfig, validate
 from foundry.contracts import ParentModel
+from foundry.fs import remove_tree
+from foundry.model_uri import ModelUri
 
 
 def fine_tune_config(config: FoundryConfig, parent: ParentModel) -> FoundryConfig:
-    """This run's data settings with the parent's model shape and tokenizer, started from its weights."""
+    """This run's data settings with the parent's model shape and tokenizer, started from its weights, trained
+    with `train` under `retrain.train`."""
     raw = config.model_dump(mode="json")
     raw["model"] = parent.config["model"]
     raw["tokenizer"] = {**parent.config["tokenizer"], "from_file": parent.tokenizer}
-    r = config.retrain
-    raw["train"].update(
-        init_from=parent.weights, max_steps=r.max_steps, learning_rate=r.learning_rate, warmup_steps=r.warmup_steps
-    )
+    raw["train"] = {**config.training_for("retrain").model_dump(mode="json"), "init_from": parent.weights}
     return validate(raw)
 
 
 def align_config(config: FoundryConfig, base: ParentModel) -> FoundryConfig:
     """This run's data and `align` settings with the base's model shape, started from its weights and chat
-    tokenizer (`chat_base`), registered under `align.model_name`."""
+    tokenizer (`chat_base`), trained with `train` under `align.train`, registered under `align.model_name`."""
     raw = config.model_dump(mode="json")
     raw["model"] = base.config["model"]
     raw["tokenizer"] = {**base.config["tokenizer"], "from_file": base.tokenizer}
-    a = config.align
-    raw["train"].update(
-        init_from=base.weights,
-        max_steps=a.max_steps,
-        learning_rate=a.learning_rate,
-        warmup_steps=a.warmup_steps,
-        batch_size=a.batch_size,
-    )
-    raw["registry"]["model_name"] = a.model_name
+    raw["train"] = {**config.training_for("align").model_dump(mode="json"), "init_from": base.weights}
+    raw["registry"]["model_name"] = config.align.model_name
     return validate(raw)
 
 
@@ -70,7 +62,7 @@ def chat_base(parent: ParentModel, home: Path) -> ParentModel:
                 if not (folder / "model.pt").is_file():
                     raise
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_tree(scratch, within=folder.parent, ignore_errors=True)
     return parent.model_copy(update={"weights": str(folder / "model.pt"), "tokenizer": str(folder / "tokenizer.json")})
 
 
@@ -81,6 +73,6 @@ def specialist_config(config: FoundryConfig, parent: ParentModel) -> FoundryConf
     raw["model"] = parent.config["model"]
     raw["tokenizer"] = {**parent.config["tokenizer"], "from_file": parent.tokenizer}
     raw["train"]["init_from"] = parent.weights
-    base_name = parent.uri.removeprefix("models:/").split("/")[0]
+    base_name = ModelUri.parse(parent.uri).name
     raw["registry"]["model_name"] = config.finetune.resolved_model_name(base_name, config.data.source_list[0])
     return validate(raw)

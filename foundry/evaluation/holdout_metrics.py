@@ -1,0 +1,75 @@
+"""A model's scores on a dataset's holdout, as one typed value, and the one place that names their MLflow keys.
+
+Training logs them as `holdout/<field>` metrics on its run; versions registered before metrics stayed on the
+run carry the same keys as tags. `as_mlflow()` writes those keys, `from_mlflow()` reads them back from either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+PREFIX = "holdout/"
+
+
+class HoldoutMetrics(BaseModel):
+    """Loss, perplexity and bits per byte on the holdout, beside the baselines a model should beat.
+
+    Only `bits_per_byte` is always there: a merge scores nothing else, the gate re-scores without the
+    compression baselines, and old versions recorded what their code computed then."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    loss: float | None = None  # nats per token
+    perplexity: float | None = None
+    bits_per_byte: float  # summed loss over the holdout's UTF-8 bytes: what promotion compares
+    tokens: int | None = None  # holdout tokens scored (`evaluation.max_tokens` caps them)
+    unigram_bits_per_byte: float | None = None  # train-split token frequencies, add-one smoothed
+    gzip_bits_per_byte: float | None = None  # gzip -9 on the holdout after the tail of the train text
+    xz_bits_per_byte: float | None = None  # xz -6, the same way
+
+    BASELINES: ClassVar[tuple[str, ...]] = ("unigram", "gzip", "xz")
+    # What a reproduction must match: the model's own figures, not the baselines (they depend on the data only).
+    COMPARED: ClassVar[tuple[str, ...]] = ("loss", "bits_per_byte", "perplexity")
+
+    @staticmethod
+    def key(field: str) -> str:
+        """The MLflow metric (or legacy tag) name of a field: `holdout/<field>`."""
+        if field not in HoldoutMetrics.model_fields:
+            raise KeyError(f"HoldoutMetrics has no field {field!r}; it has {', '.join(HoldoutMetrics.model_fields)}")
+        return PREFIX + field
+
+    def as_mlflow(self) -> dict[str, float]:
+        """The fields that were measured, under their MLflow keys, in the order they are declared (the order
+        evaluation has always logged them in)."""
+        return {self.key(name): float(value) for name, value in self if value is not None}
+
+    @classmethod
+    def from_mlflow(cls, metrics: Mapping[str, float | str]) -> HoldoutMetrics:
+        """From a run's metrics or a version's tags (values may be strings); other keys are ignored."""
+        values = {name: metrics[cls.key(name)] for name in cls.model_fields if cls.key(name) in metrics}
+        if "bits_per_byte" not in values:
+            raise KeyError(f"no {cls.key('bits_per_byte')} among the recorded metrics ({', '.join(sorted(metrics))})")
+        if "tokens" in values:  # MLflow stores every metric as a float
+            values["tokens"] = int(float(values["tokens"]))
+        return cls.model_validate({k: float(v) if k != "tokens" else v for k, v in values.items()})
+
+    @classmethod
+    def recorded_in(cls, metrics: Mapping[str, float | str]) -> bool:
+        """Whether these metrics or tags hold holdout scores at all."""
+        return cls.key("bits_per_byte") in metrics
+
+    def with_scores(self, scores: Mapping[str, float]) -> HoldoutMetrics:
+        """These metrics and more of them (`compression_bits_per_byte`'s, by field name), validated."""
+        return HoldoutMetrics.model_validate({**self.model_dump(exclude_none=True), **scores})
+
+    def baselines(self) -> dict[str, float]:
+        """The baselines that were measured, by name (unigram, gzip, xz)."""
+        scores = {name: getattr(self, f"{name}_bits_per_byte") for name in self.BASELINES}
+        return {name: value for name, value in scores.items() if value is not None}
+
+    def compared(self) -> dict[str, float]:
+        """The figures a reproduction checks, under their MLflow keys, for those that were measured."""
+        return {self.key(name): float(getattr(self, name)) for name in self.COMPARED if getattr(self, name) is not None}

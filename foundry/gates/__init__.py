@@ -1,0 +1,13 @@
+"""The promotion gates as pure rules: each gate's I/O gathers a typed `...Inputs` value, and `decide(inputs)`
+turns it into the one `Decision` type, with no registry, file or network in sight.
+
+- `pretrain`: a pretraining or retraining challenger against the champion of its name.
+- `specialist`: a domain fine-tune against its base and against the specialist's own champion.
+- `merge`: a merge against the base and each specialist, on every parent's holdout.
+- `alignment`: an aligned model against its base and against the champion of its name.
+- `decision`: the one `Decision` every gate returns, with its named checks.
+- `inputs`: the typed `...Inputs` each gate decides on, and the `gate.*` tags that record them.
+- `checks`: the comparisons several gates make, written once.
+
+The gathering lives beside the registry (`foundry.registry.gate`, `foundry.adapt.merging`).
+"""

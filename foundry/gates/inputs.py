@@ -1,0 +1,133 @@
+"""What each gate decides on: typed values the I/O gathers (registry look-ups, re-scored champions) and the
+pure rules read. Each owns the `gate.*` tags that record its inputs on a registered version."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from foundry.contracts import _Value
+
+
+def _score(value: float | None) -> str:
+    return "" if value is None else f"{value:.6f}"
+
+
+class OldHoldout(_Value):
+    """Challenger and champion scored on the champion's own holdout: the forgetting guard's inputs."""
+
+    data_version: str
+    challenger_bits_per_byte: float
+    champion_bits_per_byte: float
+    max_regression: float
+
+    @property
+    def regression(self) -> float:
+        return self.challenger_bits_per_byte - self.champion_bits_per_byte
+
+    @property
+    def forgets(self) -> bool:
+        return self.regression > self.max_regression
+
+
+class HoldoutScore(_Value):
+    """The merge, the base and (on its own holdout) a specialist, scored on one model's holdout."""
+
+    holdout_of: str  # models:/NAME/VERSION whose holdout this is
+    data_version: str
+    merged_bits_per_byte: float
+    base_bits_per_byte: float
+    specialist_bits_per_byte: float | None = None  # None on the base's own holdout
+
+
+class _HoldoutInputs(_Value):
+    """A challenger's bits per byte on its holdout beside a reference model's (the champion, or a base)."""
+
+    challenger_bits_per_byte: float
+    min_improvement: float
+    auto_promote: bool  # a challenger that passes becomes champion now, else a reviewer decides
+    champion_version: str | None = None  # None: nothing to compare with
+    champion_bits_per_byte: float | None = None  # on the challenger's holdout; None when not compared
+    old_holdout: OldHoldout | None = None  # None without a champion, or one not compared
+
+    def tags(self) -> dict[str, str]:
+        old = self.old_holdout
+        return {
+            "gate.challenger_bits_per_byte": _score(self.challenger_bits_per_byte),
+            "gate.champion_bits_per_byte": _score(self.champion_bits_per_byte),
+            "gate.champion_version": self.champion_version or "",
+            "gate.min_improvement": str(self.min_improvement),
+            "gate.old_holdout_version": "" if old is None else old.data_version,
+            "gate.challenger_old_bits_per_byte": "" if old is None else _score(old.challenger_bits_per_byte),
+            "gate.champion_old_bits_per_byte": "" if old is None else _score(old.champion_bits_per_byte),
+            "gate.max_regression": "" if old is None else str(old.max_regression),
+        }
+
+
+class PretrainInputs(_HoldoutInputs):
+    """A pretraining or retraining challenger and the champion of its name (`champion_*`)."""
+
+    gate: Literal["pretrain"] = "pretrain"
+    footing: str = ""  # why the champion cannot be compared fairly ('' when it can): then nothing is scored
+
+
+class SpecialistInputs(_HoldoutInputs):
+    """A domain fine-tune, its base (`champion_*`: the base scored on the domain holdout, and on its own) and
+    the specialist's own champion, which a new version must beat on the domain holdout too."""
+
+    gate: Literal["specialist"] = "specialist"
+    base: str  # models:/NAME/VERSION the fine-tune started from
+    incumbent_version: str | None = None  # None: the specialist has no champion yet
+    incumbent_bits_per_byte: float | None = None
+
+    def tags(self) -> dict[str, str]:
+        incumbent = {}
+        if self.incumbent_version is not None:
+            incumbent = {
+                "gate.incumbent_version": self.incumbent_version,
+                "gate.incumbent_bits_per_byte": _score(self.incumbent_bits_per_byte),
+            }
+        return incumbent | super().tags()
+
+
+class MergeInputs(_Value):
+    """A merge scored beside the base and each specialist on every parent's holdout, then on the base's own."""
+
+    gate: Literal["merge"] = "merge"
+    scores: list[HoldoutScore]
+    max_gap: float
+    auto_promote: bool
+
+    def tags(self) -> dict[str, str]:
+        return {"gate.max_gap": str(self.max_gap)}
+
+
+class AlignedScores(_Value):
+    """One model on the held-out alignment data and on the pretraining holdout; None: not measured."""
+
+    response_loss: float | None = None  # nats per assistant token
+    preference_accuracy: float | None = None  # dpo data only
+    preference_margin: float | None = None  # dpo data only
+    pretrain_bits_per_byte: float | None = None
+
+    @classmethod
+    def from_metrics(cls, metrics: dict[str, float], who: str) -> AlignedScores:
+        """From the flow's metrics, `<who>/<measure>` (who: align, base or incumbent)."""
+        return cls(**{name: metrics.get(f"{who}/{name}") for name in cls.model_fields})
+
+
+class AlignmentInputs(_Value):
+    """An aligned model beside the base it started from (same held-out data, the base's pretraining holdout)
+    and beside the champion of the name it registers under (same held-out data)."""
+
+    gate: Literal["alignment"] = "alignment"
+    method: Literal["sft", "dpo"]
+    aligned: AlignedScores
+    base: AlignedScores
+    max_regression: float
+    auto_promote: bool
+    incumbent_version: str | None = None  # None: no champion of this name yet
+    incumbent: AlignedScores | None = None  # its scores on this held-out data (None: could not be scored)
+
+    def tags(self) -> dict[str, str]:
+        incumbent = {} if self.incumbent_version is None else {"gate.incumbent_version": self.incumbent_version}
+        return {"gate.method": self.method, "gate.max_regression": str(self.max_regression)} | incumbent

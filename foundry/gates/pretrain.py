@@ -1,0 +1,32 @@
+"""The pretraining and retraining gate: better than the champion of the same name on the challenger's
+holdout by `evaluation.min_improvement`, and not worse by more than `evaluation.max_regression` on the
+champion's own holdout. A champion the data was not built on cannot be compared fairly: refused."""
+
+from __future__ import annotations
+
+from foundry.gates.checks import beats, forgot, no_forgetting
+from foundry.gates.decision import Check, Decision
+from foundry.gates.inputs import PretrainInputs
+
+
+def decide(i: PretrainInputs) -> Decision:
+    if i.champion_version is None:
+        return Decision.of(i, {}, "no champion yet")
+    if i.footing:
+        return Decision.of(i, {"footing": Check(passed=False)}, i.footing)
+    c, r = i.challenger_bits_per_byte, i.champion_bits_per_byte
+    better = beats(c, r, i.min_improvement)
+    if better.passed:
+        verdict = f"{c:.4f} beats champion's {r:.4f} bits/byte"
+    else:
+        verdict = f"{c:.4f} does not beat champion's {_or_unknown(r)} bits/byte by {i.min_improvement}"
+    kept = no_forgetting(i.old_holdout)
+    if better.passed and not kept.passed and i.old_holdout is not None:
+        old = i.old_holdout
+        where = f"its own holdout (data {old.data_version[:12]})"
+        verdict = forgot(old, "the champion's", where, f"on the new holdout {verdict}")
+    return Decision.of(i, {"beats_champion": better, "no_forgetting": kept}, verdict)
+
+
+def _or_unknown(value: float | None) -> str:
+    return "?" if value is None else f"{value:.4f}"

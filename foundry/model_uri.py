@@ -1,0 +1,117 @@
+"""A registered model's URI, `models:/NAME/VERSION` or `models:/NAME@ALIAS`, parsed in one place.
+
+URIs come from the command line and from registry tags (`parent_model`, `merge.base`), and their parts end
+up in registry queries and in paths (`$FOUNDRY_HOME/models/NAME-vVERSION/`), so each part is checked: a
+version is digits, an alias MLflow's alias characters, a name MLflow's allowed set without path separators,
+`@`, `..`, a leading dot or control characters.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+PREFIX = "models:/"
+FORMS = "models:/NAME/VERSION or models:/NAME@ALIAS"
+_VERSION = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit() takes '²' too
+_ALIAS = re.compile(r"[A-Za-z0-9_\-]+")
+
+
+def check_name(name: str) -> str:
+    """A registered model's name, when it is safe as one component of a path; else ValueError."""
+    unsafe = (
+        not name
+        or name != name.strip()
+        or any(c in name for c in "/\\:@")
+        or ".." in name
+        or name.startswith(".")
+        or any(ord(c) < 32 or ord(c) == 127 for c in name)
+    )
+    if unsafe:
+        raise ValueError(
+            f"{name!r} is not a model name: it must be non-empty, without '/', '\\', ':', '@', '..', a leading "
+            "dot, surrounding spaces or control characters"
+        )
+    return name
+
+
+def check_version(version: str) -> str:
+    """A model version number (MLflow's are 1, 2, ...), as text; else ValueError."""
+    if not _VERSION.fullmatch(version):
+        raise ValueError(f"{version!r} is not a model version: it must be digits")
+    return version
+
+
+class ModelUri(BaseModel):
+    """One registered version (`version`) or whichever version an alias points to (`alias`), never both."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    version: str | None = None
+    alias: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_name(value)
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, value: str | None) -> str | None:
+        return None if value is None else check_version(value)
+
+    @field_validator("alias")
+    @classmethod
+    def _alias(cls, value: str | None) -> str | None:
+        if value is not None and not _ALIAS.fullmatch(value):
+            raise ValueError(f"{value!r} is not an alias: letters, digits, '_' and '-' only")
+        return value
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ModelUri:
+        if (self.version is None) == (self.alias is None):
+            raise ValueError("a model URI names either a version or an alias")
+        return self
+
+    @classmethod
+    def parse(cls, text: str) -> ModelUri:
+        """`models:/NAME/VERSION` or `models:/NAME@ALIAS`; anything else is a ValueError naming `text`."""
+        if not isinstance(text, str) or not text.startswith(PREFIX):
+            raise ValueError(f"{text!r} is not a model URI; use {FORMS}")
+        rest = text.removeprefix(PREFIX)
+        if "@" in rest:
+            name, alias = rest.split("@", 1)
+            parts = {"name": name, "alias": alias}
+        else:
+            name, slash, version = rest.partition("/")
+            if not slash:
+                raise ValueError(f"{text!r} names no version; use {FORMS}")
+            parts = {"name": name, "version": version}
+        try:
+            return cls(**parts)
+        except ValidationError as exc:
+            reasons = "; ".join(error["msg"].removeprefix("Value error, ") for error in exc.errors())
+            raise ValueError(f"{text!r} is not a model URI ({reasons}); use {FORMS}") from None
+
+    @classmethod
+    def of(cls, version) -> ModelUri:
+        """The pinned URI of a resolved MLflow model version (anything with `name` and `version`)."""
+        return cls(name=version.name, version=str(version.version))
+
+    @property
+    def pinned(self) -> bool:
+        return self.version is not None
+
+    @property
+    def folder(self) -> str:
+        """`NAME-vVERSION`: this version's folder under `$FOUNDRY_HOME/models/`."""
+        if self.version is None:
+            raise ValueError(f"{self} names an alias, not a version: resolve it first")
+        return f"{self.name}-v{self.version}"
+
+    def __str__(self) -> str:
+        return (
+            f"{PREFIX}{self.name}/{self.version}" if self.version is not None else f"{PREFIX}{self.name}@{self.alias}"
+        )

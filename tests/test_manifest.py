@@ -1,0 +1,102 @@
+"""foundry.data.manifest: a prepared dataset's manifest.json as a typed value, byte for byte as it was written
+before the class existed (the bytes are the data version), and still reading manifests of old data versions."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from foundry.data.hydrate import verify_dataset
+from foundry.data.manifest import DatasetManifest
+from foundry.digests import sha256_file
+
+SHARD = {"file": "train_000.bin", "split": "train", "dtype": "uint16", "tokens": 2, "sha256": ""}
+
+# The key order and shapes `foundry.data.prepare` and `prepare_align` wrote with json.dumps(..., indent=1).
+DOCUMENTS = {
+    "source": "/corpus",
+    "source_digest": "ab" * 32,
+    "source_skipped": {"binary": 1},
+    "stats": {"docs_in": 3, "docs_out": 2, "train_docs": 1, "holdout_docs": 1, "train_bytes": 9, "holdout_bytes": 7},
+    "holdout_fraction": 0.3,
+    "ledger": {"documents": 2, "signing": {"num_perm": 64, "shingle_words": 5}},
+    "vocab_size": 300,
+    "eot_id": 0,
+    "dtype": "uint16",
+    "shards": [SHARD],
+    "train_tokens": 2,
+    "holdout_tokens": 0,
+    "files": {"train_000.bin": "cd" * 16},
+}
+CHAT = {
+    "kind": "chat",
+    "method": "sft",
+    "source": "/records",
+    "source_digest": "ef" * 32,
+    "source_skipped": {},
+    "stats": {"records_in": 4, "records_out": 3, "train_records": 2, "holdout_records": 1},
+    "holdout_fraction": 0.2,
+    "block_size": 64,
+    "vocab_size": 304,
+    "eot_id": 0,
+    "chat_template": {"system": "<|system|>", "user": "<|user|>", "content_prefix": "\n", "nothing": None},
+    "train_tokens": 40,
+    "holdout_tokens": 12,
+    "files": {"train.jsonl": "01" * 16},
+}
+
+
+@pytest.mark.parametrize("written", [DOCUMENTS, CHAT], ids=["documents", "chat"])
+def test_writing_gives_the_bytes_the_old_writer_gave(written, tmp_path):
+    old = json.dumps(written, indent=1)
+    (tmp_path / "manifest.json").write_text(old)
+    manifest = DatasetManifest.read(tmp_path)
+    manifest.write(tmp_path / "again.json")
+    assert (tmp_path / "again.json").read_text() == old
+
+
+def test_a_prepared_dataset_reads_and_writes_back_unchanged(tiny_dataset, tmp_path):
+    manifest = DatasetManifest.read(tiny_dataset)
+    assert manifest.modality == "text" and manifest.is_documents
+    assert manifest.train_tokens == sum(s.tokens for s in manifest.shards_of("train"))
+    assert manifest.write(tmp_path / "manifest.json").read_bytes() == (tiny_dataset / "manifest.json").read_bytes()
+
+
+def test_a_manifest_from_before_files_and_ledger_were_written_still_verifies(tmp_path):
+    """Old data versions list only the shards, with their sha256: hydration checks those."""
+    shard = tmp_path / "train_000.bin"
+    shard.write_bytes(b"\x01\x00\x02\x00")
+    old = {k: v for k, v in DOCUMENTS.items() if k not in ("files", "ledger")}
+    old["shards"] = [{**SHARD, "sha256": hashlib.sha256(shard.read_bytes()).hexdigest()}]
+    (tmp_path / "manifest.json").write_text(json.dumps(old, indent=1))
+
+    manifest = DatasetManifest.read(tmp_path)
+    expected, digest = manifest.checksums()
+    assert manifest.files is None and manifest.ledger is None and digest is sha256_file
+    assert expected == {"train_000.bin": old["shards"][0]["sha256"]}
+    assert verify_dataset(tmp_path) == []
+    shard.write_bytes(b"\x01\x00\x02\x01")
+    assert verify_dataset(tmp_path) == ["train_000.bin"]
+
+
+def test_an_unknown_modality_is_refused_naming_it(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps({**DOCUMENTS, "modality": "image"}))
+    with pytest.raises(ValueError, match=r"modality is 'image'.*text datasets only") as info:
+        DatasetManifest.read(tmp_path)
+    assert str(tmp_path / "manifest.json") in str(info.value)
+
+
+def test_a_key_no_foundry_wrote_is_refused(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps({**DOCUMENTS, "tokenizer": "bpe"}))
+    with pytest.raises(ValueError, match="tokenizer"):
+        DatasetManifest.read(tmp_path)
+    assert verify_dataset(tmp_path) == ["manifest.json"]  # hydration reports it rather than crashing
+
+
+def test_counts_name_what_the_manifest_lacks():
+    manifest = DatasetManifest.model_validate(CHAT)
+    assert manifest.count("train_records") == 2 and manifest.shards_of("train") == []
+    with pytest.raises(KeyError, match="not 'train_docs'"):
+        manifest.count("train_docs")
