@@ -5,7 +5,7 @@
 
 1. The default base model (`make run`'s: 2 layers, width 144, BPE-4096 on the standard library): `--base`, else
    the champion `foundry-gpt` in `--home`'s registry, else trained here by the train pipeline with the defaults.
-2. The instruction set (`foundry.data.instructions`): five tasks, training instances, held-out instances of
+2. The instruction set (`foundry.align.instructions`): five tasks, training instances, held-out instances of
    seen words and numbers (test), instances of unseen ones (oov), preference pairs (chosen right, rejected a
    plausible wrong answer).
 3. SFT of the base and DPO of the SFT version, each through the align flow (`flows.align.align`): the data
@@ -87,8 +87,8 @@ def loaded(uri: str, home: Path, with_chat_tokens: bool = False):
     the template's tokens added (grown)."""
     from tokenizers import Tokenizer
 
+    from foundry.align.start import chat_base
     from foundry.registry.parent import fetch_version
-    from foundry.training.warm_start import chat_base
     from models.chat import ChatTemplate, saved_template
     from models.gpt import gpt_from_saved, load_saved
 
@@ -120,7 +120,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def scores(model, tokenizer, template, sets: dict[str, list[dict]], pairs: list[dict]) -> dict:
-    from foundry.evaluation.align import exact_match, pairs_from_examples, preference_scores
+    from foundry.align.evaluation import exact_match, pairs_from_examples, preference_scores
 
     out = {name: exact_match(model, tokenizer, template, examples) for name, examples in sets.items()}
     eot = tokenizer.token_to_id("<|endoftext|>")
@@ -157,8 +157,8 @@ def main() -> int:
 
     home = configure_environment()
     from flows.align import align
+    from foundry.align.instructions import TASKS, write_instruction_set
     from foundry.config import load_config
-    from foundry.data.instructions import TASKS, write_instruction_set
 
     started, load_start, timings = time.perf_counter(), os.getloadavg(), {}
     base_uri = default_base(args)

@@ -12,13 +12,13 @@ configure_environment()  # an entry point: `foundry align` and Prefect workers i
 
 from prefect import flow, runtime  # noqa: E402
 
+from foundry.align.start import align_config  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.contracts import AlignResult, Candidate  # noqa: E402
 from foundry.env import foundry_home  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
-from foundry.summaries import align_summary  # noqa: E402
+from foundry.reports.summaries import align_summary  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
-from foundry.training.warm_start import align_config  # noqa: E402
 from tasks.align import (  # noqa: E402
     align_dataset,
     chat_base,

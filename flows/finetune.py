@@ -19,8 +19,8 @@ from foundry.contracts import Candidate, PipelineResult  # noqa: E402
 from foundry.env import foundry_home  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
 from foundry.model_uri import ModelUri  # noqa: E402
+from foundry.specialists.finetune import specialist_config  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
-from foundry.training.warm_start import specialist_config  # noqa: E402
 from tasks.artifacts import flow_config, name_flow_run, publish_data_stage, publish_result  # noqa: E402
 from tasks.data import acquire, dataset, hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402

@@ -13,11 +13,11 @@ configure_environment()  # an entry point: `foundry merge` and Prefect workers i
 
 from prefect import flow, runtime  # noqa: E402
 
-from foundry.adapt.contracts import MergeResult  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
 from foundry.model_uri import ModelUri  # noqa: E402
-from foundry.summaries import merge_summary  # noqa: E402
+from foundry.reports.summaries import merge_summary  # noqa: E402
+from foundry.specialists.contracts import MergeResult  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
 from tasks.artifacts import flow_config, publish_summary  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402

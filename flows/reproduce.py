@@ -17,7 +17,7 @@ from foundry.contracts import Reproduction  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
 from foundry.registry import lineage  # noqa: E402
 from foundry.registry.versions import resolve  # noqa: E402
-from foundry.summaries import reproduce_summary  # noqa: E402
+from foundry.reports.summaries import reproduce_summary  # noqa: E402
 from tasks.artifacts import publish_data_stage, publish_summary  # noqa: E402
 from tasks.data import hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402

@@ -17,9 +17,9 @@ from foundry.config import FoundryConfig  # noqa: E402
 from foundry.contracts import Candidate, PipelineResult, SkippedRun  # noqa: E402
 from foundry.env import foundry_home  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
-from foundry.summaries import skipped_summary  # noqa: E402
+from foundry.reports.summaries import skipped_summary  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
-from foundry.training.warm_start import fine_tune_config  # noqa: E402
+from foundry.training.warm_start import retrain_config  # noqa: E402
 from tasks.artifacts import name_flow_run, publish_data_stage, publish_result, publish_summary, run_name  # noqa: E402
 from tasks.data import acquire, dataset, hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402
@@ -34,7 +34,7 @@ def retrain(config: FoundryConfig = FoundryConfig()) -> PipelineResult | Skipped
     ledger (new documents plus a replay sample of its training documents), fine-tune, judge, register."""
     route_library_logs()  # each line once, our INFO lines included
     parent = champion_parent(config, foundry_home())  # fails closed: a registry error is not "no champion"
-    tuned = fine_tune_config(config, parent)
+    tuned = retrain_config(config, parent)
     tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.stage": "retrain", "parent_model": parent.uri}
     with pipeline_run(tuned, runtime.flow_run.name, tags) as run:
         source_manifest = acquire(tuned, run)

@@ -19,9 +19,9 @@ from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.contracts import SearchResult, TrialData  # noqa: E402
+from foundry.reports.summaries import search_summary  # noqa: E402
 from foundry.search.records import study_run  # noqa: E402
 from foundry.search.study import data_key, data_variants  # noqa: E402
-from foundry.summaries import search_summary  # noqa: E402
 from tasks.artifacts import flow_config, publish_summary  # noqa: E402
 from tasks.data import acquire, dataset, hydrate  # noqa: E402
 from tasks.search import record, run_trials  # noqa: E402

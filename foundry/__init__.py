@@ -4,20 +4,22 @@ The library, by stage (A data acquisition and hydration; B model architecture an
 top-level `models` package and `training.warm_start`; C the training loop; D checkpointing and resilience;
 E validation and alignment):
 
-- `data`: A, acquire, clean, validate, version and hydrate datasets (alignment records too)
+- `data`: A, acquire, clean, validate, version and hydrate datasets
 - `training`: C, the Lightning loop on one process or many, its launcher, the memory planner, warm starts
 - `checkpointing`: D, checkpoints that survive failure and resume exactly
-- `evaluation`: E, holdout metrics and baselines, alignment's evaluation, loss curves and model cards
+- `evaluation`: E, holdout metrics and baselines
 - `registry`: E, versions and aliases, the gates' inputs from the registry, lineage, the version a run starts from
 - `gates`: E, the promotion gates as pure rules, each returning the one `Decision` type
-- `adapt`: specialists (fine-tuning) and merging them
+- `align`: instruction tuning and preference optimisation: data, training, evaluation
+- `specialists`: domain fine-tunes and merging them
+- `reports`: what people read at the end of a run: summaries, model cards, plots
 - `search`: hyperparameter search (Optuna on Dask)
 - `serving`: the registered model's own code, which travels with every version
 - `config`: the one typed config
 
 and the modules beside them:
 
-- `cli`, `cli_adapt`, `cli_align`, `cli_config`, `cli_search`: the `foundry` command
+- `cli`: the `foundry` command, one module per domain
 - `contracts`: the typed values the stages hand each other
 - `digests`: file digests, one read per file
 - `env`: where state lives and the switches that keep every library offline
@@ -27,7 +29,6 @@ and the modules beside them:
 - `ops`: local servers (`foundry up`) and health (`foundry doctor`)
 - `periodic`: doing something every few seconds while a stage runs
 - `progress`: progress as a small JSON file the orchestrator reads
-- `summaries`: what each command prints when its flow ends
 - `tracking`: MLflow bookkeeping: the experiment, the pipeline run, its lineage
 
 Importing any of it changes nothing: entry points call `foundry.env.configure_environment()` once.

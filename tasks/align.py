@@ -25,7 +25,7 @@ def parent_version(model_uri: str, home: Path) -> ParentModel:
 @task(name="chat-base", cache_policy=NO_CACHE)
 def chat_base(parent: ParentModel, home: Path) -> ParentModel:
     """The parent with the chat template's tokens (grown embedding and tokenizer), written once per version."""
-    from foundry.training.warm_start import chat_base as with_chat_tokens
+    from foundry.align.start import chat_base as with_chat_tokens
 
     return with_chat_tokens(parent, home)
 
@@ -48,7 +48,7 @@ def replay_source(config: FoundryConfig, parent: ParentModel, home: Path) -> Fou
 
 
 def _align_dataset_key(context, parameters: dict) -> str:
-    from foundry.data.prepare_align import align_dataset_key
+    from foundry.align.prepare import align_dataset_key
 
     return align_dataset_key(parameters["config"], parameters["source_manifest"].digest)
 
@@ -57,8 +57,8 @@ def _align_dataset_key(context, parameters: dict) -> str:
 def align_dataset(config: FoundryConfig, source_manifest: SourceManifest, run: RunContext) -> DataVersion:
     """Prepare (check, scrub, encode, split), validate and version the records, unless these records with this
     tokenizer, context and code were versioned before."""
-    from foundry.data.prepare_align import prepare_aligned
-    from foundry.data.validate_align import validate_aligned
+    from foundry.align.prepare import prepare_aligned
+    from foundry.align.validate import validate_aligned
     from foundry.data.versioning import version_dataset
 
     staged = run.dir / "prepared"
@@ -86,8 +86,8 @@ def evaluate_aligned(
     `align.prompts` from both, through the chat template."""
     from tokenizers import Tokenizer
 
+    from foundry.align.evaluation import heldout_scores
     from foundry.data.hydrate import hydrate_version
-    from foundry.evaluation.align import heldout_scores
     from foundry.evaluation.metrics import holdout_metrics
     from models.chat import saved_template
     from models.generate import generate_replies
@@ -136,9 +136,9 @@ def register_aligned(config: FoundryConfig, candidate: Candidate, decision: Deci
     """Log the pyfunc model (its template inside `model.pt`) and publish it: a version with lineage, the gate's
     record and a model card, `challenger`, and `champion` when every check of the gate passed and
     `registry.auto_promote` is on; all of it or nothing (`versions.publish`)."""
-    from foundry.evaluation.report import alignment_card
     from foundry.registry import versions
     from foundry.registry.lineage import version_tags
+    from foundry.reports.cards import alignment_card
     from foundry.serving.package import log_model
 
     c, run, metrics = candidate, candidate.run, candidate.metrics

@@ -82,7 +82,7 @@ def publish_summary(
 
 def publish_result(result: PipelineResult, home: Path) -> None:
     """What a flow that trained and registered a model shows: `foundry run`'s summary, its run and version."""
-    from foundry.evaluation.report import pipeline_summary
+    from foundry.reports.summaries import pipeline_summary
 
     summary = pipeline_summary(result, home)
     publish_summary(summary, result.model_uri, result.verdict, result.run_id, result.model_name, result.model_version)

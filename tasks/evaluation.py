@@ -19,7 +19,7 @@ def evaluate(config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunCo
     from tokenizers import Tokenizer
 
     from foundry.evaluation.metrics import compression_bits_per_byte, holdout_metrics
-    from foundry.evaluation.report import loss_curve
+    from foundry.reports.plots import loss_curve
     from models.generate import generate_texts
     from models.gpt import load_gpt
 

@@ -9,17 +9,17 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from foundry import tracking
-from foundry.adapt.contracts import HoldoutScore
 from foundry.config import FoundryConfig
 from foundry.contracts import Promotion, RunContext
 from foundry.gates.decision import Decision
+from foundry.specialists.contracts import HoldoutScore
 
 
 @task(name="merge-base", cache_policy=NO_CACHE)
 def merge_base(model_uris: list[str], config: FoundryConfig, run: RunContext) -> tuple[list[str], str]:
     """The models as models:/NAME/VERSION, and the base their task vectors are taken from (refused when it is
     not their common ancestor, unless forced)."""
-    from foundry.adapt.merging import canonical, choose_base
+    from foundry.specialists.merging import canonical, choose_base
 
     parents = [canonical(uri) for uri in model_uris]
     base = choose_base(parents, config)
@@ -31,7 +31,7 @@ def merge_base(model_uris: list[str], config: FoundryConfig, run: RunContext) ->
 @task(name="merge-weights", cache_policy=NO_CACHE)
 def merge_weights(parents: list[str], base: str, config: FoundryConfig, run: RunContext) -> Path:
     """The merged model.pt and tokenizer.json in the run's folder; refused for mismatched models."""
-    from foundry.adapt import merging
+    from foundry.specialists import merging
 
     folder = merging.merge_weights(parents, base, config, run.dir / "merged")
     tracking.client().log_dict(run.run_id, merging.recipe(parents, base, config), "merge/recipe.json")
@@ -43,7 +43,7 @@ def score_merge(
     merged: Path, parents: list[str], base: str, config: FoundryConfig, run: RunContext
 ) -> list[HoldoutScore]:
     """The merge beside the base (and each specialist) on every parent's holdout and on the base's."""
-    from foundry.adapt.merging import score_holdouts, score_metrics
+    from foundry.specialists.merging import score_holdouts, score_metrics
 
     scores = score_holdouts(merged, parents, base, config, run.home)
     tracking.log_metrics(run.run_id, score_metrics(scores))
@@ -53,8 +53,8 @@ def score_merge(
 @task(name="judge-merge", cache_policy=NO_CACHE)
 def judge_merge(scores: list[HoldoutScore], config: FoundryConfig, run: RunContext) -> Decision:
     """The merge gate (`foundry.gates.merge`) on the scores; its verdict and inputs tagged on the run."""
-    from foundry.adapt.merge_gate import merge_inputs
     from foundry.gates import merge as gate
+    from foundry.specialists.merging import merge_inputs
 
     decision = gate.decide(merge_inputs(scores, config))
     tracking.set_tags(run.run_id, decision.tags())
@@ -68,11 +68,11 @@ def register_merge(
 ) -> tuple[str, Promotion]:
     """Publish the merge (all of it or nothing): every parent in `parent_model`, the recipe in a tag and in
     the model card, the base's data version as its own (the holdout its `holdout/*` scores come from)."""
-    from foundry.adapt.merge_gate import merge_card
-    from foundry.adapt.merging import recipe
     from foundry.registry import tags as registry_tags
     from foundry.registry import versions
+    from foundry.reports.cards import merge_card
     from foundry.serving.package import log_model
+    from foundry.specialists.merging import recipe
     from models.gpt import load_gpt
 
     base_version = versions.resolve(base)

@@ -82,7 +82,7 @@ def judge_specialist(config: FoundryConfig, candidate: Candidate, base: ParentMo
 
 def _recorded(decision: Decision, candidate: Candidate) -> Decision:
     """The decision on the run: the summary table, the verdict tags and the forgetting guard's scores."""
-    from foundry.evaluation.report import summary_table
+    from foundry.reports.cards import summary_table
 
     run, gate = candidate.run, decision.inputs
     table = summary_table(candidate.metrics, gate.champion_bits_per_byte, decision)
@@ -109,9 +109,9 @@ def _recorded(decision: Decision, candidate: Candidate) -> Decision:
 def register(config: FoundryConfig, candidate: Candidate, decision: Decision, parent: str = "") -> Promotion:
     """Log the pyfunc model and publish it: a version with lineage, metrics, gate tags and a model card,
     `challenger`, and `champion` when the gate passed and auto-promotion is on; all of it or nothing."""
-    from foundry.evaluation.report import model_card
     from foundry.registry import versions
     from foundry.registry.lineage import version_tags
+    from foundry.reports.cards import model_card
     from foundry.serving.package import log_model
     from models.gpt import load_gpt
 

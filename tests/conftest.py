@@ -190,8 +190,8 @@ def tracking_uri(monkeypatch, url: str):
 
 @pytest.fixture(scope="session")
 def instruction_set(tmp_path_factory) -> dict[str, Path]:
-    """The generated instruction set, small: sft/ and dpo/ records, eval/ held-out sets (foundry.data.instructions)."""
-    from foundry.data.instructions import write_instruction_set
+    """The generated instruction set, small: sft/ and dpo/ records, eval/ held-out sets (foundry.align.instructions)."""
+    from foundry.align.instructions import write_instruction_set
 
     return write_instruction_set(tmp_path_factory.mktemp("instructions"), train=60, test=10, pairs=30)
 

@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from foundry.align.instructions import TASKS, instances, plausible_wrong, write_instruction_set
+from foundry.align.prepare import prepare_aligned
+from foundry.align.records import load_conversations, load_pairs
+from foundry.align.validate import validate_aligned
 from foundry.config import load_config
 from foundry.data.acquire import acquire_source
-from foundry.data.chat import load_conversations, load_pairs
 from foundry.data.formats import BadInputError
-from foundry.data.instructions import TASKS, instances, plausible_wrong, write_instruction_set
 from foundry.data.manifest import DatasetManifest
-from foundry.data.prepare_align import prepare_aligned
 from foundry.data.validate import ValidationFailed
-from foundry.data.validate_align import validate_aligned
 from models.chat import ChatTemplate, add_chat_tokens
 
 GOOD = {
@@ -272,7 +272,7 @@ def test_foundry_instructions_writes_what_align_reads(tmp_path, capsys):
 
 def test_the_dataset_key_follows_records_tokenizer_context_and_method(chat_tokenizer, tmp_path):
     """The align flow's data task is cached under this key: same inputs, same dataset version, no compute."""
-    from foundry.data.prepare_align import align_dataset_key
+    from foundry.align.prepare import align_dataset_key
 
     other_tokenizer = tmp_path / "tokenizer.json"
     other_tokenizer.write_text(chat_tokenizer.read_text().replace("<|end|>", "<|stop|>"))

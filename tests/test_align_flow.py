@@ -21,7 +21,7 @@ def test_sft_registers_an_aligned_version_with_lineage_gate_and_card(aligned_mod
     from mlflow import MlflowClient
 
     from foundry.registry.lineage import lineage
-    from foundry.summaries import align_summary
+    from foundry.reports.summaries import align_summary
 
     config, result = aligned_model
     _, base = base_model
@@ -93,7 +93,7 @@ def test_batched_greedy_replies_are_the_one_at_a_time_ones(aligned_model, instru
     """The benchmark's exact match decodes prompts of one length together; it must read what serving would."""
     import mlflow
 
-    from foundry.evaluation.align import greedy_replies
+    from foundry.align.evaluation import greedy_replies
     from models.chat import ChatTemplate
     from models.generate import generate_replies
     from models.gpt import load_gpt

@@ -9,8 +9,8 @@ import pytest
 import torch
 from test_align_models import as_lists, many_conversations
 
+from foundry.align.training import replayed_rows
 from foundry.config import load_config
-from foundry.training.align import replayed_rows
 from models.align import IGNORE
 from models.align_data import PackedConversations, WithReplay
 from models.data import RandomWindows

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from foundry.align.instructions import write_instruction_set
+from foundry.align.prepare import prepare_aligned
 from foundry.checkpointing.manifest import latest_valid, read_manifest
 from foundry.config import load_config
 from foundry.data.acquire import acquire_source
-from foundry.data.instructions import write_instruction_set
-from foundry.data.prepare_align import prepare_aligned
 from foundry.training.launch import launch
 from foundry.training.trainer import weights_digest
 from models.chat import ChatTemplate, add_chat_tokens, grow_vocabulary

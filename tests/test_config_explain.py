@@ -10,6 +10,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from foundry.align.start import align_config
 from foundry.cli import main
 from foundry.config import (
     ConfigError,
@@ -21,7 +22,7 @@ from foundry.config import (
     validate,
 )
 from foundry.config.describe import _all_keys, explain
-from foundry.training.warm_start import align_config, fine_tune_config
+from foundry.training.warm_start import retrain_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -146,7 +147,7 @@ def test_warm_starts_train_with_the_variant_override(tmp_path):
         config=config.model_dump(mode="json"),
         source_manifest=SourceManifest(source="s", digest="d", files=0, bytes=0, entries=[]),
     )
-    aligned, retrained = align_config(config, parent).train, fine_tune_config(config, parent).train
+    aligned, retrained = align_config(config, parent).train, retrain_config(config, parent).train
     assert (aligned.max_steps, aligned.batch_size, aligned.seed, aligned.init_from) == (7, 32, 5, parent.weights)
     assert (retrained.max_steps, retrained.warmup_steps, retrained.seed) == (200, 2, 5)
 

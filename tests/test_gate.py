@@ -175,7 +175,7 @@ def test_a_challenger_that_improves_on_new_data_but_forgets_the_old_is_refused(
     assert tags["gate.old_holdout_version"] == old.data_version and tags["gate.max_regression"] == "0.02"
     assert float(tags["gate.challenger_old_bits_per_byte"]) == pytest.approx(forgot.challenger_bits_per_byte, rel=1e-5)
 
-    from foundry.evaluation.report import forgetting
+    from foundry.reports.cards import forgetting
 
     assert "more than the 0.02 allowed" in forgetting(refused)
     # The guard alone decided: allow the regression and the same challenger passes.

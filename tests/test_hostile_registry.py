@@ -240,8 +240,8 @@ def test_reproduce_refuses_a_version_whose_data_version_tag_is_a_path(hostile, t
 
 
 def test_a_parent_model_tag_that_is_not_a_model_uri_stops_lineage_and_merges(hostile):
-    from foundry.adapt.merging import parents_of
     from foundry.registry.lineage import lineage
+    from foundry.specialists.merging import parents_of
 
     register, _, _ = hostile
     version = register("hostile-parent", {"parent_model": "models:/foundry-gpt/1,models:/../../x/1"})

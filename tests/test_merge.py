@@ -155,10 +155,10 @@ def test_merge_refuses_bad_parameters(kwargs, message):
 
 
 def test_the_merge_gate_wants_better_than_the_base_everywhere_and_close_to_each_specialist():
-    from foundry.adapt.contracts import HoldoutScore
-    from foundry.adapt.merge_gate import merge_inputs
     from foundry.config import load_config
     from foundry.gates.merge import decide
+    from foundry.specialists.contracts import HoldoutScore
+    from foundry.specialists.merging import merge_inputs
 
     def decide_merge(scores, config):
         return decide(merge_inputs(scores, config))

@@ -90,7 +90,7 @@ def specialists(base_uri, foundry_home):
 def test_a_merge_of_two_specialists_passes_the_gate_and_records_every_parent(specialists, base_uri, prefect_harness):
     from flows.merge import merge
     from foundry.registry.lineage import format_lineage, lineage
-    from foundry.summaries import merge_summary
+    from foundry.reports.summaries import merge_summary
 
     a, b, _ = specialists
     result = merge(models=[a, "models:/mg-b@champion"], config=tiny("merge.method=linear", "merge.model_name=mg-ab"))

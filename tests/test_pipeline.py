@@ -274,7 +274,7 @@ def test_telemetry_switches_are_set():
 def test_lineage_and_reproduce_give_identical_metrics(first_run, prefect_harness):
     from flows.reproduce import reproduce
     from foundry.registry.lineage import format_lineage, lineage
-    from foundry.summaries import reproduce_summary
+    from foundry.reports.summaries import reproduce_summary
 
     config, summary = first_run
     chain = lineage(summary.model_uri)

@@ -54,7 +54,7 @@ def test_a_registry_error_in_the_champion_lookup_stops_the_run(prefect_harness, 
 def test_a_retrain_with_nothing_new_is_recorded_and_announced(base_model, prefect_harness):
     from flows.retrain import retrain
     from foundry.contracts import SkippedRun
-    from foundry.summaries import skipped_summary
+    from foundry.reports.summaries import skipped_summary
 
     champion = f"models:/rt-skip/{champion_copy(base_model[1], 'rt-skip')}"
     result = retrain(config=tiny("rt-skip"))

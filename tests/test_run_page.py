@@ -37,7 +37,7 @@ def test_the_flow_run_is_named_after_its_model_and_data(flow_run):
 
 
 def test_the_summary_artifact_is_what_the_terminal_prints(flow_run, foundry_home):
-    from foundry.evaluation.report import pipeline_summary
+    from foundry.reports.summaries import pipeline_summary
 
     _, summary, _, artifacts, _ = flow_run
     markdown = artifacts["pipeline-summary"]

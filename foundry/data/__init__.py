@@ -18,6 +18,4 @@
 - `validate`: the gate, Great Expectations suites over documents, shards, splits and the ledger
 - `versioning`: DVC makes the prepared dataset a content-addressed version
 - `hydrate`: pull exactly one data version onto this node and check every file
-- `chat`, `prepare_align`, `validate_align`: alignment records, their preparation and their gate
-- `instructions`: the generated instruction set (`foundry instructions`)
 """

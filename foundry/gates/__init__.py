@@ -9,5 +9,5 @@ turns it into the one `Decision` type, with no registry, file or network in sigh
 - `inputs`: the typed `...Inputs` each gate decides on, and the `gate.*` tags that record them.
 - `checks`: the comparisons several gates make, written once.
 
-The gathering lives beside the registry (`foundry.registry.gate`, `foundry.adapt.merging`).
+The gathering lives beside the registry (`foundry.registry.gate`, `foundry.specialists.merging`).
 """

@@ -186,8 +186,8 @@ def alignment_inputs(
 def gather_alignment(config: FoundryConfig, candidate: Candidate) -> AlignmentInputs:
     """The champion of the name the aligned model registers under, scored on the candidate's held-out
     alignment data; one with another tokenizer cannot be scored on these tokens and counts as unscored."""
+    from foundry.align.evaluation import heldout_scores
     from foundry.data.manifest import DatasetManifest
-    from foundry.evaluation.align import heldout_scores
     from models.gpt import load_gpt
 
     c, name = candidate, config.registry.model_name

@@ -9,5 +9,4 @@
 - `plan`: `foundry plan`, memory per device and the largest micro-batch that fits
 - `cpu_peak`: a CPU's measured peak FLOP/s, for MFU
 - `warm_start`: training that continues from a registered model (retrain, fine-tune, alignment)
-- `align`: the LightningModule and loaders for a chat or preference dataset
 """

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import torch
 
+from foundry.align.training import KINDS as ALIGNED_KINDS
+from foundry.align.training import aligned_loaders, build_aligned_module
 from foundry.config import FoundryConfig, TrainConfig
 from foundry.data.manifest import DatasetManifest
 from foundry.data.shards import load_split
-from foundry.training.align import KINDS as ALIGNED_KINDS
-from foundry.training.align import aligned_loaders, build_aligned_module
 from models.data import RandomWindows, SequentialWindows
 
 log = logging.getLogger(__name__)

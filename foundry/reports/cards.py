@@ -1,38 +1,14 @@
-"""What people look at: the loss curve, the evaluation table and the model card on the registry page."""
+"""The model cards on the registry page (trained, aligned and merged versions) and the evaluation table in them."""
 
 from __future__ import annotations
-
-import textwrap
-from pathlib import Path
 
 import pandas as pd
 
 from foundry.config import FoundryConfig, TrainConfig
-from foundry.contracts import DataVersion, PipelineResult
+from foundry.contracts import DataVersion
 from foundry.data.manifest import DatasetManifest
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates.decision import Decision
-
-
-def loss_curve(history: dict[str, list[tuple[int, float]]], path: Path) -> Path:
-    """Train and validation loss against step, one PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    for name, points in history.items():
-        if points:
-            steps, values = zip(*sorted(points))
-            ax.plot(steps, values, label=name, marker="o" if len(points) < 20 else None)
-    ax.set(xlabel="step", ylabel="loss (nats/token)", title="Training curve")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
 
 
 def summary_table(
@@ -167,20 +143,27 @@ model.predict(pd.DataFrame({{"messages": [[{{"role": "user", "content": "Add: 2 
 """
 
 
-def pipeline_summary(result: PipelineResult, home: Path) -> str:
-    """What `foundry run` prints at the end, and the run page's summary artifact shows."""
-    m = HoldoutMetrics.from_mlflow(result.metrics)
-    baselines = "  ".join(f"{name} {value:.4f}" for name, value in m.baselines().items())
-    status = "champion" if result.promoted else "challenger"
-    loadable = f"models:/{result.model_name}@champion" if result.promoted else result.model_uri  # refused: no alias
-    return textwrap.dedent(f"""
-        ── Foundry pipeline finished ─────────────────────────────────────────
-        model      {result.model_uri}  (alias: {status}; {result.verdict})
-        data       version {result.data_version}
-        holdout    loss {m.loss:.4f}  perplexity {m.perplexity:.2f}  bits/byte {m.bits_per_byte:.4f}
-        baselines  {baselines} bits/byte
-        MLflow run {result.run_id}
-        MLflow UI  .venv/bin/mlflow ui --backend-store-uri sqlite:///{home}/mlflow/mlflow.db --host 127.0.0.1 --port 5000
-        Prefect UI PREFECT_HOME={home}/prefect .venv/bin/prefect server start --host 127.0.0.1 --port 4200
-        load it    mlflow.pyfunc.load_model("{loadable}")
-    """).strip("\n")
+def merge_card(name: str, recipe: dict, decision: Decision, n_params: int, run_id: str) -> str:
+    """Markdown for the merged version's description in the registry: the recipe, the scores, the verdict."""
+    rows = "\n".join(
+        f"| {s.holdout_of} | {s.data_version[:12]} | {s.merged_bits_per_byte:.4f} | {s.base_bits_per_byte:.4f} | "
+        f"{'-' if s.specialist_bits_per_byte is None else f'{s.specialist_bits_per_byte:.4f}'} |"
+        for s in decision.inputs.scores
+    )
+    weights = ", ".join(f"{uri} x {w}" for uri, w in zip(recipe["models"], recipe["weights"]))
+    return f"""# {name}: a {recipe["method"]} merge, {n_params / 1e6:.2f}M parameters
+
+**Verdict:** {decision.verdict}
+
+## Recipe (no training)
+- method `{recipe["method"]}`, base `{recipe["base"]}`
+- models and weights: {weights}
+- density {recipe["density"]}, scale (lambda) {recipe["scale"]}, seed {recipe["seed"]}
+
+## Holdouts (bits per byte, lower is better)
+| holdout of | data | merged | base | specialist |
+|---|---|---|---|---|
+{rows}
+
+MLflow run `{run_id}`. Reproduce: `foundry merge {" ".join(recipe["models"])} --method {recipe["method"]} --base {recipe["base"]}` with the same weights, density, scale and seed.
+"""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from foundry.data.chat import load_conversations, load_pairs
+from foundry.align.records import load_conversations, load_pairs
 from foundry.data.manifest import DatasetManifest
 from models.align import IGNORE, sequence_logps
 from models.align_data import Conversations, Pairs, Ragged, sequential_conversations, sequential_pairs

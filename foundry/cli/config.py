@@ -1,16 +1,15 @@
-"""`foundry config`: the effective config as commented YAML, or one key explained (kept apart from
-foundry/cli.py, which registers it, for room)."""
+"""`foundry config`: the effective config as commented YAML, or one key explained."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 
+from foundry.cli.common import config_args, load
 from foundry.config import ConfigError, load_config, to_commented_yaml
 
 
-def add_config_command(commands, config_args: Callable, load: Callable) -> None:
+def add_commands(commands) -> None:
     config = commands.add_parser(
         "config",
         help="print the effective config as YAML, each key's description as a comment, or write it",
@@ -25,10 +24,10 @@ def add_config_command(commands, config_args: Callable, load: Callable) -> None:
     config.add_argument(
         "--defaults", action="store_true", help="start from the built-in defaults, ignoring params.yaml"
     )
-    config.set_defaults(func=lambda args: cmd_config(args, load))
+    config.set_defaults(func=cmd_config)
 
 
-def cmd_config(args: argparse.Namespace, load: Callable) -> int:
+def cmd_config(args: argparse.Namespace) -> int:
     from foundry.config.describe import UnknownKey, explain
 
     config = load_config(None, args.overrides) if args.defaults else load(args)

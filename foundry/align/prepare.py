@@ -18,12 +18,12 @@ import logging
 from collections import Counter
 from pathlib import Path
 
+from foundry.align.records import KIND_OF, Conversation, RecordProblem, context_tokens, encode, parse_record, save_split
 from foundry.config import FoundryConfig
 from foundry.contracts import SourceManifest
 from foundry.data import audit as audits
 from foundry.data import pii
 from foundry.data.audit import Audit
-from foundry.data.chat import KIND_OF, Conversation, RecordProblem, context_tokens, encode, parse_record, save_split
 from foundry.data.clean import holdout_set
 from foundry.data.formats import BadInputError, read_records
 from foundry.data.manifest import FILE as MANIFEST_FILE
@@ -37,9 +37,9 @@ log = logging.getLogger(__name__)
 SPLITS = ("train", "holdout")
 # The code that shapes an alignment dataset: part of its cache key, as dvc.yaml's deps are for documents.
 CODE = (
-    "foundry/data/prepare_align.py",
+    "foundry/align/prepare.py",
     "foundry/data/manifest.py",
-    "foundry/data/chat.py",
+    "foundry/align/records.py",
     "foundry/data/formats.py",
     "foundry/data/pii.py",
     "models/chat.py",

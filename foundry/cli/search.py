@@ -1,15 +1,15 @@
-"""`foundry search`: the hyperparameter search flow from the command line (kept apart from foundry/cli.py,
-which registers it, for room)."""
+"""`foundry search`: the hyperparameter search flow from the command line."""
 
 from __future__ import annotations
 
 import argparse
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
+from foundry.cli.common import config_args, load, summary_text
 
-def add_search_command(commands, config_args: Callable, load: Callable, summary: Callable) -> None:
+
+def add_commands(commands) -> None:
     search = commands.add_parser(
         "search",
         help="hyperparameter search over the config's `search` space (the search flow); re-run to continue a study",
@@ -19,13 +19,13 @@ def add_search_command(commands, config_args: Callable, load: Callable, summary:
     search.add_argument(
         "--train-best", action="store_true", help="then run the whole pipeline with the best config (the usual gate)"
     )
-    search.set_defaults(func=lambda args: cmd_search(args, load, summary))
+    search.set_defaults(func=cmd_search)
 
 
-def cmd_search(args: argparse.Namespace, load: Callable, summary: Callable) -> int:
+def cmd_search(args: argparse.Namespace) -> int:
     config = load(args)
     from flows.search import search
-    from foundry.summaries import search_summary
+    from foundry.reports.summaries import search_summary
 
     result = search(config=config)
     print(search_summary(result))
@@ -39,5 +39,5 @@ def cmd_search(args: argparse.Namespace, load: Callable, summary: Callable) -> i
         from flows.train_pipeline import train_pipeline
         from foundry.config import load_config
 
-        print(summary(train_pipeline(config=load_config(result.best_config))))
+        print(summary_text(train_pipeline(config=load_config(result.best_config))))
     return 0

@@ -35,7 +35,7 @@ def build_aligned_module(config: FoundryConfig, args: dict, kind: str, train_set
 
 def aligned_loaders(config: FoundryConfig, data_dir: Path, manifest: DatasetManifest, rank: int, world_size: int):
     """(train, validation) loaders over the dataset's splits; padding is end-of-text and predicts nothing."""
-    from foundry.data.chat import load_conversations, load_pairs
+    from foundry.align.records import load_conversations, load_pairs
     from models.align_data import (
         PackedConversations,
         PreferenceBatches,

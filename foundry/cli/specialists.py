@@ -1,20 +1,19 @@
-"""`foundry finetune` and `foundry merge`: specialising a registered model and merging specialists from the
-command line (kept apart from foundry/cli.py,
-which registers it, for room)."""
+"""`foundry finetune` and `foundry merge`: specialising a registered model and merging specialists."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+
+from foundry.cli.common import config_args, load, summary_text
 
 
-def add_adapt_commands(commands, config_args: Callable, load: Callable, summary: Callable) -> None:
+def add_commands(commands) -> None:
     finetune = commands.add_parser(
         "finetune", help="specialise a registered version on the configured data source (the finetune flow)"
     )
     finetune.add_argument("model", metavar="MODEL_URI", help="models:/NAME/VERSION or models:/NAME@ALIAS to start from")
     config_args(finetune)
-    finetune.set_defaults(func=lambda args: cmd_finetune(args, load, summary))
+    finetune.set_defaults(func=cmd_finetune)
     merge = commands.add_parser(
         "merge", help="merge two or more registered versions of one architecture by their parameters (no training)"
     )
@@ -24,25 +23,25 @@ def add_adapt_commands(commands, config_args: Callable, load: Callable, summary:
     merge.add_argument("--base", metavar="MODEL_URI", help="merge.base (default: the models' common ancestor)")
     merge.add_argument("--weights", type=float, nargs="+", metavar="W", help="merge.weights, one per model")
     merge.add_argument("--force", action="store_true", help="merge onto --base even if it is not their ancestor")
-    merge.set_defaults(func=lambda args: cmd_merge(args, load))
+    merge.set_defaults(func=cmd_merge)
 
 
-def cmd_finetune(args: argparse.Namespace, load: Callable, summary: Callable) -> int:
+def cmd_finetune(args: argparse.Namespace) -> int:
     config = load(args)
     from flows.finetune import finetune
 
     result = finetune(model=args.model, config=config)
-    print(summary(result) + f"\nparent     {result.parent}")
+    print(summary_text(result) + f"\nparent     {result.parent}")
     return 0
 
 
-def cmd_merge(args: argparse.Namespace, load: Callable) -> int:
+def cmd_merge(args: argparse.Namespace) -> int:
     """The options are shorthands for `--set merge.KEY=VALUE`; they win over the config file and --set."""
     shorthands = {"method": args.method, "base": args.base, "weights": args.weights, "force": args.force or None}
     args.overrides += [f"merge.{key}={value}" for key, value in shorthands.items() if value is not None]
     config = load(args)
     from flows.merge import merge
-    from foundry.summaries import merge_summary
+    from foundry.reports.summaries import merge_summary
 
     print(merge_summary(merge(models=args.models, config=config)))
     return 0  # refused by the gate is an outcome (a challenger), as for `foundry run`

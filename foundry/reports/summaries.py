@@ -1,10 +1,14 @@
 """What each command prints when its flow ends; the flow's run page shows the same text as its summary
-artifact. (`foundry run`, `retrain` and `finetune` print `foundry.evaluation.report.pipeline_summary`.)"""
+artifact."""
 
 from __future__ import annotations
 
-from foundry.adapt.contracts import MergeResult
-from foundry.contracts import AlignResult, Reproduction, SearchResult, SkippedRun
+import textwrap
+from pathlib import Path
+
+from foundry.contracts import AlignResult, PipelineResult, Reproduction, SearchResult, SkippedRun
+from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.specialists.contracts import MergeResult
 
 
 def _rule(title: str) -> str:
@@ -80,3 +84,22 @@ def reproduce_summary(result: Reproduction) -> str:
 
 def skipped_summary(result: SkippedRun) -> str:
     return f"retrain: {result.reason}; nothing trained (MLflow run {result.run_id})"
+
+
+def pipeline_summary(result: PipelineResult, home: Path) -> str:
+    """What `foundry run` prints at the end, and the run page's summary artifact shows."""
+    m = HoldoutMetrics.from_mlflow(result.metrics)
+    baselines = "  ".join(f"{name} {value:.4f}" for name, value in m.baselines().items())
+    status = "champion" if result.promoted else "challenger"
+    loadable = f"models:/{result.model_name}@champion" if result.promoted else result.model_uri  # refused: no alias
+    return textwrap.dedent(f"""
+        ── Foundry pipeline finished ─────────────────────────────────────────
+        model      {result.model_uri}  (alias: {status}; {result.verdict})
+        data       version {result.data_version}
+        holdout    loss {m.loss:.4f}  perplexity {m.perplexity:.2f}  bits/byte {m.bits_per_byte:.4f}
+        baselines  {baselines} bits/byte
+        MLflow run {result.run_id}
+        MLflow UI  .venv/bin/mlflow ui --backend-store-uri sqlite:///{home}/mlflow/mlflow.db --host 127.0.0.1 --port 5000
+        Prefect UI PREFECT_HOME={home}/prefect .venv/bin/prefect server start --host 127.0.0.1 --port 4200
+        load it    mlflow.pyfunc.load_model("{loadable}")
+    """).strip("\n")

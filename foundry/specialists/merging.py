@@ -9,12 +9,13 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from foundry.adapt.contracts import HoldoutScore
 from foundry.config import FoundryConfig
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.gates.inputs import MergeInputs
 from foundry.model_uri import ModelUri
 from foundry.registry import tags as registry_tags
 from foundry.registry import versions
+from foundry.specialists.contracts import HoldoutScore
 from models.merge import Mergeable, MergeRefused, check_mergeable, merge
 
 
@@ -168,3 +169,8 @@ def score_metrics(scores: list[HoldoutScore]) -> dict[str, float]:
         if s.specialist_bits_per_byte is not None:
             metrics[f"{group}/specialist_bits_per_byte"] = s.specialist_bits_per_byte
     return metrics
+
+
+def merge_inputs(scores: list[HoldoutScore], config: FoundryConfig) -> MergeInputs:
+    """The merge gate's inputs: the scores, `merge.max_gap` and whether a pass promotes (`foundry.gates.merge`)."""
+    return MergeInputs(scores=scores, max_gap=config.merge.max_gap, auto_promote=config.registry.auto_promote)

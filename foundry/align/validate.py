@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from foundry.align.records import FIELDS, context_tokens, load_field
 from foundry.config import FoundryConfig
 from foundry.data import pii
-from foundry.data.chat import FIELDS, context_tokens, load_field
 from foundry.data.manifest import DatasetManifest
 from foundry.data.validate import ValidationFailed, run_suites
 from models.chat import ROLES, ChatTemplate

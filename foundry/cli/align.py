@@ -1,23 +1,24 @@
-"""`foundry align` and `foundry instructions`: the alignment commands, added to the parser `foundry.cli` builds."""
+"""`foundry align` and `foundry instructions`: instruction-tuning and preference-optimising a registered model."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 
+from foundry.cli.common import config_args, load
 
-def cmd_align(args: argparse.Namespace, load: Callable) -> int:
+
+def cmd_align(args: argparse.Namespace) -> int:
     config = load(args)
     from flows.align import align
-    from foundry.summaries import align_summary
+    from foundry.reports.summaries import align_summary
 
     print(align_summary(align(model_uri=args.model_uri, config=config)))
     return 0
 
 
 def cmd_instructions(args: argparse.Namespace) -> int:
-    from foundry.data.instructions import write_instruction_set
+    from foundry.align.instructions import write_instruction_set
 
     written = write_instruction_set(args.out, train=args.train, test=args.test, pairs=args.pairs, seed=args.seed)
     for name, path in written.items():
@@ -25,14 +26,13 @@ def cmd_instructions(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(commands, config_args: Callable, load: Callable) -> None:
-    """The subcommands, on `foundry`'s subparsers; `config_args` and `load` are the CLI's own (--config/--set)."""
+def add_commands(commands) -> None:
     align = commands.add_parser(
         "align", help="instruction-tune (sft) or preference-optimise (dpo) a registered version (the align flow)"
     )
     align.add_argument("model_uri", help="models:/NAME/VERSION or models:/NAME@ALIAS to start from")
     config_args(align)
-    align.set_defaults(func=lambda args: cmd_align(args, load))
+    align.set_defaults(func=cmd_align)
 
     instructions = commands.add_parser(
         "instructions", help="write the generated instruction set: sft/ and dpo/ records, eval/ held-out sets"

@@ -1,0 +1,13 @@
+"""Alignment, one home: instruction tuning (SFT) and preference optimisation (DPO) of a registered model.
+
+- `records`: chat and preference records as people write them, read and checked line by line
+- `instructions`: the generated instruction set (`foundry instructions`)
+- `prepare`: records in, a tokenized, packed, self-describing chat or preference dataset out
+- `validate`: the alignment data gate, Great Expectations suites over the prepared records
+- `start`: the version alignment starts from, with the chat template's markers, and the run's config
+- `training`: the LightningModule and loaders for a chat or preference dataset, with pretraining replay
+- `evaluation`: held-out conversations and preferences, scored beside the base
+
+The losses, the chat template and packing are pure PyTorch in the top-level `models` package (`models.align`,
+`models.chat`, `models.align_data`, `models.lit_align`); the gate's rule is `foundry.gates.alignment`.
+"""

@@ -1,0 +1,54 @@
+"""`foundry run`, `retrain` and `reproduce`: the training flows from the command line."""
+
+from __future__ import annotations
+
+import argparse
+
+from foundry.cli.common import config_args, load, summary_text
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = load(args)
+    from flows.train_pipeline import train_pipeline
+
+    print(summary_text(train_pipeline(config=config)))
+    return 0
+
+
+def cmd_retrain(args: argparse.Namespace) -> int:
+    config = load(args)
+    from flows.retrain import retrain
+    from foundry.contracts import SkippedRun
+
+    result = retrain(config=config)
+    if isinstance(result, SkippedRun):
+        from foundry.summaries import skipped_summary
+
+        print(skipped_summary(result))
+    else:
+        print(summary_text(result) + f"\nparent     {result.parent}")
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from flows.reproduce import reproduce
+    from foundry.summaries import reproduce_summary
+
+    result = reproduce(model_uri=args.model_uri, force=args.force)
+    print(reproduce_summary(result))
+    return 0 if result.identical else 1
+
+
+def add_commands(commands) -> None:
+    run = commands.add_parser("run", help="run the whole pipeline flow (train_pipeline)")
+    config_args(run)
+    run.set_defaults(func=cmd_run)
+
+    retrain = commands.add_parser("retrain", help="fine-tune the champion on what is new in its source (retrain flow)")
+    config_args(retrain)
+    retrain.set_defaults(func=cmd_retrain)
+
+    reproduce = commands.add_parser("reproduce", help="hydrate a model's data version and re-train it with its config")
+    reproduce.add_argument("model_uri", help="models:/NAME/VERSION or models:/NAME@ALIAS")
+    reproduce.add_argument("--force", action="store_true", help="re-train even when the code's commit differs")
+    reproduce.set_defaults(func=cmd_reproduce)
