@@ -1,6 +1,6 @@
 # make run   - create .venv, install Foundry, run the pipeline on the default corpus
 # make test  - create/update the same .venv with the dev extras, run the test suite (what CI runs)
-# make test-fast - the same .venv, lint, then the tests not marked slow: no server, no training beyond a few steps
+# make test-fast - the same .venv, lint, then tests/fast/: no server, no training beyond a few steps
 SHELL := bash
 .SHELLFLAGS := -eo pipefail -c
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -23,14 +23,14 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]' 2>&1 | $(QUIET_PIP)
 	touch $@ $(VENV)/.installed-run
 
-# The served model's own requirements as wheels: tests/test_serving.py installs them in a fresh
+# The served model's own requirements as wheels: tests/slow/test_serving.py installs them in a fresh
 # virtualenv with no package index, as a machine without Foundry would.
 $(VENV)/wheelhouse/.complete: foundry/serving/requirements.txt | $(BIN)/python
 	rm -rf $(VENV)/wheelhouse
 	$(BIN)/python -m pip download -q -d $(VENV)/wheelhouse -r foundry/serving/requirements.txt 2>&1 | $(QUIET_PIP)
 	touch $@
 
-# tests/test_browser.py drives Debian's Chromium through Playwright (Playwright's own browser download needs
+# tests/slow/test_browser.py drives Debian's Chromium through Playwright (Playwright's own browser download needs
 # the internet, Debian's package does not), so the test setup installs it when it is missing.
 browser:
 	@if [ ! -x /usr/bin/chromium ]; then \
@@ -47,9 +47,9 @@ run: install
 test: install-dev lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# No browser and no wheelhouse: only slow tests use them.
+# No browser and no wheelhouse: only tests/slow/ uses them.
 test-fast: $(VENV)/.installed-dev lint
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/fast $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

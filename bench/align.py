@@ -106,7 +106,7 @@ def aligned(align, start: str, config, given: str | None, timings: dict, name: s
         t = time.perf_counter()
         result = align(model_uri=start, config=config)
         timings[name] = time.perf_counter() - t
-        return Aligned(result.model_uri, result.verdict, result.metrics, config.align.model_dump())
+        return Aligned(result.model_uri, result.verdict, result.metrics.as_mlflow(), config.align.model_dump())
     from mlflow import MlflowClient
 
     name, number = given.removeprefix("models:/").split("/")  # models:/NAME/VERSION

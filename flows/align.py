@@ -31,6 +31,7 @@ from tasks.align import (  # noqa: E402
 from tasks.artifacts import flow_config, name_flow_run, publish_data_stage, publish_summary  # noqa: E402
 from tasks.data import acquire, hydrate  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
+from tasks.policy import allowed_by_operator  # noqa: E402
 from tasks.training import train  # noqa: E402
 
 
@@ -45,22 +46,26 @@ def align(model_uri: str, config: FoundryConfig = FoundryConfig()) -> AlignResul
     """Start from `model_uri` with the chat template's tokens; acquire, check and version the records; train
     with the method's loss; evaluate beside the base; judge, and publish under `align.model_name`."""
     route_library_logs()  # each line once, our INFO lines included
+    allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
     parent = parent_version(model_uri, foundry_home())
     base = chat_base(parent, foundry_home())
-    tuned = replay_source(align_config(config, base), parent, foundry_home())
+    tuned = align_config(config, base)
+    replay = replay_source(tuned, parent, foundry_home())  # None, or the base's pretraining data, hydrated
     tags = {
         "prefect.flow_run_id": str(runtime.flow_run.id),
         "foundry.stage": "align",
         "parent_model": parent.uri,
         "align.method": config.align.method,
     }
+    if replay is not None:
+        tags["align.replay_source"] = replay.data.data_version
     with pipeline_run(tuned, runtime.flow_run.name, tags) as run:
         source_manifest = acquire(tuned, run)
         data = align_dataset(tuned, source_manifest, run)  # check, scrub, encode, validate, version: cached
         data_dir = hydrate(data, run)
         name_flow_run(f"{runtime.flow_run.name}-{data.data_version[:8]}")
         publish_data_stage(data_dir)
-        checkpoint = train(tuned, data_dir, data, run)
+        checkpoint = train(tuned, data_dir, data, run, replay=replay)
         metrics = evaluate_aligned(tuned, checkpoint, parent, base, data_dir, run)
         candidate = Candidate(checkpoint=checkpoint, data=data, data_dir=data_dir, metrics=metrics, run=run)
         with promotion_lock(tuned.registry.model_name, run.home):  # one flow at a time moves its aliases

@@ -9,6 +9,9 @@ written from the same table (`foundry deployments --write prefect.yaml`; a test 
 - finetune:  specialise a registered version on the form's data source (the model to start from, then the config)
 - merge:     merge registered specialists by their parameters (the models to merge, then the config's `merge`)
 
+A run started from a deployment may only point where the worker's operator allows: sources, remotes, Dask
+schedulers and study storages outside the lists in `foundry.deployment_policy` are refused in its first task.
+
 `train` and `retrain` run one at a time each: a run started while another is running waits in the queue
 (deployment concurrency limit 1, strategy ENQUEUE).
 """
@@ -143,9 +146,16 @@ def _prefect_version() -> str:
 
 def serve(config: FoundryConfig, automations: bool = False) -> None:
     """Register the deployments with the configured Prefect API and run their flow runs here until stopped;
-    with `automations`, also create the example automation (`flows/automations.py`) that uses them."""
+    with `automations`, also create the example automation (`flows/automations.py`) that uses them. The
+    served config's own sources, remote, schedulers and storage join the operator's allow-lists, which the
+    flow runs started here inherit (`foundry.deployment_policy`)."""
+    import os
+
     import prefect
 
+    from foundry.deployment_policy import served_config_allowed
+
+    os.environ.update(served_config_allowed(config, dict(os.environ)))
     deployments = build_deployments(config)
     if automations:
         from flows.automations import create_automations

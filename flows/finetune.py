@@ -25,6 +25,7 @@ from tasks.artifacts import flow_config, name_flow_run, publish_data_stage, publ
 from tasks.data import acquire, dataset, hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
+from tasks.policy import allowed_by_operator  # noqa: E402
 from tasks.registry import base_model, champion_data, judge_specialist, register  # noqa: E402
 from tasks.training import train  # noqa: E402
 
@@ -40,6 +41,7 @@ def finetune(model: str, config: FoundryConfig = FoundryConfig()) -> PipelineRes
     """Start from `model`'s weights, tokenizer and architecture; acquire, prepare (its holdout sticky on the
     specialist's own champion's ledger), train (`finetune.method`), evaluate, judge against the base, register."""
     route_library_logs()  # each line once, our INFO lines included
+    allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
     base = base_model(model, foundry_home())  # fails closed: a registry error stops here
     tuned = specialist_config(config, base)
     tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.stage": "finetune", "parent_model": base.uri}

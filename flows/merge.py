@@ -22,6 +22,7 @@ from foundry.tracking import pipeline_run  # noqa: E402
 from tasks.artifacts import flow_config, publish_summary  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
 from tasks.merge import judge_merge, merge_base, merge_weights, register_merge, score_merge  # noqa: E402
+from tasks.policy import allowed_by_operator  # noqa: E402
 
 
 @flow(name="merge", flow_run_name=lambda: f"merge-{flow_config().merge.method}", log_prints=True)
@@ -29,6 +30,7 @@ def merge(models: list[str], config: FoundryConfig = FoundryConfig()) -> MergeRe
     """Find the models' common ancestor, merge their task vectors onto it (`merge.method`), score the merge on
     every parent's holdout and the base's, judge it (`merge.max_gap`), register it with every parent."""
     route_library_logs()  # each line once, our INFO lines included
+    allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
     if len(models) < 2:
         raise ValueError(f"a merge needs at least two models, got {models}")
     tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.stage": "merge"}

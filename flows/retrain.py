@@ -24,6 +24,7 @@ from tasks.artifacts import name_flow_run, publish_data_stage, publish_result, p
 from tasks.data import acquire, dataset, hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
+from tasks.policy import allowed_by_operator  # noqa: E402
 from tasks.registry import champion_parent, judge, register, whats_new  # noqa: E402
 from tasks.training import train  # noqa: E402
 
@@ -33,6 +34,7 @@ def retrain(config: FoundryConfig = FoundryConfig()) -> PipelineResult | Skipped
     """Acquire, compare with the champion's data, and only if something is new: version on the champion's
     ledger (new documents plus a replay sample of its training documents), fine-tune, judge, register."""
     route_library_logs()  # each line once, our INFO lines included
+    allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
     parent = champion_parent(config, foundry_home())  # fails closed: a registry error is not "no champion"
     tuned = retrain_config(config, parent)
     tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.stage": "retrain", "parent_model": parent.uri}

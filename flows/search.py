@@ -24,6 +24,7 @@ from foundry.search.records import study_run  # noqa: E402
 from foundry.search.study import data_key, data_variants  # noqa: E402
 from tasks.artifacts import flow_config, publish_summary  # noqa: E402
 from tasks.data import acquire, dataset, hydrate  # noqa: E402
+from tasks.policy import allowed_by_operator  # noqa: E402
 from tasks.search import record, run_trials  # noqa: E402
 
 
@@ -31,6 +32,7 @@ from tasks.search import record, run_trials  # noqa: E402
 def search(config: FoundryConfig = FoundryConfig()) -> SearchResult:
     """Acquire, then prepare, validate, version and hydrate each dataset the space needs; run the trials;
     record the study and write the best config."""
+    allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
     tags = {"prefect.flow_run_id": str(runtime.flow_run.id)}
     with study_run(config, runtime.flow_run.name, tags) as (run, study):
         source_manifest = acquire(config, run)

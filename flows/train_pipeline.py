@@ -23,6 +23,7 @@ from tasks.artifacts import name_flow_run, publish_data_stage, publish_result, r
 from tasks.data import acquire, dataset, hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
+from tasks.policy import allowed_by_operator  # noqa: E402
 from tasks.registry import champion_data, judge, register  # noqa: E402
 from tasks.training import train  # noqa: E402
 
@@ -31,6 +32,7 @@ from tasks.training import train  # noqa: E402
 def train_pipeline(config: FoundryConfig = FoundryConfig()) -> PipelineResult:
     """Acquire, prepare, validate, version, hydrate, train, evaluate, judge, register and promote."""
     route_library_logs()  # each line once, our INFO lines included
+    allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
     with pipeline_run(config, runtime.flow_run.name, {"prefect.flow_run_id": str(runtime.flow_run.id)}) as run:
         source_manifest = acquire(config, run)
         parent = champion_data(config, run)  # the champion's data: its ledger keeps each document's split

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from foundry.align.metrics import AlignmentMetrics
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 
 
@@ -98,6 +99,22 @@ class ParentData(_Value):
     ledger_digest: str  # identity of its ledger files: part of the dataset cache key
 
 
+class Replay(_Value):
+    """The base's pretraining data, hydrated on this node, whose training split an SFT run replays windows of
+    (`align.replay_fraction`): what the align flow found, handed to the trainer and its ranks beside the config."""
+
+    data: DataVersion  # the base's `pretrain.data_version`: part of the resume key, logged as align.replay_source
+    dir: Path  # $FOUNDRY_HOME/hydrated/<version>/
+
+    def write(self, path: Path) -> Path:
+        path.write_text(self.model_dump_json())
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> Replay:
+        return cls.model_validate_json(Path(path).read_text())
+
+
 class ParentModel(_Value):
     """A registered version a run starts from: where its files are and what it was trained with."""
 
@@ -142,8 +159,7 @@ class Candidate(_Value):
     checkpoint: Path  # model.pt
     data: DataVersion
     data_dir: Path  # the hydrated data version: tokenizer.json, manifest.json, the holdout
-    # A trained model's holdout metrics; an aligned model's `align/*` and `base/*` scores, by MLflow key
-    metrics: HoldoutMetrics | dict[str, float]
+    metrics: HoldoutMetrics | AlignmentMetrics  # a trained model's; an aligned model's, beside its base's
     run: RunContext
 
     @property
@@ -158,7 +174,7 @@ class PipelineResult(_Value):
     model_name: str
     model_version: str
     data_version: str
-    metrics: dict[str, float]
+    metrics: HoldoutMetrics
     promoted: bool
     verdict: str
     parent: str = ""
@@ -175,7 +191,7 @@ class PipelineResult(_Value):
             model_name=model_name,
             model_version=outcome.version,
             data_version=candidate.data.data_version,
-            metrics=candidate.metrics.as_mlflow(),
+            metrics=candidate.metrics,
             promoted=outcome.promoted,
             verdict=outcome.verdict,
             parent=parent,
@@ -242,7 +258,7 @@ class AlignResult(_Value):
     data_version: str
     parent: str
     method: str
-    metrics: dict[str, float]
+    metrics: AlignmentMetrics
     promoted: bool
     verdict: str
 
@@ -286,7 +302,7 @@ class TrialOutcome(_Value):
     steps: int  # optimizer steps it trained
     train_seconds: float
     pruned_at_step: int | None = None
-    metrics: dict[str, float] = {}
+    metrics: HoldoutMetrics | None = None  # None for a pruned trial: it was not evaluated
 
 
 class SearchResult(_Value):

@@ -3,12 +3,14 @@
 `configure_environment()` is the one set-up call. Entry points make it (the CLI, each flow module,
 which a Prefect worker imports directly, the training rank), before Prefect, MLflow, DVC or Great
 Expectations is imported: several of them read their settings once, at import. Nothing else in the
-package changes the environment.
+package changes the environment, but `foundry.redact.keep`, which keeps there a URL a config was given with
+its credential (the config keeps it redacted).
 """
 
 from __future__ import annotations
 
 import os
+import urllib.parse
 from pathlib import Path
 
 # Values we force because a user-supplied alternative would send data off the machine.
@@ -58,6 +60,18 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+def _tracking_credentials() -> None:
+    """A `user:password@` in MLFLOW_TRACKING_URI moves to MLflow's own variables, which it sends as basic auth:
+    no message MLflow writes (and Prefect stores with a failed run) quotes the password."""
+    parts = urllib.parse.urlsplit(os.environ["MLFLOW_TRACKING_URI"])
+    if parts.scheme not in ("http", "https") or "@" not in parts.netloc:
+        return
+    os.environ["MLFLOW_TRACKING_USERNAME"] = urllib.parse.unquote(parts.username or "")
+    os.environ["MLFLOW_TRACKING_PASSWORD"] = urllib.parse.unquote(parts.password or "")
+    host = parts.netloc.rsplit("@", 1)[1]
+    os.environ["MLFLOW_TRACKING_URI"] = urllib.parse.urlunsplit(parts._replace(netloc=host))
+
+
 def configure_environment() -> Path:
     """Point every component at $FOUNDRY_HOME unless the user configured servers, and turn telemetry off."""
     home = foundry_home()
@@ -81,6 +95,7 @@ def configure_environment() -> Path:
     }
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
+    _tracking_credentials()
     # SQLite creates database files, not their folders.
     for folder in (os.environ["PREFECT_HOME"], home / "mlflow"):
         Path(folder).mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundry.env import TELEMETRY_OFF, foundry_home, mlflow_db_uri, package_versions
+from foundry.redact import redact_url
 
 BIN = Path(sys.executable).parent
 
@@ -24,10 +25,17 @@ class Server:
 
 
 def answers(url: str, timeout: float = 2.0) -> bool:
+    """Whether `url` answers 200; a `user:password@` in it is sent as basic auth (urllib reads it as the host)."""
+    from foundry.data.credentials import CredentialError, authorised
+
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        address, auth = authorised(url, "the server")
+        request = urllib.request.Request(address)
+        for key, value in auth.items():
+            request.add_unredirected_header(key, value)
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status == 200
-    except OSError:
+    except (OSError, ValueError, CredentialError):
         return False
 
 
@@ -119,16 +127,18 @@ def doctor() -> list[tuple[str, bool, str]]:
     rows.append(("FOUNDRY_HOME", True, str(home)))
     prefect_api = os.environ.get("PREFECT_API_URL")
     if prefect_api:
-        rows.append(("Prefect API", answers(prefect_api.rstrip("/") + "/health"), prefect_api))
+        rows.append(("Prefect API", answers(prefect_api.rstrip("/") + "/health"), redact_url(prefect_api)))
     else:
         rows.append(
             ("Prefect API", True, f"embedded: temporary server per run, database in {os.environ['PREFECT_HOME']}")
         )
     tracking = os.environ["MLFLOW_TRACKING_URI"]
     if tracking.startswith("http"):
-        rows.append(("MLflow tracking", answers(tracking.rstrip("/") + "/health"), tracking))
+        rows.append(("MLflow tracking", answers(tracking.rstrip("/") + "/health"), redact_url(tracking)))
     else:
-        rows.append(("MLflow tracking", Path(tracking.removeprefix("sqlite:///")).parent.is_dir(), tracking))
+        rows.append(
+            ("MLflow tracking", Path(tracking.removeprefix("sqlite:///")).parent.is_dir(), redact_url(tracking))
+        )
     return rows + telemetry_rows(home)
 
 

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote
 
+from foundry import run_owner
 from foundry.config import FoundryConfig
 from foundry.contracts import DataVersion, RunContext
 from foundry.env import PROJECT_ROOT, foundry_home, package_versions, uses_embedded_mlflow
+from foundry.redact import redact_text, redact_url, without_credentials
 
 _READY: set[str] = set()  # tracking URIs whose store this process has opened
 
@@ -117,16 +119,19 @@ def run_git(run_tags: dict[str, str]) -> dict[str, str]:
 
 
 def start_pipeline_run(config: FoundryConfig, run_name: str | None = None) -> str:
-    """Create the run that every stage logs to; params are the flattened config."""
+    """Create the run that every stage logs to; params are the flattened config. Runs of the experiment left
+    RUNNING by a process of this host that has ended are marked FAILED first (`foundry.run_owner`)."""
     from mlflow.entities import Param
 
     c = client()
-    tags = {"foundry.stage": "pipeline", **standard_tags(), **version_tags()}
-    run = c.create_run(experiment_id(config.registry.experiment), run_name=run_name, tags=tags)
+    tags = {"foundry.stage": "pipeline", **standard_tags(), **version_tags(), **run_owner.owner_tags()}
+    experiment = experiment_id(config.registry.experiment)
+    run_owner.mark_stale_runs(c, experiment, foundry_home())  # runs whose process was killed
+    run = c.create_run(experiment, run_name=run_name, tags=tags)
     params = [Param(k, str(v)) for k, v in config.flat().items()]
     for start in range(0, len(params), 100):
         c.log_batch(run.info.run_id, params=params[start : start + 100])
-    c.log_text(run.info.run_id, config.model_dump_json(indent=1), "config.json")
+    c.log_text(run.info.run_id, redact_text(config.model_dump_json(indent=1)), "config.json")
     return run.info.run_id
 
 
@@ -162,9 +167,9 @@ def log_dataset(run_id: str, data: DataVersion, prepared_from: str) -> None:
     from mlflow.data.meta_dataset import MetaDataset
     from mlflow.entities import DatasetInput, InputTag
 
-    source = HTTPDatasetSource(f"dvc+{data.remote}#{data.data_version}")  # a URI, not fetched
+    source = HTTPDatasetSource(f"dvc+{redact_url(data.remote)}#{data.data_version}")  # a URI, not fetched
     dataset = MetaDataset(source=source, name=f"prepared-{data.data_version[:8]}", digest=data.data_version[:32])
-    tags = [InputTag("mlflow.data.context", "training"), InputTag("source", prepared_from)]
+    tags = [InputTag("mlflow.data.context", "training"), InputTag("source", redact_text(prepared_from))]
     client().log_inputs(run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(), tags=tags)])
 
 
@@ -183,7 +188,7 @@ class UiLinks(NamedTuple):
 def ui_links(experiment_id: str, run_id: str, model_name: str | None = None, version: str | None = None) -> UiLinks:
     """Pages of the MLflow UI: the tracking server's, or the `mlflow ui` that the run's summary tells people
     to start on port 5000 when MLflow is embedded."""
-    uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+    uri = without_credentials(os.environ.get("MLFLOW_TRACKING_URI", ""))  # a link is shown and stored
     base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
     return UiLinks(
         run=f"{base}/#/experiments/{experiment_id}/runs/{run_id}",
@@ -205,7 +210,8 @@ def end_run(run_id: str, ok: bool) -> None:
 
 @contextmanager
 def pipeline_run(config: FoundryConfig, run_name: str, tags: dict[str, str]) -> Iterator[RunContext]:
-    """One MLflow run for a whole flow, with a folder for its files; marked FAILED if anything raises."""
+    """One MLflow run for a whole flow, with a folder for its files; marked FAILED if anything raises, and
+    then its staging folders are removed."""
     home = foundry_home()
     run_id = start_pipeline_run(config, run_name=run_name)
     set_tags(run_id, tags)
@@ -217,3 +223,5 @@ def pipeline_run(config: FoundryConfig, run_name: str, tags: dict[str, str]) -> 
         ok = True
     finally:
         end_run(run_id, ok)
+        if not ok:
+            run_owner.remove_scratch(home, run_id)

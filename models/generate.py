@@ -5,10 +5,8 @@ from __future__ import annotations
 import torch
 
 from models.gpt import GPT
+from models.request_limits import DEFAULTS
 from models.tokens import EOT
-
-# Sampling defaults of the served model (its signature's parameters).
-DEFAULTS = {"max_new_tokens": 64, "temperature": 0.8, "top_k": 40, "seed": 0}
 
 
 def generate_texts(

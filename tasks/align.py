@@ -8,8 +8,9 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from foundry import tracking
+from foundry.align.metrics import AlignmentMetrics
 from foundry.config import FoundryConfig
-from foundry.contracts import Candidate, DataVersion, ParentModel, Promotion, RunContext, SourceManifest
+from foundry.contracts import Candidate, DataVersion, ParentModel, Promotion, Replay, RunContext, SourceManifest
 from foundry.data.manifest import DatasetManifest
 from foundry.gates.decision import Decision
 
@@ -31,20 +32,19 @@ def chat_base(parent: ParentModel, home: Path) -> ParentModel:
 
 
 @task(name="replay-source", cache_policy=NO_CACHE)
-def replay_source(config: FoundryConfig, parent: ParentModel, home: Path) -> FoundryConfig:
-    """With `align.replay_fraction` > 0, the config with `align.replay_from`: the parent's pretraining data
-    version, hydrated. Refused before any work when there is nothing to replay or the method is dpo."""
+def replay_source(config: FoundryConfig, parent: ParentModel, home: Path) -> Replay | None:
+    """With `align.replay_fraction` > 0, what the run replays: the parent's pretraining data version, hydrated
+    (None without replay). Refused before any work when there is nothing to replay or the method is dpo."""
     from foundry.data.hydrate import hydrate_version
 
     a = config.align
     if a.replay_fraction == 0:
-        return config
+        return None
     if a.method != "sft":
         raise ValueError(f"align.replay_fraction applies to sft; it is {a.replay_fraction} for {a.method}")
     if parent.pretrain_data is None:
         raise ValueError(f"align.replay_fraction needs pretraining data to replay; {parent.uri} records none")
-    replay_from = str(hydrate_version(parent.pretrain_data, home))
-    return config.model_copy(update={"align": a.model_copy(update={"replay_from": replay_from})})
+    return Replay(data=parent.pretrain_data, dir=hydrate_version(parent.pretrain_data, home))
 
 
 def _align_dataset_key(context, parameters: dict) -> str:
@@ -80,7 +80,7 @@ def align_dataset(config: FoundryConfig, source_manifest: SourceManifest, run: R
 @task(name="evaluate-aligned", cache_policy=NO_CACHE)
 def evaluate_aligned(
     config: FoundryConfig, checkpoint: Path, parent: ParentModel, base: ParentModel, data_dir: Path, run: RunContext
-) -> dict[str, float]:
+) -> AlignmentMetrics:
     """Held-out scores of the aligned model and of the base (the parent with the template's tokens), bits per
     byte on the base's pretraining holdout (the parent's own, with its own tokenizer), and replies to
     `align.prompts` from both, through the chat template."""
@@ -94,26 +94,27 @@ def evaluate_aligned(
     from models.gpt import gpt_from_saved, load_gpt, load_saved
 
     e, manifest = config.evaluation, DatasetManifest.read(data_dir)
-    tokenizer, metrics, replies = Tokenizer.from_file(str(data_dir / "tokenizer.json")), {}, {}
+    tokenizer, scores, replies = Tokenizer.from_file(str(data_dir / "tokenizer.json")), {}, {}
     chats = [[{"role": "user", "content": p}] for p in config.align.prompts]
-    for who, path in (("base", Path(base.weights)), ("align", checkpoint)):
+    for who, path in (("base", Path(base.weights)), ("aligned", checkpoint)):
         saved = load_saved(path)
         model = gpt_from_saved(saved)
-        metrics.update({f"{who}/{k}": v for k, v in heldout_scores(model, data_dir, manifest, e.batch_size).items()})
+        scores[who] = heldout_scores(model, data_dir, manifest, e.batch_size)
         template = saved_template(saved)
         replies[who] = generate_replies(model, tokenizer, template, chats, config.align.max_new_tokens, top_k=1)
     if parent.pretrain_data is not None:  # else the gate's forgetting check fails: nothing to compare on
         pretrain = hydrate_version(parent.pretrain_data, run.home)
         for who, model, tokens in (
             ("base", load_gpt(parent.weights), Path(parent.tokenizer)),
-            ("align", load_gpt(checkpoint), data_dir / "tokenizer.json"),
+            ("aligned", load_gpt(checkpoint), data_dir / "tokenizer.json"),
         ):
             scored = holdout_metrics(model, tokens, pretrain, e.batch_size, e.max_tokens)
-            metrics[f"{who}/pretrain_bits_per_byte"] = scored.bits_per_byte
-    tracking.log_metrics(run.run_id, metrics)
-    table = {"prompt": config.align.prompts, "base": replies["base"], "aligned": replies["align"]}
+            scores[who]["pretrain_bits_per_byte"] = scored.bits_per_byte
+    metrics = AlignmentMetrics.model_validate(scores)
+    tracking.log_metrics(run.run_id, metrics.as_mlflow())
+    table = {"prompt": config.align.prompts, "base": replies["base"], "aligned": replies["aligned"]}
     tracking.client().log_table(run.run_id, table, "evaluation/generations.json")
-    get_run_logger().info("aligned beside base: %s", {k: round(v, 4) for k, v in metrics.items()})
+    get_run_logger().info("aligned beside base: %s", {k: round(v, 4) for k, v in metrics.as_mlflow().items()})
     return metrics
 
 
@@ -126,8 +127,7 @@ def judge_aligned(config: FoundryConfig, candidate: Candidate) -> Decision:
     decision, run = decide_alignment(config, candidate), candidate.run
     tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
     if decision.inputs.incumbent is not None:  # the champion it was held to, on this held-out data
-        scores = decision.inputs.incumbent.model_dump(exclude_none=True)
-        tracking.log_metrics(run.run_id, {f"incumbent/{k}": v for k, v in scores.items()})
+        tracking.log_metrics(run.run_id, decision.inputs.incumbent.as_mlflow("incumbent"))
     return decision
 
 
@@ -142,8 +142,8 @@ def register_aligned(config: FoundryConfig, candidate: Candidate, decision: Deci
     from foundry.serving.package import log_model
 
     c, run, metrics = candidate, candidate.run, candidate.metrics
-    uri = log_model(run.run_id, c.checkpoint, c.tokenizer)
-    tracking.link_metrics(run.run_id, sorted(metrics), model_id=uri.removeprefix("models:/"))
+    uri = log_model(run.run_id, c.checkpoint, c.tokenizer, config.serving.model_dump())
+    tracking.link_metrics(run.run_id, sorted(metrics.as_mlflow()), model_id=uri.removeprefix("models:/"))
     git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
     manifest = DatasetManifest.read(c.data_dir)
     card = alignment_card(config, parent.uri, c.data, manifest, metrics, decision, run.run_id, git)

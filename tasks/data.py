@@ -11,6 +11,7 @@ from prefect.cache_policies import NO_CACHE, CacheKeyFnPolicy
 from foundry import tracking
 from foundry.config import FoundryConfig
 from foundry.contracts import DataVersion, ParentData, RunContext, SourceManifest
+from foundry.data.validation_report import ValidationReport
 from tasks.locks import FlockLockManager, locks_folder
 
 
@@ -61,7 +62,9 @@ def prepare(
 
 
 @task(name="validate", cache_policy=NO_CACHE)
-def validate(config: FoundryConfig, staged: Path, run: RunContext, parent: ParentData | None = None) -> dict:
+def validate(
+    config: FoundryConfig, staged: Path, run: RunContext, parent: ParentData | None = None
+) -> ValidationReport:
     """The Great Expectations gate; its report is logged whether it passes or not."""
     from foundry.data.validate import validate_dataset
 

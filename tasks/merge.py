@@ -78,7 +78,7 @@ def register_merge(
     base_version = versions.resolve(base)
     name = config.merge.resolved_model_name(base_version.name)
     made = recipe(parents, base, config)
-    uri = log_model(run.run_id, merged / "model.pt", merged / "tokenizer.json")
+    uri = log_model(run.run_id, merged / "model.pt", merged / "tokenizer.json", config.serving.model_dump())
     run_tags = tracking.client().get_run(run.run_id).data.tags
     base_data = registry_tags.recorded_data(base_version)  # checked: a bad tag stops the publication
     tags = {

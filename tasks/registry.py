@@ -117,7 +117,7 @@ def register(config: FoundryConfig, candidate: Candidate, decision: Decision, pa
 
     c, run = candidate, candidate.run
     metrics = c.metrics
-    uri = log_model(run.run_id, c.checkpoint, c.tokenizer)
+    uri = log_model(run.run_id, c.checkpoint, c.tokenizer, config.serving.model_dump())
     tracking.link_metrics(run.run_id, sorted(metrics.as_mlflow()), model_id=uri.removeprefix("models:/"))
     git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
     manifest = DatasetManifest.read(c.data_dir)

@@ -11,23 +11,39 @@ from prefect.cache_policies import NO_CACHE
 
 from foundry import tracking
 from foundry.config import FoundryConfig, TrainConfig
-from foundry.contracts import DataVersion, RunContext
+from foundry.contracts import DataVersion, Replay, RunContext
 
 
-def train(config: FoundryConfig, data_dir: Path, data: DataVersion, run: RunContext, resume: bool = True) -> Path:
-    """The train task with `train.retries` Prefect retries; each retry resumes from the last checkpoint."""
+def train(
+    config: FoundryConfig,
+    data_dir: Path,
+    data: DataVersion,
+    run: RunContext,
+    resume: bool = True,
+    replay: Replay | None = None,
+) -> Path:
+    """The train task with `train.retries` Prefect retries; each retry resumes from the last checkpoint.
+    `replay`: the pretraining data an SFT run replays windows of (`align.replay_fraction`)."""
     return train_task.with_options(retries=config.train.retries, retry_delay_seconds=5)(
-        config, data_dir, data, run, resume
+        config, data_dir, data, run, resume, replay
     )
 
 
 @task(name="train", cache_policy=NO_CACHE)
-def train_task(config: FoundryConfig, data_dir: Path, data: DataVersion, run: RunContext, resume: bool = True) -> Path:
+def train_task(
+    config: FoundryConfig,
+    data_dir: Path,
+    data: DataVersion,
+    run: RunContext,
+    resume: bool = True,
+    replay: Replay | None = None,
+) -> Path:
     """Lightning training; metrics stream to the flow's MLflow run.
 
-    Unfinished training lives under a key of config and data version, so a retry, or a re-run of the
-    same command after a crash, resumes it; finished, it moves to this run's folder. `resume=False`
-    (reproduction) trains from scratch in this run's own folder, whatever earlier attempts left behind."""
+    Unfinished training lives under a key of config and data versions (the replayed one too), so a retry, or
+    a re-run of the same command after a crash, resumes it; finished, it moves to this run's folder.
+    `resume=False` (reproduction) trains from scratch in this run's own folder, whatever earlier attempts
+    left behind."""
     from foundry.checkpointing.manifest import LAST, MANIFEST
     from foundry.checkpointing.resume import attempt_dir, claimed, finish_attempt
     from foundry.training.launch import launch
@@ -35,11 +51,11 @@ def train_task(config: FoundryConfig, data_dir: Path, data: DataVersion, run: Ru
     from tasks.artifacts import training_progress
 
     own = run.dir / "checkpoints"
-    attempt = attempt_dir(run.home, config, data.data_version) if resume else own
+    attempt = attempt_dir(run.home, config, data.data_version, replay) if resume else own
     t = config.train
     with claimed(attempt):
         with training_progress(attempt / PROGRESS_FILE, t.max_steps, t.progress_every_s), system_metrics(run, t):
-            launch(config, data_dir, attempt, run.run_id, data.data_version)
+            launch(config, data_dir, attempt, run.run_id, data.data_version, replay)
         checkpoints = finish_attempt(attempt, own) if attempt != own else own
     for name in (LAST, MANIFEST):  # each once, at the end: no copy per save
         tracking.log_artifact(run.run_id, checkpoints / name, "checkpoints")

@@ -20,21 +20,34 @@ configure_environment()  # the test process is an entry point too
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-# Fixtures that start a server or train through the flows: a test using one (directly or through another
-# fixture) belongs to the slow lane, and says so with `pytest.mark.slow`.
+# The two lanes are two folders: tests/fast/ (`make test-fast`: no server, no training beyond a few steps) and
+# tests/slow/ (`make test` adds it). The folder is the only record of a test's lane: the hook below marks
+# every test under tests/slow/ `slow`, so `-m "not slow"` still picks the fast lane.
+FAST_LANE, SLOW_LANE = REPO_ROOT / "tests" / "fast", REPO_ROOT / "tests" / "slow"
+# Fixtures that start a server or train through the flows: a test using one, directly or through another
+# fixture, belongs to tests/slow/.
 SLOW_FIXTURES = {"prefect_harness", "moto_s3", "base_model", "aligned_model"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
 def pytest_collection_modifyitems(config, items):
-    """`make test-fast` (-m "not slow") must start no server: a test that uses a slow fixture unmarked stops
-    the collection, naming it."""
-    unmarked = [
-        f"{item.nodeid} (uses {', '.join(sorted(SLOW_FIXTURES & set(item.fixturenames)))})"
-        for item in items
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("slow") is None
-    ]
-    if unmarked:
-        raise pytest.UsageError("mark these tests @pytest.mark.slow:\n  " + "\n  ".join(unmarked))
+    """Marks the tests under tests/slow/ `slow`, and stops the collection, naming them, at a test in neither lane,
+    a test under tests/fast/ that uses a slow fixture, and a `slow` mark written by hand (the folder says it)."""
+    misplaced = []
+    for item in items:
+        path = Path(item.path)
+        if item.get_closest_marker("slow") is not None:
+            misplaced.append(f"{item.nodeid}: marked slow by hand; a test under tests/slow/ is marked for you")
+        if path.is_relative_to(SLOW_LANE):
+            item.add_marker(pytest.mark.slow)
+        elif path.is_relative_to(FAST_LANE.parent) and not path.is_relative_to(FAST_LANE):
+            misplaced.append(f"{item.nodeid}: in neither lane; move it to tests/fast/ or tests/slow/")
+        elif path.is_relative_to(FAST_LANE) and (slow := SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
+            misplaced.append(
+                f"{item.nodeid}: uses {', '.join(sorted(slow))} (a server or a training); move it to tests/slow/"
+            )
+    if misplaced:
+        raise pytest.UsageError("tests in the wrong lane:\n  " + "\n  ".join(misplaced))
 
 
 @pytest.fixture(scope="session")
@@ -82,7 +95,7 @@ def base_model(prefect_harness):
     from foundry.config import load_config
 
     # Progress every 0.2 s: on a quiet machine the tiny training ends within tiny.yaml's 2 s, and
-    # tests/test_run_page.py wants a report from the middle of it.
+    # tests/slow/test_run_page.py wants a report from the middle of it.
     config = load_config(
         REPO_ROOT / "configs" / "tiny.yaml", ["registry.model_name=it-gpt", "train.progress_every_s=0.2"]
     )
@@ -227,6 +240,30 @@ def tiny_dataset(tiny_config, tmp_path_factory) -> Path:
     manifest = acquire_source(tiny_config.data, root / "source_manifest.json")
     prepare(manifest, tiny_config, root / "prepared", progress=False)
     return root / "prepared"
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """A $FOUNDRY_HOME of the test's own: the source modules use it for every test
+    (`pytestmark = pytest.mark.usefixtures("home")`), so no test reads another's downloaded copies."""
+    monkeypatch.setenv("FOUNDRY_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def versioned(tiny_config, tiny_dataset, tmp_path):
+    """The tiny dataset committed and pushed from one home: (DataVersion, that home). A copy is staged, so the
+    session's tiny dataset stays as it is."""
+    import shutil
+
+    from foundry.contracts import SourceManifest
+    from foundry.data.versioning import version_dataset
+
+    home = tmp_path / "home-a"
+    staged = tmp_path / "staged"
+    shutil.copytree(tiny_dataset, staged)
+    source_manifest = SourceManifest.read(tiny_dataset.parent / "source_manifest.json")
+    return version_dataset(tiny_config, staged, source_manifest, home), home
 
 
 @pytest.fixture(scope="session")

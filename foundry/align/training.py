@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from foundry.config import FoundryConfig
+from foundry.contracts import Replay
 from foundry.data.manifest import DatasetManifest
 
 KINDS = ("chat", "preference")
@@ -33,8 +34,16 @@ def build_aligned_module(config: FoundryConfig, args: dict, kind: str, train_set
     return module
 
 
-def aligned_loaders(config: FoundryConfig, data_dir: Path, manifest: DatasetManifest, rank: int, world_size: int):
-    """(train, validation) loaders over the dataset's splits; padding is end-of-text and predicts nothing."""
+def aligned_loaders(
+    config: FoundryConfig,
+    data_dir: Path,
+    manifest: DatasetManifest,
+    rank: int,
+    world_size: int,
+    replay: Replay | None = None,
+):
+    """(train, validation) loaders over the dataset's splits; padding is end-of-text and predicts nothing.
+    With `align.replay_fraction`, each SFT batch ends with windows of `replay`'s training split."""
     from foundry.align.records import load_conversations, load_pairs
     from models.align_data import (
         PackedConversations,
@@ -47,13 +56,13 @@ def aligned_loaders(config: FoundryConfig, data_dir: Path, manifest: DatasetMani
     )
 
     t, block, pad = config.train, config.model.block_size, manifest.eot_id
-    replay_rows = replayed_rows(config, manifest.kind)
+    replay_rows = replayed_rows(config, manifest.kind, replay)
     if manifest.kind == "chat":
         train = PackedConversations(
             load_conversations(data_dir, "train"), block, t.batch_size - replay_rows, t.seed, pad, rank, world_size
         )
         if replay_rows:
-            train = WithReplay(train, replay_windows(config, manifest, replay_rows, rank, world_size))
+            train = WithReplay(train, replay_windows(config, manifest, replay, replay_rows, rank, world_size))
         held = load_conversations(data_dir, "holdout")
         rows = len(pack(np.arange(len(held.tokens)), held.tokens.lengths(), block))
         val = Sized(
@@ -67,28 +76,33 @@ def aligned_loaders(config: FoundryConfig, data_dir: Path, manifest: DatasetMani
     return train, Sized(lambda: sequential_pairs(pairs, t.batch_size, pad, t.val_batches), batches)
 
 
-def replayed_rows(config: FoundryConfig, kind: str) -> int:
+def replayed_rows(config: FoundryConfig, kind: str, replay: Replay | None) -> int:
     """Rows of each batch that replay pretraining text: `align.replay_fraction` of `train.batch_size`, at least
-    one when replaying, and at least one row left for the conversations."""
+    one when replaying, and at least one row left for the conversations; `replay` is where they come from."""
     a, batch = config.align, config.train.batch_size
     if a.replay_fraction == 0:
         return 0
     if kind != "chat":
         raise ValueError("align.replay_fraction applies to sft (chat records); set it to 0 for dpo")
-    if not a.replay_from:
-        raise ValueError("align.replay_fraction > 0 needs align.replay_from: a hydrated pretraining dataset")
+    if replay is None:
+        raise ValueError(
+            "align.replay_fraction > 0 needs the pretraining data to replay: `foundry align` hydrates the base's "
+            "(pretrain.data_version); a trainer started otherwise must be handed it (a Replay)"
+        )
     rows = max(1, round(a.replay_fraction * batch))
     if rows >= batch:
         raise ValueError(f"align.replay_fraction {a.replay_fraction} of {batch} rows leaves none for conversations")
     return rows
 
 
-def replay_windows(config: FoundryConfig, manifest: DatasetManifest, rows: int, rank: int, world_size: int):
+def replay_windows(
+    config: FoundryConfig, manifest: DatasetManifest, replay: Replay, rows: int, rank: int, world_size: int
+):
     """Seeded windows of the pretraining training split, in the base's token ids (the chat tokens only add ids)."""
     from foundry.data.shards import load_split
     from models.data import RandomWindows
 
-    source = Path(config.align.replay_from)
+    source = replay.dir
     pretraining = DatasetManifest.read(source)
     if not pretraining.is_documents or pretraining.vocab_size > manifest.vocab_size:
         raise ValueError(

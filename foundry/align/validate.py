@@ -20,6 +20,7 @@ from foundry.config import FoundryConfig
 from foundry.data import pii
 from foundry.data.manifest import DatasetManifest
 from foundry.data.validate import ValidationFailed, run_suites
+from foundry.data.validation_report import ValidationReport
 from models.chat import ROLES, ChatTemplate
 
 
@@ -124,23 +125,17 @@ def _suites(config: FoundryConfig, manifest: DatasetManifest):
     return {"records": records, "arrays": arrays}
 
 
-def validate_aligned(data_dir: Path, config: FoundryConfig, report_path: Path, docs_dir: Path | None = None) -> dict:
+def validate_aligned(
+    data_dir: Path, config: FoundryConfig, report_path: Path, docs_dir: Path | None = None
+) -> ValidationReport:
     """Run the alignment data's suites; writes the report, raises `ValidationFailed` on failure (with GX data
     docs in `docs_dir` when given)."""
     manifest = DatasetManifest.read(data_dir)
     tables = {"records": record_table(data_dir, config), "arrays": array_table(data_dir, manifest)}
-    report = run_suites(tables, _suites(config, manifest))
-    report_path.write_text(json.dumps(report, indent=1, default=str))
-    if report["success"]:
+    report = ValidationReport.of(run_suites(tables, _suites(config, manifest)))
+    report.write(report_path)
+    if report.success:
         return report
     if docs_dir is not None:
         run_suites(tables, _suites(config, manifest), docs_dir)
-    failed = [
-        f"{suite}: {e['expectation']}({', '.join(f'{k}={v}' for k, v in e['kwargs'].items())}) {e['observed']}"
-        for suite, body in report["suites"].items()
-        for e in body["results"]
-        if not e["success"]
-    ]
-    raise ValidationFailed(
-        "alignment data validation failed, nothing was versioned or trained:\n  " + "\n  ".join(failed), report
-    )
+    raise ValidationFailed(report.failure_message("alignment data"), report)

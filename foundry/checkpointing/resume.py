@@ -17,6 +17,7 @@ from pathlib import Path
 
 from foundry.checkpointing.manifest import latest_valid
 from foundry.config import FoundryConfig
+from foundry.contracts import Replay
 from foundry.digests import sha256_file
 from foundry.fs import remove_tree
 
@@ -38,8 +39,9 @@ def resume_point(directory: Path) -> Path | None:
     return directory / last.file if last else None
 
 
-def resume_key(config: FoundryConfig, data_version: str) -> str:
-    """Same model, training settings, data and arithmetic: the same training, so the same checkpoints.
+def resume_key(config: FoundryConfig, data_version: str, replay: Replay | None = None) -> str:
+    """Same model, training settings, data (the replayed pretraining data too) and arithmetic: the same
+    training, so the same checkpoints.
 
     The arithmetic (resolved thread count, resolved precision, device, world size, torch version) is
     part of it: a re-run on another core count or device trains afresh in its own folder rather than
@@ -57,12 +59,14 @@ def resume_key(config: FoundryConfig, data_version: str) -> str:
         "arithmetic": arithmetic(config.train),
         "align": config.align.model_dump(include=ALIGN_LOSS_KEYS),  # DPO's loss: other weights, same data
     }
+    if replay is not None:  # other batches, so other weights; without replay the key is what it always was
+        identity["replay"] = {"data_version": replay.data.data_version, "fraction": config.align.replay_fraction}
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def attempt_dir(home: Path, config: FoundryConfig, data_version: str) -> Path:
+def attempt_dir(home: Path, config: FoundryConfig, data_version: str, replay: Replay | None = None) -> Path:
     """Checkpoints of unfinished training live here until it finishes, across flow runs and retries."""
-    return home / "checkpoints" / resume_key(config, data_version)
+    return home / "checkpoints" / resume_key(config, data_version, replay)
 
 
 @contextmanager

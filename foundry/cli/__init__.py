@@ -17,11 +17,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from foundry.cli import align, config, data, ops, pipeline, registry, search, specialists
+from foundry.cli import align, config, console, data, ops, pipeline, registry, search, specialists
 from foundry.config import ConfigError
 from foundry.env import configure_environment
+from foundry.redact import redact_text
 
 DOMAINS = (pipeline, ops, data, registry, config, align, search, specialists)
+LIGHT = {"config"}  # commands that never start Prefect: no log file, no Prefect import
+VERBOSE = "print tracebacks on the console too (they always go to the log file under $FOUNDRY_HOME/logs/)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,24 +34,40 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="State lives under $FOUNDRY_HOME (default ./.foundry). Set MLFLOW_TRACKING_URI or "
         "PREFECT_API_URL to use servers instead of the embedded defaults.",
     )
+    parser.add_argument("--verbose", "-v", action="store_true", help=VERBOSE)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for domain in DOMAINS:
         domain.add_commands(commands)
+    for command in commands.choices.values():  # `foundry run --verbose` too; SUPPRESS keeps a global one
+        command.add_argument("--verbose", "-v", action="store_true", default=argparse.SUPPRESS, help=VERBOSE)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `foundry` command. Called without `argv` it is the process itself: its log goes to a file and its
+    console carries no tracebacks (`foundry.cli.console`); with `argv` (tests) logging is left as it is."""
     args = build_parser().parse_args(argv)
     configure_environment()
+    standalone = argv is None
+    log_file = console.log_to_file(args.command, args.verbose) if standalone and args.command not in LIGHT else None
+    code, message = _run(args)
+    if message:
+        if standalone:
+            console.quiet_console()
+        if log_file is not None and log_file.exists():
+            print(f"(the whole log, tracebacks included: {log_file})", file=sys.stderr)
+        print(message, file=sys.stderr)  # one paragraph for people, and the last thing on stderr
+    return code
+
+
+def _run(args: argparse.Namespace) -> tuple[int, str]:
+    """The command's exit status, and the message that explains a failure ("" when none)."""
     try:
-        return args.func(args)
+        return args.func(args), ""
     except KeyboardInterrupt:
-        print("foundry: interrupted", file=sys.stderr)
-        return 130
+        return 130, "foundry: interrupted"
     except ConfigError as exc:
-        print(f"foundry: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # one paragraph for people; the traceback is in the Prefect/MLflow logs
-        kind = type(exc).__name__
-        print(f"foundry: {args.command} failed ({kind}): {exc}", file=sys.stderr)
-        return 1
+        return 2, f"foundry: {redact_text(str(exc))}"
+    except Exception as exc:  # the traceback is in the log file (and on the console with --verbose)
+        kind = type(exc).__name__  # a library's message may quote a URL with its password (MLflow's does)
+        return 1, f"foundry: {args.command} failed ({kind}): {redact_text(str(exc))}"

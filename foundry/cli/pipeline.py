@@ -22,7 +22,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
 
     result = retrain(config=config)
     if isinstance(result, SkippedRun):
-        from foundry.summaries import skipped_summary
+        from foundry.reports.summaries import skipped_summary
 
         print(skipped_summary(result))
     else:
@@ -32,7 +32,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from flows.reproduce import reproduce
-    from foundry.summaries import reproduce_summary
+    from foundry.reports.summaries import reproduce_summary
 
     result = reproduce(model_uri=args.model_uri, force=args.force)
     print(reproduce_summary(result))

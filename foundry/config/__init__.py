@@ -1,6 +1,6 @@
 """The one typed config: flow parameters, DVC params.yaml and MLflow params all come from here.
 
-One module per group of sections (`data`, `training`, `evaluation`, `align`, `adapt`; `search` lives with the
+One module per group of sections (`data`, `training`, `evaluation`, `serving`, `align`, `adapt`; `search` lives with the
 search); `base` is what every section shares, `describe` explains the config to people (comments, `--explain`).
 Defaults in these files are the source of truth; `params.yaml` is written from them
 (`foundry config --defaults --write params.yaml`) and a test keeps the two equal.
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from foundry.config.adapt import FinetuneConfig, MergeConfig
@@ -22,7 +22,9 @@ from foundry.config.base import _Section
 from foundry.config.data import PII_KINDS, DataConfig
 from foundry.config.describe import commented_yaml
 from foundry.config.evaluation import EvaluationConfig, RegistryConfig, RetrainConfig
+from foundry.config.serving import ServingConfig
 from foundry.config.training import CheckpointConfig, ModelConfig, TokenizerConfig, TrainConfig
+from foundry.redact import redact_url
 from foundry.search.space import SearchConfig, search_fits_config
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "ModelConfig",
     "RegistryConfig",
     "RetrainConfig",
+    "ServingConfig",
     "TokenizerConfig",
     "TrainConfig",
     "apply_override",
@@ -60,6 +63,9 @@ class FoundryConfig(_Section):
         EvaluationConfig(), description="Holdout scoring, generations and the gate's thresholds."
     )
     registry: RegistryConfig = Field(RegistryConfig(), description="The MLflow model registry.")
+    serving: ServingConfig = Field(
+        ServingConfig(), description="Bounds of one request to a registered version, saved with each version."
+    )
     retrain: RetrainConfig = Field(
         RetrainConfig(), description="`foundry retrain`: fine-tune the champion on what is new, on a schedule."
     )
@@ -74,7 +80,14 @@ class FoundryConfig(_Section):
     merge: MergeConfig = Field(MergeConfig(), description="`foundry merge`: merge specialists into one model.")
     # last: its validator checks the space against the sections above
     search: SearchConfig = Field(SearchConfig(), description="`foundry search`: a hyperparameter study (Optuna).")
-    _search_fits = field_validator("search")(search_fits_config)
+
+    @field_validator("search")
+    @classmethod
+    def _search_fits(cls, search: SearchConfig, info: ValidationInfo) -> SearchConfig:
+        # A section that failed is missing from `info.data`: its own error names the bad value, and a
+        # dimension on it is not checked against it (it would read as "not a config key").
+        failed = set(cls.model_fields) - set(info.data) - {"search"}
+        return search_fits_config(search, info, skip=failed)
 
     @model_validator(mode="after")
     def _variants_train(self) -> FoundryConfig:
@@ -103,6 +116,8 @@ def _flat(values: dict[str, Any], prefix: str) -> dict[str, Any]:
     for key, value in values.items():
         if isinstance(value, dict):
             flat.update(_flat(value, f"{prefix}{key}."))
+        elif isinstance(value, str):  # a config built without validation may still hold a credential
+            flat[prefix + key] = redact_url(value)
         else:
             flat[prefix + key] = json.dumps(value) if isinstance(value, list) else value
     return flat
@@ -120,7 +135,8 @@ def _describe(error: dict[str, Any], raw: dict[str, Any]) -> str:
             FoundryConfig.model_fields[section].annotation if section in FoundryConfig.model_fields else FoundryConfig
         )
         allowed = ", ".join(model.model_fields)  # type: ignore[union-attr]
-        return f"{key}: unknown key; allowed here: {allowed}"
+        gone = RUNTIME_KEYS.get(tuple(error["loc"]))
+        return f"{key}: no longer a setting: {gone}" if gone else f"{key}: unknown key; allowed here: {allowed}"
     if error["type"] == "named_key":  # a message that names its own keys (the search space's checks)
         return error["msg"]
     value = error.get("input")
@@ -180,12 +196,18 @@ MOVED_TO_OVERRIDE = {
     "retrain": ("max_steps", "learning_rate", "warmup_steps"),
     "align": ("max_steps", "batch_size", "learning_rate", "warmup_steps"),
 }
+# Keys that held what a flow found at run time, now typed values beside the config: a record's value is
+# dropped, a config file that still sets one is told why it is refused.
+RUNTIME_KEYS = {
+    ("align", "replay_from"): "the align flow hydrates the pretraining data it replays itself (a "
+    "foundry.contracts.Replay, logged as the tag align.replay_source); delete the line",
+}
 
 
 def as_recorded(raw: dict[str, Any]) -> dict[str, Any]:
     """A recorded config (a registered version's) in today's shape: keys it predates set to what it trained
     with, so a warm start from it builds its architecture and a reproduction follows its recipe; keys that
-    moved, moved (its `train` holds what it trained with either way)."""
+    moved, moved (its `train` holds what it trained with either way); run-time state it held, dropped."""
     upgraded = json.loads(json.dumps(raw))
     for (section, key), value in PREDATED_DEFAULTS.items():
         if isinstance(upgraded.get(section), dict):
@@ -195,6 +217,9 @@ def as_recorded(raw: dict[str, Any]) -> dict[str, Any]:
         if isinstance(values, dict) and any(key in values for key in keys):
             moved = {key: values.pop(key) for key in keys if key in values}
             values["train"] = {**moved, **values.get("train", {})}
+    for section, key in RUNTIME_KEYS:
+        if isinstance(upgraded.get(section), dict):
+            upgraded[section].pop(key, None)
     return upgraded
 
 

@@ -48,10 +48,8 @@ class AlignConfig(_Section):
         ge=0,
         lt=1,
         description="sft: share of each batch's rows that are windows of the parent's pretraining training split, "
-        "trained on whole, against forgetting (the version must carry its pretraining data version); 0: none.",
-    )
-    replay_from: str = Field(
-        "", description="Set by the align flow: the hydrated pretraining dataset replay draws its windows from."
+        "trained on whole, against forgetting (the version must carry its pretraining data version, which the run "
+        "hydrates and logs as the tag align.replay_source); 0: none.",
     )
     prompts: list[str] = Field(
         ["Write in capital letters: river stone", "Add: 12 + 30", "Sort ascending: 41, 7, 19"],

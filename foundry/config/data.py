@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from foundry.config.base import _Section
+from foundry.redact import keep
 
 # The detectors of foundry/data/pii_patterns.py, in the order they run (a test keeps the two equal).
-_PII_NAMES = """private_key pem_block aws_access_key aws_secret_key github_token gitlab_token slack_token stripe_key
-google_api_key jwt secret_assignment email iban credit_card ipv6 ipv4 phone"""
+_PII_NAMES = """private_key pem_block aws_access_key aws_secret_key azure_key github_token gitlab_token slack_token
+stripe_key google_api_key api_token jwt auth_header url_credentials secret_assignment email national_id iban
+credit_card ipv6 ipv4 phone"""
 PII_KINDS = Literal[tuple(_PII_NAMES.split())]  # type: ignore[misc]
 
 
@@ -161,6 +163,13 @@ class DataConfig(_Section):
         gt=0,
         description="Seconds between preparation's progress lines in the log (files cleaned, documents, time left).",
     )
+
+    @field_validator("source", "sources")
+    @classmethod
+    def _no_credentials(cls, value: str | list[str]) -> str | list[str]:
+        # A password or signature in a source URL stays out of everything the config is saved into
+        # (foundry.redact): the config keeps the redacted URL, the fetch finds the whole one again.
+        return keep(value) if isinstance(value, str) else [keep(source) for source in value]
 
     @model_validator(mode="after")
     def _bounds(self) -> DataConfig:

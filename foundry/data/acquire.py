@@ -8,7 +8,6 @@ A file over `data.max_file_bytes` is refused before it is read.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import logging
@@ -22,11 +21,13 @@ from foundry.config import DataConfig
 from foundry.contracts import SourceFile, SourceManifest
 from foundry.data.archives import ArchiveError, remove_partial, unpack
 from foundry.data.formats import base_name
+from foundry.data.globbing import glob_base, glob_files
 from foundry.data.limits import TooLarge
 from foundry.data.remote import SourceError, digest_of, fetch_http, inside, locked, sync_s3
 from foundry.digests import sha256_file
 from foundry.env import foundry_home
 from foundry.fs import remove_tree
+from foundry.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -121,19 +122,14 @@ def local_root(source: str, cache: Path, cfg: DataConfig, skipped: dict[str, int
     raise SourceError(f"data.source {source!r} does not exist")
 
 
-def _glob_base(pattern: str) -> Path:
-    """The folder above the first path component that holds a wildcard."""
-    parts = Path(pattern).parts
-    fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
-    return Path(*parts[:fixed])
-
-
 def _files_of(source: str, cfg: DataConfig, skipped: dict[str, int]) -> tuple[list[tuple[Path, str]], Origins]:
     """(path, name relative to the source root) for each wanted file of one source, and their origins."""
     root, origins = local_root(source, foundry_home() / "sources", cfg, skipped)
     if isinstance(root, str):
-        paths = sorted(Path(p) for p in glob.glob(root, recursive=True) if Path(p).is_file())  # the user's choice
-        base = _glob_base(root)
+        paths, refused = glob_files(root)  # the user's choice: no extension filter
+        for path, reason in refused:
+            _skip(skipped, reason, f"skipping {path}: {reason.replace('_', ' ')} (links are not followed there)")
+        base = glob_base(root)
     elif root.is_file():
         paths, base = [root], root.parent
     else:
@@ -197,9 +193,10 @@ def source_manifest(cfg: DataConfig, files: list[SourceFile], skipped: dict[str,
     """What was read, content-addressed: the same files give the same digest wherever they live."""
     content = [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in files]
     digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+    sources = [redact_url(source) for source in cfg.source_list]  # the config's own are redacted already
     return SourceManifest(
-        source=", ".join(cfg.source_list),
-        sources=cfg.source_list,
+        source=", ".join(sources),
+        sources=sources,
         digest=digest,
         files=len(files),
         bytes=sum(f.size for f in files),

@@ -62,6 +62,11 @@ def read_documents(path: str, name: str, cfg: DataConfig, reject: Reject) -> Ite
     """(text, where) for each document of one file; `where` names the file, line or row for reports."""
     kind = base_name(name)
     reader = _jsonl if kind.endswith(".jsonl") else _parquet if kind.endswith(".parquet") else _text
+    yield from _guarded(reader, path, name, cfg, reject)
+
+
+def _guarded(reader, path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator:
+    """What `reader` yields from one file; a file that inflates too far or cannot be read goes to `reject`."""
     try:
         yield from reader(path, name, cfg, reject)
     except TooLarge as exc:
@@ -182,12 +187,7 @@ def read_records(path: str, name: str, cfg: DataConfig, reject: Reject) -> Itera
     if not base_name(name).endswith(".jsonl"):
         reject(name, "not_jsonl", "records are read from .jsonl files only")
         return
-    try:
-        yield from _records(path, name, cfg, reject)
-    except TooLarge as exc:
-        reject(name, "inflated_too_large", str(exc))
-    except READ_ERRORS as exc:
-        reject(name, "unreadable", f"{type(exc).__name__}: {exc}")
+    yield from _guarded(_records, path, name, cfg, reject)
 
 
 def _records(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[tuple[dict, str]]:

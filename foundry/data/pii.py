@@ -1,6 +1,9 @@
 """Personal data and secrets out: e-mail addresses, phone numbers, IP addresses, card and bank account
-(IBAN) numbers, private keys and other PEM blocks, cloud and service tokens (AWS, GitHub, GitLab, Slack,
-Stripe, Google), JWTs and `password = ...`-style assignments become typed placeholders such as `<EMAIL>`.
+(IBAN) numbers, US SSNs and UK National Insurance numbers, private keys and other PEM blocks, cloud and
+service tokens (AWS, Azure, GitHub, GitLab, Slack, Stripe, Google, OpenAI, Anthropic, Hugging Face, npm,
+PyPI, SendGrid and more by prefix), JWTs, authorization headers, credentials in URLs and query strings,
+and `password = ...`-style assignments (code, JSON, YAML, .env, INI, netrc, connection strings) become
+typed placeholders such as `<EMAIL>`.
 
 Detectors (`foundry/data/pii_patterns.py`) are regular expressions, most with a check behind them (Luhn
 for card numbers, mod 97 for IBANs, the `ipaddress` module for addresses, a JSON header for JWTs). The
@@ -9,16 +12,22 @@ scrubber in `clean` runs the kinds `data.pii` names; the validation gate searche
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from foundry.data.pii_patterns import HEX, KINDS, LOCAL_PART, NEEDS, PATTERNS, PLACEHOLDERS, luhn_ok, valid
+from foundry.data.pii_checks import luhn_ok
+from foundry.data.pii_patterns import ANCHORS, HEX, KINDS, LOCAL_PART, NEEDS, PATTERNS, PLACEHOLDERS, valid
 
 __all__ = ["KINDS", "PLACEHOLDERS", "Span", "example", "find", "luhn_ok", "mask", "scrub"]
 MAX_PASSES = 4
 _PLACEHOLDER = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS.values()))
+# Where a string literal is continued on the next line (`"ab"\n "cd"`, `'ab' +\n 'cd'`) or after a
+# backslash-newline: a secret may be split there.
+_GLUE = re.compile(r"(?P<q>[\"'])[ \t]*\+?[ \t]*\\?\r?\n[ \t]*\+?[ \t]*(?P=q)|\\\r?\n[ \t]*")
+_WORDY = re.compile(r"[A-Za-z0-9_+/=-]")
 
 
 @dataclass(frozen=True)
@@ -29,12 +38,25 @@ class Span:
 
 
 def find(text: str, kinds: tuple[str, ...] | list[str] = KINDS) -> Iterator[Span]:
-    """Every span a detector accepts, detector by detector (spans of different kinds may overlap)."""
+    """Every span a detector accepts, detector by detector (spans of different kinds may overlap). A
+    secret split by string concatenation or a line continuation (`"sk-proj-ab"\\n    "cd..."`) is
+    searched for in the lines around the join with the join taken out, and its span covers the join."""
+    windows = _windows(text)
     for kind in kinds:
-        needs = NEEDS.get(kind)
-        if needs is not None and not needs(text):
-            continue
-        for match in PATTERNS[kind].finditer(text):
+        yield from _find_kind(text, kind)
+        for flat, where in windows:
+            for span in _find_kind(flat, kind):
+                start, end = where[span.start], where[span.end - 1] + 1
+                if end - start != span.end - span.start:  # a join inside: not found in the text itself
+                    yield Span(kind, start, end)
+
+
+def _find_kind(text: str, kind: str) -> Iterator[Span]:
+    needs = NEEDS.get(kind)
+    if needs is not None and not needs(text):
+        return
+    for pattern in PATTERNS[kind]:
+        for match in _matches(pattern, text):
             group = next((g for g in ("span", "bare") if match.re.groupindex.get(g) and match.group(g)), 0)
             start, end = match.start(group), match.end(group)
             if kind == "email":
@@ -48,6 +70,58 @@ def find(text: str, kinds: tuple[str, ...] | list[str] = KINDS) -> Iterator[Span
                     continue
             if valid(kind, text[start:end], text, match):
                 yield Span(kind, start, end)
+
+
+def _matches(pattern: re.Pattern, text: str) -> Iterator[re.Match]:
+    """`pattern.finditer(text)`, but tried only where one of its ANCHORS words starts (found by `str.find`,
+    case-insensitively): a case-insensitive alternation of names otherwise is tried at every letter."""
+    anchors, lowered = ANCHORS.get(pattern), _lower(text)
+    if anchors is None or len(lowered) != len(text):  # a few characters change length when lowered
+        yield from pattern.finditer(text)
+        return
+    starts, last = set(), 0
+    for anchor in anchors:
+        at = lowered.find(anchor)
+        while at >= 0:
+            starts.add(at)
+            at = lowered.find(anchor, at + 1)
+    for start in sorted(starts):
+        match = pattern.match(text, start) if start >= last else None
+        if match:
+            last = max(match.end(), start + 1)
+            yield match
+
+
+@functools.lru_cache(maxsize=4)
+def _lower(text: str) -> str:
+    return text.lower()
+
+
+@functools.lru_cache(maxsize=8)
+def _windows(text: str) -> tuple[tuple[str, list[int]], ...]:
+    """Cached: `scrub` asks once per kind about the same text."""
+    return tuple(_joined_windows(text))
+
+
+def _joined_windows(text: str) -> Iterator[tuple[str, list[int]]]:
+    """The lines around each join that cuts a word in two (`"ab"\\n "cd"`, not `"ab "\\n "cd"`), without
+    the joins, and where each of their characters stands in the text."""
+    cuts = [g for g in _GLUE.finditer(text) if _WORDY.match(text, g.start() - 1) and _WORDY.match(text, g.end())]
+    while cuts:
+        first = last = cuts.pop(0)
+        while cuts and cuts[0].start() <= text.find("\n", last.end()) + 1:  # a chain of continued lines
+            last = cuts.pop(0)
+        start = text.rfind("\n", 0, first.start()) + 1
+        end = text.find("\n", last.end())
+        end = len(text) if end < 0 else end
+        parts, where, at = [], [], start
+        for glue in _GLUE.finditer(text, start, end):
+            parts.append(text[at : glue.start()])
+            where.extend(range(at, glue.start()))
+            at = glue.end()
+        parts.append(text[at:end])
+        where.extend(range(at, end))
+        yield "".join(parts), where
 
 
 def _extend_ipv6(text: str, colon: int) -> int | None:
@@ -80,7 +154,7 @@ def scrub(text: str, kinds: tuple[str, ...] | list[str] = KINDS) -> tuple[str, C
 def _scrub_once(text: str, kinds: tuple[str, ...] | list[str]) -> tuple[str, Counter]:
     counts: Counter = Counter()
     for kind in (k for k in KINDS if k in kinds):
-        spans = list(find(text, (kind,)))
+        spans = sorted(find(text, (kind,)), key=lambda span: (span.start, -span.end))
         if not spans:
             continue
         counts[kind] = len(spans)

@@ -23,7 +23,7 @@ from foundry.config import DataConfig, FoundryConfig
 from foundry.contracts import SourceFile, SourceManifest
 from foundry.data import audit as audits
 from foundry.data import ledger as ledgers
-from foundry.data.clean import CleanStats, PartitionJob, clean_partition, iter_texts, select_documents
+from foundry.data.clean import CleanStats, PartitionJob, Selection, clean_partition, iter_texts, select_documents
 from foundry.data.manifest import FILE as MANIFEST_FILE
 from foundry.data.manifest import DatasetManifest, LedgerRecord
 from foundry.data.progress import PrepareProgress
@@ -180,12 +180,7 @@ def prepare(
         selection = select_documents(jobs, cleaned, config.data, out_dir, chunks_per_split=workers, lineage=lineage)
         stats = selection.stats
         counter.reached("tokenizing")
-        if stats.split_docs["train"] == 0:
-            raise ValueError(
-                f"no training documents left after cleaning {stats.docs_in} documents from {config.data.source_list}: "
-                f"dropped {dict(stats.dropped)}, {selection.lineage['not_replayed_docs']} old ones not replayed; "
-                "check the quality thresholds in the data section (or retrain.replay_fraction)"
-            )
+        _check_splits(selection, config)
         tokens = _tokenize(config, out_dir, work, selection.chunks, stats, mapper)
     finally:
         remove_tree(work, within=out_dir.parent, ignore_errors=True)
@@ -212,6 +207,24 @@ def prepare(
         dict(stats.dropped),
     )
     return Prepared(manifest=manifest, lineage=selection.lineage)
+
+
+def _check_splits(selection: Selection, config: FoundryConfig) -> None:
+    """A plain message before the expectations: with nothing to train on or to hold out, every later
+    check would fail at once and none of them would say why."""
+    stats, sources = selection.stats, config.data.source_list
+    if stats.split_docs["train"] == 0:
+        raise ValueError(
+            f"no training documents left after cleaning {stats.docs_in} documents from {sources}: "
+            f"dropped {dict(stats.dropped)}, {selection.lineage['not_replayed_docs']} old ones not replayed; "
+            "check the quality thresholds in the data section (or retrain.replay_fraction)"
+        )
+    if stats.split_docs["holdout"] == 0:
+        raise ValueError(
+            f"need at least two documents, one to train on and one to hold out for evaluation: {stats.docs_out} of "
+            f"{stats.docs_in} documents from {sources} left after cleaning (dropped {dict(stats.dropped)}); "
+            "add documents to the source or loosen the quality thresholds in the data section"
+        )
 
 
 def _lineage(parent: Path | None, config: FoundryConfig, replay_fraction: float | None) -> ledgers.Lineage | None:

@@ -30,8 +30,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from foundry.config import DataConfig
+from foundry.data.credentials import CredentialError, authorised
 from foundry.digests import sha256_file
 from foundry.fs import remove_tree
+from foundry.redact import redact_url
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -112,9 +114,9 @@ def _copy_capped(response, out, limit: int, what: str) -> None:
             raise too_large(what, limit)
 
 
-def _get(url: str, headers: dict[str, str], part: Path, limit: int) -> tuple[int, dict[str, str]]:
-    """One conditional GET into `part`: (status, response headers); 304 writes nothing."""
-    request = urllib.request.Request(url, headers=headers)
+def _get(request: urllib.request.Request, url: str, part: Path, limit: int) -> tuple[int, dict[str, str]]:
+    """One conditional GET into `part`: (status, response headers); 304 writes nothing. `url` is the source
+    as messages name it (redacted: the request's own may hold a signature)."""
     try:
         with urllib.request.urlopen(request, timeout=30) as response, open(part, "wb") as out:
             length = response.headers.get("Content-Length")
@@ -134,8 +136,22 @@ def _get(url: str, headers: dict[str, str], part: Path, limit: int) -> tuple[int
         raise Transient(str(getattr(exc, "reason", exc)) or type(exc).__name__) from None
 
 
+def _request(url: str, conditional: dict[str, str]) -> urllib.request.Request:
+    """The GET of a source URL, with its credentials (`foundry.data.credentials`) in headers that a redirect
+    does not carry to another server."""
+    try:
+        address, auth = authorised(url)
+    except CredentialError as exc:
+        raise SourceError(f"cannot download {redact_url(url)}: {exc}") from None
+    request = urllib.request.Request(address, headers=conditional)
+    for key, value in auth.items():
+        request.add_unredirected_header(key, value)
+    return request
+
+
 def fetch_http(url: str, folder: Path, cfg: DataConfig) -> tuple[Path, bool, dict[str, str]]:
     """The file at `url`, mirrored in `folder`: (local copy, whether it changed, what the origin said)."""
+    shown = redact_url(url)  # what is recorded and said: the request alone holds a credential
     name = Path(urllib.parse.urlparse(url).path).name or "index.txt"
     target, part = folder / name, folder / f"{name}.part"
     with locked(folder):
@@ -145,13 +161,15 @@ def fetch_http(url: str, folder: Path, cfg: DataConfig) -> tuple[Path, bool, dic
             headers["If-None-Match"] = state["etag"]
         if state.get("last_modified"):
             headers["If-Modified-Since"] = state["last_modified"]
+        request = _request(url, headers)
         try:
-            status, answer = retrying(url, cfg, lambda: _get(url, headers, part, cfg.max_download_bytes))
+            status, answer = retrying(shown, cfg, lambda: _get(request, shown, part, cfg.max_download_bytes))
         except urllib.error.HTTPError as exc:
             part.unlink(missing_ok=True)
             if exc.code in GONE_HTTP:  # removed at the source: so is our copy
                 forget(folder)
-            raise SourceError(f"cannot download {url}: HTTP {exc.code} {exc.reason}") from None
+            hint = " (its credentials: user:password@ in the URL, or a netrc file)" if exc.code == 401 else ""
+            raise SourceError(f"cannot download {shown}: HTTP {exc.code} {exc.reason}{hint}") from None
         except SourceError:
             part.unlink(missing_ok=True)
             raise
@@ -168,10 +186,10 @@ def fetch_http(url: str, folder: Path, cfg: DataConfig) -> tuple[Path, bool, dic
                 "etag": answer.get("ETag", ""),
                 "last_modified": answer.get("Last-Modified", ""),
             }
-        state.update(origin=url, checked_at=now())
+        state.update(origin=shown, checked_at=now())
         _write_state(folder, state)
     if changed:
-        log.info("%s changed at the source: fetched again", url)
+        log.info("%s changed at the source: fetched again", shown)
     return target, changed, state
 
 
@@ -273,5 +291,5 @@ def inside(path: Path, root: Path) -> bool:
 
 
 def digest_of(url: str) -> str:
-    """The cache folder name of a remote source."""
-    return hashlib.sha256(url.encode()).hexdigest()[:16]
+    """The cache folder name of a remote source (of its redacted form: a name is no place for a secret)."""
+    return hashlib.sha256(redact_url(url).encode()).hexdigest()[:16]

@@ -17,9 +17,10 @@ import numpy as np
 import pandas as pd
 
 from foundry.config import FoundryConfig
-from foundry.data import pii
+from foundry.data import pii, secret_scan
 from foundry.data.clean import iter_texts
 from foundry.data.manifest import DatasetManifest
+from foundry.data.validation_report import ExpectationResult, PiiCounts, SuiteResult, ValidationReport
 from foundry.digests import sha256_file
 from foundry.fs import remove_tree
 
@@ -30,7 +31,7 @@ DOCS_SITE = "foundry"
 class ValidationFailed(RuntimeError):
     """The prepared data broke at least one expectation."""
 
-    def __init__(self, message: str, report: dict):
+    def __init__(self, message: str, report: ValidationReport):
         super().__init__(message)
         self.report = report
 
@@ -69,7 +70,7 @@ def document_table(data_dir: Path, allowed: list[str] = ()) -> pd.DataFrame:
         for text in iter_texts(data_dir / f"{split}.jsonl"):
             sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
             present.add(sha)
-            kinds = sorted({span.kind for span in pii.find(text)})
+            kinds = sorted({span.kind for span in pii.find(text)} | secret_scan.kinds(text))  # two opinions
             if kinds:
                 found[sha] = kinds
     table["in_split_file"] = table["sha256"].isin(present)
@@ -78,12 +79,14 @@ def document_table(data_dir: Path, allowed: list[str] = ()) -> pd.DataFrame:
     return table
 
 
-def pii_summary(documents: pd.DataFrame) -> dict[str, dict[str, int]]:
-    """{"found": {kind: documents}, "allowed": {kind: documents}}: in the report even when the gate passes."""
-    return {
-        column.removeprefix("pii_"): dict(Counter(k for cell in documents[column] for k in cell.split(",") if k))
-        for column in ("pii_found", "pii_allowed")
-    }
+def pii_summary(documents: pd.DataFrame) -> PiiCounts:
+    """Documents by kind, found and allowed: in the report even when the gate passes."""
+    return PiiCounts(
+        **{
+            column.removeprefix("pii_"): dict(Counter(k for cell in documents[column] for k in cell.split(",") if k))
+            for column in ("pii_found", "pii_allowed")
+        }
+    )
 
 
 def split_table(
@@ -191,34 +194,33 @@ def _run(context, definition, table: pd.DataFrame, with_docs: bool):
     return next(iter(checkpoint.run(batch_parameters={"dataframe": table}).run_results.values()))
 
 
-def run_suites(tables: dict[str, pd.DataFrame], suites: dict, docs_dir: Path | None = None) -> dict:
-    """Validate each table against its suite; a JSON-able report with one entry per expectation.
+def run_suites(tables: dict[str, pd.DataFrame], suites: dict, docs_dir: Path | None = None) -> dict[str, SuiteResult]:
+    """Validate each table against its suite: one result per expectation, by suite name.
     With `docs_dir`, the results also become GX data docs (HTML) there."""
     import great_expectations as gx
 
     context = _context(docs_dir)
-    report = {"success": True, "suites": {}}
+    results = {}
     source = context.data_sources.add_pandas("foundry")
     for name, expectations in suites.items():
         batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(f"{name}_all")
         suite = context.suites.add(gx.ExpectationSuite(name=name, expectations=expectations))
         definition = context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
         outcome = _run(context, definition, tables[name], docs_dir is not None)
-        entries = []
-        for r in outcome.results:
-            entry = {
-                "expectation": r.expectation_config.type,
+        entries = [
+            ExpectationResult(
+                expectation=r.expectation_config.type,
                 # As JSON has it (pairs become lists), so the report reads back equal.
-                "kwargs": json.loads(
+                kwargs=json.loads(
                     json.dumps({k: v for k, v in r.expectation_config.kwargs.items() if k != "batch_id"}, default=str)
                 ),
-                "success": bool(r.success),
-                "observed": _observed(r.result or {}),
-            }
-            entries.append(entry)
-        report["suites"][name] = {"success": bool(outcome.success), "results": entries}
-        report["success"] &= bool(outcome.success)
-    return report
+                success=bool(r.success),
+                observed=_observed(r.result or {}),
+            )
+            for r in outcome.results
+        ]
+        results[name] = SuiteResult(success=bool(outcome.success), results=entries)
+    return results
 
 
 def _drop_docs_assets(docs_dir: Path) -> None:
@@ -229,7 +231,7 @@ def _drop_docs_assets(docs_dir: Path) -> None:
 
 def validate_dataset(
     data_dir: Path, config: FoundryConfig, report_path: Path, docs_dir: Path | None = None, parent: Path | None = None
-) -> dict:
+) -> ValidationReport:
     """Run the gate over a prepared directory; writes the report, raises `ValidationFailed` on failure.
     With `docs_dir`, a failure also leaves GX data docs (HTML, `index.html` first) there. With `parent`, the
     data version whose ledger this one was built on, the splits must be the ones its ledger gives."""
@@ -247,24 +249,16 @@ def validate_dataset(
         ),
     }
     tables["lineage"] = lineage_table(data_dir, documents, parent, config.data.near_dup_num_perm)
-    report = run_suites(tables, {**_suites(config, manifest), "lineage": _lineage_suite()})
-    report["pii"] = pii_summary(documents)  # {"found": {kind: documents}, "allowed": {...}}
-    if report["pii"]["allowed"]:
-        log.warning("personal data allowed through by data.pii_allowed: %s documents", report["pii"]["allowed"])
-    report_path.write_text(json.dumps(report, indent=1, default=str))
-    if not report["success"] and docs_dir is not None:  # again, through checkpoints that write docs
+    suites = run_suites(tables, {**_suites(config, manifest), "lineage": _lineage_suite()})
+    report = ValidationReport.of(suites, pii_summary(documents))
+    report.write(report_path)
+    if report.pii.allowed:
+        log.warning("personal data allowed through by data.pii_allowed: %s documents", report.pii.allowed)
+    if not report.success and docs_dir is not None:  # again, through checkpoints that write docs
         run_suites(tables, {**_suites(config, manifest), "lineage": _lineage_suite()}, docs_dir)
         _drop_docs_assets(docs_dir)
-    if not report["success"]:
-        failed = [
-            f"{suite}: {e['expectation']}({', '.join(f'{k}={v}' for k, v in e['kwargs'].items())}) {e['observed']}"
-            for suite, body in report["suites"].items()
-            for e in body["results"]
-            if not e["success"]
-        ]
-        raise ValidationFailed(
-            "data validation failed, nothing was versioned or trained:\n  " + "\n  ".join(failed), report
-        )
+    if not report.success:
+        raise ValidationFailed(report.failure_message("data"), report)
     return report
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from foundry.align.metrics import AlignedScores
 from foundry.contracts import _Value
 
 
@@ -99,20 +100,6 @@ class MergeInputs(_Value):
 
     def tags(self) -> dict[str, str]:
         return {"gate.max_gap": str(self.max_gap)}
-
-
-class AlignedScores(_Value):
-    """One model on the held-out alignment data and on the pretraining holdout; None: not measured."""
-
-    response_loss: float | None = None  # nats per assistant token
-    preference_accuracy: float | None = None  # dpo data only
-    preference_margin: float | None = None  # dpo data only
-    pretrain_bits_per_byte: float | None = None
-
-    @classmethod
-    def from_metrics(cls, metrics: dict[str, float], who: str) -> AlignedScores:
-        """From the flow's metrics, `<who>/<measure>` (who: align, base or incumbent)."""
-        return cls(**{name: metrics.get(f"{who}/{name}") for name in cls.model_fields})
 
 
 class AlignmentInputs(_Value):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from foundry.align.metrics import AlignmentMetrics
 from foundry.config import FoundryConfig
 from foundry.contracts import Candidate, DataVersion
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
@@ -166,16 +167,16 @@ def decide_specialist(config: FoundryConfig, candidate: Candidate, base_uri: str
 
 def alignment_inputs(
     config: FoundryConfig,
-    metrics: dict[str, float],
+    metrics: AlignmentMetrics,
     incumbent_version: str | None = None,
     incumbent: AlignedScores | None = None,
 ) -> AlignmentInputs:
-    """The alignment gate's inputs from the flow's `align/*` and `base/*` metrics, and the champion of
+    """The alignment gate's inputs from the aligned model's and the base's scores, and the champion of
     `align.model_name` scored on the same held-out data (when there is one)."""
     return AlignmentInputs(
         method=config.align.method,
-        aligned=AlignedScores.from_metrics(metrics, "align"),
-        base=AlignedScores.from_metrics(metrics, "base"),
+        aligned=metrics.aligned,
+        base=metrics.base,
         max_regression=config.evaluation.max_regression,
         auto_promote=config.registry.auto_promote,
         incumbent_version=incumbent_version,

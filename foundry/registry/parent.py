@@ -36,41 +36,34 @@ def champion_data(model_name: str, home: Path) -> ParentData | None:
 
 def fetch_champion(model_name: str, home: Path) -> ParentModel:
     """The champion of `model_name`, downloaded once per version into `$FOUNDRY_HOME/models/`, with its data."""
-    import mlflow
-
     champion = versions.champion(model_name)
     if champion is None:
         raise NoChampion(f"{model_name} has no champion to retrain; run the train pipeline first")
     data = data_of(champion, home)  # first: its tags are checked before anything is written for it
-    artifacts = versions.download(champion, home)
-    manifest = mlflow.artifacts.load_text(f"runs:/{champion.run_id}/data/source_manifest.json")
-    return ParentModel(
-        uri=str(ModelUri.of(champion)),
-        weights=str(artifacts / "model.pt"),
-        tokenizer=str(artifacts / "tokenizer.json"),
-        config=recorded_config(champion),
-        source_manifest=SourceManifest.model_validate_json(manifest),
-        data=data,
-    )
+    return _downloaded(champion, champion.run_id, home).model_copy(update={"data": data})
 
 
 def fetch_version(model_uri: str, home: Path) -> ParentModel:
     """Any registered version (`models:/NAME/VERSION` or `models:/NAME@ALIAS`), downloaded once per version,
     with the pretraining data of the base it descends from (its own data for a pretrained model)."""
-    import mlflow
-
     version = versions.resolve(model_uri)
     pretrain = pretrain_data(version)  # first: its tags are checked before anything is written for it
-    artifacts = versions.download(version, home)
     # a re-registered version names its training run in its tags
-    manifest = mlflow.artifacts.load_text(f"runs:/{training_run_id(version)}/data/source_manifest.json")
+    return _downloaded(version, training_run_id(version), home).model_copy(update={"pretrain_data": pretrain})
+
+
+def _downloaded(version, run_id: str, home: Path) -> ParentModel:
+    """A version's files, downloaded once, with the config and source manifest its training run recorded."""
+    import mlflow
+
+    artifacts = versions.download(version, home)
+    manifest = mlflow.artifacts.load_text(f"runs:/{run_id}/data/source_manifest.json")
     return ParentModel(
         uri=str(ModelUri.of(version)),
         weights=str(artifacts / "model.pt"),
         tokenizer=str(artifacts / "tokenizer.json"),
         config=recorded_config(version),
         source_manifest=SourceManifest.model_validate_json(manifest),
-        pretrain_data=pretrain,
     )
 
 

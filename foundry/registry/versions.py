@@ -229,7 +229,11 @@ def promote_manually(model_uri: str, reason: str, who: str) -> dict:
 def reregister(model_uri: str, home: Path) -> str:
     """The weights and tokenizer of a version, registered again as a new version of the same model that
     carries its code (versions logged before the code moved carry none and load only in a checkout).
-    The tags and model card are copied, `reregistered_from` names the original; aliases stay put."""
+    The tags, model card and serving limits are copied (the default limits for a version logged before there
+    were any), `reregistered_from` names the original; aliases stay put."""
+    from mlflow.models import Model
+    from mlflow.models.model import MODEL_CONFIG
+
     from foundry import tracking
     from foundry.serving.package import log_model
 
@@ -242,7 +246,8 @@ def reregister(model_uri: str, home: Path) -> str:
         tags={"foundry.stage": "reregister", "reregistered_from": model_uri},
     )
     try:
-        uri = log_model(run.info.run_id, artifacts / "model.pt", artifacts / "tokenizer.json")
+        limits = Model.load(str(artifacts.parent)).flavors["python_function"].get(MODEL_CONFIG)
+        uri = log_model(run.info.run_id, artifacts / "model.pt", artifacts / "tokenizer.json", limits)
         tags = {**old.tags, "reregistered_from": str(ModelUri.of(old))}
         version = register(uri, old.name, run.info.run_id, tags, description=old.description or "")
     except Exception:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pandas as pd
 
+from foundry.align.metrics import AlignmentMetrics
 from foundry.config import FoundryConfig, TrainConfig
 from foundry.contracts import DataVersion
 from foundry.data.manifest import DatasetManifest
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates.decision import Decision
+from foundry.redact import redact_url
 
 
 def summary_table(
@@ -86,7 +88,7 @@ Loss {metrics.loss:.4f} nats/token, perplexity {metrics.perplexity:.2f}, on {met
 
 ## Data
 - version `{data.data_version}` in `{data.remote}`
-- source `{manifest.source}` (manifest digest `{manifest.source_digest[:16]}`)
+- source `{redact_url(manifest.source)}` (manifest digest `{manifest.source_digest[:16]}`)
 - {manifest.count("train_docs")} train / {manifest.count("holdout_docs")} holdout documents; {manifest.train_tokens} / {manifest.holdout_tokens} tokens; BPE vocabulary {manifest.vocab_size}
 
 ## Model and training
@@ -108,16 +110,16 @@ def alignment_card(
     parent: str,
     data: DataVersion,
     manifest: DatasetManifest,
-    metrics: dict[str, float],
+    metrics: AlignmentMetrics,
     decision,
     run_id: str,
     git: dict[str, str],
 ) -> str:
     """Markdown for an aligned version's description: the base beside it on the same held-out data."""
     a = config.align
-    keys = sorted({k.split("/", 1)[1] for k in metrics if k.startswith("align/")})
     rows = "\n".join(
-        f"| {k} | {metrics.get(f'base/{k}', float('nan')):.4f} | {metrics[f'align/{k}']:.4f} |" for k in keys
+        f"| {measure} | {float('nan') if base is None else base:.4f} | {aligned:.4f} |"
+        for measure, (base, aligned) in metrics.compared().items()
     )
     name = config.registry.model_name
     return f"""# {name}: {a.method.upper()} of {parent}

@@ -7,7 +7,6 @@ import textwrap
 from pathlib import Path
 
 from foundry.contracts import AlignResult, PipelineResult, Reproduction, SearchResult, SkippedRun
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.specialists.contracts import MergeResult
 
 
@@ -15,9 +14,12 @@ def _rule(title: str) -> str:
     return f"── {title} ".ljust(70, "─")
 
 
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else value
+
+
 def align_summary(result: AlignResult) -> str:
     status = "champion" if result.promoted else "challenger"
-    scored = sorted({key.split("/", 1)[1] for key in result.metrics if key.startswith("align/")})
     return "\n".join(
         [
             _rule(f"Foundry alignment ({result.method}) finished"),
@@ -27,9 +29,8 @@ def align_summary(result: AlignResult) -> str:
             f"gate       {result.verdict}",
             f"MLflow run {result.run_id}",
             *(
-                f"  {key:26s} base {result.metrics.get(f'base/{key}', float('nan')):.4f}  "
-                f"aligned {result.metrics[f'align/{key}']:.4f}"
-                for key in scored
+                f"  {measure:26s} base {_or_nan(base):.4f}  aligned {aligned:.4f}"
+                for measure, (base, aligned) in result.metrics.compared().items()
             ),
         ]
     )
@@ -88,7 +89,7 @@ def skipped_summary(result: SkippedRun) -> str:
 
 def pipeline_summary(result: PipelineResult, home: Path) -> str:
     """What `foundry run` prints at the end, and the run page's summary artifact shows."""
-    m = HoldoutMetrics.from_mlflow(result.metrics)
+    m = result.metrics
     baselines = "  ".join(f"{name} {value:.4f}" for name, value in m.baselines().items())
     status = "champion" if result.promoted else "challenger"
     loadable = f"models:/{result.model_name}@champion" if result.promoted else result.model_uri  # refused: no alias

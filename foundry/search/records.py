@@ -13,7 +13,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from foundry import tracking
+from foundry import run_owner, tracking
 from foundry.config import FoundryConfig, to_yaml
 from foundry.contracts import RunContext, SearchResult
 from foundry.env import foundry_home
@@ -54,8 +54,8 @@ def study_run(config: FoundryConfig, run_name: str, tags: dict[str, str]) -> Ite
 def _parent_run(study: optuna.Study, config: FoundryConfig, run_name: str, tags: dict[str, str]) -> str:
     recorded = study.user_attrs.get(RUN_ATTR)
     if recorded and _run_exists(recorded):
+        tracking.set_tags(recorded, {**tags, **run_owner.owner_tags()})  # first: a stale owner would be swept
         tracking.client().update_run(recorded, status="RUNNING")
-        tracking.set_tags(recorded, tags)
         return recorded
     run_id = tracking.start_pipeline_run(config, run_name=f"search-{study.study_name}")
     search_tags = {"foundry.stage": "search", "search.study": study.study_name, "version.optuna": optuna.__version__}

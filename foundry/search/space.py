@@ -9,8 +9,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
+
+from foundry.redact import keep
 
 # Sections a trial may change. `tokenizer` keys change the dataset, so each of their values is prepared
 # (once) before the trials; `data` keys would change the holdout itself, and trials would not compare.
@@ -168,6 +179,12 @@ class SearchConfig(BaseModel):
         True, description="The study's first trial is the config's own values, when they lie in the space."
     )
 
+    @field_validator("storage")
+    @classmethod
+    def _no_password(cls, value: str) -> str:
+        # A database password stays out of everything the config is saved into (foundry.redact).
+        return keep(value)
+
     @model_validator(mode="after")
     def _budget(self) -> SearchConfig:
         if not self.n_trials and not self.timeout_s:
@@ -178,10 +195,15 @@ class SearchConfig(BaseModel):
         return self
 
 
-def search_fits_config(search: SearchConfig, info: ValidationInfo) -> SearchConfig:
+def search_fits_config(search: SearchConfig, info: ValidationInfo, skip: set[str] = frozenset()) -> SearchConfig:
     """The config's validator of its `search` section, which comes last: every other section is validated
-    by then (`info.data`), so each dimension is checked against the key it names."""
-    problems = [p for i, param in enumerate(search.space) if (p := _dimension_problem(i, param, info.data))]
+    by then (`info.data`), so each dimension is checked against the key it names; a dimension on a section
+    in `skip` (one that failed its own validation) is not."""
+    problems = [
+        p
+        for i, param in enumerate(search.space)
+        if param.key.partition(".")[0] not in skip and (p := _dimension_problem(i, param, info.data))
+    ]
     if problems:
         raise PydanticCustomError("named_key", "; ".join(problems))
     return search

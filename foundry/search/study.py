@@ -25,6 +25,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from foundry.config import ConfigError, FoundryConfig, validate
+from foundry.redact import reveal
 from foundry.search.space import SearchConfig, base_values
 
 OBJECTIVE_ATTR = "foundry.objective"  # study: the settings every trial's result depends on
@@ -47,7 +48,7 @@ def storage_url(home: Path, search: SearchConfig) -> str:
 def open_storage(url: str) -> optuna.storages.BaseStorage | str:
     """A database URL as Optuna takes it, or a journal file (created with its folder)."""
     if "://" in url:
-        return url
+        return reveal(url, "search.storage")
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 

@@ -95,4 +95,4 @@ def run_trial(job: TrialJob) -> TrialOutcome:
     tracking.log_metrics(job.run_id, metrics.as_mlflow())
     value = metrics.bits_per_byte
     state = "complete" if math.isfinite(value) else "diverged"
-    return TrialOutcome(state=state, value=value, metrics=metrics.as_mlflow(), **common)
+    return TrialOutcome(state=state, value=value, metrics=metrics, **common)

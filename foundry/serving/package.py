@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import models
-from models.generate import DEFAULTS
+from models.request_limits import DEFAULTS, LIMITS
 
 LEAF = Path(__file__).with_name("pyfunc_model.py")
 MODEL_CODE = Path(models.__file__).parent  # the package folder travels with the model as its code
@@ -14,7 +15,7 @@ MODEL_CODE = Path(models.__file__).parent  # the package folder travels with the
 REQUIREMENTS = Path(__file__).with_name("requirements.txt")
 
 
-def signature():
+def signature(limits: Mapping[str, int] = LIMITS):
     from mlflow.models import ModelSignature
     from mlflow.types.schema import Array, ColSpec, Object, ParamSchema, ParamSpec, Property, Schema
 
@@ -27,7 +28,7 @@ def signature():
         outputs=Schema([ColSpec("string", "completion")]),
         params=ParamSchema(
             [
-                ParamSpec("max_new_tokens", "long", DEFAULTS["max_new_tokens"]),
+                ParamSpec("max_new_tokens", "long", min(DEFAULTS["max_new_tokens"], limits["max_new_tokens"])),
                 ParamSpec("temperature", "double", DEFAULTS["temperature"]),
                 ParamSpec("top_k", "long", DEFAULTS["top_k"]),
                 ParamSpec("seed", "long", DEFAULTS["seed"]),
@@ -36,10 +37,14 @@ def signature():
     )
 
 
-def log_model(run_id: str, checkpoint: Path, tokenizer: Path) -> str:
-    """Log the pyfunc model under the run, its code travelling with it; returns its model URI."""
+def log_model(run_id: str, checkpoint: Path, tokenizer: Path, limits: Mapping[str, int] | None = None) -> str:
+    """Log the pyfunc model under the run, its code travelling with it; returns its model URI. `limits` bound
+    each request it serves (the config's `serving` section; `LIMITS` when not given): saved as the model's
+    `model_config`, which it reads when it loads."""
     import mlflow
     import pandas as pd
+
+    limits = {key: int((limits or LIMITS)[key]) for key in LIMITS}
 
     with mlflow.start_run(run_id=run_id):
         info = mlflow.pyfunc.log_model(
@@ -47,7 +52,8 @@ def log_model(run_id: str, checkpoint: Path, tokenizer: Path) -> str:
             python_model=str(LEAF),
             code_paths=[str(MODEL_CODE)],
             artifacts={"checkpoint": str(checkpoint), "tokenizer": str(tokenizer)},
-            signature=signature(),
+            signature=signature(limits),
+            model_config=limits,
             input_example=pd.DataFrame({"prompt": ["def main():"]}),
             pip_requirements=str(REQUIREMENTS),  # inferring them costs ~15 s
         )

@@ -8,19 +8,116 @@ Foundry checkout. Import nothing else here.
 Each row holds a `prompt` (text) or `messages` (a chat: [{"role": ..., "content": ...}]). An aligned
 version applies its chat template itself: messages render as the conversation, a prompt as one user
 turn, and the completion is the assistant's reply. A version never aligned continues a prompt's text.
+
+A request is checked before any generation: its rows, each row's text and the sampling parameters,
+against the limits saved with the version (its `model_config`; `LIMITS` for a version logged before
+there were any). A refusal is an `MlflowException` of INVALID_PARAMETER_VALUE, which the scoring
+server answers with HTTP 400; its message names the field and the limit.
 """
 
 import mlflow.pyfunc
 import pandas as pd
+from mlflow.exceptions import MlflowException
 from mlflow.models import set_model
 
-from models.chat import saved_template
-from models.generate import DEFAULTS, generate_replies, generate_texts
+from models.chat import ROLES, saved_template
+from models.generate import generate_replies, generate_texts
 from models.gpt import gpt_from_saved, load_saved
+from models.request_limits import DEFAULTS, LIMITS
+
+SEEDS = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
+
+
+def refused(message: str) -> MlflowException:
+    return MlflowException.invalid_parameter_value(message)
 
 
 def _present(value) -> bool:
     return value is not None and not (isinstance(value, float) and pd.isna(value))
+
+
+def saved_limits(model_config: dict | None) -> dict[str, int]:
+    """The limits a version was logged with; a version logged before there were any serves with `LIMITS`."""
+    saved = model_config or {}
+    return {key: int(saved.get(key, default)) for key, default in LIMITS.items()}
+
+
+def _whole(params: dict, name: str) -> int:
+    value = params[name]
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        number = None
+    if number is None or isinstance(value, bool) or number != value:
+        raise refused(f"params.{name} = {value!r}: must be a whole number")
+    return number
+
+
+def sampling(params: dict | None, limits: dict[str, int]) -> tuple[int, float, int | None, int]:
+    """(max_new_tokens, temperature, top_k, seed) of a request, checked; absent ones take their defaults."""
+    given = {**DEFAULTS, "max_new_tokens": min(DEFAULTS["max_new_tokens"], limits["max_new_tokens"])}
+    given.update({k: v for k, v in (params or {}).items() if v is not None})
+    max_new_tokens, top_k, seed = (_whole(given, name) for name in ("max_new_tokens", "top_k", "seed"))
+    if not 1 <= max_new_tokens <= limits["max_new_tokens"]:
+        raise refused(
+            f"params.max_new_tokens = {max_new_tokens}: must be between 1 and {limits['max_new_tokens']}, "
+            "this version's limit"
+        )
+    try:
+        temperature = float(given["temperature"])
+    except (TypeError, ValueError):
+        temperature = float("nan")
+    if not 0 <= temperature < float("inf"):  # NaN fails both comparisons
+        raise refused(f"params.temperature = {given['temperature']!r}: must be a number >= 0 (0: greedy)")
+    if top_k < 0:
+        raise refused(f"params.top_k = {top_k}: must be >= 1, or 0 for no top-k cut")
+    if not SEEDS[0] <= seed <= SEEDS[1]:
+        raise refused(f"params.seed = {seed}: must be between {SEEDS[0]} and {SEEDS[1]}")
+    return max_new_tokens, temperature, top_k or None, seed
+
+
+def _messages(row: int, messages) -> list[dict]:
+    """A row's chat as plain dicts: each turn a known role and text, at least one user turn."""
+    where = f"row {row}: messages"
+    if isinstance(messages, str | bytes | dict) or not hasattr(messages, "__iter__"):
+        raise refused(f"{where} must be a list of {{role, content}}, not {type(messages).__name__}")
+    chat = []
+    for turn in messages:
+        if not isinstance(turn, dict) or not isinstance(turn.get("content"), str) or turn.get("role") not in ROLES:
+            raise refused(f"{where}: each turn needs a role ({', '.join(ROLES)}) and a text content; got {turn!r:.80}")
+        chat.append({"role": turn["role"], "content": turn["content"]})
+    if not any(turn["role"] == "user" for turn in chat):
+        raise refused(f"{where} hold no user turn: a chat needs one to answer")
+    return chat
+
+
+def checked_rows(model_input, limits: dict[str, int]) -> list[dict]:
+    """The request's rows, each {"prompt": str} or {"messages": [...]}, within the version's limits."""
+    if not isinstance(model_input, pd.DataFrame):
+        raise refused(
+            f"the input must be rows of `prompt` or `messages` (dataframe_records, dataframe_split), "
+            f"not {type(model_input).__name__}"
+        )
+    if len(model_input) == 0:  # MLflow drops the columns its signature does not name, and a list's items
+        raise refused("rows: no rows with a `prompt` or `messages` (other columns are dropped); send 1 or more")
+    if len(model_input) > limits["max_rows"]:
+        raise refused(f"rows: {len(model_input)} rows; a request holds 1 to {limits['max_rows']}, this version's limit")
+    rows = []
+    for i, row in enumerate(model_input.to_dict("records")):
+        if _present(row.get("messages")):
+            rows.append({"messages": _messages(i, row["messages"])})
+            text = sum(len(turn["content"]) for turn in rows[-1]["messages"])
+        elif isinstance(row.get("prompt"), str):
+            rows.append({"prompt": row["prompt"]})
+            text = len(row["prompt"])
+        else:
+            raise refused(f"row {i}: needs a prompt (text) or messages (a list of {{role, content}})")
+        if text > limits["max_prompt_chars"]:
+            field = next(iter(rows[-1]))
+            raise refused(
+                f"row {i}: {field} holds {text} characters; this version takes at most {limits['max_prompt_chars']}"
+            )
+    return rows
 
 
 class GPTTextGenerator(mlflow.pyfunc.PythonModel):
@@ -33,37 +130,27 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         self.model = gpt_from_saved(saved)
         self.template = saved_template(saved)  # None: a version never aligned
         self.tokenizer = Tokenizer.from_file(context.artifacts["tokenizer"])
+        # A version unpickled from before models-from-code has no model_config attribute on its context.
+        self.limits = saved_limits(getattr(context, "model_config", None))
 
-    def _chat(self, row) -> list[dict] | None:
-        """The row as a conversation for the template, or None when it is a prompt for a model without one."""
-        messages = row.get("messages")
-        if _present(messages):
-            if self.template is None:
-                raise ValueError("this version was never aligned: it has no chat template; send a prompt instead")
-            return [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
-        prompt = row.get("prompt")
-        if not _present(prompt):
-            raise ValueError("each row needs a prompt (text) or messages (a list of {role, content})")
-        return None if self.template is None else [{"role": "user", "content": str(prompt)}]
+    def _generate(self, row: dict, sampling: tuple) -> list[str]:
+        if "prompt" in row and self.template is None:
+            return generate_texts(self.model, self.tokenizer, [row["prompt"]], *sampling)
+        if self.template is None:
+            raise refused("messages: this version was never aligned and has no chat template; send a prompt")
+        chat = row.get("messages") or [{"role": "user", "content": row["prompt"]}]
+        return generate_replies(self.model, self.tokenizer, self.template, [chat], *sampling)
 
     # Hinted as a DataFrame, which MLflow does not infer from: the explicit signature applies.
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
-        params = {**DEFAULTS, **(params or {})}
-        sampling = (
-            int(params["max_new_tokens"]),
-            float(params["temperature"]),
-            int(params["top_k"]) or None,
-            int(params["seed"]),
-        )
-        if not isinstance(model_input, pd.DataFrame):
-            model_input = pd.DataFrame({"prompt": list(model_input)})
+        limits = getattr(self, "limits", LIMITS)
+        chosen = sampling(params, limits)
         completions = []
-        for row in model_input.to_dict("records"):
-            chat = self._chat(row)
-            if chat is None:
-                completions += generate_texts(self.model, self.tokenizer, [str(row["prompt"])], *sampling)
-            else:
-                completions += generate_replies(self.model, self.tokenizer, self.template, [chat], *sampling)
+        for i, row in enumerate(checked_rows(model_input, limits)):
+            try:
+                completions += self._generate(row, chosen)
+            except ValueError as exc:  # what the template cannot render or the context cannot hold
+                raise refused(f"row {i}: {next(iter(row))}: {exc}") from None
         return pd.DataFrame({"completion": completions})
 
 

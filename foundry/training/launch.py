@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from foundry.config import FoundryConfig
+from foundry.contracts import Replay
 from foundry.training.failures import TrainingFailed, describe
 
 if TYPE_CHECKING:  # torch loads when a launch needs it, not when this module is imported
@@ -48,14 +49,17 @@ def worker_args(
     run_id: str | None,
     data_version: str,
     resume_from: Path | None,
+    replay: Replay | None = None,
 ) -> list[str]:
-    """`-m foundry.training.worker ...`, the arguments of every rank; the config travels as a JSON file."""
+    """`-m foundry.training.worker ...`, the arguments of every rank; the config travels as a JSON file, and
+    beside it what the run replays (`replay.json`, a `Replay`: found by the flow, not set by the user)."""
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     config_path = checkpoint_dir / "train_config.json"
     config_path.write_text(config.model_dump_json())
     args = ["-m", TRAIN_ENTRY, "--config", str(config_path), "--data", str(data_dir)]
     args += ["--checkpoints", str(checkpoint_dir), "--data-version", data_version]
     args += ["--run-id", run_id] if run_id else []
+    args += ["--replay", str(replay.write(checkpoint_dir / "replay.json"))] if replay else []
     if config.train.max_restarts:
         # The agent restarts ranks with these same arguments: each start takes the newest intact checkpoint.
         # Every rank looks before the process group forms, and nothing is saved until it has, so all agree.
@@ -166,18 +170,27 @@ def launch_local(
     run_id: str | None,
     data_version: str,
     resume_from: Path | None = None,
+    replay: Replay | None = None,
 ) -> Path:
     """Run all ranks on this machine and wait; if one fails, the agent stops the rest and we say which."""
     for stale in checkpoint_dir.glob("weights.rank*.sha256"):  # a digest left by an earlier try proves nothing
         stale.unlink()
-    args = worker_args(config, data_dir, checkpoint_dir, run_id, data_version, resume_from)
+    args = worker_args(config, data_dir, checkpoint_dir, run_id, data_version, resume_from, replay)
     run_ranks(config, args, checkpoint_dir / "rank-logs")
     check_replicas(checkpoint_dir, world_size(config))
     return checkpoint_dir / "model.pt"
 
 
-def launch(config: FoundryConfig, data_dir: Path, checkpoint_dir: Path, run_id: str | None, data_version: str) -> Path:
-    """Train into `checkpoint_dir`, resuming from its newest intact checkpoint if a previous try left one."""
+def launch(
+    config: FoundryConfig,
+    data_dir: Path,
+    checkpoint_dir: Path,
+    run_id: str | None,
+    data_version: str,
+    replay: Replay | None = None,
+) -> Path:
+    """Train into `checkpoint_dir`, resuming from its newest intact checkpoint if a previous try left one;
+    `replay`: the pretraining data an SFT run replays windows of (`align.replay_fraction`)."""
     from foundry.checkpointing.resume import resume_point
     from foundry.training.progress import PROGRESS_FILE
     from foundry.training.trainer import peak_flops, train
@@ -187,5 +200,15 @@ def launch(config: FoundryConfig, data_dir: Path, checkpoint_dir: Path, run_id: 
     if world_size(config) == 1:  # no processes to start: the fast path, in this process
         bar = sys.stderr.isatty()  # on a terminal; elsewhere (CI, logs) the task's periodic lines report progress
         report = checkpoint_dir / PROGRESS_FILE
-        return train(config, data_dir, checkpoint_dir, run_id, data_version, bar, resume_from, progress_file=report)
-    return launch_local(config, data_dir, checkpoint_dir, run_id, data_version, resume_from)
+        return train(
+            config,
+            data_dir,
+            checkpoint_dir,
+            run_id,
+            data_version,
+            bar,
+            resume_from,
+            progress_file=report,
+            replay=replay,
+        )
+    return launch_local(config, data_dir, checkpoint_dir, run_id, data_version, resume_from, replay)

@@ -19,6 +19,7 @@ import torch
 from foundry.align.training import KINDS as ALIGNED_KINDS
 from foundry.align.training import aligned_loaders, build_aligned_module
 from foundry.config import FoundryConfig, TrainConfig
+from foundry.contracts import Replay
 from foundry.data.manifest import DatasetManifest
 from foundry.data.shards import load_split
 from models.data import RandomWindows, SequentialWindows
@@ -99,9 +100,11 @@ def arithmetic(t: TrainConfig) -> dict[str, str | int | bool]:
     }
 
 
-def _loaders(config: FoundryConfig, data_dir: Path, rank: int, world_size: int, manifest: DatasetManifest):
+def _loaders(
+    config: FoundryConfig, data_dir: Path, rank: int, world_size: int, manifest: DatasetManifest, replay: Replay | None
+):
     if manifest.kind in ALIGNED_KINDS:
-        return aligned_loaders(config, data_dir, manifest, rank, world_size)
+        return aligned_loaders(config, data_dir, manifest, rank, world_size, replay)
     t, m = config.train, config.model
     train_tokens, holdout_tokens = load_split(data_dir, "train"), load_split(data_dir, "holdout")
     steps_per_epoch = max(1, len(train_tokens) // (t.batch_size * world_size * m.block_size))
@@ -227,10 +230,12 @@ def train(
     resume_from: Path | None = None,
     callbacks: tuple = (),
     progress_file: Path | None = None,
+    replay: Replay | None = None,
 ) -> Path:
     """Train to `train.max_steps`, from `resume_from` (a verified checkpoint) when given. `callbacks` are
     Lightning callbacks added to ours (a search trial's pruning reports and time box). `progress`: a bar on
-    the terminal; `progress_file`: where rank 0 reports its progress for the orchestrator."""
+    the terminal; `progress_file`: where rank 0 reports its progress for the orchestrator; `replay`: the
+    pretraining data an SFT run replays windows of (`align.replay_fraction`)."""
     import lightning as L
 
     from foundry.checkpointing.writer import ManifestCheckpointIO
@@ -251,7 +256,7 @@ def train(
     share = module.add_adapters(lora_spec(config)) if lora else None  # after the warm start, before a resume
     io = ManifestCheckpointIO(checkpoint_dir, config.checkpoint.keep_last, config.checkpoint.async_save)
     trainer = _trainer(config, run_id, io, progress, progress_file, callbacks)
-    train_loader, val_loader = _loaders(config, data_dir, trainer.global_rank, trainer.world_size, manifest)
+    train_loader, val_loader = _loaders(config, data_dir, trainer.global_rank, trainer.world_size, manifest, replay)
     if resume_from is not None:
         log.info("resuming from %s", resume_from)
     if run_id is not None and trainer.global_rank == 0:

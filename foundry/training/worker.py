@@ -32,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--run-id", default=None, help="MLflow run that rank 0 logs to")
     parser.add_argument("--data-version", default="")
     parser.add_argument(
+        "--replay", type=Path, default=None, help="what an SFT run replays (align.replay_fraction), as Replay JSON"
+    )
+    parser.add_argument(
         "--resume-from",
         default="auto",
         metavar="PATH|auto|none",
@@ -64,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     # Never log to a run inherited from whoever started the agent (mlflow#15713): rank 0 logs to --run-id only.
     os.environ.pop("MLFLOW_RUN_ID", None)
     from foundry.config import validate
+    from foundry.contracts import Replay
     from foundry.training.progress import PROGRESS_FILE
     from foundry.training.trainer import join_process_group, train
 
@@ -89,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         progress=leader and sys.stderr.isatty(),
         resume_from=resume_from,
         progress_file=args.checkpoints / PROGRESS_FILE,  # rank 0's, which the launching task reports
+        replay=Replay.read(args.replay) if args.replay else None,
     )
     return 0
 

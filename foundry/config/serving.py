@@ -1,0 +1,29 @@
+"""The `serving` section: the bounds of one request to a registered version, saved with it when it is logged."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from foundry.config.base import _Section
+from models.request_limits import LIMITS
+
+
+class ServingConfig(_Section):
+    max_new_tokens: int = Field(
+        LIMITS["max_new_tokens"],
+        ge=1,
+        description="Most tokens a request may ask a registered version to generate per row (params.max_new_tokens); "
+        "saved with the version, a request over it gets HTTP 400.",
+    )
+    max_prompt_chars: int = Field(
+        LIMITS["max_prompt_chars"],
+        ge=1,
+        description="Longest prompt a registered version takes, in characters (a chat: its contents together); "
+        "saved with the version, a longer row gets HTTP 400.",
+    )
+    max_rows: int = Field(
+        LIMITS["max_rows"],
+        ge=1,
+        description="Most rows (prompts or chats) in one request to a registered version; saved with the version, "
+        "a larger batch gets HTTP 400.",
+    )

@@ -1,0 +1,7 @@
+"""Defaults and bounds of one generation request to the served model; no torch, so the config reads them too."""
+
+# Sampling defaults of the served model (its signature's parameters).
+DEFAULTS = {"max_new_tokens": 64, "temperature": 0.8, "top_k": 40, "seed": 0}
+# Bounds of one request (`serving` in the config), saved with each version; a version logged before they
+# existed serves with these.
+LIMITS = {"max_new_tokens": 256, "max_prompt_chars": 8192, "max_rows": 16}

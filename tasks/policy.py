@@ -1,0 +1,22 @@
+"""The operator's check of a deployment's parameters (`foundry.deployment_policy`), as every flow's first task."""
+
+from __future__ import annotations
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from foundry.config import FoundryConfig
+
+
+@task(name="operator-settings", cache_policy=NO_CACHE)
+def allowed_by_operator(config: FoundryConfig) -> None:
+    """Refuse a run started from a deployment whose config points where the worker's operator did not allow;
+    a run started by the operator's own CLI or Python (no deployment) is trusted."""
+    from prefect.runtime import deployment
+
+    from foundry.deployment_policy import OperatorSettings, check_deployment_config
+    from foundry.env import foundry_home
+
+    if deployment.id is None:
+        return
+    check_deployment_config(config, OperatorSettings.from_env(), foundry_home())

@@ -1,0 +1,217 @@
+"""The shape of the code: imports have no side effects, no import cycles, layers that point one way,
+dependencies declared, the served model a leaf. (`make test` runs ruff's linter and formatter check.)"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT as REPO
+
+PACKAGES = ("foundry", "flows", "tasks", "models")
+# Flow modules are entry points: a Prefect worker imports them directly, so they set up the environment.
+ENTRY_MODULES = {
+    "flows.align",
+    "flows.train_pipeline",
+    "flows.retrain",
+    "flows.reproduce",
+    "flows.search",
+    "flows.merge",
+    "flows.finetune",
+}
+
+
+def module_files() -> dict[str, Path]:
+    files = {}
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return files
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module an import statement in the file names, at any depth (lazy imports included)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def test_importing_any_library_module_changes_no_variable_and_creates_no_folder(tmp_path):
+    """Every module but the flow entry points, imported in a fresh process in an empty folder, after the
+    third-party modules they import (Lightning sets variables of its own when imported: not ours to judge)."""
+    modules = sorted(set(module_files()) - ENTRY_MODULES)
+    libraries = sorted(_third_party_modules())
+    program = f"""
+import importlib, json, os, sys
+sys.path.insert(0, {str(REPO)!r})
+for name in {libraries!r}:
+    try:
+        importlib.import_module(name)
+    except ImportError:  # `from a import b` where b is a name, not a module
+        pass
+before = dict(os.environ)
+for name in {modules!r}:
+    importlib.import_module(name)
+changed = sorted(k for k in set(os.environ) | set(before) if os.environ.get(k) != before.get(k))
+print(json.dumps({{"changed": changed, "entries": sorted(os.listdir("."))}}))
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FOUNDRY_", "PREFECT_", "MLFLOW_", "DVC_"))}
+    result = subprocess.run(
+        [sys.executable, "-c", program], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen == {"changed": [], "entries": []}, seen
+
+
+def test_a_flow_module_sets_up_the_environment_when_imported(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FOUNDRY_", "PREFECT_", "MLFLOW_"))}
+    env["FOUNDRY_HOME"] = str(tmp_path / "home")
+    program = "import os, flows.train_pipeline; print(os.environ['PREFECT_HOME'], os.environ['DO_NOT_TRACK'])"
+    result = subprocess.run(
+        [sys.executable, "-c", program], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[-2:] == [str(tmp_path / "home" / "prefect"), "true"]
+
+
+def test_no_import_cycle_between_project_modules_lazy_imports_included():
+    files = module_files()
+    graph = {}
+    for name, path in files.items():
+        targets = set()
+        for imported in imported_modules(path):
+            # `from a.b import c` names module a.b, or module a.b.c when c is one.
+            while imported and imported not in files:
+                imported = imported.rpartition(".")[0]
+            if imported and imported != name:
+                targets.add(imported)
+        graph[name] = targets
+    cycles = []
+
+    def visit(node: str, stack: list[str], done: set[str]) -> None:
+        if node in stack:
+            cycles.append(stack[stack.index(node) :] + [node])
+            return
+        if node in done:
+            return
+        for target in sorted(graph[node]):
+            # A package's __init__ importing nothing, its submodules importing the package: not a cycle.
+            if not node.startswith(f"{target}."):
+                visit(target, [*stack, node], done)
+        done.add(node)
+
+    done: set[str] = set()
+    for node in sorted(graph):
+        visit(node, [], done)
+    assert not cycles, cycles
+
+
+def test_layers_point_one_way():
+    """models/ is pure ML; the library (foundry/) never imports Prefect tasks or flows; tasks never import flows."""
+    forbidden = {
+        "models": ("foundry", "flows", "tasks", "prefect", "mlflow", "dvc", "great_expectations"),
+        "foundry": ("flows", "tasks", "prefect"),
+        "tasks": ("flows",),
+    }
+    allowed = {  # the CLI and the deployments table are entry points that start flows
+        "foundry.cli.pipeline": ("flows",),
+        "foundry.cli.ops": ("flows",),
+        "foundry.cli.data": ("tasks",),  # `foundry prepare` runs the partitioned prepare as the pipeline does
+        "foundry.cli.registry": ("tasks",),  # `foundry promote` holds the promotion lock a flow holds
+        "foundry.cli.align": ("flows",),
+        "foundry.cli.search": ("flows",),
+        "foundry.cli.specialists": ("flows",),
+        "foundry.ops": ("prefect",),  # `foundry doctor` asks Prefect itself whether it sends telemetry
+        "foundry.cli.console": ("prefect",),  # the CLI's console: Prefect's logging set up before ours goes on top
+    }
+    wrong = []
+    for name, path in module_files().items():
+        layer = name.split(".")[0]
+        bad = tuple(b for b in forbidden.get(layer, ()) if b not in allowed.get(name, ()))
+        for imported in imported_modules(path):
+            if imported.split(".")[0] in bad:
+                wrong.append(f"{name} imports {imported}")
+    assert not wrong, wrong
+
+
+def test_flows_import_task_names_without_aliases():
+    """Each name a flow uses is defined once: no `import x as y` to tell two apart."""
+    aliased = []
+    for path in sorted((REPO / "flows").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                aliased += [f"{path.name}: {a.name} as {a.asname}" for a in node.names if a.asname]
+    assert not aliased, aliased
+
+
+def test_the_served_model_imports_only_models_and_its_runtime():
+    leaf = REPO / "foundry" / "serving" / "pyfunc_model.py"
+    roots = {name.split(".")[0] for name in imported_modules(leaf)}
+    assert roots <= {"models", "mlflow", "pandas", "tokenizers", "__future__"}, roots
+    model_code = set()
+    for path in (REPO / "models").glob("*.py"):
+        model_code |= {name.split(".")[0] for name in imported_modules(path)}
+    assert "foundry" not in model_code and "tasks" not in model_code
+
+
+def _third_party_modules(folders: tuple[str, ...] = PACKAGES) -> set[str]:
+    names = set()
+    for folder in folders:
+        for path in (REPO / folder).rglob("*.py"):
+            names |= imported_modules(path)
+    local = {p.stem for folder in folders for p in (REPO / folder).rglob("*.py")}  # tests' own helper modules
+    return {n for n in names if n.split(".")[0] not in (*sys.stdlib_module_names, *PACKAGES, *local, "__future__")}
+
+
+def _declared(extras: tuple[str, ...] = ()) -> set[str]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    specs = project["dependencies"] + [d for extra in extras for d in project["optional-dependencies"][extra]]
+    return {re.split(r"[<>=!~\[ ;]", spec, maxsplit=1)[0].lower().replace("_", "-") for spec in specs}
+
+
+@pytest.mark.parametrize(("folders", "extras"), [(PACKAGES, ()), (("tests", "bench"), ("dev",))])
+def test_every_third_party_module_imported_is_declared(folders, extras):
+    """The code's imports in `dependencies`; the tests' and benchmarks' in those or the `dev` extra."""
+    providers = metadata.packages_distributions()
+    declared = _declared(extras)
+    undeclared = {}
+    for module in sorted({name.split(".")[0] for name in _third_party_modules(folders)}):
+        distributions = {d.lower().replace("_", "-") for d in providers.get(module, [])}
+        assert distributions, f"{module} is imported but no installed distribution provides it"
+        if not distributions & declared:
+            undeclared[module] = sorted(distributions)
+    assert not undeclared, f"imported but not declared in pyproject.toml: {undeclared}"
+
+
+def test_the_served_models_requirements_pin_what_the_project_pins():
+    """One version of torch, mlflow and tokenizers: the served model asks for what training used."""
+    from packaging.requirements import Requirement
+
+    project = {
+        Requirement(d).name: Requirement(d).specifier
+        for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    }
+    served = [Requirement(line) for line in (REPO / "foundry/serving/requirements.txt").read_text().split()]
+    for requirement in served:
+        if requirement.name in project and project[requirement.name]:
+            assert requirement.specifier == project[requirement.name], requirement.name
+
+
+def test_no_module_is_longer_than_the_style_allows():
+    long = {name: n for name, path in module_files().items() if (n := len(path.read_text().splitlines())) > 350}
+    assert not long, long

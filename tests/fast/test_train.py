@@ -1,0 +1,132 @@
+"""Training in a few steps: one process in-process and the checkpoint it leaves, where each rank stands, and the
+settings. Several ranks as real processes, exact resume and failures: tests/slow/test_train_processes.py."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+from helpers import digest, tiny
+
+from foundry.checkpointing.manifest import read_manifest
+from foundry.config import ConfigError
+from foundry.training.launch import launch
+from foundry.training.trainer import build_module, lookup_peak_flops, resolve_precision, weights_digest
+from foundry.training.worker import node_layout
+from models.gpt import load_gpt
+
+# --- where each rank stands ----------------------------------------------------------------------
+
+
+def test_node_layout_is_lightnings_under_one_local_agent_and_under_torchrun_per_node():
+    """Lightning numbers a rank node * devices + local; the worker sets NODE_RANK and LOCAL_RANK so it agrees."""
+    nodes, devices = 2, 2
+    local = [{"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "RANK": str(r), "LOCAL_RANK": str(r)} for r in range(4)]
+    per_node = [  # torchrun on each node: RANK = GROUP_RANK * nproc_per_node + LOCAL_RANK
+        {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": str(g), "RANK": str(2 * g + d), "LOCAL_RANK": str(d)}
+        for g in range(nodes)
+        for d in range(devices)
+    ]
+    for envs in (local, per_node):
+        layouts = [node_layout(env, devices, nodes) for env in envs]
+        assert [(int(x["NODE_RANK"]), int(x["LOCAL_RANK"])) for x in layouts] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for env in per_node:  # on a cluster it repeats what torchrun set
+        assert node_layout(env, devices, nodes) == {"NODE_RANK": env["GROUP_RANK"], "LOCAL_RANK": env["LOCAL_RANK"]}
+    with pytest.raises(ValueError, match="4 ranks started, but the config asks for 3 nodes x 2 devices"):
+        node_layout(local[0], devices, 3)
+    with pytest.raises(ValueError, match="torchrun started 4 processes per node; train.devices is 3"):
+        node_layout({**local[0], "WORLD_SIZE": "6"}, 3, 2)
+
+
+# --- one process ---------------------------------------------------------------------------------
+
+
+def test_single_process_trains_and_the_checkpoint_rebuilds_the_model(tiny_dataset, tmp_path):
+    config = tiny("train.max_steps=12", "checkpoint.every_n_steps=5")
+    path = launch(config, tiny_dataset, tmp_path / "ckpt", None, "v-test")
+    model = load_gpt(path)
+    saved = torch.load(path, weights_only=True)
+    assert saved["data_version"] == "v-test" and saved["config"]["train"]["max_steps"] == 12
+    assert model.config.n_embd == config.model.n_embd
+    # Every 5 steps and at the end; the last two kept; last.ckpt is the newest.
+    assert [e.step for e in read_manifest(tmp_path / "ckpt")] == [10, 12]
+    assert (tmp_path / "ckpt" / "last.ckpt").samefile(tmp_path / "ckpt" / "step-000012.ckpt")
+    assert (tmp_path / "ckpt" / "weights.rank0.sha256").read_text().strip() == digest(path)
+
+
+def test_deterministic_switch_reaches_torch(tmp_path, monkeypatch):
+    from foundry.checkpointing.writer import ManifestCheckpointIO
+    from foundry.training.trainer import _trainer
+
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")  # Lightning sets it; restored after the test
+    io = ManifestCheckpointIO(tmp_path, 1)
+    try:
+        _trainer(tiny("train.deterministic=true"), None, io, progress=False, progress_file=None)
+        assert (
+            torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled()
+        )
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+        _trainer(tiny("train.deterministic=warn"), None, io, progress=False, progress_file=None)
+        assert torch.is_deterministic_algorithms_warn_only_enabled()
+        _trainer(tiny(), None, io, progress=False, progress_file=None)
+        assert not torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+# --- settings --------------------------------------------------------------------------------------
+
+
+def test_a_cpu_peak_is_measured_once_then_read_from_its_cache(tmp_path):
+    """MFU on a CPU: the rate of a dense matmul on the rank's threads, measured once per CPU, threads and dtype."""
+    from foundry.training.cpu_peak import CACHE, cpu_peak_flops
+
+    assert cpu_peak_flops(1, "32-true", tmp_path) > 1e8
+    (key,) = json.loads((tmp_path / CACHE).read_text())
+    assert "1 threads | float32" in key
+    (tmp_path / CACHE).write_text(json.dumps({key: 1234.0}))
+    assert cpu_peak_flops(1, "32-true", tmp_path) == 1234.0  # read back, not measured again
+    assert cpu_peak_flops(1, "bf16-mixed", tmp_path) != 1234.0  # another dtype is measured on its own
+    assert len(json.loads((tmp_path / CACHE).read_text())) == 2
+
+
+def test_peak_flops_are_looked_up_by_device_name():
+    assert lookup_peak_flops("NVIDIA H200", "bf16-mixed") == 989e12
+    assert lookup_peak_flops("NVIDIA H100 80GB HBM3", "bf16-mixed") == 989e12
+    assert lookup_peak_flops("NVIDIA H100 PCIe", "bf16-mixed") == 756e12
+    assert lookup_peak_flops("NVIDIA A100-SXM4-80GB", "32-true") == 19.5e12
+    assert lookup_peak_flops("Some CPU", "bf16-mixed") == 0.0
+
+
+def test_precision_auto_is_bf16_on_gpu_and_fp32_on_cpu():
+    assert resolve_precision(tiny("train.accelerator=cpu").train) == "32-true"
+    assert resolve_precision(tiny("train.accelerator=gpu").train) == "bf16-mixed"
+    assert resolve_precision(tiny("train.accelerator=gpu", "train.precision=32-true").train) == "32-true"
+
+
+def test_fsdp_is_gpu_only_and_keeps_full_state_dicts():
+    from lightning.pytorch.strategies import FSDPStrategy
+
+    from foundry.training.trainer import _strategy
+
+    with pytest.raises(ConfigError, match="strategy fsdp needs accelerator gpu"):
+        tiny("train.strategy=fsdp")
+    sharded = ("train.strategy=fsdp", "train.accelerator=gpu", "train.optimizer=adamw", "train.collective_timeout_s=42")
+    strategy = _strategy(tiny(*sharded).train)
+    assert isinstance(strategy, FSDPStrategy) and strategy._state_dict_type == "full"
+    assert strategy._timeout.total_seconds() == 42
+
+
+def test_compile_keeps_parameter_names():
+    plain, compiled = (build_module(tiny(f"train.compile={flag}"), 512) for flag in ("false", "true"))
+    assert list(compiled.state_dict()) == list(plain.state_dict())
+
+
+def test_weights_digest_sees_one_flipped_bit():
+    state = {"a": torch.arange(6, dtype=torch.float32).view(2, 3), "b": torch.ones(2, dtype=torch.bfloat16)}
+    same = {k: v.clone() for k, v in state.items()}
+    assert weights_digest(state) == weights_digest(same)
+    same["a"].view(torch.int32)[0, 0] ^= 1
+    assert weights_digest(state) != weights_digest(same)

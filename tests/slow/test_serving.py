@@ -1,0 +1,299 @@
+"""The registered model stands alone: it loads and generates in a fresh virtualenv holding only its own
+logged requirements (installed offline from the wheelhouse `make test` gathers), from a folder outside
+the checkout, through `mlflow.pyfunc.load_model`, `mlflow models predict` and `mlflow models serve` over
+HTTP (a bad request gets HTTP 400 naming its field). Versions registered before the code moved still load,
+through the shim at their old import path."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.error import HTTPError
+from urllib.request import Request, urlopen
+
+import pandas as pd
+import pytest
+from conftest import REPO_ROOT as REPO
+
+WHEELHOUSE = Path(sys.executable).parent.parent / "wheelhouse"
+LEGACY = REPO / "tests" / "fixtures" / "model_registered_at_e727f4a"
+PROMPTS = ["def parse(", "import "]
+PARAMS = {"max_new_tokens": 8}
+
+
+def run(command: list, **kwargs) -> subprocess.CompletedProcess:
+    result = subprocess.run(command, capture_output=True, text=True, **kwargs)
+    assert result.returncode == 0, f"{command[:3]}: {result.stdout[-2000:]}{result.stderr[-3000:]}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def fresh_venv(base_model, tmp_path_factory):
+    """A virtualenv with only the champion's logged requirements, installed with no package index."""
+    import mlflow
+
+    assert (WHEELHOUSE / ".complete").is_file(), (
+        f"no wheelhouse at {WHEELHOUSE}: `make test` gathers it (offline installs need it)"
+    )
+    model_dir = Path(
+        mlflow.artifacts.download_artifacts("models:/it-gpt@champion", dst_path=str(tmp_path_factory.mktemp("m")))
+    )
+    requirements = model_dir / "requirements.txt"
+    with tempfile.TemporaryDirectory(prefix="served-venv-") as venv:
+        run([sys.executable, "-m", "venv", venv], timeout=300)
+        python = Path(venv) / "bin" / "python"
+        # This machine's pip settings (local wheel folders, extra indexes) are left out: the wheelhouse alone.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+        run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-index",
+                "--find-links",
+                str(WHEELHOUSE),
+                "--no-compile",
+                "-r",
+                str(requirements),
+            ],
+            timeout=900,
+            env=env,
+        )
+        yield python, requirements.read_text().split()
+
+
+def _outside_env() -> dict[str, str]:
+    """What a user's shell would have: the registry's address and telemetry off; no Foundry, no checkout."""
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "MLFLOW_TRACKING_URI": os.environ["MLFLOW_TRACKING_URI"],
+        "DO_NOT_TRACK": "true",
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+    }
+
+
+def test_logged_requirements_are_the_models_own(fresh_venv):
+    from packaging.requirements import Requirement
+
+    def parsed(lines):
+        return {(r.name, r.specifier) for r in map(Requirement, lines)}
+
+    _, logged = fresh_venv
+    assert parsed(logged) == parsed((REPO / "foundry" / "serving" / "requirements.txt").read_text().split())
+    assert {r.name for r in map(Requirement, logged)} == {"mlflow", "torch", "tokenizers", "pandas", "numpy"}
+
+
+def test_the_champion_loads_and_generates_in_a_fresh_venv_outside_the_checkout(fresh_venv, base_model, tmp_path):
+    import mlflow
+
+    python, _ = fresh_venv
+    program = f"""
+import json, pandas as pd, mlflow
+try:
+    import foundry
+    raise SystemExit("foundry is importable: the test does not stand outside the checkout")
+except ImportError:
+    pass
+model = mlflow.pyfunc.load_model("models:/it-gpt@champion")
+out = model.predict(pd.DataFrame({{"prompt": {PROMPTS!r}}}), params={PARAMS!r})
+print(json.dumps(list(out["completion"])))
+"""
+    result = run([str(python), "-c", program], cwd=tmp_path, env=_outside_env(), timeout=600)
+    completions = json.loads(result.stdout.strip().splitlines()[-1])
+    here = mlflow.pyfunc.load_model("models:/it-gpt@champion").predict(pd.DataFrame({"prompt": PROMPTS}), params=PARAMS)
+    assert completions == list(here["completion"]) and all(completions)
+
+
+def test_mlflow_models_predict_serves_it_the_same_way(fresh_venv, tmp_path):
+    import mlflow
+
+    python, _ = fresh_venv
+    frame = {"dataframe_split": {"columns": ["prompt"], "data": [[p] for p in PROMPTS]}, "params": PARAMS}
+    (tmp_path / "input.json").write_text(json.dumps(frame))
+    mlflow_cli = python.parent / "mlflow"
+    run(
+        [
+            str(mlflow_cli),
+            "models",
+            "predict",
+            "-m",
+            "models:/it-gpt@champion",
+            "-i",
+            "input.json",
+            "-t",
+            "json",
+            "-o",
+            "output.json",
+            "--env-manager",
+            "local",
+        ],
+        cwd=tmp_path,
+        env=_outside_env(),
+        timeout=600,
+    )
+    served = [row["completion"] for row in json.loads((tmp_path / "output.json").read_text())["predictions"]]
+    here = mlflow.pyfunc.load_model("models:/it-gpt@champion").predict(pd.DataFrame({"prompt": PROMPTS}), params=PARAMS)
+    assert served == list(here["completion"]) and all(served)
+
+
+@contextlib.contextmanager
+def served(python: Path, model_uri: str, folder: Path):
+    """`mlflow models serve` of the version from the fresh virtualenv on a free loopback port; yields its URL.
+    MLflow starts `uvicorn` by name: the virtualenv's `bin/` goes first on PATH, as an activated one would."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = _outside_env() | {"PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}"}
+    command = [str(python.parent / "mlflow"), "models", "serve", "-m", model_uri, "--env-manager", "local"]
+    log = folder / "serve.log"
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [*command, "-h", "127.0.0.1", "-p", str(port), "-w", "1"],
+            cwd=folder,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: uvicorn and its worker end with it
+        )
+    try:
+        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 300
+        while True:
+            try:
+                with urlopen(f"{url}/ping", timeout=5):
+                    break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(1)
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def ask(url: str, body: dict) -> tuple[int, dict]:
+    request = Request(
+        f"{url}/invocations", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urlopen(request, timeout=300) as response:
+            return response.status, json.loads(response.read())
+    except HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_mlflow_models_serve_answers_over_http_and_refuses_bad_requests_with_400(fresh_venv, tmp_path):
+    """The champion served from the fresh virtualenv: a good request is answered as in this process; a bad
+    one gets HTTP 400 naming its field, the limits being those the version was logged with (the defaults)."""
+    import mlflow
+
+    from models.request_limits import LIMITS
+
+    python, _ = fresh_venv
+    with served(python, "models:/it-gpt@champion", tmp_path) as url:
+        status, answer = ask(url, {"dataframe_records": [{"prompt": p} for p in PROMPTS], "params": PARAMS})
+        one = [{"prompt": "def "}]
+        refusals = {
+            "rows: no rows with a `prompt` or `messages`": {"dataframe_records": [{"text": "def "}]},
+            "row 1: needs a prompt": {"dataframe_records": [{"prompt": "def "}, {"text": "def "}]},
+            "messages hold no user turn": {"dataframe_records": [{"messages": [{"role": "system", "content": "x"}]}]},
+            "params.max_new_tokens = -5": {"dataframe_records": one, "params": {"max_new_tokens": -5}},
+            f"params.max_new_tokens = {LIMITS['max_new_tokens'] + 1}": {
+                "dataframe_records": one,
+                "params": {"max_new_tokens": LIMITS["max_new_tokens"] + 1},
+            },
+            f"a request holds 1 to {LIMITS['max_rows']}": {"dataframe_records": one * (LIMITS["max_rows"] + 1)},
+        }
+        refused = {fragment: ask(url, body) for fragment, body in refusals.items()}
+    here = mlflow.pyfunc.load_model("models:/it-gpt@champion").predict(pd.DataFrame({"prompt": PROMPTS}), params=PARAMS)
+    assert status == 200 and [row["completion"] for row in answer["predictions"]] == list(here["completion"])
+    for fragment, (code, body) in refused.items():
+        assert code == 400 and body["error_code"] == "INVALID_PARAMETER_VALUE", (fragment, code, body)
+        assert fragment in body["message"], (fragment, body)
+
+
+CHATS = [
+    [{"role": "user", "content": "Add: 2 + 3"}],
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Sort ascending: 9, 4"}],
+]
+
+
+def test_an_aligned_version_answers_a_chat_offline_in_a_fresh_process(fresh_venv, aligned_model, tmp_path):
+    """The chat template travels inside the version: outside the checkout it renders the messages itself."""
+    import mlflow
+
+    _, aligned = aligned_model
+    python, _ = fresh_venv
+    program = f"""
+import json, pandas as pd, mlflow
+try:
+    import foundry
+    raise SystemExit("foundry is importable: the test does not stand outside the checkout")
+except ImportError:
+    pass
+model = mlflow.pyfunc.load_model({aligned.model_uri!r})
+assert model.metadata.get_input_schema().input_names() == ["prompt", "messages"]
+out = model.predict(pd.DataFrame({{"messages": {CHATS!r}}}), params={PARAMS!r})
+print(json.dumps(list(out["completion"])))
+"""
+    result = run([str(python), "-c", program], cwd=tmp_path, env=_outside_env(), timeout=600)
+    replies = json.loads(result.stdout.strip().splitlines()[-1])
+    here = mlflow.pyfunc.load_model(aligned.model_uri).predict(pd.DataFrame({"messages": CHATS}), params=PARAMS)
+    assert replies == list(here["completion"]) and len(replies) == len(CHATS)
+
+
+@pytest.fixture(scope="module")
+def legacy_version(tmp_path_factory) -> str:
+    """A version logged by the code at e727f4a (`tasks.registry.log_model`), registered here as it was then:
+    its pickle names `tasks.pyfunc_model` and it carries no code."""
+    from foundry import tracking
+    from foundry.registry import versions
+
+    assert b"tasks.pyfunc_model" in (LEGACY / "python_model.pkl").read_bytes()
+    model_dir = shutil.copytree(LEGACY, tmp_path_factory.mktemp("legacy") / "model")
+    run_id = tracking.client().create_run(tracking.experiment_id("foundry"), run_name="before the move").info.run_id
+    version = versions.register(str(model_dir), "legacy-gpt", run_id, {"data_version": "legacy"})
+    return f"models:/legacy-gpt/{version}"
+
+
+def _legacy_completions(uri: str) -> list[str]:
+    import mlflow
+
+    out = mlflow.pyfunc.load_model(uri).predict(pd.DataFrame({"prompt": PROMPTS}), params=PARAMS)
+    return list(out["completion"])
+
+
+def test_a_version_registered_before_the_move_still_loads_in_the_checkout(legacy_version):
+    """Through the shim at its old import path, `tasks/pyfunc_model.py`."""
+    completions = _legacy_completions(legacy_version)
+    assert len(completions) == len(PROMPTS) and any(completions)
+
+
+def test_reregistering_it_gives_a_version_that_loads_outside_the_checkout(legacy_version, fresh_venv, tmp_path):
+    from foundry.cli import main
+
+    assert main(["reregister", legacy_version]) == 0
+    again = "models:/legacy-gpt/" + str(int(legacy_version.rsplit("/", 1)[1]) + 1)
+    python, _ = fresh_venv
+    program = f"""
+import json, pandas as pd, mlflow
+model = mlflow.pyfunc.load_model({again!r})
+print(json.dumps(list(model.predict(pd.DataFrame({{"prompt": {PROMPTS!r}}}), params={PARAMS!r})["completion"])))
+"""
+    result = run([str(python), "-c", program], cwd=tmp_path, env=_outside_env(), timeout=600)
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == _legacy_completions(legacy_version)
