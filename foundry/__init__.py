@@ -21,6 +21,7 @@ and the modules beside them:
 
 - `cli`: the `foundry` command, one module per domain
 - `contracts`: the typed values the stages hand each other
+- `deployment_policy`: what a run started from a deployment may point at: the operator's allow-lists
 - `digests`: file digests, one read per file
 - `env`: where state lives and the switches that keep every library offline
 - `fs`: removing folders without ever leaving the folder meant to hold them
@@ -29,6 +30,8 @@ and the modules beside them:
 - `ops`: local servers (`foundry up`) and health (`foundry doctor`)
 - `periodic`: doing something every few seconds while a stage runs
 - `progress`: progress as a small JSON file the orchestrator reads
+- `redact`: URLs and connection strings as Foundry logs, saves and shows them: credentials masked
+- `run_owner`: which process owns a pipeline run, so a run whose process died is marked FAILED
 - `tracking`: MLflow bookkeeping: the experiment, the pipeline run, its lineage
 
 Importing any of it changes nothing: entry points call `foundry.env.configure_environment()` once.

@@ -6,6 +6,7 @@
 - `data`: resumable batches of next-token windows over a token array
 - `tokens`: the end-of-text token the model and its tokenizer share
 - `generate`: seeded text generation
+- `request_limits`: defaults and bounds of one generation request (no torch: the config reads them)
 - `chat`: the chat template, one rendering for training, evaluation and serving
 - `align`: the SFT and DPO losses
 - `lit_align`: their LightningModules (`LitSFT`, `LitDPO`)

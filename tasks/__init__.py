@@ -11,5 +11,6 @@ retries and caching on their decorators.
 - `search`: hyperparameter search: each trial a task run on a Dask worker
 - `artifacts`: what the Prefect run page shows: summary, data stage, MLflow links, progress
 - `locks`: the `dataset` cache-key lock and each model's promotion lock
+- `policy`: the operator's check of a deployment run's parameters, every flow's first task
 - `pyfunc_model`: not a task: the served model's old import path, for versions registered before it moved
 """

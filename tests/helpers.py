@@ -3,10 +3,15 @@ these are plain functions and values, so a test module imports them by name and 
 
 from __future__ import annotations
 
+import base64
+import gzip
 import io
+import os
 import tarfile
 import threading
 import time
+import urllib.parse
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,9 +20,13 @@ import torch
 from conftest import REPO_ROOT
 
 from foundry.checkpointing.manifest import read_manifest
-from foundry.config import FoundryConfig, load_config
+from foundry.config import DataConfig, FoundryConfig, load_config
+from foundry.data.acquire import list_source_files
+from foundry.data.remote import digest_of
 from foundry.training.trainer import weights_digest
 from models.align_data import Conversations, Ragged
+from models.chat import ChatTemplate, add_chat_tokens
+from models.gpt import GPT, GPTConfig
 
 # --- configs and checkpoints --------------------------------------------------------------------------
 
@@ -69,6 +78,286 @@ def tar_gz(members: dict[str, str]) -> bytes:
             info.size = len(data)
             tf.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
+
+
+# --- hostile sources (#30 points 1 and 5: tests/fast/test_hostile_input.py, test_security_review.py) -------------
+
+FAST = {"fetch_backoff_s": 0.01, "fetch_retries": 0}  # no retries either: a refusal is final
+
+
+def tar_bytes(add, compression: str = "gz") -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=f"w:{compression}", format=tarfile.GNU_FORMAT) as tf:
+        add(tf)
+    return buffer.getvalue()
+
+
+def add_file(tf: tarfile.TarFile, name: str, data: bytes = b"text") -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tf.addfile(info, io.BytesIO(data))
+
+
+def add_link(tf: tarfile.TarFile, name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> None:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, target
+    tf.addfile(info)
+
+
+def add_dir(tf: tarfile.TarFile, name: str) -> None:
+    info = tarfile.TarInfo(name)
+    info.type, info.mode = tarfile.DIRTYPE, 0o777
+    tf.addfile(info)
+
+
+def zip_bytes(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
+def files_under(root: Path) -> dict[str, bytes]:
+    """Every regular file under `root`, links not followed."""
+    found = {}
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            path = Path(dirpath, name)
+            if not path.is_symlink() and path.is_file():
+                found[str(path.relative_to(root))] = path.read_bytes()
+    return found
+
+
+class Served:
+    """An archive published on the test http server, where acquire mirrors it, and what the machine held
+    before: the only files acquire may add are its own bookkeeping and the extracted copy."""
+
+    def __init__(self, http_folder, tmp_path: Path, name: str, data: bytes) -> None:
+        self.www, base = http_folder
+        (self.www / name).write_bytes(data)
+        self.url, self.tmp_path = f"{base}/{name}", tmp_path
+        self.cache = tmp_path / "home" / "sources" / "http" / digest_of(self.url)
+        self.before = files_under(tmp_path)
+
+    def acquire(self, **settings):
+        return list_source_files(DataConfig(source=self.url, **{**FAST, **settings}))
+
+    def assert_clean(self, extracted: bool) -> None:
+        """The target untouched, the source unchanged, nothing half-extracted, no file added elsewhere."""
+        assert (self.tmp_path / "outside" / "flag").read_text() == "original"
+        assert not (self.cache / "extracting").exists()
+        assert (self.cache / "extracted").exists() == extracted
+        own = {self.cache / Path(self.url).name, self.cache / "extracted.left-out.json"}
+        own |= {self.cache.with_name(self.cache.name + suffix) for suffix in (".lock", ".origin.json")}
+        after = files_under(self.tmp_path)
+        changed = {
+            self.tmp_path / name
+            for name, data in after.items()
+            if self.before.get(name) != data and not (self.tmp_path / name).is_relative_to(self.cache / "extracted")
+        }
+        assert changed <= own, changed - own
+        assert all(after[name] == data for name, data in self.before.items())
+
+
+def realpath_limit_attack(dest: Path) -> bytes:
+    """CVE-2025-4517, as CPython's test_realpath_limit_attack builds it: a symlink chain whose expansion
+    passes PATH_MAX, so that realpath stops checking, then a hard link and a file through it."""
+    steps = "abcdefghijklmnop"
+    component = "d" * ((os.pathconf(dest.parent, "PC_PATH_MAX") - len(str(dest)) - 1) // (len(steps) + 1))
+
+    def add(tf):
+        path = ""
+        for step in steps:
+            add_dir(tf, os.path.join(path, component))
+            add_link(tf, os.path.join(path, step), component)
+            path = os.path.join(path, component)
+        linkpath = os.path.join(*steps, "l" * 254)
+        add_link(tf, linkpath, os.path.join(*[".."] * len(steps)))
+        add_link(tf, "escape", os.path.join(linkpath, ".."))
+        add_link(tf, "flaglink", os.path.join("escape", "flag"), tarfile.LNKTYPE)
+        add_file(tf, "flaglink", b"overwrite")
+        add_file(tf, "escape/newfile", b"new")
+        add_file(tf, "doc.txt", b"a document")
+
+    return tar_bytes(add)
+
+
+def sparse_tar(name: str, size: int) -> bytes:
+    """An old-GNU sparse member: a header whose map says `size` bytes of holes, no data at all."""
+    info = tarfile.TarInfo(name)
+    info.type, info.size = tarfile.GNUTYPE_SPARSE, 0
+    header = bytearray(info.tobuf(tarfile.GNU_FORMAT))
+    header[483:495] = b"%011o\0" % size  # realsize
+    header[148:156] = b" " * 8
+    header[148:156] = b"%06o\0 " % sum(header[:512])
+    return gzip.compress(bytes(header) + bytes(1024))
+
+
+def outside_folder(tmp_path: Path) -> Path:
+    """The attacker's target: a folder beside FOUNDRY_HOME holding a file they want overwritten."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "flag").write_text("original")
+    return folder
+
+
+# --- hostile registry values (#30 point 2: tests/fast/test_hostile_registry.py, test_security_review.py) ---------
+
+
+def victim(folder: Path) -> Path:
+    """A folder with a file in it: what an attack would delete."""
+    folder.mkdir(parents=True)
+    (folder / "precious.txt").write_text("keep me")
+    return folder
+
+
+def survived(folder: Path) -> bool:
+    return (folder / "precious.txt").read_text() == "keep me"
+
+
+def register_tagged(config: FoundryConfig, name: str, tags: dict[str, str]):
+    """A version of `name` in the session's embedded MLflow registry, its champion, carrying the `tags` an
+    attacker set; returns the MLflow ModelVersion."""
+    from foundry import tracking
+    from foundry.registry import versions
+
+    run_id = tracking.start_pipeline_run(config, run_name=f"hostile-{name}")
+    version = versions.publish(f"runs:/{run_id}/none", name, run_id, tags, True, "seeded by the test").version
+    return tracking.client().get_model_version(name, version)
+
+
+# --- secrets and personal data (#30 point 3: tests/fast/test_secret_kinds.py, test_security_review.py) ------------
+
+# Test data only, assembled from parts in the providers' documented shapes; none is a real credential.
+RAND = "Ab3De6Gh9Jk2Lm5No8Pq1Rs4Tu7Vw0Xy"  # 32 mixed characters
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+AWS_SESSION = "IQoJb3JpZ2luX2VjE" + RAND * 4
+AZURE_KEY = base64.b64encode(bytes(range(7, 71))).decode()  # 88 characters ending "=="
+SAS_SIG = urllib.parse.quote(base64.b64encode(bytes(range(90, 122))).decode(), safe="")
+OPENAI = "sk-" + "proj-" + RAND + "T3BlbkFJ" + RAND[:20]
+ANTHROPIC = "sk-" + "ant-api03-" + RAND * 2 + "_x-" + RAND[:20] + "AA"
+HF = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh"
+NPM = "npm_" + RAND + "Zz99"
+PYPI = "pypi-" + "AgEIcHlwaS5vcmc" + RAND * 2
+SENDGRID = "SG." + RAND[:22] + "." + RAND + "Kk7Mm1Nn3Pp"
+GOOGLE_OAUTH = "GOCSPX-" + RAND[:28]
+JWT_HEADER = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').decode().rstrip("=")
+BASIC = base64.b64encode(b"alice:Tr0ub4dor&3").decode()
+PEM_BODY = "MIIEowIBAAKCAQEA" + RAND
+KEY_BLOCK = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----"
+KEY_DATA = base64.b64encode(KEY_BLOCK.encode()).decode()
+KEY_IN_JSON = KEY_BLOCK.replace("\n", "\\n")  # as a service-account file holds it
+
+VENDOR_TOKENS = [OPENAI, ANTHROPIC, HF, NPM, PYPI, SENDGRID, GOOGLE_OAUTH]
+
+
+def contexts(value: str) -> list[str]:
+    """The value standing alone, in code, JSON and YAML, under a neutral name."""
+    return [
+        f"the key {value} was leaked",
+        f'client = Client("{value}")\n',
+        f"const client = new Client('{value}');\n",
+        f'curl -s https://api.example.com --data "{value}"\n',
+        f'{{"client": {{"value": "{value}"}}}}',
+        f"client:\n  value: {value}\n",
+    ]
+
+
+# (kind, the secret or personal value, a text holding it)
+CASES = [(kind, token, text) for token in VENDOR_TOKENS for text in contexts(token) for kind in ["api_token"]]
+CASES += [
+    ("aws_secret_key", AWS_SECRET, f'{{"Credentials": {{"SecretAccessKey": "{AWS_SECRET}", "Expiration": "x"}}}}'),
+    ("aws_secret_key", AWS_SESSION, f'{{"Credentials": {{"SessionToken": "{AWS_SESSION}"}}}}'),
+    ("aws_secret_key", AWS_SECRET, f"[default]\naws_secret_access_key = {AWS_SECRET}\n"),
+    ("aws_secret_key", AWS_SESSION, f"export AWS_SESSION_TOKEN={AWS_SESSION}\n"),
+    ("aws_secret_key", AWS_SECRET, f"aws configure set aws_secret_access_key {AWS_SECRET}\n"),
+    (
+        "azure_key",
+        AZURE_KEY,
+        f"DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={AZURE_KEY};EndpointSuffix=x",
+    ),
+    ("azure_key", AZURE_KEY, f'conn = "Endpoint=sb://acme/;SharedAccessKeyName=root;SharedAccessKey={AZURE_KEY}"'),
+    ("url_credentials", SAS_SIG, f"https://acme.blob.core.windows.net/c/b.txt?sv=2022-11-02&sp=r&sig={SAS_SIG}"),
+    ("url_credentials", "Hunter2Pass", "DATABASE_URL=postgres://app:Hunter2Pass@10.0.0.5:5432/app\n"),
+    ("url_credentials", "s3cr3tPw", 'redis = Redis.from_url("redis://:s3cr3tPw@localhost:6379/0")\n'),
+    ("url_credentials", "pa55w0rd", '{"url": "https://alice:pa55w0rd@192.168.1.10/api"}'),
+    ("url_credentials", "ya" + RAND, f"GET https://api.example.com/v1/me?access_token=ya{RAND}&fields=id"),
+    ("url_credentials", RAND, f'fetch("https://api.example.com/items?page=2&token={RAND}")'),
+    ("secret_assignment", "hunter22", "DB_PASS=hunter22\n"),
+    ("secret_assignment", RAND, f"PGPASSWORD={RAND} psql -h db app\n"),
+    ("secret_assignment", RAND, f"$env:GITHUB_TOKEN = '{RAND}'\n"),
+    ("secret_assignment", "Tr0ub4dor&3", "Server=db;Database=app;User Id=sa;Pwd=Tr0ub4dor&3;\n"),
+    ("secret_assignment", RAND, f'token = "{RAND}"\n'),
+    ("secret_assignment", RAND, f"const token = '{RAND}';\n"),
+    ("secret_assignment", RAND, f"kind: Config\nusers:\n- name: ci\n  user:\n    token: {RAND}\n"),
+    ("secret_assignment", BASIC, f'{{"auths": {{"registry.example.com": {{"auth": "{BASIC}"}}}}}}'),
+    ("secret_assignment", "s3cretPw9", "machine api.example.com\n  login alice\n  password s3cretPw9\n"),
+    ("secret_assignment", "s3cretPw9", "machine api.example.com login alice password s3cretPw9\n"),
+    ("secret_assignment", "Tr0ub4dor&3", "mysql --user root --password Tr0ub4dor&3 app\n"),
+    ("auth_header", RAND, f"Authorization: Bearer {RAND}\n"),
+    ("auth_header", BASIC, f'curl -H "Authorization: Basic {BASIC}" https://api.example.com\n'),
+    ("auth_header", RAND, f'headers = {{"Authorization": "Bearer {RAND}"}}\n'),
+    ("auth_header", RAND, f"fetch(url, {{headers: {{'X-API-Key': '{RAND}'}}}})\n"),
+    ("private_key", PEM_BODY, f'{{"type": "service_account", "private_key": "{KEY_IN_JSON}"}}'),
+    ("private_key", KEY_DATA, f"users:\n- name: ci\n  user:\n    client-key-data: {KEY_DATA}\n"),
+    ("national_id", "123-45-6789", "Applicant SSN: 123-45-6789, born 1980."),
+    ("national_id", "123456789", '{"ssn": "123456789"}'),
+    ("national_id", "AB123456C", "National Insurance number AB123456C on file"),
+    ("national_id", "AB 12 34 56 C", "nino: AB 12 34 56 C\n"),
+    ("phone", "+447946095800", '{"phone": "+447946095800"}'),
+    ("phone", "+14155550123", "call +14155550123 today"),
+    ("iban", "gb82west12345698765432", "iban = 'gb82west12345698765432'\n"),
+    ("iban", "de89 3704 0044 0532 0130 00", "pay to de89 3704 0044 0532 0130 00 please"),
+    ("credit_card", "4111.1111.1111.1111", "card: 4111.1111.1111.1111\n"),
+    ("credit_card", "5500/0000/0000/0004", "paid with 5500/0000/0000/0004 today"),
+    ("email", "jane.doe@example.org", '{"email": "jane.doe@example.org"}'),
+]
+# Keys split across lines: string concatenation in Python and JS, a shell line continuation.
+SPLIT = [
+    ("api_token", OPENAI, f'key = ("{OPENAI[:20]}"\n       "{OPENAI[20:]}")\n'),
+    ("api_token", HF, f"const key = '{HF[:12]}' +\n  '{HF[12:]}';\n"),
+    ("api_token", NPM, f"export NPM_TOKEN={NPM[:18]}\\\n{NPM[18:]}\n"),
+]
+
+
+# --- the served model (#30 point 6: tests/fast/test_serving_bounds.py, test_security_review.py) ------------------
+
+
+def tiny_tokenizer(path):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(["river stone light, add two and three: five"] * 20, trainer)
+    add_chat_tokens(tok, ChatTemplate())
+    tok.save(str(path))
+    return tok
+
+
+def tiny_served_files(root: Path) -> tuple[Path, Path, Path]:
+    """A tiny model aligned (`model.pt`, its chat template inside) and not (`base.pt`), and `tokenizer.json`."""
+    tokenizer = tiny_tokenizer(root / "tokenizer.json")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=tokenizer.get_vocab_size(), block_size=32, n_layer=2, n_head=2, n_embd=32))
+    saved = {"model_args": model.config.to_dict(), "state_dict": model.state_dict()}
+    torch.save({**saved, "chat_template": ChatTemplate().to_dict()}, root / "model.pt")
+    torch.save(saved, root / "base.pt")
+    return root / "model.pt", root / "tokenizer.json", root / "base.pt"
+
+
+def new_run(name: str) -> str:
+    """A run of its own in the session's MLflow `foundry` experiment, to log a model to."""
+    from foundry import tracking
+
+    return tracking.client().create_run(tracking.experiment_id("foundry"), run_name=name).info.run_id
 
 
 # --- locks ----------------------------------------------------------------------------------------------

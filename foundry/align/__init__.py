@@ -7,6 +7,7 @@
 - `start`: the version alignment starts from, with the chat template's markers, and the run's config
 - `training`: the LightningModule and loaders for a chat or preference dataset, with pretraining replay
 - `evaluation`: held-out conversations and preferences, scored beside the base
+- `metrics`: the aligned model's scores beside its base's, and the one place naming their MLflow keys
 
 The losses, the chat template and packing are pure PyTorch in the top-level `models` package (`models.align`,
 `models.chat`, `models.align_data`, `models.lit_align`); the gate's rule is `foundry.gates.alignment`.

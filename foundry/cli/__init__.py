@@ -2,6 +2,7 @@
 `--help` is instant.
 
 - common: --config/--set, loading the config, MODEL_URI arguments, the training flows' summary
+- console: log lines without tracebacks on stderr, the whole log in a file, the failure last
 - pipeline: run, retrain, reproduce
 - data: acquire, prepare (the DVC stages), hydrate
 - registry: promote, reregister, lineage

@@ -2,11 +2,15 @@
 
 - `acquire`: find the sources' files and fingerprint them (the source manifest)
 - `remote`: http(s) and S3 sources mirrored into `$FOUNDRY_HOME/sources/`, asked again every time
+- `credentials`: credentials of http(s) sources (URL userinfo or netrc), sent and never written
+- `globbing`: glob sources without following links out of the pattern's root or round a loop
 - `archives`: unpacking an archive source without trusting the archive
 - `limits`: how far a compressed source may inflate (archives and `.gz` files)
 - `formats`: documents out of text, code, `.jsonl` and `.parquet` files (any `.gz`), one at a time
 - `clean`: decode, normalise, scrub, filter, de-duplicate and split documents, streaming
 - `pii`, `pii_patterns`: the personal-data and secret scrubber, and what each detector matches
+- `pii_checks`, `pii_tokens`: the checks behind the detectors (Luhn, mod 97, entropy), vendor token prefixes
+- `secret_scan`: the gate's second, independent detector of personal data and secrets
 - `quality`: Gopher- and C4-style quality rules
 - `dedup`: exact de-duplication by content hash, near by MinHash LSH
 - `ledger`: sticky splits: the ledger of which split each document was given
@@ -16,6 +20,7 @@
 - `manifest`: a prepared dataset's `manifest.json` as one typed value that owns the file
 - `progress`: preparation's progress for the orchestrator
 - `validate`: the gate, Great Expectations suites over documents, shards, splits and the ledger
+- `validation_report`: what a data gate found, as one typed value that owns its file
 - `versioning`: DVC makes the prepared dataset a content-addressed version
 - `hydrate`: pull exactly one data version onto this node and check every file
 """

@@ -3,7 +3,9 @@
 Remote sources (http, s3) are mirrored into `$FOUNDRY_HOME/sources/` first and asked again on every
 acquire (`foundry.data.remote`), so every later step sees a local directory as fresh as the origin; an
 archive among them is unpacked by `foundry.data.archives`, which trusts neither it nor the interpreter.
-A file over `data.max_file_bytes` is refused before it is read.
+A remote source's mirror stays locked from its fetch until its last file is hashed, so a second acquire of
+the same source (another pipeline) can neither re-fetch nor re-extract it in between: the manifest hashes
+the files as the origin served them at one moment. A file over `data.max_file_bytes` is refused before it is read.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import os
 import stat
 import sysconfig
 import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from foundry.config import DataConfig
@@ -93,24 +97,39 @@ def _extract(archive: Path, dest: Path, fresh: bool, cfg: DataConfig, skipped: d
 Origins = dict[str, dict[str, str]]  # local path (or "*": every file) -> what the remote origin said
 
 
+def mirror_of(source: str, cache: Path) -> Path | None:
+    """Where a remote source is mirrored under `cache`; None for a local one."""
+    scheme = urllib.parse.urlparse(source).scheme
+    if scheme in ("http", "https", "s3"):
+        return cache / ("s3" if scheme == "s3" else "http") / digest_of(source)
+    return None
+
+
+@contextmanager
+def holding_mirror(source: str, cache: Path) -> Iterator[None]:
+    """The remote source's mirror locked for the block (`locked`, reentrant in this thread: the fetch inside
+    takes it again); a local source needs no lock. One source at a time, so two never wait on each other."""
+    folder = mirror_of(source, cache)
+    with locked(folder) if folder is not None else nullcontext():
+        yield
+
+
 def local_root(source: str, cache: Path, cfg: DataConfig, skipped: dict[str, int]) -> tuple[Path | str, Origins]:
     """A local directory, file or glob pattern holding the source's files; remote files are fetched (again
-    when they changed) first, and what their origin said comes along."""
+    when they changed) first, and what their origin said comes along. Call it inside `holding_mirror`, and
+    read the files there: once the lock goes, another acquire may replace them."""
     if source.startswith("stdlib://"):  # stdlib://email is the standard library's email package
         root = Path(sysconfig.get_paths()["stdlib"]) / source.removeprefix("stdlib://")
         if not root.exists():
             raise SourceError(f"data.source {source!r}: no such part of the standard library ({root})")
         return root, {}
-    scheme = urllib.parse.urlparse(source).scheme
+    scheme, folder = urllib.parse.urlparse(source).scheme, mirror_of(source, cache)
     if scheme in ("http", "https"):
-        folder = cache / "http" / digest_of(source)
         downloaded, changed, seen = fetch_http(source, folder, cfg)
         if downloaded.name.endswith(ARCHIVE_SUFFIXES):
-            with locked(folder):
-                return _extract(downloaded, folder, changed, cfg, skipped), {"*": seen}
+            return _extract(downloaded, folder, changed, cfg, skipped), {"*": seen}
         return downloaded, {"*": seen}
     if scheme == "s3":
-        folder = cache / "s3" / digest_of(source)
         seen = sync_s3(source, folder, cfg, lambda name: wanted(name, cfg))
         prefix = urllib.parse.urlparse(source).path.lstrip("/")
         return (folder / prefix if (folder / prefix).is_dir() else folder), seen
@@ -122,9 +141,11 @@ def local_root(source: str, cache: Path, cfg: DataConfig, skipped: dict[str, int
     raise SourceError(f"data.source {source!r} does not exist")
 
 
-def _files_of(source: str, cfg: DataConfig, skipped: dict[str, int]) -> tuple[list[tuple[Path, str]], Origins]:
+def _files_of(
+    source: str, cache: Path, cfg: DataConfig, skipped: dict[str, int]
+) -> tuple[list[tuple[Path, str]], Origins]:
     """(path, name relative to the source root) for each wanted file of one source, and their origins."""
-    root, origins = local_root(source, foundry_home() / "sources", cfg, skipped)
+    root, origins = local_root(source, cache, cfg, skipped)
     if isinstance(root, str):
         paths, refused = glob_files(root)  # the user's choice: no extension filter
         for path, reason in refused:
@@ -157,6 +178,18 @@ def _fingerprint(
         return None
 
 
+def _source_entries(source: str, prefix: str, cfg: DataConfig, skipped: dict[str, int]) -> list[SourceFile]:
+    """One source's files, fetched, listed and fingerprinted under one hold of its mirror's lock."""
+    cache = foundry_home() / "sources"
+    with holding_mirror(source, cache):
+        found, origins = _files_of(source, cache, cfg, skipped)
+        entries = [
+            _fingerprint(path, prefix + name, cfg, skipped, origins.get(str(path), origins.get("*", {})))
+            for path, name in found
+        ]
+    return [entry for entry in entries if entry is not None]
+
+
 def list_source_files(cfg: DataConfig) -> tuple[list[SourceFile], dict[str, int]]:
     """Every readable file of every source, in a stable order, and counts of what was skipped.
 
@@ -164,21 +197,15 @@ def list_source_files(cfg: DataConfig) -> tuple[list[SourceFile], dict[str, int]
     and counted (a refused archive as `bad_archive`), unless no source is left at all."""
     sources, skipped, problems, files = cfg.source_list, {}, [], []
     for i, source in enumerate(sources):
+        prefix = f"{i}/" if len(sources) > 1 else ""  # names stay unique across sources
         try:
-            found, origins = _files_of(source, cfg, skipped)
-        except SourceError as exc:
+            files += _source_entries(source, prefix, cfg, skipped)
+        except SourceError as exc:  # a file that cannot be read raises only under on_error: fail
             if cfg.on_error == "fail" or len(sources) == 1:
                 raise
             problems.append(str(exc))
             reason = "bad_archive" if isinstance(exc, ArchiveError) else "unreachable_source"
             _skip(skipped, reason, f"skipping source: {exc}")
-            continue
-        prefix = f"{i}/" if len(sources) > 1 else ""  # names stay unique across sources
-        for path, name in found:
-            origin = origins.get(str(path), origins.get("*", {}))
-            entry = _fingerprint(path, prefix + name, cfg, skipped, origin)
-            if entry is not None:
-                files.append(entry)
     if problems and not files:
         raise SourceError(f"no source could be read: {'; '.join(problems)}")
     if not files:

@@ -72,11 +72,14 @@ def retrying(what: str, cfg: DataConfig, attempt: Callable[[], T]) -> T:
 
 @contextmanager
 def locked(folder: Path):
-    """One process at a time refreshes a source's copy (two pipelines may acquire the same source)."""
+    """One process at a time refreshes or reads a source's copy (two pipelines may acquire the same source).
+    Reentrant in a thread: acquire holds it while it fetches, lists and hashes, and the fetch takes it again.
+    Another thread, or process, waits."""
     from filelock import FileLock
 
     folder.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(folder.parent / f"{folder.name}.lock")):
+    # One instance per path: a second instance in the same thread would deadlock (filelock 4 raises instead).
+    with FileLock(str(folder.parent / f"{folder.name}.lock"), is_singleton=True):
         yield
 
 

@@ -8,26 +8,14 @@ and no removal leaves the folder it is confined to. The registry tests use the r
 from __future__ import annotations
 
 import pytest
+from helpers import register_tagged, survived, victim
 
-from foundry import tracking
 from foundry.contracts import DataVersion, RunContext
 from foundry.fs import OutsideFolder, remove_tree
 from foundry.model_uri import ModelUri
-from foundry.registry import versions
 from foundry.registry.tags import BadTag
 
 DIGEST = "0123456789abcdef0123456789abcdef"  # the shape of DVC's md5 of a `.dir` listing
-
-
-def victim(folder):
-    """A folder with a file in it: what an attack would delete."""
-    folder.mkdir(parents=True)
-    (folder / "precious.txt").write_text("keep me")
-    return folder
-
-
-def survived(folder) -> bool:
-    return (folder / "precious.txt").read_text() == "keep me"
 
 
 # --- data versions ----------------------------------------------------------------------------------
@@ -187,9 +175,7 @@ def hostile(tiny_config, tmp_path):
     """A registered champion whose tags an attacker set, and a home whose `victim` folder `../victim` names."""
 
     def register(name: str, tags: dict[str, str]):
-        run_id = tracking.start_pipeline_run(tiny_config, run_name=f"hostile-{name}")
-        version = versions.publish(f"runs:/{run_id}/none", name, run_id, tags, True, "seeded by the test").version
-        return tracking.client().get_model_version(name, version)
+        return register_tagged(tiny_config, name, tags)
 
     home = tmp_path / "home"
     return register, home, victim(home / "victim")

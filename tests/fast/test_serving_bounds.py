@@ -8,53 +8,20 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-import torch
+from helpers import new_run, tiny_served_files
 from mlflow.exceptions import MlflowException
 
-from foundry import tracking
 from foundry.config import load_config
 from foundry.serving.package import LEAF, MODEL_CODE, log_model, signature
-from models.chat import ChatTemplate, add_chat_tokens
-from models.gpt import GPT, GPTConfig
 from models.request_limits import LIMITS
 
 LIMITED = {"max_new_tokens": 8, "max_prompt_chars": 200, "max_rows": 3}
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "river stone"}]
 
 
-def tiny_tokenizer(path):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=300,
-        special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(["river stone light, add two and three: five"] * 20, trainer)
-    add_chat_tokens(tok, ChatTemplate())
-    tok.save(str(path))
-    return tok
-
-
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    """A tiny model aligned (`model.pt`, its chat template inside) and not (`base.pt`), and `tokenizer.json`."""
-    root = tmp_path_factory.mktemp("bounded")
-    tokenizer = tiny_tokenizer(root / "tokenizer.json")
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=tokenizer.get_vocab_size(), block_size=32, n_layer=2, n_head=2, n_embd=32))
-    saved = {"model_args": model.config.to_dict(), "state_dict": model.state_dict()}
-    torch.save({**saved, "chat_template": ChatTemplate().to_dict()}, root / "model.pt")
-    torch.save(saved, root / "base.pt")
-    return root / "model.pt", root / "tokenizer.json", root / "base.pt"
-
-
-def new_run(name: str) -> str:
-    return tracking.client().create_run(tracking.experiment_id("foundry"), run_name=name).info.run_id
+    return tiny_served_files(tmp_path_factory.mktemp("bounded"))
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ import tarfile
 import threading
 from pathlib import Path
 
-REPO_ROOT = next(p for p in Path(__file__).resolve().parents if (p / "configs" / "tiny.yaml").is_file())
+from conftest import REPO_ROOT
+
 PASSWORD = "s3cr3t-flow-pw"
 
 
@@ -56,7 +57,8 @@ def test_a_private_source_leaves_its_password_nowhere(prefect_harness, foundry_h
     source = f"http://reader:{PASSWORD}@127.0.0.1:{server.server_address[1]}/email.tar.gz"
     try:
         config = load_config(
-            REPO_ROOT / "configs" / "tiny.yaml", [f"data.source={source}", "registry.model_name=cred-gpt"]
+            REPO_ROOT / "configs" / "tiny.yaml",
+            [f"data.source={source}", "registry.model_name=cred-gpt", "train.max_steps=10"],
         )
         result = train_pipeline(config=config)
     finally:

@@ -162,15 +162,18 @@ def test_a_lora_fine_tune_killed_with_sigkill_resumes_bitwise_exact(tiny_dataset
     never_stopped = launch(config, tiny_dataset, tmp_path / "uninterrupted", None, "v")
 
     home = tmp_path / "home"
-    attempt = attempt_dir(home, config, "v-kill")
-    proc = subprocess.Popen([sys.executable, *worker_args(config, tiny_dataset, attempt, None, "v-kill", None)])
+    version = "7" * 32  # the train task below finds the killed attempt by this version in its key
+    attempt = attempt_dir(home, config, version)
+    proc = subprocess.Popen([sys.executable, *worker_args(config, tiny_dataset, attempt, None, version, None)])
     wait_for_checkpoint(attempt, lambda: proc.poll() is None)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL
-    assert 0 < latest_valid(attempt).step < config.train.max_steps
+    killed_at = latest_valid(attempt).step
+    assert 0 < killed_at < config.train.max_steps
 
     run = RunContext(run_id=tracking.start_pipeline_run(config), dir=tmp_path / "run", home=home)
-    resumed = train_task.fn(config, tiny_dataset, DataVersion(data_version="7" * 32, remote=""), run)
+    resumed = train_task.fn(config, tiny_dataset, DataVersion(data_version=version, remote=""), run)
+    assert tracking.client().get_run(run.run_id).data.tags["resumed_from_step"] == str(killed_at)
 
     def load(path):
         return torch.load(path, map_location="cpu", weights_only=True)

@@ -93,8 +93,8 @@ def test_a_merge_of_two_specialists_passes_the_gate_and_records_every_parent(spe
     result = merge(models=[a, "models:/mg-b@champion"], config=tiny("merge.method=linear", "merge.model_name=mg-ab"))
     assert result.parents == [a, b] and result.base == base_uri  # the common ancestor, found in their lineage
     assert result.decision.passed and result.promoted, result.decision.verdict
-    on_a, on_b, on_base = result.decision.scores
-    assert [s.holdout_of for s in result.decision.scores] == [a, b, base_uri]
+    on_a, on_b, on_base = result.decision.inputs.scores
+    assert [s.holdout_of for s in result.decision.inputs.scores] == [a, b, base_uri]
     assert on_a.merged_bits_per_byte < on_a.base_bits_per_byte and on_base.specialist_bits_per_byte is None
     assert on_a.merged_bits_per_byte - on_a.specialist_bits_per_byte <= 0.05
 
@@ -166,8 +166,8 @@ def test_each_parent_is_scored_on_its_own_holdout(specialists, base_uri, base_mo
     config = tiny("data.source=stdlib://importlib", "finetune.model_name=mg-importlib", *steps)
     domain = finetune(model=base_uri, config=config)
     result = merge(models=[a, domain.model_uri], config=tiny("merge.method=linear", "merge.model_name=mg-mixed"))
-    on_a, on_domain, on_base = result.decision.scores
-    assert [s.holdout_of for s in result.decision.scores] == [a, domain.model_uri, base_uri]
+    on_a, on_domain, on_base = result.decision.inputs.scores
+    assert [s.holdout_of for s in result.decision.inputs.scores] == [a, domain.model_uri, base_uri]
     base_data = base_model[1].data_version
     assert on_a.data_version == on_base.data_version == base_data  # mg-a records the base's data
     assert on_domain.data_version == domain.data_version != base_data

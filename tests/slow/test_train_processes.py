@@ -109,8 +109,9 @@ def test_kill_9_then_the_same_run_resumes_bitwise_exact(uninterrupted, tiny_data
         monkeypatch.setenv(name, "1")
 
     home = tmp_path / "home"
-    attempt = attempt_dir(home, config, "v-kill")
-    proc = subprocess.Popen([sys.executable, *worker_args(config, tiny_dataset, attempt, None, "v-kill", None)])
+    version = "6" * 32
+    attempt = attempt_dir(home, config, version)
+    proc = subprocess.Popen([sys.executable, *worker_args(config, tiny_dataset, attempt, None, version, None)])
     wait_for_checkpoint(attempt, lambda: proc.poll() is None)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL
@@ -119,7 +120,7 @@ def test_kill_9_then_the_same_run_resumes_bitwise_exact(uninterrupted, tiny_data
 
     run_id = tracking.start_pipeline_run(config)
     run = RunContext(run_id=run_id, dir=tmp_path / "run", home=home)
-    model_pt = train_task.fn(config, tiny_dataset, DataVersion(data_version="6" * 32, remote=""), run)
+    model_pt = train_task.fn(config, tiny_dataset, DataVersion(data_version=version, remote=""), run)
     assert digest(model_pt) == digest(uninterrupted / "model.pt")
     client = MlflowClient()
     assert client.get_run(run_id).data.tags["resumed_from_step"] == str(killed_at)
