@@ -15,19 +15,18 @@ configure_environment()  # an entry point: `foundry finetune` and Prefect worker
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
-from foundry.contracts import Candidate, PipelineResult  # noqa: E402
+from foundry.contracts import PipelineResult  # noqa: E402
 from foundry.env import foundry_home  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
 from foundry.model_uri import ModelUri  # noqa: E402
 from foundry.specialists.finetune import specialist_config  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
-from tasks.artifacts import flow_config, name_flow_run, publish_data_stage, publish_result  # noqa: E402
-from tasks.data import acquire, dataset, hydrate  # noqa: E402
-from tasks.evaluation import evaluate  # noqa: E402
+from tasks.artifacts import flow_config, publish_result  # noqa: E402
+from tasks.candidate import trained_candidate  # noqa: E402
+from tasks.data import acquire, dataset  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
 from tasks.policy import allowed_by_operator  # noqa: E402
 from tasks.registry import base_model, champion_data, judge_specialist, register  # noqa: E402
-from tasks.training import train  # noqa: E402
 
 
 def _run_name() -> str:
@@ -49,12 +48,7 @@ def finetune(model: str, config: FoundryConfig = FoundryConfig()) -> PipelineRes
         source_manifest = acquire(tuned, run)
         previous = champion_data(tuned, run)  # the specialist's champion: its ledger keeps each document's split
         data = dataset(tuned, source_manifest, run, previous)
-        data_dir = hydrate(data, run)
-        name_flow_run(f"{runtime.flow_run.name}-{data.data_version[:8]}")
-        publish_data_stage(data_dir)
-        checkpoint = train(tuned, data_dir, data, run)
-        metrics = evaluate(tuned, checkpoint, data_dir, run)
-        candidate = Candidate(checkpoint=checkpoint, data=data, data_dir=data_dir, metrics=metrics, run=run)
+        candidate = trained_candidate(tuned, data, run)  # hydrate, train, evaluate
         with promotion_lock(tuned.registry.model_name, run.home):  # one flow at a time moves its aliases
             decision = judge_specialist(tuned, candidate, base)
             outcome = register(tuned, candidate, decision, parent=base.uri)

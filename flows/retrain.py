@@ -14,19 +14,18 @@ configure_environment()  # an entry point: `foundry retrain` and Prefect workers
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
-from foundry.contracts import Candidate, PipelineResult, SkippedRun  # noqa: E402
+from foundry.contracts import PipelineResult, SkippedRun  # noqa: E402
 from foundry.env import foundry_home  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
 from foundry.reports.summaries import skipped_summary  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
 from foundry.training.warm_start import retrain_config  # noqa: E402
-from tasks.artifacts import name_flow_run, publish_data_stage, publish_result, publish_summary, run_name  # noqa: E402
-from tasks.data import acquire, dataset, hydrate  # noqa: E402
-from tasks.evaluation import evaluate  # noqa: E402
+from tasks.artifacts import publish_result, publish_summary, run_name  # noqa: E402
+from tasks.candidate import trained_candidate  # noqa: E402
+from tasks.data import acquire, dataset  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
 from tasks.policy import allowed_by_operator  # noqa: E402
 from tasks.registry import champion_parent, judge, register, whats_new  # noqa: E402
-from tasks.training import train  # noqa: E402
 
 
 @flow(name="retrain", flow_run_name=lambda: run_name("retrain"), log_prints=True)
@@ -49,12 +48,7 @@ def retrain(config: FoundryConfig = FoundryConfig()) -> PipelineResult | Skipped
             publish_summary(skipped_summary(skipped), "retrain: nothing new", skipped.reason, run.run_id)
             return skipped
         data = dataset(tuned, source_manifest, run, parent.data, tuned.retrain.replay_fraction)
-        data_dir = hydrate(data, run)
-        name_flow_run(f"{runtime.flow_run.name}-{data.data_version[:8]}")
-        publish_data_stage(data_dir)
-        checkpoint = train(tuned, data_dir, data, run)
-        metrics = evaluate(tuned, checkpoint, data_dir, run)
-        candidate = Candidate(checkpoint=checkpoint, data=data, data_dir=data_dir, metrics=metrics, run=run)
+        candidate = trained_candidate(tuned, data, run)  # hydrate, train, evaluate
         with promotion_lock(tuned.registry.model_name, run.home):  # one flow at a time moves its aliases
             decision = judge(tuned, candidate, parent.data)
             outcome = register(tuned, candidate, decision, parent=parent.uri)

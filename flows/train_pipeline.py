@@ -15,17 +15,16 @@ configure_environment()  # an entry point: `foundry run` and Prefect workers imp
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
-from foundry.contracts import Candidate, PipelineResult  # noqa: E402
+from foundry.contracts import PipelineResult  # noqa: E402
 from foundry.env import foundry_home  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
-from tasks.artifacts import name_flow_run, publish_data_stage, publish_result, run_name  # noqa: E402
-from tasks.data import acquire, dataset, hydrate  # noqa: E402
-from tasks.evaluation import evaluate  # noqa: E402
+from tasks.artifacts import publish_result, run_name  # noqa: E402
+from tasks.candidate import trained_candidate  # noqa: E402
+from tasks.data import acquire, dataset  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
 from tasks.policy import allowed_by_operator  # noqa: E402
 from tasks.registry import champion_data, judge, register  # noqa: E402
-from tasks.training import train  # noqa: E402
 
 
 @flow(name="train_pipeline", flow_run_name=lambda: run_name("train"), log_prints=True)
@@ -37,12 +36,7 @@ def train_pipeline(config: FoundryConfig = FoundryConfig()) -> PipelineResult:
         source_manifest = acquire(config, run)
         parent = champion_data(config, run)  # the champion's data: its ledger keeps each document's split
         data = dataset(config, source_manifest, run, parent)  # prepare, validate, version: cached by content
-        data_dir = hydrate(data, run)
-        name_flow_run(f"{runtime.flow_run.name}-{data.data_version[:8]}")
-        publish_data_stage(data_dir)
-        checkpoint = train(config, data_dir, data, run)
-        metrics = evaluate(config, checkpoint, data_dir, run)
-        candidate = Candidate(checkpoint=checkpoint, data=data, data_dir=data_dir, metrics=metrics, run=run)
+        candidate = trained_candidate(config, data, run)  # hydrate, train, evaluate
         with promotion_lock(config.registry.model_name, run.home):  # one flow at a time moves its aliases
             decision = judge(config, candidate, parent)
             outcome = register(config, candidate, decision)

@@ -4,6 +4,7 @@ retries and caching on their decorators.
 - `data`: stage A: acquire, prepare, validate, version (one cached `dataset` task), hydrate
 - `data_parallel`: preparation's map steps as task runs on Dask, or all of it in this process
 - `training`: stages B-D: training that a retry, or a re-run after a crash, resumes exactly
+- `candidate`: hydrate, train, evaluate: the trained candidate the training flows judge
 - `evaluation`: stage E: holdout metrics beside baselines, generations, the loss curve
 - `registry`: stage E: what a run builds on, the gate, publication and its events
 - `align`: alignment: the starting version, its data, evaluation beside the base, gate, registration
