@@ -24,7 +24,7 @@ from foundry.config.describe import commented_yaml
 from foundry.config.evaluation import EvaluationConfig, RegistryConfig, RetrainConfig
 from foundry.config.serving import ServingConfig
 from foundry.config.training import CheckpointConfig, ModelConfig, TokenizerConfig, TrainConfig
-from foundry.redact import redact_url
+from foundry.redact import redact_text, redact_url
 from foundry.search.space import SearchConfig, search_fits_config
 
 __all__ = [
@@ -140,7 +140,8 @@ def _describe(error: dict[str, Any], raw: dict[str, Any]) -> str:
     if error["type"] == "named_key":  # a message that names its own keys (the search space's checks)
         return error["msg"]
     value = error.get("input")
-    return f"{key} = {value!r}: {error['msg']}"
+    shown = redact_text(repr(value)) if isinstance(value, str) else repr(value)  # a bad URL may hold a password
+    return f"{key} = {shown}: {error['msg']}"
 
 
 def validate(raw: dict[str, Any]) -> FoundryConfig:

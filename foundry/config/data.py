@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from foundry.config.base import _Section
-from foundry.redact import keep
+from foundry.redact import keep, redact_url
 
 # The detectors of foundry/data/pii_patterns.py, in the order they run (a test keeps the two equal).
 _PII_NAMES = """private_key pem_block aws_access_key aws_secret_key azure_key github_token gitlab_token slack_token
@@ -170,6 +170,18 @@ class DataConfig(_Section):
         # A password or signature in a source URL stays out of everything the config is saved into
         # (foundry.redact): the config keeps the redacted URL, the fetch finds the whole one again.
         return keep(value) if isinstance(value, str) else [keep(source) for source in value]
+
+    @field_validator("remote")
+    @classmethod
+    def _remote_without_credentials(cls, value: str) -> str:
+        # The remote is recorded on every data version (tags, manifests, DVC config): it may hold no secret.
+        if redact_url(value) != value:
+            raise ValueError(
+                f"{redact_url(value)!r} holds a credential: a DVC remote takes its credentials from DVC's own "
+                "config (`dvc remote modify --local`) or the cloud's environment (AWS_*), never from the config "
+                "that travels with a model"
+            )
+        return value
 
     @model_validator(mode="after")
     def _bounds(self) -> DataConfig:

@@ -198,3 +198,15 @@ def test_a_password_in_the_tracking_uri_becomes_mlflow_basic_auth(monkeypatch):
         server.server_close()
     token = base64.b64encode(f"admin:{PASSWORD}".encode()).decode()
     assert (uri, served) == (f"http://127.0.0.1:{server.server_address[1]}", [f"Basic {token}"])
+
+
+@pytest.mark.parametrize(
+    "remote",
+    ["https://user:pw@dvc.example.org/store", "s3://bucket/store?X-Amz-Signature=abc&X-Amz-Credential=k"],
+)
+def test_a_dvc_remote_with_a_credential_is_refused_naming_where_credentials_go(remote):
+    from foundry.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=r"data.remote.*holds a credential.*dvc remote modify --local") as refused:
+        load_config(None, [f"data.remote={remote}"])
+    assert "pw" not in str(refused.value) and "abc" not in str(refused.value)
