@@ -44,12 +44,15 @@ install-dev: $(VENV)/.installed-dev $(VENV)/wheelhouse/.complete browser
 run: install
 	$(BIN)/foundry run $(ARGS)
 
+# The fast lane on two pytest-xdist workers (each its own throwaway home); the slow lane in one process, whose
+# tests share one server stack and one registered base model.
 test: install-dev lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/fast -n 2 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/slow $(PYTEST_ARGS)
 
 # No browser and no wheelhouse: only tests/slow/ uses them.
 test-fast: $(VENV)/.installed-dev lint
-	$(BIN)/python -m pytest tests/fast $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/fast -n 2 $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
