@@ -324,7 +324,8 @@ SPLIT = [
 # --- the served model (#30 point 6: tests/fast/test_serving_bounds.py, test_security_review.py) ------------------
 
 
-def tiny_tokenizer(path):
+def plain_tokenizer():
+    """A 300-token byte-level BPE trained on one repeated sentence, without the chat template's markers."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
@@ -337,6 +338,12 @@ def tiny_tokenizer(path):
         show_progress=False,
     )
     tok.train_from_iterator(["river stone light, add two and three: five"] * 20, trainer)
+    return tok
+
+
+def tiny_tokenizer(path):
+    """`plain_tokenizer` with the chat template's markers, saved at `path`."""
+    tok = plain_tokenizer()
     add_chat_tokens(tok, ChatTemplate())
     tok.save(str(path))
     return tok
@@ -401,3 +408,16 @@ def many_conversations(n: int = 30) -> Conversations:
 
 def as_lists(batches) -> list:
     return [[t.tolist() for t in batch] for batch in batches]
+
+
+def merge_score(holdout: str, merged: float, base: float, specialist: float | None):
+    """A merge's score on one holdout, beside the base's and (on a specialist's own holdout) the specialist's."""
+    from foundry.specialists.contracts import HoldoutScore
+
+    return HoldoutScore(
+        holdout_of=holdout,
+        data_version="d",
+        merged_bits_per_byte=merged,
+        base_bits_per_byte=base,
+        specialist_bits_per_byte=specialist,
+    )

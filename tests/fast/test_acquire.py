@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 import io
 import socket
-import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import tar_gz
 
 from foundry.config import DataConfig
 from foundry.contracts import SourceManifest
@@ -212,17 +212,6 @@ def test_http_plain_text(http_folder, home):
     assert Path(files[0].path).is_relative_to(home / "sources" / "http")
     assert files[0].sha256 == hashlib.sha256(b"hello over http\n").hexdigest()
     assert snapshot(folder) == before
-
-
-def tar_gz(members: dict[str, str]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tf:
-        for name, text in members.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 def test_http_tar_gz_is_extracted_and_walked(http_folder, home):

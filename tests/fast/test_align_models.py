@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import as_lists, many_conversations
+from helpers import as_lists, many_conversations, plain_tokenizer
 
 from models.align import IGNORE, dpo_loss, sequence_logps, token_kl
 from models.align_data import (
@@ -40,18 +40,7 @@ CHAT = [
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=300,
-        special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(["river stone light, add two and three: five"] * 20, trainer)
+    tok = plain_tokenizer()
     before = tok.get_vocab_size()
     assert add_chat_tokens(tok, TEMPLATE) == 4 and add_chat_tokens(tok, TEMPLATE) == 0  # once only
     assert [tok.token_to_id(t) for t in TEMPLATE.special_tokens] == list(range(before, before + 4))

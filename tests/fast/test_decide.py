@@ -4,6 +4,7 @@ outcome of one gate; the I/O that gathers the inputs is tested against a real re
 from __future__ import annotations
 
 import pytest
+from helpers import merge_score
 
 from foundry.gates import alignment, merge, pretrain, specialist
 from foundry.gates.checks import beats
@@ -141,33 +142,29 @@ def test_specialist_is_refused_by_its_incumbent():
 # --- merges -------------------------------------------------------------------------------------------
 
 
-def on(holdout: str, merged: float, base: float, specialist: float | None) -> HoldoutScore:
-    return HoldoutScore(
-        holdout_of=holdout,
-        data_version="d",
-        merged_bits_per_byte=merged,
-        base_bits_per_byte=base,
-        specialist_bits_per_byte=specialist,
-    )
-
-
 def merged(*scores: HoldoutScore) -> MergeInputs:
-    base_holdout = on("models:/base/1", 9.0, 1.0, None)  # reported, never gated
+    base_holdout = merge_score("models:/base/1", 9.0, 1.0, None)  # reported, never gated
     return MergeInputs(scores=[*scores, base_holdout], max_gap=0.05, auto_promote=True)
 
 
 def test_merge_passes_when_better_than_the_base_and_close_to_each_specialist():
-    decision = merge.decide(merged(on("models:/a/1", 1.20, 1.30, 1.16), on("models:/b/1", 1.24, 1.35, 1.20)))
+    decision = merge.decide(
+        merged(merge_score("models:/a/1", 1.20, 1.30, 1.16), merge_score("models:/b/1", 1.24, 1.35, 1.20))
+    )
     assert decision.passed and decision.tags()["gate.max_gap"] == "0.05"
 
 
 def test_merge_is_refused_for_a_gap_over_max_gap():
-    decision = merge.decide(merged(on("models:/a/1", 1.20, 1.30, 1.16), on("models:/b/1", 1.26, 1.35, 1.20)))
+    decision = merge.decide(
+        merged(merge_score("models:/a/1", 1.20, 1.30, 1.16), merge_score("models:/b/1", 1.26, 1.35, 1.20))
+    )
     assert not decision.passed and "trails the specialist's 1.2000 bits/byte by 0.0600" in decision.verdict
 
 
 def test_merge_is_refused_for_not_beating_the_base():
-    decision = merge.decide(merged(on("models:/a/1", 1.31, 1.30, 1.30), on("models:/b/1", 1.24, 1.35, 1.20)))
+    decision = merge.decide(
+        merged(merge_score("models:/a/1", 1.31, 1.30, 1.30), merge_score("models:/b/1", 1.24, 1.35, 1.20))
+    )
     assert not decision.passed and "the merge's 1.3100 does not beat the base's 1.3000" in decision.verdict
 
 

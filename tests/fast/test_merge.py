@@ -6,6 +6,7 @@ import hashlib
 
 import pytest
 import torch
+from helpers import merge_score
 
 from models.gpt import GPT, GPTConfig
 from models.merge import Mergeable, MergeRefused, check_mergeable, merge
@@ -157,29 +158,23 @@ def test_merge_refuses_bad_parameters(kwargs, message):
 def test_the_merge_gate_wants_better_than_the_base_everywhere_and_close_to_each_specialist():
     from foundry.config import load_config
     from foundry.gates.merge import decide
-    from foundry.specialists.contracts import HoldoutScore
     from foundry.specialists.merging import merge_inputs
 
     def decide_merge(scores, config):
         return decide(merge_inputs(scores, config))
 
-    def on(holdout: str, merged: float, base: float, specialist: float | None) -> HoldoutScore:
-        return HoldoutScore(
-            holdout_of=holdout,
-            data_version="d",
-            merged_bits_per_byte=merged,
-            base_bits_per_byte=base,
-            specialist_bits_per_byte=specialist,
-        )
-
     config = load_config(None, ["merge.max_gap=0.05"])
-    base_holdout = on("models:/base/1", 9.0, 1.0, None)  # reported, never gated: however bad the merge is there
+    base_holdout = merge_score(
+        "models:/base/1", 9.0, 1.0, None
+    )  # reported, never gated: however bad the merge is there
     close = decide_merge(
-        [on("models:/a/1", 1.20, 1.30, 1.16), on("models:/b/1", 1.24, 1.35, 1.20), base_holdout], config
+        [merge_score("models:/a/1", 1.20, 1.30, 1.16), merge_score("models:/b/1", 1.24, 1.35, 1.20), base_holdout],
+        config,
     )
     assert close.passed and close.verdict.startswith("beats the base on all 2 parents' holdouts")
     diluted = decide_merge(
-        [on("models:/a/1", 1.20, 1.30, 1.16), on("models:/b/1", 1.26, 1.35, 1.20), base_holdout], config
+        [merge_score("models:/a/1", 1.20, 1.30, 1.16), merge_score("models:/b/1", 1.26, 1.35, 1.20), base_holdout],
+        config,
     )
     assert not diluted.passed and not diluted.make_champion
     assert diluted.verdict == (
