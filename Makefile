@@ -23,6 +23,11 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]' 2>&1 | $(QUIET_PIP)
 	touch $@ $(VENV)/.installed-run
 
+# The slow lane's llama.cpp check of the GGUF export: a compiled package, kept out of `make test-fast`.
+$(VENV)/.installed-llama: $(VENV)/.installed-dev
+	$(BIN)/python -m pip install -q -e '.[dev,llama]' 2>&1 | $(QUIET_PIP)
+	touch $@
+
 # The served model's own requirements as wheels: tests/slow/test_serving.py installs them in a fresh
 # virtualenv with no package index, as a machine without Foundry would.
 $(VENV)/wheelhouse/.complete: foundry/serving/requirements.txt | $(BIN)/python
@@ -39,7 +44,7 @@ browser:
 	fi
 
 install: $(VENV)/.installed-run
-install-dev: $(VENV)/.installed-dev $(VENV)/wheelhouse/.complete browser
+install-dev: $(VENV)/.installed-llama $(VENV)/wheelhouse/.complete browser
 
 run: install
 	$(BIN)/foundry run $(ARGS)

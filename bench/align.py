@@ -5,17 +5,19 @@
 
 1. The default base model (`make run`'s: 2 layers, width 144, BPE-4096 on the standard library): `--base`, else
    the champion `foundry-gpt` in `--home`'s registry, else trained here by the train pipeline with the defaults.
-2. The instruction set (`foundry.align.instructions`): five tasks, training instances, held-out instances of
-   seen words and numbers (test), instances of unseen ones (oov), preference pairs (chosen right, rejected a
-   plausible wrong answer).
+2. The instruction set (`foundry.align.instructions`): seven tasks (two copy tasks among them), training
+   instances, held-out instances of seen words and numbers that share no word set, operand pair or (field,
+   last word) answer with a training instance (test), instances of unseen words (oov), preference pairs
+   (chosen right, rejected a plausible wrong answer). The reuse is counted and printed.
 3. SFT of the base and DPO of the SFT version, each through the align flow (`flows.align.align`): the data
    stage, Lightning training with checkpoints, the gate and the registry, as `foundry align` runs them.
 4. Greedy exact match per task on test and oov for the base (with the template's tokens added), the SFT and the
-   DPO model; held-out preference accuracy (chosen's summed log-probability strictly above rejected's).
+   DPO model; held-out preference accuracy (chosen's summed log-probability strictly above rejected's); the
+   copy tasks (repeat, last word) on words that occur nowhere else in the instruction set.
 
 The baseline is the base model on the same held-out instances. The last line is the headline.
 Targets (issue 14): SFT mean exact match >= base + 80 points, no task below 60%; DPO preference accuracy
->= 0.95; DPO exact match at most 5 points below SFT's.
+>= 0.95; DPO exact match at most 5 points below SFT's. Issue 28: copy tasks on unseen words >= 50%.
 """
 
 from __future__ import annotations
@@ -150,6 +152,18 @@ def report(results: dict, tasks: list[str]) -> str:
     return "\n".join(lines)
 
 
+def reuse_line(args) -> str:
+    """How many held-out items share their key (word set, number set, operand pair, answer) or answer with a
+    training item, per task: what makes the test set held out."""
+    from foundry.align.instructions import TASKS, instances, reused
+
+    counts = {}
+    for task in TASKS:
+        counts |= reused(instances(task, "train", args.train, at_most=True), instances(task, "test", args.test))
+    shown = ", ".join(f"{t} {c['key']}/{c['answer']}" for t, c in counts.items())
+    return f"test items sharing key/answer with training (of {args.test}): {shown}"
+
+
 def main() -> int:
     args = parse_args()
     os.environ["FOUNDRY_HOME"] = str(args.home)
@@ -157,7 +171,7 @@ def main() -> int:
 
     home = configure_environment()
     from flows.align import align
-    from foundry.align.instructions import TASKS, write_instruction_set
+    from foundry.align.instructions import COPY_TASKS, TASKS, write_instruction_set
     from foundry.config import load_config
 
     started, load_start, timings = time.perf_counter(), os.getloadavg(), {}
@@ -201,12 +215,14 @@ def main() -> int:
         f"load average {load_start[0]:.1f} -> {os.getloadavg()[0]:.1f} on {summary['cores']} cores; SFT gate: {sft.verdict}"
     )
     print(f"DPO gate: {dpo.verdict}; details in {out}")
+    print(reuse_line(args))
     test = {m: results[m]["test"] for m in results}
+    copy_oov = mean(results["sft"]["oov"][t] for t in COPY_TASKS)
     sft_mean, base_mean, dpo_mean = (mean(test[m].values()) for m in ("sft", "base", "dpo"))
     print(
         f"align: SFT exact match {100 * sft_mean:.1f}% on held-out (base {100 * base_mean:.1f}%, "
         f"+{100 * (sft_mean - base_mean):.1f} points, lowest task {100 * min(test['sft'].values()):.1f}%); "
-        f"oov {100 * mean(results['sft']['oov'].values()):.1f}%; DPO preference accuracy "
+        f"oov {100 * mean(results['sft']['oov'].values()):.1f}% (copy tasks {100 * copy_oov:.1f}%); DPO preference accuracy "
         f"{results['sft']['pairs']['preference_accuracy']:.3f} -> {results['dpo']['pairs']['preference_accuracy']:.3f}, "
         f"exact match {100 * dpo_mean:.1f}% ({100 * (dpo_mean - sft_mean):+.1f} points vs SFT)"
     )

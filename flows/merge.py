@@ -40,7 +40,7 @@ def merge(models: list[str], config: FoundryConfig = FoundryConfig()) -> MergeRe
         scores = score_merge(merged, parents, base, config, run)
         name = config.merge.resolved_model_name(ModelUri.parse(base).name)
         with promotion_lock(name, run.home):  # one flow at a time moves its aliases
-            decision = judge_merge(scores, config, run)
+            decision = judge_merge(scores, name, config, run)
             name, outcome = register_merge(merged, parents, base, decision, config, run)
     result = MergeResult(
         run_id=run.run_id,

@@ -5,9 +5,11 @@
 - `optim`: Muon for the blocks' matrices and AdamW for the rest, as one optimizer
 - `data`: resumable batches of next-token windows over a token array
 - `tokens`: the end-of-text token the model and its tokenizer share
-- `generate`: seeded text generation
+- `generate`: seeded text generation, all rows of a call at once
+- `kv_cache`: the key/value cache and left-padded rows that generation extends one token at a time
 - `request_limits`: defaults and bounds of one generation request (no torch: the config reads them)
 - `chat`: the chat template, one rendering for training, evaluation and serving
+- `chat_completion`: one reply to one chat with its token counts and finish reason (a chat-completions answer)
 - `align`: the SFT and DPO losses
 - `lit_align`: their LightningModules (`LitSFT`, `LitDPO`)
 - `align_data`: packed conversations and preference pairs, resumable

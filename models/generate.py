@@ -1,12 +1,84 @@
-"""Text generation with a trained model and its tokenizer, seeded so the same prompt gives the same text."""
+"""Text generation with a trained model and its tokenizer, seeded so the same prompt gives the same text.
+
+All prompts of a call are generated together (`models.kv_cache.Decoder`: left-padded rows, a key/value cache),
+each with its own random generator seeded with `seed`: a prompt's completion is the one it gets alone."""
 
 from __future__ import annotations
 
 import torch
 
-from models.gpt import GPT
+from models.gpt import GPT, sampling_probs
+from models.kv_cache import Decoder
 from models.request_limits import DEFAULTS
 from models.tokens import EOT
+
+
+class RowDraws:
+    """One row's random draws, as generating it alone makes them: `torch.multinomial` from its own generator,
+    seeded with `seed`, once per token.
+
+    Greedy decoding (top_k=1) picks the largest logit without drawing, unless two are equal: then only the
+    draw breaks the tie, from the generator in the state all the earlier draws left it. Those skipped draws
+    are made then, before the real one; each consumed what it would have, since multinomial's draw of one
+    sample reads as many random numbers as the probabilities have entries, whatever their values (it is
+    argmax(p / q) with q ~ Exp(1), `at::native::multinomial`)."""
+
+    def __init__(self, seed: int):
+        self.generator = torch.Generator().manual_seed(seed)
+        self.skipped = 0
+
+    def draw(self, probs: torch.Tensor) -> int:
+        """A token drawn from `probs` (1, V)."""
+        for _ in range(self.skipped):
+            torch.multinomial(probs, num_samples=1, generator=self.generator)
+        self.skipped = 0
+        return int(torch.multinomial(probs, num_samples=1, generator=self.generator))
+
+
+def choose(logits: torch.Tensor, temperature: float, top_k: int | None, draws: list[RowDraws]) -> list[int]:
+    """Each row's next token from its logits (rows, V), drawn as `GPT.generate` draws it for that row alone."""
+    logits = logits.cpu()
+    if top_k != 1:
+        probs = sampling_probs(logits, temperature, top_k)
+        return [row.draw(probs[i : i + 1]) for i, row in enumerate(draws)]
+    scaled = logits / max(temperature, 1e-6)  # ties as `sampling_probs` sees them
+    best = scaled.max(dim=-1)
+    tied = ((scaled == best.values[:, None]).sum(dim=-1) > 1).tolist()
+    chosen = best.indices.tolist()
+    for i, row in enumerate(draws):
+        if tied[i]:
+            chosen[i] = row.draw(sampling_probs(logits[i : i + 1], temperature, top_k))
+        else:
+            row.skipped += 1
+    return chosen
+
+
+@torch.no_grad()
+def generate_ids(
+    model: GPT,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    temperature: float,
+    top_k: int | None,
+    seed: int,
+    stop_token: int | None,
+) -> list[list[int]]:
+    """The tokens generated after each prompt, up to (without) `stop_token`: row i is what
+    `model.generate` gives prompt i alone with `torch.Generator().manual_seed(seed)`. A row that stops
+    leaves the batch; the others go on as before."""
+    draws = [RowDraws(seed) for _ in prompts]
+    decoder = Decoder(model, prompts)
+    out: list[list[int]] = [[] for _ in prompts]
+    for _ in range(max_new_tokens):
+        if not decoder.active:
+            break
+        chosen = choose(decoder.next_logits(), temperature, top_k, [draws[row] for row in decoder.active])
+        decoder.push(chosen)
+        for row, token in zip(decoder.active, chosen, strict=True):
+            if token != stop_token:
+                out[row].append(token)
+        decoder.drop([row for row, token in zip(decoder.active, chosen, strict=True) if token == stop_token])
+    return out
 
 
 def generate_texts(
@@ -20,15 +92,9 @@ def generate_texts(
 ) -> list[str]:
     """One completion per prompt (the prompt itself excluded), stopping at end-of-text."""
     eot = tokenizer.token_to_id(EOT)
-    completions = []
-    for prompt in prompts:
-        ids = tokenizer.encode(str(prompt)).ids or [eot]
-        generator = torch.Generator().manual_seed(seed)
-        out = model.generate(
-            torch.tensor([ids]), max_new_tokens, temperature, top_k, generator=generator, stop_token=eot
-        )
-        completions.append(tokenizer.decode([i for i in out[0, len(ids) :].tolist() if i != eot]))
-    return completions
+    encoded = [tokenizer.encode(str(prompt)).ids or [eot] for prompt in prompts]
+    generated = generate_ids(model, encoded, max_new_tokens, temperature, top_k, seed, eot)
+    return [tokenizer.decode(ids) for ids in generated]
 
 
 def generate_replies(
@@ -44,14 +110,9 @@ def generate_replies(
     """The assistant's next reply to each conversation, rendered through the chat template (`models.chat`);
     generation stops at the template's end marker. `top_k=1` is greedy decoding."""
     end = template.token_id(tokenizer, template.end)
-    replies = []
-    for messages in conversations:
-        ids = template.encode_prompt(tokenizer, messages)
+    encoded = [template.encode_prompt(tokenizer, messages) for messages in conversations]
+    for ids in encoded:
         if len(ids) >= model.config.block_size:
             raise ValueError(f"the conversation is {len(ids)} tokens; the context holds {model.config.block_size}")
-        generator = torch.Generator().manual_seed(seed)
-        out = model.generate(
-            torch.tensor([ids]), max_new_tokens, temperature, top_k, generator=generator, stop_token=end
-        )
-        replies.append(template.decode_reply(tokenizer, [i for i in out[0, len(ids) :].tolist() if i != end]))
-    return replies
+    generated = generate_ids(model, encoded, max_new_tokens, temperature, top_k, seed, end)
+    return [template.decode_reply(tokenizer, ids) for ids in generated]

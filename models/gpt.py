@@ -10,6 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from models.kv_cache import Decoder
+
 
 @dataclass
 class GPTConfig:
@@ -41,7 +43,10 @@ class CausalSelfAttention(nn.Module):
         x: torch.Tensor,
         mask: torch.Tensor | None = None,
         rotation: tuple[torch.Tensor, torch.Tensor] | None = None,
+        cache=None,
     ) -> torch.Tensor:
+        """With `cache` (a `models.kv_cache.LayerCache`), x holds only the new tokens: their keys and values are
+        appended to the cached ones, and `mask` (B, 1, T, cached + T) says what each new token sees (None: all)."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         # (B, nh, T, hs)
@@ -49,9 +54,11 @@ class CausalSelfAttention(nn.Module):
         if rotation is not None:
             q, k = rotate(q, *rotation), rotate(k, *rotation)
         dropout = self.dropout if self.training else 0.0
-        if mask is None:
+        if cache is not None:
+            k, v = cache.append(k, v)
+        if mask is None and cache is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
-        else:  # (B, 1, T, T), True where attending is allowed: causal and within one segment
+        else:  # (B, 1, T, T'), True where attending is allowed: causal and within one segment
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.proj(y))
@@ -77,8 +84,10 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(cfg.n_embd)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, rotation: tuple | None = None) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x), mask, rotation)
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, rotation: tuple | None = None, cache=None
+    ) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), mask, rotation, cache)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -166,6 +175,21 @@ class GPT(nn.Module):
         head_dim = cfg.n_embd // cfg.n_head
         return 6 * self.num_params() + 12 * cfg.n_layer * cfg.n_head * head_dim * cfg.block_size
 
+    def last_logits(self, idx: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | None, cache=None) -> torch.Tensor:
+        """Logits (B, V) of each row's last token, for generation: `idx` (B, T) at positions `pos` (B, T), each
+        row its own (left padding), attending where `mask` (B, 1, T, T') allows (None: causal, or every cached
+        token for T == 1). With `cache` (`models.kv_cache.KVCache`) idx holds only the tokens not yet cached."""
+        x = self.wte(idx)
+        rotation = None
+        if self.wpe is not None:
+            x = x + self.wpe(pos)
+        else:
+            rotation = rotary_angles(pos, self.config.n_embd // self.config.n_head)
+        layers = cache.layers if cache is not None else [None] * len(self.blocks)
+        for block, layer in zip(self.blocks, layers, strict=True):
+            x = block(x, mask, rotation, layer)
+        return self.lm_head(self.ln_f(x[:, -1]))
+
     @torch.no_grad()
     def generate(
         self,
@@ -175,20 +199,35 @@ class GPT(nn.Module):
         top_k: int | None = None,
         generator: torch.Generator | None = None,
         stop_token: int | None = None,
+        use_cache: bool = True,
     ) -> torch.Tensor:
+        """`idx` (B, T) and up to `max_new_tokens` sampled after it, until every row has drawn `stop_token`.
+        Past block_size tokens the context is the last block_size (a sliding window). `use_cache=False`
+        recomputes the whole context for every token: the same tokens, slower (the benchmark's baseline)."""
+        decoder = Decoder(self, idx.tolist()) if use_cache and max_new_tokens > 0 else None
         for _ in range(max_new_tokens):
-            context = idx[:, -self.config.block_size :]
-            logits, _ = self(context)
-            logits = logits[:, -1, :] / max(temperature, 1e-6)
-            if top_k is not None:
-                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
-                logits[logits < v[:, [-1]]] = -float("inf")
-            probs = F.softmax(logits, dim=-1)
+            if decoder is None:
+                logits, _ = self(idx[:, -self.config.block_size :])
+                logits = logits[:, -1, :]
+            else:
+                logits = decoder.next_logits()
+            probs = sampling_probs(logits, temperature, top_k)
             next_id = torch.multinomial(probs, num_samples=1, generator=generator)
             idx = torch.cat((idx, next_id), dim=1)
+            if decoder is not None:
+                decoder.push(next_id[:, 0].tolist())
             if stop_token is not None and bool((next_id == stop_token).all()):
                 break
         return idx
+
+
+def sampling_probs(logits: torch.Tensor, temperature: float, top_k: int | None) -> torch.Tensor:
+    """(B, V) next-token probabilities from last-position logits: scaled by temperature, top_k kept."""
+    logits = logits / max(temperature, 1e-6)
+    if top_k is not None:
+        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+        logits[logits < v[:, [-1]]] = -float("inf")
+    return F.softmax(logits, dim=-1)
 
 
 def rotary_angles(pos: torch.Tensor, head_dim: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:

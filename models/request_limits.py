@@ -5,3 +5,12 @@ DEFAULTS = {"max_new_tokens": 64, "temperature": 0.8, "top_k": 40, "seed": 0}
 # Bounds of one request (`serving` in the config), saved with each version; a version logged before they
 # existed serves with these.
 LIMITS = {"max_new_tokens": 256, "max_prompt_chars": 8192, "max_rows": 16}
+# The chat-completions request's fields beside `messages` (OpenAI's names), optional columns of the signature
+# with their MLflow types: a request that names any of them is answered in that shape.
+CHAT_COMPLETION_FIELDS = {
+    "model": "string",
+    "max_tokens": "long",
+    "max_completion_tokens": "long",
+    "n": "long",
+    "stream": "boolean",
+}

@@ -48,21 +48,37 @@ def replay_source(config: FoundryConfig, parent: ParentModel, home: Path) -> Rep
 
 
 def _align_dataset_key(context, parameters: dict) -> str:
+    from foundry.align import split_ledger
     from foundry.align.prepare import align_dataset_key
 
-    return align_dataset_key(parameters["config"], parameters["source_manifest"].digest)
+    ledger = split_ledger.digest(parameters["run"].home)
+    return align_dataset_key(parameters["config"], parameters["source_manifest"].digest, ledger)
 
 
 @task(name="align-dataset", cache_key_fn=_align_dataset_key, persist_result=True, result_serializer="json")
 def align_dataset(config: FoundryConfig, source_manifest: SourceManifest, run: RunContext) -> DataVersion:
-    """Prepare (check, scrub, encode, split), validate and version the records, unless these records with this
-    tokenizer, context and code were versioned before."""
+    """Prepare (check, scrub, encode, split on the split ledger), validate and version the records, unless these
+    records with this tokenizer, context, code and ledger were versioned before. The ledger is held throughout
+    and gains the new prompts only once their data version exists."""
+    from foundry.align import split_ledger
+
+    with split_ledger.locked(run.home) as ledger:
+        data, kept = _prepare_and_version(config, source_manifest, run, ledger)
+        split_ledger.extend(run.home, kept, data.data_version)
+    return data
+
+
+def _prepare_and_version(
+    config: FoundryConfig, source_manifest: SourceManifest, run: RunContext, ledger: Path | None
+) -> tuple[DataVersion, list[tuple[str, str, str]]]:
+    """The data version and its records' ledger rows (read before versioning moves the folder)."""
+    from foundry.align import split_ledger
     from foundry.align.prepare import prepare_aligned
     from foundry.align.validate import validate_aligned
     from foundry.data.versioning import version_dataset
 
     staged = run.dir / "prepared"
-    manifest = prepare_aligned(source_manifest, config, staged)
+    manifest = prepare_aligned(source_manifest, config, staged, ledger=ledger)
     for name in ("audit.json", "audit.md"):
         tracking.log_artifact(run.run_id, staged / name, "data")
     get_run_logger().info("prepared %s", manifest.stats)
@@ -74,7 +90,8 @@ def align_dataset(config: FoundryConfig, source_manifest: SourceManifest, run: R
             tracking.log_artifact(run.run_id, report, "validation")
         if docs.exists():
             tracking.log_artifact(run.run_id, docs, "validation_docs")
-    return version_dataset(config, staged, source_manifest, run.home)
+    kept = list(split_ledger.kept_records(staged))
+    return version_dataset(config, staged, source_manifest, run.home), kept
 
 
 @task(name="evaluate-aligned", cache_policy=NO_CACHE)

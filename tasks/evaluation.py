@@ -15,10 +15,12 @@ from foundry.evaluation.holdout_metrics import HoldoutMetrics
 
 @task(name="evaluate", cache_policy=NO_CACHE)
 def evaluate(config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunContext) -> HoldoutMetrics:
-    """Holdout loss, perplexity and bits per byte beside unigram, gzip and xz; generations; loss curve."""
+    """Holdout loss, perplexity and bits per byte beside unigram, gzip, xz, xz -9e and PPMd order 16; generations;
+    loss curve."""
     from tokenizers import Tokenizer
 
-    from foundry.evaluation.metrics import compression_bits_per_byte, holdout_metrics
+    from foundry.evaluation.compressors import compression_baselines
+    from foundry.evaluation.metrics import holdout_metrics
     from foundry.reports.plots import loss_curve
     from models.generate import generate_texts
     from models.gpt import load_gpt
@@ -26,7 +28,7 @@ def evaluate(config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunCo
     e = config.evaluation
     model = load_gpt(checkpoint)
     metrics = holdout_metrics(model, data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
-    metrics = metrics.with_scores(compression_bits_per_byte(data_dir, e.compression_context_bytes))
+    metrics = metrics.with_scores(compression_baselines(data_dir, e.compression_context_bytes, e.strong_context_bytes))
     tracking.log_metrics(run.run_id, metrics.as_mlflow())
     tokenizer = Tokenizer.from_file(str(data_dir / "tokenizer.json"))
     completions = generate_texts(model, tokenizer, e.prompts, e.max_new_tokens, seed=e.generation_seed)

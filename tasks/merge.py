@@ -51,12 +51,13 @@ def score_merge(
 
 
 @task(name="judge-merge", cache_policy=NO_CACHE)
-def judge_merge(scores: list[HoldoutScore], config: FoundryConfig, run: RunContext) -> Decision:
-    """The merge gate (`foundry.gates.merge`) on the scores; its verdict and inputs tagged on the run."""
+def judge_merge(scores: list[HoldoutScore], name: str, config: FoundryConfig, run: RunContext) -> Decision:
+    """The merge gate (`foundry.gates.merge`) on the scores and the champion of `name` scored on the same
+    holdouts (the caller holds its promotion lock); its verdict and inputs tagged on the run."""
     from foundry.gates import merge as gate
-    from foundry.specialists.merging import merge_inputs
+    from foundry.registry.gate import gather_merge
 
-    decision = gate.decide(merge_inputs(scores, config))
+    decision = gate.decide(gather_merge(config, scores, name, run.home))
     tracking.set_tags(run.run_id, decision.tags())
     get_run_logger().info("merge gate: %s", decision.verdict)
     return decision

@@ -46,6 +46,7 @@ def train_task(
     left behind."""
     from foundry.checkpointing.manifest import LAST, MANIFEST
     from foundry.checkpointing.resume import attempt_dir, claimed, finish_attempt
+    from foundry.export.peft import PEFT_ADAPTER
     from foundry.training.launch import launch
     from foundry.training.progress import PROGRESS_FILE
     from tasks.artifacts import training_progress
@@ -61,6 +62,8 @@ def train_task(
         tracking.log_artifact(run.run_id, checkpoints / name, "checkpoints")
     if (checkpoints / "adapter.pt").is_file():  # LoRA: the adapters alone, beside the model they are merged into
         tracking.log_artifact(run.run_id, checkpoints / "adapter.pt", "adapter")
+        if (checkpoints / PEFT_ADAPTER).is_dir():  # the same adapters in PEFT's format, for the HF export of the base
+            tracking.log_artifact(run.run_id, checkpoints / PEFT_ADAPTER, "adapter")
     return checkpoints / "model.pt"
 
 

@@ -1,15 +1,22 @@
-"""A small instruction set, generated offline and deterministically: five format-following tasks.
+"""A small instruction set, generated offline and deterministically: seven format-following tasks.
 
-- upper: "Write in capital letters: river stone" -> "RIVER STONE"
-- sort:  "Sort ascending: 41, 7, 19" -> "7, 19, 41"
-- add:   "Add: 12 + 30" -> "42"
-- field: "Value of port in: host = cloud; port = river; user = stone" -> "river"
-- snake: "Convert to snake_case: riverStoneLight" -> "river_stone_light"
+- upper:  "Write in capital letters: river stone" -> "RIVER STONE"
+- sort:   "Sort ascending: 41, 7, 19" -> "7, 19, 41"
+- add:    "Add: 12 + 30" -> "42"
+- field:  "Value of port in: host = cloud; port = river; user = stone" -> "river"
+- snake:  "Convert to snake_case: riverStoneLight" -> "river_stone_light"
+- repeat: "Repeat: river stone light" -> "river stone light"
+- last:   "Last word of: river stone light" -> "light"
 
-Instances draw on a training vocabulary (words, keys, numbers). Each instance's prompt hash puts it in the
-training pool or the held-out pool, so held-out instances are new combinations of seen words and numbers.
-The out-of-vocabulary set draws on words, keys and numbers no training instance holds: what it measures is
-generalisation beyond recombination. Preference pairs pair the right answer with a plausible wrong one.
+Instances draw on a training vocabulary (words, keys, numbers). What decides an instance's pool is what would
+let a model answer a held-out item from memory: its word set (upper, snake, repeat), its number set (sort), its
+operand pair in either order (add), its answer (field, last: a few answer words are held out, and training items
+of those tasks never show them). One hash bucket of those in ten is held out, so no test item is a training
+item reordered, and no field or last-word answer was ever a training answer. Sums cannot be held out without
+withholding the numbers themselves: an `add` answer can be a training sum, never its operands.
+The out-of-vocabulary set draws on words, keys and numbers no training instance holds; the copy tasks' (repeat,
+last) on words that occur nowhere else in the instruction set: what it measures is the skill, not the list.
+Preference pairs pair the right answer with a plausible wrong one.
 `foundry instructions DIR` writes them (see `write_instruction_set`).
 """
 
@@ -18,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections import defaultdict
 from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
@@ -27,15 +35,21 @@ TRAIN_WORDS = (
     "thunder marble anchor pepper orbit ladder candle bridge castle desert engine falcon glacier hammer "
     "island jungle kettle lemon mirror needle ocean pillow rocket saddle tiger velvet"
 ).split()
+# Answers of the answer-held tasks (field, last) on test only; their training items never show these words.
+HELD_ANSWERS = frozenset("lantern meadow falcon glacier kettle needle saddle velvet".split())
 OOV_WORDS = "walrus cobalt quartz zephyr bison tundra mosaic pylon sonnet waffle yonder gizmo".split()
+# The copy tasks' unseen words, in no other instance: plain words and identifiers of the shapes code holds.
+COPY_OOV_WORDS = "kraken lupine gimbal scarab vellum zither argv tmpdir kwargs getattr bufsize hexdigest".split()
 TRAIN_KEYS = "host port user mode level name path size color owner".split()
 OOV_KEYS = "realm quota badge shard".split()
 TRAIN_NUMBERS = range(0, 60)  # sort
 OOV_NUMBERS = range(60, 100)
 TRAIN_OPERANDS = range(0, 50)  # add: sums up to 98
 OOV_OPERANDS = range(50, 100)  # sums of three digits, never seen
-TASKS = ("upper", "sort", "add", "field", "snake")
-HELD_OUT_BUCKETS = 10  # one prompt hash bucket in ten is held out
+TASKS = ("upper", "sort", "add", "field", "snake", "repeat", "last")
+COPY_TASKS = ("repeat", "last")  # the answer copies words of the prompt
+ANSWER_HELD = ("field", "last")  # held out by answer: the answer is one word of the prompt
+HELD_OUT_BUCKETS = 10  # one key hash bucket in ten is held out
 
 
 @dataclass(frozen=True)
@@ -43,38 +57,66 @@ class Instance:
     task: str
     prompt: str
     answer: str
+    key: str = ""  # what a held-out instance shares with no training one (`held_out`)
+
+
+def _words_key(words) -> str:
+    return " ".join(sorted(words))
 
 
 def _upper(rng: random.Random, words) -> Instance:
     chosen = rng.sample(words, rng.randint(2, 3))
-    return Instance("upper", f"Write in capital letters: {' '.join(chosen)}", " ".join(chosen).upper())
+    text = " ".join(chosen)
+    return Instance("upper", f"Write in capital letters: {text}", text.upper(), _words_key(chosen))
 
 
 def _sort(rng: random.Random, numbers) -> Instance:
     chosen = rng.sample(list(numbers), rng.randint(3, 4))
-    return Instance("sort", f"Sort ascending: {', '.join(map(str, chosen))}", ", ".join(map(str, sorted(chosen))))
+    answer = ", ".join(map(str, sorted(chosen)))
+    return Instance("sort", f"Sort ascending: {', '.join(map(str, chosen))}", answer, answer)
 
 
 def _add(rng: random.Random, operands) -> Instance:
     a, b = rng.choice(operands), rng.choice(operands)
-    return Instance("add", f"Add: {a} + {b}", str(a + b))
+    return Instance("add", f"Add: {a} + {b}", str(a + b), f"{min(a, b)} + {max(a, b)}")
 
 
 def _field(rng: random.Random, keys, words) -> Instance:
     chosen, values = rng.sample(keys, 3), rng.sample(words, 3)
     asked = rng.randrange(3)
     pairs = "; ".join(f"{k} = {v}" for k, v in zip(chosen, values))
-    return Instance("field", f"Value of {chosen[asked]} in: {pairs}", values[asked])
+    return Instance("field", f"Value of {chosen[asked]} in: {pairs}", values[asked], values[asked])
 
 
 def _snake(rng: random.Random, words) -> Instance:
     chosen = rng.sample(words, rng.randint(2, 3))
     camel = chosen[0] + "".join(w.capitalize() for w in chosen[1:])
-    return Instance("snake", f"Convert to snake_case: {camel}", "_".join(chosen))
+    return Instance("snake", f"Convert to snake_case: {camel}", "_".join(chosen), _words_key(chosen))
 
 
-def _draw(task: str, rng: random.Random, oov: bool) -> Instance:
-    words, keys = (OOV_WORDS, OOV_KEYS) if oov else (TRAIN_WORDS, TRAIN_KEYS)
+def _repeat(rng: random.Random, words) -> Instance:
+    chosen = rng.sample(words, rng.randint(2, 4))
+    text = " ".join(chosen)
+    return Instance("repeat", f"Repeat: {text}", text, _words_key(chosen))
+
+
+def _last(rng: random.Random, words) -> Instance:
+    chosen = rng.sample(words, rng.randint(3, 4))
+    return Instance("last", f"Last word of: {' '.join(chosen)}", chosen[-1], chosen[-1])
+
+
+def _vocabulary(task: str, pool: str) -> tuple[list[str], list[str]]:
+    """(words, keys) a pool draws on: training items of the answer-held tasks never show a held-out answer."""
+    if pool == "oov":
+        return (COPY_OOV_WORDS if task in COPY_TASKS else OOV_WORDS), OOV_KEYS
+    if pool == "train" and task in ANSWER_HELD:
+        return [w for w in TRAIN_WORDS if w not in HELD_ANSWERS], TRAIN_KEYS
+    return TRAIN_WORDS, TRAIN_KEYS
+
+
+def _draw(task: str, rng: random.Random, pool: str) -> Instance:
+    words, keys = _vocabulary(task, pool)
+    oov = pool == "oov"
     if task == "upper":
         return _upper(rng, words)
     if task == "sort":
@@ -83,11 +125,19 @@ def _draw(task: str, rng: random.Random, oov: bool) -> Instance:
         return _add(rng, OOV_OPERANDS if oov else TRAIN_OPERANDS)
     if task == "field":
         return _field(rng, keys, words)
+    if task == "repeat":
+        return _repeat(rng, words)
+    if task == "last":
+        return _last(rng, words)
     return _snake(rng, words)
 
 
 def held_out(instance: Instance) -> bool:
-    digest = hashlib.sha256(f"{instance.task}\n{instance.prompt}".encode()).hexdigest()
+    """Whether an instance belongs to the held-out pool: by its answer for the answer-held tasks, else by a
+    hash of its key, so every ordering of the same words or operands falls on the same side."""
+    if instance.task in ANSWER_HELD:
+        return instance.answer in HELD_ANSWERS
+    digest = hashlib.sha256(f"{instance.task}\n{instance.key}".encode()).hexdigest()
     return int(digest[:8], 16) % HELD_OUT_BUCKETS == 0
 
 
@@ -99,7 +149,7 @@ def instances(task: str, pool: str, n: int, seed: int = 0, at_most: bool = False
     rng = random.Random(f"{task}/{pool}/{seed}")
     found: dict[str, Instance] = {}
     for _ in range(200 * n):
-        instance = _draw(task, rng, oov=pool == "oov")
+        instance = _draw(task, rng, pool)
         if pool == "oov" or held_out(instance) == (pool == "test"):
             found.setdefault(instance.prompt, instance)
         if len(found) == n:
@@ -125,7 +175,26 @@ def plausible_wrong(instance: Instance, rng: random.Random) -> str:
         values = [p.split(" = ")[1] for p in instance.prompt.split(": ", 1)[1].split("; ")]
         others = [v for v in values if v != a]
         return rng.choice(others)
+    if instance.task == "repeat":
+        return " ".join(a.split()[::-1])
+    if instance.task == "last":
+        return instance.prompt.split(": ", 1)[1].split()[0]
     return a.replace("_", "")
+
+
+def reused(train: list[Instance], test: list[Instance]) -> dict[str, dict[str, int]]:
+    """Per task, the test instances that share their key (word set, number set, operand pair or answer) with a
+    training instance, and those that share their answer: 0, but for add's sums."""
+    keys, answers = defaultdict(set), defaultdict(set)
+    for x in train:
+        keys[x.task].add(x.key)
+        answers[x.task].add(x.answer)
+    counts: dict[str, dict[str, int]] = {}
+    for x in test:
+        count = counts.setdefault(x.task, {"key": 0, "answer": 0})
+        count["key"] += x.key in keys[x.task]
+        count["answer"] += x.answer in answers[x.task]
+    return counts
 
 
 def conversation(instance: Instance) -> list[dict]:

@@ -2,8 +2,9 @@
 
 Records are read (`formats.read_records`), checked and typed (`chat.parse_record`), scrubbed of personal
 data like pretraining documents, encoded through the chat template with the tokenizer of the model
-being aligned, and dropped when they do not fit its context. Exact duplicates go; the holdout is the
-records with the smallest content hashes, as for documents. The folder holds `train.jsonl` and
+being aligned, and dropped when they do not fit its context. Exact duplicates go. The split is sticky
+(`split_ledger`): records are grouped by what the user asked; a prompt the ledger lists keeps its split, and
+new prompts go to the holdout by the smallest hashes, as documents do. The folder holds `train.jsonl` and
 `holdout.jsonl` (the records as kept), `records.csv`, `tokenizer.json`, the ragged token arrays
 (`<split>.<field>.npy`), `audit.json`/`audit.md` and `manifest.json` (`kind`: chat or preference).
 It is versioned with DVC and hydrated like any prepared dataset.
@@ -18,14 +19,15 @@ import logging
 from collections import Counter
 from pathlib import Path
 
+from foundry.align import split_ledger
 from foundry.align.records import KIND_OF, Conversation, RecordProblem, context_tokens, encode, parse_record, save_split
 from foundry.config import FoundryConfig
 from foundry.contracts import SourceManifest
 from foundry.data import audit as audits
 from foundry.data import pii
 from foundry.data.audit import Audit
-from foundry.data.clean import holdout_set
 from foundry.data.formats import BadInputError, read_records
+from foundry.data.ledger import Ledger, holdout_set
 from foundry.data.manifest import FILE as MANIFEST_FILE
 from foundry.data.manifest import DatasetManifest
 from foundry.digests import folder_digests, sha256_file
@@ -40,14 +42,16 @@ CODE = (
     "foundry/align/prepare.py",
     "foundry/data/manifest.py",
     "foundry/align/records.py",
+    "foundry/align/split_ledger.py",
     "foundry/data/formats.py",
     "foundry/data/pii.py",
     "models/chat.py",
 )
 
 
-def align_dataset_key(config: FoundryConfig, source_digest: str) -> str:
-    """Same records, tokenizer, context and code: the same dataset (the cache key of the align flow's data task)."""
+def align_dataset_key(config: FoundryConfig, source_digest: str, ledger: str = "") -> str:
+    """Same records, tokenizer, context, code and split ledger (`split_ledger.digest`): the same dataset (the
+    cache key of the align flow's data task)."""
     from foundry.env import PROJECT_ROOT
 
     shaping = {
@@ -57,6 +61,7 @@ def align_dataset_key(config: FoundryConfig, source_digest: str) -> str:
         "block_size": config.model.block_size,
         "tokenizer": sha256_file(Path(config.tokenizer.from_file)),
         "code": {name: sha256_file(PROJECT_ROOT / name) for name in CODE},
+        "ledger": ledger,
     }
     return "align-dataset-" + hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()
 
@@ -128,8 +133,26 @@ def _row(sha: str, split: str, where: str, record, fields: dict) -> dict:
     }
 
 
-def prepare_aligned(source: SourceManifest, config: FoundryConfig, out_dir: Path) -> DatasetManifest:
-    """Read, check, scrub, encode, de-duplicate and split the records into a fresh `out_dir`; returns the manifest."""
+def _split(kept: list, fraction: float, ledger: Ledger) -> dict[str, str]:
+    """{identity: split} for the records' prompts: the ledger's, then the content-hash rule for new ones."""
+    sizes: dict[str, int] = {}
+    for _, text, _, _, record in kept:
+        key = split_ledger.identity(record)
+        sizes[key] = sizes.get(key, 0) + len(text)
+    sticky = ledger.split_of
+    held = holdout_set(list(sizes.items()), fraction, sticky)
+    new = sum(1 for key in sizes if key not in sticky)
+    log.info("%d prompts: %d new, %d kept their split from the ledger", len(sizes), new, len(sizes) - new)
+    return {key: "holdout" if key in held else "train" for key in sizes}
+
+
+def prepare_aligned(
+    source: SourceManifest, config: FoundryConfig, out_dir: Path, ledger: Path | None = None
+) -> DatasetManifest:
+    """Read, check, scrub, encode, de-duplicate and split the records into a fresh `out_dir`; returns the manifest.
+
+    `ledger`: a folder holding the split ledger to build on (`split_ledger.head`); it is only read. The same
+    records on the same ledger give the same bytes."""
     from tokenizers import Tokenizer
 
     template, kind = ChatTemplate(), KIND_OF[config.align.method]
@@ -144,12 +167,18 @@ def prepare_aligned(source: SourceManifest, config: FoundryConfig, out_dir: Path
             f"{len(kept)} usable {kind} records of {read} read from {config.data.source_list}: training and the "
             f"holdout need one each; dropped {dict(audit_counts(audit))}"
         )
-    held = holdout_set([(sha, len(text)) for sha, text, *_ in kept], config.data.holdout_fraction)
+    split_of = _split(kept, config.data.holdout_fraction, split_ledger.read(ledger))
+    if len(set(split_of.values())) < 2:
+        raise ValueError(
+            f"the {len(kept)} usable {kind} records ask {len(split_of)} distinct prompts, all given to "
+            f"{next(iter(split_of.values()))} (by the split ledger {ledger}, or the hash rule): training and "
+            "the holdout need one prompt each; add records with new prompts"
+        )
     rows, by_split = [], {s: [] for s in SPLITS}
     files = {s: open(out_dir / f"{s}.jsonl", "w", encoding="utf-8") for s in SPLITS}
     try:
         for sha, text, fields, where, record in kept:
-            split = "holdout" if sha in held else "train"
+            split = split_of[split_ledger.identity(record)]
             files[split].write(text + "\n")
             by_split[split].append(fields)
             rows.append(_row(sha, split, where, record, fields))

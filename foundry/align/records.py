@@ -1,11 +1,18 @@
 """Alignment records: the shapes a `.jsonl` line may take, their checks, and the arrays they become.
 
-- chat:            {"messages": [{"role": "system"|"user"|"assistant", "content": "..."}, ...]}
+For `sft` (a conversation; training learns every assistant turn):
+- chat (TRL's conversational language modeling): {"messages": [{"role": "system"|"user"|"assistant", "content": "..."}]}
 - prompt/response: {"prompt": "...", "response": "..."} (optionally "system"), one exchange
-- preference:      {"prompt": "...", "chosen": "...", "rejected": "..."} (optionally "system")
+- prompt/completion (TRL's): {"prompt": "...", "completion": "..."} (optionally "system"), or conversational,
+  {"prompt": [messages without an assistant turn], "completion": [assistant messages]}
+For `dpo` (a prompt and two replies):
+- preference: {"prompt": "...", "chosen": "...", "rejected": "..."} (optionally "system"), or conversational,
+  {"prompt": [messages], "chosen": [one assistant message], "rejected": [one assistant message]}
+- implicit-prompt preference (TRL's conversational): {"chosen": [messages], "rejected": [messages]}: the prompt
+  is the leading messages both share, and each must end in one assistant message after it
 
-`sft` trains on the first two, `dpo` on the third. A record that breaks a rule raises `RecordProblem`
-with a reason (counted, or reported with its file and line, by `data.on_error`).
+A record that breaks a rule raises `RecordProblem` with a reason (counted, or reported with its file and line,
+by `data.on_error`).
 """
 
 from __future__ import annotations
@@ -22,13 +29,16 @@ from models.chat import ROLES, ChatTemplate
 SHAPE_KEYS = {
     "chat": {"messages"},
     "prompt_response": {"prompt", "response"},
+    "prompt_completion": {"prompt", "completion"},
     "preference": {"prompt", "chosen", "rejected"},
+    "implicit_preference": {"chosen", "rejected"},
 }
 OPTIONAL_KEYS = {"system"}
-SHAPES_OF = {"sft": ("chat", "prompt_response"), "dpo": ("preference",)}
+SHAPES_OF = {"sft": ("chat", "prompt_response", "prompt_completion"), "dpo": ("preference", "implicit_preference")}
 # The ragged arrays of a split, by dataset kind; each field is `<split>.<field>.npy` with `<split>.<field>.offsets.npy`.
 FIELDS = {"chat": ("tokens", "trained"), "preference": ("prompt", "chosen", "rejected")}
 KIND_OF = {"sft": "chat", "dpo": "preference"}
+Turns = tuple[tuple[str, str], ...]  # (role, content)
 
 
 class RecordProblem(ValueError):
@@ -37,9 +47,18 @@ class RecordProblem(ValueError):
         self.reason, self.detail = reason, detail
 
 
+def _asked(turns: Turns) -> tuple[str, ...]:
+    return tuple(content for role, content in turns if role == "user")
+
+
 @dataclass(frozen=True)
 class Conversation:
-    messages: tuple[tuple[str, str], ...]  # (role, content)
+    messages: Turns
+
+    @property
+    def asked(self) -> tuple[str, ...]:
+        """What the user asked, turn by turn: the record's identity for the split (`split_ledger`)."""
+        return _asked(self.messages)
 
     def as_messages(self) -> list[dict]:
         return [{"role": r, "content": c} for r, c in self.messages]
@@ -50,15 +69,27 @@ class Conversation:
 
 @dataclass(frozen=True)
 class Preference:
-    prompt: tuple[tuple[str, str], ...]  # the messages before the reply: an optional system turn, the user's
+    prompt: Turns  # the messages before the reply: an optional system turn, then the conversation so far
     chosen: str
     rejected: str
+
+    @property
+    def asked(self) -> tuple[str, ...]:
+        return _asked(self.prompt)
 
     def prompt_messages(self) -> list[dict]:
         return [{"role": r, "content": c} for r, c in self.prompt]
 
     def to_json(self) -> dict:
         return {"prompt": self.prompt_messages(), "chosen": self.chosen, "rejected": self.rejected}
+
+
+def from_kept(record: dict) -> Conversation | Preference:
+    """A record as a data version keeps it (`to_json`, checked when it was prepared) back as a typed value."""
+    if "messages" in record:
+        return Conversation(tuple((m["role"], m["content"]) for m in record["messages"]))
+    prompt = tuple((m["role"], m["content"]) for m in record["prompt"])
+    return Preference(prompt, record["chosen"], record["rejected"])
 
 
 def normalise_content(text: str) -> str:
@@ -72,7 +103,9 @@ def shape_of(record: dict) -> str:
         if keys == wanted:
             return shape
     raise RecordProblem(
-        "unknown_shape", f"keys {sorted(record)}; expected messages, prompt+response or prompt+chosen+rejected"
+        "unknown_shape",
+        f"keys {sorted(record)}; expected messages, prompt+response, prompt+completion, prompt+chosen+rejected "
+        "or chosen+rejected",
     )
 
 
@@ -85,24 +118,95 @@ def _text(value, what: str) -> str:
     return text
 
 
-def _messages(value) -> list[tuple[str, str]]:
+def _messages(value, what: str = "messages", system_first: bool = True) -> list[tuple[str, str]]:
     if not isinstance(value, list) or not value:
-        raise RecordProblem("malformed_record", "messages must be a non-empty list")
+        raise RecordProblem("malformed_record", f"{what} must be a non-empty list of messages")
     messages = []
     for i, message in enumerate(value):
         if not isinstance(message, dict) or set(message) != {"role", "content"}:
-            raise RecordProblem("malformed_record", f"message {i} must be an object with role and content")
+            raise RecordProblem("malformed_record", f"{what} message {i} must be an object with role and content")
         role = message["role"]
-        if role not in ROLES or (role == "system" and i > 0):
+        if role not in ROLES or (role == "system" and (i > 0 or not system_first)):
             raise RecordProblem(
-                "invalid_role", f"message {i} has role {role!r}; system (first only), user or assistant"
+                "invalid_role", f"{what} message {i} has role {role!r}; system (first only), user or assistant"
             )
-        messages.append((role, _text(message["content"], f"message {i} content")))
+        messages.append((role, _text(message["content"], f"{what} message {i} content")))
     return messages
 
 
 def _system(record: dict) -> list[tuple[str, str]]:
     return [("system", _text(record["system"], "system"))] if "system" in record else []
+
+
+def _conversational(record: dict, keys: tuple[str, ...]) -> bool:
+    """Whether the record's fields are message lists (TRL's conversational format) rather than strings; a
+    mixture, or a `system` key beside message lists, is refused."""
+    lists = [isinstance(record[k], list) for k in keys]
+    if any(lists) and not all(lists):
+        raise RecordProblem("malformed_record", f"{', '.join(keys)} must be all strings or all message lists")
+    if all(lists) and "system" in record:
+        raise RecordProblem("malformed_record", "with message lists, the system turn goes first in the prompt")
+    return all(lists)
+
+
+def _prompt_turns(value, what: str = "prompt") -> list[tuple[str, str]]:
+    prompt = _messages(value, what)
+    if prompt[-1][0] != "user":
+        raise RecordProblem("invalid_role", f"{what} must end with a user message, not {prompt[-1][0]!r}")
+    return prompt
+
+
+def _one_reply(turns: list[tuple[str, str]], what: str) -> str:
+    if len(turns) != 1 or turns[0][0] != "assistant":
+        raise RecordProblem("malformed_record", f"{what} must be one assistant message, not {len(turns)} messages")
+    return turns[0][1]
+
+
+def _chat(record: dict) -> Conversation:
+    messages = _messages(record["messages"])
+    if "assistant" not in (role for role, _ in messages):
+        raise RecordProblem("no_assistant_turn", "nothing to learn from a conversation without the assistant")
+    return Conversation(tuple(messages))
+
+
+def _exchange(record: dict, reply: str) -> Conversation:
+    """prompt/response, or prompt/completion: TRL trains on the completion only, so a conversational prompt
+    may not hold an assistant turn (training here learns every assistant turn of a conversation)."""
+    if reply == "response" or not _conversational(record, ("prompt", reply)):
+        prompt, answer = _text(record["prompt"], "prompt"), _text(record[reply], reply)
+        return Conversation((*_system(record), ("user", prompt), ("assistant", answer)))
+    prompt = _prompt_turns(record["prompt"])
+    if any(role == "assistant" for role, _ in prompt):
+        raise RecordProblem("assistant_in_prompt", "it would be trained on; write the conversation as messages")
+    completion = _messages(record[reply], reply, system_first=False)
+    if any(role != "assistant" for role, _ in completion):
+        raise RecordProblem("invalid_role", f"{reply} messages must all be assistant messages")
+    return Conversation((*prompt, *completion))
+
+
+def _preference(record: dict) -> Preference:
+    if "prompt" not in record:
+        if not _conversational(record, ("chosen", "rejected")):
+            raise RecordProblem("malformed_record", "an implicit prompt needs chosen and rejected as message lists")
+        chosen, rejected = _messages(record["chosen"], "chosen"), _messages(record["rejected"], "rejected")
+        shared = next((i for i, (c, r) in enumerate(zip(chosen, rejected)) if c != r), min(len(chosen), len(rejected)))
+        prompt = chosen[:shared]
+        if not prompt or prompt[-1][0] != "user":
+            raise RecordProblem("malformed_record", "the messages chosen and rejected share must end with a user one")
+        where = f"after the {shared} shared messages, chosen"
+        pair = _one_reply(chosen[shared:], where), _one_reply(rejected[shared:], where.replace("chosen", "rejected"))
+    elif _conversational(record, ("prompt", "chosen", "rejected")):
+        prompt = _prompt_turns(record["prompt"])
+        pair = (
+            _one_reply(_messages(record["chosen"], "chosen", False), "chosen"),
+            _one_reply(_messages(record["rejected"], "rejected", False), "rejected"),
+        )
+    else:
+        prompt = [*_system(record), ("user", _text(record["prompt"], "prompt"))]
+        pair = _text(record["chosen"], "chosen"), _text(record["rejected"], "rejected")
+    if pair[0] == pair[1]:
+        raise RecordProblem("identical_pair", "chosen and rejected are the same reply")
+    return Preference(tuple(prompt), *pair)
 
 
 def parse_record(record: dict, method: str, template: ChatTemplate) -> Conversation | Preference:
@@ -113,23 +217,11 @@ def parse_record(record: dict, method: str, template: ChatTemplate) -> Conversat
             "wrong_shape", f"a {shape} record; align.method {method} reads {' or '.join(SHAPES_OF[method])}"
         )
     if shape == "chat":
-        messages = _messages(record["messages"])
-        if "assistant" not in (role for role, _ in messages):
-            raise RecordProblem("no_assistant_turn", "nothing to learn from a conversation without the assistant")
-        parsed: Conversation | Preference = Conversation(tuple(messages))
-    elif shape == "prompt_response":
-        parsed = Conversation(
-            (
-                *_system(record),
-                ("user", _text(record["prompt"], "prompt")),
-                ("assistant", _text(record["response"], "response")),
-            )
-        )
+        parsed: Conversation | Preference = _chat(record)
+    elif shape in ("prompt_response", "prompt_completion"):
+        parsed = _exchange(record, "response" if shape == "prompt_response" else "completion")
     else:
-        chosen, rejected = _text(record["chosen"], "chosen"), _text(record["rejected"], "rejected")
-        if chosen == rejected:
-            raise RecordProblem("identical_pair", "chosen and rejected are the same reply")
-        parsed = Preference((*_system(record), ("user", _text(record["prompt"], "prompt"))), chosen, rejected)
+        parsed = _preference(record)
     contents = [c for _, c in (parsed.messages if isinstance(parsed, Conversation) else parsed.prompt)]
     if isinstance(parsed, Preference):
         contents += [parsed.chosen, parsed.rejected]

@@ -11,6 +11,7 @@
 - search: search
 - specialists: finetune, merge
 - align: align, instructions
+- export: export (transformers and llama.cpp formats)
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from foundry.cli import align, config, console, data, ops, pipeline, registry, search, specialists
+from foundry.cli import align, config, console, data, export, ops, pipeline, registry, search, specialists
 from foundry.config import ConfigError
 from foundry.env import configure_environment
 from foundry.redact import redact_text
 
-DOMAINS = (pipeline, ops, data, registry, config, align, search, specialists)
+DOMAINS = (pipeline, ops, data, registry, config, align, search, specialists, export)
 LIGHT = {"config"}  # commands that never start Prefect: no log file, no Prefect import
 VERBOSE = "print tracebacks on the console too (they always go to the log file under $FOUNDRY_HOME/logs/)"
 

@@ -37,6 +37,12 @@ class EvaluationConfig(_Section):
     compression_context_bytes: int = Field(
         8 << 20, ge=0, description="Training text (its tail) that gzip and xz see before the holdout."
     )
+    strong_context_bytes: int = Field(
+        16 << 20,
+        ge=0,
+        description="Training text (its tail) that the strongest baselines, PPMd order 16 and xz -9e, see before the "
+        "holdout: the whole default training split (10.0 MiB); PPMd's 256 MiB model holds about 12 MiB of it.",
+    )
     prompts: list[str] = Field(
         ["def ", "import ", "class Parser:\n    def __init__(self", "# Copyright", "    return "],
         description="Prompts whose generations are logged with every evaluation.",

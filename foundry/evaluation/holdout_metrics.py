@@ -29,8 +29,22 @@ class HoldoutMetrics(BaseModel):
     unigram_bits_per_byte: float | None = None  # train-split token frequencies, add-one smoothed
     gzip_bits_per_byte: float | None = None  # gzip -9 on the holdout after the tail of the train text
     xz_bits_per_byte: float | None = None  # xz -6, the same way
+    # The strongest general compressors, given `baseline_train_bytes` of the train text's tail (versions from
+    # before 2026-12 have none of these three).
+    xz9e_bits_per_byte: float | None = None  # xz -9e (preset 9 | PRESET_EXTREME)
+    ppmd_bits_per_byte: float | None = None  # PPMd order 16, variant I (pyppmd)
+    baseline_train_bytes: int | None = None  # training text xz -9e and PPMd saw: `evaluation.strong_context_bytes`
 
-    BASELINES: ClassVar[tuple[str, ...]] = ("unigram", "gzip", "xz")
+    BASELINES: ClassVar[tuple[str, ...]] = ("unigram", "gzip", "xz", "xz9e", "ppmd")
+    # How cards and summaries name each baseline.
+    LABELS: ClassVar[dict[str, str]] = {
+        "unigram": "unigram",
+        "gzip": "gzip",
+        "xz": "xz",
+        "xz9e": "xz -9e",
+        "ppmd": "PPMd order 16",
+    }
+    COUNTS: ClassVar[tuple[str, ...]] = ("tokens", "baseline_train_bytes")  # integers, stored as floats
     # What a reproduction must match: the model's own figures, not the baselines (they depend on the data only).
     COMPARED: ClassVar[tuple[str, ...]] = ("loss", "bits_per_byte", "perplexity")
 
@@ -52,9 +66,8 @@ class HoldoutMetrics(BaseModel):
         values = {name: metrics[cls.key(name)] for name in cls.model_fields if cls.key(name) in metrics}
         if "bits_per_byte" not in values:
             raise KeyError(f"no {cls.key('bits_per_byte')} among the recorded metrics ({', '.join(sorted(metrics))})")
-        if "tokens" in values:  # MLflow stores every metric as a float
-            values["tokens"] = int(float(values["tokens"]))
-        return cls.model_validate({k: float(v) if k != "tokens" else v for k, v in values.items()})
+        # MLflow stores every metric as a float, tags as strings
+        return cls.model_validate({k: int(float(v)) if k in cls.COUNTS else float(v) for k, v in values.items()})
 
     @classmethod
     def recorded_in(cls, metrics: Mapping[str, float | str]) -> bool:
@@ -66,9 +79,14 @@ class HoldoutMetrics(BaseModel):
         return HoldoutMetrics.model_validate({**self.model_dump(exclude_none=True), **scores})
 
     def baselines(self) -> dict[str, float]:
-        """The baselines that were measured, by name (unigram, gzip, xz)."""
+        """The baselines that were measured, by name (unigram, gzip, xz, xz9e, ppmd)."""
         scores = {name: getattr(self, f"{name}_bits_per_byte") for name in self.BASELINES}
         return {name: value for name, value in scores.items() if value is not None}
+
+    def strongest_baseline(self) -> tuple[str, float] | None:
+        """The measured baseline with the fewest bits per byte, by name; None when none was measured."""
+        scores = self.baselines()
+        return min(scores.items(), key=lambda item: item[1]) if scores else None
 
     def compared(self) -> dict[str, float]:
         """The figures a reproduction checks, under their MLflow keys, for those that were measured."""

@@ -1,4 +1,5 @@
-"""Stage E, evaluate: holdout loss, perplexity and bits per byte, with a unigram baseline.
+"""Stage E, evaluate: holdout loss, perplexity and bits per byte, with a unigram baseline (the compressors' are
+`compressors.py`'s).
 
 Bits per byte divide the summed loss by the holdout's UTF-8 bytes, so models with different
 tokenizers compare on the same footing; this is what promotion compares.
@@ -7,7 +8,6 @@ tokenizers compare on the same footing; this is what promotion compares.
 from __future__ import annotations
 
 import math
-from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +16,7 @@ import torch
 from foundry.data.clean import iter_texts
 from foundry.data.manifest import TOKENIZER, DatasetManifest
 from foundry.data.shards import load_split, split_parts
+from foundry.evaluation.compressors import compression_bits_per_byte  # noqa: F401  (bench/defaults.py's)
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from models.data import SequentialWindows
 from models.gpt import GPT
@@ -68,39 +69,11 @@ def unigram_bits_per_byte(data_dir: Path, vocab_size: int, holdout_bytes: int) -
     return float(nats / LN2 / holdout_bytes)
 
 
-def compression_bits_per_byte(data_dir: Path, context_bytes: int) -> dict[str, float]:
-    """gzip and xz on the holdout after (the tail of) the training text: what a general compressor
-    learns from the same data, the baseline a language model should beat."""
-    import gzip
-    import lzma
-
-    holdout = "".join(iter_texts(data_dir / "holdout.jsonl")).encode()
-    context = b""
-    if context_bytes:
-        # Only the tail matters: gzip sees 32 KiB back, xz (preset 6) 8 MiB.
-        chunks: deque[bytes] = deque()
-        size = 0
-        for text in iter_texts(data_dir / "train.jsonl"):
-            chunks.append(text.encode())
-            size += len(chunks[-1])
-            while size - len(chunks[0]) >= context_bytes:
-                size -= len(chunks.popleft())
-        context = b"".join(chunks)[-context_bytes:]
-    compressors = {
-        "gzip": lambda b: gzip.compress(b, compresslevel=9, mtime=0),
-        "xz": lambda b: lzma.compress(b, preset=6),
-    }
-    return {
-        f"{name}_bits_per_byte": 8 * (len(squeeze(context + holdout)) - len(squeeze(context))) / len(holdout)
-        for name, squeeze in compressors.items()
-    }
-
-
 def holdout_metrics(
     model: GPT, tokenizer_path: Path, data_dir: Path, batch_size: int, max_tokens: int
 ) -> HoldoutMetrics:
     """The model's loss, perplexity and bits per byte on the dataset's holdout, and the unigram baseline
-    (the compression baselines are `compression_bits_per_byte`'s, added by the caller that wants them)."""
+    (the compression baselines are `compressors.compression_baselines`', added by the caller that wants them)."""
     manifest = DatasetManifest.read(data_dir)
     scores = score(model, holdout_tokens(data_dir, tokenizer_path), manifest.holdout_bytes, batch_size, max_tokens)
     unigram = unigram_bits_per_byte(data_dir, manifest.vocab_size, manifest.holdout_bytes)

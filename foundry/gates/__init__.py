@@ -3,7 +3,8 @@ turns it into the one `Decision` type, with no registry, file or network in sigh
 
 - `pretrain`: a pretraining or retraining challenger against the champion of its name.
 - `specialist`: a domain fine-tune against its base and against the specialist's own champion.
-- `merge`: a merge against the base and each specialist, on every parent's holdout.
+- `merge`: a merge against the base and each specialist, on every parent's holdout, and against the champion
+  of its name on the same holdouts.
 - `alignment`: an aligned model against its base and against the champion of its name.
 - `decision`: the one `Decision` every gate returns, with its named checks.
 - `inputs`: the typed `...Inputs` each gate decides on, and the `gate.*` tags that record them.

@@ -38,6 +38,7 @@ class HoldoutScore(_Value):
     merged_bits_per_byte: float
     base_bits_per_byte: float
     specialist_bits_per_byte: float | None = None  # None on the base's own holdout
+    incumbent_bits_per_byte: float | None = None  # the champion of the merge's name, when there is one
 
 
 class _HoldoutInputs(_Value):
@@ -91,15 +92,18 @@ class SpecialistInputs(_HoldoutInputs):
 
 
 class MergeInputs(_Value):
-    """A merge scored beside the base and each specialist on every parent's holdout, then on the base's own."""
+    """A merge scored beside the base and each specialist on every parent's holdout, then on the base's own,
+    and beside the champion of the name it registers under on those same holdouts."""
 
     gate: Literal["merge"] = "merge"
     scores: list[HoldoutScore]
     max_gap: float
     auto_promote: bool
+    incumbent_version: str | None = None  # None: no champion of this name yet
 
     def tags(self) -> dict[str, str]:
-        return {"gate.max_gap": str(self.max_gap)}
+        incumbent = {} if self.incumbent_version is None else {"gate.incumbent_version": self.incumbent_version}
+        return {"gate.max_gap": str(self.max_gap)} | incumbent
 
 
 class AlignmentInputs(_Value):

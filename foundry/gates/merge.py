@@ -1,12 +1,15 @@
 """The merge gate: a merge is worth keeping when it beats the base on every parent's holdout (it kept
 something of each specialisation) and is within `merge.max_gap` bits per byte of each specialist on that
-specialist's own holdout (it did not dilute any of them too far). The base's own holdout is reported only."""
+specialist's own holdout (it did not dilute any of them too far), and when the name it registers under has a
+champion, a lower mean bits per byte than that champion over the same parents' holdouts, or a weaker merge
+would replace a stronger one; a champion not scored on one of them fails the check. The base's own holdout is
+reported only."""
 
 from __future__ import annotations
 
 from foundry.gates.checks import beats
 from foundry.gates.decision import Check, Decision
-from foundry.gates.inputs import MergeInputs
+from foundry.gates.inputs import HoldoutScore, MergeInputs
 
 
 def decide(i: MergeInputs) -> Decision:
@@ -30,8 +33,29 @@ def decide(i: MergeInputs) -> Decision:
                 f"{where} the merge's {merged:.4f} trails the specialist's {specialist:.4f} bits/byte by "
                 f"{gap:.4f}, more than merge.max_gap {i.max_gap}"
             )
-    parents = sum(s.specialist_bits_per_byte is not None for s in i.scores)
-    verdict = "; ".join(problems) or (
-        f"beats the base on all {parents} parents' holdouts and is within {i.max_gap} bits/byte of each specialist"
+    gated = [s for s in i.scores if s.specialist_bits_per_byte is not None]
+    verdict = (
+        f"beats the base on all {len(gated)} parents' holdouts and is within {i.max_gap} bits/byte of each specialist"
     )
-    return Decision.of(i, checks, verdict)
+    if i.incumbent_version is not None:
+        checks["beats_incumbent"] = incumbent = _beats_incumbent(gated)
+        compared = f"the merge's mean {_shown(incumbent.candidate)} bits/byte on the parents' holdouts "
+        compared += f"{'beats' if incumbent.passed else 'does not beat'} champion v{i.incumbent_version}'s "
+        compared += _shown(incumbent.reference)
+        verdict = f"{verdict}; {compared}"
+        if not incumbent.passed:
+            problems.append(compared)
+    return Decision.of(i, checks, "; ".join(problems) or verdict)
+
+
+def _beats_incumbent(gated: list[HoldoutScore]) -> Check:
+    """Mean bits per byte over the parents' holdouts, lower than the champion's on the same ones; a holdout the
+    champion was not scored on leaves nothing to compare (not passed)."""
+    merged = sum(s.merged_bits_per_byte for s in gated) / len(gated) if gated else None
+    if not gated or any(s.incumbent_bits_per_byte is None for s in gated):
+        return Check(passed=False, candidate=merged)
+    return beats(merged, sum(s.incumbent_bits_per_byte for s in gated) / len(gated))
+
+
+def _shown(value: float | None) -> str:
+    return "?" if value is None else f"{value:.4f}"

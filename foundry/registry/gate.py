@@ -12,9 +12,10 @@ the registry and the holdouts. The pretraining gate's inputs:
 3. No forgetting: both are scored on the champion's own holdout (its data version, hydrated on this node);
    a challenger worse there by more than `evaluation.max_regression` bits per byte is refused.
 
-A domain fine-tune is judged against its base and the specialist's own champion (`gather_specialist`); an
-aligned model against its base and the champion of its name, on the same held-out alignment data
-(`gather_alignment`).
+A domain fine-tune is judged against its base and the specialist's own champion (`gather_specialist`); a merge
+against the champion of its name on the parents' holdouts it was scored on (`gather_merge`); an aligned model
+against its base and the champion of its name, on the same held-out alignment data (`gather_alignment`).
+Each looks the champion up with `versions.champion`, which fails closed: a registry error is not "no champion".
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ from foundry.contracts import Candidate, DataVersion
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates import alignment, pretrain, specialist
 from foundry.gates.decision import Decision
-from foundry.gates.inputs import AlignedScores, AlignmentInputs, OldHoldout, PretrainInputs, SpecialistInputs
+from foundry.gates.inputs import (
+    AlignedScores,
+    AlignmentInputs,
+    HoldoutScore,
+    MergeInputs,
+    OldHoldout,
+    PretrainInputs,
+    SpecialistInputs,
+)
 from foundry.registry import versions
 from foundry.registry.lineage import recorded_metrics
 
@@ -45,8 +54,9 @@ def score(weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig)
 
 
 def champion_bits_per_byte(champion, config: FoundryConfig, data_dir: Path, data: DataVersion, home: Path) -> float:
-    """The champion's score on this holdout: its recorded one if it was evaluated on it, else re-scored."""
-    if champion.tags.get("data_version") == data.data_version:
+    """The champion's score on this holdout: its recorded one if it was evaluated on it with the same
+    `evaluation.max_tokens` (the same bytes of it), else re-scored."""
+    if champion.tags.get("data_version") == data.data_version and _scored_alike(champion, config):
         recorded = recorded_metrics(champion).get(
             HoldoutMetrics.key("bits_per_byte")
         )  # its run's, or tags of older versions
@@ -56,6 +66,15 @@ def champion_bits_per_byte(champion, config: FoundryConfig, data_dir: Path, data
     bpb = score(artifacts / "model.pt", artifacts / "tokenizer.json", data_dir, config)
     log.info("champion v%s re-scored on data %s: %.4f bits/byte", champion.version, data.data_version, bpb)
     return bpb
+
+
+def _scored_alike(champion, config: FoundryConfig) -> bool:
+    """Whether the champion's recorded holdout score covers the bytes this run scores: the same
+    `evaluation.max_tokens` from the holdout's start (a record that names none is taken as it was before)."""
+    from foundry.registry.lineage import recorded_config
+
+    recorded = recorded_config(champion).get("evaluation", {}).get("max_tokens")
+    return recorded is None or int(recorded) == config.evaluation.max_tokens
 
 
 def champion_data(champion) -> DataVersion:
@@ -160,6 +179,27 @@ def gather_specialist(config: FoundryConfig, candidate: Candidate, base_uri: str
 def decide_specialist(config: FoundryConfig, candidate: Candidate, base_uri: str) -> Decision:
     """The specialist gate on `candidate`: gathered, then decided by `foundry.gates.specialist`."""
     return specialist.decide(gather_specialist(config, candidate, base_uri))
+
+
+def gather_merge(config: FoundryConfig, scores: list[HoldoutScore], name: str, home: Path) -> MergeInputs:
+    """The merge gate's inputs: the merge's `scores` (`foundry.specialists.merging.score_holdouts`) and the
+    champion of `name`, the name the merge registers under, re-scored on each of those holdouts with the same
+    evaluation settings, so both are measured on the same bytes."""
+    from foundry.data.hydrate import hydrate_version
+
+    given = MergeInputs(scores=scores, max_gap=config.merge.max_gap, auto_promote=config.registry.auto_promote)
+    current = versions.champion(name)  # fails closed: an error is not "no champion"
+    if current is None:
+        return given
+    files = versions.download(current, home)
+    rescored = []
+    for s in scores:
+        holdout = hydrate_version(champion_data(versions.resolve(s.holdout_of)), home)  # once per node
+        bpb = score(files / "model.pt", files / "tokenizer.json", holdout, config)
+        rescored.append(s.model_copy(update={"incumbent_bits_per_byte": bpb}))
+    shown = [round(s.incumbent_bits_per_byte, 4) for s in rescored]
+    log.info("champion v%s of %s on the merge's holdouts: %s bits/byte", current.version, name, shown)
+    return given.model_copy(update={"scores": rescored, "incumbent_version": str(current.version)})
 
 
 # --- alignment: the aligned model against its base and the champion of its name ------------------------

@@ -7,6 +7,8 @@ import textwrap
 from pathlib import Path
 
 from foundry.contracts import AlignResult, PipelineResult, Reproduction, SearchResult, SkippedRun
+from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.reports.cards import strongest_baseline_line
 from foundry.specialists.contracts import MergeResult
 
 
@@ -90,7 +92,8 @@ def skipped_summary(result: SkippedRun) -> str:
 def pipeline_summary(result: PipelineResult, home: Path) -> str:
     """What `foundry run` prints at the end, and the run page's summary artifact shows."""
     m = result.metrics
-    baselines = "  ".join(f"{name} {value:.4f}" for name, value in m.baselines().items())
+    baselines = "  ".join(f"{HoldoutMetrics.LABELS[name]} {value:.4f}" for name, value in m.baselines().items())
+    strongest = f"\n        strongest  {strongest_baseline_line(m)}" if m.strongest_baseline() else ""
     status = "champion" if result.promoted else "challenger"
     loadable = f"models:/{result.model_name}@champion" if result.promoted else result.model_uri  # refused: no alias
     return textwrap.dedent(f"""
@@ -98,7 +101,7 @@ def pipeline_summary(result: PipelineResult, home: Path) -> str:
         model      {result.model_uri}  (alias: {status}; {result.verdict})
         data       version {result.data_version}
         holdout    loss {m.loss:.4f}  perplexity {m.perplexity:.2f}  bits/byte {m.bits_per_byte:.4f}
-        baselines  {baselines} bits/byte
+        baselines  {baselines} bits/byte{strongest}
         MLflow run {result.run_id}
         MLflow UI  .venv/bin/mlflow ui --backend-store-uri sqlite:///{home}/mlflow/mlflow.db --host 127.0.0.1 --port 5000
         Prefect UI PREFECT_HOME={home}/prefect .venv/bin/prefect server start --host 127.0.0.1 --port 4200

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import models
-from models.request_limits import DEFAULTS, LIMITS
+from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS
 
 LEAF = Path(__file__).with_name("pyfunc_model.py")
 MODEL_CODE = Path(models.__file__).parent  # the package folder travels with the model as its code
@@ -22,8 +22,11 @@ def signature(limits: Mapping[str, int] = LIMITS):
     message = Object([Property("role", "string"), Property("content", "string")])
     return ModelSignature(
         # Each row one or the other: text to continue, or a chat the model's template renders (aligned versions).
+        # Then the chat-completions fields, as MLflow's ChatModel takes them: the scoring server hands a body of
+        # `messages` (not wrapped in dataframe_records) over as one row, with its other fields as columns.
         inputs=Schema(
             [ColSpec("string", "prompt", required=False), ColSpec(Array(message), "messages", required=False)]
+            + [ColSpec(kind, name, required=False) for name, kind in CHAT_COMPLETION_FIELDS.items()]
         ),
         outputs=Schema([ColSpec("string", "completion")]),
         params=ParamSchema(

@@ -12,7 +12,15 @@ turn, and the completion is the assistant's reply. A version never aligned conti
 A request is checked before any generation: its rows, each row's text and the sampling parameters,
 against the limits saved with the version (its `model_config`; `LIMITS` for a version logged before
 there were any). A refusal is an `MlflowException` of INVALID_PARAMETER_VALUE, which the scoring
-server answers with HTTP 400; its message names the field and the limit.
+server answers with HTTP 400; its message names the field and the limit. All rows of a request are
+generated in one call.
+
+A request that names one of the chat-completions fields (`model`, `max_tokens`, `max_completion_tokens`,
+`n`, `stream`: OpenAI's names, optional columns of the signature) beside its `messages` is one chat
+answered in that shape: a `chat.completion` (MLflow's `ChatCompletionResponse`) with the reply, why it
+ended ("stop" at the end marker, "length" at `max_tokens`) and the tokens counted. The scoring server
+hands such a body (`{"messages": [...], "max_tokens": 32, "temperature": 0}`, not wrapped in
+`dataframe_records`) to `predict` as one row, and answers with what `predict` returns, unwrapped.
 """
 
 import mlflow.pyfunc
@@ -21,9 +29,10 @@ from mlflow.exceptions import MlflowException
 from mlflow.models import set_model
 
 from models.chat import ROLES, saved_template
+from models.chat_completion import complete_chat, prompt_ids
 from models.generate import generate_replies, generate_texts
 from models.gpt import gpt_from_saved, load_saved
-from models.request_limits import DEFAULTS, LIMITS
+from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS
 
 SEEDS = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
 
@@ -33,7 +42,12 @@ def refused(message: str) -> MlflowException:
 
 
 def _present(value) -> bool:
-    return value is not None and not (isinstance(value, float) and pd.isna(value))
+    return value is not None and not (pd.api.types.is_scalar(value) and pd.isna(value))
+
+
+def _plain(value):
+    """A numpy scalar (what a frame holds) as Python's own, so that a message shows `2`, not `np.int64(2)`."""
+    return value.item() if hasattr(value, "item") and pd.api.types.is_scalar(value) else value
 
 
 def saved_limits(model_config: dict | None) -> dict[str, int]:
@@ -42,26 +56,31 @@ def saved_limits(model_config: dict | None) -> dict[str, int]:
     return {key: int(saved.get(key, default)) for key, default in LIMITS.items()}
 
 
-def _whole(params: dict, name: str) -> int:
-    value = params[name]
+def _whole(value, field: str) -> int:
     try:
         number = int(value)
     except (TypeError, ValueError, OverflowError):
         number = None
     if number is None or isinstance(value, bool) or number != value:
-        raise refused(f"params.{name} = {value!r}: must be a whole number")
+        raise refused(f"{field} = {value!r}: must be a whole number")
     return number
 
 
-def sampling(params: dict | None, limits: dict[str, int]) -> tuple[int, float, int | None, int]:
-    """(max_new_tokens, temperature, top_k, seed) of a request, checked; absent ones take their defaults."""
+def sampling(
+    params: dict | None, limits: dict[str, int], length: tuple[str, object] | None = None
+) -> tuple[int, float, int | None, int]:
+    """(max_new_tokens, temperature, top_k, seed) of a request, checked; absent ones take their defaults.
+    `length`: (field, value) of a chat-completions request's `max_tokens`, which then stands for max_new_tokens."""
     given = {**DEFAULTS, "max_new_tokens": min(DEFAULTS["max_new_tokens"], limits["max_new_tokens"])}
     given.update({k: v for k, v in (params or {}).items() if v is not None})
-    max_new_tokens, top_k, seed = (_whole(given, name) for name in ("max_new_tokens", "top_k", "seed"))
+    length_field = "params.max_new_tokens"
+    if length is not None:
+        length_field, given["max_new_tokens"] = length
+    max_new_tokens = _whole(given["max_new_tokens"], length_field)
+    top_k, seed = (_whole(given[name], f"params.{name}") for name in ("top_k", "seed"))
     if not 1 <= max_new_tokens <= limits["max_new_tokens"]:
         raise refused(
-            f"params.max_new_tokens = {max_new_tokens}: must be between 1 and {limits['max_new_tokens']}, "
-            "this version's limit"
+            f"{length_field} = {max_new_tokens}: must be between 1 and {limits['max_new_tokens']}, this version's limit"
         )
     try:
         temperature = float(given["temperature"])
@@ -120,6 +139,59 @@ def checked_rows(model_input, limits: dict[str, int]) -> list[dict]:
     return rows
 
 
+def completion_request(model_input) -> dict | None:
+    """A chat-completions request's own fields, checked ({"length": (field, value) or None, "model": ...}); None
+    for a request of Foundry's rows, which names none of them."""
+    if not isinstance(model_input, pd.DataFrame):
+        return None
+    named = {
+        name: _plain(model_input[name].iloc[0])
+        for name in CHAT_COMPLETION_FIELDS
+        if name in model_input.columns and model_input[name].map(_present).any()
+    }
+    if not named:
+        return None
+    first = next(iter(named))
+    has_messages = "messages" in model_input.columns and _present(model_input["messages"].iloc[0])
+    has_prompt = "prompt" in model_input.columns and _present(model_input["prompt"].iloc[0])
+    if len(model_input) != 1 or not has_messages or has_prompt:
+        raise refused(
+            f"{first}: a chat-completions request is one chat, `messages` with its fields beside it "
+            f"({', '.join(CHAT_COMPLETION_FIELDS)}); rows of prompts take params.max_new_tokens instead"
+        )
+    if named.get("n", 1) != 1:
+        raise refused(f"n = {named['n']!r}: this model answers one choice per request; send n = 1 or leave it out")
+    if named.get("stream", False) is not False:
+        raise refused(f"stream = {named['stream']!r}: answers are not streamed; send stream = false or leave it out")
+    lengths = {name: named[name] for name in ("max_tokens", "max_completion_tokens") if name in named}
+    if len(set(lengths.values())) > 1:
+        raise refused(f"max_tokens = {lengths['max_tokens']!r} and max_completion_tokens differ; send one of them")
+    model = named.get("model")
+    return {"length": next(iter(lengths.items()), None), "model": None if model is None else str(model)}
+
+
+def chat_completion(reply, model: str | None) -> dict:
+    """A `Reply` (models.chat_completion) in the chat-completions answer's shape."""
+    from mlflow.types.llm import ChatChoice, ChatCompletionResponse, ChatMessage, TokenUsageStats
+
+    return ChatCompletionResponse(
+        id=reply.id,
+        model=model,
+        choices=[
+            ChatChoice(
+                index=0,
+                message=ChatMessage(role="assistant", content=reply.text),
+                finish_reason=reply.finish_reason,
+            )
+        ],
+        usage=TokenUsageStats(
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            total_tokens=reply.total_tokens,
+        ),
+    ).to_dict()
+
+
 class GPTTextGenerator(mlflow.pyfunc.PythonModel):
     """Loads the `checkpoint` (model.pt) and `tokenizer` (tokenizer.json) artifacts; generates on CPU."""
 
@@ -133,25 +205,43 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         # A version unpickled from before models-from-code has no model_config attribute on its context.
         self.limits = saved_limits(getattr(context, "model_config", None))
 
-    def _generate(self, row: dict, sampling: tuple) -> list[str]:
-        if "prompt" in row and self.template is None:
-            return generate_texts(self.model, self.tokenizer, [row["prompt"]], *sampling)
-        if self.template is None:
-            raise refused("messages: this version was never aligned and has no chat template; send a prompt")
-        chat = row.get("messages") or [{"role": "user", "content": row["prompt"]}]
-        return generate_replies(self.model, self.tokenizer, self.template, [chat], *sampling)
-
-    # Hinted as a DataFrame, which MLflow does not infer from: the explicit signature applies.
-    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
-        limits = getattr(self, "limits", LIMITS)
-        chosen = sampling(params, limits)
-        completions = []
-        for i, row in enumerate(checked_rows(model_input, limits)):
+    def _chats(self, rows: list[dict]) -> list[list[dict]]:
+        """Each row as a conversation the template renders (a prompt as one user turn), checked row by row."""
+        chats = [row.get("messages") or [{"role": "user", "content": row["prompt"]}] for row in rows]
+        for i, (row, chat) in enumerate(zip(rows, chats, strict=True)):
             try:
-                completions += self._generate(row, chosen)
+                prompt_ids(self.model, self.tokenizer, self.template, chat)
             except ValueError as exc:  # what the template cannot render or the context cannot hold
                 raise refused(f"row {i}: {next(iter(row))}: {exc}") from None
-        return pd.DataFrame({"completion": completions})
+        return chats
+
+    def _generate(self, rows: list[dict], sampling: tuple) -> list[str]:
+        if self.template is not None:
+            return generate_replies(self.model, self.tokenizer, self.template, self._chats(rows), *sampling)
+        for i, row in enumerate(rows):
+            if "messages" in row:
+                raise refused(
+                    f"row {i}: messages: this version was never aligned and has no chat template; send a prompt"
+                )
+        return generate_texts(self.model, self.tokenizer, [row["prompt"] for row in rows], *sampling)
+
+    def _complete(self, model_input: pd.DataFrame, request: dict, params, limits: dict[str, int]) -> dict:
+        if self.template is None:
+            raise refused("messages: this version was never aligned and has no chat template: it answers prompts only")
+        chosen = sampling(params, limits, request["length"])
+        [chat] = self._chats(checked_rows(model_input, limits))
+        return chat_completion(
+            complete_chat(self.model, self.tokenizer, self.template, chat, *chosen), request["model"]
+        )
+
+    # Hinted as a DataFrame, which MLflow does not infer from: the explicit signature applies.
+    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame | dict:
+        limits = getattr(self, "limits", LIMITS)
+        request = completion_request(model_input)
+        if request is not None:
+            return self._complete(model_input, request, params, limits)
+        chosen = sampling(params, limits)
+        return pd.DataFrame({"completion": self._generate(checked_rows(model_input, limits), chosen)})
 
 
 # MLflow runs this file to load a version: it takes the model from here.

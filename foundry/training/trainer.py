@@ -266,6 +266,7 @@ def train(
         adapters = module.merge_adapters()
         if trainer.global_rank == 0:
             torch.save(adapters, checkpoint_dir / "adapter.pt")
+            _save_peft_adapter(module.model.config.to_dict(), adapters, config, checkpoint_dir)
     state = trainer.strategy.lightning_module_state_dict()  # all ranks: a collective under FSDP
     weights = {k.removeprefix("model."): v.detach().cpu() for k, v in state.items()}
     final = checkpoint_dir / "model.pt"
@@ -286,6 +287,17 @@ def lora_spec(config: FoundryConfig):
             "finetune.method lora trains adapters on a model's weights: set train.init_from (foundry finetune does)"
         )
     return LoRASpec(rank=f.lora_rank, alpha=f.lora_alpha, dropout=f.lora_dropout, targets=tuple(f.lora_targets))
+
+
+def _save_peft_adapter(model_args: dict, adapters: dict, config: FoundryConfig, checkpoint_dir: Path) -> None:
+    """The adapters in PEFT's format too (`PEFT_ADAPTER`/), for the HF export of the base; adapter.pt stays."""
+    from foundry.export.layout import UnsupportedArchitecture
+    from foundry.export.peft import PEFT_ADAPTER, write_peft_adapter
+
+    try:
+        write_peft_adapter(model_args, adapters, lora_spec(config), checkpoint_dir / PEFT_ADAPTER)
+    except UnsupportedArchitecture as e:  # a base no export maps: the merged model and adapter.pt are what it has
+        log.warning("adapters not written in PEFT's format: %s", e)
 
 
 def _record_resume(run_id: str, resume_from: Path | None, share: tuple[int, int] | None = None) -> None:

@@ -184,7 +184,7 @@ def _declared(extras: tuple[str, ...] = ()) -> set[str]:
     return {re.split(r"[<>=!~\[ ;]", spec, maxsplit=1)[0].lower().replace("_", "-") for spec in specs}
 
 
-@pytest.mark.parametrize(("folders", "extras"), [(PACKAGES, ()), (("tests", "bench"), ("dev",))])
+@pytest.mark.parametrize(("folders", "extras"), [(PACKAGES, ()), (("tests", "bench"), ("dev", "llama"))])
 def test_every_third_party_module_imported_is_declared(folders, extras):
     """The code's imports in `dependencies`; the tests' and benchmarks' in those or the `dev` extra."""
     providers = metadata.packages_distributions()

@@ -82,6 +82,11 @@ def test_pretrain_refuses_a_champion_on_another_footing():
     assert not decision.passed and decision.verdict == "not built on v3"
 
 
+def test_pretrain_refuses_a_challenger_when_the_champion_was_not_scored():
+    decision = pretrain.decide(against_champion(1.0, None, champion_version="3", old_holdout=old(2.0, 2.0)))
+    assert not decision.passed and decision.verdict == "1.0000 does not beat champion's ? bits/byte by 0.0"
+
+
 def test_pretrain_leaves_a_pass_to_a_reviewer_without_auto_promotion():
     decision = pretrain.decide(against_champion(1.2, 1.5, auto_promote=False))
     assert decision.passed and not decision.make_champion
@@ -139,6 +144,11 @@ def test_specialist_is_refused_by_its_incumbent():
     assert not decision.passed and "does not beat the specialist's champion v4 (1.1000" in decision.verdict
 
 
+def test_specialist_is_refused_by_an_incumbent_it_was_not_scored_beside():
+    decision = specialist.decide(fine_tune(1.2, 1.5, incumbent_version="4", incumbent_bits_per_byte=None))
+    assert not decision.passed and "does not beat the specialist's champion v4 (? bits/byte)" in decision.verdict
+
+
 # --- merges -------------------------------------------------------------------------------------------
 
 
@@ -166,6 +176,30 @@ def test_merge_is_refused_for_not_beating_the_base():
         merged(merge_score("models:/a/1", 1.31, 1.30, 1.30), merge_score("models:/b/1", 1.24, 1.35, 1.20))
     )
     assert not decision.passed and "the merge's 1.3100 does not beat the base's 1.3000" in decision.verdict
+
+
+def beside_champion(incumbent_a: float | None, incumbent_b: float | None) -> MergeInputs:
+    """A merge that passes its own checks (mean 1.22 on the parents' holdouts), beside champion v7 of its name."""
+    a = merge_score("models:/a/1", 1.20, 1.30, 1.16).model_copy(update={"incumbent_bits_per_byte": incumbent_a})
+    b = merge_score("models:/b/1", 1.24, 1.35, 1.20).model_copy(update={"incumbent_bits_per_byte": incumbent_b})
+    return merged(a, b).model_copy(update={"incumbent_version": "7"})
+
+
+def test_merge_passes_when_its_mean_beats_the_champion_of_its_name_on_the_same_holdouts():
+    decision = merge.decide(beside_champion(1.25, 1.21))  # champion's mean 1.23
+    assert decision.passed and decision.verdict.endswith("beats champion v7's 1.2300")
+
+
+def test_merge_is_refused_by_a_stronger_champion_of_its_name():
+    decision = merge.decide(beside_champion(1.15, 1.25))  # champion's mean 1.20, though worse on b
+    assert not decision.passed and decision.verdict == (
+        "the merge's mean 1.2200 bits/byte on the parents' holdouts does not beat champion v7's 1.2000"
+    )
+
+
+def test_merge_is_refused_by_a_champion_not_scored_on_every_parents_holdout():
+    check = merge.decide(beside_champion(1.25, None)).checks["beats_incumbent"]
+    assert (check.passed, check.candidate, check.reference) == (False, pytest.approx(1.22), None)
 
 
 # --- alignment against its base and the champion of its name ------------------------------------------

@@ -131,6 +131,21 @@ def test_a_champion_of_the_same_data_is_compared_by_its_recorded_score(
     assert worse.tags()["gate.champion_bits_per_byte"] == "2.500000"
 
 
+def test_a_champion_scored_on_other_bytes_of_the_same_holdout_is_rescored(
+    tiny_config, old_data, champion_checkpoint, foundry_home
+):
+    """Its recorded score covered `evaluation.max_tokens` of its run; this run scores fewer: the recorded
+    figure is not on the same bytes, so the champion is scored again on these."""
+    data, folder = old_data
+    config = named(tiny_config, "gate-tokens")
+    tags = {"data_version": data.data_version, "data.remote": data.remote, "holdout/bits_per_byte": "2.500000"}
+    register_champion(config, champion_checkpoint, folder / "tokenizer.json", tags)
+    fewer = named(config, "gate-tokens", max_tokens=100)
+    expected = score(champion_checkpoint, folder / "tokenizer.json", folder, fewer)
+    decision = decide(fewer, champion_checkpoint, {"holdout/bits_per_byte": 2.4}, folder, data, foundry_home)
+    assert decision.inputs.champion_bits_per_byte == pytest.approx(expected, rel=1e-9) != 2.5
+
+
 @pytest.fixture(scope="module")
 def new_data(tiny_config, old_data, tmp_path_factory):
     """New documents (another corpus altogether) on the old data version's ledger and tokenizer."""
@@ -239,6 +254,34 @@ def test_a_gain_below_min_improvement_is_refused(tiny_config, old_data, champion
     assert not small.passed and not small.make_champion and "by 0.2" in small.verdict
     large = decide(config, champion_checkpoint, {"holdout/bits_per_byte": 2.25}, folder, data, foundry_home)
     assert large.passed and large.make_champion
+
+
+def test_a_merge_is_held_to_the_champion_of_its_name_rescored_on_the_same_holdouts(
+    tiny_config, old_data, champion_checkpoint, foundry_home
+):
+    """`gather_merge` scores the champion of the merge's name on each holdout the merge was scored on (here the
+    champion's own); a merge that passes its own checks but scores worse is refused."""
+    from foundry.gates import merge
+    from foundry.registry.gate import gather_merge
+    from foundry.specialists.contracts import HoldoutScore
+
+    data, folder = old_data
+    config = named(tiny_config, "gate-merged")
+    tags = {"data_version": data.data_version, "data.remote": data.remote}
+    version = register_champion(config, champion_checkpoint, folder / "tokenizer.json", tags)
+    expected = score(champion_checkpoint, folder / "tokenizer.json", folder, config)
+    worse = expected + 0.01  # beats the base and stays within max_gap of the specialist, not the champion
+    held = HoldoutScore(
+        holdout_of=f"models:/gate-merged/{version}",
+        data_version=data.data_version,
+        merged_bits_per_byte=worse,
+        base_bits_per_byte=worse + 1.0,
+        specialist_bits_per_byte=worse,
+    )
+    inputs = gather_merge(config, [held], "gate-merged", foundry_home)
+    assert inputs.scores[0].incumbent_bits_per_byte == pytest.approx(expected, rel=1e-9)
+    decision = merge.decide(inputs)
+    assert [n for n, c in decision.checks.items() if not c.passed] == ["beats_incumbent"] and not decision.passed
 
 
 # --- alignment: the aligned model against its base, no registry needed -------------------------------

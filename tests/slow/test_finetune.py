@@ -20,6 +20,8 @@ from foundry.config import load_config
 
 DOMAIN = "stdlib://importlib"
 EMAIL, AWS_KEY = "jane.doe@example.com", "AKIAIOSFODNN7EXAMPLE"
+# a LoRA run's adapters: Foundry's own, and PEFT's config and weights (foundry/export/peft.py)
+ADAPTER_ARTIFACTS = {"adapter/adapter.pt", "adapter/adapter_config.json", "adapter/adapter_model.safetensors"}
 
 
 def domain(*overrides: str):
@@ -64,7 +66,7 @@ def test_a_lora_specialist_trains_adapters_only_merges_them_in_and_records_its_b
     # Rank 2 on one block's four projections of width 32: 2 x ((32 + 96) + (32 + 32) + (32 + 128) + (128 + 32)).
     assert run.data.metrics["finetune/trainable_params"] == 2 * 512
     assert run.data.metrics["finetune/trainable_share"] < 0.05
-    assert [a.path for a in tracking.client().list_artifacts(result.run_id, "adapter")] == ["adapter/adapter.pt"]
+    assert {a.path for a in tracking.client().list_artifacts(result.run_id, "adapter")} == ADAPTER_ARTIFACTS
 
     tuned, original = weights(result.model_uri, foundry_home), weights(base.model_uri, foundry_home)
     assert tuned.keys() == original.keys()  # merged in: the base architecture, served unchanged
@@ -182,7 +184,7 @@ def test_a_lora_fine_tune_killed_with_sigkill_resumes_bitwise_exact(tiny_dataset
     assert weights_digest(load(resumed.parent / "adapter.pt")) == weights_digest(
         load(never_stopped.parent / "adapter.pt")
     )
-    assert {a.path for a in tracking.client().list_artifacts(run.run_id, "adapter")} == {"adapter/adapter.pt"}
+    assert {a.path for a in tracking.client().list_artifacts(run.run_id, "adapter")} == ADAPTER_ARTIFACTS
 
 
 def test_lora_trains_on_two_ranks_with_the_base_frozen(tiny_dataset, tmp_path):
@@ -207,6 +209,10 @@ def test_lora_trains_on_two_ranks_with_the_base_frozen(tiny_dataset, tmp_path):
     assert all(torch.equal(after[k], before[k]) for k in before.keys() - adapted)
     assert all(not torch.equal(after[k], before[k]) for k in adapted)
     assert load(tuned.parent / "adapter.pt")  # the adapters themselves, beside the merged weights
+    assert sorted(p.name for p in (tuned.parent / "peft-adapter").iterdir()) == [  # and in PEFT's format
+        "adapter_config.json",
+        "adapter_model.safetensors",
+    ]
 
 
 def test_a_second_fine_tune_of_a_specialist_keeps_its_domain_holdout(base_model, prefect_harness, foundry_home):

@@ -186,15 +186,14 @@ def served(python: Path, model_uri: str, folder: Path):
             server.wait()
 
 
-def ask(url: str, body: dict) -> tuple[int, dict]:
-    request = Request(
-        f"{url}/invocations", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
+def ask(url: str, body: dict, path: str = "/invocations") -> tuple[int, dict | str]:
+    request = Request(f"{url}{path}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     try:
         with urlopen(request, timeout=300) as response:
             return response.status, json.loads(response.read())
     except HTTPError as error:
-        return error.code, json.loads(error.read())
+        text = error.read().decode()
+        return error.code, json.loads(text) if text.startswith("{") else text
 
 
 def test_mlflow_models_serve_answers_over_http_and_refuses_bad_requests_with_400(fresh_venv, tmp_path):
@@ -247,7 +246,7 @@ try:
 except ImportError:
     pass
 model = mlflow.pyfunc.load_model({aligned.model_uri!r})
-assert model.metadata.get_input_schema().input_names() == ["prompt", "messages"]
+assert model.metadata.get_input_schema().input_names()[:2] == ["prompt", "messages"]
 out = model.predict(pd.DataFrame({{"messages": {CHATS!r}}}), params={PARAMS!r})
 print(json.dumps(list(out["completion"])))
 """
@@ -255,6 +254,35 @@ print(json.dumps(list(out["completion"])))
     replies = json.loads(result.stdout.strip().splitlines()[-1])
     here = mlflow.pyfunc.load_model(aligned.model_uri).predict(pd.DataFrame({"messages": CHATS}), params=PARAMS)
     assert replies == list(here["completion"]) and len(replies) == len(CHATS)
+
+
+def test_an_aligned_version_served_over_http_answers_a_chat_and_the_chat_completions_shape(
+    fresh_venv, aligned_model, tmp_path
+):
+    """The aligned version served from the fresh virtualenv: Foundry's chat rows as in this process; a
+    chat-completions body (what an OpenAI client sends, posted to /invocations) in that shape, its reply the
+    same chat's; the path an OpenAI client would post to by itself is not served (404)."""
+    import mlflow
+
+    _, aligned = aligned_model
+    python, _ = fresh_venv
+    greedy = {"max_new_tokens": 8, "temperature": 0}
+    chat = {"model": "it-chat", "messages": CHATS[1], "max_tokens": 8, "temperature": 0}
+    with served(python, aligned.model_uri, tmp_path) as url:
+        rows = ask(url, {"dataframe_records": [{"messages": c} for c in CHATS], "params": greedy})
+        completion = ask(url, chat)
+        openai_path = ask(url, chat, "/chat/completions")
+        too_long = ask(url, {**chat, "max_tokens": 100_000})
+    here = mlflow.pyfunc.load_model(aligned.model_uri).predict(pd.DataFrame({"messages": CHATS}), params=greedy)
+    assert rows[0] == 200 and [row["completion"] for row in rows[1]["predictions"]] == list(here["completion"])
+    status, answer = completion
+    assert status == 200 and answer["object"] == "chat.completion", answer
+    [choice] = answer["choices"]
+    assert choice["message"] == {"role": "assistant", "content": here["completion"][1]}
+    assert choice["finish_reason"] in ("stop", "length") and answer["usage"]["completion_tokens"] <= 8
+    assert choice["finish_reason"] == "stop" or answer["usage"]["completion_tokens"] == 8
+    assert openai_path[0] == 404
+    assert too_long[0] == 400 and "max_tokens = 100000: must be between 1 and" in too_long[1]["message"]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,206 @@
+"""Generation speed: Foundry's served generation against `transformers`' `generate` on the exported copy of the
+same weights, and against Foundry's generation before the key/value cache.
+
+    python bench/generate.py [--model models:/foundry-gpt@champion] [--rows 8] [--new-tokens 64] [--repeats 5]
+                             [--threads N]
+
+The model is the default config's architecture (`foundry config --defaults`: rotary positions, 2 layers of
+width 144, context 128, vocabulary 4096) with random weights, or with `--model` a registered version (its
+`model.pt` and `tokenizer.json`, from the registry under $FOUNDRY_HOME). `foundry.export.hf.write_hf` exports it
+to a temporary folder, which `AutoModelForCausalLM.from_pretrained` opens (offline).
+
+Three ways to generate the same greedy tokens for the same `--rows` prompts of mixed lengths (Python standard
+library source, cut at different lengths), each `--new-tokens` long:
+- Foundry, cached: `models.generate.generate_ids`, the function the served model's `generate_texts` and
+  `generate_replies` call with all rows of a request at once (left padding, key/value cache), `top_k=1`;
+- transformers: `model.generate(input_ids, attention_mask, do_sample=False)` on the same left-padded batch;
+- Foundry, uncached: one prompt at a time through `GPT.generate(..., use_cache=False)`, which recomputes the
+  whole context for every token, as serving did before.
+Stop tokens are ignored so that all three do the same work: Foundry's `stop_token=None`, transformers'
+`eos_token_id=None` (every row is checked to hold exactly `--new-tokens` new tokens). Foundry and transformers
+alternate, `--repeats` times each, and the median time counts (the uncached way runs once: it is the slow
+one); the same torch threads serve both (`--threads`: on a machine busy with other work, two threads per
+process wait on each other, and every figure drops tenfold and scatters). The last line is the headline (target:
+Foundry >= 1.0x transformers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})  # nothing leaves loopback
+
+import torch  # noqa: E402
+
+from models.generate import generate_ids  # noqa: E402
+from models.gpt import GPT, GPTConfig, load_saved  # noqa: E402
+from models.tokens import EOT  # noqa: E402
+
+
+def random_version(folder: Path) -> tuple[dict, Path, str]:
+    """The default config's architecture with random weights, and a byte-level BPE of the config's vocabulary
+    size trained on a few standard-library modules (a tokenizer `write_hf` can copy, and prompts to encode)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from foundry.config import FoundryConfig
+
+    config = FoundryConfig()
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=config.tokenizer.vocab_size,
+        special_tokens=[EOT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(library_texts(), trainer)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=config.tokenizer.vocab_size, **config.model.model_dump()))
+    saved = {"model_args": model.config.to_dict(), "state_dict": model.state_dict()}
+    return saved, folder / "tokenizer.json", "random weights, the default config's architecture"
+
+
+def registered_version(uri: str) -> tuple[dict, Path, str]:
+    from foundry.env import configure_environment
+    from foundry.registry.versions import download, resolve
+
+    home = configure_environment()
+    artifacts = download(resolve(uri), home)
+    return load_saved(artifacts / "model.pt"), artifacts / "tokenizer.json", uri
+
+
+def library_texts() -> list[str]:
+    import json
+    import textwrap
+
+    return [Path(m.__file__).read_text() for m in (argparse, json.decoder, statistics, tempfile, textwrap)]
+
+
+def prompts(tokenizer, rows: int, longest: int) -> list[list[int]]:
+    """`rows` prompts from 8 to `longest` tokens, each from a different place in the library's text."""
+    ids = tokenizer.encode("\n".join(library_texts())).ids
+    lengths = [8 + (longest - 8) * i // max(rows - 1, 1) for i in range(rows)]
+    return [ids[997 * i : 997 * i + n] for i, n in enumerate(lengths)]
+
+
+def left_padded(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(map(len, rows))
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    return ids, mask
+
+
+def foundry_cached(model: GPT, rows: list[list[int]], n: int) -> list[list[int]]:
+    return generate_ids(model, rows, n, temperature=1.0, top_k=1, seed=0, stop_token=None)
+
+
+def foundry_uncached(model: GPT, rows: list[list[int]], n: int) -> list[list[int]]:
+    out = []
+    for row in rows:  # as serving generated before: one prompt at a time, the whole context every token
+        generated = model.generate(torch.tensor([row]), n, 1.0, 1, torch.Generator().manual_seed(0), use_cache=False)
+        out.append(generated[0, len(row) :].tolist())
+    return out
+
+
+def transformers_generate(hf, rows: list[list[int]], n: int, pad: int) -> list[list[int]]:
+    ids, mask = left_padded(rows, pad)
+    with torch.no_grad():
+        out = hf.generate(ids, attention_mask=mask, max_new_tokens=n, do_sample=False, pad_token_id=pad)
+    return out[:, ids.size(1) :].tolist()
+
+
+def timed(fn, *args) -> tuple[float, list[list[int]]]:
+    start = time.perf_counter()
+    result = fn(*args)
+    return time.perf_counter() - start, result
+
+
+def check_lengths(name: str, out: list[list[int]], n: int) -> None:
+    if any(len(row) != n for row in out):
+        raise SystemExit(
+            f"{name} generated {[len(r) for r in out]} tokens, not {n} per row: stop tokens were not ignored"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", help="a registered version (models:/NAME@ALIAS); default: random weights")
+    parser.add_argument("--rows", type=int, default=8)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, help="torch's intra-op threads, for both (default: torch's own)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    from tokenizers import Tokenizer
+    from transformers import AutoModelForCausalLM
+
+    from foundry.export.hf import write_hf
+
+    with tempfile.TemporaryDirectory(prefix="bench-generate-") as scratch:
+        folder = Path(scratch)
+        saved, tokenizer_file, source = registered_version(args.model) if args.model else random_version(folder)
+        model = GPT(GPTConfig(**saved["model_args"]))
+        model.load_state_dict(saved["state_dict"])
+        model.eval()
+        hf = AutoModelForCausalLM.from_pretrained(write_hf(saved, tokenizer_file, folder / "hf"), dtype=torch.float32)
+        hf.eval()
+        hf.generation_config.eos_token_id = None  # no stopping: the same work as Foundry's stop_token=None
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        pad = tokenizer.token_to_id(EOT)
+        block = model.config.block_size
+        rows = prompts(tokenizer, args.rows, min(48, block - args.new_tokens))
+        if max(map(len, rows)) + args.new_tokens > block:
+            raise SystemExit(f"--new-tokens {args.new_tokens} leaves too little of the {block}-token context")
+
+        times: dict[str, list[float]] = {"foundry": [], "transformers": []}
+        for _ in range(args.repeats):
+            seconds, ours = timed(foundry_cached, model, rows, args.new_tokens)
+            times["foundry"].append(seconds)
+            seconds, theirs = timed(transformers_generate, hf, rows, args.new_tokens, pad)
+            times["transformers"].append(seconds)
+        uncached_seconds, before = timed(foundry_uncached, model, rows, args.new_tokens)
+        for name, out in (("Foundry", ours), ("transformers", theirs), ("Foundry uncached", before)):
+            check_lengths(name, out, args.new_tokens)
+
+    tokens = len(rows) * args.new_tokens
+    rate = {name: tokens / statistics.median(t) for name, t in times.items()}
+    rate["uncached"] = tokens / uncached_seconds
+    cfg = model.config
+    print(
+        f"model: {source}; {cfg.positions} positions, {cfg.n_layer} layers of width {cfg.n_embd}, "
+        f"context {cfg.block_size}, vocabulary {cfg.vocab_size}, {model.num_params() / 1e6:.2f}M parameters"
+    )
+    print(
+        f"work: {len(rows)} prompts of {min(map(len, rows))}-{max(map(len, rows))} tokens, {args.new_tokens} new "
+        f"tokens each, greedy, stop tokens ignored; torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
+    for name, label in (("foundry", "Foundry, cached, batched"), ("transformers", "transformers generate, batched")):
+        runs = ", ".join(f"{s:.3f}" for s in times[name])
+        print(f"{label}: {rate[name]:,.0f} tokens/s (median of {args.repeats} runs: {runs} s)")
+    print(
+        f"Foundry, uncached, one prompt at a time (before): {rate['uncached']:,.0f} tokens/s ({uncached_seconds:.3f} s)"
+    )
+    same = sum(a == b for a, b in zip(ours, theirs, strict=True))
+    print(
+        f"same tokens: Foundry vs transformers {same}/{len(rows)} rows; cached vs uncached "
+        f"{sum(a == b for a, b in zip(ours, before, strict=True))}/{len(rows)} rows"
+    )
+    print(
+        f"generate: foundry {rate['foundry'] / rate['transformers']:.2f}x transformers (cached); "
+        f"cached {rate['foundry'] / rate['uncached']:.1f}x uncached"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""General compressors given the training text, scored on the holdout: the baselines a language model should beat.
+
+Each scores the holdout's bits per byte *after* it has seen the tail of the training split, so it learns from the
+same data as the model. gzip -9 and xz -6 (preset 6) see `evaluation.compression_context_bytes` of it, as they always
+have; PPMd order 16 and xz -9e, the strongest general compressors at hand, see `evaluation.strong_context_bytes`
+(16 MiB: the whole default training split, 10.0 MiB) and the amount is recorded as `baseline_train_bytes`.
+
+How each is measured (bench/README.md has the figures on `make run`'s data):
+- gzip, xz -6 and xz -9e: (size of train + holdout compressed) - (size of train compressed), in bits over the
+  holdout's bytes. liblzma buffers its output, so no cheaper incremental reading exists for xz.
+- PPMd: one encoder fed the training text, then the holdout; the holdout's share is the bytes the encoder emits from
+  then on. Half the work of the difference, and within a few bytes of it (1.3364 against 1.3363 by difference on
+  the default data: the range coder's pending bytes).
+
+The compressions run on threads: liblzma and zlib release the GIL, so on 2 cores the added xz -9e and PPMd cost
+about their own time rather than the sum of all.
+"""
+
+from __future__ import annotations
+
+import gzip
+import lzma
+import os
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from foundry.data.clean import iter_texts
+
+PPMD_ORDER = 16
+# Measured on the default data: order 16 over the whole 10.0 MiB training split touches about 205 MiB of model, and
+# 256 MiB scores the same as 1 GiB (1.3364); past about 12 MiB of text the model is full and PPMd8 cuts off its
+# oldest contexts (rather than restarting empty), so a larger corpus still gets a sound, slightly weaker baseline.
+PPMD_MEMORY = 256 << 20
+XZ9E = 9 | lzma.PRESET_EXTREME
+
+
+def holdout_text(data_dir: Path) -> bytes:
+    """The holdout's documents as the UTF-8 bytes bits per byte divide by."""
+    return "".join(iter_texts(data_dir / "holdout.jsonl")).encode()
+
+
+def train_tail(data_dir: Path, size: int) -> bytes:
+    """The last `size` bytes of the training text (all of it when shorter), read without holding more."""
+    if not size:
+        return b""
+    chunks: deque[bytes] = deque()
+    total = 0
+    for text in iter_texts(data_dir / "train.jsonl"):
+        chunks.append(text.encode())
+        total += len(chunks[-1])
+        while total - len(chunks[0]) >= size:
+            total -= len(chunks.popleft())
+    return b"".join(chunks)[-size:]
+
+
+def ppmd_bits(context: bytes, holdout: bytes, order: int = PPMD_ORDER, memory: int = PPMD_MEMORY) -> float:
+    """PPMd variant I (pyppmd's default) at `order`, fed the context then the holdout; the holdout's bits per byte."""
+    import pyppmd
+
+    encoder = pyppmd.Ppmd8Encoder(order, memory, restore_method=pyppmd.PPMD8_RESTORE_METHOD_CUT_OFF)
+    encoder.encode(context)
+    return 8 * (len(encoder.encode(holdout)) + len(encoder.flush())) / len(holdout)
+
+
+def _gzip(data: bytes) -> bytes:
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+def _size(squeeze: Callable[[bytes], bytes], data: bytes) -> int:
+    return len(squeeze(data))
+
+
+def _xz(preset: int) -> Callable[[bytes], bytes]:
+    return lambda data: lzma.compress(data, preset=preset)
+
+
+def compression_bits_per_byte(data_dir: Path, context_bytes: int) -> dict[str, float]:
+    """gzip -9 and xz -6 alone, after `context_bytes` of the training text (bench/defaults.py's xz figure)."""
+    context, holdout = train_tail(data_dir, context_bytes), holdout_text(data_dir)
+    return {
+        f"{name}_bits_per_byte": 8 * (_size(squeeze, context + holdout) - _size(squeeze, context)) / len(holdout)
+        for name, squeeze in (("gzip", _gzip), ("xz", _xz(6)))
+    }
+
+
+def compression_baselines(data_dir: Path, context_bytes: int, strong_context_bytes: int) -> dict[str, float]:
+    """gzip and xz -6 after `context_bytes` of the training text's tail; xz -9e and PPMd order 16 after
+    `strong_context_bytes` of it; by `HoldoutMetrics` field name, with `baseline_train_bytes` (the latter amount)."""
+    holdout = holdout_text(data_dir)
+    tail = train_tail(data_dir, max(context_bytes, strong_context_bytes))
+    context, strong = (tail[len(tail) - min(size, len(tail)) :] for size in (context_bytes, strong_context_bytes))
+    squeezers = {"xz9e": (_xz(XZ9E), strong), "xz": (_xz(6), context), "gzip": (_gzip, context)}
+    # One compression per job, the longest first, so that two cores share them evenly.
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        ppmd = pool.submit(ppmd_bits, strong, holdout)
+        sizes = {
+            (name, part): pool.submit(_size, squeeze, data)
+            for name, (squeeze, text) in squeezers.items()
+            for part, data in (("both", text + holdout), ("train", text))
+        }
+        scores = {
+            f"{name}_bits_per_byte": 8 * (sizes[name, "both"].result() - sizes[name, "train"].result()) / len(holdout)
+            for name in squeezers
+        }
+        scores["ppmd_bits_per_byte"] = ppmd.result()
+    return {**scores, "baseline_train_bytes": len(strong)}

@@ -1,0 +1,144 @@
+"""Generation with a key/value cache over rows of different lengths: pure PyTorch, no paths.
+
+The rows are left-padded to one width (the longest row), so every row's newest token sits in the last column
+and one forward pass extends them all. Each row counts its positions from its own first token and never
+attends to its padding, so a row computes what it computes alone. The prompt is computed once (prefill); each
+step after that feeds only the newest token per row, its keys and values appended to the cache.
+
+Past block_size tokens `GPT.generate` slides its window: the context is the last block_size tokens, positions
+counted from the window's start, every layer recomputed over it. A cache cannot reproduce that (each cached key
+was computed with the tokens that have since left the window in view), so once the widest row outgrows the
+context every step recomputes each row's window; if the rows still running fit again (the long ones stopped),
+the cache is rebuilt from them.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class LayerCache:
+    """One layer's keys and values (B, n_head, capacity, head_size), the first `length` columns filled."""
+
+    def __init__(self, rows: int, n_head: int, capacity: int, head_size: int, like: torch.Tensor):
+        shape = (rows, n_head, capacity, head_size)
+        self.keys = like.new_zeros(shape)
+        self.values = like.new_zeros(shape)
+        self.length = 0
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store the new tokens' keys and values (B, nh, T, hs); returns all of them so far."""
+        end = self.length + k.size(2)
+        self.keys[:, :, self.length : end] = k
+        self.values[:, :, self.length : end] = v
+        self.length = end
+        return self.keys[:, :, :end], self.values[:, :, :end]
+
+    def keep(self, rows: torch.Tensor, drop_front: int) -> None:
+        """Only `rows`, without the first `drop_front` columns (padding every kept row has)."""
+        self.keys = _shifted(self.keys[rows], drop_front, self.length)
+        self.values = _shifted(self.values[rows], drop_front, self.length)
+        self.length -= drop_front
+
+
+def _shifted(buffer: torch.Tensor, drop_front: int, length: int) -> torch.Tensor:
+    out = torch.zeros_like(buffer)
+    out[:, :, : length - drop_front] = buffer[:, :, drop_front:length]
+    return out
+
+
+class KVCache:
+    """Every layer's `LayerCache`, for `rows` rows of at most `capacity` tokens."""
+
+    def __init__(self, model, rows: int, capacity: int):
+        cfg = model.config
+        like = model.wte.weight
+        self.layers = [LayerCache(rows, cfg.n_head, capacity, cfg.n_embd // cfg.n_head, like) for _ in model.blocks]
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length
+
+    def keep(self, rows: torch.Tensor, drop_front: int) -> None:
+        for layer in self.layers:
+            layer.keep(rows, drop_front)
+
+
+class Decoder:
+    """The rows being generated: `next_logits` gives each active row's next-token logits, `push` appends the
+    chosen tokens, `drop` stops rows (the others are unaffected). Rows are named by their index in `prompts`."""
+
+    def __init__(self, model, prompts: list[list[int]]):
+        if any(not p for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        self.model = model
+        self.block_size = model.config.block_size
+        self.device = model.wte.weight.device
+        self.rows = [list(p) for p in prompts]
+        self.active = list(range(len(prompts)))
+        self.cache: KVCache | None = None
+
+    @property
+    def width(self) -> int:
+        return max(len(self.rows[r]) for r in self.active)
+
+    def next_logits(self) -> torch.Tensor:
+        """(rows active, V) logits of each active row's next token, in the order of `active`."""
+        if self.width > self.block_size:
+            self.cache = None  # the window slides: recompute it (see the module's docstring)
+            return self._window_logits()
+        if self.cache is None:
+            self.cache = KVCache(self.model, len(self.active), self.block_size)
+        return self._cached_logits()
+
+    def push(self, tokens: list[int]) -> None:
+        """Append one token to each active row (in the order of `active`)."""
+        for row, token in zip(self.active, tokens, strict=True):
+            self.rows[row].append(int(token))
+
+    def drop(self, rows: list[int]) -> None:
+        """Stop generating `rows`; the cache keeps the others, without the columns only the dropped ones used."""
+        gone = set(rows)
+        if not gone:
+            return
+        kept = [i for i, r in enumerate(self.active) if r not in gone]
+        before = self.width if self.active else 0
+        self.active = [self.active[i] for i in kept]
+        if self.cache is not None and self.active:
+            self.cache.keep(torch.tensor(kept, device=self.device), before - self.width)
+        elif not self.active:
+            self.cache = None
+
+    def _cached_logits(self) -> torch.Tensor:
+        width, start = self.width, self.cache.length
+        pads = torch.tensor([width - len(self.rows[r]) for r in self.active], device=self.device)
+        # The columns not cached yet: the whole padded prompt first, then each row's newest token.
+        if width - start == 1:
+            ids = torch.tensor([self.rows[r][-1:] for r in self.active])
+        else:
+            ids = torch.tensor([([0] * (width - len(self.rows[r])) + self.rows[r])[start:] for r in self.active])
+        columns = torch.arange(start, width, device=self.device)
+        mask = None if width - start == 1 and not bool(pads.any()) else visible(pads, columns, width)
+        pos = (columns[None, :] - pads[:, None]).clamp(min=0)
+        return self.model.last_logits(ids.to(self.device), pos, mask, self.cache)
+
+    def _window_logits(self) -> torch.Tensor:
+        windows = [self.rows[r][-self.block_size :] for r in self.active]
+        width = max(len(w) for w in windows)
+        pads = torch.tensor([width - len(w) for w in windows], device=self.device)
+        ids = torch.tensor([[0] * (width - len(w)) + w for w in windows], device=self.device)
+        columns = torch.arange(width, device=self.device)
+        mask = visible(pads, columns, width) if bool(pads.any()) else None
+        pos = (columns[None, :] - pads[:, None]).clamp(min=0)
+        return self.model.last_logits(ids, pos, mask)
+
+
+def visible(pads: torch.Tensor, columns: torch.Tensor, width: int) -> torch.Tensor:
+    """(B, 1, T, width) attention mask of the tokens in `columns` (T of them) over all `width` columns, for rows
+    left-padded by `pads` (B,): causal, never onto padding. A padding column sees itself, so that no row of
+    the attention is empty (an empty one is NaN, which would spread through the padding's keys)."""
+    keys = torch.arange(width, device=pads.device)
+    causal = keys[None, :] <= columns[:, None]  # (T, width)
+    real = keys[None, :] >= pads[:, None]  # (B, width)
+    itself = keys[None, :] == columns[:, None]
+    return ((causal[None] & real[:, None]) | itself[None])[:, None]

@@ -1,0 +1,150 @@
+"""foundry.evaluation.compressors (gzip, xz, xz -9e and PPMd order 16 given the training text) and how the model
+card and the run summary name the strongest baseline, for new versions and for versions recorded before it."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import lzma
+import math
+from pathlib import Path
+
+import pyppmd
+import pytest
+from synthetic import synthetic_docs
+
+from foundry.config import FoundryConfig
+from foundry.contracts import Candidate, DataVersion, PipelineResult, Promotion, RunContext
+from foundry.data.manifest import DatasetManifest
+from foundry.evaluation.compressors import compression_baselines, ppmd_bits, train_tail
+from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.gates import pretrain
+from foundry.gates.inputs import PretrainInputs
+from foundry.reports.cards import model_card, summary_table
+from foundry.reports.summaries import pipeline_summary
+
+TRAIN = synthetic_docs(30, seed=1)
+HOLDOUT = synthetic_docs(5, seed=2)
+# A version from before the strong baselines, and one after (the default run's figures, 2026-12-01).
+OLD = HoldoutMetrics(
+    bits_per_byte=1.56, loss=1.2, perplexity=3.3, tokens=4096, gzip_bits_per_byte=2.12, xz_bits_per_byte=1.54
+)
+NEW = OLD.with_scores({"xz9e_bits_per_byte": 1.5119, "ppmd_bits_per_byte": 1.3364, "baseline_train_bytes": 10484346})
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    for split, texts in (("train", TRAIN), ("holdout", HOLDOUT)):
+        (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    return tmp_path
+
+
+def difference(squeeze, context: bytes, holdout: bytes) -> float:
+    return 8 * (len(squeeze(context + holdout)) - len(squeeze(context))) / len(holdout)
+
+
+def test_every_baseline_is_the_compressors_cost_of_the_holdout_after_the_training_text(data_dir):
+    train, holdout = "".join(TRAIN).encode(), "".join(HOLDOUT).encode()
+    scores = compression_baselines(data_dir, context_bytes=len(train) // 2, strong_context_bytes=1 << 20)
+    half = train[-(len(train) // 2) :]
+    assert scores == {
+        "xz9e_bits_per_byte": difference(lambda b: lzma.compress(b, preset=9 | lzma.PRESET_EXTREME), train, holdout),
+        "xz_bits_per_byte": difference(lambda b: lzma.compress(b, preset=6), half, holdout),
+        "gzip_bits_per_byte": difference(lambda b: gzip.compress(b, compresslevel=9, mtime=0), half, holdout),
+        "ppmd_bits_per_byte": ppmd_bits(train, holdout),
+        "baseline_train_bytes": len(train),  # all of it: less than the cap
+    }
+
+
+def test_the_strong_baselines_see_only_the_capped_tail_and_record_it(data_dir):
+    scores = compression_baselines(data_dir, context_bytes=0, strong_context_bytes=1000)
+    assert scores["baseline_train_bytes"] == 1000
+    assert train_tail(data_dir, 1000) == "".join(TRAIN).encode()[-1000:]
+
+
+def test_ppmd_incremental_reading_is_within_a_few_bytes_of_the_difference():
+    train, holdout = "".join(TRAIN).encode(), "".join(HOLDOUT).encode()
+
+    def whole(data: bytes) -> bytes:
+        encoder = pyppmd.Ppmd8Encoder(16, 256 << 20, restore_method=pyppmd.PPMD8_RESTORE_METHOD_CUT_OFF)
+        return encoder.encode(data) + encoder.flush()
+
+    assert abs(ppmd_bits(train, holdout) - difference(whole, train, holdout)) * len(holdout) / 8 <= 8
+
+
+def test_ppmd_learns_from_the_training_text():
+    train, holdout = "".join(TRAIN).encode(), "".join(HOLDOUT).encode()
+    assert ppmd_bits(train, holdout) < ppmd_bits(b"", holdout)
+
+
+def test_the_strong_baselines_round_trip_through_mlflow_with_the_byte_count_an_integer():
+    logged = NEW.as_mlflow()
+    assert list(logged)[-3:] == [
+        "holdout/xz9e_bits_per_byte",
+        "holdout/ppmd_bits_per_byte",
+        "holdout/baseline_train_bytes",
+    ]
+    read = HoldoutMetrics.from_mlflow({k: str(v) for k, v in logged.items()})  # as a version's tags
+    assert read == NEW and isinstance(read.baseline_train_bytes, int)
+
+
+def test_the_strongest_baseline_is_the_lowest_measured():
+    assert NEW.strongest_baseline() == ("ppmd", 1.3364)
+    assert OLD.strongest_baseline() == ("xz", 1.54)
+    assert HoldoutMetrics(bits_per_byte=1.7).strongest_baseline() is None  # a merge: none measured
+
+
+def card(metrics: HoldoutMetrics) -> str:
+    manifest = DatasetManifest(
+        source="stdlib://",
+        source_digest="0" * 64,
+        source_skipped={},
+        stats={"train_docs": 30, "holdout_docs": 5},
+        holdout_fraction=0.1,
+        vocab_size=300,
+        eot_id=0,
+        dtype="uint16",
+        shards=[],
+        train_tokens=1000,
+        holdout_tokens=100,
+    )
+    decision = pretrain.decide(
+        PretrainInputs(challenger_bits_per_byte=metrics.bits_per_byte, min_improvement=0.0, auto_promote=True)
+    )
+    data = DataVersion(data_version="a" * 32, remote="r")
+    return model_card(FoundryConfig(), manifest, data, metrics, decision, 1_000_000, "run1", {})
+
+
+def test_the_card_names_the_strongest_baseline_and_the_training_text_it_saw():
+    text = card(NEW)
+    assert "| PPMd order 16, given 10.0 MiB of training text (strongest baseline) | 1.3364 |" in text
+    assert "| xz -9e, given 10.0 MiB of training text | 1.5119 |" in text
+    assert "this model is 0.2236 bits/byte (16.7%) behind it." in text
+
+
+def test_a_version_recorded_before_the_strong_baselines_still_renders_its_card():
+    text = card(OLD)
+    assert "| xz (strongest baseline) | 1.5400 |" in text and "PPMd" not in text
+    table = summary_table(OLD, None)
+    assert table["model"].tolist() == ["this model", "gzip", "xz (strongest baseline)"]
+
+
+def summary(metrics: HoldoutMetrics, tmp_path: Path) -> str:
+    run = RunContext(run_id="r1", dir=tmp_path, home=tmp_path)
+    data = DataVersion(data_version="a" * 32, remote="r")
+    candidate = Candidate(checkpoint=tmp_path / "model.pt", data=data, data_dir=tmp_path, metrics=metrics, run=run)
+    return pipeline_summary(
+        PipelineResult.of(candidate, "gpt", Promotion(version="3", promoted=True, verdict="ok")), tmp_path
+    )
+
+
+def test_the_run_summary_compares_the_model_with_the_strongest_baseline(tmp_path):
+    lines = summary(NEW, tmp_path).splitlines()
+    assert "baselines  gzip 2.1200  xz 1.5400  xz -9e 1.5119  PPMd order 16 1.3364 bits/byte" in lines
+    strongest = next(line for line in lines if line.startswith("strongest"))
+    assert strongest.startswith("strongest  PPMd order 16, given 10.0 MiB of training text, 1.3364 bits/byte")
+
+
+def test_a_summary_without_baselines_has_no_strongest_line(tmp_path):
+    held = HoldoutMetrics(bits_per_byte=2.5, loss=1.7, perplexity=math.exp(1.7), tokens=512)
+    assert not any(line.startswith("strongest") for line in summary(held, tmp_path).splitlines())
