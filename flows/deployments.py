@@ -8,6 +8,8 @@ written from the same table (`foundry deployments --write prefect.yaml`; a test 
 - align:     instruction tuning or preference optimisation of a registered version (its model_uri is asked at run time)
 - finetune:  specialise a registered version on the form's data source (the model to start from, then the config)
 - merge:     merge registered specialists by their parameters (the models to merge, then the config's `merge`)
+- evaluate:  score registered versions on a data version or a source (the models, the data, then the config)
+- gc:        list what nothing references (dry run by default; `apply` deletes it)
 
 A run started from a deployment may only point where the worker's operator allows: sources, remotes, Dask
 schedulers and study storages outside the lists in `foundry.deployment_policy` are refused in its first task.
@@ -77,6 +79,17 @@ DEPLOYMENTS = (
         "merge",
         "flows/merge.py:merge",
         "Merge registered specialists by their parameters (no training); scored, gated and registered with lineage.",
+    ),
+    Deployment(
+        "evaluate",
+        "flows/evaluate.py:evaluate",
+        "Score registered versions (models) on a data version or a source (data), beside the baselines; compared.",
+    ),
+    Deployment(
+        "gc",
+        "flows/gc.py:collect_garbage",
+        "List what no registered version, alias, running flow or recent run references; delete it only with apply.",
+        takes_config=False,
     ),
 )
 WORK_POOL = "foundry"

@@ -32,3 +32,15 @@ def remove_tree(path: Path, within: Path, ignore_errors: bool = False) -> None:
     raises; `ignore_errors` covers the removal itself (a folder already gone, say), as for `rmtree`.
     Symbolic links inside the tree are unlinked, never followed (`rmtree`'s own guarantee)."""
     shutil.rmtree(confined(path, within), ignore_errors=ignore_errors)
+
+
+def remove_file(path: Path, within: Path) -> None:
+    """`unlink` for one file strictly inside `within` (see `confined`): a symbolic link, a folder or a path that
+    resolves elsewhere is refused (`OutsideFolder`); a file already gone is no error."""
+    path = Path(path)
+    if not (path.exists() or path.is_symlink()):
+        return
+    resolved = confined(path, within)
+    if not resolved.is_file():
+        raise OutsideFolder(f"refusing to remove {path}: it is not a regular file")
+    resolved.unlink(missing_ok=True)

@@ -140,16 +140,19 @@ class GPT(nn.Module):
             pos = torch.arange(T, device=idx.device)
         else:
             pos, mask = segment_positions(segments), segment_mask(segments)
-        x = self.wte(idx)
-        rotation = None
-        if self.wpe is not None:
-            x = x + self.wpe(pos)
-        else:
-            rotation = rotary_angles(pos, self.config.n_embd // self.config.n_head)
+        x, rotation = self._embed(idx, pos)
         x = self.drop(x)
         for block in self.blocks:
             x = block(x, mask, rotation)
         return self.ln_f(x)
+
+    def _embed(self, idx: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, tuple | None]:
+        """(token embeddings (B, T, n_embd), plus the position embeddings of `pos`; the rotary angles of `pos`
+        for the attention, or None with learned positions)."""
+        x = self.wte(idx)
+        if self.wpe is not None:
+            return x + self.wpe(pos), None
+        return x, rotary_angles(pos, self.config.n_embd // self.config.n_head)
 
     def masked_loss(
         self, idx: torch.Tensor, targets: torch.Tensor, segments: torch.Tensor | None = None
@@ -179,12 +182,7 @@ class GPT(nn.Module):
         """Logits (B, V) of each row's last token, for generation: `idx` (B, T) at positions `pos` (B, T), each
         row its own (left padding), attending where `mask` (B, 1, T, T') allows (None: causal, or every cached
         token for T == 1). With `cache` (`models.kv_cache.KVCache`) idx holds only the tokens not yet cached."""
-        x = self.wte(idx)
-        rotation = None
-        if self.wpe is not None:
-            x = x + self.wpe(pos)
-        else:
-            rotation = rotary_angles(pos, self.config.n_embd // self.config.n_head)
+        x, rotation = self._embed(idx, pos)
         layers = cache.layers if cache is not None else [None] * len(self.blocks)
         for block, layer in zip(self.blocks, layers, strict=True):
             x = block(x, mask, rotation, layer)

@@ -367,6 +367,41 @@ def new_run(name: str) -> str:
     return tracking.client().create_run(tracking.experiment_id("foundry"), run_name=name).info.run_id
 
 
+# --- exported models (#25: tests/fast/test_export_*.py, tests/slow/test_export_gguf_llama.py) ----------------
+
+EXPORT_CORPUS = [
+    "The river carried the stone past the old mill, and the light fell on the water.",
+    "Add two and three: five. Add four and four: eight. Numbers 12, 345 and 6789 too.",
+    "def main():\n    return sum(range(10))  # tabs\tand spaces",
+    "Ünïcödé text, émigré café, naïve façade; 東京 and 北京.",
+] * 30
+
+
+def corpus_tokenizer(path: Path, chat: bool = False):
+    """A byte-level BPE trained on `EXPORT_CORPUS` as Foundry trains one, with the chat markers when `chat`,
+    saved at `path`."""
+    from foundry.config.training import TokenizerConfig
+    from foundry.data.shards import train_tokenizer
+
+    tokenizer = train_tokenizer(EXPORT_CORPUS, TokenizerConfig(vocab_size=400, min_frequency=1))
+    if chat:
+        add_chat_tokens(tokenizer, ChatTemplate())
+    tokenizer.save(str(path))
+    return tokenizer
+
+
+def sharp_gpt(vocab_size: int, positions: str, seed: int = 0) -> GPT:
+    """Random weights large enough that the next token is never a near tie, so greedy decoding and likelihoods
+    are sharp tests of an export (a wrong mapping moves them far)."""
+    torch.manual_seed(seed)
+    model = GPT(GPTConfig(vocab_size, block_size=128, n_layer=2, n_head=4, n_embd=32, positions=positions))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            norm_gain = ".ln_" in name and name.endswith("weight")
+            p.copy_(1 + 0.1 * torch.randn_like(p) if norm_gain else 0.3 * torch.randn_like(p))
+    return model.eval()
+
+
 # --- locks ----------------------------------------------------------------------------------------------
 
 
@@ -421,3 +456,41 @@ def merge_score(holdout: str, merged: float, base: float, specialist: float | No
         base_bits_per_byte=base,
         specialist_bits_per_byte=specialist,
     )
+
+
+# --- registered versions without training (#26: tests/fast/test_fleet_evaluate.py, tests/slow/test_evaluate_flow.py)
+
+
+def random_model_files(config: FoundryConfig, tokenizer, folder: Path, logit_scale: float) -> tuple[Path, Path]:
+    """`model.pt` of random weights shaped by `config.model` for `tokenizer`, and the tokenizer beside it; logit
+    scale 0 gives the uniform distribution (ln V nats a token on anything)."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=tokenizer.get_vocab_size(), **config.model.model_dump()))
+    with torch.no_grad():
+        model.lm_head.weight.mul_(logit_scale)  # tied to the embedding: the output scale follows it
+    folder.mkdir(parents=True)
+    torch.save({"model_args": model.config.to_dict(), "state_dict": model.state_dict()}, folder / "model.pt")
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return folder / "model.pt", folder / "tokenizer.json"
+
+
+def register_files(config: FoundryConfig, name: str, files: tuple[Path, Path]) -> str:
+    """A version of `name` logged and published as the pipeline does, champion: `models:/NAME/VERSION`."""
+    from foundry import tracking
+    from foundry.registry import versions
+    from foundry.serving.package import log_model
+
+    run_id = tracking.start_pipeline_run(config, run_name=f"seed-{name}")
+    uri = log_model(run_id, *files)
+    return f"models:/{name}/{versions.publish(uri, name, run_id, {}, True, 'seeded for the test').version}"
+
+
+def word_soup_source(root: Path, folders: tuple[str, ...] = ("alpha", "beta", ""), n: int = 36) -> Path:
+    """`n` word-soup documents spread over top-level `folders` of `root` ("" is the root itself)."""
+    from synthetic import synthetic_docs
+
+    for i, text in enumerate(synthetic_docs(n, seed=3)):
+        folder = root / folders[i % len(folders)]
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"doc{i:02d}.txt").write_text(text)
+    return root

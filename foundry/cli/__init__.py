@@ -12,6 +12,9 @@
 - specialists: finetune, merge
 - align: align, instructions
 - export: export (transformers and llama.cpp formats)
+- fleet: evaluate (registered versions scored on any data, compared)
+- fleet_gc: gc (what nothing references, listed and sized; deleted with --apply)
+- serving: serve-model (a version over HTTP, OpenAI's chat-completions routes too)
 """
 
 from __future__ import annotations
@@ -19,13 +22,27 @@ from __future__ import annotations
 import argparse
 import sys
 
-from foundry.cli import align, config, console, data, export, ops, pipeline, registry, search, specialists
+from foundry.cli import (
+    align,
+    config,
+    console,
+    data,
+    export,
+    fleet,
+    fleet_gc,
+    ops,
+    pipeline,
+    registry,
+    search,
+    serving,
+    specialists,
+)
 from foundry.config import ConfigError
 from foundry.env import configure_environment
 from foundry.redact import redact_text
 
-DOMAINS = (pipeline, ops, data, registry, config, align, search, specialists, export)
-LIGHT = {"config"}  # commands that never start Prefect: no log file, no Prefect import
+DOMAINS = (pipeline, ops, data, registry, config, align, search, specialists, export, serving, fleet, fleet_gc)
+LIGHT = {"config", "serve-model"}  # commands that never start Prefect: no log file, no Prefect import
 VERBOSE = "print tracebacks on the console too (they always go to the log file under $FOUNDRY_HOME/logs/)"
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from foundry.export.hf import jinja_template
-from foundry.export.layout import EOS, ROPE_BASE, UnsupportedArchitecture, target
+from foundry.export.layout import EOS, ROPE_BASE, UnsupportedArchitecture, check_vocab, check_weights, target
 from models.chat import ChatTemplate, saved_template
 from models.gpt import GPTConfig
 
@@ -58,13 +58,7 @@ def gguf_tensors(
 ) -> dict[str, np.ndarray]:
     """The weights under llama.cpp's names, in numpy's (out, in) order. f16 halves matrices only: llama.cpp
     keeps norms and biases in f32, as its converter writes them."""
-    target(model_args)
-    expected = _expected_keys(GPTConfig(**model_args))
-    if set(state_dict) != expected:
-        raise UnsupportedArchitecture(
-            f"the weights are not the architecture's: unexpected {sorted(set(state_dict) - expected)[:5]}, "
-            f"missing {sorted(expected - set(state_dict))[:5]} (an unmerged adapter? merge it first)"
-        )
+    check_weights(model_args, state_dict)
     out = {}
     for key, tensor in state_dict.items():
         value = tensor.detach().to(torch.float32).cpu().contiguous().numpy()
@@ -74,15 +68,7 @@ def gguf_tensors(
     return out
 
 
-def _expected_keys(cfg: GPTConfig) -> set[str]:
-    keys = {f"{m}.weight" for m in ("wte", "lm_head", "ln_f")} | {"ln_f.bias"}
-    keys |= {"wpe.weight"} if cfg.positions == "learned" else set()
-    for i in range(cfg.n_layer):
-        keys |= {f"blocks.{i}.{module}.{p}" for module in _BLOCK for p in ("weight", "bias")}
-    return keys
-
-
-def gguf_vocab(tokenizer_file: Path, vocab_size: int) -> tuple[list[str], list[int], list[str], dict[str, int]]:
+def gguf_vocab(tokenizer_file: Path, model_args: dict) -> tuple[list[str], list[int], list[str], dict[str, int]]:
     """(tokens by id, their llama.cpp types, merges as "a b", special tokens' ids) of a byte-level BPE
     `tokenizer.json`. Ids the tokenizer lacks but the embedding has become unused padding tokens."""
     from gguf import TokenType
@@ -95,19 +81,23 @@ def gguf_vocab(tokenizer_file: Path, vocab_size: int) -> tuple[list[str], list[i
     for added in spec.get("added_tokens", []):
         by_id[added["id"]] = (added["content"], TokenType.CONTROL if added["special"] else TokenType.USER_DEFINED)
         special |= {added["content"]: added["id"]} if added["special"] else {}
-    if max(by_id) >= vocab_size:
-        raise UnsupportedArchitecture(f"the tokenizer has ids up to {max(by_id)}, the model {vocab_size} rows")
-    padded = [by_id.get(i, (f"[PAD{i}]", TokenType.UNUSED)) for i in range(vocab_size)]
+    check_vocab(max(by_id), model_args)
+    padded = [by_id.get(i, (f"[PAD{i}]", TokenType.UNUSED)) for i in range(model_args["vocab_size"])]
     # tokenizers writes merges as "a b" strings (before 0.20) or [a, b] pairs
     merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"].get("merges", [])]
     return [t for t, _ in padded], [int(k) for _, k in padded], merges, special
 
 
 def write_gguf(
-    saved: dict, tokenizer_file: Path, out_dir: Path, dtype: Literal["f32", "f16"] = "f32", name: str = "foundry-gpt"
+    saved: dict,
+    tokenizer_file: Path,
+    out_dir: Path,
+    dtype: Literal["f32", "f16"] = "f32",
+    source: str = "foundry-gpt",
 ) -> Path:
-    """`out_dir/model.gguf` for a saved model (`models.gpt.load_saved`) and its `tokenizer.json`; an aligned
-    model's chat template goes in as `tokenizer.chat_template` (the HF export's Jinja), its end marker as eos."""
+    """`out_dir/model.gguf` for a saved model (`models.gpt.load_saved`) and its `tokenizer.json`, named
+    (`general.name`) after `source`, the version it comes from, as the HF export's card is; an aligned model's
+    chat template goes in as `tokenizer.chat_template` (the HF export's Jinja), its end marker as eos."""
     import gguf
 
     model_args = saved["model_args"]
@@ -116,10 +106,10 @@ def write_gguf(
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / GGUF_FILE
     writer = gguf.GGUFWriter(path, _ARCH[target(model_args)])
-    writer.add_name(name)
+    writer.add_name(source)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if dtype == "f16" else gguf.LlamaFileType.ALL_F32)
     _add_hyperparameters(writer, cfg)
-    _add_tokenizer(writer, tokenizer_file, cfg.vocab_size, saved_template(saved))
+    _add_tokenizer(writer, tokenizer_file, model_args, saved_template(saved))
     for tensor_name, value in tensors.items():
         writer.add_tensor(tensor_name, value)
     writer.write_header_to_file()
@@ -143,8 +133,8 @@ def _add_hyperparameters(writer, cfg: GPTConfig) -> None:
         writer.add_parallel_residual(False)
 
 
-def _add_tokenizer(writer, tokenizer_file: Path, vocab_size: int, template: ChatTemplate | None) -> None:
-    tokens, types, merges, special = gguf_vocab(tokenizer_file, vocab_size)
+def _add_tokenizer(writer, tokenizer_file: Path, model_args: dict, template: ChatTemplate | None) -> None:
+    tokens, types, merges, special = gguf_vocab(tokenizer_file, model_args)
     # An aligned model's reply ends at its template's end marker (as Foundry's serving and the HF export stop)
     stop = EOS if template is None else template.end
     for token in {EOS, stop}:

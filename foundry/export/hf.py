@@ -12,7 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
-from foundry.export.layout import UnsupportedArchitecture, hf_config, hf_tensors, target
+from foundry.export.layout import UnsupportedArchitecture, check_vocab, hf_config, hf_tensors, target
 from models.chat import ChatTemplate, saved_template
 from models.tokens import EOT
 
@@ -130,10 +130,7 @@ def write_hf(saved: dict, tokenizer_file: Path, out_dir: Path, source: str = "a 
     arch = target(args)
     tensors = hf_tensors(args, saved["state_dict"])
     vocab = Tokenizer.from_file(str(tokenizer_file)).get_vocab(with_added_tokens=True)
-    if max(vocab.values()) >= args["vocab_size"]:
-        raise UnsupportedArchitecture(
-            f"the tokenizer has ids up to {max(vocab.values())}, past the model's vocabulary of {args['vocab_size']}"
-        )
+    check_vocab(max(vocab.values()), args)
     tokenizer_config, generation_config = tokenizer_files(saved, vocab)
     config = hf_config(args, eos_token_id=generation_config["eos_token_id"], bos_token_id=vocab[EOT])
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,9 @@ import torch
 from models.gpt import GPTConfig
 
 EOS = "<|endoftext|>"
-KNOWN_ARGS = frozenset(GPTConfig.__dataclass_fields__)
+# The GPTConfig fields the mappings below translate, written out: a field GPTConfig gains is refused until a
+# mapping handles it (tests/fast/test_export_hf.py checks the two sets are equal, so adding one forces the choice).
+KNOWN_ARGS = frozenset({"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "positions"})
 ROPE_BASE = 10000.0  # models.gpt.rotary_angles' default, which GPT.hidden uses
 
 
@@ -96,6 +98,10 @@ def hf_config(model_args: dict, eos_token_id: int, bos_token_id: int | None = No
         "attention_dropout": cfg.dropout,
         "hidden_dropout": cfg.dropout,
         "rope_parameters": {"rope_type": "default", "rope_theta": ROPE_BASE, "partial_rotary_factor": 1.0},
+        # the same settings under transformers 4's names, which 4.x and vLLM read: without them they fall back
+        # to rotating a quarter of the head (rotary_pct 0.25), silently
+        "rotary_pct": 1.0,
+        "rotary_emb_base": ROPE_BASE,
     }
 
 
@@ -150,24 +156,34 @@ def transposed(foundry_name: str, model_args: dict) -> bool:
     return target(model_args) == "gpt2" and bool(_BLOCK_NAME.fullmatch(foundry_name)) and ".ln_" not in foundry_name
 
 
-def _expected_keys(cfg: GPTConfig) -> set[str]:
-    keys = {"wte.weight", "ln_f.weight", "ln_f.bias", "lm_head.weight"}
-    keys |= {"wpe.weight"} if cfg.positions == "learned" else set()
-    for i in range(cfg.n_layer):
-        keys |= {f"blocks.{i}.{module}.{p}" for module in _BLOCK for p in ("weight", "bias")}
-    return keys
-
-
-def hf_tensors(model_args: dict, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The weights under the target's names and layouts, float32 and contiguous; the tied head is left out (the
-    config ties it, as transformers' own `save_pretrained` does)."""
+def check_weights(model_args: dict, state_dict: dict[str, torch.Tensor]) -> None:
+    """UnsupportedArchitecture unless `state_dict` holds exactly the weights of the architecture `model_args` names
+    (an unmapped architecture, an unmerged adapter's extra weights)."""
     cfg = _args(model_args)
-    expected, present = _expected_keys(cfg), set(state_dict)
+    expected = {"wte.weight", "ln_f.weight", "ln_f.bias", "lm_head.weight"}
+    expected |= {"wpe.weight"} if cfg.positions == "learned" else set()
+    for i in range(cfg.n_layer):
+        expected |= {f"blocks.{i}.{module}.{p}" for module in _BLOCK for p in ("weight", "bias")}
+    present = set(state_dict)
     if present != expected:
         raise UnsupportedArchitecture(
             f"the weights are not the architecture's: unexpected {sorted(present - expected)[:5]}, "
             f"missing {sorted(expected - present)[:5]} (an unmerged adapter? merge it first)"
         )
+
+
+def check_vocab(largest_id: int, model_args: dict) -> None:
+    """UnsupportedArchitecture when a tokenizer's largest id has no row in the model's embedding."""
+    if largest_id >= model_args["vocab_size"]:
+        raise UnsupportedArchitecture(
+            f"the tokenizer has ids up to {largest_id}, past the model's vocabulary of {model_args['vocab_size']}"
+        )
+
+
+def hf_tensors(model_args: dict, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The weights under the target's names and layouts, float32 and contiguous; the tied head is left out (the
+    config ties it, as transformers' own `save_pretrained` does)."""
+    check_weights(model_args, state_dict)
     if not torch.equal(state_dict["lm_head.weight"], state_dict["wte.weight"]):
         raise UnsupportedArchitecture("the output head is not tied to the embedding, as every Foundry GPT's is")
     out = {}

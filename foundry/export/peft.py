@@ -49,18 +49,21 @@ def peft_tensors(model_args: dict, adapter_state: dict[str, torch.Tensor]) -> di
     return out
 
 
-def peft_config(model_args: dict, adapter_state: dict[str, torch.Tensor], spec: LoRASpec) -> dict:
-    """PEFT's `adapter_config.json`. Targets are the wrapped modules' last two path parts in the exported base
-    (`attn.c_proj` and `mlp.c_proj` are both GPT-2's `c_proj`: one part would adapt both)."""
-    modules = [hf_module_name(m, model_args) for m in _pairs(adapter_state)]
+def peft_config(
+    model_args: dict, adapter_state: dict[str, torch.Tensor], spec: LoRASpec, base_model: str | None = None
+) -> dict:
+    """PEFT's `adapter_config.json`. Targets are the adapted modules' full paths in the exported base: PEFT
+    adapts every module whose path ends in a target, so a suffix (`attn.c_attn`) would adapt every layer where
+    Foundry adapted one (`blocks.0.attn.qkv`). `base_model`: the registered version the adapters were trained
+    on (`models:/NAME/N`), when the caller knows it; PEFT only records it."""
     return {
         "peft_type": "LORA",
         "task_type": "CAUSAL_LM",
-        "base_model_name_or_path": None,  # the exported base lives wherever its user puts it
+        "base_model_name_or_path": base_model,
         "r": spec.rank,
         "lora_alpha": spec.alpha,
         "lora_dropout": spec.dropout,
-        "target_modules": sorted({".".join(m.split(".")[-2:]) for m in modules}),
+        "target_modules": sorted(hf_module_name(m, model_args) for m in _pairs(adapter_state)),
         "fan_in_fan_out": target(model_args) == "gpt2",  # GPT-2's Conv1D stores weights (in, out)
         "bias": "none",
         "use_rslora": False,
@@ -72,13 +75,20 @@ def peft_config(model_args: dict, adapter_state: dict[str, torch.Tensor], spec: 
     }
 
 
-def write_peft_adapter(model_args: dict, adapter_state: dict[str, torch.Tensor], spec: LoRASpec, out_dir: Path) -> Path:
+def write_peft_adapter(
+    model_args: dict,
+    adapter_state: dict[str, torch.Tensor],
+    spec: LoRASpec,
+    out_dir: Path,
+    base_model: str | None = None,
+) -> Path:
     """Write `adapter_config.json` and `adapter_model.safetensors` into `out_dir` (created); returns it.
-    `adapter_state`: `models.lora.adapter_state_dict` of the adapted model (before or after merging)."""
+    `adapter_state`: `models.lora.adapter_state_dict` of the adapted model (before or after merging);
+    `base_model`: as `peft_config`'s."""
     from safetensors.torch import save_file
 
     tensors = peft_tensors(model_args, adapter_state)  # refuses an unmappable base before writing
-    config = peft_config(model_args, adapter_state, spec)
+    config = peft_config(model_args, adapter_state, spec, base_model)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(out_dir / ADAPTER_WEIGHTS), metadata={"format": "pt"})
     (out_dir / ADAPTER_CONFIG).write_text(json.dumps(config, indent=2) + "\n")

@@ -1,9 +1,12 @@
 """A registered version exported once, attached to it, and reused: `foundry export MODEL_URI --format F --out DIR`.
 
 The first export of a version writes the format's files (`FORMATS`), logs them as an artifact of the version's
-run (`export/F/NAME-vN/`) and tags the version `foundry.export.F` with that artifact path, so a reviewer in the
-MLflow UI sees it. Later exports download that artifact instead of writing it again. Registry errors propagate
-(fail closed): an export never guesses a version or writes one it could not resolve.
+run (`export/F/NAME-vN/format-K`, K the exporter's `FORMAT_VERSION`) and tags the version `foundry.export.F` with
+that artifact path, so a reviewer in the MLflow UI sees it. Later exports download that artifact instead of writing
+it again, but only when the tag is exactly the path this exporter would write and the run still holds files there:
+a tag from an older exporter (another K), one copied from another version or set by hand, or an artifact deleted
+since, is exported again and re-tagged. Registry errors propagate (fail closed): an export never guesses a version,
+writes one it could not resolve, or takes a failed artifact listing for an absent artifact.
 """
 
 from __future__ import annotations
@@ -11,19 +14,17 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from foundry.export import FORMAT_VERSION
 from foundry.fs import remove_tree
 from foundry.model_uri import ModelUri
-from foundry.registry import tags as registry_tags
 
-# format -> (module, function(saved, tokenizer_file, out_dir) -> Path); imported when asked for
+# format -> (module, function(saved, tokenizer_file, out_dir, source=URI) -> Path); imported when asked for
 FORMATS = {"hf": ("foundry.export.hf", "write_hf"), "gguf": ("foundry.export.gguf", "write_gguf")}
 MARKER = "foundry-export.json"  # beside the exported files in --out, never in the logged artifact
-_ARTIFACT = re.compile(r"export/(hf|gguf)/[^/\\]+")
 
 
 class ExportRefused(ValueError):
@@ -61,17 +62,20 @@ def check_out_dir(out_dir: Path) -> None:
         )
 
 
-def _artifact(version, fmt: str) -> str | None:
-    key = tag_key(fmt)
-    if not version.tags.get(key):
-        return None
-    return registry_tags.checked(version, key, "an export artifact path (export/FORMAT/NAME-vN)", _artifact_path)
+def artifact_path(pinned: ModelUri, fmt: str) -> str:
+    """Where this exporter logs `fmt` of `pinned` under the version's run; its version tag holds the same text."""
+    return f"export/{fmt}/{pinned.folder}/format-{FORMAT_VERSION}"
 
 
-def _artifact_path(text: str) -> str:
-    if not _ARTIFACT.fullmatch(text) or ".." in text:
-        raise ValueError(text)
-    return text
+def _reusable(version, fmt: str, artifact: str) -> bool:
+    """Whether the version carries this exporter's export of `fmt`: its tag is `artifact`, and the run holds files
+    there. The tag's text is only compared, never used as a path."""
+    from foundry import tracking
+
+    if version.tags.get(tag_key(fmt)) != artifact:
+        return False
+    # an empty listing is an absent (deleted) artifact; an error listing it propagates
+    return bool(tracking.client().list_artifacts(version.run_id, artifact))
 
 
 def _write(version, fmt: str, home: Path, dest: Path) -> None:
@@ -79,18 +83,14 @@ def _write(version, fmt: str, home: Path, dest: Path) -> None:
     from models.gpt import load_saved
 
     artifacts = download(version, home)
-    source = str(ModelUri.of(version))
-    write = writer(fmt)
     saved = load_saved(artifacts / "model.pt")
-    if fmt == "hf":
-        write(saved, artifacts / "tokenizer.json", dest, source=source)
-    else:
-        write(saved, artifacts / "tokenizer.json", dest)
+    writer(fmt)(saved, artifacts / "tokenizer.json", dest, source=str(ModelUri.of(version)))
 
 
 def export_version(model_uri: str | ModelUri, fmt: str, out_dir: Path, home: Path) -> Export:
     """The export of a registered version in `fmt` in `out_dir`: downloaded when the version already carries
-    one, else written from its `model.pt` and `tokenizer.json`, logged under its run and tagged on it."""
+    this exporter's (`_reusable`), else written from its `model.pt` and `tokenizer.json`, logged under its run
+    and tagged on it."""
     import mlflow
 
     from foundry import tracking
@@ -101,8 +101,8 @@ def export_version(model_uri: str | ModelUri, fmt: str, out_dir: Path, home: Pat
     check_out_dir(out_dir)
     version = resolve(model_uri)
     pinned = ModelUri.of(version)
-    artifact = _artifact(version, fmt)
-    reused = artifact is not None
+    artifact = artifact_path(pinned, fmt)
+    reused = _reusable(version, fmt, artifact)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
     try:
@@ -112,12 +112,12 @@ def export_version(model_uri: str | ModelUri, fmt: str, out_dir: Path, home: Pat
             )
             files = Path(local)
         else:
-            artifact = f"export/{fmt}/{pinned.folder}"
             files = scratch / "files"
             _write(version, fmt, home, files)
             tracking.log_artifact(version.run_id, files, artifact)
             tracking.client().set_model_version_tag(pinned.name, pinned.version, tag_key(fmt), artifact)
-        record = {"model_uri": str(pinned), "format": fmt, "artifact": artifact, "run_id": version.run_id}
+        record = {"model_uri": str(pinned), "format": fmt, "format_version": FORMAT_VERSION, "artifact": artifact}
+        record |= {"run_id": version.run_id}
         (files / MARKER).write_text(json.dumps(record, indent=1) + "\n")
         _replace(files, out_dir)
     finally:

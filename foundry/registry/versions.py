@@ -226,11 +226,15 @@ def promote_manually(model_uri: str, reason: str, who: str) -> dict:
     return {"name": version.name, "version": str(version.version), **record}
 
 
+_NOT_COPIED = "foundry.export."  # foundry.export.publish.tag_key's tags
+
+
 def reregister(model_uri: str, home: Path) -> str:
     """The weights and tokenizer of a version, registered again as a new version of the same model that
     carries its code (versions logged before the code moved carry none and load only in a checkout).
     The tags, model card and serving limits are copied (the default limits for a version logged before there
-    were any), `reregistered_from` names the original; aliases stay put."""
+    were any), `reregistered_from` names the original; aliases stay put. Export tags are not copied: they name
+    artifacts of the original's run (`foundry export` writes the new version's own when asked)."""
     from mlflow.models import Model
     from mlflow.models.model import MODEL_CONFIG
 
@@ -248,7 +252,8 @@ def reregister(model_uri: str, home: Path) -> str:
     try:
         limits = Model.load(str(artifacts.parent)).flavors["python_function"].get(MODEL_CONFIG)
         uri = log_model(run.info.run_id, artifacts / "model.pt", artifacts / "tokenizer.json", limits)
-        tags = {**old.tags, "reregistered_from": str(ModelUri.of(old))}
+        tags = {k: v for k, v in old.tags.items() if not k.startswith(_NOT_COPIED)}
+        tags["reregistered_from"] = str(ModelUri.of(old))
         version = register(uri, old.name, run.info.run_id, tags, description=old.description or "")
     except Exception:
         tracking.end_run(run.info.run_id, ok=False)

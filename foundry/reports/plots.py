@@ -1,4 +1,4 @@
-"""Plots a person would rather look at than read: the training curve."""
+"""Plots a person would rather look at than read: the training curve, models' bits per byte side by side."""
 
 from __future__ import annotations
 
@@ -22,5 +22,46 @@ def loss_curve(history: dict[str, list[tuple[int, float]]], path: Path) -> Path:
     ax.legend()
     fig.tight_layout()
     fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def bits_per_byte_bars(
+    models: dict[str, float],
+    baselines: dict[str, float],
+    groups: dict[str, dict[str, float]],
+    title: str,
+    path: Path,
+) -> Path:
+    """Models' bits per byte as bars beside the baselines' (grey), lowest first; with `groups` ({group: {model:
+    bits per byte}}), a second panel of bars per group and model. One PNG."""
+    import textwrap
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = 2 if groups else 1
+    bars = sorted([(v, k, "C0") for k, v in models.items()] + [(v, k, "0.7") for k, v in baselines.items()])
+    fig, axes = plt.subplots(panels, 1, figsize=(8, 1.5 + 0.4 * len(bars) * panels), dpi=110, squeeze=False)
+    ax = axes[0][0]
+    ax.barh([label for _, label, _ in bars], [v for v, _, _ in bars], color=[c for _, _, c in bars])
+    ax.invert_yaxis()  # the best at the top
+    ax.set(xlabel="bits per byte (lower is better)", title=textwrap.fill(title, 70))
+    ax.grid(axis="x", alpha=0.3)
+    if groups:
+        ax = axes[1][0]
+        height = 0.8 / max(1, len(models))
+        for i, name in enumerate(models):
+            values = [groups[g].get(name, 0.0) for g in groups]
+            ax.barh([j + i * height for j in range(len(groups))], values, height=height, label=name)
+        ax.set_yticks([j + 0.4 - height / 2 for j in range(len(groups))], list(groups))
+        ax.invert_yaxis()
+        ax.set(xlabel="bits per byte by group of source files")
+        ax.grid(axis="x", alpha=0.3)
+        ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.3))  # below: bars reach the right
+    fig.tight_layout()
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return path

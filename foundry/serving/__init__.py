@@ -3,4 +3,5 @@
 - `pyfunc_model`: the served model: prompts or chats in, generated text out
 - `package`: logging it: code, weights, tokenizer, signature and requirements as one MLflow model
 - `requirements.txt`: the requirements every version logs
+- `http`: not the model's code (it stays here): `foundry serve-model`'s app, MLflow's scoring routes and OpenAI's
 """

@@ -26,6 +26,8 @@ ENTRY_MODULES = {
     "flows.search",
     "flows.merge",
     "flows.finetune",
+    "flows.evaluate",
+    "flows.gc",
 }
 
 
@@ -136,6 +138,7 @@ def test_layers_point_one_way():
         "foundry.cli.align": ("flows",),
         "foundry.cli.search": ("flows",),
         "foundry.cli.specialists": ("flows",),
+        "foundry.cli.fleet": ("flows",),  # `foundry evaluate` runs the evaluate flow
         "foundry.ops": ("prefect",),  # `foundry doctor` asks Prefect itself whether it sends telemetry
         "foundry.cli.console": ("prefect",),  # the CLI's console: Prefect's logging set up before ours goes on top
     }

@@ -47,24 +47,34 @@ def test_every_tensor_is_foundrys_under_llama_cpps_name(tmp_path, tokenizer_file
         assert tuple(int(d) for d in read[name].shape) == tuple(reversed(value.shape)), name
 
 
-def test_learned_positions_are_gpt2_with_its_hyperparameters(tmp_path, tokenizer_file):
-    reader = GGUFReader(write_gguf(_saved("learned", 300), tokenizer_file, tmp_path))
-    assert _field(reader, "general.architecture") == "gpt2"
-    got = {k: _field(reader, f"gpt2.{k}") for k in ("context_length", "embedding_length", "block_count")}
-    assert got | {"heads": _field(reader, "gpt2.attention.head_count")} == {
-        "context_length": 24,
-        "embedding_length": 16,
-        "block_count": 2,
-        "heads": 2,
-    }
-    assert "position_embd.weight" in {t.name for t in reader.tensors}
+COMMON = {
+    "context_length": 24,
+    "embedding_length": 16,
+    "block_count": 2,
+    "feed_forward_length": 64,
+    "attention.head_count": 2,
+    "attention.layer_norm_epsilon": 1e-5,
+    "vocab_size": 300,
+}
+# every model key the writer sets, per architecture: rotary is sequential gptneox roping the whole head
+METADATA = {
+    "learned": ("gpt2", COMMON),
+    "rotary": (
+        "gptneox",
+        COMMON | {"rope.dimension_count": 8, "rope.freq_base": 10000.0, "use_parallel_residual": False},
+    ),
+}
 
 
-def test_rotary_is_sequential_gptneox_roping_the_whole_head(tmp_path, tokenizer_file):
-    reader = GGUFReader(write_gguf(_saved("rotary", 300), tokenizer_file, tmp_path))
-    assert _field(reader, "general.architecture") == "gptneox"
-    got = [_field(reader, f"gptneox.{k}") for k in ("rope.dimension_count", "use_parallel_residual", "rope.freq_base")]
-    assert got == [8, False, 10000.0]
+@pytest.mark.parametrize("positions", ["learned", "rotary"])
+def test_the_hyperparameters_are_the_models(tmp_path, tokenizer_file, positions):
+    reader = GGUFReader(write_gguf(_saved(positions, 300), tokenizer_file, tmp_path, source="models:/m/3"))
+    arch, expected = METADATA[positions]
+    written = {k.removeprefix(f"{arch}."): _field(reader, k) for k in reader.fields if k.startswith(f"{arch}.")}
+    assert written == pytest.approx(expected)
+    general = {k: _field(reader, k) for k in reader.fields if k.startswith("general.")}
+    assert general == {"general.architecture": arch, "general.name": "models:/m/3", "general.file_type": 0}
+    assert ("position_embd.weight" in {t.name for t in reader.tensors}) == (positions == "learned")
 
 
 def test_tokenizer_is_embedded_whole(tmp_path, tokenizer_file):

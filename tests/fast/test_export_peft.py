@@ -13,8 +13,8 @@ from helpers import plain_tokenizer
 
 from foundry.export.hf import write_hf
 from foundry.export.layout import UnsupportedArchitecture
-from foundry.export.peft import ADAPTER_CONFIG, write_peft_adapter
-from models.gpt import GPT, GPTConfig
+from foundry.export.peft import ADAPTER_CONFIG, peft_config, write_peft_adapter
+from models.gpt import GPT, GPTConfig, gpt_from_saved
 from models.lora import LoRASpec, adapter_state_dict, add_lora, merge_lora
 
 os.environ["HF_HUB_OFFLINE"] = os.environ["TRANSFORMERS_OFFLINE"] = "1"  # never download
@@ -49,7 +49,9 @@ def _peft_logits(tmp_path, saved: dict, adapters: dict, spec: LoRASpec, ids: tor
 
 @pytest.mark.parametrize("positions", ["learned", "rotary"])
 @pytest.mark.parametrize(
-    "targets", [("attn.qkv", "attn.proj", "mlp.fc", "mlp.proj"), ("attn.qkv", "mlp.proj")], ids=["all", "some"]
+    "targets",
+    [("attn.qkv", "attn.proj", "mlp.fc", "mlp.proj"), ("attn.qkv", "mlp.proj"), ("blocks.0.attn.qkv",)],
+    ids=["all", "some", "one-layer"],
 )
 def test_peft_adapter_on_exported_base_matches_merged_specialist(tmp_path, positions, targets):
     spec = LoRASpec(rank=4, alpha=8.0, dropout=0.1, targets=targets)
@@ -58,23 +60,33 @@ def test_peft_adapter_on_exported_base_matches_merged_specialist(tmp_path, posit
     ids = torch.randint(0, 300, (2, 24), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         merged, _ = merge_lora(adapted).eval()(ids)
-        base, _ = GPT(GPTConfig(**saved["model_args"])).eval().requires_grad_(False)(ids)
+        base, _ = gpt_from_saved(saved)(ids)
     peft = _peft_logits(tmp_path, saved, adapters, spec, ids)
     assert (merged - base).abs().max() > 1e-2  # the adapters change the outputs
     assert (peft - merged).abs().max() < 1e-4
 
 
 def test_targets_name_only_the_adapted_projections(tmp_path):
-    spec = LoRASpec(rank=2, alpha=2.0, targets=("attn.proj",))
+    """Full paths: PEFT adapts every module whose path ends in a target, so `attn.c_proj` would also adapt a layer
+    Foundry left alone, and `c_proj` GPT-2's MLP projections too."""
+    spec = LoRASpec(rank=2, alpha=2.0, targets=("blocks.1.attn.proj",))
     saved, adapted = _adapted("learned", spec)
     write_peft_adapter(saved["model_args"], adapter_state_dict(adapted), spec, tmp_path)
     config = json.loads((tmp_path / ADAPTER_CONFIG).read_text())
     assert (config["target_modules"], config["fan_in_fan_out"], config["r"], config["lora_alpha"]) == (
-        ["attn.c_proj"],
+        ["transformer.h.1.attn.c_proj"],
         True,
         2,
         2.0,
     )
+
+
+@pytest.mark.parametrize("parent", ["models:/foundry-gpt/3", None])
+def test_the_base_is_named_when_the_caller_knows_it(parent):
+    spec = LoRASpec(rank=2, targets=("attn.qkv",))
+    saved, adapted = _adapted("rotary", spec)
+    config = peft_config(saved["model_args"], adapter_state_dict(adapted), spec, parent)
+    assert config["base_model_name_or_path"] == parent
 
 
 def test_unmappable_base_is_refused_before_writing(tmp_path):

@@ -8,29 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers import corpus_tokenizer, sharp_gpt
 
-from foundry.config.training import TokenizerConfig
-from foundry.data.shards import train_tokenizer
 from foundry.export.gguf import write_gguf
-from models.gpt import GPT, GPTConfig
 
-CORPUS = [
-    "The river carried the stone past the old mill, and the light fell on the water.",
-    "Add two and three: five. Add four and four: eight. Numbers 12, 345 and 6789 too.",
-    "def main():\n    return sum(range(10))  # tabs\tand spaces",
-    "Ünïcödé text, émigré café, naïve façade; 東京 and 北京.",
-] * 30
 HELD_OUT = "The mill carried three stones and the water fell: 12 and 345. Café façade, 北京 river light.<|endoftext|>"
-
-
-def _sharp_gpt(vocab_size: int, positions: str) -> GPT:
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size, block_size=128, n_layer=2, n_head=4, n_embd=32, positions=positions))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            norm_gain = ".ln_" in name and name.endswith("weight")
-            p.copy_(1 + 0.1 * torch.randn_like(p) if norm_gain else 0.3 * torch.randn_like(p))
-    return model.eval()
 
 
 def _nll(logits: np.ndarray, ids: list[int]) -> float:
@@ -43,9 +25,7 @@ def _nll(logits: np.ndarray, ids: list[int]) -> float:
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
     path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
-    tokenizer = train_tokenizer(CORPUS, TokenizerConfig(vocab_size=400, min_frequency=1))
-    tokenizer.save(str(path))
-    return tokenizer, path
+    return corpus_tokenizer(path), path
 
 
 def _llama(path):
@@ -58,7 +38,7 @@ def _llama(path):
 @pytest.mark.parametrize("positions", ["learned", "rotary"])
 def test_llama_cpp_log_likelihood_is_foundrys_within_a_tenth_of_a_percent(tmp_path, tokenizer, positions, dtype):
     tok, path = tokenizer
-    model = _sharp_gpt(tok.get_vocab_size(), positions)
+    model = sharp_gpt(tok.get_vocab_size(), positions)
     saved = {"model_args": model.config.to_dict(), "state_dict": model.state_dict()}
     llm = _llama(write_gguf(saved, path, tmp_path, dtype=dtype))
     ids = tok.encode(HELD_OUT).ids
@@ -73,6 +53,6 @@ def test_llama_cpp_log_likelihood_is_foundrys_within_a_tenth_of_a_percent(tmp_pa
 
 def test_llama_cpp_tokenizes_as_foundry(tmp_path, tokenizer):
     tok, path = tokenizer
-    model = _sharp_gpt(tok.get_vocab_size(), "learned")
+    model = sharp_gpt(tok.get_vocab_size(), "learned")
     llm = _llama(write_gguf({"model_args": model.config.to_dict(), "state_dict": model.state_dict()}, path, tmp_path))
     assert llm.tokenize(HELD_OUT.encode(), add_bos=False, special=True) == tok.encode(HELD_OUT).ids

@@ -2,11 +2,12 @@
 logged requirements (installed offline from the wheelhouse `make test` gathers), from a folder outside
 the checkout, through `mlflow.pyfunc.load_model`, `mlflow models predict` and `mlflow models serve` over
 HTTP (a bad request gets HTTP 400 naming its field). Versions registered before the code moved still load,
-through the shim at their old import path."""
+through the shim at their old import path. `foundry serve-model` answers the OpenAI SDK."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -148,19 +149,20 @@ def test_mlflow_models_predict_serves_it_the_same_way(fresh_venv, tmp_path):
     assert served == list(here["completion"]) and all(served)
 
 
-@contextlib.contextmanager
-def served(python: Path, model_uri: str, folder: Path):
-    """`mlflow models serve` of the version from the fresh virtualenv on a free loopback port; yields its URL.
-    MLflow starts `uvicorn` by name: the virtualenv's `bin/` goes first on PATH, as an activated one would."""
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = _outside_env() | {"PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}"}
-    command = [str(python.parent / "mlflow"), "models", "serve", "-m", model_uri, "--env-manager", "local"]
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running(command: list[str], port: int, env: dict[str, str], folder: Path):
+    """The server `command` started in `folder`, once it answers /ping on the loopback `port`; yields its URL.
+    Stopped, with its whole process group, when the block ends."""
     log = folder / "serve.log"
     with log.open("w") as out:
         server = subprocess.Popen(
-            [*command, "-h", "127.0.0.1", "-p", str(port), "-w", "1"],
+            command,
             cwd=folder,
             env=env,
             stdout=out,
@@ -175,7 +177,7 @@ def served(python: Path, model_uri: str, folder: Path):
                     break
             except OSError:
                 assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-                time.sleep(1)
+                time.sleep(0.25)
         yield url
     finally:
         os.killpg(server.pid, signal.SIGTERM)
@@ -184,6 +186,17 @@ def served(python: Path, model_uri: str, folder: Path):
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
+
+
+@contextlib.contextmanager
+def served(python: Path, model_uri: str, folder: Path):
+    """`mlflow models serve` of the version from the fresh virtualenv on a free loopback port; yields its URL.
+    MLflow starts `uvicorn` by name: the virtualenv's `bin/` goes first on PATH, as an activated one would."""
+    port = free_port()
+    env = _outside_env() | {"PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}"}
+    command = [str(python.parent / "mlflow"), "models", "serve", "-m", model_uri, "--env-manager", "local"]
+    with running([*command, "-h", "127.0.0.1", "-p", str(port), "-w", "1"], port, env, folder) as url:
+        yield url
 
 
 def ask(url: str, body: dict, path: str = "/invocations") -> tuple[int, dict | str]:
@@ -261,7 +274,8 @@ def test_an_aligned_version_served_over_http_answers_a_chat_and_the_chat_complet
 ):
     """The aligned version served from the fresh virtualenv: Foundry's chat rows as in this process; a
     chat-completions body (what an OpenAI client sends, posted to /invocations) in that shape, its reply the
-    same chat's; the path an OpenAI client would post to by itself is not served (404)."""
+    same chat's; the path an OpenAI client would post to by itself is not served (404: `foundry serve-model`
+    serves it, the next test)."""
     import mlflow
 
     _, aligned = aligned_model
@@ -283,6 +297,65 @@ def test_an_aligned_version_served_over_http_answers_a_chat_and_the_chat_complet
     assert choice["finish_reason"] == "stop" or answer["usage"]["completion_tokens"] == 8
     assert openai_path[0] == 404
     assert too_long[0] == 400 and "max_tokens = 100000: must be between 1 and" in too_long[1]["message"]
+
+
+NETAUDIT = REPO / "tests" / "netaudit"  # sitecustomize.py: a process's attempts beyond loopback, logged
+_REACHED_OUT: list[str] | None = None  # while `reaching_out` listens: this process's attempts beyond loopback
+
+
+@contextlib.contextmanager
+def reaching_out():
+    """What this process tries to reach beyond loopback inside the block, by tests/netaudit's rule. An audit
+    hook cannot be removed: one is added on first use, and records nothing outside a block."""
+    global _REACHED_OUT
+    spec = importlib.util.spec_from_file_location("netaudit_rule", NETAUDIT / "sitecustomize.py")
+    rule = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rule)  # without FOUNDRY_NET_AUDIT it only defines its functions
+
+    def hook(event: str, args: tuple) -> None:
+        if _REACHED_OUT is None or not event.startswith("socket."):
+            return
+        host = args[1][0] if event in rule._ADDRESS_EVENTS and len(args) > 1 and isinstance(args[1], tuple) else None
+        host = args[0] if event in rule._NAME_EVENTS and args else host
+        if not rule._is_local(host):
+            _REACHED_OUT.append(f"{event} {host!r}")
+
+    if not getattr(reaching_out, "hooked", False):
+        sys.addaudithook(hook)
+        reaching_out.hooked = True
+    _REACHED_OUT = reached = []
+    try:
+        yield reached
+    finally:
+        _REACHED_OUT = None
+
+
+def test_an_openai_client_gets_from_foundry_serve_model_what_invocations_answers(aligned_model, tmp_path):
+    """`foundry serve-model` on a loopback port: the OpenAI SDK (base_url .../v1) lists the one model and gets the
+    reply /invocations gives the same chat; an over-limit max_tokens is its BadRequestError naming the field.
+    Neither the SDK here nor the server (tests/netaudit's hook in it) tries to reach beyond loopback."""
+    import openai
+
+    _, aligned = aligned_model
+    port, audit = free_port(), tmp_path / "audit.jsonl"
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(NETAUDIT), str(REPO)]), "FOUNDRY_NET_AUDIT": str(audit)}
+    command = [sys.executable, "-m", "foundry.cli", "serve-model", aligned.model_uri, "--port", str(port)]
+    greedy = {"messages": CHATS[1], "max_tokens": 8, "temperature": 0}
+    with running(command, port, env, tmp_path) as url, reaching_out() as reached:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=120)
+        [listed] = client.models.list().data
+        reply = client.chat.completions.create(model=listed.id, **greedy)
+        invoked = ask(url, {"model": listed.id, **greedy})
+        with pytest.raises(openai.BadRequestError) as too_long:
+            client.chat.completions.create(model=listed.id, **{**greedy, "max_tokens": 100_000})
+    compared = {"choices", "usage"}  # the id and the time differ between two answers
+    expected = openai.types.chat.ChatCompletion(**invoked[1]).model_dump(include=compared)
+    assert listed.id == aligned.model_uri and invoked[0] == 200 and reply.model == listed.id
+    assert reply.model_dump(include=compared) == expected and reply.choices[0].message.content
+    assert too_long.value.status_code == 400 and too_long.value.param == "max_tokens"
+    assert too_long.value.body["message"].startswith("max_tokens = 100000: must be between 1 and")
+    events = [json.loads(line)["event"] for line in audit.read_text().splitlines()]
+    assert reached == [] and events == ["started"]  # the server's one process started, and tried nothing more
 
 
 @pytest.fixture(scope="module")

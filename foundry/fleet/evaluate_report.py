@@ -1,0 +1,99 @@
+"""What `foundry evaluate` shows: one comparison as markdown (the CLI prints it, the flow publishes it), the same
+rows for a Prefect table artifact, and a bar chart.
+
+Loss and perplexity are per token of each model's own tokenizer, so they appear only when every model shares
+one; bits per byte always do (the holdout's UTF-8 bytes are the same whoever reads them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.fleet.evaluate import Evaluation, ModelScores
+
+DIFFERENT_TOKENIZERS = (
+    "The models use different tokenizers: they compare in bits per byte only (loss and perplexity are per token "
+    "of each model's own tokenizer, logged on each model's run)."
+)
+
+
+def name_of(scores: ModelScores) -> str:
+    """A model as the table names it: its version, and the URI asked for when that was an alias."""
+    ref = scores.model
+    return ref.model if ref.asked == ref.model else f"{ref.model} ({ref.asked})"
+
+
+def baseline_label(name: str, evaluation: Evaluation) -> str:
+    label = HoldoutMetrics.LABELS[name]
+    return f"{label} (given {evaluation.baselines.train_bytes:,} train bytes)" if name in ("xz9e", "ppmd") else label
+
+
+def rows(evaluation: Evaluation) -> list[dict[str, str]]:
+    """The overall comparison, one row per model then per baseline, best first within each: the table
+    artifact's rows and the markdown's."""
+    with_loss = evaluation.one_tokenizer
+    ranked = sorted(evaluation.models, key=lambda m: m.metrics.bits_per_byte)
+    table = []
+    for m in ranked:
+        row = {"model": name_of(m), "bits_per_byte": f"{m.metrics.bits_per_byte:.4f}"}
+        if with_loss:
+            row |= {"loss": f"{m.metrics.loss:.4f}", "perplexity": f"{m.metrics.perplexity:.2f}"}
+        table.append(row | {"tokens": f"{m.metrics.tokens:,}"})
+    for name, value in sorted(evaluation.baselines.scores.items(), key=lambda item: item[1]):
+        row = {"model": f"baseline: {baseline_label(name, evaluation)}", "bits_per_byte": f"{value:.4f}"}
+        table.append(row | ({"loss": "", "perplexity": ""} if with_loss else {}) | {"tokens": ""})
+    return table
+
+
+def group_rows(evaluation: Evaluation) -> list[dict[str, str]]:
+    """Bits per byte per group of source files, one column per model (in the order asked)."""
+    table = []
+    for group in evaluation.groups:
+        scored = [m.groups.get(group) for m in evaluation.models]
+        size = next(g.bytes for g in scored if g is not None)
+        row = {"group": group, "bytes": f"{size:,}"}
+        row |= {name_of(m): f"{g.bits_per_byte:.4f}" if g else "" for m, g in zip(evaluation.models, scored)}
+        table.append(row)
+    return table
+
+
+def markdown(table: list[dict[str, str]], numeric_from: int = 1) -> str:
+    """A GitHub-style table; columns from `numeric_from` on are right-aligned."""
+    header = list(table[0])
+    align = ["---" if i < numeric_from else "---:" for i in range(len(header))]
+    lines = [header, align, *([row.get(key, "") for key in header] for row in table)]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+
+
+def comparison(evaluation: Evaluation) -> str:
+    """The text `foundry evaluate` prints and the flow's summary: overall, then per group, then the runs."""
+    data = evaluation.data
+    n = len(evaluation.models)
+    head = [
+        f"evaluate: {n} model{'s' * (n != 1)} on {data.label}",
+        f"holdout: {evaluation.holdout_bytes:,} bytes in {len(evaluation.groups)} group(s) of source files",
+        "",
+        markdown(rows(evaluation)),
+        "",
+    ]
+    if not evaluation.one_tokenizer:
+        head += [DIFFERENT_TOKENIZERS, ""]
+    groups = ["bits per byte by group of source files (top-level folder):", "", markdown(group_rows(evaluation), 1)]
+    runs = [f"{name_of(m)}: MLflow run {m.run_id}" for m in evaluation.models if m.run_id]
+    tail = ["", f"evaluation run {evaluation.run_id}", *runs] if evaluation.run_id else []
+    return "\n".join(head + groups + tail)
+
+
+def chart(evaluation: Evaluation, path: Path) -> Path:
+    """Bits per byte of each model beside the baselines (and per group when there are several), one PNG."""
+    from foundry.reports.plots import bits_per_byte_bars
+
+    models = {name_of(m): m.metrics.bits_per_byte for m in evaluation.models}
+    baselines = {baseline_label(k, evaluation): v for k, v in evaluation.baselines.scores.items()}
+    groups = {
+        group: {name_of(m): m.groups[group].bits_per_byte for m in evaluation.models if group in m.groups}
+        for group in evaluation.groups
+    }
+    title = f"Bits per byte on {evaluation.data.label}"
+    return bits_per_byte_bars(models, baselines, groups if len(groups) > 1 else {}, title, path)

@@ -1,0 +1,107 @@
+"""`foundry evaluate` in MLflow: one run per model, a child of the evaluation's own run, linked to the version.
+
+Each model's run records the data as its dataset input (context `evaluation`: a data version as training records
+it, `dvc+<remote>#<version>`; a source not versioned by its content digest) and the version's logged model as
+its model input, and logs the model's figures as `eval/<field>` (per group `eval/group/<group>/<field>`) with
+`model_id` and the dataset's name and digest: MLflow 3's model-linked metrics, which the logged model's page,
+and the version's through it, list by dataset. Versions logged before MLflow 3's logged models have none; their
+figures stay on the run. The baselines (`eval/baseline/<name>_bits_per_byte`) depend on the data alone and are
+logged on the runs, not on the models. Tags name the model URI asked for, the version and the data.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from foundry import tracking
+from foundry.contracts import RunContext
+from foundry.fleet.evaluate import Baselines, EvaluationData, ModelScores
+from foundry.redact import redact_url
+
+PREFIX = "eval/"
+FIELDS = ("loss", "perplexity", "bits_per_byte", "tokens")
+CONTEXT = "evaluation"
+
+
+def metric_key(field: str, group: str | None = None) -> str:
+    """`eval/<field>`, or `eval/group/<group>/<field>` with the group's name in MLflow's key characters."""
+    if group is None:
+        return PREFIX + field
+    safe = re.sub(r"[^A-Za-z0-9_.\- ]", "_", group)
+    return f"{PREFIX}group/{safe}/{field}"
+
+
+def model_metrics(scores: ModelScores) -> dict[str, float]:
+    found = {metric_key(f): float(getattr(scores.metrics, f)) for f in FIELDS if getattr(scores.metrics, f) is not None}
+    for group, g in scores.groups.items():
+        found |= {metric_key(f, group): float(getattr(g, f)) for f in ("bits_per_byte", "loss", "tokens")}
+    return found
+
+
+def baseline_metrics(baselines: Baselines) -> dict[str, float]:
+    found = {f"{PREFIX}baseline/{name}_bits_per_byte": v for name, v in baselines.scores.items()}
+    return found | {f"{PREFIX}baseline/train_bytes": float(baselines.train_bytes)}
+
+
+def data_tags(data: EvaluationData) -> dict[str, str]:
+    """The data as run tags: its version and remote, or the source and its digest."""
+    if data.data_version:
+        return {"data_version": data.data_version, "data.remote": redact_url(data.remote or "")}
+    return {"data.source": data.source, "data.source_digest": data.source_digest}
+
+
+def dataset_input(data: EvaluationData):
+    """The data as an MLflow dataset input of context `evaluation` (a URI that is recorded, never fetched)."""
+    from mlflow.data.http_dataset_source import HTTPDatasetSource
+    from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.entities import DatasetInput, InputTag
+
+    where = f"dvc+{redact_url(data.remote or '')}#{data.data_version}" if data.data_version else data.source
+    dataset = MetaDataset(source=HTTPDatasetSource(where), name=data.name, digest=data.digest)
+    tags = [InputTag("mlflow.data.context", CONTEXT), InputTag("source", data.source)]
+    return DatasetInput(dataset._to_mlflow_entity(), tags=tags)
+
+
+def log_model_run(parent: RunContext, scores: ModelScores, data: EvaluationData, baselines: Baselines) -> str:
+    """The model's evaluation run, finished; returns its id."""
+    from mlflow.entities import LoggedModelInput, Metric
+
+    c = tracking.client()
+    experiment = c.get_run(parent.run_id).info.experiment_id
+    ref = scores.model
+    tags = {
+        "mlflow.parentRunId": parent.run_id,
+        "foundry.stage": "evaluate",
+        "foundry.evaluates": ref.model,
+        "foundry.model_uri": ref.asked,
+        "foundry.tokenizer": scores.tokenizer,
+        **data_tags(data),
+        **tracking.standard_tags(),
+    }
+    run = c.create_run(experiment, run_name=f"evaluate {ref.model} on {data.name}", tags=tags)
+    run_id = run.info.run_id
+    try:
+        models = [LoggedModelInput(ref.model_id)] if ref.model_id else None
+        c.log_inputs(run_id, datasets=[dataset_input(data)], models=models)
+        now = int(time.time() * 1000)
+        linked = {"model_id": ref.model_id, "dataset_name": data.name, "dataset_digest": data.digest}
+        batch = [Metric(k, v, now, 0, **(linked if ref.model_id else {})) for k, v in model_metrics(scores).items()]
+        batch += [Metric(k, v, now, 0) for k, v in baseline_metrics(baselines).items()]
+        for start in range(0, len(batch), 1000):  # MLflow's batch limit
+            c.log_batch(run_id, metrics=batch[start : start + 1000])
+    except BaseException:
+        tracking.end_run(run_id, ok=False)
+        raise
+    tracking.end_run(run_id, ok=True)
+    return run_id
+
+
+def log_comparison(parent: RunContext, data: EvaluationData, text: str, chart) -> None:
+    """On the evaluation's own run: the data (tags and input), the comparison as `evaluation/comparison.md`
+    and the chart under `evaluation/`."""
+    c = tracking.client()
+    tracking.set_tags(parent.run_id, {"foundry.stage": "evaluate", **data_tags(data)})
+    c.log_inputs(parent.run_id, datasets=[dataset_input(data)])
+    c.log_text(parent.run_id, text + "\n", "evaluation/comparison.md")
+    tracking.log_artifact(parent.run_id, chart, "evaluation")

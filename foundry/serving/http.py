@@ -1,0 +1,146 @@
+"""`foundry serve-model`: one registered version over HTTP, as `mlflow models serve` serves it, plus the routes an
+OpenAI client calls.
+
+MLflow's scoring app (`mlflow.pyfunc.scoring_server.init`, what `mlflow models serve` runs) answers `/invocations`,
+`/ping`, `/health` and `/version`; an OpenAI client POSTs to `{base_url}/chat/completions`, which that app does not
+have. This app is MLflow's own with three more routes:
+
+- `POST /v1/chat/completions` (and `/chat/completions`): the body goes through the same `invocations` call as a
+  body posted to `/invocations`, so the same checks and the same `chat.completion` answer (the served model's
+  `predict`, foundry/serving/pyfunc_model.py). A refusal comes back with the same status in OpenAI's error shape,
+  `{"error": {"message", "type", "param", "code"}}`, which the OpenAI SDK raises as `BadRequestError`.
+- `GET /v1/models` (and `/models`): the one model served, for the SDK's `models.list()`.
+
+Loopback only unless `allow_remote`: the server has no authentication, and anyone who reaches it can generate.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the route's `Request` hint, imported in `build_app`.
+import ipaddress
+import json
+import re
+import time
+
+from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS
+
+DEFAULT_PORT = 8000
+REMOTE_FLAG = "--allow-remote"
+LOCAL_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
+# The request fields a refusal's message can start with (after `row N: ` or `params.`): the error's `param`.
+PARAMS = {"messages", *CHAT_COMPLETION_FIELDS, *DEFAULTS}
+_NAMED_FIELD = re.compile(r"(?:row \d+: )?(?:params\.)?([a-z_]+)\b")
+_PREDICT_PREFIX = "Failed to predict data "  # what MLflow's `invocations` puts before the model's message
+# OpenAI's fields that change nothing at these values; any other value, or a field the served model does not read
+# (`stop`, `tools`, `logprobs`...), is refused: MLflow would drop it with only a log line, and the caller would get
+# an answer to a request it did not make.
+NO_OP_FIELDS = {"top_p": 1, "frequency_penalty": 0, "presence_penalty": 0, "logprobs": False, "user": None}
+
+
+def check_host(host: str, allow_remote: bool) -> str:
+    """The host to listen on; a ValueError for one that is not loopback unless `allow_remote`. A name other than
+    localhost counts as remote: it is never looked up (that would leave the machine)."""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host.lower() in LOCAL_NAMES
+    if not loopback and not allow_remote:
+        raise ValueError(
+            f"--host {host}: not a loopback address; the server has no authentication, so anyone who reaches it "
+            f"can generate. Pass {REMOTE_FLAG} to listen there anyway, or use 127.0.0.1"
+        )
+    return host
+
+
+def openai_error(status: int, message: str, code: str | None = None, param: str | None = None):
+    """A JSON response in OpenAI's error shape; `param` is the request field the message starts with, if any."""
+    from fastapi.responses import JSONResponse
+
+    if message.startswith(_PREDICT_PREFIX):  # drop MLflow's echo of the whole parsed input
+        message = message.partition("\nError: ")[2] or message
+    named = _NAMED_FIELD.match(message)
+    param = param or (named.group(1) if named and named.group(1) in PARAMS else None)
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    error = {"message": message, "type": kind, "param": param, "code": code}
+    return JSONResponse({"error": error}, status_code=status)
+
+
+class BadBody(ValueError):
+    """A chat-completions body refused before the model: `param` is the field at fault, if one is."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+
+def _unsupported(body: dict) -> str | None:
+    """The first field of the body that the served model would not honour, if any."""
+    for field, value in body.items():
+        if field in PARAMS or field == "user" or (field in NO_OP_FIELDS and value == NO_OP_FIELDS[field]):
+            continue
+        return field
+    return None
+
+
+def chat_completions_body(raw: bytes, model_id: str) -> bytes:
+    """The body to hand to `invocations`: a JSON object with `messages`, its `model` the served one's when the
+    request names none (so that the answer is in the chat-completions shape); a BadBody saying what is wrong."""
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadBody(f"the body is not JSON: {exc}") from None
+    if not isinstance(body, dict) or "messages" not in body:
+        raise BadBody("messages: a chat-completions request is a JSON object with `messages`", "messages")
+    field = _unsupported(body)
+    if field is not None:
+        honoured = ", ".join(sorted(PARAMS))
+        raise BadBody(f"{field} = {json.dumps(body[field])[:80]}: not supported (this model reads {honoured})", field)
+    body.setdefault("model", model_id)
+    return json.dumps(body).encode()
+
+
+def model_list(model_id: str, created: int) -> dict:
+    return {"object": "list", "data": [{"id": model_id, "object": "model", "created": created, "owned_by": "foundry"}]}
+
+
+def build_app(model, model_id: str):
+    """MLflow's scoring app for the loaded `model` (a PyFuncModel) with the OpenAI routes added."""
+    import asyncio
+
+    from fastapi import Request
+    from fastapi.responses import Response
+    from mlflow.exceptions import MlflowException
+    from mlflow.pyfunc.scoring_server import CONTENT_TYPE_JSON, init, invocations
+
+    app = init(model)
+    schema = model.metadata.get_input_schema()
+    created = int(time.time())
+
+    async def chat_completions(request: Request):
+        try:
+            body = chat_completions_body(await request.body(), model_id)
+        except BadBody as exc:
+            return openai_error(400, str(exc), "invalid_request", param=exc.param)
+        try:  # a thread, as MLflow's /invocations does: generation must not block the event loop
+            result = await asyncio.to_thread(invocations, body, CONTENT_TYPE_JSON, model, schema)
+        except MlflowException as exc:
+            return openai_error(exc.get_http_status_code(), exc.message, exc.error_code)
+        if result.status != 200:
+            return openai_error(result.status, result.response)
+        return Response(content=result.response, status_code=200, media_type=CONTENT_TYPE_JSON)
+
+    async def models():
+        return model_list(model_id, created)
+
+    for prefix in ("/v1", ""):
+        app.post(f"{prefix}/chat/completions")(chat_completions)
+        app.get(f"{prefix}/models")(models)
+    return app
+
+
+def serve(model_uri: str, host: str, port: int, model_id: str | None = None, allow_remote: bool = False) -> None:
+    """Load the version as `mlflow models serve` does (SERVING_MODEL_CONFIG honoured) and serve it until stopped."""
+    import uvicorn
+    from mlflow.pyfunc.scoring_server import load_model_with_mlflow_config
+
+    check_host(host, allow_remote)
+    app = build_app(load_model_with_mlflow_config(model_uri), model_id or model_uri)
+    uvicorn.run(app, host=host, port=port, workers=1, log_level="info")

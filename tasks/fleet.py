@@ -1,0 +1,71 @@
+"""Operating the fleet as Prefect tasks: `foundry evaluate`'s steps (`foundry.fleet.evaluate_steps`)."""
+
+from __future__ import annotations
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from foundry.config import FoundryConfig
+from foundry.contracts import RunContext
+from foundry.fleet.evaluate import Baselines, Evaluation, EvaluationData, ModelRef, ModelScores
+
+COMPARISON = "evaluation-comparison"
+
+
+@task(name="resolve-models", cache_policy=NO_CACHE)
+def resolve_models(models: list[str]) -> list[ModelRef]:
+    """Each URI to its version; a version the registry lacks, or a registry error, stops the flow here."""
+    from foundry.fleet.evaluate import resolve_models as resolve
+
+    return resolve(models)
+
+
+@task(name="download-models", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 10])
+def download_models(refs: list[ModelRef], run: RunContext) -> list[ModelRef]:
+    """Their weights and tokenizers, once per version under `$FOUNDRY_HOME/models/`."""
+    from foundry.fleet.evaluate import downloaded
+
+    return [downloaded(ref, run.home) for ref in refs]
+
+
+@task(name="evaluation-data", cache_policy=NO_CACHE)
+def evaluation_data(data: str, config: FoundryConfig, first: ModelRef, run: RunContext) -> EvaluationData:
+    """The data version hydrated, or the source prepared (not versioned) with the first model's tokenizer."""
+    from foundry.fleet.evaluate_steps import data_for
+
+    prepared = data_for(data, config, first, run)
+    get_run_logger().info("scoring on %s (%s)", prepared.label, prepared.dir)
+    return prepared
+
+
+@task(name="baselines", cache_policy=NO_CACHE)
+def baselines(data: EvaluationData, config: FoundryConfig) -> Baselines:
+    """Unigram, gzip, xz, xz -9e and PPMd on the holdout, given the train split: once for every model."""
+    from foundry.fleet.evaluate import baselines as measure
+
+    return measure(data.dir, config)
+
+
+@task(name="score-model", cache_policy=NO_CACHE, task_run_name="score-{ref.model}")
+def score_model(
+    ref: ModelRef, data: EvaluationData, base: Baselines, config: FoundryConfig, run: RunContext
+) -> ModelScores:
+    """One model with its own tokenizer, overall and per group; its evaluation run linked to the version."""
+    from foundry.fleet.evaluate_steps import scored_and_logged
+
+    scores = scored_and_logged(ref, data, base, config, run)
+    get_run_logger().info("%s: %.4f bits/byte (run %s)", ref.model, scores.metrics.bits_per_byte, scores.run_id)
+    return scores
+
+
+@task(name="compare", cache_policy=NO_CACHE)
+def compare(data: EvaluationData, base: Baselines, scores: list[ModelScores], run: RunContext) -> Evaluation:
+    """The comparison (markdown and chart on the run, a table artifact on the run page)."""
+    from prefect.artifacts import create_table_artifact
+
+    from foundry.fleet.evaluate_report import rows
+    from foundry.fleet.evaluate_steps import compared
+
+    evaluation = compared(data, base, scores, run)
+    create_table_artifact(rows(evaluation), key=COMPARISON, description=f"Bits per byte on {data.label}", _sync=True)
+    return evaluation
