@@ -100,7 +100,7 @@ class ParentData(_Value):
 
 
 class Replay(_Value):
-    """The base's pretraining data, hydrated on this node, whose training split an SFT run replays windows of
+    """The base's pretraining data, hydrated on this node, whose training split an alignment run replays windows of
     (`align.replay_fraction`): what the align flow found, handed to the trainer and its ranks beside the config."""
 
     data: DataVersion  # the base's `pretrain.data_version`: part of the resume key, logged as align.replay_source

@@ -176,28 +176,45 @@ class WithReplay:
     window one segment whose every next token is trained: replay against forgetting. Both streams resume
     where they were; the windows run on through epochs of the conversations."""
 
-    def __init__(self, conversations: PackedConversations, windows):
-        self.conversations, self.windows = conversations, windows
+    key = "conversations"  # the batches' name in `state_dict()`, as checkpoints have always stored it
+
+    def __init__(self, batches: _Resumable, windows):
+        self.batches, self.windows = batches, windows
 
     def __len__(self) -> int:
-        return len(self.conversations)
+        return len(self.batches)
+
+    def _join(self, batch: tuple, window: tuple) -> tuple:
+        x, y, segments = batch
+        wx, wy = window
+        return torch.cat([x, wx]), torch.cat([y, wy]), torch.cat([segments, torch.zeros_like(wx)])
 
     def __iter__(self):
         windows = iter(self.windows)
-        for x, y, segments in self.conversations:
+        for batch in self.batches:
             try:
-                wx, wy = next(windows)
+                window = next(windows)
             except StopIteration:  # the windows' epoch ended: the next one
                 windows = iter(self.windows)
-                wx, wy = next(windows)
-            yield torch.cat([x, wx]), torch.cat([y, wy]), torch.cat([segments, torch.zeros_like(wx)])
+                window = next(windows)
+            yield self._join(batch, window)
 
     def state_dict(self) -> dict:
-        return {"conversations": self.conversations.state_dict(), "windows": self.windows.state_dict()}
+        return {self.key: self.batches.state_dict(), "windows": self.windows.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
-        self.conversations.load_state_dict(state["conversations"])
+        self.batches.load_state_dict(state[self.key])
         self.windows.load_state_dict(state["windows"])
+
+
+class PairsWithReplay(WithReplay):
+    """Each batch of preference pairs (x, y) with a batch of pretraining windows beside it, as (x, y, wx, wy):
+    kept apart, since pair rows are as wide as their longest reply and only they go through the reference."""
+
+    key = "pairs"
+
+    def _join(self, batch: tuple, window: tuple) -> tuple:
+        return (*batch, *window)
 
 
 class PreferenceBatches(_Resumable):

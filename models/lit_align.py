@@ -3,7 +3,9 @@ checkpoints are pretraining's, so resume works the same way.
 
 - `LitSFT`: next-token loss on assistant tokens only, over packed rows (x, y, segments).
 - `LitDPO`: DPO against a frozen reference copy of the starting weights, plus `sft_weight` times the
-  chosen replies' own loss, which keeps the policy generating them while it learns the preferences.
+  chosen replies' own loss, which keeps the policy generating them while it learns the preferences; with
+  replay (batches (x, y, wx, wy)), plus the pretraining windows' next-token loss, each window weighing as
+  much as one pair.
 """
 
 from __future__ import annotations
@@ -64,15 +66,28 @@ class LitDPO(LitGPT):
         stats = {"margin": out.margin, "accuracy": out.accuracy, "kl": kl, "chosen_nll": chosen_nll.detach()}
         return out.loss + self.sft_weight * chosen_nll, stats
 
+    def step_loss(self, batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The training loss of a batch of pairs (x, y), or of pairs and replayed windows (x, y, wx, wy):
+        `loss + (windows / pairs) * replay`, `replay` the windows' mean next-token loss. As a sum over the
+        batch's units divided by its pairs, every window counts as much as one pair, so `align.replay_fraction`
+        is the share of the batch's units, and of their weight in the loss, that replay pretraining text."""
+        loss, stats = self._pair_loss(batch[:2])
+        if len(batch) == 2:
+            return loss, stats
+        wx, wy = batch[2:]
+        _, replay = self.model(wx, wy)
+        stats["replay_nll"] = replay.detach()
+        return loss + (wx.size(0) / (batch[0].size(0) // 2)) * replay, stats
+
     def training_step(self, batch, batch_idx):
-        loss, stats = self._pair_loss(batch)
+        loss, stats = self.step_loss(batch)
         for key, value in stats.items():
             self._sums[key] = self._sums.get(key, 0.0) + value
         w = self._window
         w.loss_sum, w.micro_batches, w.tokens = (
             w.loss_sum + loss.detach(),
             w.micro_batches + 1,
-            w.tokens + batch[0].numel(),
+            w.tokens + sum(t.numel() for t in batch[::2]),  # the pairs' rows and the windows'
         )
         return loss
 

@@ -33,17 +33,18 @@ def chat_base(parent: ParentModel, home: Path) -> ParentModel:
 
 @task(name="replay-source", cache_policy=NO_CACHE)
 def replay_source(config: FoundryConfig, parent: ParentModel, home: Path) -> Replay | None:
-    """With `align.replay_fraction` > 0, what the run replays: the parent's pretraining data version, hydrated
-    (None without replay). Refused before any work when there is nothing to replay or the method is dpo."""
+    """With `align.replay_fraction` > 0, what the run (SFT or DPO) replays: the parent's pretraining data version,
+    hydrated (None without replay). Refused before any work when the parent records none."""
     from foundry.data.hydrate import hydrate_version
 
     a = config.align
     if a.replay_fraction == 0:
         return None
-    if a.method != "sft":
-        raise ValueError(f"align.replay_fraction applies to sft; it is {a.replay_fraction} for {a.method}")
     if parent.pretrain_data is None:
-        raise ValueError(f"align.replay_fraction needs pretraining data to replay; {parent.uri} records none")
+        raise ValueError(
+            f"align.replay_fraction needs pretraining data to replay; {parent.uri} records none "
+            "(no pretrain.data_version tag): set align.replay_fraction=0 or start from a version that has one"
+        )
     return Replay(data=parent.pretrain_data, dir=hydrate_version(parent.pretrain_data, home))
 
 

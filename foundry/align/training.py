@@ -43,10 +43,12 @@ def aligned_loaders(
     replay: Replay | None = None,
 ):
     """(train, validation) loaders over the dataset's splits; padding is end-of-text and predicts nothing.
-    With `align.replay_fraction`, each SFT batch ends with windows of `replay`'s training split."""
+    With `align.replay_fraction`, each training batch brings windows of `replay`'s training split: SFT's as
+    rows after its packed conversations, DPO's beside its pairs."""
     from foundry.align.records import load_conversations, load_pairs
     from models.align_data import (
         PackedConversations,
+        PairsWithReplay,
         PreferenceBatches,
         Sized,
         WithReplay,
@@ -70,20 +72,21 @@ def aligned_loaders(
             min(t.val_batches, -(-rows // t.batch_size)),
         )
         return train, val
-    train = PreferenceBatches(load_pairs(data_dir, "train"), t.batch_size, t.seed, pad, rank, world_size)
+    train = PreferenceBatches(load_pairs(data_dir, "train"), t.batch_size - replay_rows, t.seed, pad, rank, world_size)
+    if replay_rows:
+        train = PairsWithReplay(train, replay_windows(config, manifest, replay, replay_rows, rank, world_size))
     pairs = load_pairs(data_dir, "holdout")
     batches = min(t.val_batches, -(-len(pairs.prompt) // t.batch_size))
     return train, Sized(lambda: sequential_pairs(pairs, t.batch_size, pad, t.val_batches), batches)
 
 
 def replayed_rows(config: FoundryConfig, kind: str, replay: Replay | None) -> int:
-    """Rows of each batch that replay pretraining text: `align.replay_fraction` of `train.batch_size`, at least
-    one when replaying, and at least one row left for the conversations; `replay` is where they come from."""
+    """Units of each batch (`train.batch_size`: packed rows for SFT, pairs for DPO) that are windows of
+    pretraining text instead: `align.replay_fraction` of them, at least one when replaying, and at least one
+    left for the records; `replay` is where the windows come from."""
     a, batch = config.align, config.train.batch_size
     if a.replay_fraction == 0:
         return 0
-    if kind != "chat":
-        raise ValueError("align.replay_fraction applies to sft (chat records); set it to 0 for dpo")
     if replay is None:
         raise ValueError(
             "align.replay_fraction > 0 needs the pretraining data to replay: `foundry align` hydrates the base's "
@@ -91,7 +94,8 @@ def replayed_rows(config: FoundryConfig, kind: str, replay: Replay | None) -> in
         )
     rows = max(1, round(a.replay_fraction * batch))
     if rows >= batch:
-        raise ValueError(f"align.replay_fraction {a.replay_fraction} of {batch} rows leaves none for conversations")
+        records = "conversations" if kind == "chat" else "preference pairs"
+        raise ValueError(f"align.replay_fraction {a.replay_fraction} of {batch} rows leaves none for {records}")
     return rows
 
 

@@ -14,6 +14,7 @@
 - export: export (transformers and llama.cpp formats)
 - fleet: evaluate (registered versions scored on any data, compared)
 - fleet_gc: gc (what nothing references, listed and sized; deleted with --apply)
+- fleet_purge: purge (every copy of a document and every version trained on it; a dry run so far)
 - serving: serve-model (a version over HTTP, OpenAI's chat-completions routes too)
 """
 
@@ -30,6 +31,7 @@ from foundry.cli import (
     export,
     fleet,
     fleet_gc,
+    fleet_purge,
     ops,
     pipeline,
     registry,
@@ -41,7 +43,21 @@ from foundry.config import ConfigError
 from foundry.env import configure_environment
 from foundry.redact import redact_text
 
-DOMAINS = (pipeline, ops, data, registry, config, align, search, specialists, export, serving, fleet, fleet_gc)
+DOMAINS = (
+    pipeline,
+    ops,
+    data,
+    registry,
+    config,
+    align,
+    search,
+    specialists,
+    export,
+    serving,
+    fleet,
+    fleet_gc,
+    fleet_purge,
+)
 LIGHT = {"config", "serve-model"}  # commands that never start Prefect: no log file, no Prefect import
 VERBOSE = "print tracebacks on the console too (they always go to the log file under $FOUNDRY_HOME/logs/)"
 

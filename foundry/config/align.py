@@ -47,9 +47,11 @@ class AlignConfig(_Section):
         0.0,
         ge=0,
         lt=1,
-        description="sft: share of each batch's rows that are windows of the parent's pretraining training split, "
-        "trained on whole, against forgetting (the version must carry its pretraining data version, which the run "
-        "hydrates and logs as the tag align.replay_source); 0: none.",
+        description="Share of each batch (align.train.batch_size: packed rows for sft, pairs for dpo) that is "
+        "windows of the parent's pretraining training split instead, every next token trained, against forgetting. "
+        "sft: the windows are rows of the batch, in its one token-mean loss; dpo: the windows' mean next-token loss "
+        "is added times windows/pairs, so each window weighs as much as one pair. The version must carry its "
+        "pretraining data version, which the run hydrates and logs as the tag align.replay_source; 0: none.",
     )
     prompts: list[str] = Field(
         ["Write in capital letters: river stone", "Add: 12 + 30", "Sort ascending: 41, 7, 19"],

@@ -6,7 +6,8 @@ Two mappings, checked against transformers 5.24's sources and by the parity test
   Foundry's MLP uses `F.gelu`, the exact erf GELU: GPT-2's `activation_function="gelu"` (`GELUActivation`),
   not its default `gelu_new` (the tanh approximation).
 - rotary -> GPT-NeoX (`GPTNeoXForCausalLM`) with `use_parallel_residual=False` (x + attn(ln1 x), then
-  + mlp(ln2 x), as Foundry's block) and `partial_rotary_factor=1.0`. NeoX views its fused qkv output as
+  + mlp(ln2 x), as Foundry's block) and `partial_rotary_factor=1.0` (also written as transformers 4's
+  `rotary_pct`). NeoX views its fused qkv output as
   (heads, 3 * head_dim): rows are [q_h; k_h; v_h] head by head, so Foundry's [q all heads; k; v] rows are
   reordered (`qkv_rows`). NeoX's `rotate_half` pairs dimension i with i + head_dim/2 (cos/sin repeated over both
   halves), as Foundry's `rotate` does (first half with second half), at base 10000 over head_dim.

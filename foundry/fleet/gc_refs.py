@@ -63,7 +63,7 @@ def run_sources(params: dict[str, str]) -> list[str]:
     return found
 
 
-def _versions(client) -> list:
+def registered_versions(client) -> list:
     found, token = [], None
     while True:
         page = client.search_model_versions(max_results=PAGE, page_token=token)
@@ -74,7 +74,7 @@ def _versions(client) -> list:
 
 
 def _keep_registered(client, kept: Kept) -> None:
-    for version in _versions(client):
+    for version in registered_versions(client):
         uri = ModelUri.of(version)
         why = f"run of registered {uri}"
         kept.runs.setdefault(version.run_id, why)
@@ -92,7 +92,7 @@ def _keep_registered(client, kept: Kept) -> None:
             kept.logged_models.add(match.group(1))
 
 
-def _runs(client, experiment_id: str) -> list:
+def experiment_runs(client, experiment_id: str) -> list:
     """The experiment's active runs, newest first."""
     found, token = [], None
     while True:
@@ -110,7 +110,7 @@ def _keep_runs(client, kept: Kept, experiment: str, keep_last: int) -> None:
     if found is None:
         return
     kept.experiment_id = found.experiment_id
-    runs = _runs(client, found.experiment_id)
+    runs = experiment_runs(client, found.experiment_id)
     for run in runs[:keep_last]:
         kept.runs.setdefault(run.info.run_id, f"one of the last {keep_last} runs")
     if runs[:keep_last]:

@@ -26,7 +26,7 @@ def _entries(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
 
 
-def _cache_files(cache: Path) -> tuple[dict[str, Path], dict[str, Path]]:
+def cache_files(cache: Path) -> tuple[dict[str, Path], dict[str, Path]]:
     """A DVC cache's version listings and its other objects, by md5: ({version: .dir}, {md5: object})."""
     listings, objects = {}, {}
     for prefix in _entries(cache / "files" / "md5"):
@@ -49,7 +49,7 @@ def _listed(path: Path) -> set[str] | None:
 
 def protected_objects(cache: Path, versions: set[str]) -> set[str] | None:
     """The md5s that the listings of `versions` present in `cache` name; None when one cannot be read."""
-    listings, _ = _cache_files(cache)
+    listings, _ = cache_files(cache)
     protected: set[str] = set()
     for version in versions & set(listings):
         listed = _listed(listings[version])
@@ -62,7 +62,7 @@ def protected_objects(cache: Path, versions: set[str]) -> set[str] | None:
 def dvc_cache(cache: Path, kept: Kept, kinds: tuple[Kind, Kind], min_age_s: float) -> list[Candidate]:
     """Each version of a DVC cache that nothing keeps, with the objects only it lists, then the objects no version
     lists. A version that stays keeps every object it lists; one whose listing is unreadable keeps the whole cache."""
-    listings, objects = _cache_files(cache)
+    listings, objects = cache_files(cache)
     doomed = {v for v, p in listings.items() if v not in kept.data_versions and not recent(p, min_age_s)}
     protected = protected_objects(cache, set(listings) - doomed)
     if protected is None:

@@ -235,7 +235,7 @@ def train(
     """Train to `train.max_steps`, from `resume_from` (a verified checkpoint) when given. `callbacks` are
     Lightning callbacks added to ours (a search trial's pruning reports and time box). `progress`: a bar on
     the terminal; `progress_file`: where rank 0 reports its progress for the orchestrator; `replay`: the
-    pretraining data an SFT run replays windows of (`align.replay_fraction`)."""
+    pretraining data an SFT or DPO run replays windows of (`align.replay_fraction`)."""
     import lightning as L
 
     from foundry.checkpointing.writer import ManifestCheckpointIO

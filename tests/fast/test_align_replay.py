@@ -1,4 +1,5 @@
-"""Replay against forgetting in SFT: pretraining windows beside the packed conversations of every batch."""
+"""Replay against forgetting: pretraining windows beside the packed conversations (SFT) or the preference pairs
+(DPO) of every batch, and their next-token loss in DPO's."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def replaying(batch_size: int = 3, replay_rows: int = 1, windows_per_epoch: int 
 
 def test_each_batch_is_its_conversations_then_whole_pretraining_windows_every_token_trained():
     batches = list(replaying())
-    assert len(batches) == len(replaying().conversations)
+    assert len(batches) == len(replaying().batches)
     for x, y, segments in batches:
         assert x.shape == y.shape == segments.shape == (4, 16)
         conversations, window = slice(0, 3), 3
@@ -58,9 +59,10 @@ SOURCE = Replay(data=DataVersion(data_version="a" * 32, remote="/remote"), dir=P
 @pytest.mark.parametrize(
     ("overrides", "replay", "kind", "message"),
     [
-        (["align.replay_fraction=0.25"], SOURCE, "preference", "align.replay_fraction applies to sft"),
         (["align.replay_fraction=0.25"], None, "chat", "align.replay_fraction > 0 needs the pretraining data"),
-        (["align.replay_fraction=0.99", "train.batch_size=8"], SOURCE, "chat", "align.replay_fraction .* leaves none"),
+        (["align.replay_fraction=0.25"], None, "preference", "align.replay_fraction > 0 needs the pretraining data"),
+        (["align.replay_fraction=0.99", "train.batch_size=8"], SOURCE, "chat", "leaves none for conversations"),
+        (["align.replay_fraction=0.99", "train.batch_size=8"], SOURCE, "preference", "leaves none for preference"),
     ],
 )
 def test_replay_that_cannot_work_is_refused_naming_the_setting(overrides, replay, kind, message):
@@ -71,12 +73,13 @@ def test_replay_that_cannot_work_is_refused_naming_the_setting(overrides, replay
 def test_replayed_rows_are_the_share_of_the_batch_at_least_one():
     assert replayed_rows(config_with("train.batch_size=32"), "chat", None) == 0
     share = config_with("align.replay_fraction=0.25", "train.batch_size=32")
-    assert replayed_rows(share, "chat", SOURCE) == 8
+    assert replayed_rows(share, "chat", SOURCE) == replayed_rows(share, "preference", SOURCE) == 8
     tiny = config_with("align.replay_fraction=0.01", "train.batch_size=8")
     assert replayed_rows(tiny, "chat", SOURCE) == 1
 
 
-def test_the_flow_refuses_replay_for_dpo_and_for_a_version_without_pretraining_data(tmp_path):
+@pytest.mark.parametrize("method", ["sft", "dpo"])
+def test_the_flow_refuses_replay_for_a_version_without_a_pretraining_data_version(method, tmp_path):
     from foundry.contracts import ParentModel, SourceManifest
     from tasks.align import replay_source
 
@@ -87,9 +90,6 @@ def test_the_flow_refuses_replay_for_dpo_and_for_a_version_without_pretraining_d
         config={},
         source_manifest=SourceManifest(source="s", digest="d", files=0, bytes=0, entries=[]),
     )
-    dpo = config_with("align.method=dpo", "align.replay_fraction=0.25")
-    with pytest.raises(ValueError, match="applies to sft"):
-        replay_source.fn(dpo, parent, tmp_path)
-    with pytest.raises(ValueError, match="records none"):
-        replay_source.fn(config_with("align.replay_fraction=0.25"), parent, tmp_path)
-    assert replay_source.fn(config_with(), parent, tmp_path) is None  # nothing to replay: nothing hydrated
+    with pytest.raises(ValueError, match="models:/x/1 records none"):
+        replay_source.fn(config_with(f"align.method={method}", "align.replay_fraction=0.25"), parent, tmp_path)
+    assert replay_source.fn(config_with(f"align.method={method}"), parent, tmp_path) is None  # nothing hydrated

@@ -17,7 +17,7 @@ import torch
 from helpers import EXPORT_CORPUS, corpus_tokenizer, new_run, sharp_gpt
 
 from foundry.export import FORMAT_VERSION
-from foundry.export.hf import write_hf
+from foundry.export.hf import FILES, write_hf
 from foundry.export.layout import KNOWN_ARGS, UnsupportedArchitecture, hf_module_name, qkv_rows
 from foundry.export.publish import MARKER, ExportRefused, export_version
 from models.chat import ChatTemplate
@@ -232,14 +232,7 @@ def test_an_export_is_attached_to_its_version_and_reused(tmp_path, registered):
     folder = f"{version.name}-v{version.version}"
     assert version.tags["foundry.export.hf"] == first.artifact == f"export/hf/{folder}/format-{FORMAT_VERSION}"
     logged = {f.path.rsplit("/", 1)[-1] for f in tracking.client().list_artifacts(version.run_id, first.artifact)}
-    assert logged == {
-        "model.safetensors",
-        "config.json",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "generation_config.json",
-        "README.md",
-    }
+    assert logged == set(FILES)
     # a file only the logged artifact holds: it reaches --out only if the export is downloaded, not written again
     (tmp_path / "sentinel.txt").write_text("from the registry")
     tracking.client().log_artifact(version.run_id, str(tmp_path / "sentinel.txt"), first.artifact)

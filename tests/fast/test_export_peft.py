@@ -12,7 +12,7 @@ import torch
 from helpers import plain_tokenizer
 
 from foundry.export.hf import write_hf
-from foundry.export.layout import UnsupportedArchitecture
+from foundry.export.layout import UnsupportedArchitecture, hf_module_name
 from foundry.export.peft import ADAPTER_CONFIG, peft_config, write_peft_adapter
 from models.gpt import GPT, GPTConfig, gpt_from_saved
 from models.lora import LoRASpec, adapter_state_dict, add_lora, merge_lora
@@ -33,7 +33,8 @@ def _adapted(positions: str, spec: LoRASpec) -> tuple[dict, GPT]:
     return saved, base
 
 
-def _peft_logits(tmp_path, saved: dict, adapters: dict, spec: LoRASpec, ids: torch.Tensor) -> torch.Tensor:
+def _peft_logits(tmp_path, saved: dict, adapters: dict, spec: LoRASpec, ids: torch.Tensor) -> tuple:
+    """(PEFT's logits, the base modules PEFT wrapped with an adapter)."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
@@ -43,8 +44,9 @@ def _peft_logits(tmp_path, saved: dict, adapters: dict, spec: LoRASpec, ids: tor
     write_peft_adapter(saved["model_args"], adapters, spec, tmp_path / "adapter")
     base = AutoModelForCausalLM.from_pretrained(tmp_path / "base", dtype=torch.float32)
     model = PeftModel.from_pretrained(base, tmp_path / "adapter").eval()
+    wrapped = {name.removeprefix("base_model.model.") for name, m in model.named_modules() if hasattr(m, "lora_A")}
     with torch.no_grad():
-        return model(ids).logits
+        return model(ids).logits, wrapped
 
 
 @pytest.mark.parametrize("positions", ["learned", "rotary"])
@@ -61,9 +63,11 @@ def test_peft_adapter_on_exported_base_matches_merged_specialist(tmp_path, posit
     with torch.no_grad():
         merged, _ = merge_lora(adapted).eval()(ids)
         base, _ = gpt_from_saved(saved)(ids)
-    peft = _peft_logits(tmp_path, saved, adapters, spec, ids)
+    peft, wrapped = _peft_logits(tmp_path, saved, adapters, spec, ids)
     assert (merged - base).abs().max() > 1e-2  # the adapters change the outputs
     assert (peft - merged).abs().max() < 1e-4
+    # PEFT adapts those modules and no others (a module it adapts without weights starts at zero: same logits)
+    assert wrapped == {hf_module_name(key.rpartition(".")[0], saved["model_args"]) for key in adapters}
 
 
 def test_targets_name_only_the_adapted_projections(tmp_path):

@@ -1,0 +1,125 @@
+"""`foundry purge`: find every copy of the documents a deletion request names, and everything trained on them.
+
+The dry run (the only mode so far) reads and changes nothing but memory:
+1. the registry and the runs (`purge_registry`), first: if they cannot be read, the purge refuses
+   (`RegistryUnreadable`) before looking at data, since a model trained on the documents could be missed;
+2. every data version Foundry knows (`purge_stores`): those in the workspace's DVC cache, the hydration cache
+   and each local DVC remote (the default `$FOUNDRY_HOME/dvc-remote`, `data.remote`, and every remote a version
+   or run names), the hydrated copies, the workspace's checked-out version, and those the registry or a run
+   names; each is read from the first place that holds it whole;
+3. in each, the matching documents, then every file and position holding them or naming them (`purge_data`):
+   split files, documents table, token shards (decoded, each span verified), ledger and signatures, audit;
+4. the MLflow artifacts that hold them (`purge_artifacts`), in the embedded store;
+5. the registered versions trained on a version holding their text, and every descendant of those.
+What cannot be read (an `s3://` remote, a version with no copy here, a server's artifacts) is listed as not
+checked, never taken as clean. The plan holds counts and ids, never the text (`purge_plan`).
+
+    foundry purge (--match REGEX | --document SHA256 | --source PATH) --reason TEXT [--json]
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from foundry.fleet import purge_artifacts, purge_data, purge_registry
+from foundry.fleet.gc_refs import RegistryUnreadable
+from foundry.fleet.purge_data import Matched, VersionFiles
+from foundry.fleet.purge_plan import Criterion, DataHit, PurgePlan, Unchecked, summary
+from foundry.fleet.purge_stores import Places
+
+log = logging.getLogger(__name__)
+__all__ = ["REFUSAL", "Criterion", "NotImplementedYet", "PurgePlan", "RegistryUnreadable", "apply", "plan", "summary"]
+REFUSAL = "not implemented yet: this dry run lists what --apply will remove"
+
+
+class NotImplementedYet(RuntimeError):
+    """`--apply`: removing what the dry run finds is the next step; nothing is removed."""
+
+
+def _client():
+    from foundry.tracking import client
+
+    return client()
+
+
+def plan(home: Path, criterion: Criterion, reason: str, remotes: set[str] | None = None, client=None) -> PurgePlan:
+    """Everything `--apply` would have to change; changes nothing. `RegistryUnreadable` when the registry or the
+    runs cannot be read whole. `remotes`: DVC remotes to read besides those the registry names (`data.remote`)."""
+    if not reason.strip():
+        raise ValueError("--reason is required: the purge record says why the documents were removed")
+    registry = purge_registry.read(client or _client())
+    places = Places.of(home, {str(home / "dvc-remote"), *(remotes or set()), *registry.remotes})
+    named = registry.named()
+    readable, unread = _readable(places, set(named) | places.versions(), named)
+    matched, broken = _matched(readable, criterion)
+    unread.update(broken)
+    texts = {sha: text for found in matched.values() for sha, text in found.texts.items()}
+    shas = set(texts).union(*(purge_data.listed_shas(f, criterion) for f in readable.values()))
+    names = set().union(*(purge_data.ledger_names(f, criterion, shas) for f in readable.values()))
+    hits = [hit for v, f in readable.items() if (hit := _hit(v, f, criterion, matched[v], shas, names, places))]
+    affected = {h.data_version for h in hits if h.holds_text}
+    artifacts, read, unchecked = [], 0, []
+    from foundry.env import uses_embedded_mlflow
+
+    if uses_embedded_mlflow():
+        needles = purge_artifacts.Needles(criterion, texts, names)
+        artifacts, read = purge_artifacts.scan(home / "mlflow" / "artifacts", needles)
+    else:
+        why = "the tracking server's artifact store is not read by the dry run; check each run's text artifacts"
+        unchecked.append(Unchecked(what="MLflow artifacts", why=why))
+    unchecked = places.unchecked({h.data_version: h.files for h in hits}, unread) + unchecked
+    return PurgePlan(
+        criterion=criterion.label,
+        reason=reason,
+        documents=tuple(sorted(shas)),
+        data_versions=tuple(hits),
+        artifacts=tuple(artifacts),
+        models=tuple(purge_registry.affected_models(registry, affected)),
+        runs=tuple(purge_registry.affected_runs(registry, affected)),
+        unchecked=tuple(unchecked),
+        scanned={"data versions": len(readable), "artifact files": read, "registered versions": len(registry.data)},
+    )
+
+
+def _readable(places: Places, versions: set[str], named: dict[str, str]) -> tuple[dict, dict[str, str]]:
+    readable, unread = {}, {}
+    for version in sorted(versions):
+        if (files := places.files(version)) is not None:
+            readable[version] = files
+        else:
+            unread[version] = f"{named.get(version, 'found')}, but no whole copy of it on this machine"
+    return readable, unread
+
+
+def _matched(readable: dict[str, VersionFiles], criterion: Criterion) -> tuple[dict[str, Matched], dict[str, str]]:
+    """Each readable version's matching documents; one that cannot be read as a dataset moves to `unread`."""
+    matched, broken = {}, {}
+    for version, files in list(readable.items()):
+        try:
+            matched[version] = purge_data.matching(files, criterion)
+        except (OSError, ValueError, KeyError) as exc:
+            log.warning("purge cannot read data version %s: %s", version, exc)
+            broken[version] = f"cannot be read as a prepared dataset ({type(exc).__name__}: {exc})"
+            del readable[version]
+    return matched, broken
+
+
+def _hit(version, files, criterion, matched: Matched, shas, names, places: Places) -> DataHit | None:
+    locations = tuple(purge_data.locations(files, criterion, matched, shas, names))
+    if not locations:
+        return None
+    own = {d.sha256 for d in matched.documents}
+    return DataHit(
+        data_version=version,
+        kind=files.manifest().kind,
+        documents=tuple(sorted(own)),
+        listed=tuple(sorted(purge_data.listed_shas(files, criterion, shas) - own)),
+        files=locations,
+        copies=tuple(places.copies(version, locations)),
+    )
+
+
+def apply(*_args, **_kwargs) -> None:
+    """Not yet: see the module's docstring for what the dry run finds; nothing is removed."""
+    raise NotImplementedYet(REFUSAL)

@@ -1,0 +1,186 @@
+"""What `foundry purge` found: one typed value, counts and object ids only.
+
+A purge exists to make text disappear, so its plan (printed, logged, kept as a record) never holds the text it
+looks for: documents are named by their sha256 (as `prepare` computes it: the cleaned text's UTF-8 bytes), files
+by their data version, path in it and DVC md5, places in a file by line, row or token range, and the criterion
+itself by its own sha256 (a regex or a path may be the very name a person asked to have forgotten).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, computed_field, field_validator
+
+SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Criterion(_Value):
+    """What to purge: documents whose text a regex matches, one document by its sha256, or every document read
+    from one source file (its name as `documents.csv` and the ledger record it: relative to the source root)."""
+
+    kind: Literal["match", "document", "source"]
+    value: str
+
+    @field_validator("value")
+    @classmethod
+    def _checked(cls, value: str, info) -> str:
+        kind = info.data.get("kind")
+        if not value:
+            raise ValueError(f"--{kind} needs a value")
+        if kind == "document" and not SHA256.fullmatch(value):
+            raise ValueError(f"--document takes a document's sha256 (64 lower-case hex digits), not {value!r}")
+        if kind == "match":
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"--match is not a regular expression: {exc}") from None
+        return value
+
+    @property
+    def pattern(self) -> re.Pattern | None:
+        return re.compile(self.value) if self.kind == "match" else None  # `re` caches the compiled pattern
+
+    def selects(self, text: str, sha256: str, name: str) -> bool:
+        """Whether a document (its text, sha256 and the source file it was read from) is to be purged."""
+        if self.kind == "match":
+            return self.pattern.search(text) is not None
+        if self.kind == "document":
+            return sha256 == self.value
+        return names_source(name, self.value)
+
+    @property
+    def label(self) -> str:
+        """The criterion as the plan shows it: a document's sha256 as is, a regex or a path by its sha256."""
+        if self.kind == "document":
+            return f"document {self.value}"
+        return f"{self.kind} sha256:{hashlib.sha256(self.value.encode()).hexdigest()[:16]}"
+
+
+def names_source(where: str, source: str) -> bool:
+    """Whether a document's `where` (`file`, or `file:line` for a `.jsonl` record) was read from `source`."""
+    return where == source or where.startswith(source + ":")
+
+
+class Location(_Value):
+    """One file of a data version that holds matched documents, and where in it."""
+
+    file: str  # path inside the data version
+    md5: str  # its DVC object id: the same object may belong to several versions
+    holds: Literal["text", "tokens", "row", "signature", "name"]
+    entries: tuple[str, ...]  # "line 3", "row 7", "tokens 120-245 (verified)": positions, never text
+
+
+class Copy(_Value):
+    """A place a data version's files lie: which of the files that hold matched documents are there."""
+
+    place: Literal["workspace cache", "hydration cache", "remote", "hydrated copy", "workspace"]
+    where: str
+    files: tuple[str, ...]  # object ids (a cache or remote) or paths (a folder) present there
+
+
+class DataHit(_Value):
+    """A data version that holds matched documents' text, or lists them in its ledger only."""
+
+    data_version: str
+    kind: str  # text documents, or chat/preference records
+    documents: tuple[str, ...]  # sha256 of each matched document whose text it holds
+    listed: tuple[str, ...]  # sha256 of matched documents its ledger lists without holding their text
+    files: tuple[Location, ...]
+    copies: tuple[Copy, ...]
+
+    @property
+    def holds_text(self) -> bool:
+        return bool(self.documents)
+
+
+class ArtifactHit(_Value):
+    """A file in the MLflow artifact store with strings that hold a matched document (or match the regex)."""
+
+    path: str  # relative to the artifact store's root
+    run_id: str  # the run that logged it ('' when the path names none: a logged model's files)
+    strings: int  # how many of its strings hold one
+
+
+class ModelHit(_Value):
+    model: str  # models:/NAME/VERSION
+    aliases: tuple[str, ...]
+    why: str  # trained on an affected data version, or built from an affected parent
+
+
+class Unchecked(_Value):
+    """A place the dry run knows of but could not read: what `--apply` would have to check there."""
+
+    what: str
+    why: str
+
+
+class PurgePlan(_Value):
+    criterion: str  # `Criterion.label`
+    reason: str
+    documents: tuple[str, ...]  # sha256 of every matched document, sorted
+    data_versions: tuple[DataHit, ...]
+    artifacts: tuple[ArtifactHit, ...]
+    models: tuple[ModelHit, ...]
+    runs: tuple[str, ...]  # runs that trained on (or prepared) an affected data version, registered or not
+    unchecked: tuple[Unchecked, ...]
+    scanned: dict[str, int]  # data versions read, artifact files read, registered versions read
+
+    @computed_field
+    @property
+    def counts(self) -> dict[str, int]:
+        return {
+            "documents": len(self.documents),
+            "data versions holding text": sum(1 for d in self.data_versions if d.holds_text),
+            "data versions listing them": sum(1 for d in self.data_versions if not d.holds_text),
+            "files": sum(len(d.files) for d in self.data_versions),
+            "copies": sum(len(c.files) for d in self.data_versions for c in d.copies),
+            "mlflow artifacts": len(self.artifacts),
+            "model versions": len(self.models),
+            "runs": len(self.runs),
+            "unchecked": len(self.unchecked),
+        }
+
+
+def table(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]) - 1)]
+    return "\n".join("  ".join([*(f"{v:<{w}}" for v, w in zip(r, widths)), r[-1]]).rstrip() for r in rows)
+
+
+def _entries(location: Location) -> str:
+    shown = ", ".join(location.entries[:4])
+    return shown + (f", … ({len(location.entries)} in all)" if len(location.entries) > 4 else "")
+
+
+def summary(plan: PurgePlan) -> str:
+    """What `foundry purge` prints: the places, the models, what was not checked, then the counts."""
+    lines = [f"purge {plan.criterion}: {plan.reason}", ""]
+    rows = [("data version", "file", "object", "holds", "where in it")]
+    for data in plan.data_versions:
+        rows += [(data.data_version, f.file, f.md5, f.holds, _entries(f)) for f in data.files]
+    lines += [table(rows) if len(rows) > 1 else "no data version holds a matching document", ""]
+    copies = [("data version", "place", "files there", "where")]
+    copies += [(d.data_version, c.place, str(len(c.files)), c.where) for d in plan.data_versions for c in d.copies]
+    lines += [table(copies), ""] if len(copies) > 1 else []
+    if plan.artifacts:
+        lines += [
+            table(
+                [("mlflow artifact", "run", "strings")] + [(a.path, a.run_id, str(a.strings)) for a in plan.artifacts]
+            )
+        ]
+        lines.append("")
+    if plan.models:
+        lines += [
+            table([("model version", "aliases", "why")] + [(m.model, ",".join(m.aliases), m.why) for m in plan.models])
+        ]
+        lines.append("")
+    lines += [f"not checked: {u.what}: {u.why}" for u in plan.unchecked]
+    counts = ", ".join(f"{n} {what}" for what, n in plan.counts.items())
+    lines.append(f"dry run: {counts}; nothing was changed (--apply is not implemented yet)")
+    return "\n".join(lines)

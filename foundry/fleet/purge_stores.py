@@ -1,0 +1,139 @@
+"""Where the data versions lie: the DVC caches and remotes Foundry writes (one layout: `files/md5/xx/rest`, a
+version being its `.dir` listing), the hydrated copies, and the version checked out in the workspace.
+
+A store is read with gc's readers (`gc_scan.cache_files`) and hydration's (`hydrate.dvc_listing`, which checks
+a listing against its version before trusting it). A remote that is not a local path (`s3://…`) is not read by
+the dry run: it is reported with the objects `--apply` would have to check there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from foundry.data.hydrate import HydrationError, dvc_listing
+from foundry.fleet.gc_refs import workspace_version
+from foundry.fleet.gc_scan import MD5, cache_files
+from foundry.fleet.purge_data import VersionFiles
+from foundry.fleet.purge_plan import Copy, Location, Unchecked
+
+
+@dataclass(frozen=True)
+class Store:
+    """A DVC cache or local remote."""
+
+    place: str  # "workspace cache", "hydration cache" or "remote"
+    root: Path
+
+    def object(self, md5: str) -> Path:
+        return self.root / "files" / "md5" / md5[:2] / md5[2:]
+
+    def versions(self) -> set[str]:
+        return set(cache_files(self.root)[0]) if self.root.is_dir() and not self.root.is_symlink() else set()
+
+    def listing(self, version: str) -> dict[str, str] | None:
+        try:
+            return dvc_listing(self.root, version)
+        except HydrationError:
+            return None
+
+    def files(self, version: str) -> VersionFiles | None:
+        """The version, readable from here: its listing verifies and every object it lists is present."""
+        listing = self.listing(version)
+        if listing is None or not all(self.object(m).is_file() for m in listing.values()):
+            return None
+        return VersionFiles(listing, lambda name: self.object(listing[name]))
+
+
+def local_path(url: str) -> Path | None:
+    """The folder a remote URL names on this machine (a plain path or `file://`); None for `s3://` and the like."""
+    parts = urlparse(url)
+    if parts.scheme == "file":
+        return Path(unquote(parts.path))
+    return Path(url) if not parts.scheme or len(parts.scheme) == 1 else None  # `C:` is a drive, not a scheme
+
+
+@dataclass(frozen=True)
+class Places:
+    home: Path
+    stores: tuple[Store, ...]
+    elsewhere: tuple[str, ...]  # remotes the dry run cannot read (s3://…)
+
+    @classmethod
+    def of(cls, home: Path, remotes: set[str]) -> Places:
+        stores = [Store("workspace cache", home / "workspace" / ".dvc" / "cache")]
+        stores.append(Store("hydration cache", home / "hydrated" / ".cache"))
+        elsewhere = []
+        for url in sorted(remotes):
+            path = local_path(url)
+            if path is None:
+                elsewhere.append(url)
+            elif path.is_dir():
+                stores.append(Store("remote", path))
+        return cls(home, tuple(stores), tuple(elsewhere))
+
+    def hydrated(self) -> dict[str, Path]:
+        root = self.home / "hydrated"
+        if root.is_symlink() or not root.is_dir():
+            return {}
+        return {p.name: p for p in root.iterdir() if MD5.fullmatch(p.name) and p.is_dir() and not p.is_symlink()}
+
+    def checked_out(self) -> dict[str, Path]:
+        """The workspace's `prepared/` and the version `dvc.lock` says it is."""
+        version, folder = workspace_version(self.home), self.home / "workspace" / "prepared"
+        return {version: folder} if version and folder.is_dir() and not folder.is_symlink() else {}
+
+    def versions(self) -> set[str]:
+        return set().union(*(s.versions() for s in self.stores), self.hydrated(), self.checked_out())
+
+    def files(self, version: str) -> VersionFiles | None:
+        """The version's files from the first place that holds it whole; a folder without a listing anywhere
+        is listed by hashing its files (DVC's md5 of a file is the md5 of its bytes)."""
+        for store in self.stores:
+            if (found := store.files(version)) is not None:
+                return found
+        for folder in (self.hydrated().get(version), self.checked_out().get(version)):
+            if folder is not None:
+                listing = {p.relative_to(folder).as_posix(): _md5(p) for p in sorted(folder.rglob("*")) if _plain(p)}
+                return VersionFiles(listing, lambda name, folder=folder: folder / name)
+        return None
+
+    def copies(self, version: str, files: tuple[Location, ...]) -> list[Copy]:
+        """Each place the version's files that hold matched documents lie."""
+        found = []
+        for store in self.stores:
+            present = [f.md5 for f in files if store.object(f.md5).is_file()]
+            if present and store.listing(version) is not None:
+                found.append(Copy(place=store.place, where=str(store.root), files=tuple(sorted(set(present)))))
+        for place, folders in (("hydrated copy", self.hydrated()), ("workspace", self.checked_out())):
+            if (folder := folders.get(version)) is not None:
+                present = [f.file for f in files if _plain(folder / f.file)]
+                if present:
+                    found.append(Copy(place=place, where=str(folder), files=tuple(present)))
+        return found
+
+    def unchecked(self, affected: dict[str, tuple[Location, ...]], unread: dict[str, str]) -> list[Unchecked]:
+        """Remotes not read (with the objects of affected versions to check there) and versions with no copy here."""
+        found = []
+        for url in self.elsewhere:
+            keys = sorted({f"files/md5/{f.md5[:2]}/{f.md5[2:]}" for files in affected.values() for f in files})
+            shown = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+            why = "not a local path: the dry run does not read it"
+            found.append(Unchecked(what=f"remote {url}", why=f"{why}; check there {shown or 'no object yet'}"))
+        for version, why in sorted(unread.items()):
+            found.append(Unchecked(what=f"data version {version}", why=why))
+        return found
+
+
+def _plain(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
+
+
+def _md5(path: Path) -> str:
+    digest = hashlib.md5()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
