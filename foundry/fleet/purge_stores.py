@@ -101,11 +101,12 @@ class Places:
         return None
 
     def copies(self, version: str, files: tuple[Location, ...]) -> list[Copy]:
-        """Each place the version's files that hold matched documents lie."""
+        """Each place the version's files that hold matched documents lie. An object counts wherever it is, with
+        or without this version's listing beside it: it is the same bytes (another version may list it too)."""
         found = []
         for store in self.stores:
             present = [f.md5 for f in files if store.object(f.md5).is_file()]
-            if present and store.listing(version) is not None:
+            if present:
                 found.append(Copy(place=store.place, where=str(store.root), files=tuple(sorted(set(present)))))
         for place, folders in (("hydrated copy", self.hydrated()), ("workspace", self.checked_out())):
             if (folder := folders.get(version)) is not None:
