@@ -231,6 +231,20 @@ def tiny_config():
 
 
 @pytest.fixture(scope="session")
+def chat_tokenizer(tiny_dataset, tmp_path_factory) -> Path:
+    """The tiny dataset's tokenizer with the chat template's markers added, saved as a file."""
+    from tokenizers import Tokenizer
+
+    from models.chat import ChatTemplate, add_chat_tokens
+
+    tokenizer = Tokenizer.from_file(str(tiny_dataset / "tokenizer.json"))
+    add_chat_tokens(tokenizer, ChatTemplate())
+    path = tmp_path_factory.mktemp("chat-tokenizer") / "tokenizer.json"
+    tokenizer.save(str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
 def tiny_dataset(tiny_config, tmp_path_factory) -> Path:
     """The tiny twin's prepared dataset (stdlib://email), built once per session."""
     from foundry.data.acquire import acquire_source

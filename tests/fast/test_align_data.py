@@ -19,7 +19,7 @@ from foundry.data.acquire import acquire_source
 from foundry.data.formats import BadInputError
 from foundry.data.manifest import DatasetManifest
 from foundry.data.validate import ValidationFailed
-from models.chat import ChatTemplate, add_chat_tokens
+from models.chat import ChatTemplate
 
 GOOD = {
     "chat": [
@@ -68,17 +68,6 @@ BAD = {
     ],
 }
 METHOD = {"chat": "sft", "preference": "dpo"}
-
-
-@pytest.fixture(scope="module")
-def chat_tokenizer(tiny_dataset, tmp_path_factory) -> Path:
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(tiny_dataset / "tokenizer.json"))
-    add_chat_tokens(tokenizer, ChatTemplate())
-    path = tmp_path_factory.mktemp("chat-tokenizer") / "tokenizer.json"
-    tokenizer.save(str(path))
-    return path
 
 
 def config_for(source: Path, kind: str, tokenizer: Path, *extra: str):

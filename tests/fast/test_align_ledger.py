@@ -16,18 +16,6 @@ from foundry.config import load_config
 from foundry.data.acquire import acquire_source
 from foundry.data.formats import BadInputError
 from foundry.data.manifest import DatasetManifest
-from models.chat import ChatTemplate, add_chat_tokens
-
-
-@pytest.fixture(scope="module")
-def chat_tokenizer(tiny_dataset, tmp_path_factory) -> Path:
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(tiny_dataset / "tokenizer.json"))
-    add_chat_tokens(tokenizer, ChatTemplate())
-    path = tmp_path_factory.mktemp("chat-tokenizer") / "tokenizer.json"
-    tokenizer.save(str(path))
-    return path
 
 
 def sft(numbers, reply=lambda n: str(n + 1), system: str | None = None) -> list[dict]:

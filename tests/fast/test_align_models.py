@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import as_lists, many_conversations, plain_tokenizer
+from helpers import TINY_LIT_ARGS, TINY_LIT_SETTINGS, as_lists, many_conversations, plain_tokenizer
 
 from models.align import IGNORE, dpo_loss, sequence_logps, token_kl
 from models.align_data import (
@@ -211,18 +211,7 @@ def test_a_pair_batch_counts_only_the_replies():
 
 
 def test_the_reference_never_changes_and_is_neither_optimized_nor_saved():
-    args = {"vocab_size": 40, "block_size": 16, "n_layer": 1, "n_head": 2, "n_embd": 16, "dropout": 0.0}
-    settings = dict(
-        learning_rate=1e-2,
-        optimizer="adamw",
-        muon_learning_rate=0.02,
-        weight_decay=0.0,
-        warmup_steps=0,
-        max_steps=5,
-        min_lr_ratio=1.0,
-        log_every_n_steps=100,
-        peak_flops=0.0,
-    )
+    args, settings = TINY_LIT_ARGS, TINY_LIT_SETTINGS
     module = LitDPO(args, beta=0.1, sft_weight=1.0, **settings)
     module.set_reference(module.model.state_dict())
     frozen = {k: v.clone() for k, v in module.reference.state_dict().items()}

@@ -3,13 +3,11 @@ and their next-token loss added to DPO's, each window weighing as much as one pa
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 from conftest import REPO_ROOT
-from helpers import as_lists
+from helpers import TINY_LIT_ARGS, TINY_LIT_SETTINGS, as_lists, assert_resumes_exactly
 
 from foundry.align.records import save_split
 from foundry.config import load_config
@@ -22,18 +20,7 @@ from models.gpt import GPT, GPTConfig
 from models.lit_align import LitDPO
 
 PRETRAINING = np.arange(100, 160, dtype=np.uint16)
-ARGS = {"vocab_size": 40, "block_size": 16, "n_layer": 1, "n_head": 2, "n_embd": 16, "dropout": 0.0}
-SETTINGS = dict(
-    learning_rate=1e-2,
-    optimizer="adamw",
-    muon_learning_rate=0.02,
-    weight_decay=0.0,
-    warmup_steps=0,
-    max_steps=5,
-    min_lr_ratio=1.0,
-    log_every_n_steps=100,
-    peak_flops=0.0,
-)
+ARGS, SETTINGS = TINY_LIT_ARGS, TINY_LIT_SETTINGS
 
 
 def pair_records(n: int = 12) -> list[dict[str, list[int]]]:
@@ -61,14 +48,7 @@ def test_each_dpo_batch_is_the_pairs_alone_beside_the_windows_alone():
 
 
 def test_dpo_replay_resumes_where_both_streams_were():
-    full = replaying()
-    uninterrupted = as_lists(list(full) + list(full))
-    first = replaying()
-    it = iter(first)
-    seen = as_lists([next(it), next(it), next(it)])
-    resumed = replaying()
-    resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
-    assert seen + as_lists(list(resumed) + list(resumed)) == uninterrupted
+    assert_resumes_exactly(replaying)
 
 
 def test_dpo_loaders_bring_replayed_windows_beside_fewer_pairs(tiny_config, tiny_dataset, tmp_path):

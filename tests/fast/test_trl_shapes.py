@@ -15,7 +15,7 @@ from foundry.align.validate import validate_aligned
 from foundry.config import load_config
 from foundry.data.acquire import acquire_source
 from foundry.data.formats import BadInputError
-from models.chat import ChatTemplate, add_chat_tokens
+from models.chat import ChatTemplate
 
 TEMPLATE = ChatTemplate()
 
@@ -98,17 +98,6 @@ def test_a_malformed_trl_record_is_refused_with_its_reason(method, record, reaso
     with pytest.raises(RecordProblem) as problem:
         parse_record(record, method, TEMPLATE)
     assert problem.value.reason == reason and words in str(problem.value)
-
-
-@pytest.fixture(scope="module")
-def chat_tokenizer(tiny_dataset, tmp_path_factory) -> Path:
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(tiny_dataset / "tokenizer.json"))
-    add_chat_tokens(tokenizer, TEMPLATE)
-    path = tmp_path_factory.mktemp("chat-tokenizer") / "tokenizer.json"
-    tokenizer.save(str(path))
-    return path
 
 
 def prepare(tmp_path: Path, method: str, records: list, tokenizer: Path, *extra: str):
