@@ -27,6 +27,13 @@ FILES = (
 ARCHITECTURES = {"gpt2": "GPT-2 (`GPT2LMHeadModel`)", "gpt_neox": "GPT-NeoX (`GPTNeoXForCausalLM`)"}
 
 
+# What the exported architecture does past the trained context, where Foundry slides its window instead.
+BEYOND_CONTEXT = {
+    "learned": "GPT-2 has no positions beyond them",
+    "rotary": "GPT-NeoX attends over the whole sequence, at positions the model was never trained on",
+}
+
+
 def _literal(text: str) -> str:
     """`text` as a Jinja string literal (Jinja reads JSON's ASCII escapes as Python's)."""
     return json.dumps(text, ensure_ascii=True)
@@ -115,7 +122,7 @@ def model_card(saved: dict, arch: str, source: str) -> str:
         "print(tokenizer.decode(model.generate(ids, max_new_tokens=32)[0]))\n"
         "```\n\n"
         f"Past {args.get('block_size')} tokens of context the two differ: Foundry slides its window over the last "
-        f"{args.get('block_size')} tokens; this architecture has no positions beyond them.\n"
+        f"{args.get('block_size')} tokens; {BEYOND_CONTEXT[args.get('positions', 'learned')]}.\n"
     )
 
 
