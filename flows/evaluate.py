@@ -16,7 +16,7 @@ from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.fleet.evaluate import Evaluation, run_label, source_config  # noqa: E402
-from foundry.fleet.evaluate_report import comparison  # noqa: E402
+from foundry.fleet.evaluate_report import comparison, outcome  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
 from tasks.artifacts import publish_summary  # noqa: E402
@@ -27,7 +27,8 @@ from tasks.policy import allowed_by_operator  # noqa: E402
 @flow(name="evaluate", flow_run_name=lambda: f"evaluate-{run_label(runtime.flow_run.parameters['data'])}")
 def evaluate(models: list[str], data: str, config: FoundryConfig = FoundryConfig()) -> Evaluation:
     """Each model on the data (a data version, or a source prepared without touching any split ledger), with its
-    own tokenizer, overall and per group of source files; one MLflow run per model, linked to its version."""
+    own tokenizer, overall and per group of source files (on chat records: each aligned model's exact match);
+    one MLflow run per model, linked to its version."""
     route_library_logs()  # each line once, our INFO lines included
     config = source_config(config, data)  # a source is `data.source`: the operator's allow-lists judge it
     allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
@@ -35,11 +36,9 @@ def evaluate(models: list[str], data: str, config: FoundryConfig = FoundryConfig
     tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.stage": "evaluate"}
     with pipeline_run(config, runtime.flow_run.name, tags) as run:
         refs = download_models(refs, run)
-        prepared = evaluation_data(data, config, refs[0], run)
+        prepared = evaluation_data(data, config, refs, run)
         base = baselines(prepared, config)
         scores = [score_model(ref, prepared, base, config, run) for ref in refs]
         result = compare(prepared, base, scores, run)
-    best = min(result.models, key=lambda m: m.metrics.bits_per_byte)
-    outcome = f"best: {best.model.model} at {best.metrics.bits_per_byte:.4f} bits/byte"
-    publish_summary(comparison(result), f"evaluate on {prepared.label}", outcome, result.run_id)
+    publish_summary(comparison(result), f"evaluate on {prepared.label}", outcome(result), result.run_id)
     return result

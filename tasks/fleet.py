@@ -29,32 +29,36 @@ def download_models(refs: list[ModelRef], run: RunContext) -> list[ModelRef]:
 
 
 @task(name="evaluation-data", cache_policy=NO_CACHE)
-def evaluation_data(data: str, config: FoundryConfig, first: ModelRef, run: RunContext) -> EvaluationData:
-    """The data version hydrated, or the source prepared (not versioned) with the first model's tokenizer."""
+def evaluation_data(data: str, config: FoundryConfig, refs: list[ModelRef], run: RunContext) -> EvaluationData:
+    """The data version hydrated, or the source prepared (not versioned) with the first model's tokenizer (the
+    first aligned model's for chat records)."""
     from foundry.fleet.evaluate_steps import data_for
 
-    prepared = data_for(data, config, first, run)
+    prepared = data_for(data, config, refs, run)
     get_run_logger().info("scoring on %s (%s)", prepared.label, prepared.dir)
     return prepared
 
 
 @task(name="baselines", cache_policy=NO_CACHE)
 def baselines(data: EvaluationData, config: FoundryConfig) -> Baselines:
-    """Unigram, gzip, xz, xz -9e and PPMd on the holdout, given the train split: once for every model."""
-    from foundry.fleet.evaluate import baselines as measure
+    """Unigram, gzip, xz, xz -9e and PPMd on the holdout, given the train split: once for every model (none on
+    chat records)."""
+    from foundry.fleet.evaluate_steps import baselines as measure
 
-    return measure(data.dir, config)
+    return measure(data, config)
 
 
 @task(name="score-model", cache_policy=NO_CACHE, task_run_name="score-{ref.model}")
 def score_model(
     ref: ModelRef, data: EvaluationData, base: Baselines, config: FoundryConfig, run: RunContext
 ) -> ModelScores:
-    """One model with its own tokenizer, overall and per group; its evaluation run linked to the version."""
+    """One model with its own tokenizer, overall and per group (or exact match on chat records); its evaluation
+    run linked to the version."""
+    from foundry.fleet.evaluate_report import headline
     from foundry.fleet.evaluate_steps import scored_and_logged
 
     scores = scored_and_logged(ref, data, base, config, run)
-    get_run_logger().info("%s: %.4f bits/byte (run %s)", ref.model, scores.metrics.bits_per_byte, scores.run_id)
+    get_run_logger().info("%s: %s (run %s)", ref.model, headline(scores), scores.run_id)
     return scores
 
 
@@ -67,5 +71,10 @@ def compare(data: EvaluationData, base: Baselines, scores: list[ModelScores], ru
     from foundry.fleet.evaluate_steps import compared
 
     evaluation = compared(data, base, scores, run)
-    create_table_artifact(rows(evaluation), key=COMPARISON, description=f"Bits per byte on {data.label}", _sync=True)
+    create_table_artifact(
+        rows(evaluation),
+        key=COMPARISON,
+        description=f"{'Exact match' if data.kind == 'chat' else 'Bits per byte'} on {data.label}",
+        _sync=True,
+    )
     return evaluation

@@ -14,6 +14,11 @@ source's index). The baselines depend on the data alone and are computed once: u
 tokenizer, and gzip, xz, xz -9e and PPMd given the tail of the data's train split before its holdout, as
 registration measures them. Loss and perplexity are per token of a model's own tokenizer: models with different
 tokenizers compare in bits per byte only.
+
+Data holding chat records (an alignment data version, or a source of chat `.jsonl` records, prepared by the align
+flow's own `prepare_aligned` on no ledger: `evaluate_chat`) is scored otherwise: each aligned model's greedy replies
+against the holdout's reference replies (exact match) and its response loss; a model without a chat template is
+reported as not comparable.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ class EvaluationData(_Value):
     remote: str | None = None
     source: str  # the manifest's source (masked)
     source_digest: str
+    kind: str = "text"  # the manifest's: documents (text) or chat records
 
     @property
     def name(self) -> str:
@@ -83,13 +89,24 @@ class GroupScore(_Value):
     bytes: int
 
 
+class ChatScores(_Value):
+    """An aligned model on chat data: the share of holdout conversations whose greedy reply is the reference
+    reply, and nats per assistant token; both None when the model is not comparable (`note` says why)."""
+
+    exact_match: float | None
+    response_loss: float | None
+    records: int  # holdout conversations scored
+    note: str = ""
+
+
 class ModelScores(_Value):
-    """One model's figures on the holdout, overall and per group of source files."""
+    """One model's figures on the holdout: on documents overall and per group of source files, or on chats."""
 
     model: ModelRef
     tokenizer: str  # sha256 of its tokenizer.json, first 12 digits: who can compare loss with whom
-    metrics: HoldoutMetrics  # loss, perplexity, bits per byte, tokens (no baselines: `Baselines` has them)
-    groups: dict[str, GroupScore]
+    metrics: HoldoutMetrics | None = None  # loss, perplexity, bits per byte, tokens (on documents)
+    groups: dict[str, GroupScore] = {}
+    chat: ChatScores | None = None  # on chat records
     run_id: str = ""  # its evaluation run, once logged
 
 
@@ -106,6 +123,7 @@ class Evaluation(_Value):
     baselines: Baselines
     models: list[ModelScores]
     run_id: str  # the evaluation's own run; each model's run is its child
+    holdout_records: int | None = None  # chat records: the holdout's conversations
 
     @property
     def one_tokenizer(self) -> bool:
@@ -198,32 +216,28 @@ def hydrated_data(data: str, config: FoundryConfig, home: Path) -> EvaluationDat
 
     version = DataVersion(data_version=data, remote=config.data.remote)
     folder = hydrate_version(version, home)
-    return _described(data, folder, version.data_version, version.remote)
+    return described(data, folder, version.data_version, version.remote)
 
 
-def prepared_data(config: FoundryConfig, tokenizer: Path, out_dir: Path) -> EvaluationData:
-    """`config.data.source` acquired and prepared into `out_dir` (a staging folder) with `tokenizer`: the
+def prepared_data(config: FoundryConfig, source, tokenizer: Path, out_dir: Path) -> EvaluationData:
+    """`source` (`config.data.source` acquired) prepared into `out_dir` (a staging folder) with `tokenizer`: the
     pipeline's cleaning rules, on no parent ledger, never versioned."""
-    from foundry.data.acquire import acquire_source
     from foundry.data.prepare import prepare
 
     raw = config.model_dump()
     raw["tokenizer"]["from_file"] = str(tokenizer)
-    with_tokenizer = validate(raw)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    manifest = acquire_source(with_tokenizer.data, out_dir.parent / "source_manifest.json")
-    prepare(manifest, with_tokenizer, out_dir, progress=False)
-    return _described(redact_url(config.data.source), out_dir, None, None)
+    prepare(source, validate(raw), out_dir, progress=False)
+    return described(redact_url(config.data.source), out_dir, None, None)
 
 
-def _described(asked: str, folder: Path, data_version: str | None, remote: str | None) -> EvaluationData:
+def described(asked: str, folder: Path, data_version: str | None, remote: str | None) -> EvaluationData:
     from foundry.data.manifest import DatasetManifest
 
     manifest = DatasetManifest.read(folder)
-    if not manifest.is_documents:
+    if manifest.kind not in ("text", "chat"):
         raise ValueError(
-            f"{asked} holds {manifest.kind} records, not documents: `foundry evaluate` scores documents "
-            "(exact match on chat records is not implemented)"
+            f"{asked} holds {manifest.kind} records: `foundry evaluate` scores documents and chat records "
+            "(preference pairs are not implemented)"
         )
     return EvaluationData(
         asked=asked,
@@ -232,6 +246,7 @@ def _described(asked: str, folder: Path, data_version: str | None, remote: str |
         remote=remote,
         source=manifest.source,
         source_digest=manifest.source_digest,
+        kind=manifest.kind,
     )
 
 
@@ -269,21 +284,6 @@ def holdout_groups(data_dir: Path, encode, cap: int) -> dict[str, GroupTokens]:
 
 
 # --- scores ------------------------------------------------------------------------------------
-
-
-def baselines(data_dir: Path, config: FoundryConfig) -> Baselines:
-    """Unigram under the data's tokenizer; gzip and xz after `evaluation.compression_context_bytes` of the train
-    split's tail, xz -9e and PPMd after `evaluation.strong_context_bytes` of it."""
-    from foundry.data.manifest import DatasetManifest
-    from foundry.evaluation.compressors import compression_baselines
-    from foundry.evaluation.metrics import unigram_bits_per_byte
-
-    e, manifest = config.evaluation, DatasetManifest.read(data_dir)
-    scores = compression_baselines(data_dir, e.compression_context_bytes, e.strong_context_bytes)
-    train_bytes = int(scores.pop("baseline_train_bytes"))
-    scores["unigram_bits_per_byte"] = unigram_bits_per_byte(data_dir, manifest.vocab_size, manifest.holdout_bytes)
-    named = {name: scores[f"{name}_bits_per_byte"] for name in HoldoutMetrics.BASELINES}
-    return Baselines(scores=named, train_bytes=train_bytes)
 
 
 def score_model(ref: ModelRef, data_dir: Path, config: FoundryConfig) -> ModelScores:

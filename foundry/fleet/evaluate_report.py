@@ -2,7 +2,8 @@
 rows for a Prefect table artifact, and a bar chart.
 
 Loss and perplexity are per token of each model's own tokenizer, so they appear only when every model shares
-one; bits per byte always do (the holdout's UTF-8 bytes are the same whoever reads them).
+one; bits per byte always do (the holdout's UTF-8 bytes are the same whoever reads them). On chat records the
+table is exact match and response loss (`evaluate_chat`), and there is no chart.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ from pathlib import Path
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.fleet.evaluate import Evaluation, ModelScores
 
+CHAT_LOSS = (
+    "Exact match: greedy replies through each model's chat template equal to the holdout's reference reply. "
+    "Response loss is per assistant token of each model's own tokenizer."
+)
 DIFFERENT_TOKENIZERS = (
     "The models use different tokenizers: they compare in bits per byte only (loss and perplexity are per token "
     "of each model's own tokenizer, logged on each model's run)."
@@ -29,9 +34,26 @@ def baseline_label(name: str, evaluation: Evaluation) -> str:
     return f"{label} (given {evaluation.baselines.train_bytes:,} train bytes)" if name in ("xz9e", "ppmd") else label
 
 
+def chat_rows(evaluation: Evaluation) -> list[dict[str, str]]:
+    """One row per model, the best exact match first, models that are not comparable last with the reason."""
+    scored = [m for m in evaluation.models if m.chat and m.chat.exact_match is not None]
+    table = []
+    for m in sorted(scored, key=lambda m: -m.chat.exact_match):
+        loss = "" if m.chat.response_loss is None else f"{m.chat.response_loss:.4f}"
+        table.append({"model": name_of(m), "exact_match": f"{m.chat.exact_match:.4f}", "response_loss": loss})
+        table[-1] |= {"records": f"{m.chat.records:,}", "note": ""}
+    for m in evaluation.models:
+        if m not in scored:
+            note = m.chat.note if m.chat else ""
+            table.append({"model": name_of(m), "exact_match": "", "response_loss": "", "records": "", "note": note})
+    return table
+
+
 def rows(evaluation: Evaluation) -> list[dict[str, str]]:
     """The overall comparison, one row per model then per baseline, best first within each: the table
     artifact's rows and the markdown's."""
+    if evaluation.data.kind == "chat":
+        return chat_rows(evaluation)
     with_loss = evaluation.one_tokenizer
     ranked = sorted(evaluation.models, key=lambda m: m.metrics.bits_per_byte)
     table = []
@@ -70,6 +92,8 @@ def comparison(evaluation: Evaluation) -> str:
     """The text `foundry evaluate` prints and the flow's summary: overall, then per group, then the runs."""
     data = evaluation.data
     n = len(evaluation.models)
+    if data.kind == "chat":
+        return chat_comparison(evaluation)
     head = [
         f"evaluate: {n} model{'s' * (n != 1)} on {data.label}",
         f"holdout: {evaluation.holdout_bytes:,} bytes in {len(evaluation.groups)} group(s) of source files",
@@ -80,13 +104,52 @@ def comparison(evaluation: Evaluation) -> str:
     if not evaluation.one_tokenizer:
         head += [DIFFERENT_TOKENIZERS, ""]
     groups = ["bits per byte by group of source files (top-level folder):", "", markdown(group_rows(evaluation), 1)]
+    return "\n".join(head + groups + runs_lines(evaluation))
+
+
+def runs_lines(evaluation: Evaluation) -> list[str]:
     runs = [f"{name_of(m)}: MLflow run {m.run_id}" for m in evaluation.models if m.run_id]
-    tail = ["", f"evaluation run {evaluation.run_id}", *runs] if evaluation.run_id else []
-    return "\n".join(head + groups + tail)
+    return ["", f"evaluation run {evaluation.run_id}", *runs] if evaluation.run_id else []
 
 
-def chart(evaluation: Evaluation, path: Path) -> Path:
-    """Bits per byte of each model beside the baselines (and per group when there are several), one PNG."""
+def chat_comparison(evaluation: Evaluation) -> str:
+    n, data = len(evaluation.models), evaluation.data
+    head = [
+        f"evaluate: {n} model{'s' * (n != 1)} on {data.label} (chat records)",
+        f"holdout: {evaluation.holdout_records:,} conversations",
+        "",
+        markdown(rows(evaluation)),
+        "",
+        CHAT_LOSS,
+    ]
+    return "\n".join(head + runs_lines(evaluation))
+
+
+def outcome(evaluation: Evaluation) -> str:
+    """The flow's one-line outcome: the best model."""
+    if evaluation.data.kind == "chat":
+        scored = [m for m in evaluation.models if m.chat and m.chat.exact_match is not None]
+        if not scored:
+            return "no model could be compared on chat records"
+        best = max(scored, key=lambda m: m.chat.exact_match)
+        return f"best: {best.model.model} at exact match {best.chat.exact_match:.4f}"
+    best = min(evaluation.models, key=lambda m: m.metrics.bits_per_byte)
+    return f"best: {best.model.model} at {best.metrics.bits_per_byte:.4f} bits/byte"
+
+
+def headline(scores: ModelScores) -> str:
+    """One model's figure for a log line."""
+    if scores.chat is not None:
+        c = scores.chat
+        return c.note if c.exact_match is None else f"exact match {c.exact_match:.4f} on {c.records} conversations"
+    return f"{scores.metrics.bits_per_byte:.4f} bits/byte"
+
+
+def chart(evaluation: Evaluation, path: Path) -> Path | None:
+    """Bits per byte of each model beside the baselines (and per group when there are several), one PNG; None
+    on chat records."""
+    if evaluation.data.kind == "chat":
+        return None
     from foundry.reports.plots import bits_per_byte_bars
 
     models = {name_of(m): m.metrics.bits_per_byte for m in evaluation.models}

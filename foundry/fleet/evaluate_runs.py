@@ -6,7 +6,9 @@ its model input, and logs the model's figures as `eval/<field>` (per group `eval
 `model_id` and the dataset's name and digest: MLflow 3's model-linked metrics, which the logged model's page,
 and the version's through it, list by dataset. Versions logged before MLflow 3's logged models have none; their
 figures stay on the run. The baselines (`eval/baseline/<name>_bits_per_byte`) depend on the data alone and are
-logged on the runs, not on the models. Tags name the model URI asked for, the version and the data.
+logged on the runs, not on the models. Tags name the model URI asked for, the version and the data. On chat
+records the figures are `eval/exact_match`, `eval/response_loss` and `eval/records`, linked the same way; a model
+that is not comparable has a run tagged `foundry.comparable=false` with the reason, and no figures.
 """
 
 from __future__ import annotations
@@ -32,7 +34,17 @@ def metric_key(field: str, group: str | None = None) -> str:
     return f"{PREFIX}group/{safe}/{field}"
 
 
+def chat_metrics(scores: ModelScores) -> dict[str, float]:
+    c = scores.chat
+    if c is None or c.exact_match is None:
+        return {}
+    found = {metric_key("exact_match"): c.exact_match, metric_key("records"): float(c.records)}
+    return found | ({metric_key("response_loss"): c.response_loss} if c.response_loss is not None else {})
+
+
 def model_metrics(scores: ModelScores) -> dict[str, float]:
+    if scores.metrics is None:
+        return chat_metrics(scores)
     found = {metric_key(f): float(getattr(scores.metrics, f)) for f in FIELDS if getattr(scores.metrics, f) is not None}
     for group, g in scores.groups.items():
         found |= {metric_key(f, group): float(getattr(g, f)) for f in ("bits_per_byte", "loss", "tokens")}
@@ -40,6 +52,8 @@ def model_metrics(scores: ModelScores) -> dict[str, float]:
 
 
 def baseline_metrics(baselines: Baselines) -> dict[str, float]:
+    if not baselines.scores:  # chat records: none
+        return {}
     found = {f"{PREFIX}baseline/{name}_bits_per_byte": v for name, v in baselines.scores.items()}
     return found | {f"{PREFIX}baseline/train_bytes": float(baselines.train_bytes)}
 
@@ -79,6 +93,8 @@ def log_model_run(parent: RunContext, scores: ModelScores, data: EvaluationData,
         **data_tags(data),
         **tracking.standard_tags(),
     }
+    if scores.chat is not None and scores.chat.exact_match is None:
+        tags |= {"foundry.comparable": "false", "foundry.not_comparable": scores.chat.note}
     run = c.create_run(experiment, run_name=f"evaluate {ref.model} on {data.name}", tags=tags)
     run_id = run.info.run_id
     try:
@@ -99,9 +115,10 @@ def log_model_run(parent: RunContext, scores: ModelScores, data: EvaluationData,
 
 def log_comparison(parent: RunContext, data: EvaluationData, text: str, chart) -> None:
     """On the evaluation's own run: the data (tags and input), the comparison as `evaluation/comparison.md`
-    and the chart under `evaluation/`."""
+    and the chart (if any) under `evaluation/`."""
     c = tracking.client()
     tracking.set_tags(parent.run_id, {"foundry.stage": "evaluate", **data_tags(data)})
     c.log_inputs(parent.run_id, datasets=[dataset_input(data)])
     c.log_text(parent.run_id, text + "\n", "evaluation/comparison.md")
-    tracking.log_artifact(parent.run_id, chart, "evaluation")
+    if chart is not None:
+        tracking.log_artifact(parent.run_id, chart, "evaluation")

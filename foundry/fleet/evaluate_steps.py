@@ -8,14 +8,14 @@ from pathlib import Path
 from foundry.config import FoundryConfig
 from foundry.contracts import RunContext
 from foundry.data.manifest import DatasetManifest
-from foundry.fleet import evaluate_report, evaluate_runs
+from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.fleet import evaluate_chat, evaluate_report, evaluate_runs
 from foundry.fleet.evaluate import (
     Baselines,
     Evaluation,
     EvaluationData,
     ModelRef,
     ModelScores,
-    baselines,
     downloaded,
     hydrated_data,
     is_data_version,
@@ -27,28 +27,57 @@ from foundry.fs import remove_tree
 STAGING = "prepared"  # under the run's folder: removed with the run's other staging when it fails
 
 
-def data_for(data: str, config: FoundryConfig, first: ModelRef, run: RunContext) -> EvaluationData:
+def data_for(data: str, config: FoundryConfig, refs: list[ModelRef], run: RunContext) -> EvaluationData:
     """The data version hydrated, or the source (`config.data.source`, see `evaluate.source_config`) prepared
-    into the run's staging folder with the first model's tokenizer."""
+    into the run's staging folder: chat records with the first aligned model's tokenizer (`evaluate_chat`),
+    documents with the first model's."""
+    from foundry.data.acquire import acquire_source
+
     if is_data_version(data):
         return hydrated_data(data, config, run.home)
-    if first.artifacts is None:
-        raise ValueError(f"{first.model}: download its files first: its tokenizer prepares the source")
-    return prepared_data(config, first.artifacts / "tokenizer.json", run.dir / STAGING)
+    if refs[0].artifacts is None:
+        raise ValueError(f"{refs[0].model}: download its files first: its tokenizer prepares the source")
+    run.dir.mkdir(parents=True, exist_ok=True)
+    source = acquire_source(config.data, run.dir / "source_manifest.json")
+    if evaluate_chat.holds_chats(source, config):
+        return evaluate_chat.prepared_chats(source, config, refs, run.dir / STAGING)
+    return prepared_data(config, source, refs[0].artifacts / "tokenizer.json", run.dir / STAGING)
+
+
+def baselines(data: EvaluationData, config: FoundryConfig) -> Baselines:
+    """Unigram under the data's tokenizer; gzip and xz after `evaluation.compression_context_bytes` of the train
+    split's tail, xz -9e and PPMd after `evaluation.strong_context_bytes` of it. None for chat records: exact
+    match has no compressor to compare with."""
+    from foundry.evaluation.compressors import compression_baselines
+    from foundry.evaluation.metrics import unigram_bits_per_byte
+
+    if data.kind == "chat":
+        return Baselines(scores={}, train_bytes=0)
+    e, manifest = config.evaluation, DatasetManifest.read(data.dir)
+    scores = compression_baselines(data.dir, e.compression_context_bytes, e.strong_context_bytes)
+    train_bytes = int(scores.pop("baseline_train_bytes"))
+    scores["unigram_bits_per_byte"] = unigram_bits_per_byte(data.dir, manifest.vocab_size, manifest.holdout_bytes)
+    named = {name: scores[f"{name}_bits_per_byte"] for name in HoldoutMetrics.BASELINES}
+    return Baselines(scores=named, train_bytes=train_bytes)
 
 
 def scored_and_logged(
     ref: ModelRef, data: EvaluationData, base: Baselines, config: FoundryConfig, run: RunContext
 ) -> ModelScores:
-    """One model scored on the data, its evaluation run logged."""
-    scores = score_model(ref, data.dir, config)
+    """One model scored on the data (documents or chat records), its evaluation run logged."""
+    score = evaluate_chat.score_chats if data.kind == "chat" else score_model
+    scores = score(ref, data.dir, config)
     return scores.model_copy(update={"run_id": evaluate_runs.log_model_run(run, scores, data, base)})
 
 
 def compared(data: EvaluationData, base: Baselines, scores: list[ModelScores], run: RunContext) -> Evaluation:
     """The evaluation as one value, its comparison and chart logged on the run; the staging folder removed."""
-    holdout = DatasetManifest.read(data.dir).holdout_bytes
-    evaluation = Evaluation(data=data, holdout_bytes=holdout, baselines=base, models=scores, run_id=run.run_id)
+    manifest, chats = DatasetManifest.read(data.dir), data.kind == "chat"
+    holdout = (data.dir / "holdout.jsonl").stat().st_size if chats else manifest.holdout_bytes
+    records = manifest.stats["holdout_records"] if chats else None
+    evaluation = Evaluation(
+        data=data, holdout_bytes=holdout, baselines=base, models=scores, run_id=run.run_id, holdout_records=records
+    )
     chart = evaluate_report.chart(evaluation, run.dir / "evaluation.png")
     evaluate_runs.log_comparison(run, data, evaluate_report.comparison(evaluation), chart)
     discard(data, run)
@@ -66,6 +95,6 @@ def evaluate_all(models: list[ModelRef], data: str, config: FoundryConfig, run: 
     """Every step in this process: `models` resolved (`evaluate.resolve_models`), `config` read through
     `evaluate.source_config`."""
     refs = [downloaded(ref, run.home) for ref in models]
-    prepared = data_for(data, config, refs[0], run)
-    base = baselines(prepared.dir, config)
+    prepared = data_for(data, config, refs, run)
+    base = baselines(prepared, config)
     return compared(prepared, base, [scored_and_logged(ref, prepared, base, config, run) for ref in refs], run)

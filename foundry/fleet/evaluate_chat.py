@@ -1,0 +1,149 @@
+"""`foundry evaluate` on chat records: exact match of each aligned model's greedy replies, and its response loss.
+
+The data is an alignment data version of chat records, or a source whose `.jsonl` records are conversations
+(`holds_chats`): that one is prepared by the align flow's own `prepare_aligned` (its checks, scrubbing,
+de-duplication and prompt-hash holdout) on no split ledger, with the first aligned model's tokenizer and context.
+
+Each holdout conversation's last assistant turn is the reference; the messages before it are the prompt. A model
+with a chat template (an aligned version) replies greedily through it (`models.generate.generate_replies`, top-k 1,
+up to `align.max_new_tokens` tokens, as the align flow's replies are generated); a reply that equals the reference
+(surrounding whitespace aside) counts. Its response loss is nats per assistant token of the conversations encoded
+with its own tokenizer (`foundry.align.evaluation.response_loss`): it compares across models of one tokenizer only.
+A conversation that does not fit a model's context is not scored for it (`records` counts those that were). A model
+without a chat template has no way to read a conversation: it is reported as not comparable, the others scored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from foundry.config import FoundryConfig, validate
+from foundry.contracts import SourceManifest
+from foundry.fleet.evaluate import ChatScores, EvaluationData, ModelRef, ModelScores, described
+from foundry.redact import redact_url
+
+NO_TEMPLATE = "not comparable: no chat template (not an aligned version), so it cannot read a conversation"
+
+
+@dataclass(frozen=True)
+class HeldChat:
+    prompt: list[dict]  # the messages before the reference
+    reference: str  # the last assistant turn
+    messages: list[dict]  # the whole conversation (its response loss)
+
+
+def holds_chats(source: SourceManifest, config: FoundryConfig) -> bool:
+    """Whether the source is chat records: every file `.jsonl`, the first record a conversation (`messages`,
+    prompt/response or prompt/completion). Preference records are refused: not implemented."""
+    from foundry.align.records import SHAPES_OF, RecordProblem, shape_of
+    from foundry.data.formats import base_name, read_records
+
+    if not source.entries or not all(base_name(e.name).endswith(".jsonl") for e in source.entries):
+        return False
+    first = source.entries[0]
+    record = next(read_records(first.path, first.name, config.data, lambda *_: None), (None, ""))[0]
+    try:
+        shape = shape_of(record) if isinstance(record, dict) else ""
+    except RecordProblem:
+        return False
+    if shape in SHAPES_OF["dpo"]:
+        raise ValueError(f"{first.name} holds preference records: `foundry evaluate` does not score them")
+    return shape in SHAPES_OF["sft"]
+
+
+def saved_of(ref: ModelRef) -> dict:
+    from models.gpt import load_saved
+
+    if ref.artifacts is None:
+        raise ValueError(f"{ref.model}: download its files first (`downloaded`)")
+    return load_saved(ref.artifacts / "model.pt")
+
+
+def prepared_chats(
+    source: SourceManifest, config: FoundryConfig, refs: list[ModelRef], out_dir: Path
+) -> EvaluationData:
+    """The source's conversations prepared into `out_dir` with the first aligned model's tokenizer and context,
+    on no split ledger (`ledger=None`), never versioned."""
+    from foundry.align.prepare import prepare_aligned
+
+    first = next(((ref, saved) for ref in refs if (saved := saved_of(ref)).get("chat_template")), None)
+    if first is None:
+        raise ValueError(
+            f"{redact_url(config.data.source)} holds chat records and none of the models has a chat template: "
+            "exact match needs an aligned version (`foundry align`)"
+        )
+    ref, saved = first
+    raw = config.model_dump()
+    raw["tokenizer"]["from_file"] = str(ref.artifacts / "tokenizer.json")
+    raw["align"]["method"] = "sft"
+    raw["model"]["block_size"] = saved["model_args"]["block_size"]
+    prepare_aligned(source, validate(raw), out_dir, ledger=None)
+    return described(redact_url(config.data.source), out_dir, None, None)
+
+
+def holdout_chats(data_dir: Path) -> list[HeldChat]:
+    """Each holdout conversation split at its last assistant turn, in the holdout's order."""
+    from foundry.align.records import from_kept
+
+    chats = []
+    with open(data_dir / "holdout.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            messages = from_kept(json.loads(line)).as_messages()
+            last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+            chats.append(HeldChat(messages[:last], messages[last]["content"], messages[: last + 1]))
+    return chats
+
+
+def score_chats(ref: ModelRef, data_dir: Path, config: FoundryConfig) -> ModelScores:
+    """The model's exact match and response loss on the holdout's conversations, or not comparable."""
+    from tokenizers import Tokenizer
+
+    from models.chat import saved_template
+    from models.gpt import gpt_from_saved
+
+    saved, tokenizer_path = saved_of(ref), ref.artifacts / "tokenizer.json"
+    digest = hashlib.sha256(tokenizer_path.read_bytes()).hexdigest()[:12]
+    template = saved_template(saved)
+    if template is None:
+        return ModelScores(
+            model=ref,
+            tokenizer=digest,
+            chat=ChatScores(exact_match=None, response_loss=None, records=0, note=NO_TEMPLATE),
+        )
+    model, tokenizer = gpt_from_saved(saved), Tokenizer.from_file(str(tokenizer_path))
+    block = model.config.block_size
+    fits = [c for c in holdout_chats(data_dir) if len(template.encode_prompt(tokenizer, c.prompt)) < block]
+    if not fits:
+        note = f"not comparable: no holdout conversation's prompt fits its context of {block} tokens"
+        return ModelScores(
+            model=ref, tokenizer=digest, chat=ChatScores(exact_match=None, response_loss=None, records=0, note=note)
+        )
+    hits = exact_matches(model, tokenizer, template, fits, config.align.max_new_tokens)
+    loss = chat_loss(model, tokenizer, template, fits, config.evaluation.batch_size)
+    scores = ChatScores(exact_match=sum(hits) / len(fits), response_loss=loss, records=len(fits))
+    return ModelScores(model=ref, tokenizer=digest, chat=scores)
+
+
+def exact_matches(model, tokenizer, template, chats: list[HeldChat], max_new_tokens: int) -> list[bool]:
+    """Whether each greedy reply is its reference, surrounding whitespace aside."""
+    from models.generate import generate_replies
+
+    replies = generate_replies(model, tokenizer, template, [c.prompt for c in chats], max_new_tokens, top_k=1)
+    return [reply.strip() == c.reference.strip() for reply, c in zip(replies, chats, strict=True)]
+
+
+def chat_loss(model, tokenizer, template, chats: list[HeldChat], batch_size: int) -> float | None:
+    """Nats per assistant token of the conversations that fit the context whole, under the model's tokenizer."""
+    from foundry.align.evaluation import response_loss
+    from models.align_data import Conversations, Ragged
+    from models.tokens import EOT
+
+    encoded = [template.encode(tokenizer, c.messages) for c in chats]
+    whole = [(ids, trained) for ids, trained in encoded if len(ids) <= model.config.block_size]
+    if not whole:
+        return None
+    data = Conversations(Ragged.from_lists([i for i, _ in whole]), Ragged.from_lists([t for _, t in whole]))
+    return response_loss(model, data, batch_size, tokenizer.token_to_id(EOT))
