@@ -10,6 +10,8 @@ import pandas as pd
 import pytest
 from conftest import REPO_ROOT, run_page
 
+from models.request_limits import CHAT_COMPLETION_FIELDS
+
 TINY_ALIGN = str(REPO_ROOT / "configs" / "tiny_align.yaml")
 
 
@@ -76,7 +78,7 @@ def test_the_aligned_version_answers_prompts_and_chats_through_pyfunc(aligned_mo
     _, result = aligned_model
     model = mlflow.pyfunc.load_model(result.model_uri)
     inputs = model.metadata.get_input_schema().input_names()
-    assert inputs == ["prompt", "messages"]
+    assert inputs == ["prompt", "messages", *CHAT_COMPLETION_FIELDS]  # the chat-completions request's optional fields
     chat = [{"role": "user", "content": "Add: 2 + 3"}]
     out = model.predict(pd.DataFrame({"messages": [chat]}), params={"max_new_tokens": 6, "top_k": 1})
     prompt = model.predict(pd.DataFrame({"prompt": ["Add: 2 + 3"]}), params={"max_new_tokens": 6, "top_k": 1})
