@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from models.generate import generate_ids
+from models.generate import generate_ids, prompt_ids
 from models.gpt import GPT
 
 
@@ -25,15 +25,6 @@ class Reply:
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
-
-
-def prompt_ids(model: GPT, tokenizer, template, messages: list[dict]) -> list[int]:
-    """The token ids generation continues; a `ValueError` when the template cannot render the chat or the
-    context cannot hold it with room for one token."""
-    ids = template.encode_prompt(tokenizer, messages)
-    if len(ids) >= model.config.block_size:
-        raise ValueError(f"the conversation is {len(ids)} tokens; the context holds {model.config.block_size}")
-    return ids
 
 
 def complete_chat(

@@ -97,6 +97,15 @@ def generate_texts(
     return [tokenizer.decode(ids) for ids in generated]
 
 
+def prompt_ids(model: GPT, tokenizer, template, messages: list[dict]) -> list[int]:
+    """The token ids generation continues from for a chat; a `ValueError` when the template cannot render the chat
+    or the context cannot hold it with room for one token."""
+    ids = template.encode_prompt(tokenizer, messages)
+    if len(ids) >= model.config.block_size:
+        raise ValueError(f"the conversation is {len(ids)} tokens; the context holds {model.config.block_size}")
+    return ids
+
+
 def generate_replies(
     model: GPT,
     tokenizer,
@@ -110,9 +119,6 @@ def generate_replies(
     """The assistant's next reply to each conversation, rendered through the chat template (`models.chat`);
     generation stops at the template's end marker. `top_k=1` is greedy decoding."""
     end = template.token_id(tokenizer, template.end)
-    encoded = [template.encode_prompt(tokenizer, messages) for messages in conversations]
-    for ids in encoded:
-        if len(ids) >= model.config.block_size:
-            raise ValueError(f"the conversation is {len(ids)} tokens; the context holds {model.config.block_size}")
+    encoded = [prompt_ids(model, tokenizer, template, messages) for messages in conversations]
     generated = generate_ids(model, encoded, max_new_tokens, temperature, top_k, seed, end)
     return [template.decode_reply(tokenizer, ids) for ids in generated]

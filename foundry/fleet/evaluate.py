@@ -33,13 +33,13 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from foundry.config import FoundryConfig, validate
+from foundry.contracts import DATA_VERSION
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.model_uri import ModelUri
 from foundry.redact import redact_url
 
 log = logging.getLogger(__name__)
 
-_DATA_VERSION = re.compile(r"[0-9a-f]{32}")
 TOP_LEVEL = "(top level)"  # the group of files at the root of the source
 
 
@@ -188,7 +188,7 @@ def downloaded(ref: ModelRef, home: Path) -> ModelRef:
 
 
 def is_data_version(data: str) -> bool:
-    return bool(_DATA_VERSION.fullmatch(data))
+    return bool(DATA_VERSION.fullmatch(data))
 
 
 def run_label(data: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from foundry.contracts import check_data_version
+from foundry.contracts import DATA_VERSION, check_data_version
 from foundry.data.remote import digest_of
 from foundry.model_uri import ModelUri
 from foundry.registry import tags as registry_tags
@@ -123,7 +123,7 @@ def _keep_runs(client, kept: Kept, experiment: str, keep_last: int) -> None:
     for run_id in kept.runs:
         if run := by_id.get(run_id):
             for value in data_tags(run.data.tags):
-                if re.fullmatch(r"[0-9a-f]{32}", value):
+                if DATA_VERSION.fullmatch(value):
                     kept.keep_data(value, f"data of kept run {run_id} ({kept.runs[run_id]})")
             kept.sources |= {digest_of(source) for source in run_sources(run.data.params)}
     kept.candidate_runs = {i: r for i, r in by_id.items() if i not in kept.runs}

@@ -29,8 +29,8 @@ from mlflow.exceptions import MlflowException
 from mlflow.models import set_model
 
 from models.chat import ROLES, saved_template
-from models.chat_completion import complete_chat, prompt_ids
-from models.generate import generate_replies, generate_texts
+from models.chat_completion import complete_chat
+from models.generate import generate_replies, generate_texts, prompt_ids
 from models.gpt import gpt_from_saved, load_saved
 from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS
 
