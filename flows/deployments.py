@@ -10,6 +10,7 @@ written from the same table (`foundry deployments --write prefect.yaml`; a test 
 - merge:     merge registered specialists by their parameters (the models to merge, then the config's `merge`)
 - evaluate:  score registered versions on a data version or a source (the models, the data, then the config)
 - gc:        list what nothing references (dry run by default; `apply` deletes it)
+- purge:     find every copy of the documents a deletion request names (dry run by default; `apply` removes them)
 
 A run started from a deployment may only point where the worker's operator allows: sources, remotes, Dask
 schedulers and study storages outside the lists in `foundry.deployment_policy` are refused in its first task.
@@ -89,6 +90,13 @@ DEPLOYMENTS = (
         "gc",
         "flows/gc.py:collect_garbage",
         "List what no registered version, alias, running flow or recent run references; delete it only with apply.",
+        takes_config=False,
+    ),
+    Deployment(
+        "purge",
+        "flows/purge.py:purge_documents",
+        "Find every copy of the documents a deletion request names and every version trained on them; "
+        "remove them only with apply.",
         takes_config=False,
     ),
 )

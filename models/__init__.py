@@ -15,4 +15,5 @@
 - `align_data`: packed conversations and preference pairs, resumable
 - `lora`: low-rank adapters and merging them into the weights
 - `merge`: merging models by their parameters (linear, task arithmetic, TIES, DARE-TIES)
+- `vision`: image classifiers (a small CNN or ViT) from `VisionConfig`, and seeded augmentation
 """

@@ -39,6 +39,7 @@ def prepare(
     """Clean, split (on the parent's ledger) and tokenize into this run's staging folder (on Dask when
     `data.workers` > 1)."""
     from foundry.data.progress import PREPARE_PROGRESS, read_preparation
+    from foundry.data.purged import purged_documents
     from tasks.artifacts import reported_progress
     from tasks.data_parallel import run_prepare
 
@@ -52,6 +53,7 @@ def prepare(
             parent=parent and parent.dir,
             replay=replay_fraction,
             progress_file=report,
+            purged=frozenset(purged_documents(run.home)),  # a purge's documents, should a source still hold them
         )
     for name in ("audit.json", "audit.md"):  # per cleaning rule: counts and examples, never the PII itself
         tracking.log_artifact(run.run_id, staged / name, "data")
@@ -87,12 +89,14 @@ def version(config: FoundryConfig, staged: Path, source_manifest: SourceManifest
 
 
 def _dataset_key(context, parameters: dict) -> str:
+    from foundry.data.purged import purged_documents
     from foundry.data.versioning import dataset_key
 
     parent = parameters.get("parent")
     ledger = parent.ledger_digest if parent is not None else ""
+    purged = purged_documents(parameters["run"].home)
     return dataset_key(
-        parameters["config"], parameters["source_manifest"].digest, ledger, parameters.get("replay_fraction")
+        parameters["config"], parameters["source_manifest"].digest, ledger, parameters.get("replay_fraction"), purged
     )
 
 

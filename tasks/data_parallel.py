@@ -107,12 +107,13 @@ def run_prepare(
     parent: Path | None = None,
     replay: float | None = None,
     progress_file: Path | None = None,
+    purged: frozenset[str] = frozenset(),
 ) -> Prepared:
     """`prepare` in this process (`data.workers` 1, no `data.scheduler`: nothing to start, the fastest on
     a small corpus) or with its map steps on Dask. Either way the output is the same, byte for byte.
-    `parent`, `replay` and `progress_file` as `prepare` takes them (the ledger to build on, the replay share,
-    where it reports its progress)."""
-    lineage = {"parent": parent, "replay_fraction": replay, "progress_file": progress_file}
+    `parent`, `replay`, `progress_file` and `purged` as `prepare` takes them (the ledger to build on, the replay
+    share, where it reports its progress, the documents a purge removed)."""
+    lineage = {"parent": parent, "replay_fraction": replay, "progress_file": progress_file, "purged": purged}
     if config.data.workers == 1 and not config.data.scheduler:
         return prepare(source_manifest, config, out_dir, progress=progress, **lineage)
     from prefect.settings import PREFECT_API_URL, temporary_settings

@@ -21,11 +21,13 @@ def cmd_acquire(args: argparse.Namespace) -> int:
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     from foundry.contracts import SourceManifest
+    from foundry.data.purged import purged_documents
     from foundry.data.validate import validate_dataset
     from tasks.data_parallel import run_prepare
 
     config = load(args)
-    manifest = run_prepare(SourceManifest.read(args.manifest), config, args.out).manifest
+    purged = frozenset(purged_documents(foundry_home()))  # a purge's documents, should the source still hold them
+    manifest = run_prepare(SourceManifest.read(args.manifest), config, args.out, purged=purged).manifest
     validate_dataset(args.out, config, args.out.parent / f"{args.out.name}_validation.json")
     print(f"{manifest.train_tokens} train / {manifest.holdout_tokens} holdout tokens -> {args.out}")
     return 0

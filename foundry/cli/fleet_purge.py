@@ -1,5 +1,5 @@
-"""`foundry purge`: every copy of the documents a deletion request names, and every version trained on them
-(a dry run; `--apply` is not implemented yet and refuses)."""
+"""`foundry purge`: every copy of the documents a deletion request names, and every version trained on them; a
+dry run unless `--apply`, which removes them everywhere and keeps a purge record (`foundry.fleet.purge_apply`)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,10 @@ from foundry.env import foundry_home
 def cmd_purge(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from foundry.fleet import purge
+    from foundry.fleet import purge, purge_apply, purge_record
 
-    if args.apply:  # before anything is read: nothing may look as if it had been removed
-        print(f"foundry purge --apply: {purge.REFUSAL}; nothing was removed", file=sys.stderr)
-        return 2
+    if args.retrain and not args.apply:
+        raise ConfigError("--retrain trains on the purged data: it needs --apply")
     kind, value = next((k, getattr(args, k)) for k in ("match", "document", "source") if getattr(args, k))
     try:
         criterion = purge.Criterion(kind=kind, value=value)
@@ -26,8 +25,38 @@ def cmd_purge(args: argparse.Namespace) -> int:
         raise ConfigError(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
     config = load(args)
     remotes = {config.data.remote} if config.data.remote else set()
-    found = purge.plan(foundry_home(), criterion, args.reason, remotes=remotes)
-    print(found.model_dump_json(indent=1) if args.json else purge.summary(found))
+    if not args.apply:
+        found = purge.plan(foundry_home(), criterion, args.reason, remotes=remotes)
+        print(found.model_dump_json(indent=1) if args.json else purge.summary(found))
+        return 0
+    try:
+        record = purge_apply.apply(foundry_home(), criterion, args.reason, remotes, keep_models=args.keep_models)
+    except purge_apply.PurgeRefused as exc:
+        print(f"foundry purge --apply: {exc}", file=sys.stderr)
+        return 2
+    if record is None:
+        print("nothing matched: nothing was removed and no record was made")
+        return 0
+    print(purge_record.as_json(record) if args.json else purge_record.summary(record))
+    if args.retrain:
+        return _retrain(record)
+    return 0 if record.verified else 1
+
+
+def _retrain(record) -> int:
+    from foundry.fleet import purge_retrain
+    from foundry.tracking import client
+
+    jobs = purge_retrain.plan(record, client())
+    for line in jobs.not_retrained:
+        print(f"not retrained: {line}")
+    if not jobs.jobs:
+        return 0
+    from flows.purge import retrain_purged
+
+    for job in jobs.jobs:
+        result = retrain_purged(job)
+        print(f"retrained {job.name} on {job.data.data_version}: {result.model_uri or 'not registered'}")
     return 0
 
 
@@ -35,14 +64,21 @@ def add_commands(commands) -> None:
     purge = commands.add_parser(
         "purge",
         help="find every copy of the documents a deletion request names (data versions in the DVC cache and "
-        "remote, hydrated copies, token shards, MLflow artifacts) and every registered version trained on them",
+        "remote, hydrated copies, token shards, MLflow artifacts, run files, Prefect artifacts) and every registered "
+        "version trained on them; --apply removes them and keeps a purge record",
     )
     which = purge.add_mutually_exclusive_group(required=True)
     which.add_argument("--match", metavar="REGEX", help="documents whose text the regular expression matches")
     which.add_argument("--document", metavar="SHA256", help="one document by its sha256 (documents.csv, ledger.csv)")
     which.add_argument("--source", metavar="PATH", help="the documents read from one source file (as named there)")
     purge.add_argument("--reason", required=True, metavar="TEXT", help="why: kept in the purge record")
-    purge.add_argument("--json", action="store_true", help="print the plan as JSON (ids and counts, never text)")
-    purge.add_argument("--apply", action="store_true", help="remove them: not implemented yet (refuses)")
+    purge.add_argument("--json", action="store_true", help="print the plan (or the record) as JSON: ids and counts")
+    purge.add_argument("--apply", action="store_true", help="remove them everywhere and keep a purge record")
+    purge.add_argument(
+        "--keep-models", action="store_true", help="with --apply: affected versions keep `champion` (and serving)"
+    )
+    purge.add_argument(
+        "--retrain", action="store_true", help="with --apply: train each affected name again on the purged data"
+    )
     config_args(purge)  # data.remote is one more DVC remote to look in
     purge.set_defaults(func=cmd_purge)

@@ -32,6 +32,7 @@ STAGES = {
         "missing_text_column",
         "null_text",
     ),
+    "purge": ("purged",),  # a document `foundry purge --apply` removed, still in a source: dropped, never quoted
     "pii": pii.KINDS,
     "quality": quality.RULES,
     "dedup": ("exact_duplicate", "near_duplicate"),
@@ -64,6 +65,11 @@ class Audit:
             entry.examples.append({"document": where, **({"detail": detail} if detail else {})})
             if rule not in QUIET:  # the first few of each kind are logged; all are counted
                 log.info("dropped %s: %s%s", where, rule, f" ({detail})" if detail else "")
+
+    def counted(self, rule: str) -> None:
+        """A document removed without an example or a log line: a purged document's very name (its path) may
+        be what a person asked to have forgotten."""
+        self._rule(rule).documents += 1
 
     def replaced(self, rule: str, where: str, spans: int, excerpt: str | None) -> None:
         entry = self._rule(rule)

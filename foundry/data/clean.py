@@ -86,6 +86,7 @@ class PartitionJob:
     work_dir: str
     progress: bool = False
     counter: PrepareProgress | None = None  # in this process only: counts the files cleaned for the orchestrator
+    purged: frozenset[str] = frozenset()  # sha256 of documents a purge removed (`foundry.data.purged`)
 
     def path(self, suffix: str) -> Path:
         return Path(self.work_dir) / f"part_{self.index:05d}{suffix}"
@@ -113,17 +114,21 @@ def clean_partition(job: PartitionJob) -> dict:
             for raw, where in read_documents(entry.path, entry.name, cfg, reject):
                 docs_in += 1
                 text, found = pii.scrub(normalise(raw), cfg.pii)
+                encoded = text.encode("utf-8")
+                sha = hashlib.sha256(encoded).hexdigest()
+                if sha in job.purged:  # before its PII is counted: the audit quotes a PII example's text
+                    audit.counted("purged")
+                    continue
                 for kind, spans in found.items():
                     audit.replaced(kind, where, spans, pii.example(text, kind))
                 problem = quality_problem(text, cfg)
                 if problem:
                     audit.removed(problem, where)
                     continue
-                encoded = text.encode("utf-8")
                 texts.write(json.dumps({"text": text, "source": entry.name}, ensure_ascii=False) + "\n")
                 meta.write(
                     json.dumps(
-                        [hashlib.sha256(encoded).hexdigest(), len(text), len(encoded), entry.name, where],
+                        [sha, len(text), len(encoded), entry.name, where],
                         ensure_ascii=False,
                     )
                     + "\n"

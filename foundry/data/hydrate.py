@@ -21,6 +21,7 @@ import yaml
 from foundry.contracts import DataVersion, check_data_version
 from foundry.data.manifest import FILE as MANIFEST_FILE
 from foundry.data.manifest import DatasetManifest
+from foundry.data.purged import mark_of
 from foundry.data.versioning import REMOTE_NAME, init_dvc
 from foundry.fs import remove_tree
 
@@ -108,7 +109,10 @@ def hydrate_version(version: DataVersion, home: Path) -> Path:
 
     A copy that fails the check is never returned: an earlier one is fetched again; a fresh pull that
     fails (a corrupt object in the remote, say) raises `HydrationError` naming the files, and leaves
-    neither the copy nor its objects in the node's cache, so a retry fetches them anew."""
+    neither the copy nor its objects in the node's cache, so a retry fetches them anew. A version a purge
+    removed (`foundry.data.purged`) is refused before anything is pulled or any copy returned."""
+    if (purge := mark_of(home, version.data_version)) is not None:
+        raise HydrationError(purge.refusal())
     hydrated = home / "hydrated"
     # `DataVersion` holds only 32 hex digits (a registry tag that is a path never gets this far); confined
     # all the same, so that no clean-up below can reach outside `hydrated/`.

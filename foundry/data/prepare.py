@@ -150,6 +150,7 @@ def prepare(
     parent: Path | None = None,
     replay_fraction: float | None = None,
     progress_file: Path | None = None,
+    purged: frozenset[str] = frozenset(),
 ) -> Prepared:
     """Clean, split and tokenize into a fresh `out_dir`; returns the dataset manifest and the `lineage`
     counts against the parent's ledger, which stay out of the dataset so that the same documents on the same
@@ -158,7 +159,8 @@ def prepare(
     `parent` is a data version (folder) whose split ledger this one builds on: its documents keep their
     splits and new ones are de-duplicated against them. With `replay_fraction` (retraining), the train
     split holds the new documents and that share of the parent's, drawn by content hash. `progress`: a bar on
-    the terminal; `progress_file`: where preparation reports how far it is (`foundry.data.progress`).
+    the terminal; `progress_file`: where preparation reports how far it is (`foundry.data.progress`);
+    `purged`: sha256 of documents a purge removed (`foundry.data.purged.purged_documents`), dropped as "purged".
     The output is the same, byte for byte, whatever `mapper` and `workers` are."""
     lineage = _lineage(parent, config, replay_fraction)
     if out_dir.exists():
@@ -172,7 +174,7 @@ def prepare(
         parts = partitions(entries, partition_count(entries, config.data, workers)) if entries else []
         here = mapper is serial_map  # a job run elsewhere counts and draws nothing here
         jobs = [
-            PartitionJob(i, part, config.data, str(work), progress and here, counter if here else None)
+            PartitionJob(i, part, config.data, str(work), progress and here, counter if here else None, purged)
             for i, part in enumerate(parts)
         ]
         cleaned = mapper(clean_partition, jobs)

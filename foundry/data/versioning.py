@@ -19,6 +19,7 @@ import yaml
 
 from foundry.config import FoundryConfig, to_yaml
 from foundry.contracts import DataVersion, SourceManifest
+from foundry.data.purged import digest as purged_digest
 from foundry.env import PROJECT_ROOT, s3_endpoint_url
 from foundry.fs import remove_tree
 
@@ -55,10 +56,15 @@ NOT_SHAPING = {
 
 
 def dataset_key(
-    config: FoundryConfig, source_digest: str, parent_ledger: str = "", replay_fraction: float | None = None
+    config: FoundryConfig,
+    source_digest: str,
+    parent_ledger: str = "",
+    replay_fraction: float | None = None,
+    purged: set[str] | frozenset[str] = frozenset(),
 ) -> str:
-    """Same source content, same data-shaping params, same code, same parent ledger (its digest; '' for none)
-    and replay share: same dataset. The cache key of `dataset`."""
+    """Same source content, same data-shaping params, same code, same parent ledger (its digest; '' for none),
+    replay share and purged documents (`foundry.data.purged`): same dataset. The cache key of `dataset`. The
+    purged set joins the key only when a purge removed something, so keys made before purges existed stay."""
     code = {name: hashlib.sha256((PROJECT_ROOT / name).read_bytes()).hexdigest() for name in code_dependencies()}
     shaping = {
         "source_digest": source_digest,
@@ -69,6 +75,8 @@ def dataset_key(
         "block_size": config.model.block_size,
         "code": code,
     }
+    if purged:
+        shaping["purged"] = purged_digest(purged)
     return "dataset-" + hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()
 
 

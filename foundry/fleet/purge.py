@@ -1,6 +1,6 @@
 """`foundry purge`: find every copy of the documents a deletion request names, and everything trained on them.
 
-The dry run (the only mode so far) reads and changes nothing but memory:
+The search (the dry run, and the first step of `--apply`: `purge_apply`) reads and changes nothing but memory:
 1. the registry and the runs (`purge_registry`), first: if they cannot be read, the purge refuses
    (`RegistryUnreadable`) before looking at data, since a model trained on the documents could be missed;
 2. every data version Foundry knows (`purge_stores`): those in the workspace's DVC cache, the hydration cache
@@ -9,32 +9,30 @@ The dry run (the only mode so far) reads and changes nothing but memory:
    names; each is read from the first place that holds it whole;
 3. in each, the matching documents, then every file and position holding them or naming them (`purge_data`):
    split files, documents table, token shards (decoded, each span verified), ledger and signatures, audit;
-4. the MLflow artifacts that hold them (`purge_artifacts`), in the embedded store;
+4. the MLflow artifacts that hold them (`purge_artifacts`), in the embedded store, and the other files under the
+   home and the Prefect artifacts that do (`purge_home`);
 5. the registered versions trained on a version holding their text, and every descendant of those.
 What cannot be read (an `s3://` remote, a version with no copy here, a server's artifacts) is listed as not
-checked, never taken as clean. The plan holds counts and ids, never the text (`purge_plan`).
+checked, never taken as clean; a version an earlier purge removed (marked, `foundry.data.purged`) is not. The plan holds counts and ids, never the text (`purge_plan`).
 
-    foundry purge (--match REGEX | --document SHA256 | --source PATH) --reason TEXT [--json]
+    foundry purge (--match REGEX | --document SHA256 | --source PATH) --reason TEXT [--json] [--apply]
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
-from foundry.fleet import purge_artifacts, purge_data, purge_registry
+from foundry.data import purged
+from foundry.fleet import purge_artifacts, purge_data, purge_home, purge_registry
 from foundry.fleet.gc_refs import RegistryUnreadable
 from foundry.fleet.purge_data import Matched, VersionFiles
 from foundry.fleet.purge_plan import Criterion, DataHit, PurgePlan, Unchecked, summary
 from foundry.fleet.purge_stores import Places
 
 log = logging.getLogger(__name__)
-__all__ = ["REFUSAL", "Criterion", "NotImplementedYet", "PurgePlan", "RegistryUnreadable", "apply", "plan", "summary"]
-REFUSAL = "not implemented yet: this dry run lists what --apply will remove"
-
-
-class NotImplementedYet(RuntimeError):
-    """`--apply`: removing what the dry run finds is the next step; nothing is removed."""
+__all__ = ["Criterion", "PurgePlan", "RegistryUnreadable", "Survey", "plan", "summary", "survey"]
 
 
 def _client():
@@ -43,9 +41,24 @@ def _client():
     return client()
 
 
+@dataclass(frozen=True)
+class Survey:
+    """What a search found, with what `--apply` needs besides the plan (in memory only: `texts` holds text)."""
+
+    plan: PurgePlan
+    places: Places
+    readable: dict[str, VersionFiles]
+    needles: purge_artifacts.Needles
+    names: set[str]
+
+
 def plan(home: Path, criterion: Criterion, reason: str, remotes: set[str] | None = None, client=None) -> PurgePlan:
     """Everything `--apply` would have to change; changes nothing. `RegistryUnreadable` when the registry or the
     runs cannot be read whole. `remotes`: DVC remotes to read besides those the registry names (`data.remote`)."""
+    return survey(home, criterion, reason, remotes, client).plan
+
+
+def survey(home: Path, criterion: Criterion, reason: str, remotes: set[str] | None = None, client=None) -> Survey:
     if not reason.strip():
         raise ValueError("--reason is required: the purge record says why the documents were removed")
     registry = purge_registry.read(client or _client())
@@ -58,36 +71,51 @@ def plan(home: Path, criterion: Criterion, reason: str, remotes: set[str] | None
     shas = set(texts).union(*(purge_data.listed_shas(f, criterion) for f in readable.values()))
     names = set().union(*(purge_data.ledger_names(f, criterion, shas) for f in readable.values()))
     hits = [hit for v, f in readable.items() if (hit := _hit(v, f, criterion, matched[v], shas, names, places))]
-    affected = {h.data_version for h in hits if h.holds_text}
-    artifacts, read, unchecked = [], 0, []
-    from foundry.env import uses_embedded_mlflow
-
-    if uses_embedded_mlflow():
-        needles = purge_artifacts.Needles(criterion, texts, names)
-        artifacts, read = purge_artifacts.scan(home / "mlflow" / "artifacts", needles)
-    else:
-        why = "the tracking server's artifact store is not read by the dry run; check each run's text artifacts"
-        unchecked.append(Unchecked(what="MLflow artifacts", why=why))
+    now = {h.data_version for h in hits if h.holds_text}
+    earlier = purge_registry.affected_models(registry, _purged_earlier(home, registry))
+    models = purge_registry.affected_models(registry, now) + [m for m in earlier if m.purge_record is None]
+    needles = purge_artifacts.Needles(criterion, texts, names)
+    artifacts, read, unchecked = _artifacts(home, needles)
+    elsewhere = tuple(purge_home.scan(home, needles))
     unchecked = places.unchecked({h.data_version: h.files for h in hits}, unread) + unchecked
-    return PurgePlan(
+    found = PurgePlan(
         criterion=criterion.label,
         reason=reason,
         documents=tuple(sorted(shas)),
         data_versions=tuple(hits),
         artifacts=tuple(artifacts),
-        models=tuple(purge_registry.affected_models(registry, affected)),
-        runs=tuple(purge_registry.affected_runs(registry, affected)),
+        elsewhere=elsewhere,
+        models=tuple(sorted({m.model: m for m in models}.values(), key=lambda m: purge_registry.order(m.model))),
+        runs=tuple(purge_registry.affected_runs(registry, now)),
         unchecked=tuple(unchecked),
         scanned={"data versions": len(readable), "artifact files": read, "registered versions": len(registry.data)},
     )
+    return Survey(found, places, readable, needles, names)
+
+
+def _artifacts(home: Path, needles) -> tuple[list, int, list[Unchecked]]:
+    from foundry.env import uses_embedded_mlflow
+
+    if uses_embedded_mlflow():
+        found, read = purge_artifacts.scan(home / "mlflow" / "artifacts", needles)
+        return found, read, []
+    why = "the tracking server's artifact store is not read here; check each run's text artifacts"
+    return [], 0, [Unchecked(what="MLflow artifacts", why=why)]
+
+
+def _purged_earlier(home: Path, registry) -> set[str]:
+    """Data versions the registry names that a purge already removed (marked): their models are affected too, so
+    that a purge that failed after removing the data, run again, still tags them."""
+    return {v for v in registry.named() if purged.mark_of(home, v) is not None}
 
 
 def _readable(places: Places, versions: set[str], named: dict[str, str]) -> tuple[dict, dict[str, str]]:
+    """Versions with a whole copy here; the others, unless a purge removed them (marked), are not checked."""
     readable, unread = {}, {}
     for version in sorted(versions):
         if (files := places.files(version)) is not None:
             readable[version] = files
-        else:
+        elif purged.mark_of(places.home, version) is None:
             unread[version] = f"{named.get(version, 'found')}, but no whole copy of it on this machine"
     return readable, unread
 
@@ -118,8 +146,3 @@ def _hit(version, files, criterion, matched: Matched, shas, names, places: Place
         files=locations,
         copies=tuple(places.copies(version, locations)),
     )
-
-
-def apply(*_args, **_kwargs) -> None:
-    """Not yet: see the module's docstring for what the dry run finds; nothing is removed."""
-    raise NotImplementedYet(REFUSAL)

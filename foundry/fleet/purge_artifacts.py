@@ -20,6 +20,9 @@ from foundry.fleet.gc_scan import MD5
 from foundry.fleet.purge_plan import ArtifactHit, Criterion, names_source
 
 TEXT = {".json", ".jsonl", ".txt", ".md", ".csv", ".html", ".yaml", ".yml", ".log"}
+# A tokenizer's vocabulary holds pieces of every word it was trained on; rewriting one would break the models
+# that ship it, and it holds no document. What it learned from purged text stays (README: purge's limits).
+NOT_TEXT = {"tokenizer.json"}
 
 
 def _files(root: Path) -> Iterator[Path]:
@@ -29,7 +32,7 @@ def _files(root: Path) -> Iterator[Path]:
         dirs.sort()
         for name in sorted(names):
             path = Path(folder) / name
-            if path.suffix.lower() in TEXT and path.is_file() and not path.is_symlink():
+            if name not in NOT_TEXT and path.suffix.lower() in TEXT and path.is_file() and not path.is_symlink():
                 yield path
 
 
@@ -97,3 +100,113 @@ def scan(root: Path, needles: Needles) -> tuple[list[ArtifactHit], int]:
             relative = path.relative_to(root)
             found.append(ArtifactHit(path=relative.as_posix(), run_id=_run_of(relative), strings=count))
     return found, read
+
+
+# --- rewriting (`foundry purge --apply`) ---------------------------------------------------------------------
+
+PURGED = "[purged]"
+
+
+def _replacement(needles: Needles) -> str:
+    return "" if needles.hit(PURGED) else PURGED  # a regex matching the marker itself: a second scrub finds nothing
+
+
+def scrubbed_value(value, needles: Needles) -> tuple[object, int]:
+    """A JSON value with every string (value or key) that holds a needle replaced by "[purged]", and how many."""
+    return _scrubbed_value(value, needles, _replacement(needles))
+
+
+def _scrubbed_value(value, needles: Needles, marker: str) -> tuple[object, int]:
+    """A JSON value with every string (value or key) that holds a needle replaced by `marker`, and how many."""
+    if isinstance(value, str):
+        return (marker, 1) if needles.hit(value) else (value, 0)
+    if isinstance(value, list):
+        pairs = [_scrubbed_value(item, needles, marker) for item in value]
+        return [item for item, _ in pairs], sum(n for _, n in pairs)
+    if isinstance(value, dict):
+        out, count = {}, 0
+        for key, item in value.items():
+            if needles.hit(key):
+                key, count = _free(out, marker), count + 1
+            out[key], n = _scrubbed_value(item, needles, marker)
+            count += n
+        return out, count
+    return value, 0
+
+
+def _free(taken: dict, marker: str) -> str:
+    """`marker`, or `marker 2`, `marker 3`...: two keys replaced in one object stay two."""
+    return next(name for i in range(1, len(taken) + 2) if (name := marker if i == 1 else f"{marker} {i}") not in taken)
+
+
+def _spanned(lines: list[str], needles: Needles) -> set[int]:
+    """The lines a needle spans when it runs over a line break: a regex match, or a multi-line document."""
+    text, starts, at = "".join(lines), [], 0
+    for line in lines:
+        starts.append(at)
+        at += len(line)
+    spans = [m.span() for m in needles.criterion.pattern.finditer(text)] if needles.criterion.kind == "match" else []
+    for needle in needles.texts:
+        for piece in {needle, needle.rstrip("\n")} - {""}:
+            start = text.find(piece)
+            while start >= 0:
+                spans.append((start, start + len(piece)))
+                start = text.find(piece, start + 1)
+    return {i for i, s in enumerate(starts) for a, b in spans if s < max(b, a + 1) and a < s + len(lines[i])}
+
+
+def scrub_lines(text: str, needles: Needles) -> tuple[str, int]:
+    """Plain text without the lines a needle spans (a regex match or a document, over line breaks too: every
+    line of it goes, not only the one that matches) or a line holding one, then empty if the whole still holds
+    one (`scan` reads it whole); and how many lines went. The lines kept are byte-identical."""
+    lines = text.splitlines(keepends=True)
+    drop = _spanned(lines, needles) | {i for i, line in enumerate(lines) if needles.hit(line.rstrip("\r\n"))}
+    kept = [line for i, line in enumerate(lines) if i not in drop]
+    if needles.hit("".join(kept)):
+        kept = []
+    return "".join(kept), len(lines) - len(kept)
+
+
+def _jsonl_hit(line: str, needles: Needles) -> bool:
+    try:
+        return any(needles.hit(value) for value in _leaves(json.loads(line)))
+    except ValueError:
+        return needles.hit(line.rstrip("\r\n"))
+
+
+def scrubbed(text: str, suffix: str, needles: Needles) -> tuple[str, int]:
+    """`text` (a file's, of that suffix) rewritten: a JSON-lines line holding a needle dropped, a JSON string
+    holding one replaced by "[purged]", a line of any other text dropped; and how many were. Read as `scan` does."""
+    if suffix == ".jsonl":
+        lines = text.splitlines(keepends=True)
+        kept = [line for line in lines if not _jsonl_hit(line, needles)]
+        return "".join(kept), len(lines) - len(kept)
+    if suffix == ".json":
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return scrub_lines(text, needles)
+        value, count = scrubbed_value(value, needles)
+        if not count:
+            return text, 0
+        indent = 1 if "\n" in text.strip() else None
+        return json.dumps(value, indent=indent, ensure_ascii=False) + ("\n" if text.endswith("\n") else ""), count
+    return scrub_lines(text, needles)
+
+
+def rewrite(path: Path, within: Path, needles: Needles) -> int:
+    """One regular text file strictly inside `within` rewritten in place (`scrubbed`; replaced whole, never through
+    a symbolic link); how many strings or lines went. A file holding nothing to remove is left untouched."""
+    from foundry.fs import confined
+
+    path = confined(path, within)
+    if not path.is_file():
+        return 0
+    raw = path.read_bytes()
+    text, count = scrubbed(raw.decode("utf-8", errors="surrogateescape"), path.suffix.lower(), needles)
+    if count:
+        scratch = path.with_name(f".{path.name}.purging")
+        scratch.write_bytes(text.encode("utf-8", errors="surrogateescape"))
+        os.chmod(scratch, path.stat().st_mode & 0o7777)
+        os.replace(scratch, path)
+    return count

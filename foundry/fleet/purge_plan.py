@@ -108,10 +108,20 @@ class ArtifactHit(_Value):
     strings: int  # how many of its strings hold one
 
 
+class HomeHit(_Value):
+    """Another place under Foundry's home (or its Prefect store) with strings that hold a matched document: a
+    run's working files, a downloaded source mirror, a log, a Prefect artifact on a run page."""
+
+    place: str  # "run files", "source mirror", "log", "prefect artifact"
+    where: str  # the path relative to the home, or the Prefect artifact's id
+    strings: int
+
+
 class ModelHit(_Value):
     model: str  # models:/NAME/VERSION
     aliases: tuple[str, ...]
     why: str  # trained on an affected data version, or built from an affected parent
+    purge_record: str | None = None  # the purge record a version is already tagged with (`foundry.purge`)
 
 
 class Unchecked(_Value):
@@ -127,6 +137,7 @@ class PurgePlan(_Value):
     documents: tuple[str, ...]  # sha256 of every matched document, sorted
     data_versions: tuple[DataHit, ...]
     artifacts: tuple[ArtifactHit, ...]
+    elsewhere: tuple[HomeHit, ...] = ()
     models: tuple[ModelHit, ...]
     runs: tuple[str, ...]  # runs that trained on (or prepared) an affected data version, registered or not
     unchecked: tuple[Unchecked, ...]
@@ -142,6 +153,7 @@ class PurgePlan(_Value):
             "files": sum(len(d.files) for d in self.data_versions),
             "copies": sum(len(c.files) for d in self.data_versions for c in d.copies),
             "mlflow artifacts": len(self.artifacts),
+            "other files": len(self.elsewhere),
             "model versions": len(self.models),
             "runs": len(self.runs),
             "unchecked": len(self.unchecked),
@@ -175,6 +187,9 @@ def summary(plan: PurgePlan) -> str:
             )
         ]
         lines.append("")
+    if plan.elsewhere:
+        rows = [("place", "where", "strings")] + [(h.place, h.where, str(h.strings)) for h in plan.elsewhere]
+        lines += [table(rows), ""]
     if plan.models:
         lines += [
             table([("model version", "aliases", "why")] + [(m.model, ",".join(m.aliases), m.why) for m in plan.models])
@@ -182,5 +197,5 @@ def summary(plan: PurgePlan) -> str:
         lines.append("")
     lines += [f"not checked: {u.what}: {u.why}" for u in plan.unchecked]
     counts = ", ".join(f"{n} {what}" for what, n in plan.counts.items())
-    lines.append(f"dry run: {counts}; nothing was changed (--apply is not implemented yet)")
+    lines.append(f"dry run: {counts}; nothing was changed (--apply removes it)")
     return "\n".join(lines)

@@ -15,12 +15,15 @@ from foundry.fleet.purge_plan import ModelHit
 from foundry.model_uri import ModelUri
 from foundry.registry import tags as registry_tags
 
+PURGE_TAG = "foundry.purge"  # what `purge --apply` tags an affected version and run with: the purge record
+
 
 @dataclass
 class Registry:
     """What the registry and the tracking store say about data, read once."""
 
     versions: list = field(default_factory=list)  # MLflow ModelVersions
+    aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)  # model URI -> its aliases, sorted
     data: dict[str, set[str]] = field(default_factory=dict)  # model URI -> the data versions its tags name
     parents: dict[str, list[str]] = field(default_factory=dict)  # model URI -> its parents' pinned URIs
     remotes: set[str] = field(default_factory=set)  # every `*data.remote` a version or run names
@@ -49,12 +52,20 @@ def read(client) -> Registry:
 
 
 def _read(client) -> Registry:
-    found = Registry(versions=registered_versions(client))
-    aliases = {(v.name, a): str(v.version) for v in found.versions for a in (v.aliases or [])}
+    found = Registry(versions=registered_versions(client), aliases=_aliases(client))
+    aliases = {
+        (uri.removeprefix("models:/").rpartition("/")[0], a): uri.rpartition("/")[2]
+        for uri, names in found.aliases.items()
+        for a in names
+    }
     for version in found.versions:
         uri = str(ModelUri.of(version))
         found.data[uri] = {_checked(uri, value) for value in data_tags(version.tags)}
-        found.parents[uri] = [_pinned(client, p, aliases) for p in registry_tags.parent_models(version)]
+        found.parents[uri] = [
+            pinned
+            for parent in registry_tags.parent_models(version)
+            for pinned in _pinned(client, parent, aliases, found.versions)
+        ]
         found.remotes |= {v for k, v in version.tags.items() if k.endswith("data.remote") and v}
     for experiment in _experiments(client):
         for run in experiment_runs(client, experiment.experiment_id):
@@ -81,13 +92,39 @@ def _looks_like_version(value: str) -> bool:
         return False
 
 
-def _pinned(client, parent: ModelUri, aliases: dict[tuple[str, str], str]) -> str:
+def _pinned(client, parent: ModelUri, aliases: dict[tuple[str, str], str], versions: list) -> list[str]:
+    """The pinned URIs a parent tag may mean: itself, the version its alias names, or, when that alias is gone
+    (a purge took `champion` away), every version of that name: a purge must not miss a descendant."""
     if parent.alias is None:
-        return str(parent)
+        return [str(parent)]
     version = aliases.get((parent.name, parent.alias))
     if version is None:
-        version = str(client.get_model_version_by_alias(parent.name, parent.alias).version)
-    return f"models:/{parent.name}/{version}"
+        from mlflow.exceptions import MlflowException
+
+        from foundry.registry.versions import absent
+
+        try:
+            version = str(client.get_model_version_by_alias(parent.name, parent.alias).version)
+        except MlflowException as exc:
+            if not absent(exc):
+                raise
+            return [str(ModelUri.of(v)) for v in versions if v.name == parent.name]
+    return [f"models:/{parent.name}/{version}"]
+
+
+def _aliases(client) -> dict[str, tuple[str, ...]]:
+    """Each version's aliases, from the registered models: a version found by `search_model_versions` carries
+    none (MLflow's SQL store leaves them out)."""
+    found: dict[str, list[str]] = {}
+    token = None
+    while True:
+        page = client.search_registered_models(max_results=1000, page_token=token)
+        for model in page:
+            for alias, version in (model.aliases or {}).items():
+                found.setdefault(f"models:/{model.name}/{version}", []).append(alias)
+        token = page.token
+        if not token:
+            return {uri: tuple(sorted(names)) for uri, names in found.items()}
 
 
 def _experiments(client) -> list:
@@ -114,11 +151,15 @@ def affected_models(registry: Registry, affected_data: set[str]) -> list[ModelHi
             if uri not in why and (parent := next((p for p in parents if p in why), None)):
                 why[uri] = f"built from {parent}"
                 changed = True
-    aliases = {str(ModelUri.of(v)): tuple(sorted(v.aliases or [])) for v in registry.versions}
-    return [ModelHit(model=uri, aliases=aliases.get(uri, ()), why=why[uri]) for uri in sorted(why, key=_order)]
+    aliases = registry.aliases
+    records = {str(ModelUri.of(v)): v.tags.get(PURGE_TAG) for v in registry.versions}
+    return [
+        ModelHit(model=uri, aliases=aliases.get(uri, ()), why=why[uri], purge_record=records.get(uri))
+        for uri in sorted(why, key=order)
+    ]
 
 
-def _order(uri: str) -> tuple[str, int]:
+def order(uri: str) -> tuple[str, int]:
     name, _, version = uri.removeprefix("models:/").rpartition("/")
     return name, int(version) if version.isdigit() else 0
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from foundry import tracking
 from foundry.config import FoundryConfig, as_recorded
 from foundry.contracts import DataVersion, FetchedFile, LineageRecord
+from foundry.data.purged import DataPurged, mark_of
+from foundry.env import foundry_home
 from foundry.evaluation.holdout_metrics import PREFIX as HOLDOUT_PREFIX
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates.decision import Decision
@@ -44,14 +47,19 @@ def training_run_id(version) -> str:
     return registry_tags.run_id(version)
 
 
-def training_data(version) -> DataVersion:
-    """The data version a registered version was trained on, from its tags (checked: `tags.data_version`)."""
+def training_data(version, home: Path | None = None) -> DataVersion:
+    """The data version a registered version was trained on, from its tags (checked: `tags.data_version`).
+    `DataPurged` naming the purge record when a purge removed it from `home` (default `$FOUNDRY_HOME`): that
+    training cannot be repeated, even where its replacement exists."""
     try:
-        return registry_tags.data_version(version)
+        data = registry_tags.data_version(version)
     except KeyError as missing:
         raise registry_tags.BadTag(
             f"{ModelUri.of(version)} records no {missing} tag: the data it was trained on is unknown"
         ) from None
+    if (purge := mark_of(home or foundry_home(), data.data_version)) is not None:
+        raise DataPurged(f"{ModelUri.of(version)} cannot be reproduced: {purge.refusal()}")
+    return data
 
 
 def recorded_metrics(version) -> dict[str, float]:

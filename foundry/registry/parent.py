@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from foundry.contracts import DataVersion, ParentData, ParentModel, SourceManifest
+from foundry.data.purged import followed
 from foundry.model_uri import ModelUri
 from foundry.registry import tags as registry_tags
 from foundry.registry import versions
@@ -17,12 +18,13 @@ class NoChampion(RuntimeError):
 
 
 def data_of(champion, home: Path) -> ParentData:
-    """A registered version's data version, hydrated on this node (once per version)."""
+    """A registered version's data version, hydrated on this node (once per version); the version a purge
+    replaced it with when a purge removed it (`DataPurged` naming the record when nothing replaced it)."""
     from foundry.data.hydrate import hydrate_version
     from foundry.data.ledger import identity
     from foundry.registry.gate import champion_data
 
-    data = champion_data(champion)
+    data = followed(champion_data(champion), home)
     folder = hydrate_version(data, home)
     return ParentData(model_uri=str(ModelUri.of(champion)), data=data, dir=folder, ledger_digest=identity(folder))
 
@@ -48,6 +50,7 @@ def fetch_version(model_uri: str, home: Path) -> ParentModel:
     with the pretraining data of the base it descends from (its own data for a pretrained model)."""
     version = versions.resolve(model_uri)
     pretrain = pretrain_data(version)  # first: its tags are checked before anything is written for it
+    pretrain = None if pretrain is None else followed(pretrain, home)  # a purge's replacement, if any
     # a re-registered version names its training run in its tags
     return _downloaded(version, training_run_id(version), home).model_copy(update={"pretrain_data": pretrain})
 

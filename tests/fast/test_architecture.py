@@ -28,6 +28,7 @@ ENTRY_MODULES = {
     "flows.finetune",
     "flows.evaluate",
     "flows.gc",
+    "flows.purge",
 }
 
 
@@ -139,8 +140,10 @@ def test_layers_point_one_way():
         "foundry.cli.search": ("flows",),
         "foundry.cli.specialists": ("flows",),
         "foundry.cli.fleet": ("flows",),  # `foundry evaluate` runs the evaluate flow
+        "foundry.cli.fleet_purge": ("flows",),  # `foundry purge --retrain` runs the pipeline on the purged data
         "foundry.ops": ("prefect",),  # `foundry doctor` asks Prefect itself whether it sends telemetry
         "foundry.cli.console": ("prefect",),  # the CLI's console: Prefect's logging set up before ours goes on top
+        "foundry.fleet.purge_prefect": ("prefect",),  # `foundry purge` reads and rewrites the run pages' artifacts
     }
     wrong = []
     for name, path in module_files().items():

@@ -23,7 +23,8 @@ from synthetic import synthetic_docs
 from foundry import tracking
 from foundry.cli import main
 from foundry.contracts import DataVersion
-from foundry.fleet import purge
+from foundry.data.hydrate import HydrationError, hydrate_version
+from foundry.fleet import purge, purge_apply, purge_record
 
 CANARY = "quokka marmalade"
 
@@ -83,7 +84,13 @@ def fleet(canary_home, tmp_path, monkeypatch) -> Fleet:
     shutil.copytree(home, copy, symlinks=True)
     data = DataVersion(data_version=data.data_version, remote=str(copy / "dvc-remote"))
     monkeypatch.setenv("FOUNDRY_HOME", str(copy))
-    with tracking_uri(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}"):
+    from prefect.settings import PREFECT_HOME, temporary_settings
+
+    # A Prefect home of the test's own with no database: the purge reads no run page (nothing starts a server).
+    with (
+        temporary_settings({PREFECT_HOME: tmp_path / "prefect"}),
+        tracking_uri(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}"),
+    ):
         tags = {"data_version": data.data_version, "data.remote": data.remote}
         run_id = register_tagged(config, "purge-canary", tags).run_id
         tracking.set_tags(run_id, tags)  # as the pipeline's hydrate step tags its run
@@ -185,13 +192,100 @@ def test_the_plan_printed_and_as_json_holds_no_text(fleet, capsys):
     assert "models:/purge-child/1" in printed and "verified" in printed and CANARY not in printed
 
 
-def test_apply_refuses_and_removes_nothing(fleet, capsys):
+def holding(root: Path, needle: bytes) -> list[str]:
+    """Every file under `root` whose bytes hold `needle`, SQLite files included, and every token shard (`*.bin`)
+    whose tokens decode to text holding it (with the tokenizer of its own dataset folder or DVC cache)."""
+    from tokenizers import Tokenizer
+
+    found = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+    for shard in root.rglob("*.bin"):
+        tokenizer = shard.parent / "tokenizer.json"
+        if tokenizer.is_file():
+            ids = np.fromfile(shard, dtype="<u2").tolist()
+            if needle.decode() in Tokenizer.from_file(str(tokenizer)).decode(ids, skip_special_tokens=False):
+                found.append(f"{shard.relative_to(root)} (decoded)")
+    return found
+
+
+def apply(fleet: Fleet, keep_models: bool = False, **criterion):
+    ((kind, value),) = criterion.items()
+    return purge_apply.apply(fleet.home, purge.Criterion(kind=kind, value=value), "request 17", keep_models=keep_models)
+
+
+def without_the_unreadable_version(fleet: Fleet) -> None:
+    """purge-other names a data version this machine holds no copy of: every --apply refuses while it is there."""
+    tracking.client().delete_registered_model("purge-other")
+
+
+def test_apply_refuses_while_a_place_is_unchecked_and_changes_nothing(fleet, capsys):
     before = digests(fleet.home)
     assert main(["purge", "--match", CANARY, "--reason", "request 17", "--apply"]) == 2
-    assert "not implemented yet: this dry run lists what --apply will remove" in capsys.readouterr().err
-    with pytest.raises(purge.NotImplementedYet):
-        purge.apply(dry_run(fleet, match=CANARY))
+    assert f"data version {'f' * 32}" in capsys.readouterr().err
     assert digests(fleet.home) == before
+
+
+def test_apply_removes_every_copy_and_keeps_every_other_document_in_its_split(fleet, capsys):
+    without_the_unreadable_version(fleet)
+    old = fleet.hydrated
+    kept = {
+        r["sha256"]: r["split"]
+        for r in csv.DictReader(open(old / "documents.csv"))
+        if r["sha256"] not in fleet.canaries
+    }
+    assert main(["purge", "--match", CANARY, "--reason", "request 17", "--apply"]) == 0
+    printed = capsys.readouterr().out
+    assert CANARY not in printed and "verified" in printed
+    assert holding(fleet.home, CANARY.encode()) == []  # caches, remote, hydrated copy, workspace, artifacts
+    (record_run,) = tracking.client().search_runs(
+        [tracking.experiment_id(purge_record.EXPERIMENT)], filter_string="attributes.status = 'FINISHED'"
+    )
+    record = purge_record.PurgeRecord.model_validate_json(
+        Path(tracking.client().download_artifacts(record_run.info.run_id, "purge_record.json")).read_text()
+    )
+    assert record.verified and set(record.documents) == set(fleet.canaries)
+    new = record.replaced[fleet.data.data_version]
+    copy = hydrate_version(DataVersion(data_version=new, remote=fleet.data.remote), fleet.home)
+    assert {r["sha256"]: r["split"] for r in csv.DictReader(open(copy / "documents.csv"))} == kept
+    with pytest.raises(HydrationError, match=record.record):
+        hydrate_version(fleet.data, fleet.home)
+    canary, child = (tracking.client().get_model_version(n, "1") for n in ("purge-canary", "purge-child"))
+    assert canary.tags[purge_record.TAG] == child.tags[purge_record.TAG] == record.record
+    assert "champion" not in canary.aliases + child.aliases  # both were champion
+    assert tracking.client().get_run(fleet.run_id).data.tags[purge_record.TAG] == record.record
+
+
+def test_the_same_purge_again_finds_nothing_and_records_nothing(fleet, capsys):
+    without_the_unreadable_version(fleet)
+    assert main(["purge", "--match", CANARY, "--reason", "request 17", "--apply"]) == 0
+    capsys.readouterr()
+    again = dry_run(fleet, match=CANARY)
+    assert (again.documents, again.data_versions, again.artifacts, again.unchecked) == ((), (), (), ())
+    assert main(["purge", "--match", CANARY, "--reason", "request 17", "--apply"]) == 0
+    assert "nothing matched" in capsys.readouterr().out
+
+
+def test_keep_models_keeps_champion(fleet):
+    without_the_unreadable_version(fleet)
+    record = apply(fleet, keep_models=True, match=CANARY)
+    assert record.lost_champion == ()
+    assert str(tracking.client().get_model_version_by_alias("purge-canary", "champion").version) == "1"
+
+
+def test_a_purge_that_failed_half_way_finishes_when_run_again(fleet, monkeypatch):
+    without_the_unreadable_version(fleet)
+
+    def fail(*_args, **_kwargs):
+        raise OSError("disk gone")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(purge_apply.purge_home, "scrub", fail)  # after the data versions, before the registry
+        with pytest.raises(OSError, match="disk gone"):
+            apply(fleet, match=CANARY)
+    assert holding(fleet.home / "mlflow", CANARY.encode()) != []  # the artifacts still hold it
+    record = apply(fleet, match=CANARY)
+    assert record is not None and record.verified
+    assert holding(fleet.home, CANARY.encode()) == []
+    assert tracking.client().get_model_version("purge-canary", "1").tags[purge_record.TAG] == record.record
 
 
 def test_a_registry_that_cannot_be_read_refuses(fleet, monkeypatch):

@@ -1,19 +1,34 @@
 """Air-gapped operation: the tiny pipeline in a network namespace that has only loopback, with every
-Python process of the run (CLI, Prefect server, Dask workers, training ranks) auditing its own sockets."""
+Python process of the run (CLI, Prefect server, Dask workers, training ranks) auditing its own sockets.
+The same run carries a planted canary document that `foundry purge --apply` then removes, offline too:
+afterwards no byte under $FOUNDRY_HOME and no decoded token shard holds it."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import REPO_ROOT
 
 NETAUDIT = REPO_ROOT / "tests" / "netaudit"  # sitecustomize.py (the audit hook) and loopback_up.py
+MODEL = "models:/airgap-gpt/1"
+CANARY = "quokka marmalade"  # in no file of the standard library's email package
+CANARY_REGEX = r"quokka\s+marmalade"
+CANARY_TEXT = (  # passes every cleaning rule; the e-mail address makes the PII audit name it as an example
+    "Minutes of the garden committee. The quokka marmalade recipe was approved after a long debate about "
+    "oranges, sugar and patience. Send corrections to jane.doe@example.com before the next meeting. Members "
+    "agreed that the jars should be labelled clearly, stored somewhere cool, and shared with the neighbours "
+    "who helped at the harvest festival last autumn.\n"
+)
+RECORD = re.compile(r"purge-\d{8}T\d{6}-[0-9a-f]{8}")
 
 
 def loopback_only_prefix() -> list[str]:
@@ -69,26 +84,103 @@ def test_the_audit_hook_records_attempts_beyond_loopback(tmp_path):
     assert seen == [("socket.connect", "('192.0.2.1', 9)"), ("socket.getaddrinfo", "'example.com'")]
 
 
+def canary_source(tmp_path: Path) -> Path:
+    """configs/tiny.yaml's source (stdlib://email) copied, plus the canary; named to be read first, so that
+    its e-mail address is among the audit's few examples."""
+    source = tmp_path / "source"
+    stdlib_email = Path(sysconfig.get_paths()["stdlib"]) / "email"
+    shutil.copytree(stdlib_email, source, ignore=shutil.ignore_patterns("__pycache__"))
+    (source / "000_canary.txt").write_text(CANARY_TEXT)
+    return source
+
+
+def offline(tmp_path: Path, log: Path, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python ARGV...` in its own loopback-only namespace, audited into `log`, on the test's $FOUNDRY_HOME."""
+    command = [*loopback_only_prefix(), sys.executable, *argv]
+    env = audited_env(tmp_path, log)
+    return subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def purge(tmp_path: Path, log: Path, *flags: str) -> subprocess.CompletedProcess:
+    return offline(tmp_path, log, "-m", "foundry.cli", "purge", "--match", CANARY_REGEX, "--reason", "test", *flags)
+
+
+def dry_run(tmp_path: Path, log: Path) -> dict:
+    result = purge(tmp_path, log, "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def model_version(tmp_path: Path, log: Path) -> dict:
+    """The registered version's aliases and tags, read through Foundry's own MLflow client."""
+    name, version = MODEL.removeprefix("models:/").split("/")
+    read = (
+        "import json\n"
+        "from foundry.env import configure_environment\n"
+        "configure_environment()\n"
+        "from foundry import tracking\n"
+        f"v = tracking.client().get_model_version({name!r}, {version!r})\n"
+        "print(json.dumps({'aliases': list(v.aliases), 'tags': dict(v.tags)}))\n"
+    )
+    result = offline(tmp_path, log, "-c", read)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def files_holding(home: Path, needle: bytes) -> list[str]:
+    """Every file under `home` whose bytes hold `needle`: SQLite databases and their WAL files included."""
+    return sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file() and needle in p.read_bytes())
+
+
+def tokenizer_files(home: Path) -> list[Path]:
+    """Each `tokenizer.json` under `home`: checked-out ones, and the DVC objects a version's listing names so."""
+    found = list(home.rglob("tokenizer.json"))
+    for listing in home.rglob("*.dir"):  # STORE/files/md5/ab/cdef….dir: [{"md5": …, "relpath": …}, …]
+        for entry in json.loads(listing.read_text()):
+            if entry["relpath"] == "tokenizer.json":
+                found.append(listing.parent.parent / entry["md5"][:2] / entry["md5"][2:])
+    return [path for path in found if path.is_file()]
+
+
+def shards_holding(home: Path, phrase: str) -> tuple[list[str], int]:
+    """Token shards under `home` whose decoded text holds `phrase`, and how many arrays were decoded: each `*.bin`
+    file, and each DVC object (caches, remote) that is a valid token array (uint16 little-endian, every id below
+    the vocabulary size), decoded with each distinct tokenizer of the home (foundry/data/shards.py)."""
+    from tokenizers import Tokenizer
+
+    distinct = {path.read_bytes(): path for path in tokenizer_files(home)}
+    decoders = [Tokenizer.from_file(str(path)) for path in distinct.values()]
+    candidates = [
+        p for p in home.rglob("*") if p.is_file() and (p.suffix == ".bin" or ("md5" in p.parts and p.suffix != ".dir"))
+    ]
+    holding, decoded = set(), 0
+    for path in candidates:
+        data = path.read_bytes()
+        ids = np.frombuffer(data[: len(data) - len(data) % 2], dtype="<u2")
+        for tokenizer in decoders:
+            if len(ids) and int(ids.max()) < tokenizer.get_vocab_size():
+                decoded += 1
+                if phrase in tokenizer.decode(ids.tolist(), skip_special_tokens=False):
+                    holding.add(str(path.relative_to(home)))
+    return sorted(holding), decoded
+
+
 def test_tiny_pipeline_passes_with_loopback_only_and_no_process_tries_to_leave(tmp_path):
-    """Data preparation on 2 Dask workers and training on 2 ranks, so that every kind of process runs."""
-    log = tmp_path / "audit.jsonl"
-    command = [
-        *loopback_only_prefix(),
-        sys.executable,
-        "-m",
-        "foundry.cli",
-        "run",
-        "--config",
-        "configs/tiny.yaml",
+    """Data preparation on 2 Dask workers and training on 2 ranks, so that every kind of process runs; then the
+    purge of the planted canary, a dry run, `--apply` and the checks that it left no copy, all offline."""
+    log, home = tmp_path / "audit.jsonl", tmp_path / "home"
+    result = offline(
+        tmp_path,
+        log,
+        *("-m", "foundry.cli", "run", "--config", "configs/tiny.yaml"),
         *("--set", "registry.model_name=airgap-gpt", "--set", "data.workers=2"),
         *("--set", "train.devices=2", "--set", "train.max_steps=30"),
-    ]
-    result = subprocess.run(
-        command, cwd=REPO_ROOT, env=audited_env(tmp_path, log), capture_output=True, text=True, timeout=900
+        *("--set", f"data.source={canary_source(tmp_path)}"),
+        timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Foundry pipeline finished" in result.stdout
-    assert "models:/airgap-gpt/1" in result.stdout
+    assert MODEL in result.stdout
     seen = records(log)
     started = [r["target"] for r in seen if r["event"] == "started"]
     # The audit reached every kind of process the run starts, not only the one the test started.
@@ -96,8 +188,48 @@ def test_tiny_pipeline_passes_with_loopback_only_and_no_process_tries_to_leave(t
     assert any("prefect" in c and ("uvicorn" in c or "server" in c) for c in started), started
     assert sum("multiprocessing" in c for c in started) >= 2, started  # Dask's worker processes (spawned)
     assert sum("foundry.training.worker" in c for c in started) == 2, started
+
+    assert_the_purge_leaves_no_copy(tmp_path, log, home)
+
+    seen = records(log)
     command_of = {r["pid"]: r["target"] for r in seen if r["event"] == "started"}
     attempts = [
         f"{r['event']} {r['target']} by {command_of.get(r['pid'], r['pid'])}" for r in seen if r["event"] != "started"
     ]
     assert attempts == [], "\n".join(attempts)
+
+
+def assert_the_purge_leaves_no_copy(tmp_path: Path, log: Path, home: Path) -> None:
+    plan = dry_run(tmp_path, log)
+    assert len(plan["documents"]) == 1, plan["counts"]  # the canary, and no document of the email package
+    (hit,) = plan["data_versions"]
+    version = hit["data_version"]
+    holds = {f["file"]: f["holds"] for f in hit["files"]}
+    assert {"documents.csv", "ledger.csv", "ledger_minhash.npy", "audit.json"} <= set(holds), holds
+    assert {"text"} == {holds[f] for f in holds if f.endswith(".jsonl")}  # its split's lines
+    assert {"tokens"} == {holds[f] for f in holds if f.endswith(".bin")}  # its span in a token shard, decoded
+    places = {c["place"] for c in hit["copies"]}
+    assert places == {"workspace", "workspace cache", "remote", "hydration cache", "hydrated copy"}, places
+    logged = {a["path"].split("/artifacts/", 1)[1] for a in plan["artifacts"]}
+    assert {"data/audit.json", "data/source_manifest.json"} <= logged, logged  # they name its file
+    assert [m["model"] for m in plan["models"]] == [MODEL]
+    assert plan["unchecked"] == [], plan["unchecked"]  # else --apply refuses
+    assert "champion" in model_version(tmp_path, log)["aliases"]
+    # The checks below can fail: before the purge they find the canary in the version's text and its shards.
+    split_files = {f"hydrated/{version}/{split}.jsonl" for split in ("train", "holdout")}
+    assert split_files & set(files_holding(home, CANARY.encode()))
+    assert shards_holding(home, CANARY)[0] != []
+
+    applied = purge(tmp_path, log, "--apply")
+    assert applied.returncode == 0, applied.stderr[-3000:]
+    (record,) = set(RECORD.findall(applied.stdout))  # the purge record, printed
+
+    assert files_holding(home, CANARY.encode()) == []
+    holding, decoded = shards_holding(home, CANARY)
+    assert holding == [] and decoded >= 2  # the replacement version's shards were read
+    registered = model_version(tmp_path, log)
+    assert "champion" not in registered["aliases"] and registered["tags"].get("foundry.purge") == record
+    refused = offline(tmp_path, log, "-m", "foundry.cli", "reproduce", MODEL)
+    assert refused.returncode != 0 and record in refused.stdout + refused.stderr, refused.stderr[-3000:]
+    again = dry_run(tmp_path, log)
+    assert (again["documents"], again["data_versions"], again["unchecked"]) == ([], [], [])

@@ -1,0 +1,135 @@
+"""`foundry purge --apply`: remove every copy the search finds, in an order that makes a purge that fails half-way
+safe to run again (it finds what is left and finishes):
+
+1. search (`purge.survey`); refuse when the registry cannot be read, or when any place could not be checked (an
+   `s3://` remote, a server's artifact store, a version with no copy here): fail closed, nothing is changed;
+2. mark every affected data version purged and record the documents' sha256 (`foundry.data.purged`): from then
+   on hydration, `reproduce` and the next run's parent ledger refuse or avoid it, and `prepare` drops the
+   documents should a source still hold them (sources are never modified);
+3. rewrite each affected version without the documents (`purge_rewrite`), commit the rewrite as a new version
+   into the workspace cache and every local remote that held the old one (`purge_commit`), and name it in the
+   mark; a version that cannot be rewritten is only deleted;
+4. delete the old versions' listings and every object holding the documents' text that no kept version lists,
+   from every cache and remote, and their hydrated and checked-out copies;
+5. scrub the MLflow artifacts, run files, source mirrors, logs and Prefect artifacts that hold them (`purge_home`);
+6. tag the affected model versions and runs with the record, take `champion` from the versions (unless
+   `keep_models`), keep the record as an MLflow run, and search again: the record says whether it found nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+
+from foundry.data import purged
+from foundry.fleet import purge, purge_commit, purge_home, purge_record, purge_rewrite
+from foundry.fleet.purge_plan import Criterion, DataHit
+from foundry.fleet.purge_record import PurgeRecord
+from foundry.fs import remove_tree
+
+log = logging.getLogger(__name__)
+
+
+class PurgeRefused(RuntimeError):
+    """`--apply` would leave copies it cannot see; nothing was changed."""
+
+
+def apply(
+    home: Path,
+    criterion: Criterion,
+    reason: str,
+    remotes: set[str] | None = None,
+    keep_models: bool = False,
+    client=None,
+) -> PurgeRecord | None:
+    """The purge record, kept in MLflow; None when nothing matched and no model is left to tag."""
+    client = client or purge._client()
+    found = purge.survey(home, criterion, reason, remotes, client)
+    if not _work_left(found.plan):
+        return None
+    if found.plan.unchecked:
+        places = "; ".join(f"{u.what}: {u.why}" for u in found.plan.unchecked)
+        raise PurgeRefused(f"purge --apply refuses: it could not check {places}. Nothing was changed.")
+    record_id, when = purge_record.new_record_id(), datetime.now(UTC).isoformat(timespec="seconds")
+    hits = found.plan.data_versions
+    purged.record_documents(home, record_id, set(found.plan.documents))
+    for hit in hits:
+        purged.mark(
+            home, purged.PurgeMark(data_version=hit.data_version, record=record_id, replaced_by=None, when=when)
+        )
+    removed: dict[str, int] = {}
+    replaced = _replace(home, found, hits, record_id, when, removed)
+    _delete(found, hits, replaced, removed)
+    _count(removed, purge_home.scrub(home, found.needles, found.plan))
+    lost = purge_record.tag_models(client, record_id, found.plan.models, keep_models)
+    purge_record.tag_runs(client, record_id, found.plan.runs)
+    again = purge.plan(home, criterion, reason, remotes, client)
+    record = PurgeRecord(
+        record=record_id,
+        who=purge_record.who(),
+        when=when,
+        reason=reason,
+        criterion=criterion.label,
+        documents=found.plan.documents,
+        replaced=replaced,
+        removed=removed,
+        models=tuple(m.model for m in found.plan.models),
+        lost_champion=tuple(lost),
+        runs=found.plan.runs,
+        verified=_nothing_left(again),
+        left={k: n for k, n in again.counts.items() if n and k != "model versions"},
+    )
+    return purge_record.keep(client, record)
+
+
+def _replace(home: Path, found, hits, record_id: str, when: str, removed: dict[str, int]) -> dict[str, str | None]:
+    """Each affected version rewritten and committed; its mark then names the replacement."""
+    replaced: dict[str, str | None] = {}
+    scratch = home / f".purge-{record_id}"
+    try:
+        for hit in hits:
+            staged = scratch / hit.data_version
+            rewritten = purge_rewrite.rewrite(
+                found.readable[hit.data_version], hit, set(found.plan.documents), found.names, staged
+            )
+            new = None
+            if rewritten is not None:
+                new = purge_commit.commit(found.places, rewritten.folder, _remotes_holding(found.places, hit))
+                _count(removed, rewritten.removed)
+            replaced[hit.data_version] = new
+            mark = purged.PurgeMark(data_version=hit.data_version, record=record_id, replaced_by=new, when=when)
+            purged.mark(home, mark)
+            log.info("purge %s: data version %s is now %s", record_id, hit.data_version, new or "deleted")
+    finally:
+        remove_tree(scratch, within=home, ignore_errors=True)
+    return replaced
+
+
+def _remotes_holding(places, hit: DataHit) -> list:
+    """The local remotes that held the old version: the replacement goes where its users will look for data."""
+    remotes = [s for s in places.stores if s.place == "remote" and s.listing(hit.data_version) is not None]
+    return remotes or [s for s in places.stores if s.place == "remote"][:1]
+
+
+def _delete(found, hits, replaced: dict[str, str | None], removed: dict[str, int]) -> None:
+    gone = {h.data_version for h in hits}
+    stays = (found.places.versions() | set(found.readable) | {v for v in replaced.values() if v}) - gone
+    keep = purge_commit.kept_objects(found.places, stays)
+    for hit in hits:
+        objects = {f.md5 for f in hit.files}
+        _count(removed, purge_commit.delete_version(found.places, hit.data_version, objects, keep))
+
+
+def _count(total: dict[str, int], more: dict[str, int]) -> None:
+    for key, n in more.items():
+        total[key] = total.get(key, 0) + n
+
+
+def _work_left(plan) -> bool:
+    """Copies to remove, or a model an earlier, interrupted purge of these documents did not finish tagging."""
+    return not _nothing_left(plan) or any(m.purge_record is None for m in plan.models)
+
+
+def _nothing_left(plan) -> bool:
+    return not (plan.documents or plan.data_versions or plan.artifacts or plan.elsewhere)

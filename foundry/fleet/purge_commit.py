@@ -1,0 +1,143 @@
+"""`foundry purge --apply`, step 5: a rewritten dataset becomes a data version, and the old version goes.
+
+`commit` hashes a staged dataset folder with DVC itself (a throwaway repo under `$FOUNDRY_HOME/.purge-<hex>`
+whose cache is the workspace's), so the version is what `version_dataset` would have made of the same files and
+`hydrate_version` pulls and verifies it the same way; it is pushed to each local remote given. The workspace's
+checked-out `prepared/`, `dvc.lock` and params are not touched.
+
+`delete_version` removes the old version's `.dir` listing and the objects that hold matched text from every
+store (workspace cache, hydration cache, local remotes), except objects a version that stays still lists
+(`keep`, from `kept_objects`), and removes its hydrated copy and the workspace's `prepared/` if it is that
+version. Everything is removed through `foundry.fs`, confined to the store or folder it lies in; a version or
+object id is checked to be an md5 before it becomes part of a path. Both are idempotent: a purge stopped half-way
+is run again.
+
+Remotes that are not local paths (`s3://…`) are out of scope: the plan reports them as unchecked, and `--apply`
+refuses while any is there.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from contextlib import chdir
+from pathlib import Path
+
+import yaml
+
+from foundry.contracts import check_data_version
+from foundry.data.hydrate import listing_path, verify_dataset
+from foundry.data.versioning import REMOTE_NAME, _workspace_lock, init_dvc
+from foundry.fleet.gc_scan import MD5
+from foundry.fleet.purge_stores import Places, Store
+from foundry.fs import remove_file, remove_tree
+
+HYDRATED_COPY = "hydrated copy"
+WORKSPACE = "workspace"
+
+
+def commit(places: Places, staged: Path, remotes: list[Store]) -> str:
+    """The staged dataset folder as a data version (32 hex) in the workspace cache and each of `remotes`.
+
+    The folder must verify against its own manifest (hydration would refuse it otherwise); it is copied, never
+    moved. Each store is checked to hold the version whole before it is returned, so the caller may then delete
+    the version it replaces. Committing the same folder again gives the same version."""
+    staged = Path(staged)
+    bad = verify_dataset(staged)
+    if bad:
+        raise ValueError(f"the staged dataset {staged} does not match its own manifest ({bad}); nothing committed")
+    home, workspace = places.home, places.home / "workspace"
+    cache = workspace / ".dvc" / "cache"
+    scratch = home / f".purge-{uuid.uuid4().hex[:8]}"
+    try:
+        shutil.copytree(staged, scratch / "prepared")
+        with _workspace_lock(workspace), chdir(scratch):
+            version = _add(scratch, cache, remotes)
+            for store in remotes:
+                _push(scratch, cache, store)
+    finally:
+        remove_tree(scratch, within=home, ignore_errors=True)
+    for store in (Store("workspace cache", cache), *remotes):
+        if store.files(version) is None:
+            raise RuntimeError(f"data version {version} is not whole in the {store.place} {store.root} after commit")
+    return version
+
+
+def _add(scratch: Path, cache: Path, remotes: list[Store]) -> str:
+    """`dvc add prepared` in the throwaway repo: DVC's own hashing, its objects and listing into `cache`."""
+    remote = str(remotes[0].root) if remotes else str(scratch / "no-remote")  # init_dvc names one; add never uses it
+    repo = init_dvc(scratch, remote, cache_dir=cache)
+    try:
+        repo.add("prepared")
+    finally:
+        repo.close()
+    (out,) = yaml.safe_load((scratch / "prepared.dvc").read_text())["outs"]
+    return check_data_version(out["md5"].removesuffix(".dir"))
+
+
+def _push(scratch: Path, cache: Path, store: Store) -> None:
+    repo = init_dvc(scratch, str(store.root), cache_dir=cache)  # the remote's URL, rewritten for each store
+    try:
+        repo.push(targets=["prepared.dvc"], remote=REMOTE_NAME)
+    finally:
+        repo.close()
+
+
+def place_of(store: Store) -> str:
+    """A store's key in `delete_version`'s counts: remotes are told apart by their folder."""
+    return f"remote {store.root}" if store.place == "remote" else store.place
+
+
+def delete_version(places: Places, version: str, objects: set[str], keep: set[str]) -> dict[str, int]:
+    """Remove a data version: files removed per place (`place_of` each store, `hydrated copy`, `workspace`).
+
+    From each store its `.dir` listing and every object of `objects` (md5s of files holding matched text) that
+    `keep` (md5s listed by versions that stay) does not name; then its hydrated copy and, when the workspace has
+    it checked out, the workspace's `prepared/`. A second call removes nothing and counts zeros."""
+    check_data_version(version)
+    doomed = sorted(_md5(m) for m in set(objects) - set(keep))
+    home, workspace = places.home, places.home / "workspace"
+    counts: dict[str, int] = {}
+    with _workspace_lock(workspace):  # no version_dataset commits or checks out while objects go
+        for store in places.stores:
+            paths = [listing_path(store.root, version), *(store.object(m) for m in doomed)]
+            counts[place_of(store)] = counts.get(place_of(store), 0) + sum(_remove(p, store.root) for p in paths)
+        counts[HYDRATED_COPY] = _remove_folder(places.hydrated().get(version), home / "hydrated")
+        counts[WORKSPACE] = _remove_folder(places.checked_out().get(version), workspace)
+    return counts
+
+
+def kept_objects(places: Places, versions: set[str]) -> set[str]:
+    """Every md5 the given versions list, in any store's listing of them. A version no store lists but a
+    hydrated or checked-out folder holds counts by its files' md5s (what its listing would say). A version
+    found nowhere here has no object here to protect."""
+    kept: set[str] = set()
+    for version in versions:
+        check_data_version(version)
+        listings = [found for store in places.stores if (found := store.listing(version)) is not None]
+        if not listings and (files := places.files(version)) is not None:
+            listings = [files.listing]
+        kept.update(md5 for listing in listings for md5 in listing.values())
+    return kept
+
+
+def _md5(value: str) -> str:
+    if not isinstance(value, str) or not MD5.fullmatch(value):
+        raise ValueError(f"{value!r} is not a DVC object id (32 hex digits); nothing removed")
+    return value
+
+
+def _remove(path: Path, within: Path) -> int:
+    """1 when a file was there and is now removed, 0 when it was already gone."""
+    if not (path.exists() or path.is_symlink()):
+        return 0
+    remove_file(path, within=within)
+    return 1
+
+
+def _remove_folder(folder: Path | None, within: Path) -> int:
+    if folder is None:
+        return 0
+    files = sum(1 for p in folder.rglob("*") if p.is_file() or p.is_symlink())
+    remove_tree(folder, within=within)
+    return files

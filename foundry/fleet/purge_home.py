@@ -1,0 +1,182 @@
+"""The places under `$FOUNDRY_HOME` besides the data stores that may hold a purged document's text, and the
+Prefect artifacts; `scan` lists them (a dry run), `scrub` rewrites them (`foundry purge --apply`, step 6).
+
+- `runs/<id>/`: source manifests (they name source files), validation reports and GX data docs, progress
+  files, evaluation tables. A run's staging folder (`prepared/`, `merged/`: moved into place when the run
+  succeeds, junk when it did not) that holds a match is removed whole: its token shards encode the same text.
+- `sources/`: the mirrors of remote sources (`foundry.data.remote`). A matching file is removed and its mirror
+  made stale, as `acquire` would otherwise trust it: an http mirror (one download, an archive's extraction
+  beside it) is forgotten whole, since the archive still holds the text and a 304 answer would keep the copy
+  without the file; an S3 mirror loses the object and its recorded ETag, so the next sync downloads it again.
+- `logs/`: command and server logs, a line at a time.
+- Prefect artifacts (markdown summaries, tables on the run pages) through the Prefect API, so a server works
+  too; one that cannot be read fails the purge (`PrefectUnreadable`), never passes for "nothing there".
+- The MLflow artifacts `purge_artifacts.scan` finds (the plan's `ArtifactHit`s), rewritten by `scrub`.
+
+A file is read as text unless it holds a NUL byte; `.json` and `.jsonl` files are rewritten as such
+(`purge_artifacts.scrubbed`), any other a line at a time. Symbolic links are never followed; every removal is
+confined to its root (`foundry.fs`). Binary files hold no document text: model weights (`model.pt`, the
+package's files), Lightning checkpoints (`last.ckpt`: weights, optimizer moments, step counters, the numeric
+hyperparameters and the samplers' epoch and batch positions), adapters (`adapter.pt`, PEFT's safetensors) and
+plots (`.png`). Token shards (`*.bin`, which do encode documents) are never logged as MLflow artifacts
+(tasks/*.py log manifests, audits, reports, tokenizers, tables, checkpoints and models), and lie under a home
+only in data stores (purged by `purge_commit`) and staging folders (removed here). A model trained on the
+text is the registry step's business, not a rewrite.
+
+Last, the embedded SQLite stores a rewrite touched (`prefect/prefect.db` after a Prefect artifact changed)
+are checkpointed and vacuumed, so that neither a freed page nor the write-ahead log keeps the old text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from foundry.fleet import purge_artifacts, purge_prefect
+from foundry.fleet.purge_artifacts import Needles
+from foundry.fleet.purge_plan import ArtifactHit, HomeHit, PurgePlan
+from foundry.fleet.purge_prefect import PrefectUnreadable
+
+__all__ = ["HomeHit", "PrefectUnreadable", "scan", "scrub", "vacuum"]
+PLACES = {"runs": "run files", "sources": "source mirror", "logs": "log"}  # folder -> `HomeHit.place`
+SCRATCH = ("prepared", "merged")  # `foundry.run_owner.SCRATCH`
+
+
+def _files(root: Path) -> Iterator[Path]:
+    if root.is_symlink() or not root.is_dir():
+        return
+    for folder, dirs, names in os.walk(root, followlinks=False):
+        dirs.sort()
+        for name in sorted(names):
+            path = Path(folder) / name
+            if path.is_file() and not path.is_symlink():
+                yield path
+
+
+def _text(path: Path) -> str | None:
+    raw = path.read_bytes()
+    return None if b"\0" in raw else raw.decode("utf-8", errors="surrogateescape")
+
+
+def _workspace_files(home: Path) -> Iterator[Path]:
+    """The workspace's own files (its source manifest names every source file), not `prepared/` or DVC's:
+    those are a data version's, which the purge rewrites as a whole."""
+    root = home / "workspace"
+    if root.is_dir() and not root.is_symlink():
+        yield from (p for p in sorted(root.iterdir()) if p.is_file() and not p.is_symlink())
+
+
+def _file_hits(home: Path, needles: Needles) -> Iterator[HomeHit]:
+    places = [(path, place) for folder, place in PLACES.items() for path in _files(home / folder)]
+    for path, place in places + [(p, "workspace file") for p in _workspace_files(home)]:
+        if path.name.endswith((".lock", ".purging")) or (text := _text(path)) is None:
+            continue
+        _, count = purge_artifacts.scrubbed(text, path.suffix.lower(), needles)
+        if count:
+            yield HomeHit(place=place, where=path.relative_to(home).as_posix(), strings=count)
+
+
+def scan(home: Path, needles: Needles, prefect: bool = True) -> list[HomeHit]:
+    """The files under runs/, sources/ and logs/ and (unless `prefect` is False: the caller checks them some
+    other way) the Prefect artifacts that hold a needle. Changes nothing."""
+    found = [*_file_hits(home, needles)]
+    if prefect:
+        found += [HomeHit(place="prefect artifact", where=i, strings=n) for i, n in purge_prefect.hits(needles)]
+    return found
+
+
+def scrub(home: Path, needles: Needles, hits: PurgePlan | Sequence[HomeHit | ArtifactHit]) -> dict[str, int]:
+    """Rewrite (or remove) each hit (a plan's MLflow artifacts and other places) in place, as it is now: a second
+    scrub finds and changes nothing. Then vacuum the embedded Prefect store if an artifact of it changed. Returns
+    how many files, folders or artifacts changed, per place."""
+    if isinstance(hits, PurgePlan):
+        hits = [*hits.artifacts, *hits.elsewhere]
+    counts: dict[str, int] = {}
+    artifacts = home / "mlflow" / "artifacts"
+    for hit in hits:
+        if isinstance(hit, ArtifactHit):
+            place, changed = "mlflow artifacts", purge_artifacts.rewrite(artifacts / hit.path, artifacts, needles)
+        elif hit.place == "prefect artifact":
+            place, changed = hit.place, purge_prefect.rewrite(hit.where, needles)
+        elif hit.place == "source mirror":
+            place, changed = hit.place, _scrub_source(home, home / hit.where, needles)
+        else:
+            place, changed = hit.place, _scrub_file(home, hit, needles)
+        counts[place] = counts.get(place, 0) + bool(changed)
+    store = purge_prefect.embedded_database(home)
+    if counts.get("prefect artifact") and store is not None:
+        vacuum(store)
+        counts["vacuumed"] = 1
+    return counts
+
+
+def _scrub_file(home: Path, hit: HomeHit, needles: Needles) -> int:
+    from foundry.fs import remove_tree
+
+    path = home / hit.where
+    parts = Path(hit.where).parts
+    root = home / parts[0]
+    if parts[0] == "runs" and len(parts) > 3 and parts[2] in SCRATCH:  # runs/<id>/prepared/...
+        scratch = root / parts[1] / parts[2]
+        if not scratch.exists():
+            return 0
+        remove_tree(scratch, within=root)
+        return 1
+    if not path.is_file() or _text(path) is None:
+        return 0
+    return purge_artifacts.rewrite(path, root, needles)
+
+
+def _scrub_source(home: Path, path: Path, needles: Needles) -> int:
+    """A mirror's matching file removed, and the mirror made stale (see the module's docstring); a file that is
+    no mirror's (an origin record, say) rewritten as text."""
+    from foundry.data.remote import forget, locked
+    from foundry.fs import remove_file
+
+    root = home / "sources"
+    parts = path.relative_to(root).parts
+    if len(parts) < 3 or parts[0] not in ("http", "s3"):
+        return purge_artifacts.rewrite(path, root, needles) if path.is_file() else 0
+    mirror = root / parts[0] / parts[1]
+    with locked(mirror):  # an acquire of the same source waits: it never reads a half-purged mirror
+        if not path.is_file() or path.is_symlink():
+            return 0
+        if parts[0] == "http":
+            forget(mirror)
+            return 1
+        remove_file(path, within=mirror)
+        _forget_object(mirror, Path(*parts[2:]).as_posix())
+    return 1
+
+
+def _forget_object(mirror: Path, key: str) -> None:
+    """An S3 mirror's record without the object's ETag: `sync_s3` downloads what it does not record."""
+    state = mirror.parent / f"{mirror.name}.origin.json"
+    try:
+        recorded = json.loads(state.read_text())
+    except (OSError, ValueError):
+        return
+    if recorded.pop(key, None) is not None:
+        scratch = state.with_name(f"{state.name}.part")
+        scratch.write_text(json.dumps(recorded, indent=1, sort_keys=True))
+        os.replace(scratch, state)
+
+
+# --- embedded stores -------------------------------------------------------------------------------------
+
+
+def vacuum(db: Path) -> None:
+    """The SQLite file rebuilt so that no freed page or slack keeps a rewritten row's old bytes: the write-ahead
+    log folded in and emptied first (its frames hold old pages too), `VACUUM`, then folded in again (in WAL
+    mode the rebuilt pages go through it). A reader holding the log open makes it fail: run the purge again."""
+    connection = sqlite3.connect(db, timeout=60, isolation_level=None)  # VACUUM runs outside a transaction
+    try:
+        for statement in ("PRAGMA wal_checkpoint(TRUNCATE)", "VACUUM", "PRAGMA wal_checkpoint(TRUNCATE)"):
+            row = connection.execute(statement).fetchone()
+            if statement.startswith("PRAGMA") and row is not None and row[0]:
+                raise sqlite3.OperationalError(f"{db}: the write-ahead log is busy (another process reads it)")
+    finally:
+        connection.close()

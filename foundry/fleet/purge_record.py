@@ -1,0 +1,126 @@
+"""The purge record, and the registry's side of `foundry purge --apply`.
+
+A record says who purged what, when and why, and what was found and removed: counts and object ids (data
+versions, their replacements, model versions, runs, document sha256s), never the text. It is kept twice: as
+an MLflow run of its own in the experiment `foundry-purges` (tags, the counts as metrics, the record as
+`purge_record.json`), and printed. The affected model versions and runs are tagged `foundry.purge=<record>`;
+each affected version loses `champion` unless the user keeps the models serving (`--keep-models`).
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import secrets
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from foundry.fleet.purge_plan import ModelHit, table
+from foundry.fleet.purge_registry import PURGE_TAG as TAG
+
+EXPERIMENT = "foundry-purges"
+__all__ = ["EXPERIMENT", "TAG", "PurgeRecord", "keep", "summary", "tag_models", "tag_runs"]
+
+
+class PurgeRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    record: str  # purge-<UTC time>-<8 hex>: what marks, tags and the MLflow run name
+    who: str
+    when: str  # UTC, ISO 8601
+    reason: str
+    criterion: str  # `Criterion.label`: a regex or path by its sha256
+    documents: tuple[str, ...]  # sha256 of each removed document
+    replaced: dict[str, str | None]  # data version -> its replacement (None: deleted, not rewritten)
+    removed: dict[str, int]  # what was removed or rewritten, by place
+    models: tuple[str, ...]  # model versions tagged with the record
+    lost_champion: tuple[str, ...]  # those that were champion and are no longer
+    runs: tuple[str, ...]
+    verified: bool  # a second search after the purge found no document
+    left: dict[str, int] = {}  # what that second search still found, by kind (empty when verified)
+    mlflow_run_id: str = ""
+
+
+def new_record_id() -> str:
+    return f"purge-{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(4)}"
+
+
+def who() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # a container user with no passwd entry
+        return f"uid {os.getuid()}"
+
+
+def tag_models(client, record: str, models: tuple[ModelHit, ...], keep_models: bool) -> list[str]:
+    """Tag each affected version with the record; take `champion` from each unless `keep_models`. Returns the
+    versions that lost it. Any registry error propagates: the purge reports it failed, and re-running it tags
+    what is left (tags and alias deletions are idempotent)."""
+    lost = []
+    for model in models:
+        name, _, version = model.model.removeprefix("models:/").rpartition("/")
+        client.set_model_version_tag(name, version, TAG, record)
+        if "champion" in model.aliases and not keep_models:
+            client.delete_registered_model_alias(name, "champion")
+            lost.append(model.model)
+    return lost
+
+
+def tag_runs(client, record: str, runs: tuple[str, ...]) -> None:
+    for run_id in runs:
+        client.set_tag(run_id, TAG, record)
+
+
+def keep(client, record: PurgeRecord) -> PurgeRecord:
+    """The record as an MLflow run of its own; returns it with the run's id."""
+    from foundry import tracking
+
+    experiment = tracking.experiment_id(EXPERIMENT)
+    tags = {TAG: record.record, "foundry.purge.who": record.who, "foundry.purge.criterion": record.criterion}
+    run = client.create_run(experiment, run_name=record.record, tags=tags)
+    kept = record.model_copy(update={"mlflow_run_id": run.info.run_id})
+    client.log_param(run.info.run_id, "reason", record.reason[:6000])
+    for key, value in {**record.removed, "documents": len(record.documents), "models": len(record.models)}.items():
+        client.log_metric(run.info.run_id, _metric_key(key), float(value))
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "purge_record.json"
+        path.write_text(kept.model_dump_json(indent=1))
+        client.log_artifact(run.info.run_id, str(path))
+    client.set_terminated(run.info.run_id, "FINISHED")
+    return kept
+
+
+def _metric_key(key: str) -> str:
+    return "purged_" + "".join(c if c.isalnum() else "_" for c in key).strip("_")
+
+
+def summary(record: PurgeRecord) -> str:
+    """What `foundry purge --apply` prints: the record, ids and counts only."""
+    lines = [f"purge record {record.record} ({record.when}, by {record.who}): {record.reason}", ""]
+    if record.replaced:
+        rows = [("data version", "now")] + [(v, new or "deleted") for v, new in sorted(record.replaced.items())]
+        lines += [table(rows), ""]
+    if record.models:
+        rows = [("model version", "champion")]
+        rows += [(m, "removed" if m in record.lost_champion else "-") for m in record.models]
+        lines += [table(rows), ""]
+    lines.append("removed: " + ", ".join(f"{n} {what}" for what, n in sorted(record.removed.items()) if n))
+    lines.append(
+        f"{len(record.documents)} documents; "
+        + (
+            "verified: a second search finds none"
+            if record.verified
+            else "NOT verified: a second search still finds some"
+        )
+    )
+    if record.mlflow_run_id:
+        lines.append(f"kept in MLflow: experiment {EXPERIMENT}, run {record.mlflow_run_id}")
+    return "\n".join(lines)
+
+
+def as_json(record: PurgeRecord) -> str:
+    return json.dumps(record.model_dump(mode="json"), indent=1)

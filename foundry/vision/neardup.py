@@ -1,0 +1,67 @@
+"""Perceptual near duplicates: a difference hash (dHash) per image and an exact Hamming-radius search.
+
+dHash (Krawetz): the grayscale image shrunk to (n+1) x n, one bit per horizontally adjacent pair (is the
+left pixel brighter?). Resizing, recompression and small colour changes flip few bits; another picture
+flips about half. The search is exact, not probabilistic: cut the bits into d+1 bands; two hashes within
+distance d agree on at least one whole band (pigeonhole), so a band's exact value finds every candidate.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+from PIL import Image
+
+
+def dhash(image: Image.Image, size: int) -> np.ndarray:
+    """(size*size,) bool: the difference hash of `image` (any mode)."""
+    small = image.convert("L").resize((size + 1, size), Image.Resampling.BOX)
+    pixels = np.asarray(small, dtype=np.int16)
+    return (pixels[:, :-1] > pixels[:, 1:]).ravel()
+
+
+def to_words(bits: np.ndarray) -> np.ndarray:
+    """Bits packed into uint32 words (zero-padded), the width the split ledger stores signatures in."""
+    packed = np.packbits(bits)
+    padded = np.zeros(-(-len(packed) // 4) * 4, np.uint8)
+    padded[: len(packed)] = packed
+    return padded.view(">u4").astype(np.uint32)
+
+
+def from_words(words: np.ndarray, bits: int) -> np.ndarray:
+    return np.unpackbits(words.astype(">u4").view(np.uint8))[:bits].astype(bool)
+
+
+def hash_words(hash_size: int) -> int:
+    """uint32 words per packed hash: the ledger's signature width for this hash size."""
+    return -(-(hash_size * hash_size) // 32)
+
+
+class NearIndex:
+    """Kept hashes, asked for one within `distance` bits of a new hash; first kept wins on ties."""
+
+    def __init__(self, bits: int, distance: int):
+        self.distance = distance
+        self.bands = np.array_split(np.arange(bits), distance + 1) if distance >= 0 else []
+        self.buckets: list[defaultdict[bytes, list[int]]] = [defaultdict(list) for _ in self.bands]
+        self.hashes: list[np.ndarray] = []
+        self.keys: list[str] = []
+
+    def add(self, bits: np.ndarray, key: str) -> None:
+        index = len(self.hashes)
+        self.hashes.append(bits)
+        self.keys.append(key)
+        for band, bucket in zip(self.bands, self.buckets):
+            bucket[bits[band].tobytes()].append(index)
+
+    def nearest(self, bits: np.ndarray) -> tuple[str, int] | None:
+        """(key, distance) of the earliest kept hash within the distance, or None."""
+        candidates = sorted(
+            {i for band, bucket in zip(self.bands, self.buckets) for i in bucket.get(bits[band].tobytes(), ())}
+        )
+        for index in candidates:
+            distance = int(np.count_nonzero(self.hashes[index] != bits))
+            if distance <= self.distance:
+                return self.keys[index], distance
+        return None

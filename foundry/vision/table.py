@@ -1,0 +1,79 @@
+"""The staged image set's typed values: one row per kept image (`images.csv`) and the audit (`audit.json`)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TABLE = "images.csv"
+AUDIT = "audit.json"
+NAMED = 50  # names kept per drop reason; the count is always whole
+
+
+class ImageRow(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str  # relative to the staged folder: images/<sha[:2]>/<sha>.png
+    label: str
+    sha256: str  # of the fitted pixels (with their shape): the ledger's key
+    width: int
+    height: int
+    channels: Literal[1, 3]
+    split: Literal["train", "holdout"]
+    source: str  # the name it had in its source
+
+
+class Dropped(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    images: int = 0
+    named: list[str] = Field(default_factory=list)  # the first NAMED, with why where it helps
+
+
+class ImageAudit(BaseModel):
+    """What went in, what was kept, and why the rest was not; metadata stripped, per kind, in images."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    images_in: int = 0
+    images_out: int = 0
+    dropped: dict[str, Dropped] = Field(default_factory=dict)
+    stripped: dict[str, int] = Field(default_factory=dict)
+    splits: dict[str, int] = Field(default_factory=dict)
+    labels: dict[str, int] = Field(default_factory=dict)  # kept images per label
+    lineage: dict[str, int] = Field(default_factory=dict)  # counts against the parent's ledger
+
+    def drop(self, reason: str, name: str, detail: str = "") -> None:
+        entry = self.dropped.setdefault(reason, Dropped())
+        entry.images += 1
+        if len(entry.named) < NAMED:
+            entry.named.append(f"{name}: {detail}" if detail else name)
+
+    def names(self, reason: str) -> list[str]:
+        """The named entries of one reason, without their details."""
+        return [n.split(": ", 1)[0] for n in self.dropped[reason].named] if reason in self.dropped else []
+
+    def write(self, folder: Path) -> None:
+        (folder / AUDIT).write_text(json.dumps(self.model_dump(), indent=1, ensure_ascii=False) + "\n")
+
+    @classmethod
+    def read(cls, folder: Path) -> ImageAudit:
+        return cls.model_validate_json((folder / AUDIT).read_text())
+
+
+def write_table(rows: list[ImageRow], folder: Path) -> None:
+    with open(folder / TABLE, "w", encoding="utf-8", newline="") as fh:
+        out = csv.DictWriter(fh, fieldnames=list(ImageRow.model_fields))
+        out.writeheader()
+        out.writerows(row.model_dump() for row in rows)
+
+
+def read_table(folder: Path) -> list[ImageRow]:
+    with open(folder / TABLE, encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    numbers = ("width", "height", "channels")
+    return [ImageRow.model_validate({**row, **{key: int(row[key]) for key in numbers}}) for row in rows]
