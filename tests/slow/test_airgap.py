@@ -19,7 +19,8 @@ import pytest
 from conftest import REPO_ROOT
 
 NETAUDIT = REPO_ROOT / "tests" / "netaudit"  # sitecustomize.py (the audit hook) and loopback_up.py
-MODEL = "models:/airgap-gpt/1"
+MODEL_NAME = "airgap-gpt"
+MODEL = f"models:/{MODEL_NAME}/1"
 CANARY = "quokka marmalade"  # in no file of the standard library's email package
 CANARY_REGEX = r"quokka\s+marmalade"
 CANARY_TEXT = (  # passes every cleaning rule; the e-mail address makes the PII audit name it as an example
@@ -111,20 +112,13 @@ def dry_run(tmp_path: Path, log: Path) -> dict:
     return json.loads(result.stdout)
 
 
-def model_version(tmp_path: Path, log: Path) -> dict:
-    """The registered version's aliases and tags, read through Foundry's own MLflow client."""
-    name, version = MODEL.removeprefix("models:/").split("/")
-    read = (
-        "import json\n"
-        "from foundry.env import configure_environment\n"
-        "configure_environment()\n"
-        "from foundry import tracking\n"
-        f"v = tracking.client().get_model_version({name!r}, {version!r})\n"
-        "print(json.dumps({'aliases': list(v.aliases), 'tags': dict(v.tags)}))\n"
-    )
-    result = offline(tmp_path, log, "-c", read)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.splitlines()[-1])
+def model_version(home: Path, version: str) -> dict:
+    """A registered version's aliases and tags, read from the run's embedded MLflow store (a file: no server)."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{home / 'mlflow' / 'mlflow.db'}"
+    found = MlflowClient(tracking_uri=uri, registry_uri=uri).get_model_version(MODEL_NAME, version)
+    return {"aliases": list(found.aliases), "tags": dict(found.tags)}
 
 
 def files_holding(home: Path, needle: bytes) -> list[str]:
@@ -214,22 +208,25 @@ def assert_the_purge_leaves_no_copy(tmp_path: Path, log: Path, home: Path) -> No
     assert {"data/audit.json", "data/source_manifest.json"} <= logged, logged  # they name its file
     assert [m["model"] for m in plan["models"]] == [MODEL]
     assert plan["unchecked"] == [], plan["unchecked"]  # else --apply refuses
-    assert "champion" in model_version(tmp_path, log)["aliases"]
+    assert "champion" in model_version(home, "1")["aliases"]
     # The checks below can fail: before the purge they find the canary in the version's text and its shards.
     split_files = {f"hydrated/{version}/{split}.jsonl" for split in ("train", "holdout")}
     assert split_files & set(files_holding(home, CANARY.encode()))
     assert shards_holding(home, CANARY)[0] != []
 
-    applied = purge(tmp_path, log, "--apply")
+    applied = purge(tmp_path, log, "--apply", "--retrain")
     assert applied.returncode == 0, applied.stderr[-3000:]
     (record,) = set(RECORD.findall(applied.stdout))  # the purge record, printed
+    assert "verified: a second search finds none" in applied.stdout
+    replacement = re.search(rf"^{version}\s+([0-9a-f]{{32}})$", applied.stdout, re.M).group(1)
+    assert f"retrained {MODEL_NAME} on {replacement}: models:/{MODEL_NAME}/2" in applied.stdout
 
     assert files_holding(home, CANARY.encode()) == []
     holding, decoded = shards_holding(home, CANARY)
     assert holding == [] and decoded >= 2  # the replacement version's shards were read
-    registered = model_version(tmp_path, log)
+    registered = model_version(home, "1")
     assert "champion" not in registered["aliases"] and registered["tags"].get("foundry.purge") == record
-    refused = offline(tmp_path, log, "-m", "foundry.cli", "reproduce", MODEL)
-    assert refused.returncode != 0 and record in refused.stdout + refused.stderr, refused.stderr[-3000:]
-    again = dry_run(tmp_path, log)
-    assert (again["documents"], again["data_versions"], again["unchecked"]) == ([], [], [])
+    retrained = model_version(home, "2")
+    assert "champion" in retrained["aliases"] and retrained["tags"]["data_version"] == replacement
+    again = dry_run(tmp_path, log)  # the same search again: nothing, and no model left to tag
+    assert (again["documents"], again["data_versions"], again["models"], again["unchecked"]) == ([], [], [], [])
