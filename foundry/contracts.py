@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from foundry.align.metrics import AlignmentMetrics
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.vision.metrics import VisionMetrics
 
 
 class _Value(BaseModel):
@@ -159,7 +160,7 @@ class Candidate(_Value):
     checkpoint: Path  # model.pt
     data: DataVersion
     data_dir: Path  # the hydrated data version: tokenizer.json, manifest.json, the holdout
-    metrics: HoldoutMetrics | AlignmentMetrics  # a trained model's; an aligned model's, beside its base's
+    metrics: HoldoutMetrics | AlignmentMetrics | VisionMetrics  # a trained model's; an aligned model's; a classifier's
     run: RunContext
 
     @property

@@ -8,6 +8,7 @@
 - `generate`: seeded text generation, all rows of a call at once
 - `kv_cache`: the key/value cache and left-padded rows that generation extends one token at a time
 - `request_limits`: defaults and bounds of one generation request (no torch: the config reads them)
+- `image_input`: a request's image decoded and fitted as the data stage staged the training images
 - `chat`: the chat template, one rendering for training, evaluation and serving
 - `chat_completion`: one reply to one chat with its token counts and finish reason (a chat-completions answer)
 - `align`: the SFT and DPO losses

@@ -14,3 +14,5 @@ CHAT_COMPLETION_FIELDS = {
     "n": "long",
     "stream": "boolean",
 }
+# Bounds of one request to a served image classifier, saved with each version as its `model_config`.
+IMAGE_LIMITS = {"max_rows": 64, "max_image_bytes": 10 * 2**20, "max_pixels": 25_000_000}

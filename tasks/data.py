@@ -17,11 +17,12 @@ from tasks.locks import FlockLockManager, locks_folder
 
 @task(name="acquire", cache_policy=NO_CACHE)
 def acquire(config: FoundryConfig, run: RunContext) -> SourceManifest:
-    """List and fingerprint the source files; the manifest is the DVC dependency of `prepare`."""
+    """List and fingerprint the source files (or labelled images); the manifest is the DVC dependency of `prepare`."""
     from foundry.data.acquire import acquire_source
+    from foundry.vision.stage import acquire_images
 
     path = run.dir / "source_manifest.json"
-    manifest = acquire_source(config.data, path)
+    manifest = acquire_images(config, path) if config.data.modality == "image" else acquire_source(config.data, path)
     tracking.log_artifact(run.run_id, path, "data")  # what a later retrain compares against
     tracking.set_tags(run.run_id, {"data.source": config.data.source, "data.source_digest": manifest.digest})
     tracking.log_metrics(run.run_id, {"data/source_files": manifest.files, "data/source_bytes": manifest.bytes})
@@ -37,7 +38,7 @@ def prepare(
     replay_fraction: float | None = None,
 ) -> Path:
     """Clean, split (on the parent's ledger) and tokenize into this run's staging folder (on Dask when
-    `data.workers` > 1)."""
+    `data.workers` > 1); images (`data.modality` image): decode, de-duplicate, split and shard them."""
     from foundry.data.progress import PREPARE_PROGRESS, read_preparation
     from foundry.data.purged import purged_documents
     from tasks.artifacts import reported_progress
@@ -56,7 +57,8 @@ def prepare(
             purged=frozenset(purged_documents(run.home)),  # a purge's documents, should a source still hold them
         )
     for name in ("audit.json", "audit.md"):  # per cleaning rule: counts and examples, never the PII itself
-        tracking.log_artifact(run.run_id, staged / name, "data")
+        if (staged / name).exists():  # images: audit.json only
+            tracking.log_artifact(run.run_id, staged / name, "data")
     tracking.log_metrics(run.run_id, {f"data/{k}": v for k, v in prepared.lineage.items()})
     if parent is not None:  # the drops and PII by reason are in the data-stage report
         get_run_logger().info("prepared against %s: %s", parent.model_uri, prepared.lineage)
@@ -141,6 +143,7 @@ def hydrate(data: DataVersion, run: RunContext) -> Path:
     tracking.set_tags(run.run_id, {"data_version": data.data_version, "data.remote": data.remote})
     tracking.log_metrics(run.run_id, manifest.data_metrics())
     tracking.log_dataset(run.run_id, data, manifest.source)
-    for name in (dataset_manifest.TOKENIZER, dataset_manifest.FILE):
-        tracking.log_artifact(run.run_id, data_dir / name, "data")
+    for name in (dataset_manifest.TOKENIZER, dataset_manifest.FILE, "shards.json"):
+        if (data_dir / name).exists():  # a tokenizer for text, the shards' manifest for images
+            tracking.log_artifact(run.run_id, data_dir / name, "data")
     return data_dir

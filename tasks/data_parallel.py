@@ -112,7 +112,12 @@ def run_prepare(
     """`prepare` in this process (`data.workers` 1, no `data.scheduler`: nothing to start, the fastest on
     a small corpus) or with its map steps on Dask. Either way the output is the same, byte for byte.
     `parent`, `replay`, `progress_file` and `purged` as `prepare` takes them (the ledger to build on, the replay
-    share, where it reports its progress, the documents a purge removed)."""
+    share, where it reports its progress, the documents a purge removed). An image dataset (`data.modality`
+    image) is prepared by `foundry.vision.stage.prepare_image_dataset`, in this process."""
+    if config.data.modality == "image":  # decoding and hashing a few thousand images: this process
+        from foundry.vision.stage import prepare_image_dataset
+
+        return prepare_image_dataset(source_manifest, config, out_dir, parent=parent, replay_fraction=replay)
     lineage = {"parent": parent, "replay_fraction": replay, "progress_file": progress_file, "purged": purged}
     if config.data.workers == 1 and not config.data.scheduler:
         return prepare(source_manifest, config, out_dir, progress=progress, **lineage)

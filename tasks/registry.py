@@ -20,6 +20,7 @@ from foundry.contracts import (
 from foundry.data.manifest import DatasetManifest
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates.decision import Decision
+from foundry.vision.metrics import VisionMetrics
 
 
 @task(name="champion-data", cache_policy=NO_CACHE)
@@ -85,6 +86,8 @@ def _recorded(decision: Decision, candidate: Candidate) -> Decision:
     from foundry.reports.cards import summary_table
 
     run, gate = candidate.run, decision.inputs
+    if isinstance(candidate.metrics, VisionMetrics):
+        return _recorded_images(decision, candidate)
     table = summary_table(candidate.metrics, gate.champion_bits_per_byte, decision)
     tracking.client().log_table(run.run_id, table, "evaluation/summary.json")
     tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
@@ -105,6 +108,28 @@ def _recorded(decision: Decision, candidate: Candidate) -> Decision:
     return decision
 
 
+def _recorded_images(decision: Decision, candidate: Candidate) -> Decision:
+    """`_recorded` for an image classifier: its accuracy table, the verdict, the champion's accuracies."""
+    from foundry.reports.vision_card import vision_summary_table
+
+    run, gate = candidate.run, decision.inputs
+    tracking.client().log_table(
+        run.run_id, vision_summary_table(candidate.metrics, decision), "evaluation/summary.json"
+    )
+    tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
+    scores = {} if gate.champion_accuracy is None else {"gate/champion_accuracy": gate.champion_accuracy}
+    if gate.old_holdout is not None:
+        old = gate.old_holdout
+        scores |= {
+            "gate/old_holdout_accuracy": old.challenger_accuracy,
+            "gate/champion_old_holdout_accuracy": old.champion_accuracy,
+            "gate/old_holdout_regression": old.regression,
+        }
+    if scores:
+        tracking.log_metrics(run.run_id, scores)
+    return decision
+
+
 @task(name="register", cache_policy=NO_CACHE)
 def register(config: FoundryConfig, candidate: Candidate, decision: Decision, parent: str = "") -> Promotion:
     """Log the pyfunc model and publish it: a version with lineage, metrics, gate tags and a model card,
@@ -117,6 +142,8 @@ def register(config: FoundryConfig, candidate: Candidate, decision: Decision, pa
 
     c, run = candidate, candidate.run
     metrics = c.metrics
+    if isinstance(metrics, VisionMetrics):
+        return _register_images(config, candidate, decision, parent)
     uri = log_model(run.run_id, c.checkpoint, c.tokenizer, config.serving.model_dump())
     tracking.link_metrics(run.run_id, sorted(metrics.as_mlflow()), model_id=uri.removeprefix("models:/"))
     git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
@@ -131,6 +158,30 @@ def register(config: FoundryConfig, candidate: Candidate, decision: Decision, pa
         **decision.tags(),
         HoldoutMetrics.key("bits_per_byte"): metrics.bits_per_byte,
     }
+    _emit(event_name(outcome, decision), f"models:/{name}/{outcome.version}", run, payload)
+    return outcome
+
+
+def _register_images(config: FoundryConfig, candidate: Candidate, decision: Decision, parent: str) -> Promotion:
+    """`register` for an image classifier: its pyfunc (images in, label and probabilities out) and card."""
+    from foundry.registry import versions
+    from foundry.registry.lineage import version_tags
+    from foundry.reports.vision_card import vision_card
+    from foundry.serving.package import log_vision_model
+    from foundry.vision.evaluate import load_saved
+    from models.vision import classifier_from_saved
+
+    c, run, name = candidate, candidate.run, config.registry.model_name
+    uri = log_vision_model(run.run_id, c.checkpoint)
+    tracking.link_metrics(run.run_id, sorted(c.metrics.as_mlflow()), model_id=uri.removeprefix("models:/"))
+    git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
+    saved = load_saved(c.checkpoint)
+    n_params = classifier_from_saved(saved).num_params()
+    card = vision_card(name, saved, c.data, c.metrics, decision, n_params, run.run_id, git)
+    manifest = DatasetManifest.read(c.data_dir)
+    tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent)
+    outcome = versions.publish(uri, name, run.run_id, tags, decision.make_champion, decision.verdict, description=card)
+    payload = {"verdict": decision.verdict, **decision.tags(), VisionMetrics.key("accuracy"): c.metrics.accuracy}
     _emit(event_name(outcome, decision), f"models:/{name}/{outcome.version}", run, payload)
     return outcome
 

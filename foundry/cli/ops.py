@@ -99,7 +99,7 @@ def add_commands(commands) -> None:
     serve = commands.add_parser(
         "serve",
         help="serve the deployments against PREFECT_API_URL: train, retrain (on its schedule), reproduce, search, "
-        "align, finetune, merge, evaluate, gc",
+        "align, finetune, merge, evaluate, gc, purge",
     )
     config_args(serve)
     serve.add_argument("--automations", action="store_true", help="also create flows/automations.py's example")

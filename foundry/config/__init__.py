@@ -22,6 +22,7 @@ from foundry.config.base import _Section
 from foundry.config.data import PII_KINDS, DataConfig
 from foundry.config.describe import commented_yaml
 from foundry.config.evaluation import EvaluationConfig, RegistryConfig, RetrainConfig
+from foundry.config.image import ImageConfig, VisionModelConfig
 from foundry.config.serving import ServingConfig
 from foundry.config.training import CheckpointConfig, ModelConfig, TokenizerConfig, TrainConfig
 from foundry.redact import redact_text, redact_url
@@ -36,6 +37,7 @@ __all__ = [
     "EvaluationConfig",
     "FinetuneConfig",
     "FoundryConfig",
+    "ImageConfig",
     "MergeConfig",
     "ModelConfig",
     "RegistryConfig",
@@ -43,6 +45,7 @@ __all__ = [
     "ServingConfig",
     "TokenizerConfig",
     "TrainConfig",
+    "VisionModelConfig",
     "apply_override",
     "load_config",
     "to_commented_yaml",
@@ -52,9 +55,18 @@ __all__ = [
 
 
 class FoundryConfig(_Section):
-    data: DataConfig = Field(DataConfig(), description="Where the text comes from, how it is cleaned and split.")
+    data: DataConfig = Field(
+        DataConfig(), description="Where the text (or images) come from, how they are cleaned and split."
+    )
+    image: ImageConfig = Field(
+        ImageConfig(), description="Image data (data.modality image): one size, near duplicates, shards, class checks."
+    )
     tokenizer: TokenizerConfig = Field(TokenizerConfig(), description="The byte-level BPE tokenizer.")
     model: ModelConfig = Field(ModelConfig(), description="The GPT's shape.")
+    vision: VisionModelConfig = Field(
+        VisionModelConfig(),
+        description="The image classifier (data.modality image): a small CNN or ViT, and its augmentation.",
+    )
     train: TrainConfig = Field(
         TrainConfig(), description="Training from random weights, and the base that retrain and align override."
     )
@@ -99,6 +111,16 @@ class FoundryConfig(_Section):
             except ValidationError as exc:
                 problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
                 raise PydanticCustomError("named_key", f"{variant}.train with train: {problems}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _image_fits_vision(self) -> FoundryConfig:
+        # A ViT cuts the fitted image into whole patches: a size that does not divide fails here, not in training.
+        if self.data.modality == "image" and self.vision.arch == "vit" and self.image.size % self.vision.patch_size:
+            raise PydanticCustomError(
+                "named_key",
+                f"image.size ({self.image.size}) must be a multiple of vision.patch_size ({self.vision.patch_size})",
+            )
         return self
 
     def training_for(self, variant: Literal["retrain", "align"]) -> TrainConfig:

@@ -17,10 +17,16 @@ PII_KINDS = Literal[tuple(_PII_NAMES.split())]  # type: ignore[misc]
 
 
 class DataConfig(_Section):
+    modality: Literal["text", "image"] = Field(
+        "text",
+        description="What the sources hold: text (documents, cleaned and tokenized for the GPT) or image "
+        "(labelled images, fitted and sharded by the `image` section for the `vision` classifier).",
+    )
     source: str = Field(
         "stdlib://",
         description="Local directory or glob, http(s) URL, s3://bucket/prefix, or stdlib:// "
         "(stdlib://PART for one package) for the running interpreter's standard library sources; "
+        "images: a class-per-subfolder folder, an index file, an archive or sklearn://digits; "
         "may be empty when `sources` lists them.",
     )
     sources: list[str] = Field(
@@ -197,6 +203,10 @@ class DataConfig(_Section):
                 f"near_dup_threshold ({self.near_dup_threshold}) must be at most 0.95, or 1 to keep near duplicates"
             )
         listed = self.source_list
+        if self.modality == "image" and any(source.startswith("stdlib://") for source in listed):
+            raise ValueError("stdlib:// is text: an image source is a folder, an index, an archive or sklearn://digits")
+        if self.modality == "text" and any(source.startswith("sklearn://") for source in listed):
+            raise ValueError("sklearn:// sources are images: set data.modality to image")
         if not listed:
             raise ValueError("no source: set data.source or data.sources")
         if len(set(listed)) != len(listed):

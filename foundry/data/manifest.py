@@ -8,6 +8,11 @@ questions (`shards_of`, `holdout_bytes`, `checksums`) instead of reaching into t
 The file's bytes are the data version's (DVC hashes the folder): `write` gives, for the same values, the
 bytes `json.dumps(..., indent=1)` gave before this class existed, and keys a manifest did not have then
 (`modality`, `kind` of a document dataset) are left out while they hold what their absence meant.
+
+An image dataset (modality "image", kind "classification") has no tokens: its `classes`, `image_shape`,
+`image_counts` and `shard_manifest` (the `shards.json` of `foundry.vision.shards`) stand where a text dataset has
+`vocab_size`, `eot_id`, `train_tokens` and `holdout_tokens`. Each side's fields are absent (not written) on the
+other, and reading one of them there raises `WrongModality` rather than returning None.
 """
 
 from __future__ import annotations
@@ -16,13 +21,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from foundry.digests import fast_digest, sha256_file
 
 FILE = "manifest.json"
 TOKENIZER = "tokenizer.json"
 SPLITS = ("train", "holdout")
+
+
+# The fields of one modality only: reading one on a dataset of the other raises (`DatasetManifest.__getattribute__`).
+_MODALITY_OF = {
+    **dict.fromkeys(("vocab_size", "eot_id", "train_tokens", "holdout_tokens"), "text"),
+    **dict.fromkeys(("classes", "image_shape", "image_counts", "shard_manifest"), "image"),
+}
+
+
+class WrongModality(ValueError):
+    """A reader asked a dataset for a field its modality does not have (tokens of images, classes of text)."""
 
 
 def _file(where: Path) -> Path:
@@ -57,8 +73,9 @@ class DatasetManifest(_Value):
     documents have `ledger`, `dtype` and `shards`; alignment records have `method`, `block_size` and
     `chat_template`. `files` is absent from datasets prepared before it was written."""
 
-    modality: Literal["text"] = "text"  # a second modality is a new value here, its fields beside these
-    kind: Literal["text", "chat", "preference"] = "text"  # documents, or alignment records of one shape
+    modality: Literal["text", "image"] = "text"
+    # documents, alignment records of one shape, or labelled images
+    kind: Literal["text", "chat", "preference", "classification"] = "text"
     method: str | None = None  # the alignment method the records were prepared for (sft, dpo)
     source: str
     source_digest: str
@@ -67,13 +84,17 @@ class DatasetManifest(_Value):
     holdout_fraction: float
     block_size: int | None = None  # alignment: records longer than the model's context were dropped
     ledger: LedgerRecord | None = None
-    vocab_size: int
-    eot_id: int
+    vocab_size: int | None = None  # text: required
+    eot_id: int | None = None  # text: required
     dtype: str | None = None
     chat_template: dict[str, Any] | None = None  # models.chat.ChatTemplate.to_dict()
     shards: list[Shard] | None = None
-    train_tokens: int
-    holdout_tokens: int
+    train_tokens: int | None = None  # text: required
+    holdout_tokens: int | None = None  # text: required
+    classes: list[str] | None = None  # image: labels in class-index order
+    image_shape: tuple[int, int, int] | None = None  # image: (C, H, W) of every image
+    image_counts: dict[str, dict[str, int]] | None = None  # image: split -> label -> images
+    shard_manifest: str | None = None  # image: the shards' own manifest (foundry.vision.shards.ShardManifest)
     files: dict[str, str] | None = None  # every other file's xxh3-128, what hydration checks a copy against
 
     # Keys written only when they differ from what their absence means (see the module's docstring).
@@ -82,10 +103,33 @@ class DatasetManifest(_Value):
     @field_validator("modality", mode="before")
     @classmethod
     def _known_modality(cls, value: object) -> object:
-        if value != "text":
+        if value not in ("text", "image"):
             raise ValueError(
                 f"this dataset's modality is {value!r}; this version of foundry prepares, trains and evaluates "
-                "text datasets only (modality 'text')"
+                "text and image datasets only (modality 'text' or 'image')"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _fields_of_its_modality(self) -> DatasetManifest:
+        values = self.__dict__  # plain reads: the guarded attributes raise on the other modality's fields
+        mine = [name for name, modality in _MODALITY_OF.items() if modality == values["modality"]]
+        theirs = [name for name, modality in _MODALITY_OF.items() if modality != values["modality"]]
+        if missing := [name for name in mine if values[name] is None]:
+            raise ValueError(f"the manifest of a {values['modality']!r} dataset needs {', '.join(missing)}")
+        if extra := [name for name in theirs if values[name] is not None]:
+            raise ValueError(f"the manifest of a {values['modality']!r} dataset has no {', '.join(extra)}")
+        if (values["modality"] == "image") != (values["kind"] == "classification"):
+            raise ValueError(f"kind {values['kind']!r} does not go with modality {values['modality']!r}")
+        return self
+
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        if value is None and name in _MODALITY_OF:
+            modality = super().__getattribute__("modality")
+            raise WrongModality(
+                f"{name} is a field of {_MODALITY_OF[name]} datasets; this dataset's modality is {modality!r} "
+                "(ask the manifest's modality first: an image dataset has classes and image_shape, no tokens)"
             )
         return value
 
@@ -122,6 +166,11 @@ class DatasetManifest(_Value):
     # --- questions readers ask -------------------------------------------------------------------
 
     @property
+    def is_images(self) -> bool:
+        """Labelled images (shards of PNGs), rather than text."""
+        return self.modality == "image"
+
+    @property
     def is_documents(self) -> bool:
         """Documents for pretraining (token shards), rather than alignment records."""
         return self.kind == "text"
@@ -152,9 +201,13 @@ class DatasetManifest(_Value):
         return {s.file: s.sha256 for s in self.shards or []}, sha256_file
 
     def data_metrics(self) -> dict[str, float]:
-        """The counts worth a chart in MLflow: documents in and out, drops by reason, PII replaced, tokens."""
+        """The counts worth a chart in MLflow: documents (images) in and out, drops by reason, PII replaced, tokens
+        (classes)."""
         metrics = {f"data/{k}": v for k, v in self.stats.items()}
         metrics.update({f"data/source_{k}": v for k, v in self.source_skipped.items()})
+        if self.is_images:
+            metrics["data/classes"] = len(self.classes)
+            return metrics
         metrics["data/train_tokens"] = self.train_tokens
         metrics["data/holdout_tokens"] = self.holdout_tokens
         return metrics

@@ -71,10 +71,13 @@ def dataset_key(
         "parent_ledger": parent_ledger,
         "replay_fraction": replay_fraction,
         "data": config.data.model_dump(mode="json", exclude=NOT_SHAPING),
-        "tokenizer": config.tokenizer.model_dump(mode="json"),
-        "block_size": config.model.block_size,
         "code": code,
     }
+    if config.data.modality == "image":  # images are fitted and sharded by `image`; no tokenizer makes them
+        shaping["image"] = config.image.model_dump(mode="json")
+    else:
+        shaping["tokenizer"] = config.tokenizer.model_dump(mode="json")
+        shaping["block_size"] = config.model.block_size
     if purged:
         shaping["purged"] = purged_digest(purged)
     return "dataset-" + hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()

@@ -8,9 +8,11 @@ from typing import Annotated
 from pydantic import Field
 
 from foundry.contracts import _Value
-from foundry.gates.inputs import AlignmentInputs, MergeInputs, PretrainInputs, SpecialistInputs
+from foundry.gates.inputs import AlignmentInputs, ImageInputs, MergeInputs, PretrainInputs, SpecialistInputs
 
-Inputs = Annotated[PretrainInputs | SpecialistInputs | MergeInputs | AlignmentInputs, Field(discriminator="gate")]
+Inputs = Annotated[
+    PretrainInputs | SpecialistInputs | MergeInputs | AlignmentInputs | ImageInputs, Field(discriminator="gate")
+]
 
 
 class Check(_Value):

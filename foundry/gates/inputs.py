@@ -3,7 +3,8 @@ pure rules read. Each owns the `gate.*` tags that record its inputs on a registe
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 from foundry.align.metrics import AlignedScores
 from foundry.contracts import _Value
@@ -13,21 +14,61 @@ def _score(value: float | None) -> str:
     return "" if value is None else f"{value:.6f}"
 
 
-class OldHoldout(_Value):
-    """Challenger and champion scored on the champion's own holdout: the forgetting guard's inputs."""
+@dataclass(frozen=True)
+class Measure:
+    """What a gate compares and which way is better: text's bits per byte fall, images' accuracy rises."""
 
+    name: str  # the field of the model's holdout metrics
+    unit: str  # how verdicts name it
+    higher_is_better: bool
+
+    def worse_by(self, candidate: float, reference: float) -> float:
+        """How much worse the candidate is than the reference (negative: better)."""
+        return reference - candidate if self.higher_is_better else candidate - reference
+
+
+BITS_PER_BYTE = Measure("bits_per_byte", "bits/byte", higher_is_better=False)
+ACCURACY = Measure("accuracy", "accuracy", higher_is_better=True)
+
+
+class OldScores(_Value):
+    """The forgetting guard's rule over any measure: `challenger` and `champion` on the champion's own holdout."""
+
+    measure: ClassVar[Measure]
     data_version: str
-    challenger_bits_per_byte: float
-    champion_bits_per_byte: float
     max_regression: float
 
     @property
+    def challenger(self) -> float:
+        return getattr(self, f"challenger_{self.measure.name}")
+
+    @property
+    def champion(self) -> float:
+        return getattr(self, f"champion_{self.measure.name}")
+
+    @property
     def regression(self) -> float:
-        return self.challenger_bits_per_byte - self.champion_bits_per_byte
+        return self.measure.worse_by(self.challenger, self.champion)
 
     @property
     def forgets(self) -> bool:
         return self.regression > self.max_regression
+
+
+class OldHoldout(OldScores):
+    """Challenger and champion scored on the champion's own holdout: the forgetting guard's inputs."""
+
+    measure: ClassVar[Measure] = BITS_PER_BYTE
+    challenger_bits_per_byte: float
+    champion_bits_per_byte: float
+
+
+class OldImageHoldout(OldScores):
+    """Two image classifiers' accuracy on the champion's own holdout; worse means lower here."""
+
+    measure: ClassVar[Measure] = ACCURACY
+    challenger_accuracy: float
+    champion_accuracy: float
 
 
 class HoldoutScore(_Value):
@@ -41,7 +82,21 @@ class HoldoutScore(_Value):
     incumbent_bits_per_byte: float | None = None  # the champion of the merge's name, when there is one
 
 
-class _HoldoutInputs(_Value):
+class _Scored(_Value):
+    """Inputs whose challenger and champion are scored by one `measure`: what the pretraining rule reads."""
+
+    measure: ClassVar[Measure] = BITS_PER_BYTE
+
+    @property
+    def challenger(self) -> float:
+        return getattr(self, f"challenger_{self.measure.name}")
+
+    @property
+    def champion(self) -> float | None:
+        return getattr(self, f"champion_{self.measure.name}")
+
+
+class _HoldoutInputs(_Scored):
     """A challenger's bits per byte on its holdout beside a reference model's (the champion, or a base)."""
 
     challenger_bits_per_byte: float
@@ -70,6 +125,34 @@ class PretrainInputs(_HoldoutInputs):
 
     gate: Literal["pretrain"] = "pretrain"
     footing: str = ""  # why the champion cannot be compared fairly ('' when it can): then nothing is scored
+
+
+class ImageInputs(_Scored):
+    """An image classifier and the champion of its name, by holdout accuracy (higher is better); the same rule
+    as `PretrainInputs` (`foundry.gates.pretrain`), with `min_improvement` and `max_regression` in accuracy."""
+
+    measure: ClassVar[Measure] = ACCURACY
+    gate: Literal["image"] = "image"
+    challenger_accuracy: float
+    min_improvement: float
+    auto_promote: bool
+    champion_version: str | None = None
+    champion_accuracy: float | None = None  # on the challenger's holdout
+    old_holdout: OldImageHoldout | None = None
+    footing: str = ""
+
+    def tags(self) -> dict[str, str]:
+        old = self.old_holdout
+        return {
+            "gate.challenger_accuracy": _score(self.challenger_accuracy),
+            "gate.champion_accuracy": _score(self.champion_accuracy),
+            "gate.champion_version": self.champion_version or "",
+            "gate.min_improvement": str(self.min_improvement),
+            "gate.old_holdout_version": "" if old is None else old.data_version,
+            "gate.challenger_old_accuracy": "" if old is None else _score(old.challenger_accuracy),
+            "gate.champion_old_accuracy": "" if old is None else _score(old.champion_accuracy),
+            "gate.max_regression": "" if old is None else str(old.max_regression),
+        }
 
 
 class SpecialistInputs(_HoldoutInputs):

@@ -12,6 +12,9 @@ the registry and the holdouts. The pretraining gate's inputs:
 3. No forgetting: both are scored on the champion's own holdout (its data version, hydrated on this node);
    a challenger worse there by more than `evaluation.max_regression` bits per byte is refused.
 
+An image classifier goes through the same rule by holdout accuracy, higher is better (`gather_image`): the
+same footing, the champion's recorded accuracy or a re-scoring, both on the champion's own holdout.
+
 A domain fine-tune is judged against its base and the specialist's own champion (`gather_specialist`); a merge
 against the champion of its name on the parents' holdouts it was scored on (`gather_merge`); an aligned model
 against its base and the champion of its name, on the same held-out alignment data (`gather_alignment`).
@@ -33,8 +36,10 @@ from foundry.gates.inputs import (
     AlignedScores,
     AlignmentInputs,
     HoldoutScore,
+    ImageInputs,
     MergeInputs,
     OldHoldout,
+    OldImageHoldout,
     PretrainInputs,
     SpecialistInputs,
 )
@@ -149,8 +154,75 @@ def gather_pretrain(config: FoundryConfig, candidate: Candidate, built_on: str |
 
 
 def decide(config: FoundryConfig, candidate: Candidate, built_on: str | None = None) -> Decision:
-    """The pretraining gate on `candidate`: gathered, then decided by `foundry.gates.pretrain`."""
+    """The pretraining gate on `candidate`: gathered, then decided by `foundry.gates.pretrain` (an image
+    classifier's inputs by accuracy, a text model's by bits per byte)."""
+    from foundry.vision.metrics import VisionMetrics
+
+    if isinstance(candidate.metrics, VisionMetrics):
+        return pretrain.decide(gather_image(config, candidate, built_on))
     return pretrain.decide(gather_pretrain(config, candidate, built_on))
+
+
+# --- image classifiers: the same rule by holdout accuracy ---------------------------------------------
+
+
+def image_accuracy(champion, config: FoundryConfig, data_dir: Path, data: DataVersion, home: Path) -> float:
+    """The champion's accuracy on this holdout: its recorded one when it was evaluated on this data version
+    (the whole holdout is always scored), else re-scored."""
+    from foundry.vision.evaluate import accuracy_on
+    from foundry.vision.metrics import VisionMetrics
+
+    if champion.tags.get("data_version") == data.data_version:
+        recorded = recorded_metrics(champion).get(VisionMetrics.key("accuracy"))
+        if recorded is not None:
+            return recorded
+    artifacts = versions.download(champion, home)
+    accuracy = accuracy_on(artifacts / "model.pt", data_dir, config.evaluation.batch_size)
+    log.info("champion v%s re-scored on data %s: accuracy %.4f", champion.version, data.data_version, accuracy)
+    return accuracy
+
+
+def old_image_holdout(champion, candidate: Candidate, champion_accuracy: float, config: FoundryConfig):
+    """Both classifiers on the champion's own holdout (its data version, hydrated once per node)."""
+    from foundry.data.hydrate import hydrate_version
+    from foundry.vision.evaluate import accuracy_on
+
+    old, limit = champion_data(champion), config.evaluation.max_regression
+    if old.data_version == candidate.data.data_version:
+        challenger, champion_score = candidate.metrics.accuracy, champion_accuracy
+    else:
+        old_dir, batch = hydrate_version(old, candidate.run.home), config.evaluation.batch_size
+        challenger = accuracy_on(candidate.checkpoint, old_dir, batch)
+        champion_score = accuracy_on(versions.download(champion, candidate.run.home) / "model.pt", old_dir, batch)
+    return OldImageHoldout(
+        data_version=old.data_version,
+        challenger_accuracy=challenger,
+        champion_accuracy=champion_score,
+        max_regression=limit,
+    )
+
+
+def gather_image(config: FoundryConfig, candidate: Candidate, built_on: str | None = None) -> ImageInputs:
+    """`gather_pretrain` for an image classifier: `evaluation.min_improvement` and `max_regression` read as
+    accuracy (a share of the holdout)."""
+    c = candidate
+    given = {
+        "challenger_accuracy": c.metrics.accuracy,
+        "min_improvement": config.evaluation.min_improvement,
+        "auto_promote": config.registry.auto_promote,
+    }
+    current = versions.champion(config.registry.model_name)  # fails closed: an error is not "no champion"
+    if current is None:
+        return ImageInputs(**given)
+    if refusal := _footing(current, built_on, c.data):
+        return ImageInputs(**given, champion_version=str(current.version), footing=refusal)
+    champion_accuracy = image_accuracy(current, config, c.data_dir, c.data, c.run.home)
+    return ImageInputs(
+        **given,
+        champion_version=str(current.version),
+        champion_accuracy=champion_accuracy,
+        old_holdout=old_image_holdout(current, c, champion_accuracy, config),
+    )
 
 
 def gather_specialist(config: FoundryConfig, candidate: Candidate, base_uri: str) -> SpecialistInputs:

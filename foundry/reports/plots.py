@@ -1,4 +1,5 @@
-"""Plots a person would rather look at than read: the training curve, models' bits per byte side by side."""
+"""Plots a person would rather look at than read: the training curve, models' bits per byte side by side, an
+image classifier's confusion matrix and misclassified images."""
 
 from __future__ import annotations
 
@@ -63,5 +64,54 @@ def bits_per_byte_bars(
         ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.3))  # below: bars reach the right
     fig.tight_layout()
     fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def confusion_matrix_plot(matrix, classes: list[str], path: Path) -> Path:
+    """Counts of true (rows) against predicted (columns) classes, each cell labelled when there are few."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(classes)
+    side = min(12.0, 2.5 + 0.45 * n)
+    fig, ax = plt.subplots(figsize=(side, side), dpi=110)
+    ax.imshow(matrix, cmap="Blues")
+    if n <= 30:  # beyond that the numbers are unreadable: the colours tell it
+        dark = matrix.max() / 2
+        for (row, col), count in zip(((r, c) for r in range(n) for c in range(n)), matrix.flatten(), strict=True):
+            colour = "white" if count > dark else "black"
+            ax.text(col, row, str(count), ha="center", va="center", fontsize="small", color=colour)
+        ax.set_xticks(range(n), classes, rotation=90)
+        ax.set_yticks(range(n), classes)
+    ax.set(xlabel="predicted", ylabel="true", title="Holdout confusion matrix")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def image_grid(images: list, titles: list[str], title: str, path: Path, columns: int = 6) -> Path:
+    """uint8 images (C, H, W) in a grid, each with its title; an empty list gives a page that says so."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = max(1, -(-len(images) // columns))
+    fig, axes = plt.subplots(rows, columns, figsize=(1.6 * columns, 1.8 * rows + 0.4), dpi=110, squeeze=False)
+    for ax in axes.flatten():
+        ax.axis("off")
+    for ax, image, caption in zip(axes.flatten(), images, titles, strict=False):
+        pixels = image[0] if image.shape[0] == 1 else image.transpose(1, 2, 0)
+        ax.imshow(pixels, cmap="gray" if image.shape[0] == 1 else None, vmin=0, vmax=255)
+        ax.set_title(caption, fontsize="small")
+    if not images:
+        axes[0][0].text(0, 0.5, "none: every holdout image was classified right", fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path)
     plt.close(fig)
     return path

@@ -4,6 +4,7 @@ Rank 0 logs to the pipeline's MLflow run, named explicitly. Checkpoints (`foundr
 make a resumed run bitwise equal to an uninterrupted one. The result is a self-contained file
 (`model.pt`: model args, weights, config, data version) that rebuilds the model alone; every rank
 also leaves a digest of its final weights (`weights.rank<N>.sha256`), so replicas can be compared.
+An image dataset trains `models.lit_vision.LitVision` the same way (`foundry.vision.training`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from foundry.config import FoundryConfig, TrainConfig
 from foundry.contracts import Replay
 from foundry.data.manifest import DatasetManifest
 from foundry.data.shards import load_split
+from foundry.training.adapters import lora_spec, save_peft_adapter
+from foundry.vision.training import build_vision_module, image_shards, saved_extra, vision_loaders
 from models.data import RandomWindows, SequentialWindows
 
 log = logging.getLogger(__name__)
@@ -194,8 +197,9 @@ def _trainer(
     )
 
 
-def build_module(config: FoundryConfig, vocab_size: int, kind: str = "text"):
-    """`LitGPT`; for an alignment dataset (`kind` chat or preference) the same with its loss (`training.align`)."""
+def build_module(config: FoundryConfig, vocab_size: int, kind: str = "text", shards=None):
+    """`LitGPT`; for an alignment dataset (`kind` chat or preference) the same with its loss (`training.align`);
+    for an image dataset (`kind` image, its `shards` manifest) `LitVision` (`foundry.vision.training`)."""
     from models.lit_gpt import LitGPT
 
     t = config.train
@@ -210,11 +214,12 @@ def build_module(config: FoundryConfig, vocab_size: int, kind: str = "text"):
         log_every_n_steps=t.log_every_n_steps,
         peak_flops=peak_flops(t),
     )
-    args = model_args(config, vocab_size)
-    if kind in ALIGNED_KINDS:
-        module = build_aligned_module(config, args, kind, settings)
+    if kind == "image":
+        module = build_vision_module(config, shards, settings, uses_gpu(t))
+    elif kind in ALIGNED_KINDS:
+        module = build_aligned_module(config, model_args(config, vocab_size), kind, settings)
     else:
-        module = LitGPT(args, **settings)
+        module = LitGPT(model_args(config, vocab_size), **settings)
     if t.compile:
         module.model.compile()  # in place: parameter names, and so checkpoints, stay the same
     return module
@@ -244,11 +249,15 @@ def train(
     route_library_logs()
     quiet_known_warnings()
 
-    manifest = DatasetManifest.read(data_dir)
+    shards = image_shards(data_dir)  # None for text
+    manifest = None if shards else DatasetManifest.read(data_dir)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(cpu_threads(config.train))
     L.seed_everything(config.train.seed, workers=True, verbose=False)
-    module = build_module(config, manifest.vocab_size, manifest.kind)
+    if shards is not None:
+        module = build_module(config, 0, "image", shards)
+    else:
+        module = build_module(config, manifest.vocab_size, manifest.kind)
     if config.train.init_from and resume_from is None:  # warm start; a resumed run already holds its progress
         parent = torch.load(config.train.init_from, map_location="cpu", weights_only=True)
         module.model.load_state_dict(parent["state_dict"])
@@ -256,7 +265,11 @@ def train(
     share = module.add_adapters(lora_spec(config)) if lora else None  # after the warm start, before a resume
     io = ManifestCheckpointIO(checkpoint_dir, config.checkpoint.keep_last, config.checkpoint.async_save)
     trainer = _trainer(config, run_id, io, progress, progress_file, callbacks)
-    train_loader, val_loader = _loaders(config, data_dir, trainer.global_rank, trainer.world_size, manifest, replay)
+    rank, world = trainer.global_rank, trainer.world_size
+    if shards is not None:
+        train_loader, val_loader = vision_loaders(config, data_dir, rank, world)
+    else:
+        train_loader, val_loader = _loaders(config, data_dir, rank, world, manifest, replay)
     if resume_from is not None:
         log.info("resuming from %s", resume_from)
     if run_id is not None and trainer.global_rank == 0:
@@ -266,38 +279,18 @@ def train(
         adapters = module.merge_adapters()
         if trainer.global_rank == 0:
             torch.save(adapters, checkpoint_dir / "adapter.pt")
-            _save_peft_adapter(module.model.config.to_dict(), adapters, config, checkpoint_dir)
+            save_peft_adapter(module.model.config.to_dict(), adapters, config, checkpoint_dir)
     state = trainer.strategy.lightning_module_state_dict()  # all ranks: a collective under FSDP
     weights = {k.removeprefix("model."): v.detach().cpu() for k, v in state.items()}
     final = checkpoint_dir / "model.pt"
     if weights:  # FSDP gathers the full weights on rank 0 only
         (checkpoint_dir / f"weights.rank{trainer.global_rank}.sha256").write_text(weights_digest(weights) + "\n")
     if trainer.global_rank == 0:
-        extra = {"chat_template": manifest.chat_template} if manifest.chat_template is not None else {}
+        extra = {"chat_template": manifest.chat_template} if manifest and manifest.chat_template is not None else {}
+        if shards is not None:  # an image model: its labels and preprocessing (foundry.vision.training)
+            extra = saved_extra(config, shards)
         save_model(final, module.model.config.to_dict(), weights, config, data_version, extra)
     return final
-
-
-def lora_spec(config: FoundryConfig):
-    from models.lora import LoRASpec
-
-    f = config.finetune
-    if not config.train.init_from:
-        raise ValueError(
-            "finetune.method lora trains adapters on a model's weights: set train.init_from (foundry finetune does)"
-        )
-    return LoRASpec(rank=f.lora_rank, alpha=f.lora_alpha, dropout=f.lora_dropout, targets=tuple(f.lora_targets))
-
-
-def _save_peft_adapter(model_args: dict, adapters: dict, config: FoundryConfig, checkpoint_dir: Path) -> None:
-    """The adapters in PEFT's format too (`PEFT_ADAPTER`/), for the HF export of the base; adapter.pt stays."""
-    from foundry.export.layout import UnsupportedArchitecture
-    from foundry.export.peft import PEFT_ADAPTER, write_peft_adapter
-
-    try:
-        write_peft_adapter(model_args, adapters, lora_spec(config), checkpoint_dir / PEFT_ADAPTER)
-    except UnsupportedArchitecture as e:  # a base no export maps: the merged model and adapter.pt are what it has
-        log.warning("adapters not written in PEFT's format: %s", e)
 
 
 def _record_resume(run_id: str, resume_from: Path | None, share: tuple[int, int] | None = None) -> None:
@@ -324,7 +317,8 @@ def weights_digest(state_dict: dict[str, torch.Tensor]) -> str:
     for name in sorted(state_dict):
         tensor = state_dict[name].detach().cpu().contiguous()
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
-        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+        # reshape: a 0-d tensor (BatchNorm's batch count) has no byte view; the others' bytes are unchanged
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
     return digest.hexdigest()
 
 

@@ -316,8 +316,10 @@ def test_the_flow_parameter_is_the_config_form():
     definitions = schema["definitions"]
     assert set(definitions["FoundryConfig"]["properties"]) == {
         "data",
+        "image",
         "tokenizer",
         "model",
+        "vision",
         "train",
         "checkpoint",
         "evaluation",

@@ -9,11 +9,14 @@ from helpers import merge_score
 from foundry.gates import alignment, merge, pretrain, specialist
 from foundry.gates.checks import beats
 from foundry.gates.inputs import (
+    ACCURACY,
     AlignedScores,
     AlignmentInputs,
     HoldoutScore,
+    ImageInputs,
     MergeInputs,
     OldHoldout,
+    OldImageHoldout,
     PretrainInputs,
     SpecialistInputs,
 )
@@ -251,3 +254,66 @@ def test_alignment_passes_dpo_that_wins_as_many_preferences_as_its_incumbent_wit
         incumbent=AlignedScores(preference_accuracy=1.0, preference_margin=5.0),
     )
     assert alignment.decide(dpo).passed
+
+
+# --- image classifiers: the pretraining rule by holdout accuracy, higher is better ---------------------
+
+
+def old_images(challenger: float, champion: float, max_regression: float = 0.02) -> OldImageHoldout:
+    return OldImageHoldout(
+        data_version="old-images",
+        challenger_accuracy=challenger,
+        champion_accuracy=champion,
+        max_regression=max_regression,
+    )
+
+
+def images_against_champion(challenger: float, champion: float | None, **changes) -> ImageInputs:
+    given = {"challenger_accuracy": challenger, "min_improvement": 0.0, "auto_promote": True}
+    if champion is not None:
+        given |= {"champion_version": "3", "champion_accuracy": champion, "old_holdout": old_images(0.9, 0.9)}
+    return ImageInputs(**(given | changes))
+
+
+@pytest.mark.parametrize(
+    ("candidate", "reference", "min_improvement", "passed"),
+    [
+        (0.95, 0.9, 0.0, True),
+        (0.85, 0.9, 0.0, False),
+        (0.9, 0.9, 0.0, False),  # a tie does not replace anything
+        (0.92, 0.9, 0.05, False),  # better, by less than required
+        (0.75, 0.5, 0.25, True),  # exactly the required gain (exact in binary)
+        (None, 0.9, 0.0, False),
+    ],
+)
+def test_beats_wants_higher_accuracy_by_at_least_the_margin(candidate, reference, min_improvement, passed):
+    assert beats(candidate, reference, min_improvement, ACCURACY).passed is passed
+
+
+def test_images_pass_without_a_champion():
+    decision = pretrain.decide(images_against_champion(0.1, None))
+    assert (decision.passed, decision.make_champion, decision.verdict) == (True, True, "no champion yet")
+
+
+def test_images_promote_a_classifier_more_accurate_than_the_champion_that_forgets_nothing():
+    decision = pretrain.decide(images_against_champion(0.95, 0.9, old_holdout=old_images(0.89, 0.9)))
+    assert (decision.passed, decision.make_champion) == (True, True)
+    assert decision.verdict == "0.9500 beats champion's 0.9000 accuracy"
+    assert decision.checks["no_forgetting"].passed and decision.tags()["gate.champion_accuracy"] == "0.900000"
+
+
+def test_images_refuse_a_classifier_less_accurate_than_the_champion():
+    decision = pretrain.decide(images_against_champion(0.85, 0.9))
+    assert not decision.passed and decision.verdict == "0.8500 does not beat champion's 0.9000 accuracy by 0.0"
+
+
+def test_images_refuse_a_classifier_that_forgets_the_champions_holdout():
+    decision = pretrain.decide(images_against_champion(0.95, 0.9, old_holdout=old_images(0.85, 0.9)))
+    assert not decision.passed and not decision.checks["no_forgetting"].passed
+    assert decision.verdict.startswith("forgets: 0.8500 against the champion's 0.9000 accuracy")
+    assert "worse by 0.0500" in decision.verdict
+
+
+def test_images_refuse_a_champion_on_another_footing():
+    decision = pretrain.decide(images_against_champion(0.99, None, champion_version="3", footing="other data"))
+    assert (decision.passed, decision.verdict) == (False, "other data")

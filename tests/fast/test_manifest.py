@@ -9,7 +9,7 @@ import json
 import pytest
 
 from foundry.data.hydrate import verify_dataset
-from foundry.data.manifest import DatasetManifest
+from foundry.data.manifest import DatasetManifest, WrongModality
 from foundry.digests import sha256_file
 
 SHARD = {"file": "train_000.bin", "split": "train", "dtype": "uint16", "tokens": 2, "sha256": ""}
@@ -82,10 +82,59 @@ def test_a_manifest_from_before_files_and_ledger_were_written_still_verifies(tmp
 
 
 def test_an_unknown_modality_is_refused_naming_it(tmp_path):
-    (tmp_path / "manifest.json").write_text(json.dumps({**DOCUMENTS, "modality": "image"}))
-    with pytest.raises(ValueError, match=r"modality is 'image'.*text datasets only") as info:
+    (tmp_path / "manifest.json").write_text(json.dumps({**DOCUMENTS, "modality": "audio"}))
+    with pytest.raises(ValueError, match=r"modality is 'audio'.*text and image datasets only") as info:
         DatasetManifest.read(tmp_path)
     assert str(tmp_path / "manifest.json") in str(info.value)
+
+
+IMAGES = {
+    "modality": "image",
+    "kind": "classification",
+    "source": "sklearn://digits",
+    "source_digest": "12" * 32,
+    "source_skipped": {},
+    "stats": {"images_in": 3, "images_out": 3, "train_images": 2, "holdout_images": 1},
+    "holdout_fraction": 0.3,
+    "ledger": {"documents": 3, "signing": {"hash_size": 16}},
+    "classes": ["0", "1"],
+    "image_shape": [1, 8, 8],
+    "image_counts": {"train": {"0": 1, "1": 1}, "holdout": {"1": 1}},
+    "shard_manifest": "shards.json",
+    "files": {"shards.json": "34" * 16},
+}
+
+
+def test_an_image_manifest_round_trips_and_refuses_token_questions(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps(IMAGES, indent=1))
+    manifest = DatasetManifest.read(tmp_path)
+    assert manifest.is_images and not manifest.is_documents and manifest.image_shape == (1, 8, 8)
+    assert manifest.write(tmp_path / "again.json").read_text() == json.dumps(IMAGES, indent=1)
+    with pytest.raises(WrongModality, match="vocab_size is a field of text datasets.*modality is 'image'"):
+        manifest.vocab_size  # noqa: B018 - the read itself is what raises
+    with pytest.raises(WrongModality, match="train_tokens"):
+        manifest.tokens("train")
+    with pytest.raises(WrongModality, match="classes is a field of image datasets"):
+        DatasetManifest.model_validate(DOCUMENTS).classes  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"vocab_size": 300}, "'image' dataset has no vocab_size"),
+        ({"classes": None}, "'image' dataset needs classes"),
+        ({"kind": "text"}, "kind 'text' does not go with modality 'image'"),
+    ],
+)
+def test_an_image_manifest_holds_image_fields_only(change, message):
+    raw = {k: v for k, v in {**IMAGES, **change}.items() if v is not None}
+    with pytest.raises(ValueError, match=message):
+        DatasetManifest.model_validate(raw)
+
+
+def test_a_text_manifest_still_needs_its_token_fields():
+    with pytest.raises(ValueError, match="'text' dataset needs vocab_size"):
+        DatasetManifest.model_validate({k: v for k, v in DOCUMENTS.items() if k != "vocab_size"})
 
 
 def test_a_key_no_foundry_wrote_is_refused(tmp_path):

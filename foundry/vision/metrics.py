@@ -1,0 +1,143 @@
+"""An image classifier's scores on a holdout, as one typed value, and the pure functions that compute them.
+
+`VisionMetrics` is to images what `foundry.evaluation.holdout_metrics.HoldoutMetrics` is to text: logged as
+`holdout/<field>` metrics on the run (`as_mlflow()`), read back by the gate (`from_mlflow()`). Its gate figure is
+`accuracy`, higher is better; text's is bits per byte, lower is better.
+
+The functions take plain arrays (class indices, pixel batches), so every figure can be checked on hand-made values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+PREFIX = "holdout/"
+CLASS_PREFIX = PREFIX + "class_accuracy/"  # not under holdout/accuracy/: a file store keeps each key as a file
+
+
+class VisionMetrics(BaseModel):
+    """Accuracy, macro F1, per-class accuracy and loss on the holdout, beside the baselines a model should beat."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    accuracy: float  # share of holdout images classified right: what promotion compares
+    macro_f1: float | None = None  # F1 per class, averaged with equal weight (a class never predicted: 0)
+    loss: float | None = None  # mean cross-entropy, nats per image
+    images: int | None = None  # holdout images scored
+    majority_accuracy: float | None = None  # always the class with most training images
+    nearest_class_mean_accuracy: float | None = None  # the class whose mean training image is nearest in pixels
+    per_class_accuracy: dict[str, float] = {}  # label -> recall on that class's holdout images
+
+    BASELINES: ClassVar[tuple[str, ...]] = ("majority", "nearest_class_mean")
+    LABELS: ClassVar[dict[str, str]] = {"majority": "majority class", "nearest_class_mean": "nearest class mean"}
+    COUNTS: ClassVar[tuple[str, ...]] = ("images",)
+    COMPARED: ClassVar[tuple[str, ...]] = ("accuracy", "loss")
+
+    @staticmethod
+    def key(field: str) -> str:
+        scalars = set(VisionMetrics.model_fields) - {"per_class_accuracy"}
+        if field not in scalars:
+            raise KeyError(f"VisionMetrics has no scalar field {field!r}; it has {', '.join(sorted(scalars))}")
+        return PREFIX + field
+
+    @staticmethod
+    def class_key(label: str) -> str:
+        """MLflow takes letters, digits and `_-. /` in a key: anything else in a label becomes `_`."""
+        return CLASS_PREFIX + re.sub(r"[^\w\-. /]", "_", label)
+
+    def as_mlflow(self) -> dict[str, float]:
+        """The measured fields under their MLflow keys; each class's accuracy under `holdout/class_accuracy/<label>`."""
+        flat = {self.key(n): float(v) for n, v in self if v is not None and n != "per_class_accuracy"}
+        return flat | {self.class_key(label): float(v) for label, v in self.per_class_accuracy.items()}
+
+    @classmethod
+    def from_mlflow(cls, metrics: Mapping[str, float | str]) -> VisionMetrics:
+        """From a run's metrics or a version's tags (values may be strings); other keys are ignored."""
+        if not cls.recorded_in(metrics):
+            raise KeyError(f"no {cls.key('accuracy')} among the recorded metrics ({', '.join(sorted(metrics))})")
+        values = {
+            n: metrics[cls.key(n)] for n in cls.model_fields if n != "per_class_accuracy" and PREFIX + n in metrics
+        }
+        scalars = {k: int(float(v)) if k in cls.COUNTS else float(v) for k, v in values.items()}
+        classes = {k.removeprefix(CLASS_PREFIX): float(v) for k, v in metrics.items() if k.startswith(CLASS_PREFIX)}
+        return cls(**scalars, per_class_accuracy=classes)
+
+    @classmethod
+    def recorded_in(cls, metrics: Mapping[str, float | str]) -> bool:
+        return cls.key("accuracy") in metrics
+
+    def baselines(self) -> dict[str, float]:
+        scores = {name: getattr(self, f"{name}_accuracy") for name in self.BASELINES}
+        return {name: value for name, value in scores.items() if value is not None}
+
+    def strongest_baseline(self) -> tuple[str, float] | None:
+        """The measured baseline with the highest accuracy; None when none was measured."""
+        scores = self.baselines()
+        return max(scores.items(), key=lambda item: item[1]) if scores else None
+
+    def compared(self) -> dict[str, float]:
+        return {self.key(n): float(getattr(self, n)) for n in self.COMPARED if getattr(self, n) is not None}
+
+
+def confusion(targets: np.ndarray, predictions: np.ndarray, n_classes: int) -> np.ndarray:
+    """(n_classes, n_classes) counts: row the true class, column the predicted one."""
+    matrix = np.zeros((n_classes, n_classes), dtype=np.int64)
+    np.add.at(matrix, (np.asarray(targets, dtype=np.int64), np.asarray(predictions, dtype=np.int64)), 1)
+    return matrix
+
+
+def accuracy_of(matrix: np.ndarray) -> float:
+    return float(np.trace(matrix) / max(matrix.sum(), 1))
+
+
+def macro_f1(matrix: np.ndarray) -> float:
+    """Mean F1 over the classes present in the holdout (a class with no holdout image has no recall to weigh)."""
+    hits, truths, predicted = np.diag(matrix), matrix.sum(axis=1), matrix.sum(axis=0)
+    present = truths > 0
+    denominator = truths + predicted  # F1 = 2 tp / (2 tp + fp + fn) = 2 tp / (truths + predicted)
+    f1 = np.divide(2 * hits, denominator, out=np.zeros(len(hits)), where=denominator > 0)
+    return float(f1[present].mean()) if present.any() else 0.0
+
+
+def per_class_accuracy(matrix: np.ndarray, classes: list[str]) -> dict[str, float]:
+    """Recall of each class with holdout images, by label."""
+    truths = matrix.sum(axis=1)
+    return {label: float(matrix[i, i] / truths[i]) for i, label in enumerate(classes) if truths[i]}
+
+
+def majority_accuracy(train_counts: Mapping[str, int], holdout_targets: np.ndarray, classes: list[str]) -> float:
+    """Accuracy of always answering the class with most training images (ties: the first in class order)."""
+    counts = [train_counts.get(label, 0) for label in classes]
+    majority = int(np.argmax(counts))
+    targets = np.asarray(holdout_targets)
+    return float((targets == majority).mean()) if len(targets) else 0.0
+
+
+class ClassMeans:
+    """The mean training image of each class, in pixels, accumulated batch by batch (memory: one image per class)."""
+
+    def __init__(self, n_classes: int):
+        self.sums: np.ndarray | None = None
+        self.counts = np.zeros(n_classes, dtype=np.int64)
+
+    def add(self, images: np.ndarray, labels: np.ndarray) -> None:
+        flat = np.asarray(images, dtype=np.float64).reshape(len(images), -1)
+        if self.sums is None:
+            self.sums = np.zeros((len(self.counts), flat.shape[1]))
+        np.add.at(self.sums, np.asarray(labels, dtype=np.int64), flat)
+        self.counts += np.bincount(labels, minlength=len(self.counts))
+
+    def predict(self, images: np.ndarray) -> np.ndarray:
+        """The class of the nearest mean (squared Euclidean) for each image; classes never seen are never chosen."""
+        if self.sums is None:
+            raise ValueError("no training images were added: there is no class mean to compare with")
+        means = self.sums / np.maximum(self.counts, 1)[:, None]
+        flat = np.asarray(images, dtype=np.float64).reshape(len(images), -1)
+        distances = (flat**2).sum(1)[:, None] - 2 * flat @ means.T + (means**2).sum(1)[None]
+        distances[:, self.counts == 0] = np.inf
+        return distances.argmin(axis=1)
