@@ -175,7 +175,7 @@ class PipelineResult(_Value):
     model_name: str
     model_version: str
     data_version: str
-    metrics: HoldoutMetrics
+    metrics: HoldoutMetrics | VisionMetrics  # a language model's, or an image classifier's
     promoted: bool
     verdict: str
     parent: str = ""

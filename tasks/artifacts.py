@@ -57,9 +57,15 @@ def name_flow_run(name: str) -> None:
 def publish_data_stage(data_dir: Path) -> None:
     """Documents in and kept, drops by reason and PII replaced by kind, as a table; the summary line in the log
     (whether or not this run prepared the data: the cache may have served it)."""
-    from foundry.data.audit import stage_summary, stage_table
+    from foundry.data import audit as documents
+    from foundry.vision import table as images
 
     audit = json.loads((data_dir / "audit.json").read_text())
+    if "images_in" in audit:  # an image dataset's audit (`foundry.vision.table.ImageAudit`)
+        audit = images.ImageAudit.model_validate(audit)
+        stage_table, stage_summary = images.stage_table, images.stage_summary
+    else:
+        stage_table, stage_summary = documents.stage_table, documents.stage_summary
     create_table_artifact(stage_table(audit), key=DATA_STAGE, description=f"Data stage of {data_dir.name}", _sync=True)
     get_run_logger().info(stage_summary(audit))
 

@@ -38,9 +38,8 @@ def cmd_purge(args: argparse.Namespace) -> int:
         print("nothing matched: nothing was removed and no record was made")
         return 0
     print(purge_record.as_json(record) if args.json else purge_record.summary(record))
-    if args.retrain:
-        return _retrain(record)
-    return 0 if record.verified else 1
+    retrained = _retrain(record) if args.retrain else 0
+    return retrained if record.verified else 1  # not verified: the purge is to be run again, whatever retrained
 
 
 def _retrain(record) -> int:

@@ -131,6 +131,15 @@ def mark_of(home: Path, version: str) -> PurgeMark | None:
     return found
 
 
+def marked(home: Path) -> set[str]:
+    """Every data version a purge on this home removed (has a mark), read and checked (`mark_of`)."""
+    folder = home / FOLDER
+    if not folder.is_dir():
+        return set()
+    names = [p.stem for p in folder.glob("*.json") if re.fullmatch(r"[0-9a-f]{32}", p.stem)]
+    return {v for v in names if mark_of(home, v) is not None}
+
+
 def followed(data: DataVersion, home: Path) -> DataVersion:
     """`data`, or the version a purge replaced it with (and that one's, should it be purged too); `DataPurged`
     naming the record when a purge removed it and nothing replaced it."""

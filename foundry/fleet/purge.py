@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundry.data import purged
-from foundry.fleet import purge_artifacts, purge_data, purge_home, purge_registry
+from foundry.fleet import purge_artifacts, purge_data, purge_home, purge_registry, purge_unchecked
 from foundry.fleet.gc_refs import RegistryUnreadable
 from foundry.fleet.purge_data import Matched, VersionFiles
 from foundry.fleet.purge_plan import Criterion, DataHit, PurgePlan, Unchecked, summary
@@ -74,10 +74,13 @@ def survey(home: Path, criterion: Criterion, reason: str, remotes: set[str] | No
     now = {h.data_version for h in hits if h.holds_text}
     earlier = purge_registry.affected_models(registry, _purged_earlier(home, registry))
     models = purge_registry.affected_models(registry, now) + [m for m in earlier if m.purge_record is None]
-    needles = purge_artifacts.Needles(criterion, texts, names)
-    artifacts, read, unchecked = _artifacts(home, needles)
+    # Every document an earlier purge removed counts too: a purge that failed after its data versions went
+    # finds their artifact copies by sha256 when run again, with no data version left to read the text from.
+    needles = purge_artifacts.Needles(criterion, texts, names, purged.purged_documents(home))
+    artifacts, read, unchecked = _artifacts(home, needles, registry)
     elsewhere = tuple(purge_home.scan(home, needles))
     unchecked = places.unchecked({h.data_version: h.files for h in hits}, unread) + unchecked
+    unchecked += purge_unchecked.home_places(home)
     found = PurgePlan(
         criterion=criterion.label,
         reason=reason,
@@ -93,12 +96,12 @@ def survey(home: Path, criterion: Criterion, reason: str, remotes: set[str] | No
     return Survey(found, places, readable, needles, names)
 
 
-def _artifacts(home: Path, needles) -> tuple[list, int, list[Unchecked]]:
+def _artifacts(home: Path, needles, registry) -> tuple[list, int, list[Unchecked]]:
     from foundry.env import uses_embedded_mlflow
 
     if uses_embedded_mlflow():
         found, read = purge_artifacts.scan(home / "mlflow" / "artifacts", needles)
-        return found, read, []
+        return found, read, purge_unchecked.experiments(registry.experiments, home)
     why = "the tracking server's artifact store is not read here; check each run's text artifacts"
     return [], 0, [Unchecked(what="MLflow artifacts", why=why)]
 

@@ -2,18 +2,24 @@
 safe to run again (it finds what is left and finishes):
 
 1. search (`purge.survey`); refuse when the registry cannot be read, or when any place could not be checked (an
-   `s3://` remote, a server's artifact store, a version with no copy here): fail closed, nothing is changed;
+   `s3://` remote, a server's artifact store, a version with no copy here), even when nothing else matched: fail
+   closed, nothing is changed;
 2. mark every affected data version purged and record the documents' sha256 (`foundry.data.purged`): from then
-   on hydration, `reproduce` and the next run's parent ledger refuse or avoid it, and `prepare` drops the
-   documents should a source still hold them (sources are never modified);
+   on hydration, `reproduce` and the next run's parent ledger refuse or avoid it, `prepare` drops the
+   documents should a source still hold them (sources are never modified), and every later search looks for
+   their sha256 in the artifacts, so that a re-run finds copies whose data version is already gone;
 3. rewrite each affected version without the documents (`purge_rewrite`), commit the rewrite as a new version
    into the workspace cache and every local remote that held the old one (`purge_commit`), and name it in the
    mark; a version that cannot be rewritten is only deleted;
-4. delete the old versions' listings and every object holding the documents' text that no kept version lists,
-   from every cache and remote, and their hydrated and checked-out copies;
-5. scrub the MLflow artifacts, run files, source mirrors, logs and Prefect artifacts that hold them (`purge_home`);
+4. scrub the MLflow artifacts, run files, source mirrors, logs and Prefect artifacts that hold them, and vacuum
+   the embedded Prefect store (`purge_home`): while the old versions are still there, a failure here leaves a
+   re-run everything it needs to find the copies;
+5. delete the old versions: in every cache and remote the objects holding the documents' text that no kept
+   version lists, then the listing (last), then their hydrated and checked-out copies; and finish every marked
+   version a store still lists (a purge stopped while deleting it);
 6. tag the affected model versions and runs with the record, take `champion` from the versions (unless
-   `keep_models`), keep the record as an MLflow run, and search again: the record says whether it found nothing.
+   `keep_models`), keep the record as an MLflow run, and search again: the record is verified when that finds
+   no document, no marked version still listed anywhere and no affected model untagged.
 """
 
 from __future__ import annotations
@@ -46,25 +52,31 @@ def apply(
     """The purge record, kept in MLflow; None when nothing matched and no model is left to tag."""
     client = client or purge._client()
     found = purge.survey(home, criterion, reason, remotes, client)
-    if not _work_left(found.plan):
-        return None
-    if found.plan.unchecked:
+    if found.plan.unchecked:  # before "nothing to do": a copy in a place not checked is not "no copy"
         places = "; ".join(f"{u.what}: {u.why}" for u in found.plan.unchecked)
         raise PurgeRefused(f"purge --apply refuses: it could not check {places}. Nothing was changed.")
+    if not _work_left(found):
+        return None
     record_id, when = purge_record.new_record_id(), datetime.now(UTC).isoformat(timespec="seconds")
     hits = found.plan.data_versions
-    purged.record_documents(home, record_id, set(found.plan.documents))
+    if found.plan.documents:
+        purged.record_documents(home, record_id, set(found.plan.documents))
     for hit in hits:
         purged.mark(
             home, purged.PurgeMark(data_version=hit.data_version, record=record_id, replaced_by=None, when=when)
         )
     removed: dict[str, int] = {}
     replaced = _replace(home, found, hits, record_id, when, removed)
+    _count(removed, purge_home.scrub(home, found.needles, found.plan, always_vacuum=True))
     _delete(found, hits, replaced, removed)
-    _count(removed, purge_home.scrub(home, found.needles, found.plan))
     lost = purge_record.tag_models(client, record_id, found.plan.models, keep_models)
     purge_record.tag_runs(client, record_id, found.plan.runs)
-    again = purge.plan(home, criterion, reason, remotes, client)
+    again = purge.survey(home, criterion, reason, remotes, client)
+    left = {k: n for k, n in again.plan.counts.items() if n and k != "model versions"}
+    if unfinished := _unfinished(again):
+        left["data versions still listed"] = len(unfinished)
+    if untagged := [m for m in again.plan.models if m.purge_record is None]:
+        left["model versions untagged"] = len(untagged)
     record = PurgeRecord(
         record=record_id,
         who=purge_record.who(),
@@ -77,8 +89,8 @@ def apply(
         models=tuple(m.model for m in found.plan.models),
         lost_champion=tuple(lost),
         runs=found.plan.runs,
-        verified=_nothing_left(again),
-        left={k: n for k, n in again.counts.items() if n and k != "model versions"},
+        verified=_nothing_left(again.plan) and not unfinished and not untagged,
+        left=left,
     )
     return purge_record.keep(client, record)
 
@@ -113,12 +125,22 @@ def _remotes_holding(places, hit: DataHit) -> list:
 
 
 def _delete(found, hits, replaced: dict[str, str | None], removed: dict[str, int]) -> None:
-    gone = {h.data_version for h in hits}
+    """The old versions deleted, then every marked version a store still lists (an earlier purge stopped while
+    deleting it): its listed objects that no kept version lists, then its listing."""
+    home = found.places.home
+    gone = {h.data_version for h in hits} | purged.marked(home)
     stays = (found.places.versions() | set(found.readable) | {v for v in replaced.values() if v}) - gone
     keep = purge_commit.kept_objects(found.places, stays)
     for hit in hits:
         objects = {f.md5 for f in hit.files}
         _count(removed, purge_commit.delete_version(found.places, hit.data_version, objects, keep))
+    for version, objects in purge_commit.unfinished(found.places, purged.marked(home)).items():
+        log.info("purge: finishing the deletion of data version %s, which a store still lists", version)
+        _count(removed, purge_commit.delete_version(found.places, version, objects, keep))
+
+
+def _unfinished(again) -> dict[str, set[str]]:
+    return purge_commit.unfinished(again.places, purged.marked(again.places.home))
 
 
 def _count(total: dict[str, int], more: dict[str, int]) -> None:
@@ -126,9 +148,11 @@ def _count(total: dict[str, int], more: dict[str, int]) -> None:
         total[key] = total.get(key, 0) + n
 
 
-def _work_left(plan) -> bool:
-    """Copies to remove, or a model an earlier, interrupted purge of these documents did not finish tagging."""
-    return not _nothing_left(plan) or any(m.purge_record is None for m in plan.models)
+def _work_left(found) -> bool:
+    """Copies to remove, a model an earlier, interrupted purge of these documents did not finish tagging, or a
+    marked version a store still lists (an earlier purge stopped while deleting it)."""
+    plan = found.plan
+    return not _nothing_left(plan) or any(m.purge_record is None for m in plan.models) or bool(_unfinished(found))
 
 
 def _nothing_left(plan) -> bool:

@@ -4,12 +4,17 @@ generated samples (`evaluation/generations.json`), validation reports, source ma
 Every text file (by suffix) of the embedded artifact store (`$FOUNDRY_HOME/mlflow/artifacts`) is read, never
 through a symbolic link: a JSON file as its string values, a JSON-lines file line by line, any other as a whole.
 A string counts when the regex matches it (`--match`), when it holds the whole text of a document matched in a
-data version, when it is one (by its sha256), or when it names one (its source file, or its ledger name). A
-fragment of a document without the regex (a generation that repeats part of it) is found by `--match` only.
+data version, when it is one (by its sha256: of this purge's documents or any an earlier purge removed), or when
+it names one (its source file, or its ledger name, as a whole name: `purge_plan.names_in`). A fragment of a
+document without the regex (a generation that repeats part of it) is found by `--match` only. Configuration and
+code (`CONFIG`: a logged model's `MLmodel`, environment files, `config.json`, input examples, anything under a
+`code/` folder; the workspace's params and DVC files) are never matched by the regex, which could match a word
+of a requirement or a path: only documents' texts, sha256s and names count there.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -17,12 +22,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from foundry.fleet.gc_scan import MD5
-from foundry.fleet.purge_plan import ArtifactHit, Criterion, names_source
+from foundry.fleet.purge_plan import ArtifactHit, Criterion, names_in
 
 TEXT = {".json", ".jsonl", ".txt", ".md", ".csv", ".html", ".yaml", ".yml", ".log"}
 # A tokenizer's vocabulary holds pieces of every word it was trained on; rewriting one would break the models
 # that ship it, and it holds no document. What it learned from purged text stays (README: purge's limits).
 NOT_TEXT = {"tokenizer.json"}
+# Configuration and code: read for exact texts, sha256s and names, never rewritten by the regex.
+CONFIG = {"config.json", "MLmodel", "conda.yaml", "python_env.yaml", "requirements.txt"}
+CONFIG |= {"params.yaml", "dvc.yaml", "dvc.lock"}  # the workspace's
+
+
+def is_config(relative: str | Path) -> bool:
+    """Whether a file (its path below the artifact store, or the home) is configuration or code."""
+    parts = Path(relative).parts
+    return bool(parts) and (parts[-1] in CONFIG or parts[-1].endswith("_example.json") or "code" in parts[:-1])
 
 
 def _files(root: Path) -> Iterator[Path]:
@@ -32,7 +46,8 @@ def _files(root: Path) -> Iterator[Path]:
         dirs.sort()
         for name in sorted(names):
             path = Path(folder) / name
-            if name not in NOT_TEXT and path.suffix.lower() in TEXT and path.is_file() and not path.is_symlink():
+            readable = path.suffix.lower() in TEXT or name in CONFIG
+            if name not in NOT_TEXT and readable and path.is_file() and not path.is_symlink():
                 yield path
 
 
@@ -70,20 +85,32 @@ def _strings(path: Path) -> list[str]:
 class Needles:
     """What counts in an artifact's string: the criterion, and what the data versions matched."""
 
-    def __init__(self, criterion: Criterion, texts: dict[str, str], names: set[str]):
+    def __init__(self, criterion: Criterion, texts: dict[str, str], names: set[str], shas: set[str] = frozenset()):
+        """`shas`: more document sha256s to find (those earlier purges removed, whose data may be gone)."""
         self.criterion = criterion
         self.texts = [t for t in texts.values() if t.strip()]
-        self.shas = set(texts)
-        self.names = names | ({criterion.value} if criterion.kind == "source" else set())
+        self.shas = set(texts) | set(shas) | ({criterion.value} if criterion.kind == "document" else set())
+        self.names = {n for n in names | ({criterion.value} if criterion.kind == "source" else set()) if n}
+        self.regex = criterion.pattern if criterion.kind == "match" else None
+
+    def exact(self) -> Needles:
+        """The same needles without the regex: for configuration and code (`is_config`)."""
+        found = copy.copy(self)
+        found.regex = None
+        return found
+
+    def of(self, relative: str | Path) -> Needles:
+        """The needles for one file, by its path below the store or home."""
+        return self.exact() if self.regex is not None and is_config(relative) else self
 
     def hit(self, value: str) -> bool:
-        if self.criterion.kind == "match" and self.criterion.pattern.search(value):
+        if self.regex is not None and self.regex.search(value):
             return True
         if any(text in value or text.rstrip("\n") == value for text in self.texts):
             return True
         if hashlib.sha256(value.encode("utf-8")).hexdigest() in self.shas:
             return True
-        return any(names_source(value, name) for name in self.names)
+        return any(names_in(value, name) for name in self.names)
 
 
 def _run_of(relative: Path) -> str:
@@ -95,9 +122,10 @@ def scan(root: Path, needles: Needles) -> tuple[list[ArtifactHit], int]:
     found, read = [], 0
     for path in _files(root):
         read += 1
-        count = sum(1 for value in _strings(path) if needles.hit(value))
+        relative = path.relative_to(root)
+        mine = needles.of(relative)
+        count = sum(1 for value in _strings(path) if mine.hit(value))
         if count:
-            relative = path.relative_to(root)
             found.append(ArtifactHit(path=relative.as_posix(), run_id=_run_of(relative), strings=count))
     return found, read
 
@@ -145,7 +173,7 @@ def _spanned(lines: list[str], needles: Needles) -> set[int]:
     for line in lines:
         starts.append(at)
         at += len(line)
-    spans = [m.span() for m in needles.criterion.pattern.finditer(text)] if needles.criterion.kind == "match" else []
+    spans = [m.span() for m in needles.regex.finditer(text)] if needles.regex is not None else []
     for needle in needles.texts:
         for piece in {needle, needle.rstrip("\n")} - {""}:
             start = text.find(piece)
@@ -203,6 +231,7 @@ def rewrite(path: Path, within: Path, needles: Needles) -> int:
     if not path.is_file():
         return 0
     raw = path.read_bytes()
+    needles = needles.of(path.relative_to(Path(within).resolve()))
     text, count = scrubbed(raw.decode("utf-8", errors="surrogateescape"), path.suffix.lower(), needles)
     if count:
         scratch = path.with_name(f".{path.name}.purging")

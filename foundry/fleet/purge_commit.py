@@ -91,20 +91,34 @@ def place_of(store: Store) -> str:
 def delete_version(places: Places, version: str, objects: set[str], keep: set[str]) -> dict[str, int]:
     """Remove a data version: files removed per place (`place_of` each store, `hydrated copy`, `workspace`).
 
-    From each store its `.dir` listing and every object of `objects` (md5s of files holding matched text) that
-    `keep` (md5s listed by versions that stay) does not name; then its hydrated copy and, when the workspace has
-    it checked out, the workspace's `prepared/`. A second call removes nothing and counts zeros."""
+    From each store every object of `objects` (md5s of files holding matched text) that `keep` (md5s listed by
+    versions that stay) does not name, then its `.dir` listing, last: a listing still there after a purge stopped
+    says the version is not finished (`unfinished`); then its hydrated copy and, when the workspace has it
+    checked out, the workspace's `prepared/`. A second call removes nothing and counts zeros."""
     check_data_version(version)
     doomed = sorted(_md5(m) for m in set(objects) - set(keep))
     home, workspace = places.home, places.home / "workspace"
     counts: dict[str, int] = {}
     with _workspace_lock(workspace):  # no version_dataset commits or checks out while objects go
-        for store in places.stores:
-            paths = [listing_path(store.root, version), *(store.object(m) for m in doomed)]
+        for store in places.stores:  # the listing last: while it is there, the version is known unfinished
+            paths = [*(store.object(m) for m in doomed), listing_path(store.root, version)]
             counts[place_of(store)] = counts.get(place_of(store), 0) + sum(_remove(p, store.root) for p in paths)
         counts[HYDRATED_COPY] = _remove_folder(places.hydrated().get(version), home / "hydrated")
         counts[WORKSPACE] = _remove_folder(places.checked_out().get(version), workspace)
     return counts
+
+
+def unfinished(places: Places, versions: set[str]) -> dict[str, set[str]]:
+    """Of `versions` (those a purge marked), each that a store still lists -> every object any store's listing of
+    it names: a purge stopped while deleting it (its listing goes last)."""
+    found: dict[str, set[str]] = {}
+    for version in sorted(versions):
+        for store in places.stores:
+            if (listing := store.listing(version)) is not None:
+                found.setdefault(version, set()).update(listing.values())
+            elif listing_path(store.root, check_data_version(version)).exists():  # there, but unreadable
+                found.setdefault(version, set())
+    return found
 
 
 def kept_objects(places: Places, versions: set[str]) -> set[str]:

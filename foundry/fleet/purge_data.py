@@ -25,7 +25,7 @@ import numpy as np
 from foundry.data.ledger import LEDGER, SIGNATURES
 from foundry.data.manifest import FILE as MANIFEST
 from foundry.data.manifest import SPLITS, TOKENIZER, DatasetManifest
-from foundry.fleet.purge_plan import Criterion, Location, names_source
+from foundry.fleet.purge_plan import Criterion, Location, names_in, names_source
 
 
 @dataclass(frozen=True)
@@ -169,9 +169,9 @@ def _ledger(files: VersionFiles, criterion: Criterion, shas: set[str]) -> list[L
 def _names(text: str, criterion: Criterion, names: set[str]) -> bool:
     if criterion.kind == "match" and criterion.pattern.search(text):
         return True
-    if criterion.kind == "source" and criterion.value in text:
+    if criterion.kind == "source" and names_in(text, criterion.value):
         return True
-    return any(name in text for name in names)
+    return any(names_in(text, name) for name in names)
 
 
 def _audit(files: VersionFiles, criterion: Criterion, names: set[str]) -> list[Location]:

@@ -69,14 +69,27 @@ def _workspace_files(home: Path) -> Iterator[Path]:
         yield from (p for p in sorted(root.iterdir()) if p.is_file() and not p.is_symlink())
 
 
+def _skipped(path: Path) -> bool:
+    """Lock files and a rewrite's own scratch; DVC's lock file is the workspace's record, read like the rest."""
+    return path.name.endswith((".lock", ".purging")) and path.name != "dvc.lock"
+
+
+def shown(relative: str) -> str:
+    """A hit's `where`: a source mirror's file by its mirror's folder only (a source file's name may be a
+    person's); any other path as it is."""
+    parts = relative.split("/")
+    return "/".join([*parts[:3], "…"]) if parts[0] == "sources" and len(parts) > 3 else relative
+
+
 def _file_hits(home: Path, needles: Needles) -> Iterator[HomeHit]:
     places = [(path, place) for folder, place in PLACES.items() for path in _files(home / folder)]
     for path, place in places + [(p, "workspace file") for p in _workspace_files(home)]:
-        if path.name.endswith((".lock", ".purging")) or (text := _text(path)) is None:
+        if _skipped(path) or (text := _text(path)) is None:
             continue
-        _, count = purge_artifacts.scrubbed(text, path.suffix.lower(), needles)
+        relative = path.relative_to(home).as_posix()
+        _, count = purge_artifacts.scrubbed(text, path.suffix.lower(), needles.of(relative))
         if count:
-            yield HomeHit(place=place, where=path.relative_to(home).as_posix(), strings=count)
+            yield HomeHit(place=place, where=shown(relative), strings=count, path=relative)
 
 
 def scan(home: Path, needles: Needles, prefect: bool = True) -> list[HomeHit]:
@@ -88,9 +101,12 @@ def scan(home: Path, needles: Needles, prefect: bool = True) -> list[HomeHit]:
     return found
 
 
-def scrub(home: Path, needles: Needles, hits: PurgePlan | Sequence[HomeHit | ArtifactHit]) -> dict[str, int]:
+def scrub(
+    home: Path, needles: Needles, hits: PurgePlan | Sequence[HomeHit | ArtifactHit], always_vacuum: bool = False
+) -> dict[str, int]:
     """Rewrite (or remove) each hit (a plan's MLflow artifacts and other places) in place, as it is now: a second
-    scrub finds and changes nothing. Then vacuum the embedded Prefect store if an artifact of it changed. Returns
+    scrub finds and changes nothing. Then vacuum the embedded Prefect store if an artifact of it changed, or
+    whenever `always_vacuum` (`--apply`: a vacuum an earlier run could not finish is done by the next). Returns
     how many files, folders or artifacts changed, per place."""
     if isinstance(hits, PurgePlan):
         hits = [*hits.artifacts, *hits.elsewhere]
@@ -102,12 +118,12 @@ def scrub(home: Path, needles: Needles, hits: PurgePlan | Sequence[HomeHit | Art
         elif hit.place == "prefect artifact":
             place, changed = hit.place, purge_prefect.rewrite(hit.where, needles)
         elif hit.place == "source mirror":
-            place, changed = hit.place, _scrub_source(home, home / hit.where, needles)
+            place, changed = hit.place, _scrub_source(home, home / (hit.path or hit.where), needles)
         else:
             place, changed = hit.place, _scrub_file(home, hit, needles)
         counts[place] = counts.get(place, 0) + bool(changed)
     store = purge_prefect.embedded_database(home)
-    if counts.get("prefect artifact") and store is not None:
+    if (always_vacuum or counts.get("prefect artifact")) and store is not None:
         vacuum(store)
         counts["vacuumed"] = 1
     return counts
@@ -116,8 +132,8 @@ def scrub(home: Path, needles: Needles, hits: PurgePlan | Sequence[HomeHit | Art
 def _scrub_file(home: Path, hit: HomeHit, needles: Needles) -> int:
     from foundry.fs import remove_tree
 
-    path = home / hit.where
-    parts = Path(hit.where).parts
+    path = home / (hit.path or hit.where)
+    parts = Path(hit.path or hit.where).parts
     root = home / parts[0]
     if parts[0] == "runs" and len(parts) > 3 and parts[2] in SCRATCH:  # runs/<id>/prepared/...
         scratch = root / parts[1] / parts[2]

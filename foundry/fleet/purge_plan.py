@@ -8,11 +8,12 @@ itself by its own sha256 (a regex or a path may be the very name a person asked 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, computed_field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -68,6 +69,18 @@ def names_source(where: str, source: str) -> bool:
     return where == source or where.startswith(source + ":")
 
 
+@functools.lru_cache(maxsize=4096)
+def _name_pattern(name: str) -> re.Pattern:
+    return re.compile(r"(?<![\w./-])" + re.escape(name) + r"(?!\w)")
+
+
+def names_in(text: str, name: str) -> bool:
+    """Whether `text` names `name` (a source file or a ledger name, `file:line`) as a whole: between characters
+    that cannot be part of a name, so that `file.jsonl:3` is not found in `file.jsonl:30` nor `a.txt` in
+    `data.txt`. The one rule for every place a purge looks for a name (audit, ledger, artifacts, home files)."""
+    return bool(name) and _name_pattern(name).search(text) is not None
+
+
 class Location(_Value):
     """One file of a data version that holds matched documents, and where in it."""
 
@@ -113,8 +126,11 @@ class HomeHit(_Value):
     run's working files, a downloaded source mirror, a log, a Prefect artifact on a run page."""
 
     place: str  # "run files", "source mirror", "log", "prefect artifact"
-    where: str  # the path relative to the home, or the Prefect artifact's id
+    where: str  # the path relative to the home (a source mirror's folder and `…`), or the Prefect artifact's id
     strings: int
+    # The file itself, relative to the home: what `scrub` rewrites. Never printed nor serialised: a source
+    # mirror's file name may be a person's name.
+    path: str = Field("", exclude=True, repr=False)
 
 
 class ModelHit(_Value):

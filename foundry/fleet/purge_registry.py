@@ -14,8 +14,7 @@ from foundry.fleet.gc_refs import RegistryUnreadable, data_tags, experiment_runs
 from foundry.fleet.purge_plan import ModelHit
 from foundry.model_uri import ModelUri
 from foundry.registry import tags as registry_tags
-
-PURGE_TAG = "foundry.purge"  # what `purge --apply` tags an affected version and run with: the purge record
+from foundry.registry.versions import PURGE_TAG  # what `purge --apply` tags an affected version and run with
 
 
 @dataclass
@@ -28,6 +27,8 @@ class Registry:
     parents: dict[str, list[str]] = field(default_factory=dict)  # model URI -> its parents' pinned URIs
     remotes: set[str] = field(default_factory=set)  # every `*data.remote` a version or run names
     runs: dict[str, set[str]] = field(default_factory=dict)  # run id -> the data versions its tags name
+    # experiment id -> (name, artifact location), for each experiment with runs: where their artifacts are kept
+    experiments: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def named(self) -> dict[str, str]:
         """Every data version the registry or a run names -> who names it first."""
@@ -68,7 +69,10 @@ def _read(client) -> Registry:
         ]
         found.remotes |= {v for k, v in version.tags.items() if k.endswith("data.remote") and v}
     for experiment in _experiments(client):
-        for run in experiment_runs(client, experiment.experiment_id):
+        runs = experiment_runs(client, experiment.experiment_id)
+        if runs:
+            found.experiments[experiment.experiment_id] = (experiment.name, experiment.artifact_location or "")
+        for run in runs:
             tags = run.data.tags
             named = {v for v in data_tags(tags) if _looks_like_version(v)}
             if named:

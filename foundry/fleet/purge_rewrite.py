@@ -35,7 +35,7 @@ from foundry.digests import fast_digest
 from foundry.fleet import purge_data
 from foundry.fleet.purge_cuts import Inconsistent, batched, complement, cut, ragged_without, spans
 from foundry.fleet.purge_data import VersionFiles
-from foundry.fleet.purge_plan import DataHit
+from foundry.fleet.purge_plan import DataHit, names_in
 from foundry.fs import remove_file
 
 log = logging.getLogger(__name__)
@@ -256,7 +256,7 @@ class _Writer:
         return rows - len(removed)
 
     def _names(self, text: str) -> bool:
-        return any(name in text for name in self.names)
+        return any(names_in(text, name) for name in self.names)
 
     def _audit(self) -> None:
         marked = {f.file: set(f.entries) for f in self.hit.files if f.file in ("audit.json", "audit.md")}

@@ -60,19 +60,25 @@ class Places:
     home: Path
     stores: tuple[Store, ...]
     elsewhere: tuple[str, ...]  # remotes the dry run cannot read (s3://…)
+    missing: tuple[str, ...] = ()  # local remotes named (config, registry, runs) that are no folder here
 
     @classmethod
     def of(cls, home: Path, remotes: set[str]) -> Places:
+        """The stores of the home and `remotes`; a local remote that is no folder here is `missing` (a disk not
+        mounted, another machine's path: it may hold copies), except the default `$FOUNDRY_HOME/dvc-remote`,
+        which is only there once something was pushed to it."""
         stores = [Store("workspace cache", home / "workspace" / ".dvc" / "cache")]
         stores.append(Store("hydration cache", home / "hydrated" / ".cache"))
-        elsewhere = []
+        elsewhere, missing = [], []
         for url in sorted(remotes):
             path = local_path(url)
             if path is None:
                 elsewhere.append(url)
             elif path.is_dir():
                 stores.append(Store("remote", path))
-        return cls(home, tuple(stores), tuple(elsewhere))
+            elif path.absolute() != (home / "dvc-remote").absolute():
+                missing.append(url)
+        return cls(home, tuple(stores), tuple(elsewhere), tuple(missing))
 
     def hydrated(self) -> dict[str, Path]:
         root = self.home / "hydrated"
@@ -123,6 +129,9 @@ class Places:
             shown = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
             why = "not a local path: the dry run does not read it"
             found.append(Unchecked(what=f"remote {url}", why=f"{why}; check there {shown or 'no object yet'}"))
+        for url in self.missing:
+            why = "a local DVC remote that is not a folder on this machine (not mounted?): it may hold copies"
+            found.append(Unchecked(what=f"remote {url}", why=why))
         for version, why in sorted(unread.items()):
             found.append(Unchecked(what=f"data version {version}", why=why))
         return found

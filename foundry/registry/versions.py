@@ -27,6 +27,13 @@ log = logging.getLogger(__name__)
 ALIASES = ("challenger", "champion")  # the order they are set in: champion last
 
 
+PURGE_TAG = "foundry.purge"  # the purge record a version was tagged with (`foundry purge --apply`)
+
+
+class PurgedModel(ValueError):
+    """A version a purge tagged (trained on purged documents) was asked to become champion."""
+
+
 class PublicationFailed(RuntimeError):
     """A version was created but could not take its aliases, nor be deleted again."""
 
@@ -211,6 +218,11 @@ def promote_manually(model_uri: str, reason: str, who: str) -> dict:
     import datetime
 
     version = resolve(model_uri)
+    if record := (version.tags or {}).get(PURGE_TAG):
+        raise PurgedModel(
+            f"models:/{version.name}/{version.version} was trained on (or built from) data that purge record {record} "
+            "removed: it cannot be promoted; train a new version on the purged data (`foundry purge --retrain`)"
+        )
     previous = champion(version.name)
     c = client()
     c.set_registered_model_alias(version.name, "champion", str(version.version))

@@ -92,16 +92,23 @@ def skipped_summary(result: SkippedRun) -> str:
 def pipeline_summary(result: PipelineResult, home: Path) -> str:
     """What `foundry run` prints at the end, and the run page's summary artifact shows."""
     m = result.metrics
-    baselines = "  ".join(f"{HoldoutMetrics.LABELS[name]} {value:.4f}" for name, value in m.baselines().items())
-    strongest = f"\n        strongest  {strongest_baseline_line(m)}" if m.strongest_baseline() else ""
+    if isinstance(m, HoldoutMetrics):
+        baselines = "  ".join(f"{HoldoutMetrics.LABELS[name]} {value:.4f}" for name, value in m.baselines().items())
+        strongest = f"\n        strongest  {strongest_baseline_line(m)}" if m.strongest_baseline() else ""
+        holdout = f"loss {m.loss:.4f}  perplexity {m.perplexity:.2f}  bits/byte {m.bits_per_byte:.4f}"
+        baselines += f" bits/byte{strongest}"
+    else:  # an image classifier (`foundry.vision.metrics.VisionMetrics`)
+        holdout = f"accuracy {m.accuracy:.4f}  macro F1 {m.macro_f1 or 0:.4f}  ({m.images} images)"
+        baselines = f"majority class {m.majority_accuracy or 0:.4f}  nearest class mean "
+        baselines += f"{m.nearest_class_mean_accuracy or 0:.4f} accuracy"
     status = "champion" if result.promoted else "challenger"
     loadable = f"models:/{result.model_name}@champion" if result.promoted else result.model_uri  # refused: no alias
     return textwrap.dedent(f"""
         ── Foundry pipeline finished ─────────────────────────────────────────
         model      {result.model_uri}  (alias: {status}; {result.verdict})
         data       version {result.data_version}
-        holdout    loss {m.loss:.4f}  perplexity {m.perplexity:.2f}  bits/byte {m.bits_per_byte:.4f}
-        baselines  {baselines} bits/byte{strongest}
+        holdout    {holdout}
+        baselines  {baselines}
         MLflow run {result.run_id}
         MLflow UI  .venv/bin/mlflow ui --backend-store-uri sqlite:///{home}/mlflow/mlflow.db --host 127.0.0.1 --port 5000
         Prefect UI PREFECT_HOME={home}/prefect .venv/bin/prefect server start --host 127.0.0.1 --port 4200

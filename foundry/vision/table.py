@@ -77,3 +77,23 @@ def read_table(folder: Path) -> list[ImageRow]:
         rows = list(csv.DictReader(fh))
     numbers = ("width", "height", "channels")
     return [ImageRow.model_validate({**row, **{key: int(row[key]) for key in numbers}}) for row in rows]
+
+
+def stage_table(audit: ImageAudit) -> list[dict]:
+    """The image data stage in rows a person scans: images in and kept, drops by reason, metadata stripped by kind,
+    images per split and per label (the run page's data-stage table, as text's `foundry.data.audit.stage_table`)."""
+    rows = [{"what": "images in", "reason": "", "images": audit.images_in}]
+    rows.append({"what": "images kept", "reason": "", "images": audit.images_out})
+    rows += [{"what": "dropped", "reason": r, "images": d.images} for r, d in sorted(audit.dropped.items())]
+    rows += [{"what": "metadata stripped", "reason": kind, "images": n} for kind, n in sorted(audit.stripped.items())]
+    rows += [{"what": "split", "reason": split, "images": n} for split, n in audit.splits.items()]
+    return rows + [{"what": "label", "reason": label, "images": n} for label, n in sorted(audit.labels.items())]
+
+
+def stage_summary(audit: ImageAudit) -> str:
+    dropped = ", ".join(f"{r} {d.images}" for r, d in sorted(audit.dropped.items())) or "none"
+    stripped = ", ".join(f"{kind} {n}" for kind, n in sorted(audit.stripped.items())) or "none"
+    return (
+        f"data: kept {audit.images_out} of {audit.images_in} images in {len(audit.labels)} classes; "
+        f"dropped by reason: {dropped}; metadata stripped: {stripped}"
+    )
