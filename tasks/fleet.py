@@ -10,6 +10,7 @@ from foundry.contracts import RunContext
 from foundry.fleet.evaluate import Baselines, Evaluation, EvaluationData, ModelRef, ModelScores
 
 COMPARISON = "evaluation-comparison"
+HEADLINE = {"chat": "Exact match", "image": "Accuracy"}  # the table's figure by data kind
 
 
 @task(name="resolve-models", cache_policy=NO_CACHE)
@@ -74,7 +75,7 @@ def compare(data: EvaluationData, base: Baselines, scores: list[ModelScores], ru
     create_table_artifact(
         rows(evaluation),
         key=COMPARISON,
-        description=f"{'Exact match' if data.kind == 'chat' else 'Bits per byte'} on {data.label}",
+        description=f"{HEADLINE.get(data.kind, 'Bits per byte')} on {data.label}",
         _sync=True,
     )
     return evaluation

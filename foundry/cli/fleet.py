@@ -10,7 +10,8 @@ from foundry.config import ConfigError
 DATA_HELP = (
     "a data version (32 hex digits, pulled from data.remote) or a source not yet versioned: a folder, a glob, an "
     "http(s) URL of a file or archive, s3://bucket/prefix, stdlib://PART (prepared with the pipeline's rules, "
-    "no split ledger changed)"
+    "no split ledger changed); for image classifiers an image data version, a class-per-subfolder folder, an "
+    "index or archive, or sklearn://digits (prepared with the first model's image settings)"
 )
 
 
@@ -35,6 +36,8 @@ def add_commands(commands) -> None:
         "evaluate", help="score registered versions on a data version or a source, beside the baselines"
     )
     evaluate.add_argument("models", nargs="+", metavar="MODEL_URI", help="models:/NAME/VERSION or models:/NAME@ALIAS")
-    evaluate.add_argument("--data", required=True, metavar="DATA_VERSION|DIR|URL|stdlib://PART", help=DATA_HELP)
+    evaluate.add_argument(
+        "--data", required=True, metavar="DATA_VERSION|DIR|URL|stdlib://PART|sklearn://digits", help=DATA_HELP
+    )
     config_args(evaluate)
     evaluate.set_defaults(func=cmd_evaluate)

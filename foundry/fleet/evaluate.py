@@ -37,6 +37,7 @@ from foundry.contracts import DATA_VERSION
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.model_uri import ModelUri
 from foundry.redact import redact_url
+from foundry.vision.metrics import VisionMetrics
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class EvaluationData(_Value):
     remote: str | None = None
     source: str  # the manifest's source (masked)
     source_digest: str
-    kind: str = "text"  # the manifest's: documents (text) or chat records
+    kind: str = "text"  # documents (text), chat records, or image (a classification dataset)
 
     @property
     def name(self) -> str:
@@ -107,12 +108,14 @@ class ModelScores(_Value):
     metrics: HoldoutMetrics | None = None  # loss, perplexity, bits per byte, tokens (on documents)
     groups: dict[str, GroupScore] = {}
     chat: ChatScores | None = None  # on chat records
+    vision: VisionMetrics | None = None  # an image classifier on images (`evaluate_images`)
     run_id: str = ""  # its evaluation run, once logged
 
 
 class Baselines(_Value):
-    scores: dict[str, float]  # by `HoldoutMetrics.BASELINES` name: unigram, gzip, xz, xz9e, ppmd
-    train_bytes: int  # training text xz -9e and PPMd saw
+    scores: dict[str, float]  # by `HoldoutMetrics.BASELINES` name; on images by `VisionMetrics.BASELINES` name
+    train_bytes: int  # training text xz -9e and PPMd saw (0 on images)
+    unit: str = "bits_per_byte"  # what the scores are: bits per byte, or accuracy on images
 
 
 class Evaluation(_Value):
@@ -206,6 +209,8 @@ def source_config(config: FoundryConfig, data: str) -> FoundryConfig:
         return config
     raw = config.model_dump()
     raw["data"].update(source=data, sources=[])
+    if data.startswith("sklearn://"):  # only images come from there (`foundry.vision.builtin`)
+        raw["data"]["modality"] = "image"
     return validate(raw)
 
 
@@ -234,10 +239,10 @@ def described(asked: str, folder: Path, data_version: str | None, remote: str | 
     from foundry.data.manifest import DatasetManifest
 
     manifest = DatasetManifest.read(folder)
-    if manifest.kind not in ("text", "chat"):
+    if manifest.kind not in ("text", "chat", "classification"):
         raise ValueError(
-            f"{asked} holds {manifest.kind} records: `foundry evaluate` scores documents and chat records "
-            "(preference pairs are not implemented)"
+            f"{asked} holds {manifest.kind} records: `foundry evaluate` scores documents, chat records and "
+            "images (preference pairs are not implemented)"
         )
     return EvaluationData(
         asked=asked,
@@ -246,7 +251,7 @@ def described(asked: str, folder: Path, data_version: str | None, remote: str | 
         remote=remote,
         source=manifest.source,
         source_digest=manifest.source_digest,
-        kind=manifest.kind,
+        kind="image" if manifest.modality == "image" else manifest.kind,
     )
 
 

@@ -3,7 +3,8 @@ rows for a Prefect table artifact, and a bar chart.
 
 Loss and perplexity are per token of each model's own tokenizer, so they appear only when every model shares
 one; bits per byte always do (the holdout's UTF-8 bytes are the same whoever reads them). On chat records the
-table is exact match and response loss (`evaluate_chat`), and there is no chart.
+table is exact match and response loss (`evaluate_chat`), and there is no chart. On images it is accuracy, macro
+F1 and loss beside the majority and nearest-class-mean baselines, then accuracy per class, and the chart is accuracy.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.fleet.evaluate import Evaluation, ModelScores
+from foundry.vision.metrics import VisionMetrics
 
 CHAT_LOSS = (
     "Exact match: greedy replies through each model's chat template equal to the holdout's reference reply. "
@@ -54,6 +56,8 @@ def rows(evaluation: Evaluation) -> list[dict[str, str]]:
     artifact's rows and the markdown's."""
     if evaluation.data.kind == "chat":
         return chat_rows(evaluation)
+    if evaluation.data.kind == "image":
+        return image_rows(evaluation)
     with_loss = evaluation.one_tokenizer
     ranked = sorted(evaluation.models, key=lambda m: m.metrics.bits_per_byte)
     table = []
@@ -94,6 +98,8 @@ def comparison(evaluation: Evaluation) -> str:
     n = len(evaluation.models)
     if data.kind == "chat":
         return chat_comparison(evaluation)
+    if data.kind == "image":
+        return image_comparison(evaluation)
     head = [
         f"evaluate: {n} model{'s' * (n != 1)} on {data.label}",
         f"holdout: {evaluation.holdout_bytes:,} bytes in {len(evaluation.groups)} group(s) of source files",
@@ -133,6 +139,9 @@ def outcome(evaluation: Evaluation) -> str:
             return "no model could be compared on chat records"
         best = max(scored, key=lambda m: m.chat.exact_match)
         return f"best: {best.model.model} at exact match {best.chat.exact_match:.4f}"
+    if evaluation.data.kind == "image":
+        best = max(evaluation.models, key=lambda m: m.vision.accuracy)
+        return f"best: {best.model.model} at accuracy {best.vision.accuracy:.4f}"
     best = min(evaluation.models, key=lambda m: m.metrics.bits_per_byte)
     return f"best: {best.model.model} at {best.metrics.bits_per_byte:.4f} bits/byte"
 
@@ -142,6 +151,8 @@ def headline(scores: ModelScores) -> str:
     if scores.chat is not None:
         c = scores.chat
         return c.note if c.exact_match is None else f"exact match {c.exact_match:.4f} on {c.records} conversations"
+    if scores.vision is not None:
+        return f"accuracy {scores.vision.accuracy:.4f} on {scores.vision.images} images"
     return f"{scores.metrics.bits_per_byte:.4f} bits/byte"
 
 
@@ -150,6 +161,8 @@ def chart(evaluation: Evaluation, path: Path) -> Path | None:
     on chat records."""
     if evaluation.data.kind == "chat":
         return None
+    if evaluation.data.kind == "image":
+        return image_chart(evaluation, path)
     from foundry.reports.plots import bits_per_byte_bars
 
     models = {name_of(m): m.metrics.bits_per_byte for m in evaluation.models}
@@ -160,3 +173,57 @@ def chart(evaluation: Evaluation, path: Path) -> Path | None:
     }
     title = f"Bits per byte on {evaluation.data.label}"
     return bits_per_byte_bars(models, baselines, groups if len(groups) > 1 else {}, title, path)
+
+
+# --- images: accuracy (higher is better), per class ---------------------------------------------
+
+
+def image_rows(evaluation: Evaluation) -> list[dict[str, str]]:
+    """One row per model, the most accurate first, then the baselines."""
+    table = []
+    for m in sorted(evaluation.models, key=lambda m: -m.vision.accuracy):
+        v = m.vision
+        row = {"model": name_of(m), "accuracy": f"{v.accuracy:.4f}", "macro_f1": f"{v.macro_f1:.4f}"}
+        table.append(row | {"loss": f"{v.loss:.4f}", "images": f"{v.images:,}"})
+    for name, value in sorted(evaluation.baselines.scores.items(), key=lambda item: -item[1]):
+        row = {"model": f"baseline: {VisionMetrics.LABELS[name]}", "accuracy": f"{value:.4f}"}
+        table.append(row | {"macro_f1": "", "loss": "", "images": ""})
+    return table
+
+
+def class_rows(evaluation: Evaluation) -> list[dict[str, str]]:
+    """Accuracy on each holdout class, one column per model (in the order asked)."""
+    classes: dict[str, None] = {}
+    for m in evaluation.models:
+        classes.update(dict.fromkeys(m.vision.per_class_accuracy))
+    table = []
+    for label in classes:
+        row = {"class": label}
+        for m in evaluation.models:
+            found = m.vision.per_class_accuracy.get(label)
+            row[name_of(m)] = "" if found is None else f"{found:.4f}"
+        table.append(row)
+    return table
+
+
+def image_comparison(evaluation: Evaluation) -> str:
+    n, data = len(evaluation.models), evaluation.data
+    head = [
+        f"evaluate: {n} model{'s' * (n != 1)} on {data.label} (images)",
+        f"holdout: {evaluation.holdout_records:,} images",
+        "",
+        markdown(rows(evaluation)),
+        "",
+        "accuracy by class:",
+        "",
+        markdown(class_rows(evaluation)),
+    ]
+    return "\n".join(head + runs_lines(evaluation))
+
+
+def image_chart(evaluation: Evaluation, path: Path) -> Path:
+    from foundry.reports.plots import accuracy_bars
+
+    models = {name_of(m): m.vision.accuracy for m in evaluation.models}
+    baselines = {f"baseline: {VisionMetrics.LABELS[k]}": v for k, v in evaluation.baselines.scores.items()}
+    return accuracy_bars(models, baselines, f"Accuracy on {evaluation.data.label}", path)

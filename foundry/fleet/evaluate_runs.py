@@ -8,7 +8,9 @@ and the version's through it, list by dataset. Versions logged before MLflow 3's
 figures stay on the run. The baselines (`eval/baseline/<name>_bits_per_byte`) depend on the data alone and are
 logged on the runs, not on the models. Tags name the model URI asked for, the version and the data. On chat
 records the figures are `eval/exact_match`, `eval/response_loss` and `eval/records`, linked the same way; a model
-that is not comparable has a run tagged `foundry.comparable=false` with the reason, and no figures.
+that is not comparable has a run tagged `foundry.comparable=false` with the reason, and no figures. An image
+classifier's are `eval/accuracy`, `eval/macro_f1`, `eval/loss`, `eval/images` and `eval/class_accuracy/<label>`,
+its baselines `eval/baseline/<name>_accuracy`.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ def chat_metrics(scores: ModelScores) -> dict[str, float]:
 
 
 def model_metrics(scores: ModelScores) -> dict[str, float]:
+    if scores.vision is not None:
+        from foundry.fleet.evaluate_images import image_metrics
+
+        return image_metrics(scores)
     if scores.metrics is None:
         return chat_metrics(scores)
     found = {metric_key(f): float(getattr(scores.metrics, f)) for f in FIELDS if getattr(scores.metrics, f) is not None}
@@ -54,7 +60,9 @@ def model_metrics(scores: ModelScores) -> dict[str, float]:
 def baseline_metrics(baselines: Baselines) -> dict[str, float]:
     if not baselines.scores:  # chat records: none
         return {}
-    found = {f"{PREFIX}baseline/{name}_bits_per_byte": v for name, v in baselines.scores.items()}
+    found = {f"{PREFIX}baseline/{name}_{baselines.unit}": v for name, v in baselines.scores.items()}
+    if baselines.unit != "bits_per_byte":  # image baselines: no training text
+        return found
     return found | {f"{PREFIX}baseline/train_bytes": float(baselines.train_bytes)}
 
 
@@ -89,7 +97,7 @@ def log_model_run(parent: RunContext, scores: ModelScores, data: EvaluationData,
         "foundry.stage": "evaluate",
         "foundry.evaluates": ref.model,
         "foundry.model_uri": ref.asked,
-        "foundry.tokenizer": scores.tokenizer,
+        **({"foundry.tokenizer": scores.tokenizer} if scores.tokenizer else {}),  # image classifiers have none
         **data_tags(data),
         **tracking.standard_tags(),
     }

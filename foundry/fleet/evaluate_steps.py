@@ -9,7 +9,7 @@ from foundry.config import FoundryConfig
 from foundry.contracts import RunContext
 from foundry.data.manifest import DatasetManifest
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
-from foundry.fleet import evaluate_chat, evaluate_report, evaluate_runs
+from foundry.fleet import evaluate_chat, evaluate_images, evaluate_report, evaluate_runs
 from foundry.fleet.evaluate import (
     Baselines,
     Evaluation,
@@ -30,13 +30,28 @@ STAGING = "prepared"  # under the run's folder: removed with the run's other sta
 def data_for(data: str, config: FoundryConfig, refs: list[ModelRef], run: RunContext) -> EvaluationData:
     """The data version hydrated, or the source (`config.data.source`, see `evaluate.source_config`) prepared
     into the run's staging folder: chat records with the first aligned model's tokenizer (`evaluate_chat`),
-    documents with the first model's."""
+    documents with the first model's, images with the first classifier's image settings (`evaluate_images`).
+    Models of another modality than the data are refused here, before any is scored."""
+    if is_data_version(data):
+        found = hydrated_data(data, config, run.home)
+    elif refs[0].artifacts is None:
+        raise ValueError(f"{refs[0].model}: download its files first: it decides how the source is prepared")
+    elif config.data.modality == evaluate_images.IMAGE or evaluate_images.first_modality(refs) == "image":
+        evaluate_images.refuse_other_modality(refs, evaluate_images.IMAGE, config.data.source)
+        found = evaluate_images.prepared_images(config, refs, run.dir / STAGING)
+    else:
+        found = source_data(config, refs, run)
+    modality = evaluate_images.IMAGE if found.kind == "image" else evaluate_images.TEXT
+    evaluate_images.refuse_other_modality(refs, modality, found.label)
+    if modality == evaluate_images.IMAGE:
+        evaluate_images.check_images(refs, found)
+    return found
+
+
+def source_data(config: FoundryConfig, refs: list[ModelRef], run: RunContext) -> EvaluationData:
+    """A text source: chat records or documents."""
     from foundry.data.acquire import acquire_source
 
-    if is_data_version(data):
-        return hydrated_data(data, config, run.home)
-    if refs[0].artifacts is None:
-        raise ValueError(f"{refs[0].model}: download its files first: its tokenizer prepares the source")
     run.dir.mkdir(parents=True, exist_ok=True)
     source = acquire_source(config.data, run.dir / "source_manifest.json")
     if evaluate_chat.holds_chats(source, config):
@@ -53,6 +68,8 @@ def baselines(data: EvaluationData, config: FoundryConfig) -> Baselines:
 
     if data.kind == "chat":
         return Baselines(scores={}, train_bytes=0)
+    if data.kind == "image":
+        return evaluate_images.image_baselines(data, config)
     e, manifest = config.evaluation, DatasetManifest.read(data.dir)
     scores = compression_baselines(data.dir, e.compression_context_bytes, e.strong_context_bytes)
     train_bytes = int(scores.pop("baseline_train_bytes"))
@@ -65,16 +82,20 @@ def scored_and_logged(
     ref: ModelRef, data: EvaluationData, base: Baselines, config: FoundryConfig, run: RunContext
 ) -> ModelScores:
     """One model scored on the data (documents or chat records), its evaluation run logged."""
-    score = evaluate_chat.score_chats if data.kind == "chat" else score_model
-    scores = score(ref, data.dir, config)
+    if data.kind == "image":
+        scores = evaluate_images.score_images(ref, data.dir, config, base)
+    else:
+        scores = (evaluate_chat.score_chats if data.kind == "chat" else score_model)(ref, data.dir, config)
     return scores.model_copy(update={"run_id": evaluate_runs.log_model_run(run, scores, data, base)})
 
 
 def compared(data: EvaluationData, base: Baselines, scores: list[ModelScores], run: RunContext) -> Evaluation:
     """The evaluation as one value, its comparison and chart logged on the run; the staging folder removed."""
-    manifest, chats = DatasetManifest.read(data.dir), data.kind == "chat"
-    holdout = (data.dir / "holdout.jsonl").stat().st_size if chats else manifest.holdout_bytes
+    manifest, chats, images = DatasetManifest.read(data.dir), data.kind == "chat", data.kind == "image"
+    holdout = (data.dir / "holdout.jsonl").stat().st_size if chats else 0 if images else manifest.holdout_bytes
     records = manifest.stats["holdout_records"] if chats else None
+    if images:  # holdout images
+        records = sum(manifest.image_counts.get("holdout", {}).values())
     evaluation = Evaluation(
         data=data, holdout_bytes=holdout, baselines=base, models=scores, run_id=run.run_id, holdout_records=records
     )

@@ -12,8 +12,11 @@ The search (the dry run, and the first step of `--apply`: `purge_apply`) reads a
 4. the MLflow artifacts that hold them (`purge_artifacts`), in the embedded store, and the other files under the
    home and the Prefect artifacts that do (`purge_home`);
 5. the registered versions trained on a version holding their text, and every descendant of those.
-What cannot be read (an `s3://` remote, a version with no copy here, a server's artifacts) is listed as not
-checked, never taken as clean; a version an earlier purge removed (marked, `foundry.data.purged`) is not. The plan holds counts and ids, never the text (`purge_plan`).
+What cannot be read (an `s3://` remote, a local remote that is no folder here, a version with no copy here, a
+server's artifacts, an experiment keeping its artifacts elsewhere, a compressed source mirror file, a hydration
+in progress: `purge_unchecked`) is listed as not checked, never taken as clean; a version an earlier purge
+removed (marked, `foundry.data.purged`) is not. The documents earlier purges removed are looked for too (by
+sha256), so that a purge run again after its data versions went still finds their copies. The plan holds counts and ids, never the text (`purge_plan`).
 
     foundry purge (--match REGEX | --document SHA256 | --source PATH) --reason TEXT [--json] [--apply]
 """

@@ -11,12 +11,13 @@ safe to run again (it finds what is left and finishes):
 3. rewrite each affected version without the documents (`purge_rewrite`), commit the rewrite as a new version
    into the workspace cache and every local remote that held the old one (`purge_commit`), and name it in the
    mark; a version that cannot be rewritten is only deleted;
-4. scrub the MLflow artifacts, run files, source mirrors, logs and Prefect artifacts that hold them, and vacuum
-   the embedded Prefect store (`purge_home`): while the old versions are still there, a failure here leaves a
-   re-run everything it needs to find the copies;
-5. delete the old versions: in every cache and remote the objects holding the documents' text that no kept
-   version lists, then the listing (last), then their hydrated and checked-out copies; and finish every marked
-   version a store still lists (a purge stopped while deleting it);
+4. scrub the MLflow artifacts, run files, source mirrors, logs and Prefect artifacts that hold them
+   (`purge_home`): while the old versions are still there, a failure here leaves a re-run everything it needs
+   to find the copies;
+5. delete the old versions: their hydrated and checked-out copies, in every cache and remote the objects holding
+   the documents' text that no kept version lists, then (last) the listings; and finish every marked version a
+   store still lists (a purge stopped while deleting it); then vacuum the embedded Prefect store, on every run
+   (a vacuum a busy reader made fail is done by the next);
 6. tag the affected model versions and runs with the record, take `champion` from the versions (unless
    `keep_models`), keep the record as an MLflow run, and search again: the record is verified when that finds
    no document, no marked version still listed anywhere and no affected model untagged.
@@ -67,8 +68,9 @@ def apply(
         )
     removed: dict[str, int] = {}
     replaced = _replace(home, found, hits, record_id, when, removed)
-    _count(removed, purge_home.scrub(home, found.needles, found.plan, always_vacuum=True))
+    _count(removed, purge_home.scrub(home, found.needles, found.plan, vacuum_changed=False))
     _delete(found, hits, replaced, removed)
+    _count(removed, purge_home.vacuum_embedded(home))  # every run: one a busy reader made fail is done again
     lost = purge_record.tag_models(client, record_id, found.plan.models, keep_models)
     purge_record.tag_runs(client, record_id, found.plan.runs)
     again = purge.survey(home, criterion, reason, remotes, client)

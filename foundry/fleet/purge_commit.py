@@ -25,12 +25,13 @@ from pathlib import Path
 
 import yaml
 
+from foundry import fs
 from foundry.contracts import check_data_version
 from foundry.data.hydrate import listing_path, verify_dataset
 from foundry.data.versioning import REMOTE_NAME, _workspace_lock, init_dvc
 from foundry.fleet.gc_scan import MD5
 from foundry.fleet.purge_stores import Places, Store
-from foundry.fs import remove_file, remove_tree
+from foundry.fs import remove_tree
 
 HYDRATED_COPY = "hydrated copy"
 WORKSPACE = "workspace"
@@ -91,20 +92,22 @@ def place_of(store: Store) -> str:
 def delete_version(places: Places, version: str, objects: set[str], keep: set[str]) -> dict[str, int]:
     """Remove a data version: files removed per place (`place_of` each store, `hydrated copy`, `workspace`).
 
-    From each store every object of `objects` (md5s of files holding matched text) that `keep` (md5s listed by
-    versions that stay) does not name, then its `.dir` listing, last: a listing still there after a purge stopped
-    says the version is not finished (`unfinished`); then its hydrated copy and, when the workspace has it
-    checked out, the workspace's `prepared/`. A second call removes nothing and counts zeros."""
+    Its hydrated copy and, when the workspace has it checked out, the workspace's `prepared/`; then from every
+    store each object of `objects` (md5s of files holding matched text) that `keep` (md5s listed by versions that
+    stay) does not name; then, last, every store's `.dir` listing: a listing still there after a purge stopped
+    says the version is not finished (`unfinished`), and with no readable copy left the next run finishes it.
+    A second call removes nothing and counts zeros."""
     check_data_version(version)
     doomed = sorted(_md5(m) for m in set(objects) - set(keep))
     home, workspace = places.home, places.home / "workspace"
-    counts: dict[str, int] = {}
+    counts = dict.fromkeys((place_of(store) for store in places.stores), 0)
     with _workspace_lock(workspace):  # no version_dataset commits or checks out while objects go
-        for store in places.stores:  # the listing last: while it is there, the version is known unfinished
-            paths = [*(store.object(m) for m in doomed), listing_path(store.root, version)]
-            counts[place_of(store)] = counts.get(place_of(store), 0) + sum(_remove(p, store.root) for p in paths)
         counts[HYDRATED_COPY] = _remove_folder(places.hydrated().get(version), home / "hydrated")
         counts[WORKSPACE] = _remove_folder(places.checked_out().get(version), workspace)
+        held = [(store, store.object(m)) for store in places.stores for m in doomed]
+        listings = [(store, listing_path(store.root, version)) for store in places.stores]
+        for store, path in held + listings:  # the listings last (see above)
+            counts[place_of(store)] += _remove(path, store.root)
     return counts
 
 
@@ -145,7 +148,7 @@ def _remove(path: Path, within: Path) -> int:
     """1 when a file was there and is now removed, 0 when it was already gone."""
     if not (path.exists() or path.is_symlink()):
         return 0
-    remove_file(path, within=within)
+    fs.remove_file(path, within=within)
     return 1
 
 

@@ -23,8 +23,10 @@ plots (`.png`). Token shards (`*.bin`, which do encode documents) are never logg
 only in data stores (purged by `purge_commit`) and staging folders (removed here). A model trained on the
 text is the registry step's business, not a rewrite.
 
-Last, the embedded SQLite stores a rewrite touched (`prefect/prefect.db` after a Prefect artifact changed)
-are checkpointed and vacuumed, so that neither a freed page nor the write-ahead log keeps the old text.
+Last, the embedded Prefect store (`prefect/prefect.db`) is checkpointed and vacuumed, after a Prefect artifact
+changed and on every `--apply` (so that a vacuum a busy reader made fail is done by the next run), so that
+neither a freed page nor the write-ahead log keeps the old text. A source mirror file is shown (`HomeHit.where`)
+by its mirror's folder only: its name may be a person's; `HomeHit.path`, never serialised, is the file.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from foundry.fleet.purge_artifacts import Needles
 from foundry.fleet.purge_plan import ArtifactHit, HomeHit, PurgePlan
 from foundry.fleet.purge_prefect import PrefectUnreadable
 
-__all__ = ["HomeHit", "PrefectUnreadable", "scan", "scrub", "vacuum"]
+__all__ = ["HomeHit", "PrefectUnreadable", "scan", "scrub", "vacuum", "vacuum_embedded"]
 PLACES = {"runs": "run files", "sources": "source mirror", "logs": "log"}  # folder -> `HomeHit.place`
 SCRATCH = ("prepared", "merged")  # `foundry.run_owner.SCRATCH`
 
@@ -102,12 +104,12 @@ def scan(home: Path, needles: Needles, prefect: bool = True) -> list[HomeHit]:
 
 
 def scrub(
-    home: Path, needles: Needles, hits: PurgePlan | Sequence[HomeHit | ArtifactHit], always_vacuum: bool = False
+    home: Path, needles: Needles, hits: PurgePlan | Sequence[HomeHit | ArtifactHit], vacuum_changed: bool = True
 ) -> dict[str, int]:
     """Rewrite (or remove) each hit (a plan's MLflow artifacts and other places) in place, as it is now: a second
-    scrub finds and changes nothing. Then vacuum the embedded Prefect store if an artifact of it changed, or
-    whenever `always_vacuum` (`--apply`: a vacuum an earlier run could not finish is done by the next). Returns
-    how many files, folders or artifacts changed, per place."""
+    scrub finds and changes nothing. Then, unless `vacuum_changed` is False (`--apply` vacuums on every run,
+    `vacuum_embedded`), vacuum the embedded Prefect store if an artifact of it changed. Returns how many files,
+    folders or artifacts changed, per place."""
     if isinstance(hits, PurgePlan):
         hits = [*hits.artifacts, *hits.elsewhere]
     counts: dict[str, int] = {}
@@ -122,11 +124,18 @@ def scrub(
         else:
             place, changed = hit.place, _scrub_file(home, hit, needles)
         counts[place] = counts.get(place, 0) + bool(changed)
-    store = purge_prefect.embedded_database(home)
-    if (always_vacuum or counts.get("prefect artifact")) and store is not None:
-        vacuum(store)
-        counts["vacuumed"] = 1
+    if vacuum_changed and counts.get("prefect artifact"):
+        counts.update(vacuum_embedded(home))
     return counts
+
+
+def vacuum_embedded(home: Path) -> dict[str, int]:
+    """The embedded Prefect store vacuumed (`vacuum`), if there is one: {"vacuumed": 1}, or {}."""
+    store = purge_prefect.embedded_database(home)
+    if store is None:
+        return {}
+    vacuum(store)
+    return {"vacuumed": 1}
 
 
 def _scrub_file(home: Path, hit: HomeHit, needles: Needles) -> int:

@@ -61,8 +61,8 @@ def home_places(home: Path) -> list[Unchecked]:
     for mirror, count in sorted(_unread_mirror_files(sources).items()):
         where = mirror.relative_to(home).as_posix()
         why = (
-            f"{count} compressed source mirror file(s) the purge cannot read (gzip, parquet, an archive); "
-            "remove the mirror (the next acquire downloads it again) or check it by hand"
+            f"a compressed source mirror file the purge cannot read ({count} in this mirror: gzip, parquet, an "
+            "archive); remove the mirror (the next acquire downloads it again) or check it by hand"
         )
         found.append(Unchecked(what=f"source mirror {where}/…", why=why))
     hydrated = home / "hydrated"

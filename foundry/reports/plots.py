@@ -68,6 +68,27 @@ def bits_per_byte_bars(
     return path
 
 
+def accuracy_bars(models: dict[str, float], baselines: dict[str, float], title: str, path: Path) -> Path:
+    """Models' accuracy as bars beside the baselines' (grey), highest first (`foundry evaluate` on images). One PNG."""
+    import textwrap
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars = sorted([(-v, k, "C0") for k, v in models.items()] + [(-v, k, "0.7") for k, v in baselines.items()])
+    fig, ax = plt.subplots(figsize=(8, 1.5 + 0.4 * len(bars)), dpi=110)
+    ax.barh([label for _, label, _ in bars], [-v for v, _, _ in bars], color=[c for _, _, c in bars])
+    ax.invert_yaxis()  # the best at the top
+    ax.set(xlabel="holdout accuracy (higher is better)", xlim=(0, 1), title=textwrap.fill(title, 70))
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
 def confusion_matrix_plot(matrix, classes: list[str], path: Path) -> Path:
     """Counts of true (rows) against predicted (columns) classes, each cell labelled when there are few."""
     import matplotlib

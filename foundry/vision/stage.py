@@ -27,6 +27,7 @@ from foundry.digests import folder_digests, sha256_file
 from foundry.fs import remove_tree
 from foundry.redact import redact_url
 from foundry.vision.acquire import Listing, listing
+from foundry.vision.finetune import merged_classes
 from foundry.vision.prepare import StagedImages, prepare_images
 from foundry.vision.shards import FILE as SHARDS_FILE
 from foundry.vision.shards import ShardManifest, records_of, write_shards
@@ -75,7 +76,7 @@ def acquire_images(config: FoundryConfig, manifest_path: Path) -> SourceManifest
 def _classes(rows, parent: Path | None) -> list[str]:
     """The parent's classes keep their indices (a warm start keeps its head's rows); new labels follow, sorted."""
     before = list(DatasetManifest.read(parent).classes) if parent is not None else []
-    return before + sorted({row.label for row in rows} - set(before))
+    return merged_classes(before, (row.label for row in rows))
 
 
 def _stats(audit: ImageAudit) -> dict[str, int]:

@@ -1,0 +1,396 @@
+"""The vision workload against plain baselines in the same run: data preparation, loading, training, hydration,
+and the default run's holdout accuracy beside its baselines.
+
+    nice -n 19 python bench/vision.py [--synthetic 5000] [--steps 200] [--repeats 2]
+
+Datasets: `configs/vision.yaml`'s sklearn digits (1,797 8x8 gray), and for preparation, loading and hydration also
+`--synthetic` deterministic 64x64 RGB PNGs (smooth colour fields with noise, 10 class folders) written to a temp
+folder. Ratios are Foundry's throughput over the baseline's (above 1: Foundry faster); each figure is the median
+of `--repeats` runs of each side, the sides alternating (ABBA...), so load from other work hits both alike.
+1. prepare: `foundry.vision.stage.prepare_image_dataset` (the pipeline's call: list and fingerprint the sources
+   again, decode, count and strip metadata, fit, dHash, exact/near de-duplication, split on the ledger, write the
+   staged PNGs, table, audit and ledger, then `write_shards` and the manifest with every file's digests) against
+   plain: one Pillow loop that opens each file, converts it to L/RGB, resizes it to image.size (bicubic), hashes
+   the pixels with sha256, drops exact repeats, and writes a PNG (compress_level 6, as Foundry's) per image.
+2. loading: an epoch of the trainer's own loader (`foundry.vision.training.ShardBatches`: tar shards, shuffle
+   buffer, Pillow decode, in the training process) against a `torch.utils.data.DataLoader` over the same train
+   PNGs as plain files (shuffled, Pillow decode), both batch train.batch_size, 0 workers (the trainer has none).
+3. training (digits): `--steps` steps of `foundry.training.trainer.train` on the hydrated version (no MLflow
+   run; validation and checkpoints between steps off; the final checkpoint and model.pt written) against a plain
+   loop: the same `models.vision` classifier, augmentation, fused AdamW, schedule, clipping, batch size and thread
+   count, batches from the plain DataLoader of (2). images/s and data wait are over the steps after the first 10,
+   timed the way `LitVision` logs train/data_wait_ms (from one step's end to the next one's start).
+4. hydration: `foundry.data.hydrate.hydrate_version` into a fresh home from the local DVC remote against `cp -r`
+   of that remote folder (it holds this version only).
+5. accuracy: the default config (its own steps) trained on the hydrated digits and scored by
+   `foundry.vision.evaluate.evaluate_images`, as `foundry run --config configs/vision.yaml` does.
+The last line is the headline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import io
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+WORK = Path(tempfile.mkdtemp(prefix="bench-vision-"))
+os.environ["FOUNDRY_HOME"] = str(WORK / "home")
+
+from foundry.env import configure_environment  # noqa: E402
+
+configure_environment()  # before the libraries load
+
+from foundry.config import load_config  # noqa: E402
+from foundry.data.hydrate import hydrate_version  # noqa: E402
+from foundry.data.versioning import version_dataset  # noqa: E402
+from foundry.vision import stage  # noqa: E402
+from foundry.vision.acquire import listing  # noqa: E402
+from foundry.vision.shards import ShardManifest  # noqa: E402
+
+SKIP = 10  # steps left out of the training figures: allocator and Lightning warm-up
+
+
+def alternating(repeats: int, sides: dict) -> dict[str, list[float]]:
+    """Run each side `repeats` times in ABBA order; each returns seconds."""
+    names, times = list(sides), {name: [] for name in sides}
+    for i in range(repeats):
+        for name in names if i % 2 == 0 else names[::-1]:
+            times[name].append(sides[name](i))
+    return times
+
+
+def synthetic_source(root: Path, n: int) -> Path:
+    """`n` 64x64 RGB PNGs in 10 class folders: an 8x8 grid of random colours upsampled, with noise."""
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        coarse = rng.integers(0, 256, (8, 8, 3), dtype=np.uint8).repeat(8, 0).repeat(8, 1)
+        pixels = np.clip(coarse.astype(int) + rng.integers(-8, 9, (64, 64, 3)), 0, 255).astype(np.uint8)
+        path = root / str(i % 10) / f"{i:05d}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(pixels).save(path, format="PNG")
+    return root
+
+
+def plain_prepare(images: list[tuple[Path, str]], size: int, mode: str, out: Path) -> int:
+    """The baseline: decode, convert, resize, hash, drop exact repeats, PNG per image. Images kept."""
+    seen = set()
+    for path, label in images:
+        with Image.open(path) as image:
+            pixels = np.asarray(image.convert(mode).resize((size, size), Image.Resampling.BICUBIC))
+        sha = hashlib.sha256(pixels.tobytes()).hexdigest()
+        if sha in seen:
+            continue
+        seen.add(sha)
+        target = out / label / f"{sha}.png"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        buffer = io.BytesIO()
+        Image.fromarray(pixels).save(buffer, format="PNG", compress_level=6)
+        target.write_bytes(buffer.getvalue())
+    return len(seen)
+
+
+def timed(fn, *args) -> float:
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
+def prepare_side(config, name: str, repeats: int) -> dict:
+    """Both preparations of one dataset; the last Foundry folder is versioned and hydrated afterwards."""
+    source = stage.acquire_images(config, WORK / f"{name}-source.json")
+    with listing(config.data, config.image) as found:
+        images = [(one.path, one.label) for one in found.images]
+    mode = "L" if config.image.channels == "gray" else "RGB"
+    out = {}
+
+    def foundry(i: int) -> float:
+        out["prepared"] = WORK / f"{name}-prepared-{i}"
+        return timed(stage.prepare_image_dataset, source, config, out["prepared"])
+
+    def plain(i: int) -> float:
+        kept = WORK / f"{name}-plain-{i}"
+        seconds = timed(plain_prepare, images, config.image.size, mode, kept)
+        shutil.rmtree(kept)
+        return seconds
+
+    times = alternating(repeats, {"foundry": foundry, "plain": plain})
+    manifest = ShardManifest.read(out["prepared"])
+    print(
+        f"{name} prepare: {len(images)} images in, {manifest.images('train')} train + {manifest.images('holdout')} "
+        f"holdout kept; foundry {len(images) / statistics.median(times['foundry']):,.0f} images/s, "
+        f"plain {len(images) / statistics.median(times['plain']):,.0f} images/s"
+    )
+    return {"source": source, "folder": out["prepared"], "images": len(images), "times": times}
+
+
+def folder_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def hydrate_side(config, name: str, prepared: dict, repeats: int) -> tuple[Path, dict]:
+    home = WORK / f"{name}-home"
+    with contextlib.redirect_stdout(io.StringIO()):  # DVC's "Initialized DVC repository" and lock-file lines
+        data = version_dataset(config, prepared["folder"], prepared["source"], home)
+    remote = Path(data.remote)
+
+    def cp(i: int) -> float:
+        seconds = timed(subprocess.run, ["cp", "-r", str(remote), str(WORK / f"{name}-cp-{i}")])
+        shutil.rmtree(WORK / f"{name}-cp-{i}")
+        return seconds
+
+    def hydrate(i: int) -> float:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return timed(hydrate_version, data, WORK / f"{name}-node-{i}")
+
+    times = alternating(repeats, {"hydrate": hydrate, "cp": cp})
+    mib = folder_bytes(remote) / 2**20
+    print(
+        f"{name} hydrate: version {data.data_version[:12]}, {mib:.1f} MiB; hydrate_version "
+        f"{statistics.median(times['hydrate']):.3f} s, cp -r {statistics.median(times['cp']):.3f} s"
+    )
+    return hydrate_version(data, WORK / f"{name}-node-0"), times  # node-0's copy, already there
+
+
+def plain_files(data_dir: Path, out: Path) -> list[tuple[Path, int]]:
+    """The train shards' PNGs as plain files (the same bytes), with their class indices."""
+    files = []
+    for shard in ShardManifest.read(data_dir).shards_of("train"):
+        with tarfile.open(data_dir / shard.file) as tar:
+            members = {m.name: tar.extractfile(m).read() for m in tar}
+        for key in sorted({n.rsplit(".", 1)[0] for n in members}):
+            path = out / f"{key}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(members[f"{key}.png"])
+            files.append((path, int(members[f"{key}.cls"])))
+    return files
+
+
+class PlainImages(torch.utils.data.Dataset):
+    def __init__(self, files: list[tuple[Path, int]]):
+        self.files = files
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int):
+        path, label = self.files[i]
+        with Image.open(path) as image:
+            array = np.array(image)
+        array = array[None] if array.ndim == 2 else array.transpose(2, 0, 1)
+        return torch.from_numpy(np.ascontiguousarray(array)), label
+
+
+def plain_loader(files, batch_size: int, seed: int):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.utils.data.DataLoader(
+        PlainImages(files), batch_size=batch_size, shuffle=True, drop_last=True, num_workers=0, generator=generator
+    )
+
+
+def loading_side(config, name: str, data_dir: Path, files, repeats: int) -> dict:
+    from foundry.vision.training import ShardBatches
+
+    t = config.train
+    batches = {"foundry": ShardBatches(data_dir, t.batch_size, t.seed), "plain": plain_loader(files, t.batch_size, 0)}
+    count = {}
+
+    def epoch(which: str):
+        def run(_i: int) -> float:
+            start, count[which] = time.perf_counter(), 0
+            for images, _labels in batches[which]:
+                count[which] += len(images)
+            return time.perf_counter() - start
+
+        return run
+
+    times = alternating(repeats, {"foundry": epoch("foundry"), "plain": epoch("plain")})
+    rates = {k: count[k] / statistics.median(v) for k, v in times.items()}
+    print(
+        f"{name} loading (an epoch, batch {t.batch_size}): foundry {rates['foundry']:,.0f} images/s, "
+        f"plain {rates['plain']:,.0f} images/s"
+    )
+    return rates
+
+
+class Steps:
+    """When each step started and ended, and its loss: the Lightning callback of Foundry's side, filled by hand
+    on the plain side."""
+
+    def __init__(self):
+        self.starts, self.ends, self.losses, self.whole = [], [], [], 0.0
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        self.starts.append(time.perf_counter())
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        self.ends.append(time.perf_counter())
+        self.losses.append(float(outputs["loss"]))
+
+    def steady(self, batch_size: int) -> tuple[float, float]:
+        """(images/s, data wait share of the step) over the steps after the first SKIP."""
+        window = self.ends[-1] - self.ends[SKIP - 1]
+        wait = sum(self.starts[k] - self.ends[k - 1] for k in range(SKIP, len(self.ends)))
+        return batch_size * (len(self.ends) - SKIP) / window, wait / window
+
+
+def foundry_train(config, data_dir: Path, checkpoints: Path) -> Steps:
+    import lightning as L
+
+    from foundry.training.trainer import train
+
+    class Callback(Steps, L.Callback):
+        pass
+
+    steps = Callback()
+    start = time.perf_counter()
+    train(config, data_dir, checkpoints, progress=False, callbacks=(steps,))
+    steps.whole = time.perf_counter() - start
+    return steps
+
+
+def plain_train(config, data_dir: Path, files) -> Steps:
+    from foundry.training.trainer import cpu_threads
+    from foundry.vision.training import augment_args, vision_model_args
+    from models.lit_gpt import adamw, warmup_cosine
+    from models.vision import AugmentConfig, ImageClassifier, VisionConfig, augment
+
+    t, steps = config.train, Steps()
+    start = time.perf_counter()
+    torch.set_num_threads(cpu_threads(t))
+    torch.manual_seed(t.seed)
+    model = ImageClassifier(VisionConfig(**vision_model_args(config, ShardManifest.read(data_dir)))).train()
+    optimizer = adamw(model, t.learning_rate, t.weight_decay, "32-true")
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: warmup_cosine(s, t.warmup_steps, t.max_steps, t.min_lr_ratio)
+    )
+    shifts, generator = AugmentConfig(**augment_args(config)), torch.Generator().manual_seed(t.seed)
+    loader = plain_loader(files, t.batch_size, t.seed)
+    while len(steps.ends) < t.max_steps:
+        for images, targets in loader:
+            steps.starts.append(time.perf_counter())
+            _, loss = model(augment(images, shifts, generator), targets)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if t.grad_clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+            optimizer.step()
+            schedule.step()
+            steps.ends.append(time.perf_counter())
+            steps.losses.append(float(loss.detach()))
+            if len(steps.ends) == t.max_steps:
+                break
+    steps.whole = time.perf_counter() - start
+    return steps
+
+
+def training_side(config, data_dir: Path, files, repeats: int) -> dict:
+    runs: dict[str, list[Steps]] = {"foundry": [], "plain": []}
+
+    def foundry(i: int) -> float:
+        runs["foundry"].append(foundry_train(config, data_dir, WORK / f"checkpoints-{i}"))
+        return runs["foundry"][-1].whole
+
+    def plain(_i: int) -> float:
+        runs["plain"].append(plain_train(config, data_dir, files))
+        return runs["plain"][-1].whole
+
+    alternating(repeats, {"foundry": foundry, "plain": plain})
+    t, out = config.train, {}
+    for side, done in runs.items():
+        rates, waits = zip(*(run.steady(t.batch_size) for run in done))
+        out[side] = statistics.median(rates), statistics.median(waits)
+        loss = statistics.mean(done[-1].losses[-20:])
+        whole = statistics.median(run.whole for run in done)
+        print(
+            f"digits training, {side}: {out[side][0]:,.0f} images/s (steps {SKIP + 1}-{t.max_steps}), data wait "
+            f"{100 * out[side][1]:.1f}% of step, whole call {whole:.1f} s, train loss (last 20 steps) {loss:.3f}"
+        )
+    return out
+
+
+def default_run(config, data_dir: Path):
+    from foundry.training.trainer import train
+    from foundry.vision.evaluate import evaluate_images
+
+    start = time.perf_counter()
+    model = train(config, data_dir, WORK / "default-checkpoints", progress=False)
+    metrics = evaluate_images(config, model, data_dir)
+    print(
+        f"default run ({config.train.max_steps} steps, {time.perf_counter() - start:.1f} s with evaluation): "
+        f"holdout accuracy {metrics.accuracy:.3f}, macro F1 {metrics.macro_f1:.3f} on {metrics.images} images; "
+        f"nearest class mean {metrics.nearest_class_mean_accuracy:.3f}, majority {metrics.majority_accuracy:.3f}"
+    )
+    return metrics
+
+
+def ratio(times: dict[str, list[float]], ours: str, theirs: str) -> float:
+    """Throughput of `ours` over `theirs` on the same work: their median time over ours."""
+    return statistics.median(times[theirs]) / statistics.median(times[ours])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--synthetic", type=int, default=5000, help="64x64 RGB PNGs in the larger set")
+    parser.add_argument("--steps", type=int, default=200, help="training steps of each timed run")
+    parser.add_argument("--repeats", type=int, default=2, help="runs of each side per measure, alternating")
+    args = parser.parse_args()
+    if args.steps <= SKIP + 1:
+        parser.error(f"--steps must be above {SKIP + 1}")
+    try:
+        print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; work folder {WORK}")
+        default = load_config(REPO / "configs" / "vision.yaml")
+        start = time.perf_counter()
+        source = synthetic_source(WORK / "synthetic-source", args.synthetic)
+        print(f"synthetic: {args.synthetic} 64x64 RGB PNGs written in {time.perf_counter() - start:.1f} s")
+        configs = {
+            "digits": default,
+            "synthetic": load_config(
+                REPO / "configs" / "vision.yaml", [f"data.source={source}", "image.size=64", "image.channels=rgb"]
+            ),
+        }
+        prepared = {name: prepare_side(cfg, name, args.repeats) for name, cfg in configs.items()}
+        hydrated = {name: hydrate_side(cfg, name, prepared[name], args.repeats) for name, cfg in configs.items()}
+        files = {name: plain_files(hydrated[name][0], WORK / f"{name}-files") for name in configs}
+        loading = {
+            name: loading_side(cfg, name, hydrated[name][0], files[name], args.repeats) for name, cfg in configs.items()
+        }
+        timed_config = load_config(
+            REPO / "configs" / "vision.yaml",
+            [f"train.max_steps={args.steps}", "train.val_every_n_steps=1000000", "checkpoint.every_n_steps=1000000"],
+        )
+        training = training_side(timed_config, hydrated["digits"][0], files["digits"], args.repeats)
+        metrics = default_run(default, hydrated["digits"][0])
+        prep = {name: ratio(p["times"], "foundry", "plain") for name, p in prepared.items()}
+        hydrate = {name: ratio(h[1], "hydrate", "cp") for name, h in hydrated.items()}
+        load = {name: rates["foundry"] / rates["plain"] for name, rates in loading.items()}
+        print(
+            f"vision: prepare {prep['synthetic']:.2f}x plain (synthetic; digits {prep['digits']:.2f}x), "
+            f"loading {load['synthetic']:.2f}x plain (digits {load['digits']:.2f}x), "
+            f"train {training['foundry'][0] / training['plain'][0]:.2f}x plain, "
+            f"data wait {100 * training['foundry'][1]:.0f}% of step (plain {100 * training['plain'][1]:.0f}%), "
+            f"hydrate {hydrate['synthetic']:.2f}x cp -r (digits {hydrate['digits']:.2f}x); "
+            f"holdout accuracy {metrics.accuracy:.3f} (nearest class mean {metrics.nearest_class_mean_accuracy:.3f}, "
+            f"majority {metrics.majority_accuracy:.3f})"
+        )
+    finally:
+        shutil.rmtree(WORK, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
