@@ -12,14 +12,17 @@ of `--repeats` runs of each side, the sides alternating (ABBA...), so load from 
    staged PNGs, table, audit and ledger, then `write_shards` and the manifest with every file's digests) against
    plain: one Pillow loop that opens each file, converts it to L/RGB, resizes it to image.size (bicubic), hashes
    the pixels with sha256, drops exact repeats, and writes a PNG (compress_level 6, as Foundry's) per image.
-2. loading: an epoch of the trainer's own loader (`foundry.vision.training.ShardBatches`: tar shards, shuffle
-   buffer, Pillow decode, in the training process) against a `torch.utils.data.DataLoader` over the same train
-   PNGs as plain files (shuffled, Pillow decode), both batch train.batch_size, 0 workers (the trainer has none).
+2. loading: whole epochs (at least 8,000 images a measure) of the trainer's own loader
+   (`foundry.vision.training.ShardBatches`: tar shards, shuffle buffer, Pillow decode, in the training process)
+   against a `torch.utils.data.DataLoader` over the same train PNGs as plain files (shuffled, Pillow decode),
+   both batch train.batch_size, 0 workers (the trainer has none).
 3. training (digits): `--steps` steps of `foundry.training.trainer.train` on the hydrated version (no MLflow
    run; validation and checkpoints between steps off; the final checkpoint and model.pt written) against a plain
    loop: the same `models.vision` classifier, augmentation, fused AdamW, schedule, clipping, batch size and thread
-   count, batches from the plain DataLoader of (2). images/s and data wait are over the steps after the first 10,
-   timed the way `LitVision` logs train/data_wait_ms (from one step's end to the next one's start).
+   count, batches from the plain DataLoader of (2). The two alternate step by step in one process (a callback
+   runs a plain step after each of ours from step 10 on, as bench/train_overhead.py does), so load from other
+   work hits both alike. Data wait: ours from the end of the plain step to our step's start (the loader's next
+   batch and Lightning's loop between steps, as `LitVision`'s train/data_wait_ms), the plain one's `next()`.
 4. hydration: `foundry.data.hydrate.hydrate_version` into a fresh home from the local DVC remote against `cp -r`
    of that remote folder (it holds this version only).
 5. accuracy: the default config (its own steps) trained on the hydrated digits and scored by
@@ -33,6 +36,7 @@ import argparse
 import contextlib
 import hashlib
 import io
+import math
 import os
 import shutil
 import statistics
@@ -63,6 +67,7 @@ from foundry.vision import stage  # noqa: E402
 from foundry.vision.acquire import listing  # noqa: E402
 from foundry.vision.shards import ShardManifest  # noqa: E402
 
+LOAD_IMAGES = 8000  # read by each loader per measure: an epoch of the digits is a fraction of a second
 SKIP = 10  # steps left out of the training figures: allocator and Lightning warm-up
 
 
@@ -204,123 +209,135 @@ def plain_loader(files, batch_size: int, seed: int):
 
 
 def loading_side(config, name: str, data_dir: Path, files, repeats: int) -> dict:
+    """Images/s of each loader over whole epochs, at least LOAD_IMAGES images a measure."""
     from foundry.vision.training import ShardBatches
 
     t = config.train
     batches = {"foundry": ShardBatches(data_dir, t.batch_size, t.seed), "plain": plain_loader(files, t.batch_size, 0)}
-    count = {}
+    epochs, count = math.ceil(LOAD_IMAGES / len(files)), {}
 
-    def epoch(which: str):
+    def passes(which: str):
         def run(_i: int) -> float:
             start, count[which] = time.perf_counter(), 0
-            for images, _labels in batches[which]:
-                count[which] += len(images)
+            for _ in range(epochs):
+                for images, _labels in batches[which]:
+                    count[which] += len(images)
             return time.perf_counter() - start
 
         return run
 
-    times = alternating(repeats, {"foundry": epoch("foundry"), "plain": epoch("plain")})
+    times = alternating(repeats, {"foundry": passes("foundry"), "plain": passes("plain")})
     rates = {k: count[k] / statistics.median(v) for k, v in times.items()}
     print(
-        f"{name} loading (an epoch, batch {t.batch_size}): foundry {rates['foundry']:,.0f} images/s, "
-        f"plain {rates['plain']:,.0f} images/s"
+        f"{name} loading ({epochs} epochs of {len(files)} train images, batch {t.batch_size}): "
+        f"foundry {rates['foundry']:,.0f} images/s, plain {rates['plain']:,.0f} images/s"
     )
     return rates
 
 
-class Steps:
-    """When each step started and ended, and its loss: the Lightning callback of Foundry's side, filled by hand
-    on the plain side."""
+class PlainLoop:
+    """The plain training loop, one step at a time: the same classifier, augmentation, optimizer, schedule,
+    clipping and batch size as Foundry's, batches from a DataLoader over plain PNG files."""
 
-    def __init__(self):
-        self.starts, self.ends, self.losses, self.whole = [], [], [], 0.0
+    def __init__(self, config, data_dir: Path, files):
+        from foundry.vision.training import augment_args, vision_model_args
+        from models.lit_gpt import adamw, warmup_cosine
+        from models.vision import AugmentConfig, ImageClassifier, VisionConfig
 
-    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
-        self.starts.append(time.perf_counter())
+        t = self.train = config.train
+        torch.manual_seed(t.seed)
+        args = vision_model_args(config, ShardManifest.read(data_dir))
+        self.model = ImageClassifier(VisionConfig(**args)).train()
+        self.optimizer = adamw(self.model, t.learning_rate, t.weight_decay, "32-true")
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: warmup_cosine(s, t.warmup_steps, t.max_steps, t.min_lr_ratio)
+        )
+        self.shifts, self.generator = AugmentConfig(**augment_args(config)), torch.Generator().manual_seed(t.seed)
+        self.batches = self._forever(plain_loader(files, t.batch_size, t.seed))
+        self.times, self.waits, self.losses = [], [], []
 
-    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
-        self.ends.append(time.perf_counter())
-        self.losses.append(float(outputs["loss"]))
+    @staticmethod
+    def _forever(loader):
+        while True:
+            yield from loader
 
-    def steady(self, batch_size: int) -> tuple[float, float]:
-        """(images/s, data wait share of the step) over the steps after the first SKIP."""
-        window = self.ends[-1] - self.ends[SKIP - 1]
-        wait = sum(self.starts[k] - self.ends[k - 1] for k in range(SKIP, len(self.ends)))
-        return batch_size * (len(self.ends) - SKIP) / window, wait / window
+    def step(self) -> None:
+        from models.vision import augment
+
+        start = time.perf_counter()
+        images, targets = next(self.batches)
+        fetched = time.perf_counter()
+        _, loss = self.model(augment(images, self.shifts, self.generator), targets)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.train.grad_clip:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.train.grad_clip)
+        self.optimizer.step()
+        self.schedule.step()
+        self.losses.append(float(loss.detach()))
+        self.times.append(time.perf_counter() - start)
+        self.waits.append(fetched - start)
 
 
-def foundry_train(config, data_dir: Path, checkpoints: Path) -> Steps:
+def interleaved(plain: PlainLoop, max_steps: int):
+    """A Lightning callback that runs one plain step after each of Foundry's from step SKIP on, so load from other
+    work hits both alike. Ours is timed from the end of the previous plain step to the end of our step; its data
+    wait from there to our step's start (the loader's next batch and Lightning's loop between steps)."""
     import lightning as L
 
-    from foundry.training.trainer import train
+    class Interleave(L.Callback):
+        def __init__(self):
+            self.times, self.waits, self.losses = [], [], []
+            self.first_start = self.last_end = self.start = 0.0
+            self.mark: float | None = None
 
-    class Callback(Steps, L.Callback):
-        pass
+        def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+            self.start = time.perf_counter()
+            self.first_start = self.first_start or self.start
 
-    steps = Callback()
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+            self.last_end = time.perf_counter()
+            self.losses.append(float(outputs["loss"]))
+            if self.mark is not None:
+                self.times.append(self.last_end - self.mark)
+                self.waits.append(self.start - self.mark)
+            if SKIP <= trainer.global_step < max_steps:
+                plain.step()
+                self.mark = time.perf_counter()
+
+    return Interleave()
+
+
+def training_side(config, data_dir: Path, files) -> dict:
+    from foundry.training.trainer import cpu_threads, train
+
+    t = config.train
+    torch.set_num_threads(cpu_threads(t))  # the trainer sets the same
+    plain = PlainLoop(config, data_dir, files)
+    for _ in range(SKIP):  # warm-up, as ours has before its timed steps
+        plain.step()
+    plain.times, plain.waits = [], []
+    ours = interleaved(plain, t.max_steps)
     start = time.perf_counter()
-    train(config, data_dir, checkpoints, progress=False, callbacks=(steps,))
-    steps.whole = time.perf_counter() - start
-    return steps
-
-
-def plain_train(config, data_dir: Path, files) -> Steps:
-    from foundry.training.trainer import cpu_threads
-    from foundry.vision.training import augment_args, vision_model_args
-    from models.lit_gpt import adamw, warmup_cosine
-    from models.vision import AugmentConfig, ImageClassifier, VisionConfig, augment
-
-    t, steps = config.train, Steps()
-    start = time.perf_counter()
-    torch.set_num_threads(cpu_threads(t))
-    torch.manual_seed(t.seed)
-    model = ImageClassifier(VisionConfig(**vision_model_args(config, ShardManifest.read(data_dir)))).train()
-    optimizer = adamw(model, t.learning_rate, t.weight_decay, "32-true")
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: warmup_cosine(s, t.warmup_steps, t.max_steps, t.min_lr_ratio)
-    )
-    shifts, generator = AugmentConfig(**augment_args(config)), torch.Generator().manual_seed(t.seed)
-    loader = plain_loader(files, t.batch_size, t.seed)
-    while len(steps.ends) < t.max_steps:
-        for images, targets in loader:
-            steps.starts.append(time.perf_counter())
-            _, loss = model(augment(images, shifts, generator), targets)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if t.grad_clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
-            optimizer.step()
-            schedule.step()
-            steps.ends.append(time.perf_counter())
-            steps.losses.append(float(loss.detach()))
-            if len(steps.ends) == t.max_steps:
-                break
-    steps.whole = time.perf_counter() - start
-    return steps
-
-
-def training_side(config, data_dir: Path, files, repeats: int) -> dict:
-    runs: dict[str, list[Steps]] = {"foundry": [], "plain": []}
-
-    def foundry(i: int) -> float:
-        runs["foundry"].append(foundry_train(config, data_dir, WORK / f"checkpoints-{i}"))
-        return runs["foundry"][-1].whole
-
-    def plain(_i: int) -> float:
-        runs["plain"].append(plain_train(config, data_dir, files))
-        return runs["plain"][-1].whole
-
-    alternating(repeats, {"foundry": foundry, "plain": plain})
-    t, out = config.train, {}
-    for side, done in runs.items():
-        rates, waits = zip(*(run.steady(t.batch_size) for run in done))
-        out[side] = statistics.median(rates), statistics.median(waits)
-        loss = statistics.mean(done[-1].losses[-20:])
-        whole = statistics.median(run.whole for run in done)
+    train(config, data_dir, WORK / "checkpoints", progress=False, callbacks=(ours,))
+    end = time.perf_counter()
+    pairs = len(ours.times)
+    out = {
+        "foundry": (t.batch_size * pairs / sum(ours.times), sum(ours.waits) / sum(ours.times)),
+        "plain": (t.batch_size * pairs / sum(plain.times[:pairs]), sum(plain.waits[:pairs]) / sum(plain.times[:pairs])),
+    }
+    ratios = sorted(p / o for o, p in zip(ours.times, plain.times))
+    for side, losses in (("foundry", ours.losses), ("plain", plain.losses)):
         print(
-            f"digits training, {side}: {out[side][0]:,.0f} images/s (steps {SKIP + 1}-{t.max_steps}), data wait "
-            f"{100 * out[side][1]:.1f}% of step, whole call {whole:.1f} s, train loss (last 20 steps) {loss:.3f}"
+            f"digits training, {side}: {out[side][0]:,.0f} images/s over {pairs} steps, data wait "
+            f"{100 * out[side][1]:.1f}% of step, train loss (last 20 steps) {statistics.mean(losses[-20:]):.3f}"
         )
+    print(
+        f"digits training: plain/ours step time, paired: median {statistics.median(ratios):.2f}x, quartiles "
+        f"{ratios[len(ratios) // 4]:.2f}x-{ratios[3 * len(ratios) // 4]:.2f}x; ours' train() call: "
+        f"{ours.first_start - start:.1f} s to its first step, {end - ours.last_end:.1f} s after its last "
+        f"(final checkpoint, model.pt)"
+    )
     return out
 
 
@@ -374,7 +391,7 @@ def main() -> None:
             REPO / "configs" / "vision.yaml",
             [f"train.max_steps={args.steps}", "train.val_every_n_steps=1000000", "checkpoint.every_n_steps=1000000"],
         )
-        training = training_side(timed_config, hydrated["digits"][0], files["digits"], args.repeats)
+        training = training_side(timed_config, hydrated["digits"][0], files["digits"])
         metrics = default_run(default, hydrated["digits"][0])
         prep = {name: ratio(p["times"], "foundry", "plain") for name, p in prepared.items()}
         hydrate = {name: ratio(h[1], "hydrate", "cp") for name, h in hydrated.items()}

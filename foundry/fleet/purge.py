@@ -131,6 +131,10 @@ def _matched(readable: dict[str, VersionFiles], criterion: Criterion) -> tuple[d
     matched, broken = {}, {}
     for version, files in list(readable.items()):
         try:
+            if files.manifest().is_images:  # its files name and hold images: not what a document purge reads
+                broken[version] = "an image dataset: a purge reads text datasets only (not checked, never clean)"
+                del readable[version]
+                continue
             matched[version] = purge_data.matching(files, criterion)
         except (OSError, ValueError, KeyError) as exc:
             log.warning("purge cannot read data version %s: %s", version, exc)
