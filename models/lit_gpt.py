@@ -33,6 +33,28 @@ def muon_adamw(model: GPT, learning_rate: float, muon_learning_rate: float, weig
     return MuonAdamW(muon_groups(model, weight_decay, muon_learning_rate), lr=learning_rate, betas=(0.9, 0.95))
 
 
+def clip_gradients(module: L.LightningModule, optimizer, gradient_clip_val, gradient_clip_algorithm) -> None:
+    """Lightning's own clipping refuses a model FSDP shards: only the wrapper sees the whole gradient's norm."""
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    if gradient_clip_val and isinstance(module.trainer.model, FullyShardedDataParallel):
+        module.trainer.model.clip_grad_norm_(gradient_clip_val)
+    elif gradient_clip_val and module.trainer.precision == "bf16-mixed":
+        # bf16 scales no loss, so the fused optimizer has nothing to unscale, but Lightning refuses to clip
+        # for it all the same; its plain clipping by norm is what the other precisions get.
+        module.trainer.precision_plugin.clip_grad_by_norm(optimizer, gradient_clip_val)
+    else:
+        module.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
+
+def scheduled(optimizer: torch.optim.Optimizer, hp) -> dict:
+    """The optimizer with its warmup-cosine schedule, stepped per optimizer step (what Lightning's hook returns)."""
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: warmup_cosine(step, hp.warmup_steps, hp.max_steps, hp.min_lr_ratio)
+    )
+    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
 class _Window:
     """What happened since the last log: loss, tokens and time, split into compute and data wait.
 
@@ -146,17 +168,7 @@ class LitGPT(L.LightningModule):
         self.log("val/loss", loss, prog_bar=True, sync_dist=True)
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
-        # Lightning's own clipping refuses a model FSDP shards: only the wrapper sees the whole gradient's norm.
-        from torch.distributed.fsdp import FullyShardedDataParallel
-
-        if gradient_clip_val and isinstance(self.trainer.model, FullyShardedDataParallel):
-            self.trainer.model.clip_grad_norm_(gradient_clip_val)
-        elif gradient_clip_val and self.trainer.precision == "bf16-mixed":
-            # bf16 scales no loss, so the fused optimizer has nothing to unscale, but Lightning refuses to clip
-            # for it all the same; its plain clipping by norm is what the other precisions get.
-            self.trainer.precision_plugin.clip_grad_by_norm(optimizer, gradient_clip_val)
-        else:
-            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+        clip_gradients(self, optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def configure_optimizers(self):
         hp = self.hparams
@@ -164,7 +176,4 @@ class LitGPT(L.LightningModule):
             optimizer = muon_adamw(self.model, hp.learning_rate, hp.muon_learning_rate, hp.weight_decay)
         else:
             optimizer = adamw(self.model, hp.learning_rate, hp.weight_decay, self.trainer.precision)
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: warmup_cosine(step, hp.warmup_steps, hp.max_steps, hp.min_lr_ratio)
-        )
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        return scheduled(optimizer, hp)

@@ -11,7 +11,7 @@ import lightning as L
 import numpy as np
 import torch
 
-from models.lit_gpt import _Window, adamw, warmup_cosine
+from models.lit_gpt import _Window, adamw, clip_gradients, scheduled
 from models.optim import MuonAdamW
 from models.vision import AugmentConfig, ImageClassifier, VisionConfig, augment
 
@@ -136,15 +136,7 @@ class LitVision(L.LightningModule):
         self.log("val/accuracy", accuracy, sync_dist=True, batch_size=len(targets))
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
-        # As LitGPT's: FSDP clips through its wrapper, bf16 by plain norm clipping (Lightning refuses otherwise).
-        from torch.distributed.fsdp import FullyShardedDataParallel
-
-        if gradient_clip_val and isinstance(self.trainer.model, FullyShardedDataParallel):
-            self.trainer.model.clip_grad_norm_(gradient_clip_val)
-        elif gradient_clip_val and self.trainer.precision == "bf16-mixed":
-            self.trainer.precision_plugin.clip_grad_by_norm(optimizer, gradient_clip_val)
-        else:
-            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+        clip_gradients(self, optimizer, gradient_clip_val, gradient_clip_algorithm)  # as LitGPT's
 
     def configure_optimizers(self):
         hp = self.hparams
@@ -152,7 +144,4 @@ class LitVision(L.LightningModule):
             optimizer = muon_adamw(self.model, hp.learning_rate, hp.muon_learning_rate, hp.weight_decay)
         else:
             optimizer = adamw(self.model, hp.learning_rate, hp.weight_decay, self.trainer.precision)
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: warmup_cosine(step, hp.warmup_steps, hp.max_steps, hp.min_lr_ratio)
-        )
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        return scheduled(optimizer, hp)
