@@ -18,11 +18,15 @@ from tasks.locks import FlockLockManager, locks_folder
 @task(name="acquire", cache_policy=NO_CACHE)
 def acquire(config: FoundryConfig, run: RunContext) -> SourceManifest:
     """List and fingerprint the source files (or labelled images); the manifest is the DVC dependency of `prepare`."""
-    from foundry.data.acquire import acquire_source
-    from foundry.vision.stage import acquire_images
-
     path = run.dir / "source_manifest.json"
-    manifest = acquire_images(config, path) if config.data.modality == "image" else acquire_source(config.data, path)
+    if config.data.modality == "image":  # imported only then: the image stage brings torch and Pillow
+        from foundry.vision.stage import acquire_images
+
+        manifest = acquire_images(config, path)
+    else:
+        from foundry.data.acquire import acquire_source
+
+        manifest = acquire_source(config.data, path)
     tracking.log_artifact(run.run_id, path, "data")  # what a later retrain compares against
     tracking.set_tags(run.run_id, {"data.source": config.data.source, "data.source_digest": manifest.digest})
     tracking.log_metrics(run.run_id, {"data/source_files": manifest.files, "data/source_bytes": manifest.bytes})

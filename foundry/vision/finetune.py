@@ -9,16 +9,10 @@ grown model gives the base's logits for the base's classes until training moves 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 
 import torch
 
 HEAD = ("net.head.weight", "net.head.bias")  # the linear head of both architectures (models.vision)
-
-
-def merged_classes(base: list[str], labels: Iterable[str]) -> list[str]:
-    """The base's classes in their order, then the labels it lacks, sorted."""
-    return list(base) + sorted(set(labels) - set(base))
 
 
 def grown_head(state_dict: dict, classes: int, seed: int = 0) -> dict:

@@ -27,11 +27,10 @@ from foundry.digests import folder_digests, sha256_file
 from foundry.fs import remove_tree
 from foundry.redact import redact_url
 from foundry.vision.acquire import Listing, listing
-from foundry.vision.finetune import merged_classes
 from foundry.vision.prepare import StagedImages, prepare_images
 from foundry.vision.shards import FILE as SHARDS_FILE
 from foundry.vision.shards import ShardManifest, records_of, write_shards
-from foundry.vision.table import ImageAudit
+from foundry.vision.table import ImageAudit, merged_classes
 
 log = logging.getLogger(__name__)
 

@@ -97,3 +97,8 @@ def stage_summary(audit: ImageAudit) -> str:
         f"data: kept {audit.images_out} of {audit.images_in} images in {len(audit.labels)} classes; "
         f"dropped by reason: {dropped}; metadata stripped: {stripped}"
     )
+
+
+def merged_classes(base: list[str], labels) -> list[str]:
+    """The base's classes in their order, then the labels it lacks, sorted (a fine-tune only adds classes)."""
+    return list(base) + sorted(set(labels) - set(base))

@@ -7,7 +7,8 @@ import pytest
 import torch
 from helpers import BRIGHTNESS, brightness_classifier
 
-from foundry.vision.finetune import merged_classes, warm_start_state
+from foundry.vision.finetune import warm_start_state
+from foundry.vision.table import merged_classes
 from models.vision import ImageClassifier, VisionConfig
 
 
