@@ -39,16 +39,23 @@ def is_config(relative: str | Path) -> bool:
     return bool(parts) and (parts[-1] in CONFIG or parts[-1].endswith("_example.json") or "code" in parts[:-1])
 
 
-def _files(root: Path) -> Iterator[Path]:
+def regular_files(root: Path) -> Iterator[Path]:
+    """Every regular file below `root` in a stable order, never through a symbolic link (nor `root` itself one)."""
     if root.is_symlink() or not root.is_dir():
         return
     for folder, dirs, names in os.walk(root, followlinks=False):
         dirs.sort()
         for name in sorted(names):
             path = Path(folder) / name
-            readable = path.suffix.lower() in TEXT or name in CONFIG
-            if name not in NOT_TEXT and readable and path.is_file() and not path.is_symlink():
+            if path.is_file() and not path.is_symlink():
                 yield path
+
+
+def _files(root: Path) -> Iterator[Path]:
+    """The artifact store's text files: by suffix, configuration by name, never a tokenizer."""
+    for path in regular_files(root):
+        if path.name not in NOT_TEXT and (path.suffix.lower() in TEXT or path.name in CONFIG):
+            yield path
 
 
 def _leaves(value) -> Iterator[str]:

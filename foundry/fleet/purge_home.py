@@ -47,17 +47,6 @@ PLACES = {"runs": "run files", "sources": "source mirror", "logs": "log"}  # fol
 SCRATCH = ("prepared", "merged")  # `foundry.run_owner.SCRATCH`
 
 
-def _files(root: Path) -> Iterator[Path]:
-    if root.is_symlink() or not root.is_dir():
-        return
-    for folder, dirs, names in os.walk(root, followlinks=False):
-        dirs.sort()
-        for name in sorted(names):
-            path = Path(folder) / name
-            if path.is_file() and not path.is_symlink():
-                yield path
-
-
 def _text(path: Path) -> str | None:
     raw = path.read_bytes()
     return None if b"\0" in raw else raw.decode("utf-8", errors="surrogateescape")
@@ -84,7 +73,9 @@ def shown(relative: str) -> str:
 
 
 def _file_hits(home: Path, needles: Needles) -> Iterator[HomeHit]:
-    places = [(path, place) for folder, place in PLACES.items() for path in _files(home / folder)]
+    places = [
+        (path, place) for folder, place in PLACES.items() for path in purge_artifacts.regular_files(home / folder)
+    ]
     for path, place in places + [(p, "workspace file") for p in _workspace_files(home)]:
         if _skipped(path) or (text := _text(path)) is None:
             continue
