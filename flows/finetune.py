@@ -2,8 +2,11 @@
 data chain as pretraining (PII scrubbing included), the same training code, and a gate against the base.
 
     foundry finetune models:/foundry-gpt@champion --set data.source=/data/contracts [--set finetune.method=lora]
+    foundry finetune models:/foundry-vision@champion --set data.source=/data/parts   # an image classifier
 
-or from Python: `finetune(model="models:/foundry-gpt/3", config=FoundryConfig())`.
+or from Python: `finetune(model="models:/foundry-gpt/3", config=FoundryConfig())`. An image classifier keeps its
+`image` and `vision` settings and its classes' indices (new labels get new rows of its head), its first data builds
+on its base's, and it is judged by holdout accuracy. Data of the other modality than the base's is refused at once.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from tasks.candidate import trained_candidate  # noqa: E402
 from tasks.data import acquire, dataset  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
 from tasks.policy import allowed_by_operator  # noqa: E402
-from tasks.registry import base_model, champion_data, judge_specialist, register  # noqa: E402
+from tasks.registry import base_data, base_model, champion_data, judge_specialist, register  # noqa: E402
 
 
 def _run_name() -> str:
@@ -38,7 +41,8 @@ def _run_name() -> str:
 @flow(name="finetune", flow_run_name=_run_name, log_prints=True)
 def finetune(model: str, config: FoundryConfig = FoundryConfig()) -> PipelineResult:
     """Start from `model`'s weights, tokenizer and architecture; acquire, prepare (its holdout sticky on the
-    specialist's own champion's ledger), train (`finetune.method`), evaluate, judge against the base, register."""
+    specialist's own champion's ledger; an image classifier's first, on its base's), train (`finetune.method`),
+    evaluate, judge against the base, register."""
     route_library_logs()  # each line once, our INFO lines included
     allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
     base = base_model(model, foundry_home())  # fails closed: a registry error stops here
@@ -47,6 +51,8 @@ def finetune(model: str, config: FoundryConfig = FoundryConfig()) -> PipelineRes
     with pipeline_run(tuned, runtime.flow_run.name, tags) as run:
         source_manifest = acquire(tuned, run)
         previous = champion_data(tuned, run)  # the specialist's champion: its ledger keeps each document's split
+        if previous is None and tuned.data.modality == "image":
+            previous = base_data(base, run)  # the base's classes keep their indices, its holdout stays holdout
         data = dataset(tuned, source_manifest, run, previous)
         candidate = trained_candidate(tuned, data, run)  # hydrate, train, evaluate
         with promotion_lock(tuned.registry.model_name, run.home):  # one flow at a time moves its aliases

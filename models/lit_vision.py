@@ -31,6 +31,8 @@ def muon_adamw(model: ImageClassifier, learning_rate: float, muon_learning_rate:
 
 
 class LitVision(L.LightningModule):
+    throughput_unit = "images"  # what the progress line counts a second
+
     # No defaults: the values come from the one config, never from here (as `LitGPT`'s).
     def __init__(
         self,

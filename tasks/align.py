@@ -51,9 +51,11 @@ def replay_source(config: FoundryConfig, parent: ParentModel, home: Path) -> Rep
 def _align_dataset_key(context, parameters: dict) -> str:
     from foundry.align import split_ledger
     from foundry.align.prepare import align_dataset_key
+    from foundry.data.purged import purged_documents
 
-    ledger = split_ledger.digest(parameters["run"].home)
-    return align_dataset_key(parameters["config"], parameters["source_manifest"].digest, ledger)
+    home = parameters["run"].home
+    ledger, purged = split_ledger.digest(home), purged_documents(home)
+    return align_dataset_key(parameters["config"], parameters["source_manifest"].digest, ledger, purged)
 
 
 @task(name="align-dataset", cache_key_fn=_align_dataset_key, persist_result=True, result_serializer="json")
@@ -76,10 +78,12 @@ def _prepare_and_version(
     from foundry.align import split_ledger
     from foundry.align.prepare import prepare_aligned
     from foundry.align.validate import validate_aligned
+    from foundry.data.purged import purged_documents
     from foundry.data.versioning import version_dataset
 
     staged = run.dir / "prepared"
-    manifest = prepare_aligned(source_manifest, config, staged, ledger=ledger)
+    purged = frozenset(purged_documents(run.home))  # records a purge removed, should a source still hold them
+    manifest = prepare_aligned(source_manifest, config, staged, ledger=ledger, purged=purged)
     for name in ("audit.json", "audit.md"):
         tracking.log_artifact(run.run_id, staged / name, "data")
     get_run_logger().info("prepared %s", manifest.stats)

@@ -117,7 +117,7 @@ def run_prepare(
     if config.data.modality == "image":  # decoding and hashing a few thousand images: this process
         from foundry.vision.stage import prepare_image_dataset
 
-        return prepare_image_dataset(source_manifest, config, out_dir, parent=parent, replay_fraction=replay)
+        return prepare_image_dataset(source_manifest, config, out_dir, parent, replay, purged=purged)
     lineage = {"parent": parent, "replay_fraction": replay, "progress_file": progress_file, "purged": purged}
     if config.data.workers == 1 and not config.data.scheduler:
         return prepare(source_manifest, config, out_dir, progress=progress, **lineage)

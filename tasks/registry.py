@@ -35,6 +35,19 @@ def champion_data(config: FoundryConfig, run: RunContext) -> ParentData | None:
     return found
 
 
+@task(name="base-data", cache_policy=NO_CACHE)
+def base_data(base: ParentModel, run: RunContext) -> ParentData:
+    """An image fine-tune's base's data version, hydrated: without a champion of its own, the specialist's data
+    builds on it, so the base's classes keep their indices (its head's rows) and no image of the base's holdout,
+    or a near copy, is trained on (the forgetting guard scores that holdout)."""
+    from foundry.registry import parent as parents
+    from foundry.registry import versions
+
+    found = parents.data_of(versions.resolve(base.uri), run.home)
+    tracking.set_tags(run.run_id, {"parent_data_version": found.data.data_version})
+    return found
+
+
 @task(name="parent", cache_policy=NO_CACHE)
 def champion_parent(config: FoundryConfig, home: Path) -> ParentModel:
     """The champion a retrain starts from (downloaded once per version), with its data version hydrated."""
@@ -75,8 +88,9 @@ def judge(config: FoundryConfig, candidate: Candidate, parent: ParentData | None
 
 @task(name="judge-specialist", cache_policy=NO_CACHE)
 def judge_specialist(config: FoundryConfig, candidate: Candidate, base: ParentModel) -> Decision:
-    """A domain fine-tune's gate: better than its base on the domain holdout, not forgetting the base's."""
-    from foundry.registry.gate import decide_specialist
+    """A domain fine-tune's gate: better than its base on the domain holdout, not forgetting the base's (bits
+    per byte for a language model, holdout accuracy for an image classifier)."""
+    from foundry.registry.specialist_gate import decide_specialist
 
     return _recorded(decide_specialist(config, candidate, base.uri), candidate)
 
@@ -118,6 +132,8 @@ def _recorded_images(decision: Decision, candidate: Candidate) -> Decision:
     )
     tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
     scores = {} if gate.champion_accuracy is None else {"gate/champion_accuracy": gate.champion_accuracy}
+    if getattr(gate, "incumbent_accuracy", None) is not None:  # a specialist's own champion, new holdout
+        scores["gate/incumbent_accuracy"] = gate.incumbent_accuracy
     if gate.old_holdout is not None:
         old = gate.old_holdout
         scores |= {

@@ -18,6 +18,9 @@ from foundry.env import configure_environment  # noqa: E402
 configure_environment()  # the test process is an entry point too
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# For every test http server's `serve_forever`: `shutdown()` waits for the loop's next poll, 0.5 s by default,
+# which the fast lane paid once per test that served something.
+POLL = {"poll_interval": 0.05}
 
 
 # The two lanes are two folders: tests/fast/ (`make test-fast`: no server, no training beyond a few steps) and
@@ -168,7 +171,7 @@ def failing_mlflow_server(monkeypatch, variable: str):
         do_GET = do_POST = do_PATCH = do_DELETE = _fail
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Unavailable)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs=POLL, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     with monkeypatch.context() as patched:  # the variables go back when the server goes
         patched.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
@@ -264,20 +267,31 @@ def home(tmp_path, monkeypatch) -> Path:
     return tmp_path / "home"
 
 
-@pytest.fixture
-def versioned(tiny_config, tiny_dataset, tmp_path):
-    """The tiny dataset committed and pushed from one home: (DataVersion, that home). A copy is staged, so the
-    session's tiny dataset stays as it is."""
+@pytest.fixture(scope="session")
+def versioned_once(tiny_config, tiny_dataset, tmp_path_factory):
+    """The tiny dataset committed and pushed from one home, once: (DataVersion, that home, a Snapshot of it)."""
     import shutil
+
+    from helpers import Snapshot
 
     from foundry.contracts import SourceManifest
     from foundry.data.versioning import version_dataset
 
-    home = tmp_path / "home-a"
-    staged = tmp_path / "staged"
-    shutil.copytree(tiny_dataset, staged)
+    root = tmp_path_factory.mktemp("versioned")
+    home, staged = root / "home-a", root / "staged"
+    shutil.copytree(tiny_dataset, staged)  # the session's tiny dataset stays as it is
     source_manifest = SourceManifest.read(tiny_dataset.parent / "source_manifest.json")
-    return version_dataset(tiny_config, staged, source_manifest, home), home
+    return version_dataset(tiny_config, staged, source_manifest, home), home, Snapshot(root / "kept", home)
+
+
+@pytest.fixture
+def versioned(versioned_once, tmp_path, monkeypatch):
+    """The tiny dataset committed and pushed from one home: (DataVersion, that home). The home (workspace, cache,
+    remote) is put back as it was committed before each test, at the path DVC recorded."""
+    data, home, snapshot = versioned_once
+    snapshot.restore()
+    monkeypatch.setenv("DVC_SITE_CACHE_DIR", str(tmp_path / "dvc-site-cache"))  # DVC keys its index by the path
+    return data, home
 
 
 @pytest.fixture(scope="session")
@@ -328,9 +342,9 @@ def s3_env(moto_s3, monkeypatch, tmp_path):
     return boto3.client("s3", endpoint_url=moto_s3)
 
 
-@pytest.fixture
-def http_folder(tmp_path):
-    """A folder served over http on 127.0.0.1 (a real `http.server`); yields (folder, base URL)."""
+@contextlib.contextmanager
+def serving(folder: Path):
+    """`folder` (created) served over http on 127.0.0.1 by a real `http.server`; yields (folder, base URL)."""
     import functools
     import http.server
     import threading
@@ -339,10 +353,9 @@ def http_folder(tmp_path):
         def log_message(self, *args):
             pass
 
-    folder = tmp_path / "www"
     folder.mkdir()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs=POLL, daemon=True)
     thread.start()
     try:
         yield folder, f"http://127.0.0.1:{server.server_address[1]}"
@@ -350,3 +363,10 @@ def http_folder(tmp_path):
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@pytest.fixture
+def http_folder(tmp_path):
+    """A folder served over http on 127.0.0.1 (a real `http.server`); yields (folder, base URL)."""
+    with serving(tmp_path / "www") as served:
+        yield served

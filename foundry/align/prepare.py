@@ -49,9 +49,13 @@ CODE = (
 )
 
 
-def align_dataset_key(config: FoundryConfig, source_digest: str, ledger: str = "") -> str:
-    """Same records, tokenizer, context, code and split ledger (`split_ledger.digest`): the same dataset (the
-    cache key of the align flow's data task)."""
+def align_dataset_key(
+    config: FoundryConfig, source_digest: str, ledger: str = "", purged: set[str] | frozenset[str] = frozenset()
+) -> str:
+    """Same records, tokenizer, context, code, split ledger (`split_ledger.digest`) and purged records
+    (`foundry.data.purged`): the same dataset (the cache key of the align flow's data task). The purged set
+    joins the key only when a purge removed something, so keys made before purges existed stay."""
+    from foundry.data.purged import digest as purged_digest
     from foundry.env import PROJECT_ROOT
 
     shaping = {
@@ -63,6 +67,8 @@ def align_dataset_key(config: FoundryConfig, source_digest: str, ledger: str = "
         "code": {name: sha256_file(PROJECT_ROOT / name) for name in CODE},
         "ledger": ledger,
     }
+    if purged:
+        shaping["purged"] = purged_digest(purged)
     return "align-dataset-" + hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()
 
 
@@ -76,14 +82,14 @@ def _rejecter(config: FoundryConfig, audit: Audit):
     return reject
 
 
-def _scrub(record: dict, kinds: list[str], audit: Audit, where: str) -> dict:
-    """Every string of the record through the PII scrubber, counted per kind as documents are."""
+def _scrub(record: dict, kinds: list[str], found: list) -> dict:
+    """Every string of the record through the PII scrubber; what it replaced goes to `found` as (kind, spans,
+    example), for the audit to count once the record is known to be kept."""
 
     def walk(value):
         if isinstance(value, str):
-            text, found = pii.scrub(value, kinds)
-            for kind, spans in found.items():
-                audit.replaced(kind, where, spans, pii.example(text, kind))
+            text, spans = pii.scrub(value, kinds)
+            found.extend((kind, n, pii.example(text, kind)) for kind, n in spans.items())
             return text
         if isinstance(value, list):
             return [walk(v) for v in value]
@@ -94,25 +100,39 @@ def _scrub(record: dict, kinds: list[str], audit: Audit, where: str) -> dict:
     return walk(record)
 
 
-def _read(source: SourceManifest, config: FoundryConfig, tokenizer, template: ChatTemplate, audit: Audit):
-    """(sha256, record as kept, its arrays) for every acceptable record, in corpus order, and the count read."""
+def _count_pii(audit: Audit, where: str, found: list) -> None:
+    for kind, spans, example in found:
+        audit.replaced(kind, where, spans, example)
+
+
+def _read(
+    source: SourceManifest, config: FoundryConfig, tokenizer, template: ChatTemplate, audit: Audit, purged=frozenset()
+):
+    """(sha256, record as kept, its arrays) for every acceptable record, in corpus order, and the count read.
+    A record a purge removed (its sha256 in `purged`) is dropped and counted as "purged", never named."""
     reject, seen, kept, read = _rejecter(config, audit), set(), [], 0
     for entry in source.entries:
         for raw, where in read_records(entry.path, entry.name, config.data, reject):
             read += 1
+            found: list = []
             try:
-                record = parse_record(_scrub(raw, config.data.pii, audit, where), config.align.method, template)
-            except RecordProblem as problem:
+                record = parse_record(_scrub(raw, config.data.pii, found), config.align.method, template)
+            except RecordProblem as problem:  # never kept, so never purged: its PII is counted as before
+                _count_pii(audit, where, found)
                 reject(where, problem.reason, problem.detail)
                 continue
+            text = json.dumps(record.to_json(), ensure_ascii=False, sort_keys=True)
+            sha = hashlib.sha256(text.encode("utf-8")).hexdigest()  # what records.csv, and so a purge, lists
+            if sha in purged:  # before its PII is counted: the audit quotes a PII example's text
+                audit.counted("purged")
+                continue
+            _count_pii(audit, where, found)
             fields = encode(record, tokenizer, template)
             if context_tokens(fields) > config.model.block_size:
                 reject(
                     where, "too_long_for_context", f"{context_tokens(fields)} tokens, context {config.model.block_size}"
                 )
                 continue
-            text = json.dumps(record.to_json(), ensure_ascii=False, sort_keys=True)
-            sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
             if sha in seen:
                 audit.removed("exact_duplicate", where)
                 continue
@@ -147,12 +167,17 @@ def _split(kept: list, fraction: float, ledger: Ledger) -> dict[str, str]:
 
 
 def prepare_aligned(
-    source: SourceManifest, config: FoundryConfig, out_dir: Path, ledger: Path | None = None
+    source: SourceManifest,
+    config: FoundryConfig,
+    out_dir: Path,
+    ledger: Path | None = None,
+    purged: frozenset[str] = frozenset(),
 ) -> DatasetManifest:
     """Read, check, scrub, encode, de-duplicate and split the records into a fresh `out_dir`; returns the manifest.
 
-    `ledger`: a folder holding the split ledger to build on (`split_ledger.head`); it is only read. The same
-    records on the same ledger give the same bytes."""
+    `ledger`: a folder holding the split ledger to build on (`split_ledger.head`); it is only read. `purged`:
+    sha256 of records a purge removed (`foundry.data.purged.purged_documents`), dropped as "purged" should a
+    source still hold them. The same records on the same ledger give the same bytes."""
     from tokenizers import Tokenizer
 
     template, kind = ChatTemplate(), KIND_OF[config.align.method]
@@ -161,7 +186,7 @@ def prepare_aligned(
         remove_tree(out_dir, within=out_dir.parent)
     out_dir.mkdir(parents=True)
     audit = Audit()
-    kept, read = _read(source, config, tokenizer, template, audit)
+    kept, read = _read(source, config, tokenizer, template, audit, purged)
     if len(kept) < 2:
         raise ValueError(
             f"{len(kept)} usable {kind} records of {read} read from {config.data.source_list}: training and the "

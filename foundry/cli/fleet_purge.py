@@ -67,9 +67,23 @@ def add_commands(commands) -> None:
         "version trained on them; --apply removes them and keeps a purge record",
     )
     which = purge.add_mutually_exclusive_group(required=True)
-    which.add_argument("--match", metavar="REGEX", help="documents whose text the regular expression matches")
-    which.add_argument("--document", metavar="SHA256", help="one document by its sha256 (documents.csv, ledger.csv)")
-    which.add_argument("--source", metavar="PATH", help="the documents read from one source file (as named there)")
+    which.add_argument(
+        "--match",
+        metavar="REGEX",
+        help="documents whose text the regular expression matches; in an image dataset, images whose label or "
+        "source path it matches (pixels are never read as text)",
+    )
+    which.add_argument(
+        "--document",
+        metavar="SHA256",
+        help="one document by its sha256 (documents.csv, ledger.csv); an image by the sha256 images.csv and "
+        "ledger.csv record, of its decoded, fitted pixels (not of the source file's bytes)",
+    )
+    which.add_argument(
+        "--source",
+        metavar="PATH",
+        help="the documents (or the image) read from one source file, as documents.csv (images.csv) names it",
+    )
     purge.add_argument("--reason", required=True, metavar="TEXT", help="why: kept in the purge record")
     purge.add_argument("--json", action="store_true", help="print the plan (or the record) as JSON: ids and counts")
     purge.add_argument("--apply", action="store_true", help="remove them everywhere and keep a purge record")

@@ -8,13 +8,19 @@ The search (the dry run, and the first step of `--apply`: `purge_apply`) reads a
    or run names), the hydrated copies, the workspace's checked-out version, and those the registry or a run
    names; each is read from the first place that holds it whole;
 3. in each, the matching documents, then every file and position holding them or naming them (`purge_data`):
-   split files, documents table, token shards (decoded, each span verified), ledger and signatures, audit;
-4. the MLflow artifacts that hold them (`purge_artifacts`), in the embedded store, and the other files under the
-   home and the Prefect artifacts that do (`purge_home`);
+   split files, documents table, token shards (decoded, each span verified), ledger and signatures, audit; in
+   an image version (`purge_images`), images by pixel sha256 or source path (a regex: label and source path),
+   their table rows, WebDataset shard members (decoded, each verified), ledger rows and dHash signatures, audit;
+4. the MLflow artifacts that hold them: the embedded store's files (`purge_artifacts`), or, with a tracking
+   server, each experiment's artifact location through MLflow's artifact repository (`purge_served`); and the
+   other files under the home and the Prefect artifacts that do (`purge_home`); for an image version, the
+   misclassified-images grids of the runs trained or evaluated on it (derived plots: deleted whole);
 5. the registered versions trained on a version holding their text, and every descendant of those.
-What cannot be read (an `s3://` remote, a local remote that is no folder here, a version with no copy here, a
-server's artifacts, an experiment keeping its artifacts elsewhere, a compressed source mirror file, a hydration
-in progress: `purge_unchecked`) is listed as not checked, never taken as clean; a version an earlier purge
+An `s3://` DVC remote is read with boto3 (`purge_s3`). What cannot be read (an `s3://` remote that does not
+answer, a remote of another scheme, a local remote that is no folder here, a version with no copy here, a
+server's artifact location that cannot be read or whose repository cannot delete, an embedded store's
+experiment keeping its artifacts elsewhere, a compressed source mirror file, a hydration in progress:
+`purge_unchecked`) is listed as not checked, never taken as clean; a version an earlier purge
 removed (marked, `foundry.data.purged`) is not. The documents earlier purges removed are looked for too (by
 sha256), so that a purge run again after its data versions went still finds their copies. The plan holds counts and ids, never the text (`purge_plan`).
 
@@ -28,7 +34,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundry.data import purged
-from foundry.fleet import purge_artifacts, purge_data, purge_home, purge_registry, purge_unchecked
+from foundry.data.ledger import LEDGER
+from foundry.fleet import (
+    purge_artifacts,
+    purge_data,
+    purge_home,
+    purge_images,
+    purge_record,
+    purge_registry,
+    purge_served,
+    purge_unchecked,
+)
 from foundry.fleet.gc_refs import RegistryUnreadable
 from foundry.fleet.purge_data import Matched, VersionFiles
 from foundry.fleet.purge_plan import Criterion, DataHit, PurgePlan, Unchecked, summary
@@ -73,19 +89,25 @@ def survey(home: Path, criterion: Criterion, reason: str, remotes: set[str] | No
     texts = {sha: text for found in matched.values() for sha, text in found.texts.items()}
     shas = set(texts).union(*(purge_data.listed_shas(f, criterion) for f in readable.values()))
     names = set().union(*(purge_data.ledger_names(f, criterion, shas) for f in readable.values()))
+    names |= _unledgered_names(readable, matched)
     hits = [hit for v, f in readable.items() if (hit := _hit(v, f, criterion, matched[v], shas, names, places))]
     now = {h.data_version for h in hits if h.holds_text}
-    earlier = purge_registry.affected_models(registry, _purged_earlier(home, registry))
+    before = _purged_earlier(home, registry)
+    earlier = purge_registry.affected_models(registry, before)
     models = purge_registry.affected_models(registry, now) + [m for m in earlier if m.purge_record is None]
     # Every document an earlier purge removed counts too: a purge that failed after its data versions went
     # finds their artifact copies by sha256 when run again, with no data version left to read the text from.
-    needles = purge_artifacts.Needles(criterion, texts, names, purged.purged_documents(home))
+    # The image plots of the runs on an image version holding a matched image (or on one an earlier purge
+    # removed: a purge stopped before deleting them, run again) may show it: `purge_artifacts.GRIDS`.
+    images = {v for v in now if readable[v].manifest().is_images}
+    grids = purge_registry.evaluated_runs(registry, images | before)
+    needles = purge_artifacts.Needles(criterion, texts, names, purged.purged_documents(home), grids)
     artifacts, read, unchecked = _artifacts(home, needles, registry)
     elsewhere = tuple(purge_home.scan(home, needles))
     unchecked = places.unchecked({h.data_version: h.files for h in hits}, unread) + unchecked
     unchecked += purge_unchecked.home_places(home)
     found = PurgePlan(
-        criterion=criterion.label,
+        criterion=purge_record.criterion_label(home, criterion, create=False),  # a dry run makes no key
         reason=reason,
         documents=tuple(sorted(shas)),
         data_versions=tuple(hits),
@@ -105,14 +127,25 @@ def _artifacts(home: Path, needles, registry) -> tuple[list, int, list[Unchecked
     if uses_embedded_mlflow():
         found, read = purge_artifacts.scan(home / "mlflow" / "artifacts", needles)
         return found, read, purge_unchecked.experiments(registry.experiments, home)
-    why = "the tracking server's artifact store is not read here; check each run's text artifacts"
-    return [], 0, [Unchecked(what="MLflow artifacts", why=why)]
+    return purge_served.scan(registry.experiments, needles)
 
 
 def _purged_earlier(home: Path, registry) -> set[str]:
     """Data versions the registry names that a purge already removed (marked): their models are affected too, so
     that a purge that failed after removing the data, run again, still tags them."""
     return {v for v in registry.named() if purged.mark_of(home, v) is not None}
+
+
+def _unledgered_names(readable: dict[str, VersionFiles], matched: dict[str, Matched]) -> set[str]:
+    """The sources (`file:line`) of the matched records of versions that carry no ledger of their own (alignment
+    data: its ledger lies under `$FOUNDRY_HOME/ledgers/`, naming records so): names to look for, as a ledger's."""
+    return {
+        d.source
+        for version, files in readable.items()
+        if LEDGER not in files.listing
+        for d in matched[version].documents
+        if d.source
+    }
 
 
 def _readable(places: Places, versions: set[str], named: dict[str, str]) -> tuple[dict, dict[str, str]]:
@@ -131,11 +164,10 @@ def _matched(readable: dict[str, VersionFiles], criterion: Criterion) -> tuple[d
     matched, broken = {}, {}
     for version, files in list(readable.items()):
         try:
-            if files.manifest().is_images:  # its files name and hold images: not what a document purge reads
-                broken[version] = "an image dataset: a purge reads text datasets only (not checked, never clean)"
-                del readable[version]
-                continue
-            matched[version] = purge_data.matching(files, criterion)
+            # An image's `text` is empty: no artifact is searched for it; its table row, shard members and
+            # ledger row are found by its pixels' sha256 or its source path (`purge_images`).
+            reader = purge_images if files.manifest().is_images else purge_data
+            matched[version] = reader.matching(files, criterion)
         except (OSError, ValueError, KeyError) as exc:
             log.warning("purge cannot read data version %s: %s", version, exc)
             broken[version] = f"cannot be read as a prepared dataset ({type(exc).__name__}: {exc})"
@@ -144,7 +176,8 @@ def _matched(readable: dict[str, VersionFiles], criterion: Criterion) -> tuple[d
 
 
 def _hit(version, files, criterion, matched: Matched, shas, names, places: Places) -> DataHit | None:
-    locations = tuple(purge_data.locations(files, criterion, matched, shas, names))
+    reader = purge_images if files.manifest().is_images else purge_data
+    locations = tuple(reader.locations(files, criterion, matched, shas, names))
     if not locations:
         return None
     own = {d.sha256 for d in matched.documents}

@@ -84,7 +84,8 @@ def apply(
         who=purge_record.who(),
         when=when,
         reason=reason,
-        criterion=criterion.label,
+        criterion=purge_record.criterion_label(home, criterion),
+        criterion_hash=purge_record.KEYED,
         documents=found.plan.documents,
         replaced=replaced,
         removed=removed,
@@ -158,4 +159,5 @@ def _work_left(found) -> bool:
 
 
 def _nothing_left(plan) -> bool:
-    return not (plan.documents or plan.data_versions or plan.artifacts or plan.elsewhere)
+    """Nothing found, and nothing the search could not read (an S3 or server error is never "none left")."""
+    return not (plan.documents or plan.data_versions or plan.artifacts or plan.elsewhere or plan.unchecked)

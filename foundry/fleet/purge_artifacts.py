@@ -10,6 +10,12 @@ document without the regex (a generation that repeats part of it) is found by `-
 code (`CONFIG`: a logged model's `MLmodel`, environment files, `config.json`, input examples, anything under a
 `code/` folder; the workspace's params and DVC files) are never matched by the regex, which could match a word
 of a requirement or a path: only documents' texts, sha256s and names count there.
+
+An image version's documents are pixels, which no text search finds; a run evaluated on one keeps a grid of its
+misclassified holdout images (`GRIDS`, `foundry.vision.evaluate`): each such plot of a run in `Needles.grid_runs`
+(the runs trained or evaluated on an affected image version) is a hit that holds "image". A plot is derived from
+the data, not data, and is not decoded: `--apply` deletes it whole (`delete`), here, in a run's folder under the
+home (`purge_home`) and on a tracking server (`purge_served`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,9 @@ NOT_TEXT = {"tokenizer.json"}
 # Configuration and code: read for exact texts, sha256s and names, never rewritten by the regex.
 CONFIG = {"config.json", "MLmodel", "conda.yaml", "python_env.yaml", "requirements.txt"}
 CONFIG |= {"params.yaml", "dvc.yaml", "dvc.lock"}  # the workspace's
+# Plots that show data images themselves (tasks/evaluation.py logs them under `evaluation/`); a confusion matrix
+# or a loss curve shows none.
+GRIDS = {"misclassified.png"}
 
 
 def is_config(relative: str | Path) -> bool:
@@ -51,11 +60,10 @@ def regular_files(root: Path) -> Iterator[Path]:
                 yield path
 
 
-def _files(root: Path) -> Iterator[Path]:
-    """The artifact store's text files: by suffix, configuration by name, never a tokenizer."""
-    for path in regular_files(root):
-        if path.name not in NOT_TEXT and (path.suffix.lower() in TEXT or path.name in CONFIG):
-            yield path
+def is_text(name: str) -> bool:
+    """Whether an artifact file, by its name, is one the purge reads: by suffix, configuration by name, never a
+    tokenizer."""
+    return name not in NOT_TEXT and (Path(name).suffix.lower() in TEXT or name in CONFIG)
 
 
 def _leaves(value) -> Iterator[str]:
@@ -92,8 +100,17 @@ def _strings(path: Path) -> list[str]:
 class Needles:
     """What counts in an artifact's string: the criterion, and what the data versions matched."""
 
-    def __init__(self, criterion: Criterion, texts: dict[str, str], names: set[str], shas: set[str] = frozenset()):
-        """`shas`: more document sha256s to find (those earlier purges removed, whose data may be gone)."""
+    def __init__(
+        self,
+        criterion: Criterion,
+        texts: dict[str, str],
+        names: set[str],
+        shas: set[str] = frozenset(),
+        grid_runs: set[str] = frozenset(),
+    ):
+        """`shas`: more document sha256s to find (those earlier purges removed, whose data may be gone);
+        `grid_runs`: the runs whose image plots (`GRIDS`) may show a matched image."""
+        self.grid_runs = frozenset(grid_runs)
         self.criterion = criterion
         self.texts = [t for t in texts.values() if t.strip()]
         self.shas = set(texts) | set(shas) | ({criterion.value} if criterion.kind == "document" else set())
@@ -120,21 +137,47 @@ class Needles:
         return any(names_in(value, name) for name in self.names)
 
 
-def _run_of(relative: Path) -> str:
+def count(path: Path, needles: Needles) -> int:
+    """How many strings of a text artifact file (read as `scan` reads one) hold a needle."""
+    return sum(1 for value in _strings(path) if needles.hit(value))
+
+
+def run_of(relative: Path) -> str:
     return next((part for part in relative.parts if MD5.fullmatch(part)), "")
 
 
+def is_grid(relative: str | Path, needles: Needles) -> bool:
+    """Whether a file (below the artifact store or the home) is an image plot of a run that may show a matched
+    image: named as one (`GRIDS`), under a run of `needles.grid_runs`."""
+    relative = Path(relative)
+    return relative.name in GRIDS and run_of(relative) in needles.grid_runs
+
+
 def scan(root: Path, needles: Needles) -> tuple[list[ArtifactHit], int]:
-    """The artifact files holding a matched document, and how many text files were read."""
+    """The artifact files holding a matched document, or (`is_grid`) showing one; how many text files were read."""
     found, read = [], 0
-    for path in _files(root):
-        read += 1
+    for path in regular_files(root):
         relative = path.relative_to(root)
-        mine = needles.of(relative)
-        count = sum(1 for value in _strings(path) if mine.hit(value))
-        if count:
-            found.append(ArtifactHit(path=relative.as_posix(), run_id=_run_of(relative), strings=count))
+        if is_grid(relative, needles):
+            found.append(ArtifactHit(path=relative.as_posix(), run_id=run_of(relative), strings=1, holds="image"))
+            continue
+        if not is_text(path.name):
+            continue
+        read += 1
+        if strings := count(path, needles.of(relative)):
+            found.append(ArtifactHit(path=relative.as_posix(), run_id=run_of(relative), strings=strings))
     return found, read
+
+
+def delete(path: Path, within: Path) -> int:
+    """An image plot (`is_grid`) strictly inside `within` deleted, never through a symbolic link: 1, or 0 when
+    it is gone already."""
+    from foundry.fs import remove_file
+
+    if not path.is_file() or path.is_symlink():
+        return 0
+    remove_file(path, within=within)
+    return 1
 
 
 # --- rewriting (`foundry purge --apply`) ---------------------------------------------------------------------

@@ -2,18 +2,20 @@
 
 `commit` hashes a staged dataset folder with DVC itself (a throwaway repo under `$FOUNDRY_HOME/.purge-<hex>`
 whose cache is the workspace's), so the version is what `version_dataset` would have made of the same files and
-`hydrate_version` pulls and verifies it the same way; it is pushed to each local remote given. The workspace's
-checked-out `prepared/`, `dvc.lock` and params are not touched.
+`hydrate_version` pulls and verifies it the same way; it is pushed with DVC's own push to each remote given,
+local or `s3://` (`purge_s3.S3Store`). The workspace's checked-out `prepared/`, `dvc.lock` and params are not
+touched.
 
 `delete_version` removes the old version's `.dir` listing and the objects that hold matched text from every
-store (workspace cache, hydration cache, local remotes), except objects a version that stays still lists
+store (workspace cache, hydration cache, local and S3 remotes), except objects a version that stays still lists
 (`keep`, from `kept_objects`), and removes its hydrated copy and the workspace's `prepared/` if it is that
 version. Everything is removed through `foundry.fs`, confined to the store or folder it lies in; a version or
 object id is checked to be an md5 before it becomes part of a path. Both are idempotent: a purge stopped half-way
 is run again.
 
-Remotes that are not local paths (`s3://…`) are out of scope: the plan reports them as unchecked, and `--apply`
-refuses while any is there.
+An S3 error (`purge_s3.RemoteError`) stops either where it happens: a push not verified is never followed by a
+deletion, and a deletion stopped leaves the listing, so the next run finishes it. Remotes of other schemes are
+out of scope: the plan reports them as unchecked, and `--apply` refuses while any is there.
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ from pathlib import Path
 
 import yaml
 
-from foundry import fs
 from foundry.contracts import check_data_version
-from foundry.data.hydrate import listing_path, verify_dataset
+from foundry.data.hydrate import verify_dataset
 from foundry.data.versioning import REMOTE_NAME, _workspace_lock, init_dvc
 from foundry.fleet.gc_scan import MD5
+from foundry.fleet.purge_s3 import RemoteError, S3Store
 from foundry.fleet.purge_stores import Places, Store
 from foundry.fs import remove_tree
 
@@ -37,7 +39,7 @@ HYDRATED_COPY = "hydrated copy"
 WORKSPACE = "workspace"
 
 
-def commit(places: Places, staged: Path, remotes: list[Store]) -> str:
+def commit(places: Places, staged: Path, remotes: list[Store | S3Store]) -> str:
     """The staged dataset folder as a data version (32 hex) in the workspace cache and each of `remotes`.
 
     The folder must verify against its own manifest (hydration would refuse it otherwise); it is copied, never
@@ -59,14 +61,14 @@ def commit(places: Places, staged: Path, remotes: list[Store]) -> str:
     finally:
         remove_tree(scratch, within=home, ignore_errors=True)
     for store in (Store("workspace cache", cache), *remotes):
-        if store.files(version) is None:
+        if not store.whole(version):
             raise RuntimeError(f"data version {version} is not whole in the {store.place} {store.root} after commit")
     return version
 
 
 def _add(scratch: Path, cache: Path, remotes: list[Store]) -> str:
     """`dvc add prepared` in the throwaway repo: DVC's own hashing, its objects and listing into `cache`."""
-    remote = str(remotes[0].root) if remotes else str(scratch / "no-remote")  # init_dvc names one; add never uses it
+    remote = remotes[0].url if remotes else str(scratch / "no-remote")  # init_dvc names one; add never uses it
     repo = init_dvc(scratch, remote, cache_dir=cache)
     try:
         repo.add("prepared")
@@ -76,15 +78,19 @@ def _add(scratch: Path, cache: Path, remotes: list[Store]) -> str:
     return check_data_version(out["md5"].removesuffix(".dir"))
 
 
-def _push(scratch: Path, cache: Path, store: Store) -> None:
-    repo = init_dvc(scratch, str(store.root), cache_dir=cache)  # the remote's URL, rewritten for each store
+def _push(scratch: Path, cache: Path, store: Store | S3Store) -> None:
+    repo = init_dvc(scratch, store.url, cache_dir=cache)  # the remote's URL, rewritten for each store
     try:
         repo.push(targets=["prepared.dvc"], remote=REMOTE_NAME)
+    except Exception as exc:
+        if isinstance(store, S3Store):  # DVC's own errors name no remote: say which, and that a re-run resumes
+            raise RemoteError(f"DVC could not push to the remote {store.url} ({type(exc).__name__}: {exc})") from exc
+        raise
     finally:
         repo.close()
 
 
-def place_of(store: Store) -> str:
+def place_of(store: Store | S3Store) -> str:
     """A store's key in `delete_version`'s counts: remotes are told apart by their folder."""
     return f"remote {store.root}" if store.place == "remote" else store.place
 
@@ -104,10 +110,11 @@ def delete_version(places: Places, version: str, objects: set[str], keep: set[st
     with _workspace_lock(workspace):  # no version_dataset commits or checks out while objects go
         counts[HYDRATED_COPY] = _remove_folder(places.hydrated().get(version), home / "hydrated")
         counts[WORKSPACE] = _remove_folder(places.checked_out().get(version), workspace)
-        held = [(store, store.object(m)) for store in places.stores for m in doomed]
-        listings = [(store, listing_path(store.root, version)) for store in places.stores]
-        for store, path in held + listings:  # the listings last (see above)
-            counts[place_of(store)] += _remove(path, store.root)
+        for store in places.stores:
+            for md5 in doomed:
+                counts[place_of(store)] += store.remove(md5)
+        for store in places.stores:  # the listings last (see above)
+            counts[place_of(store)] += store.remove_listing(version)
     return counts
 
 
@@ -119,7 +126,7 @@ def unfinished(places: Places, versions: set[str]) -> dict[str, set[str]]:
         for store in places.stores:
             if (listing := store.listing(version)) is not None:
                 found.setdefault(version, set()).update(listing.values())
-            elif listing_path(store.root, check_data_version(version)).exists():  # there, but unreadable
+            elif store.listed(check_data_version(version)):  # there, but unreadable
                 found.setdefault(version, set())
     return found
 
@@ -142,14 +149,6 @@ def _md5(value: str) -> str:
     if not isinstance(value, str) or not MD5.fullmatch(value):
         raise ValueError(f"{value!r} is not a DVC object id (32 hex digits); nothing removed")
     return value
-
-
-def _remove(path: Path, within: Path) -> int:
-    """1 when a file was there and is now removed, 0 when it was already gone."""
-    if not (path.exists() or path.is_symlink()):
-        return 0
-    fs.remove_file(path, within=within)
-    return 1
 
 
 def _remove_folder(folder: Path | None, within: Path) -> int:

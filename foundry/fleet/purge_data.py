@@ -127,7 +127,7 @@ def locations(
             if mine:
                 found.append(files.location(f"{split}.jsonl", "text", [f"line {d.line}" for d in mine]))
                 found += _tokens(files, manifest, split, mine)
-    found += _ledger(files, criterion, shas)
+    found += ledger_locations(files, criterion, shas)
     found += _audit(files, criterion, names)
     return found
 
@@ -156,7 +156,8 @@ def listed_shas(files: VersionFiles, criterion: Criterion, shas: set[str] = froz
     return {sha for _, sha, name in _ledger_rows(files) if sha in shas or _listed(criterion, sha, name)}
 
 
-def _ledger(files: VersionFiles, criterion: Criterion, shas: set[str]) -> list[Location]:
+def ledger_locations(files: VersionFiles, criterion: Criterion, shas: set[str]) -> list[Location]:
+    """Ledger rows (and their signatures) listing a matched document or image, text and image versions alike."""
     rows = [n for n, sha, name in _ledger_rows(files) if sha in shas or _listed(criterion, sha, name)]
     if not rows:
         return []

@@ -9,9 +9,14 @@ Prefect artifacts; `scan` lists them (a dry run), `scrub` rewrites them (`foundr
   beside it) is forgotten whole, since the archive still holds the text and a 304 answer would keep the copy
   without the file; an S3 mirror loses the object and its recorded ETag, so the next sync downloads it again.
 - `logs/`: command and server logs, a line at a time.
+- `ledgers/`: the split ledgers kept outside data versions (the alignment ledger): a row naming a matched
+  document or the purged source is renamed, its split kept (`purge_ledgers`).
+- a run's image plots that may show a matched image (`purge_artifacts.is_grid`: `runs/<id>/evaluation/`, the
+  folder its MLflow copies were logged from): derived plots, deleted whole.
 - Prefect artifacts (markdown summaries, tables on the run pages) through the Prefect API, so a server works
   too; one that cannot be read fails the purge (`PrefectUnreadable`), never passes for "nothing there".
-- The MLflow artifacts `purge_artifacts.scan` finds (the plan's `ArtifactHit`s), rewritten by `scrub`.
+- The MLflow artifacts `purge_artifacts.scan` finds (the plan's `ArtifactHit`s), rewritten by `scrub`; those a
+  tracking server keeps (`ArtifactHit.store`) through MLflow's artifact repository (`purge_served.rewrite`).
 
 A file is read as text unless it holds a NUL byte; `.json` and `.jsonl` files are rewritten as such
 (`purge_artifacts.scrubbed`), any other a line at a time. Symbolic links are never followed; every removal is
@@ -37,7 +42,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from foundry.fleet import purge_artifacts, purge_prefect
+from foundry.fleet import purge_artifacts, purge_ledgers, purge_prefect, purge_served
 from foundry.fleet.purge_artifacts import Needles
 from foundry.fleet.purge_plan import ArtifactHit, HomeHit, PurgePlan
 from foundry.fleet.purge_prefect import PrefectUnreadable
@@ -45,6 +50,9 @@ from foundry.fleet.purge_prefect import PrefectUnreadable
 __all__ = ["HomeHit", "PrefectUnreadable", "scan", "scrub", "vacuum", "vacuum_embedded"]
 PLACES = {"runs": "run files", "sources": "source mirror", "logs": "log"}  # folder -> `HomeHit.place`
 SCRATCH = ("prepared", "merged")  # `foundry.run_owner.SCRATCH`
+# What the record counts an image plot deleted under: derived plots, deleted whole (`purge_artifacts.GRIDS`).
+GRID_PLACE = "run image plot (derived, deleted)"
+GRID_ARTIFACT = "mlflow image plot (derived, deleted)"
 
 
 def _text(path: Path) -> str | None:
@@ -77,18 +85,28 @@ def _file_hits(home: Path, needles: Needles) -> Iterator[HomeHit]:
         (path, place) for folder, place in PLACES.items() for path in purge_artifacts.regular_files(home / folder)
     ]
     for path, place in places + [(p, "workspace file") for p in _workspace_files(home)]:
+        relative = path.relative_to(home).as_posix()
+        if place == "run files" and purge_artifacts.is_grid(relative, needles):
+            yield HomeHit(place=GRID_PLACE, where=relative, strings=1, path=relative)
+            continue
         if _skipped(path) or (text := _text(path)) is None:
             continue
-        relative = path.relative_to(home).as_posix()
         _, count = purge_artifacts.scrubbed(text, path.suffix.lower(), needles.of(relative))
         if count:
             yield HomeHit(place=place, where=shown(relative), strings=count, path=relative)
 
 
+def _ledger_hits(home: Path, needles: Needles) -> Iterator[HomeHit]:
+    for path in purge_ledgers.files(home):
+        if rows := purge_ledgers.count(path, needles):
+            relative = path.relative_to(home).as_posix()
+            yield HomeHit(place=purge_ledgers.PLACE, where=relative, strings=rows, path=relative)
+
+
 def scan(home: Path, needles: Needles, prefect: bool = True) -> list[HomeHit]:
-    """The files under runs/, sources/ and logs/ and (unless `prefect` is False: the caller checks them some
+    """The files under runs/, sources/, logs/ and ledgers/ and (unless `prefect` is False: the caller checks them some
     other way) the Prefect artifacts that hold a needle. Changes nothing."""
-    found = [*_file_hits(home, needles)]
+    found = [*_file_hits(home, needles), *_ledger_hits(home, needles)]
     if prefect:
         found += [HomeHit(place="prefect artifact", where=i, strings=n) for i, n in purge_prefect.hits(needles)]
     return found
@@ -106,10 +124,19 @@ def scrub(
     counts: dict[str, int] = {}
     artifacts = home / "mlflow" / "artifacts"
     for hit in hits:
-        if isinstance(hit, ArtifactHit):
+        if isinstance(hit, ArtifactHit) and hit.holds == "image":
+            changed = purge_served.rewrite(hit, needles) if hit.store else _delete(artifacts, hit.path)
+            place = GRID_ARTIFACT
+        elif isinstance(hit, ArtifactHit) and hit.store:
+            place, changed = "mlflow artifacts", purge_served.rewrite(hit, needles)
+        elif isinstance(hit, ArtifactHit):
             place, changed = "mlflow artifacts", purge_artifacts.rewrite(artifacts / hit.path, artifacts, needles)
         elif hit.place == "prefect artifact":
             place, changed = hit.place, purge_prefect.rewrite(hit.where, needles)
+        elif hit.place == GRID_PLACE:
+            place, changed = hit.place, _delete(home / "runs", Path(hit.path).relative_to("runs"))
+        elif hit.place == purge_ledgers.PLACE:
+            place, changed = hit.place, purge_ledgers.rewrite(home, hit.path or hit.where, needles)
         elif hit.place == "source mirror":
             place, changed = hit.place, _scrub_source(home, home / (hit.path or hit.where), needles)
         else:
@@ -127,6 +154,10 @@ def vacuum_embedded(home: Path) -> dict[str, int]:
         return {}
     vacuum(store)
     return {"vacuumed": 1}
+
+
+def _delete(root: Path, relative: str | Path) -> int:
+    return purge_artifacts.delete(root / relative, root)
 
 
 def _scrub_file(home: Path, hit: HomeHit, needles: Needles) -> int:

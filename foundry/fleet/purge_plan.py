@@ -3,13 +3,14 @@
 A purge exists to make text disappear, so its plan (printed, logged, kept as a record) never holds the text it
 looks for: documents are named by their sha256 (as `prepare` computes it: the cleaned text's UTF-8 bytes), files
 by their data version, path in it and DVC md5, places in a file by line, row or token range, and the criterion
-itself by its own sha256 (a regex or a path may be the very name a person asked to have forgotten).
+itself by a keyed hash (a regex or a path may be the very name a person asked to have forgotten).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 import re
 from typing import Literal
 
@@ -56,12 +57,16 @@ class Criterion(_Value):
             return sha256 == self.value
         return names_source(name, self.value)
 
-    @property
-    def label(self) -> str:
-        """The criterion as the plan shows it: a document's sha256 as is, a regex or a path by its sha256."""
+    def label(self, key: bytes | None) -> str:
+        """The criterion as the plan and the record show it: a document's sha256 as is; a regex or a path by its
+        HMAC-SHA256 under this home's purge key (`purge_record.criterion_key`), since a plain hash would let
+        anyone holding the record confirm a guessed name. `key` None (a dry run on a home no purge was applied
+        on, which it must not change): the regex or path is not shown at all."""
         if self.kind == "document":
             return f"document {self.value}"
-        return f"{self.kind} sha256:{hashlib.sha256(self.value.encode()).hexdigest()[:16]}"
+        if key is None:
+            return f"{self.kind} (hidden: keyed hmac-sha256 once a purge is applied on this home)"
+        return f"{self.kind} hmac-sha256:{hmac.new(key, self.value.encode(), hashlib.sha256).hexdigest()[:32]}"
 
 
 def names_source(where: str, source: str) -> bool:
@@ -86,7 +91,7 @@ class Location(_Value):
 
     file: str  # path inside the data version
     md5: str  # its DVC object id: the same object may belong to several versions
-    holds: Literal["text", "tokens", "row", "signature", "name"]
+    holds: Literal["text", "tokens", "row", "signature", "name", "image"]  # image: a shard's (png, cls) members
     entries: tuple[str, ...]  # "line 3", "row 7", "tokens 120-245 (verified)": positions, never text
 
 
@@ -116,16 +121,22 @@ class DataHit(_Value):
 class ArtifactHit(_Value):
     """A file in the MLflow artifact store with strings that hold a matched document (or match the regex)."""
 
-    path: str  # relative to the artifact store's root
+    path: str  # relative to the embedded artifact store's root; under `store`, the whole URI
     run_id: str  # the run that logged it ('' when the path names none: a logged model's files)
     strings: int  # how many of its strings hold one
+    # The artifact location it lies under when that is not the embedded store (a tracking server's
+    # `mlflow-artifacts:/1`, an `s3://…` bucket): read and rewritten through MLflow's artifact repository.
+    store: str = ""
+    # image: a plot drawn from data images (an image run's misclassified-images grid, `purge_artifacts.GRIDS`),
+    # derived from the data, not data: deleted whole, never rewritten; `strings` is then 1.
+    holds: Literal["text", "image"] = "text"
 
 
 class HomeHit(_Value):
     """Another place under Foundry's home (or its Prefect store) with strings that hold a matched document: a
     run's working files, a downloaded source mirror, a log, a Prefect artifact on a run page."""
 
-    place: str  # "run files", "source mirror", "log", "prefect artifact"
+    place: str  # "run files", "source mirror", "log", "prefect artifact", a run's image plot (`purge_home`)
     where: str  # the path relative to the home (a source mirror's folder and `…`), or the Prefect artifact's id
     strings: int
     # The file itself, relative to the home: what `scrub` rewrites. Never printed nor serialised: a source
@@ -186,6 +197,10 @@ def _entries(location: Location) -> str:
     return shown + (f", … ({len(location.entries)} in all)" if len(location.entries) > 4 else "")
 
 
+def _held(holds: str) -> str:
+    return "image (derived plot: deleted whole)" if holds == "image" else holds
+
+
 def summary(plan: PurgePlan) -> str:
     """What `foundry purge` prints: the places, the models, what was not checked, then the counts."""
     lines = [f"purge {plan.criterion}: {plan.reason}", ""]
@@ -197,12 +212,9 @@ def summary(plan: PurgePlan) -> str:
     copies += [(d.data_version, c.place, str(len(c.files)), c.where) for d in plan.data_versions for c in d.copies]
     lines += [table(copies), ""] if len(copies) > 1 else []
     if plan.artifacts:
-        lines += [
-            table(
-                [("mlflow artifact", "run", "strings")] + [(a.path, a.run_id, str(a.strings)) for a in plan.artifacts]
-            )
-        ]
-        lines.append("")
+        rows = [("mlflow artifact", "run", "holds", "strings")]
+        rows += [(a.path, a.run_id, _held(a.holds), str(a.strings)) for a in plan.artifacts]
+        lines += [table(rows), ""]
     if plan.elsewhere:
         rows = [("place", "where", "strings")] + [(h.place, h.where, str(h.strings)) for h in plan.elsewhere]
         lines += [table(rows), ""]

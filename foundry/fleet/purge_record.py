@@ -5,6 +5,11 @@ versions, their replacements, model versions, runs, document sha256s), never the
 an MLflow run of its own in the experiment `foundry-purges` (tags, the counts as metrics, the record as
 `purge_record.json`), and printed. The affected model versions and runs are tagged `foundry.purge=<record>`;
 each affected version loses `champion` unless the user keeps the models serving (`--keep-models`).
+
+The criterion (a regex or a source path may itself be the name a person asked to have forgotten) is shown by
+its HMAC-SHA256 under a key of this home's own (`criterion_key`: 32 random bytes in
+`$FOUNDRY_HOME/purged/criterion.key`, mode 0600, made by the first `--apply`): the same purge run again on the
+same home gets the same label, and a record alone does not let anyone confirm a guessed name.
 """
 
 from __future__ import annotations
@@ -19,11 +24,24 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from foundry.fleet.purge_plan import ModelHit, table
+from foundry.fleet.purge_plan import Criterion, ModelHit, table
 from foundry.fleet.purge_registry import PURGE_TAG as TAG
 
 EXPERIMENT = "foundry-purges"
-__all__ = ["EXPERIMENT", "TAG", "PurgeRecord", "keep", "summary", "tag_models", "tag_runs"]
+KEY_FILE = "purged/criterion.key"  # under $FOUNDRY_HOME, beside the purge marks (`foundry.data.purged`)
+KEYED = "hmac-sha256, keyed with $FOUNDRY_HOME/purged/criterion.key"
+UNKEYED = "sha256, unkeyed"
+__all__ = [
+    "EXPERIMENT",
+    "TAG",
+    "PurgeRecord",
+    "criterion_key",
+    "criterion_label",
+    "keep",
+    "summary",
+    "tag_models",
+    "tag_runs",
+]
 
 
 class PurgeRecord(BaseModel):
@@ -33,7 +51,7 @@ class PurgeRecord(BaseModel):
     who: str
     when: str  # UTC, ISO 8601
     reason: str
-    criterion: str  # `Criterion.label`: a regex or path by its sha256
+    criterion: str  # `Criterion.label`: a regex or path by its HMAC-SHA256 under this home's key
     documents: tuple[str, ...]  # sha256 of each removed document
     replaced: dict[str, str | None]  # data version -> its replacement (None: deleted, not rewritten)
     removed: dict[str, int]  # what was removed or rewritten, by place
@@ -43,6 +61,42 @@ class PurgeRecord(BaseModel):
     verified: bool  # a second search after the purge found no document
     left: dict[str, int] = {}  # what that second search still found, by kind (empty when verified)
     mlflow_run_id: str = ""
+    # How `criterion` hides a regex or a path (`KEYED`); a record made before keyed labels reads as UNKEYED.
+    criterion_hash: str = UNKEYED
+
+
+def criterion_key(home: Path, create: bool = True) -> bytes | None:
+    """This home's purge key, made on first use (`create`) with mode 0600 and never rewritten; None when there
+    is none and `create` is False (a dry run changes nothing). Written whole before anyone can read it: two
+    purges making it at once agree on the one that was linked first."""
+    path = home / KEY_FILE
+    if not path.exists():
+        if not create:
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(secrets.token_bytes(32))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.link(tmp, path)  # fails, harmlessly, when another purge made it first
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+    if path.stat().st_mode & 0o077:  # readable by others: the labels it made are only as private as the key
+        os.chmod(path, 0o600)
+    key = path.read_bytes()
+    if len(key) != 32:
+        raise ValueError(f"{path} is not a purge key (32 bytes): restore it, or remove it to label from now on anew")
+    return key
+
+
+def criterion_label(home: Path, criterion: Criterion, create: bool = True) -> str:
+    """`criterion` as plans and records name it, keyed with this home's purge key."""
+    return criterion.label(None if criterion.kind == "document" else criterion_key(home, create))
 
 
 def new_record_id() -> str:

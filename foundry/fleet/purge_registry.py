@@ -170,3 +170,13 @@ def order(uri: str) -> tuple[str, int]:
 
 def affected_runs(registry: Registry, affected_data: set[str]) -> list[str]:
     return sorted(run_id for run_id, versions in registry.runs.items() if versions & affected_data)
+
+
+def evaluated_runs(registry: Registry, data_versions: set[str]) -> set[str]:
+    """The runs trained or evaluated on any of `data_versions`: those whose tags name one, and the runs of the
+    registered versions whose tags do (a version's run may carry no data tag of its own)."""
+    runs = {run_id for run_id, versions in registry.runs.items() if versions & data_versions}
+    for version in registry.versions:
+        if version.run_id and registry.data.get(str(ModelUri.of(version)), set()) & data_versions:
+            runs.add(version.run_id)
+    return runs

@@ -2,8 +2,9 @@
 version being its `.dir` listing), the hydrated copies, and the version checked out in the workspace.
 
 A store is read with gc's readers (`gc_scan.cache_files`) and hydration's (`hydrate.dvc_listing`, which checks
-a listing against its version before trusting it). A remote that is not a local path (`s3://…`) is not read by
-the dry run: it is reported with the objects `--apply` would have to check there.
+a listing against its version before trusting it). An `s3://` remote is read and changed with boto3
+(`purge_s3.S3Store`, the same questions), after the local stores; one that cannot be listed, and a remote of any
+other scheme, is reported as not checked, with the objects `--apply` would have to check there.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from foundry.data.hydrate import HydrationError, dvc_listing
+from foundry import fs
+from foundry.data.hydrate import HydrationError, dvc_listing, listing_path
 from foundry.fleet.gc_refs import workspace_version
 from foundry.fleet.gc_scan import MD5, cache_files
 from foundry.fleet.purge_data import VersionFiles
 from foundry.fleet.purge_plan import Copy, Location, Unchecked
+from foundry.fleet.purge_s3 import RemoteError, S3Store
 
 
 @dataclass(frozen=True)
@@ -27,8 +30,28 @@ class Store:
     place: str  # "workspace cache", "hydration cache" or "remote"
     root: Path
 
+    @property
+    def url(self) -> str:
+        return str(self.root)
+
     def object(self, md5: str) -> Path:
         return self.root / "files" / "md5" / md5[:2] / md5[2:]
+
+    def has(self, md5: str) -> bool:
+        return self.object(md5).is_file()
+
+    def listed(self, version: str) -> bool:
+        """Its listing is here, readable or not."""
+        return listing_path(self.root, version).exists()
+
+    def whole(self, version: str) -> bool:
+        return self.files(version) is not None
+
+    def remove(self, md5: str) -> int:
+        return _remove(self.object(md5), self.root)
+
+    def remove_listing(self, version: str) -> int:
+        return _remove(listing_path(self.root, version), self.root)
 
     def versions(self) -> set[str]:
         return set(cache_files(self.root)[0]) if self.root.is_dir() and not self.root.is_symlink() else set()
@@ -58,9 +81,10 @@ def local_path(url: str) -> Path | None:
 @dataclass(frozen=True)
 class Places:
     home: Path
-    stores: tuple[Store, ...]
-    elsewhere: tuple[str, ...]  # remotes the dry run cannot read (s3://…)
+    stores: tuple[Store | S3Store, ...]  # the local ones first: a version is read from S3 when no other has it
+    elsewhere: tuple[str, ...]  # remotes of a scheme the purge cannot read (gs://, azure://…)
     missing: tuple[str, ...] = ()  # local remotes named (config, registry, runs) that are no folder here
+    unreadable: tuple[tuple[str, str], ...] = ()  # (url, why): s3:// remotes that could not be listed
 
     @classmethod
     def of(cls, home: Path, remotes: set[str]) -> Places:
@@ -69,16 +93,22 @@ class Places:
         which is only there once something was pushed to it."""
         stores = [Store("workspace cache", home / "workspace" / ".dvc" / "cache")]
         stores.append(Store("hydration cache", home / "hydrated" / ".cache"))
-        elsewhere, missing = [], []
+        elsewhere, missing, s3, unreadable = [], [], [], []
         for url in sorted(remotes):
             path = local_path(url)
-            if path is None:
+            if url.startswith("s3://"):
+                try:
+                    (store := S3Store(url)).keys()
+                    s3.append(store)
+                except (RemoteError, ValueError) as exc:
+                    unreadable.append((url, str(exc)))
+            elif path is None:
                 elsewhere.append(url)
             elif path.is_dir():
                 stores.append(Store("remote", path))
             elif path.absolute() != (home / "dvc-remote").absolute():
                 missing.append(url)
-        return cls(home, tuple(stores), tuple(elsewhere), tuple(missing))
+        return cls(home, tuple(stores + s3), tuple(elsewhere), tuple(missing), tuple(unreadable))
 
     def hydrated(self) -> dict[str, Path]:
         root = self.home / "hydrated"
@@ -111,7 +141,7 @@ class Places:
         or without this version's listing beside it: it is the same bytes (another version may list it too)."""
         found = []
         for store in self.stores:
-            present = [f.md5 for f in files if store.object(f.md5).is_file()]
+            present = [f.md5 for f in files if store.has(f.md5)]
             if present:
                 found.append(Copy(place=store.place, where=str(store.root), files=tuple(sorted(set(present)))))
         for place, folders in (("hydrated copy", self.hydrated()), ("workspace", self.checked_out())):
@@ -124,17 +154,28 @@ class Places:
     def unchecked(self, affected: dict[str, tuple[Location, ...]], unread: dict[str, str]) -> list[Unchecked]:
         """Remotes not read (with the objects of affected versions to check there) and versions with no copy here."""
         found = []
+        keys = sorted({f"files/md5/{f.md5[:2]}/{f.md5[2:]}" for files in affected.values() for f in files})
+        shown = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
         for url in self.elsewhere:
-            keys = sorted({f"files/md5/{f.md5[:2]}/{f.md5[2:]}" for files in affected.values() for f in files})
-            shown = ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
-            why = "not a local path: the dry run does not read it"
+            why = "neither a local path nor s3://: the purge does not read it"
             found.append(Unchecked(what=f"remote {url}", why=f"{why}; check there {shown or 'no object yet'}"))
+        for url, error in self.unreadable:
+            why = f"{error}; check there {shown or 'no object yet'}, or run the purge again once it answers"
+            found.append(Unchecked(what=f"remote {url}", why=why))
         for url in self.missing:
             why = "a local DVC remote that is not a folder on this machine (not mounted?): it may hold copies"
             found.append(Unchecked(what=f"remote {url}", why=why))
         for version, why in sorted(unread.items()):
             found.append(Unchecked(what=f"data version {version}", why=why))
         return found
+
+
+def _remove(path: Path, within: Path) -> int:
+    """1 when a file was there and is now removed, 0 when it was already gone."""
+    if not (path.exists() or path.is_symlink()):
+        return 0
+    fs.remove_file(path, within=within)
+    return 1
 
 
 def _plain(path: Path) -> bool:

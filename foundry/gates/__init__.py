@@ -2,7 +2,8 @@
 turns it into the one `Decision` type, with no registry, file or network in sight.
 
 - `pretrain`: a pretraining or retraining challenger against the champion of its name.
-- `specialist`: a domain fine-tune against its base and against the specialist's own champion.
+- `specialist`: a domain fine-tune against its base and against the specialist's own champion (bits per byte,
+  or holdout accuracy for an image classifier).
 - `merge`: a merge against the base and each specialist, on every parent's holdout, and against the champion
   of its name on the same holdouts.
 - `alignment`: an aligned model against its base and against the champion of its name.

@@ -8,10 +8,18 @@ from typing import Annotated
 from pydantic import Field
 
 from foundry.contracts import _Value
-from foundry.gates.inputs import AlignmentInputs, ImageInputs, MergeInputs, PretrainInputs, SpecialistInputs
+from foundry.gates.inputs import (
+    AlignmentInputs,
+    ImageInputs,
+    ImageSpecialistInputs,
+    MergeInputs,
+    PretrainInputs,
+    SpecialistInputs,
+)
 
 Inputs = Annotated[
-    PretrainInputs | SpecialistInputs | MergeInputs | AlignmentInputs | ImageInputs, Field(discriminator="gate")
+    PretrainInputs | SpecialistInputs | MergeInputs | AlignmentInputs | ImageInputs | ImageSpecialistInputs,
+    Field(discriminator="gate"),
 ]
 
 

@@ -37,6 +37,23 @@ class OldScores(_Value):
     measure: ClassVar[Measure]
     data_version: str
     max_regression: float
+    # When a purge removed the champion's own data (`foundry purge --apply --keep-models`): that version, and the
+    # record; `data_version` is then the version the purge rewrote it into (same split, purged documents gone).
+    replaces: str = ""
+    purge_record: str = ""
+
+    @property
+    def purge_note(self) -> str:
+        """What a verdict says of a holdout that replaced a purged one ('' for none)."""
+        if not self.replaces:
+            return ""
+        return (
+            f"its own data {self.replaces[:12]} was purged (purge record {self.purge_record}): scored on the "
+            f"replacement {self.data_version[:12]}"
+        )
+
+    def purge_tags(self) -> dict[str, str]:
+        return {"gate.old_holdout_replaces": self.replaces, "gate.old_holdout_purge": self.purge_record}
 
     @property
     def challenger(self) -> float:
@@ -117,7 +134,7 @@ class _HoldoutInputs(_Scored):
             "gate.challenger_old_bits_per_byte": "" if old is None else _score(old.challenger_bits_per_byte),
             "gate.champion_old_bits_per_byte": "" if old is None else _score(old.champion_bits_per_byte),
             "gate.max_regression": "" if old is None else str(old.max_regression),
-        }
+        } | ({} if old is None or not old.replaces else old.purge_tags())
 
 
 class PretrainInputs(_HoldoutInputs):
@@ -152,7 +169,7 @@ class ImageInputs(_Scored):
             "gate.challenger_old_accuracy": "" if old is None else _score(old.challenger_accuracy),
             "gate.champion_old_accuracy": "" if old is None else _score(old.champion_accuracy),
             "gate.max_regression": "" if old is None else str(old.max_regression),
-        }
+        } | ({} if old is None or not old.replaces else old.purge_tags())
 
 
 class SpecialistInputs(_HoldoutInputs):
@@ -170,6 +187,25 @@ class SpecialistInputs(_HoldoutInputs):
             incumbent = {
                 "gate.incumbent_version": self.incumbent_version,
                 "gate.incumbent_bits_per_byte": _score(self.incumbent_bits_per_byte),
+            }
+        return incumbent | super().tags()
+
+
+class ImageSpecialistInputs(ImageInputs):
+    """A fine-tuned image classifier by holdout accuracy, its base (`champion_*`: the base on the new holdout and
+    both on the base's own) and the specialist's own champion on the new holdout: `SpecialistInputs`' rule."""
+
+    gate: Literal["image_specialist"] = "image_specialist"
+    base: str  # models:/NAME/VERSION the fine-tune started from
+    incumbent_version: str | None = None  # None: the specialist has no champion yet
+    incumbent_accuracy: float | None = None
+
+    def tags(self) -> dict[str, str]:
+        incumbent = {}
+        if self.incumbent_version is not None:
+            incumbent = {
+                "gate.incumbent_version": self.incumbent_version,
+                "gate.incumbent_accuracy": _score(self.incumbent_accuracy),
             }
         return incumbent | super().tags()
 

@@ -28,6 +28,8 @@ def decide(i: PretrainInputs | ImageInputs) -> Decision:
         old = i.old_holdout
         where = f"its own holdout (data {old.data_version[:12]})"
         verdict = forgot(old, "the champion's", where, f"on the new holdout {verdict}")
+    if i.old_holdout is not None and i.old_holdout.purge_note:
+        verdict += f"; the champion's {i.old_holdout.purge_note}"
     return Decision.of(i, {"beats_champion": better, "no_forgetting": kept}, verdict)
 
 

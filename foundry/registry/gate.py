@@ -29,6 +29,7 @@ from pathlib import Path
 from foundry.align.metrics import AlignmentMetrics
 from foundry.config import FoundryConfig
 from foundry.contracts import Candidate, DataVersion
+from foundry.data.purged import DataPurged, followed, mark_of
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates import alignment, pretrain, specialist
 from foundry.gates.decision import Decision
@@ -96,18 +97,30 @@ def champion_data(champion) -> DataVersion:
         ) from None
 
 
+def own_holdout(champion, home: Path) -> tuple[DataVersion, dict[str, str]]:
+    """The data version holding the champion's own holdout: its training data or, once a purge removed that
+    (`--keep-models`), the version the purge rewrote it into (`purged.followed`), with what the gate's inputs
+    record of it (`replaces`, `purge_record`). `DataPurged` naming the record when nothing replaced it."""
+    trained = champion_data(champion)
+    if (held := followed(trained, home)) == trained:
+        return held, {}
+    purge = mark_of(home, trained.data_version)
+    return held, {"replaces": trained.data_version, "purge_record": purge.record}
+
+
 def old_holdout(champion, candidate: Candidate, champion_bpb: float, config: FoundryConfig) -> OldHoldout:
-    """Challenger and champion on the champion's own holdout (its data version, hydrated once per node)."""
+    """Challenger and champion on the champion's own holdout (`own_holdout`, hydrated once per node)."""
     from foundry.data.hydrate import hydrate_version
 
-    old = champion_data(champion)
     limit, home = config.evaluation.max_regression, candidate.run.home
+    old, purge = own_holdout(champion, home)
     if old.data_version == candidate.data.data_version:  # the same holdout: its scores are the ones above
         return OldHoldout(
             data_version=old.data_version,
             challenger_bits_per_byte=candidate.metrics.bits_per_byte,
             champion_bits_per_byte=champion_bpb,
             max_regression=limit,
+            **purge,
         )
     old_dir = hydrate_version(old, home)
     artifacts = versions.download(champion, home)
@@ -116,12 +129,20 @@ def old_holdout(champion, candidate: Candidate, champion_bpb: float, config: Fou
         challenger_bits_per_byte=score(candidate.checkpoint, candidate.tokenizer, old_dir, config),
         champion_bits_per_byte=score(artifacts / "model.pt", artifacts / "tokenizer.json", old_dir, config),
         max_regression=limit,
+        **purge,
     )
 
 
-def _footing(champion, built_on: str | None, data: DataVersion) -> str:
-    """Why the champion cannot be compared with this run ('' when it can)."""
-    trained_on = champion_data(champion).data_version
+def _footing(champion, built_on: str | None, data: DataVersion, home: Path) -> str:
+    """Why the champion cannot be compared with this run ('' when it can). Its data is the version a purge
+    replaced it with, if any (the one `parent.data_of` built this run on); data a purge deleted: refused."""
+    try:
+        trained_on = own_holdout(champion, home)[0].data_version
+    except DataPurged as purged:
+        return (
+            f"champion v{champion.version} cannot be scored on its own holdout: {purged}; promote a version "
+            "trained on kept data, or retrain on the purged data (`foundry purge --retrain`)"
+        )
     if trained_on in (built_on, data.data_version):
         return ""
     return (
@@ -142,7 +163,7 @@ def gather_pretrain(config: FoundryConfig, candidate: Candidate, built_on: str |
     current = versions.champion(config.registry.model_name)  # fails closed: an error is not "no champion"
     if current is None:
         return PretrainInputs(**given)
-    if refusal := _footing(current, built_on, c.data):  # nothing to compare on a fair footing
+    if refusal := _footing(current, built_on, c.data, c.run.home):  # nothing to compare on a fair footing
         return PretrainInputs(**given, champion_version=str(current.version), footing=refusal)
     champion_bpb = champion_bits_per_byte(current, config, c.data_dir, c.data, c.run.home)
     return PretrainInputs(
@@ -187,7 +208,8 @@ def old_image_holdout(champion, candidate: Candidate, champion_accuracy: float, 
     from foundry.data.hydrate import hydrate_version
     from foundry.vision.evaluate import accuracy_on
 
-    old, limit = champion_data(champion), config.evaluation.max_regression
+    old, purge = own_holdout(champion, candidate.run.home)
+    limit = config.evaluation.max_regression
     if old.data_version == candidate.data.data_version:
         challenger, champion_score = candidate.metrics.accuracy, champion_accuracy
     else:
@@ -199,6 +221,7 @@ def old_image_holdout(champion, candidate: Candidate, champion_accuracy: float, 
         challenger_accuracy=challenger,
         champion_accuracy=champion_score,
         max_regression=limit,
+        **purge,
     )
 
 
@@ -214,7 +237,7 @@ def gather_image(config: FoundryConfig, candidate: Candidate, built_on: str | No
     current = versions.champion(config.registry.model_name)  # fails closed: an error is not "no champion"
     if current is None:
         return ImageInputs(**given)
-    if refusal := _footing(current, built_on, c.data):
+    if refusal := _footing(current, built_on, c.data, c.run.home):
         return ImageInputs(**given, champion_version=str(current.version), footing=refusal)
     champion_accuracy = image_accuracy(current, config, c.data_dir, c.data, c.run.home)
     return ImageInputs(
@@ -266,7 +289,8 @@ def gather_merge(config: FoundryConfig, scores: list[HoldoutScore], name: str, h
     files = versions.download(current, home)
     rescored = []
     for s in scores:
-        holdout = hydrate_version(champion_data(versions.resolve(s.holdout_of)), home)  # once per node
+        held, _ = own_holdout(versions.resolve(s.holdout_of), home)  # a purge's replacement, if any
+        holdout = hydrate_version(held, home)  # once per node
         bpb = score(files / "model.pt", files / "tokenizer.json", holdout, config)
         rescored.append(s.model_copy(update={"incumbent_bits_per_byte": bpb}))
     shown = [round(s.incumbent_bits_per_byte, 4) for s in rescored]

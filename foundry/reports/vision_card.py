@@ -17,9 +17,15 @@ def vision_summary_table(metrics: VisionMetrics, decision: Decision | None = Non
     for name, value in metrics.baselines().items():
         label = VisionMetrics.LABELS[name] + (" (strongest baseline)" if (name, value) == strongest else "")
         rows.append({"model": label, "accuracy": value})
-    champion = getattr(decision.inputs, "champion_accuracy", None) if decision is not None else None
+    inputs = decision.inputs if decision is not None else None
+    champion = getattr(inputs, "champion_accuracy", None)
+    fine_tune = getattr(inputs, "gate", "") == "image_specialist"  # its `champion_*` are its base's
     if champion is not None:
-        rows.append({"model": "current champion", "accuracy": champion})
+        rows.append({"model": f"base ({inputs.base})" if fine_tune else "current champion", "accuracy": champion})
+    if getattr(inputs, "incumbent_accuracy", None) is not None:
+        rows.append(
+            {"model": f"specialist's champion v{inputs.incumbent_version}", "accuracy": inputs.incumbent_accuracy}
+        )
     return pd.DataFrame(rows)
 
 
@@ -27,9 +33,10 @@ def forgetting_line(decision: Decision) -> str:
     old = decision.inputs.old_holdout
     if old is None:
         return "No champion to compare with: nothing to forget."
+    whose = "base" if decision.inputs.gate == "image_specialist" else "champion"
     return (
-        f"On the champion's (v{decision.inputs.champion_version}) own holdout, data version `{old.data_version}`: "
-        f"this model {old.challenger_accuracy:.4f}, the champion {old.champion_accuracy:.4f} accuracy; "
+        f"On the {whose}'s (v{decision.inputs.champion_version}) own holdout, data version `{old.data_version}`: "
+        f"this model {old.challenger_accuracy:.4f}, the {whose} {old.champion_accuracy:.4f} accuracy; "
         f"{'worse' if old.regression > 0 else 'better'} by {abs(old.regression):.4f}, "
         f"{'more than' if old.forgets else 'within'} the {old.max_regression} allowed."
     )

@@ -21,7 +21,8 @@ PROGRESS_FILE = "progress.json"
 
 @dataclass(frozen=True)
 class Progress:
-    """Where training stands: optimizer steps done of the total, the latest loss and throughput."""
+    """Where training stands: optimizer steps done of the total, the latest loss and throughput (`unit`/s: tokens
+    for a language model, images for a classifier; the field keeps its first name so older files still read)."""
 
     step: int
     total: int
@@ -29,6 +30,7 @@ class Progress:
     tokens_per_sec: float
     elapsed_s: float
     first_step: int = 0  # where this attempt started (a resumed run counts on from its checkpoint)
+    unit: str = "tokens"
 
     @property
     def percent(self) -> float:
@@ -44,7 +46,7 @@ class Progress:
         loss = "?" if math.isnan(self.loss) else f"{self.loss:.4f}"
         return (
             f"step {self.step}/{self.total} ({self.percent:.0f}%)  loss {loss}  "
-            f"{self.tokens_per_sec:,.0f} tokens/s  " + ("" if left is None else f"{left:.0f} s left")
+            f"{self.tokens_per_sec:,.0f} {self.unit}/s  " + ("" if left is None else f"{left:.0f} s left")
         ).rstrip()
 
 
@@ -70,17 +72,17 @@ class ProgressReport(Callback):
             from tqdm import tqdm
 
             self._tqdm = tqdm(total=trainer.max_steps, initial=self._first, desc="train", unit="step", mininterval=1)
-        write_report(self.path, self._snapshot(trainer))
+        write_report(self.path, self._snapshot(trainer, pl_module))
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
         if trainer.global_rank != 0 or step == self._last:
             return  # another rank, or a micro-batch of gradient accumulation
-        snapshot = self._snapshot(trainer)
+        snapshot = self._snapshot(trainer, pl_module)
         if self._tqdm is not None:
             self._tqdm.update(step - self._last)
             self._tqdm.set_postfix_str(
-                f"loss {snapshot.loss:.4f}, {snapshot.tokens_per_sec:,.0f} tokens/s", refresh=False
+                f"loss {snapshot.loss:.4f}, {snapshot.tokens_per_sec:,.0f} {snapshot.unit}/s", refresh=False
             )
         self._last = step
         if time.perf_counter() - self._written >= self.every_s or step >= trainer.max_steps:
@@ -90,17 +92,19 @@ class ProgressReport(Callback):
     def on_train_end(self, trainer, pl_module) -> None:
         if trainer.global_rank != 0:
             return
-        write_report(self.path, self._snapshot(trainer))
+        write_report(self.path, self._snapshot(trainer, pl_module))
         if self._tqdm is not None:
             self._tqdm.close()
 
-    def _snapshot(self, trainer) -> Progress:
+    def _snapshot(self, trainer, pl_module) -> Progress:
         metrics = trainer.callback_metrics
+        unit = getattr(pl_module, "throughput_unit", "tokens")  # LitVision counts images
         return Progress(
             step=trainer.global_step,
             total=trainer.max_steps,
             loss=float(metrics.get("train/loss", math.nan)),
-            tokens_per_sec=float(metrics.get("train/tokens_per_sec", 0.0)),
+            tokens_per_sec=float(metrics.get(f"train/{unit}_per_sec", 0.0)),
             elapsed_s=time.perf_counter() - self._start,
             first_step=self._first,
+            unit=unit,
         )

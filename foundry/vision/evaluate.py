@@ -87,6 +87,8 @@ def holdout_pass(model, folder: Path, batch_size: int, means: ClassMeans | None)
     seen = HoldoutPass()
     for images, labels in batches(folder, "holdout", batch_size):
         logits, _ = model(images)
+        if len(labels) and int(labels.max()) >= logits.shape[1]:  # labels the model lacks: never its answer
+            logits = F.pad(logits, (0, int(labels.max()) + 1 - logits.shape[1]), value=-float("inf"))
         seen.loss_sum += float(F.cross_entropy(logits.float(), labels, reduction="sum"))
         predicted = logits.argmax(dim=1)
         seen.targets.append(labels.numpy())
@@ -117,14 +119,16 @@ def metrics_of(seen: HoldoutPass, classes: list[str], train_counts: dict[str, in
 
 
 def check_classes(saved: dict, shards: ShardManifest, data_dir: Path) -> list[str]:
-    """The model's classes, which must index the dataset's the same way (a fine-tune may only add classes)."""
-    classes = list(saved.get("classes") or shards.classes)
-    if classes[: len(shards.classes)] != shards.classes:
+    """The longer of the model's and the dataset's classes, the other being its start: a fine-tune only adds
+    classes, so a fine-tuned model scores on its base's data, and a base on data with labels it lacks (misses)."""
+    model, data = list(saved.get("classes") or shards.classes), list(shards.classes)
+    shared = min(len(model), len(data))
+    if model[:shared] != data[:shared]:
         raise ValueError(
-            f"the model's classes {classes[:10]} do not index {data_dir}'s classes {shards.classes[:10]} the same "
+            f"the model's classes {model[:10]} do not index {data_dir}'s classes {data[:10]} the same "
             "way: evaluate it on the dataset it was trained on, or one prepared with its classes"
         )
-    return classes
+    return model if len(model) >= len(data) else data
 
 
 def evaluate_images(config, checkpoint: Path, data_dir: Path, plots_dir: Path | None = None) -> VisionMetrics:

@@ -12,6 +12,8 @@ import math
 
 import torch
 
+from foundry.config import FoundryConfig
+
 HEAD = ("net.head.weight", "net.head.bias")  # the linear head of both architectures (models.vision)
 
 
@@ -41,3 +43,38 @@ def warm_start_state(parent: dict, classes: list[str], seed: int = 0) -> dict:
             "the base's classes first (`merged_classes`), so each head row keeps its label"
         )
     return grown_head(parent["state_dict"], len(classes), seed)
+
+
+# What fixes the shape of the base's weights or of its inputs (and the ledger's hashes its data builds on): a
+# fine-tune keeps these as the base has them. Every other key of `image` and `vision` is the run's where the run
+# sets it (augmentation, dropout, near duplicates, shards, the class checks).
+KEPT = {
+    "image": ("size", "channels", "hash_size"),
+    "vision": ("arch", "widths", "blocks_per_stage", "patch_size", "n_layer", "n_head", "n_embd", "pooling"),
+}
+
+
+def _section(recorded: dict, given: dict, default: dict, name: str) -> dict:
+    """The base's `name` section with the keys this run changed from the defaults in place; a changed key of
+    `KEPT` that differs from the base's is an error naming it."""
+    base = {**default, **recorded.get(name, {})}
+    changed = {key: value for key, value in given.items() if value != default.get(key)}
+    for key in KEPT[name]:
+        if key in changed and changed[key] != base[key]:
+            raise ValueError(
+                f"{name}.{key} is {base[key]!r} in the base model and {changed[key]!r} here: a fine-tune keeps its "
+                f"base's {'input' if name == 'image' else 'architecture'}; drop the {name}.{key} setting"
+            )
+    return {**base, **changed}
+
+
+def image_sections(raw: dict, given: dict, recorded: dict) -> dict:
+    """`raw` (a warm start's config as values) for an image base: `data.modality` image, and the base's `image`
+    and `vision` sections (`recorded`) with the run's own settings (`given`) where it changed them from the
+    defaults. The GPT's `model` and `tokenizer` sections stay the run's: an image base has neither."""
+    default = FoundryConfig().model_dump(mode="json")
+    tuned = {**raw, "model": given["model"], "tokenizer": given["tokenizer"]}
+    tuned["data"] = {**raw["data"], "modality": "image"}
+    for name in ("image", "vision"):
+        tuned[name] = _section(recorded, given[name], default[name], name)
+    return tuned

@@ -26,7 +26,7 @@ from foundry.vision.config import ImageConfig
 from foundry.vision.decode import Decoded, UndecodableImage, decode
 from foundry.vision.dedup import Candidate, Deduplicator
 from foundry.vision.neardup import dhash, hash_words, to_words
-from foundry.vision.table import ImageAudit, ImageRow, write_table
+from foundry.vision.table import Dropped, ImageAudit, ImageRow, write_table
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,9 @@ def read_lineage(parent: Path, image: ImageConfig, replay_fraction: float | None
     return Lineage(ledger, replay_fraction, salt=identity(parent))
 
 
-def _decode_all(found: Listing, data: DataConfig, image: ImageConfig, audit: ImageAudit, staged: Path) -> list[_Met]:
+def _decode_all(
+    found: Listing, data: DataConfig, image: ImageConfig, audit: ImageAudit, staged: Path, purged=frozenset()
+) -> list[_Met]:
     met = []
     for entry in found.images:
         try:
@@ -75,6 +77,9 @@ def _decode_all(found: Listing, data: DataConfig, image: ImageConfig, audit: Ima
                 raise SourceError(f"cannot decode {entry.name}: {exc}") from None
             audit.drop("undecodable", entry.name, str(exc))
             log.warning("dropped %s: not a readable image (%s)", entry.name, exc)
+            continue
+        if decoded.sha256 in purged:  # its name may be what a person asked to have forgotten: a count only
+            audit.dropped.setdefault("purged", Dropped()).images += 1
             continue
         for kind in decoded.metadata:
             audit.stripped[kind] = audit.stripped.get(kind, 0) + 1
@@ -123,10 +128,12 @@ def prepare_images(
     out_dir: Path,
     parent: Path | None = None,
     replay_fraction: float | None = None,
+    purged: frozenset[str] = frozenset(),
 ) -> StagedImages:
     """Decode, strip, fit, de-duplicate and split `found`'s images into `out_dir` (replaced whole).
 
-    `parent` is an earlier staged folder whose ledger this one builds on: its images keep their split."""
+    `parent` is an earlier staged folder whose ledger this one builds on: its images keep their split.
+    `purged`: pixel sha256s a purge removed (`foundry.data.purged`), dropped as "purged", counted, never named."""
     lineage = read_lineage(parent, image, replay_fraction) if parent is not None else None
     audit = ImageAudit(images_in=len(found.images) + sum(len(names) for names in found.skipped.values()))
     for reason, names in found.skipped.items():
@@ -137,7 +144,7 @@ def prepare_images(
     remove_tree(work, within=out_dir.parent, ignore_errors=True)
     work.mkdir(parents=True)
     try:
-        kept = _select(_decode_all(found, data, image, audit, work), image, audit, lineage)
+        kept = _select(_decode_all(found, data, image, audit, work, purged), image, audit, lineage)
         rows, ledger = _split(kept, data, audit, lineage, hash_words(image.hash_size))
         _remove_unlisted(work, {row.path for row in rows})
         write_table(rows, work)

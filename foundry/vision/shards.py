@@ -120,12 +120,20 @@ def _member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def _write_shard(path: Path, images: list[tuple[str, int]]) -> None:
+def pack(path: Path, images: Iterable[tuple[bytes, int]]) -> int:
+    """One shard of (PNG bytes, class index) pairs, keyed by their place in it; returns how many it holds
+    (a purge writes a shard again through this, without the purged images: `foundry.fleet.purge_images`)."""
+    count = 0
     with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
-        for n, (source, index) in enumerate(images):
-            key = f"{n:08d}"
-            _member(tar, f"{key}.png", Path(source).read_bytes())
+        for count, (png, index) in enumerate(images, 1):
+            key = f"{count - 1:08d}"
+            _member(tar, f"{key}.png", png)
             _member(tar, f"{key}.cls", str(index).encode())
+    return count
+
+
+def _write_shard(path: Path, images: list[tuple[str, int]]) -> None:
+    pack(path, ((Path(source).read_bytes(), index) for source, index in images))
 
 
 def write_shards(

@@ -113,10 +113,12 @@ def prepare_image_dataset(
     out_dir: Path,
     parent: Path | None = None,
     replay_fraction: float | None = None,
+    purged: frozenset[str] = frozenset(),
 ) -> Prepared:
     """Decode, de-duplicate and split the acquired images into `out_dir`, shard them and write the manifest.
-    `parent` is the data version (folder) whose ledger and classes this one builds on. The sources are listed
-    again (their mirrors held while read): they must still be what `acquire` fingerprinted."""
+    `parent` is the data version (folder) whose ledger and classes this one builds on; `purged` the pixel
+    sha256s a purge removed, dropped should a source still hold them. The sources are listed again (their
+    mirrors held while read): they must still be what `acquire` fingerprinted."""
     if replay_fraction is not None and parent is None:
         raise ValueError("replaying old training images needs the parent data version they come from")
     with listing(config.data, config.image) as found:
@@ -126,7 +128,7 @@ def prepare_image_dataset(
                 f"the images of {source.source!r} changed since they were acquired (digest {digest[:12]}, acquired "
                 f"{source.digest[:12]}): run again, so that acquire and prepare read the same images"
             )
-        staged = prepare_images(found, config.data, config.image, out_dir, parent, replay_fraction)
+        staged = prepare_images(found, config.data, config.image, out_dir, parent, replay_fraction, purged)
     if not staged.rows:
         raise ValueError(f"no image of {source.source!r} left to prepare: dropped {staged.audit.dropped}")
     shards = write_shards(

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import POLL
 
 from foundry.cli import main
 from foundry.config import DataConfig, FoundryConfig, to_yaml
@@ -102,7 +103,7 @@ def private(tmp_path, monkeypatch):
         monkeypatch.delenv(name)  # URLs kept by earlier tests (a port may come round again)
     handler = type("Private", (BasicAuth,), {"files": {"corpus.txt": b"a private document " * 20}, "seen": []})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs=POLL, daemon=True)
     thread.start()
     try:
         yield f"127.0.0.1:{server.server_address[1]}", home
@@ -185,7 +186,7 @@ def test_a_password_in_the_tracking_uri_becomes_mlflow_basic_auth(monkeypatch):
             self.wfile.write(body)
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Tracking)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs=POLL, daemon=True).start()
     for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
         monkeypatch.setenv(name, "")  # restored (removed) after the test
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://admin:{PASSWORD}@127.0.0.1:{server.server_address[1]}")

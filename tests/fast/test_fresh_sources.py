@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import POLL
 from helpers import SHORT_BACKOFF, tar_gz
 
 from foundry.config import DataConfig
@@ -70,7 +71,7 @@ def origin():
     """An http server on 127.0.0.1 whose answers the test controls; yields (handler class, base URL)."""
     handler = type("TestOrigin", (Origin,), {"files": {}, "failures": {}, "answers": [], "mode": "etag"})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs=POLL, daemon=True)
     thread.start()
     try:
         yield handler, f"http://127.0.0.1:{server.server_address[1]}"

@@ -11,12 +11,12 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 from conftest import failing_mlflow_server, tracking_uri
-from helpers import register_tagged, survived, victim
+from helpers import Snapshot, register_tagged, survived, victim
 
 from foundry import tracking
 from foundry.cli import main
@@ -71,13 +71,18 @@ def versions(tiny_config, tiny_dataset, tmp_path_factory) -> tuple[Path, DataVer
     return home, kept, dropped
 
 
-@pytest.fixture()
-def fleet(versions, tiny_config, tmp_path, monkeypatch) -> Fleet:
-    home = tmp_path / "home"
+@pytest.fixture(scope="module")
+def registered(versions, tiny_config, tmp_path_factory) -> tuple[Fleet, Snapshot, Path]:
+    """A copy of `versions`' home with what gc weighs: a registered version on the kept data, a run still running,
+    a failed run on the dropped data, run files, a checkpoint, a source mirror and model copies; its embedded
+    MLflow store a SQLite file beside it: (the fleet, a snapshot of its home, the store). Built once; each test
+    gets it back at the same paths (`fleet`)."""
+    root = tmp_path_factory.mktemp("gc-fleet")
+    home, database = root / "home", root / "mlflow.db"
     shutil.copytree(versions[0], home, symlinks=True)  # the remote stays where it is: gc only reads it
     kept, dropped = versions[1:]
-    monkeypatch.setenv("FOUNDRY_HOME", str(home))
-    with tracking_uri(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}"):
+    with pytest.MonkeyPatch.context() as monkeypatch, tracking_uri(monkeypatch, f"sqlite:///{database}"):
+        monkeypatch.setenv("FOUNDRY_HOME", str(home))
         data_tags = {"data_version": kept.data_version, "data.remote": kept.remote}
         kept_run = register_tagged(tiny_config, "gc-kept", data_tags).run_id
         tracking.client().set_terminated(kept_run, "FINISHED")
@@ -85,19 +90,33 @@ def fleet(versions, tiny_config, tmp_path, monkeypatch) -> Fleet:
         dropped_run = tracking.start_pipeline_run(tiny_config, run_name="failed long ago")
         tracking.set_tags(dropped_run, {"data_version": dropped.data_version, "data.remote": dropped.remote})
         tracking.end_run(dropped_run, ok=False)
-        for run_id in (kept_run, running_run, dropped_run):
-            (home / "runs" / run_id).mkdir(parents=True)
-            (home / "runs" / run_id / "loss.png").write_bytes(b"x" * 100)
-        (home / "checkpoints" / "0123456789abcdef").mkdir(parents=True)
-        (home / "checkpoints" / "0123456789abcdef" / "last.ckpt").write_bytes(b"w" * 1000)
-        mirror = home / "sources" / "http" / digest_of("http://127.0.0.1:1/gone.tar.gz")
-        mirror.mkdir(parents=True)
-        (mirror / "gone.txt").write_text("downloaded once")
-        (mirror.parent / f"{mirror.name}.origin.json").write_text("{}")
-        for folder in ("gc-kept-v1", "deleted-model-v3"):
-            (home / "models" / folder).mkdir(parents=True)
-            (home / "models" / folder / "model.pt").write_bytes(b"m" * 500)
-        yield Fleet(home, kept, dropped, kept_run, running_run, dropped_run)
+    for run_id in (kept_run, running_run, dropped_run):
+        (home / "runs" / run_id).mkdir(parents=True)
+        (home / "runs" / run_id / "loss.png").write_bytes(b"x" * 100)
+    (home / "checkpoints" / "0123456789abcdef").mkdir(parents=True)
+    (home / "checkpoints" / "0123456789abcdef" / "last.ckpt").write_bytes(b"w" * 1000)
+    mirror = home / "sources" / "http" / digest_of("http://127.0.0.1:1/gone.tar.gz")
+    mirror.mkdir(parents=True)
+    (mirror / "gone.txt").write_text("downloaded once")
+    (mirror.parent / f"{mirror.name}.origin.json").write_text("{}")
+    for folder in ("gc-kept-v1", "deleted-model-v3"):
+        (home / "models" / folder).mkdir(parents=True)
+        (home / "models" / folder / "model.pt").write_bytes(b"m" * 500)
+    fleet = Fleet(home, kept, dropped, kept_run, running_run, dropped_run)
+    return fleet, Snapshot(root / "pristine", home), database
+
+
+@pytest.fixture()
+def fleet(registered, tmp_path, monkeypatch) -> Fleet:
+    """`registered` put back in place, its store copied to a path of the test's own (--apply deletes runs):
+    FOUNDRY_HOME and the tracking URI point at them."""
+    built, snapshot, database = registered
+    snapshot.restore()
+    shutil.copy(database, tmp_path / "mlflow.db")  # a new URI: no engine MLflow cached holds the old file open
+    monkeypatch.setenv("FOUNDRY_HOME", str(built.home))
+    monkeypatch.setenv("DVC_SITE_CACHE_DIR", str(tmp_path / "dvc-site-cache"))  # DVC keys its index by the path
+    with tracking_uri(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}"):
+        yield replace(built)
 
 
 def collect(fleet: Fleet, apply: bool = False) -> gc.Plan | gc.Outcome:

@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import POLL
 from helpers import (
     FAST,
     Served,
@@ -225,7 +226,7 @@ def test_a_download_without_length_is_cut_off_at_the_limit(tmp_path):
                 pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endless)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs=POLL, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/stream.txt"
         with pytest.raises(SourceError, match=r"stream.txt: more than 100000 bytes \(data.max_download_bytes\)"):

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import serving
 from helpers import SHORT_BACKOFF, tar_gz
 
 import foundry.data.acquire as acquire
@@ -52,34 +53,37 @@ class Acquire(threading.Thread):
             self.error = exc
 
 
-@pytest.fixture
-def race(http_folder, monkeypatch):
+@pytest.fixture(scope="module")
+def race(tmp_path_factory):
     """The first acquire (thread "first") stopped at its first hash; the origin then changes and a second
-    acquire starts and is given WAIT_S to finish; then the first goes on. Returns (first, second, whether the
-    second was still waiting when the first went on)."""
-    www, base = http_folder
-    publish(www, FIRST, age_s=100)
-    cfg = DataConfig(source=f"{base}/c.tar.gz", **SHORT_BACKOFF)
-    hashing, resume, real = threading.Event(), threading.Event(), acquire.sha256_file
+    acquire starts and is given WAIT_S to finish; then the first goes on. Run once for the three tests that
+    each check one outcome of it, in a home of its own. Returns (first, second, whether the second was still
+    waiting when the first went on)."""
+    root = tmp_path_factory.mktemp("race")
+    with pytest.MonkeyPatch.context() as monkeypatch, serving(root / "www") as (www, base):
+        monkeypatch.setenv("FOUNDRY_HOME", str(root / "home"))
+        publish(www, FIRST, age_s=100)
+        cfg = DataConfig(source=f"{base}/c.tar.gz", **SHORT_BACKOFF)
+        hashing, resume, real = threading.Event(), threading.Event(), acquire.sha256_file
 
-    def gated(path):
-        if threading.current_thread().name == "first" and not hashing.is_set():
-            hashing.set()
-            assert resume.wait(60), "the test never let the first acquire go on"
-        return real(path)
+        def gated(path):
+            if threading.current_thread().name == "first" and not hashing.is_set():
+                hashing.set()
+                assert resume.wait(60), "the test never let the first acquire go on"
+            return real(path)
 
-    monkeypatch.setattr(acquire, "sha256_file", gated)
-    first, second = Acquire("first", cfg), Acquire("second", cfg)
-    first.start()
-    assert hashing.wait(60), f"the first acquire never hashed a file: {first.error!r}"
-    publish(www, SECOND, age_s=10)
-    second.start()
-    second.join(WAIT_S)
-    waited = second.is_alive()
-    resume.set()
-    for thread in (first, second):
-        thread.join(60)
-        assert thread.error is None and thread.result is not None, f"{thread.name}: {thread.error!r}"
+        monkeypatch.setattr(acquire, "sha256_file", gated)
+        first, second = Acquire("first", cfg), Acquire("second", cfg)
+        first.start()
+        assert hashing.wait(60), f"the first acquire never hashed a file: {first.error!r}"
+        publish(www, SECOND, age_s=10)
+        second.start()
+        second.join(WAIT_S)
+        waited = second.is_alive()
+        resume.set()
+        for thread in (first, second):
+            thread.join(60)
+            assert thread.error is None and thread.result is not None, f"{thread.name}: {thread.error!r}"
     return first.result, second.result, waited
 
 

@@ -15,6 +15,8 @@ def test_a_line_says_steps_percent_loss_throughput_and_time_left():
     assert now.line() == "step 30/120 (25%)  loss 4.2500  1,234 tokens/s  90 s left"
     start = Progress(step=10, total=120, loss=math.nan, tokens_per_sec=0.0, elapsed_s=1.0, first_step=10)
     assert start.seconds_left is None and start.line() == "step 10/120 (8%)  loss ?  0 tokens/s"
+    images = Progress(step=4, total=8, loss=2.0, tokens_per_sec=812.0, elapsed_s=2.0, unit="images")
+    assert images.line() == "step 4/8 (50%)  loss 2.0000  812 images/s  2 s left"
 
 
 def test_the_file_is_whole_or_absent(tmp_path):

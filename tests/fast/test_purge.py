@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import failing_mlflow_server, tracking_uri
-from helpers import register_tagged, tiny
+from helpers import Snapshot, register_tagged, tiny
 from synthetic import synthetic_docs
 
 from foundry import tracking
@@ -77,13 +77,51 @@ def canary_home(tmp_path_factory) -> tuple[Path, DataVersion, dict[str, str], ob
     return home, data, canaries, config
 
 
-@pytest.fixture()
-def fleet(canary_home, tmp_path, monkeypatch) -> Fleet:
+# The registered fleet of each `canary_home` (one per test module using `fleet`), by its home: kept here, not in
+# a fixture of its own, so that a module importing `canary_home` and `fleet` needs no third name.
+_REGISTERED: dict[Path, tuple[Fleet, Snapshot, Path]] = {}
+
+
+def registered_fleet(canary_home, root: Path) -> tuple[Fleet, Snapshot, Path]:
+    """`canary_home` copied once into a working home under `root`, with an embedded MLflow store (a SQLite file
+    beside it) holding the three registered versions and the logged artifacts: (the fleet, a snapshot of its home,
+    the store). Each test gets this state back at the same paths (`fleet`): registering anew per test cost seconds."""
     home, data, canaries, config = canary_home
-    copy = tmp_path / "home"
+    copy, database = root / "home", root / "mlflow.db"
     shutil.copytree(home, copy, symlinks=True)
     data = DataVersion(data_version=data.data_version, remote=str(copy / "dvc-remote"))
-    monkeypatch.setenv("FOUNDRY_HOME", str(copy))
+    from prefect.settings import PREFECT_HOME, temporary_settings
+
+    with (
+        pytest.MonkeyPatch.context() as monkeypatch,
+        temporary_settings({PREFECT_HOME: root / "prefect"}),
+        tracking_uri(monkeypatch, f"sqlite:///{database}"),
+    ):
+        monkeypatch.setenv("FOUNDRY_HOME", str(copy))
+        tags = {"data_version": data.data_version, "data.remote": data.remote}
+        run_id = register_tagged(config, "purge-canary", tags).run_id
+        tracking.set_tags(run_id, tags)  # as the pipeline's hydrate step tags its run
+        register_tagged(config, "purge-child", {"parent_model": "models:/purge-canary@champion"})
+        register_tagged(config, "purge-other", {"data_version": "f" * 32, "data.remote": data.remote})
+        fleet = Fleet(copy, data, canaries, run_id)
+        for name in ("train.jsonl", "audit.json"):
+            tracking.log_artifact(run_id, fleet.hydrated / name, "data")
+        completions = ["river stone light", f"the {CANARY} garden"]
+        tracking.client().log_table(run_id, {"prompt": ["a", "b"], "completion": completions}, "evaluation/gen.json")
+    return fleet, Snapshot(root / "pristine", copy), database
+
+
+@pytest.fixture()
+def fleet(canary_home, tmp_path_factory, tmp_path, monkeypatch) -> Fleet:
+    """A fresh, writable home of the test's own (FOUNDRY_HOME) with its MLflow store (the tracking URI): the
+    module's `registered_fleet` put back in place, the store copied to a path of the test's own."""
+    if canary_home[0] not in _REGISTERED:
+        _REGISTERED[canary_home[0]] = registered_fleet(canary_home, tmp_path_factory.mktemp("fleet"))
+    built, snapshot, database = _REGISTERED[canary_home[0]]
+    snapshot.restore()
+    shutil.copy(database, tmp_path / "mlflow.db")  # a new URI: no engine MLflow cached holds the old file open
+    monkeypatch.setenv("FOUNDRY_HOME", str(built.home))
+    monkeypatch.setenv("DVC_SITE_CACHE_DIR", str(tmp_path / "dvc-site-cache"))  # DVC keys its index by the path
     from prefect.settings import PREFECT_HOME, temporary_settings
 
     # A Prefect home of the test's own with no database: the purge reads no run page (nothing starts a server).
@@ -91,18 +129,7 @@ def fleet(canary_home, tmp_path, monkeypatch) -> Fleet:
         temporary_settings({PREFECT_HOME: tmp_path / "prefect"}),
         tracking_uri(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}"),
     ):
-        tags = {"data_version": data.data_version, "data.remote": data.remote}
-        run_id = register_tagged(config, "purge-canary", tags).run_id
-        tracking.set_tags(run_id, tags)  # as the pipeline's hydrate step tags its run
-        register_tagged(config, "purge-child", {"parent_model": "models:/purge-canary@champion"})
-        register_tagged(config, "purge-other", {"data_version": "f" * 32, "data.remote": data.remote})
-        fleet = Fleet(copy, data, canaries)
-        for name in ("train.jsonl", "audit.json"):
-            tracking.log_artifact(run_id, fleet.hydrated / name, "data")
-        completions = ["river stone light", f"the {CANARY} garden"]
-        tracking.client().log_table(run_id, {"prompt": ["a", "b"], "completion": completions}, "evaluation/gen.json")
-        fleet.run_id = run_id
-        yield fleet
+        yield Fleet(built.home, built.data, dict(built.canaries), built.run_id)
 
 
 def dry_run(fleet: Fleet, **criterion) -> purge.PurgePlan:

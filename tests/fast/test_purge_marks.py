@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import tracking_uri
-from helpers import register_tagged, tiny
+from helpers import Snapshot, register_tagged, tiny
 from synthetic import synthetic_docs
 
 from foundry.contracts import DataVersion, RunContext
@@ -69,24 +69,41 @@ def built(tmp_path_factory) -> Versions:
     return Versions(home, before, after, canaries, config, manifest)
 
 
+@pytest.fixture(scope="module")
+def kept(built, tmp_path_factory) -> tuple[Snapshot, Snapshot, Path, object]:
+    """The built home as it is, and again with a version registered (as `purge-marks`' champion) on the data that
+    holds the canaries, its MLflow store a SQLite file beside it: (plain, registered, the store, the version).
+    Each test gets one back at the built home's own path (`versions`, `registry`)."""
+    root = tmp_path_factory.mktemp("marks-kept")
+    plain, database = Snapshot(root / "plain", built.home), root / "mlflow.db"
+    with pytest.MonkeyPatch.context() as monkeypatch, tracking_uri(monkeypatch, f"sqlite:///{database}"):
+        monkeypatch.setenv("FOUNDRY_HOME", str(built.home))
+        tags = {"data_version": built.before.data_version, "data.remote": str(built.home / "dvc-remote")}
+        version = register_tagged(built.config, "purge-marks", tags)
+    return plain, Snapshot(root / "registered", built.home), database, version
+
+
 @pytest.fixture()
-def versions(built, tmp_path, monkeypatch) -> Versions:
-    """A copy of the built home, $FOUNDRY_HOME pointing at it."""
-    home = tmp_path / "home"
-    shutil.copytree(built.home, home, symlinks=True)
+def versions(built, kept, tmp_path, monkeypatch) -> Versions:
+    """The built home as it was built, $FOUNDRY_HOME pointing at it."""
+    kept[0].restore()
+    home = built.home
     monkeypatch.setenv("FOUNDRY_HOME", str(home))
+    monkeypatch.setenv("DVC_SITE_CACHE_DIR", str(tmp_path / "dvc-site-cache"))  # DVC keys its index by the path
     remote = str(home / "dvc-remote")
     before = DataVersion(data_version=built.before.data_version, remote=remote)
     after = DataVersion(data_version=built.after.data_version, remote=remote)
-    return Versions(home, before, after, built.canaries, built.config, built.manifest)
+    return Versions(home, before, after, set(built.canaries), built.config, built.manifest)
 
 
 @pytest.fixture()
-def registry(versions, tmp_path, monkeypatch):
+def registry(versions, kept, tmp_path, monkeypatch):
     """A version registered (as `purge-marks`' champion) on the data that holds the canaries."""
+    _, registered, database, version = kept
+    registered.restore()
+    shutil.copy(database, tmp_path / "mlflow.db")  # a new URI: no engine MLflow cached holds the old file open
     with tracking_uri(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}"):
-        tags = {"data_version": versions.before.data_version, "data.remote": versions.before.remote}
-        yield register_tagged(versions.config, "purge-marks", tags)
+        yield version
 
 
 def purge_mark(version: DataVersion, replaced_by: str | None = None) -> purged.PurgeMark:

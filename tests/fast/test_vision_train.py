@@ -14,6 +14,7 @@ from lightning.pytorch import Callback
 from PIL import Image
 
 from foundry.checkpointing.manifest import read_manifest
+from foundry.training.progress import read_progress
 from foundry.vision.shards import ImageRecord, write_shards
 from foundry.vision.training import HoldoutBatches, ShardBatches
 from models.vision import classifier_from_saved
@@ -80,7 +81,12 @@ class Losses(Callback):
 def _train(dataset: Path, folder: Path, *callbacks, resume_from: Path | None = None) -> Path:
     from foundry.training.trainer import train
 
-    return train(tiny(*SETTINGS), dataset, folder, None, "v-img", False, resume_from, callbacks=callbacks)
+    return train(
+        tiny(*SETTINGS),
+        *(dataset, folder, None, "v-img", False, resume_from),
+        callbacks=callbacks,
+        progress_file=folder / "progress.json",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +98,8 @@ def straight(image_dataset, tmp_path_factory) -> tuple[Path, list[float]]:
 def test_ten_steps_lower_the_loss_and_model_pt_rebuilds_a_classifier_that_predicts(image_dataset, straight):
     path, losses = straight
     assert len(losses) == 20  # 10 steps of 2 micro-batches
+    report = read_progress(path.parent / "progress.json")
+    assert (report.step, report.unit) == (10, "images") and report.tokens_per_sec > 0  # the run page's line
     assert np.mean(losses[-4:]) < 0.7 * np.mean(losses[:4]), losses
     saved = torch.load(path, weights_only=True)
     assert saved["modality"] == "image" and saved["classes"] == list(CLASSES)

@@ -228,5 +228,5 @@ def assert_the_purge_leaves_no_copy(tmp_path: Path, log: Path, home: Path) -> No
     assert "champion" not in registered["aliases"] and registered["tags"].get("foundry.purge") == record
     retrained = model_version(home, "2")
     assert "champion" in retrained["aliases"] and retrained["tags"]["data_version"] == replacement
-    again = dry_run(tmp_path, log)  # the same search again: nothing, and no model left to tag
-    assert (again["documents"], again["data_versions"], again["models"], again["unchecked"]) == ([], [], [], [])
+    # A second search in the same process found nothing ("verified" above); a fresh process's dry run finding
+    # nothing is tests/fast/test_purge.py::test_the_same_purge_again_finds_nothing_and_records_nothing.

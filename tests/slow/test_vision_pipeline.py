@@ -1,6 +1,8 @@
-"""The vision workload's tiny twin (configs/vision-tiny.yaml: the bundled digits, a tiny CNN, 20 steps) through the
+"""The vision workload's tiny twin (configs/vision-tiny.yaml: the bundled digits, a tiny CNN, 40 steps) through the
 same pipeline flow as text, under a real Prefect server: a versioned image dataset, a trained, evaluated, gated and
-registered classifier that loads with `mlflow.pyfunc.load_model` and classifies an image file's bytes."""
+registered classifier that loads with `mlflow.pyfunc.load_model` and classifies an image file's bytes; then
+`foundry finetune` of that classifier on a new labelled folder (shifted digits and one new class), judged by
+holdout accuracy against it on the new holdout and on its own."""
 
 from __future__ import annotations
 
@@ -60,3 +62,59 @@ def test_the_registered_classifier_loads_and_classifies_image_bytes(vision_run):
     assert raw.loc[0, "label"] in [str(d) for d in range(10)]
     assert sum(raw.loc[0, "probabilities"].values()) == pytest.approx(1, abs=1e-4)
     assert raw.loc[0, "probabilities"] == encoded.loc[0, "probabilities"]
+
+
+def new_digits(root, per_class: int = 30, seed: int = 0):
+    """A labelled folder the base never saw: digits shifted a pixel right (new pixels, same labels) and a new
+    class "x" of noisy crosses, `per_class` 8x8 gray PNGs each."""
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    digits, rng = load_digits(), np.random.default_rng(seed)
+    pictures = {str(d): [] for d in range(10)}
+    for image, label in zip(digits.images, digits.target):
+        if len(pictures[str(label)]) < per_class:
+            shifted = np.zeros_like(image)
+            shifted[:, 1:] = image[:, :-1]
+            pictures[str(label)].append(shifted * 255 / 16)
+    diagonal = np.eye(8) + np.fliplr(np.eye(8))
+    pictures["x"] = [np.clip(200 * diagonal + rng.integers(0, 60, (8, 8)), 0, 255) for _ in range(per_class)]
+    for label, images in pictures.items():
+        (root / label).mkdir(parents=True)
+        for i, pixels in enumerate(images):
+            Image.fromarray(pixels.astype(np.uint8), mode="L").save(root / label / f"{i}.png")
+    return root
+
+
+def test_a_fine_tune_on_a_new_folder_keeps_the_base_classes_adds_one_and_is_judged_by_accuracy(
+    vision_run, tmp_path, foundry_home
+):
+    from mlflow import MlflowClient
+
+    from flows.finetune import finetune
+    from foundry.config import load_config
+    from foundry.registry import versions
+    from foundry.vision.evaluate import load_saved
+
+    _, base = vision_run
+    steps = ["train.max_steps=40", "train.warmup_steps=2", "train.learning_rate=0.03", "train.val_every_n_steps=20"]
+    # As `foundry finetune models:/it-vision@champion --set data.source=DIR` loads its config: text by default.
+    config = load_config(
+        None, [f"data.source={new_digits(tmp_path / 'digits-x')}", "data.holdout_fraction=0.2", *steps]
+    )
+    result = finetune(model="models:/it-vision@champion", config=config)
+    assert result.parent == base.model_uri and result.model_name == "it-vision-digits-x"
+
+    saved = load_saved(versions.download(versions.resolve(result.model_uri), foundry_home) / "model.pt")
+    assert saved["classes"] == [*(str(d) for d in range(10)), "x"]  # the base's indices, the new class last
+    assert saved["image"] == {"size": 8, "channels": "gray", "mode": "resize"}  # the base's input
+    tags = MlflowClient().get_model_version(result.model_name, result.model_version).tags
+    base_tags = MlflowClient().get_model_version("it-vision", base.model_version).tags
+    assert tags["parent_model"] == base.model_uri and tags["gate.champion_version"] == base.model_version
+    assert tags["gate.old_holdout_version"] == base_tags["data_version"]  # both scored on the base's own holdout
+    challenger, base_accuracy = float(tags["gate.challenger_accuracy"]), float(tags["gate.champion_accuracy"])
+    assert challenger == pytest.approx(result.metrics.accuracy, abs=1e-6)
+    assert set(result.metrics.per_class_accuracy) == {*(str(d) for d in range(10)), "x"}
+    # its data was built on the base's: no image of the base's holdout, or a near copy, is trained on
+    assert MlflowClient().get_run(result.run_id).data.tags["parent_data_version"] == base_tags["data_version"]
+    assert tags["gate.passed"] == str(challenger > base_accuracy and "forgets" not in tags["gate.verdict"]).lower()
