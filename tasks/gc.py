@@ -4,24 +4,25 @@ from __future__ import annotations
 
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
 
 from foundry.env import foundry_home
 from foundry.fleet import gc as collector
 
 
-@task
+@task(cache_policy=NO_CACHE)
 def plan_collection(experiment: str, keep_last: int, min_age_s: float) -> collector.Plan:
     """What nothing references; deletes nothing (a registry that cannot be read fails the task)."""
     return collector.plan(foundry_home(), experiment, keep_last=keep_last, min_age_s=min_age_s)
 
 
-@task
+@task(cache_policy=NO_CACHE)
 def apply_collection(plan: collector.Plan) -> collector.Outcome:
     """The plan's items deleted, each re-checked against a fresh read of the registry first."""
     return collector.apply(plan, foundry_home())
 
 
-@task
+@task(cache_policy=NO_CACHE)
 def publish_collection(summary: str, applied: bool) -> None:
     """The text `foundry gc` prints, as the run page's markdown artifact."""
     title = "gc --apply" if applied else "gc (dry run)"

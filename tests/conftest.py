@@ -29,7 +29,13 @@ POLL = {"poll_interval": 0.05}
 FAST_LANE, SLOW_LANE = REPO_ROOT / "tests" / "fast", REPO_ROOT / "tests" / "slow"
 # Fixtures that start a server or train through the flows: a test using one, directly or through another
 # fixture, belongs to tests/slow/.
-SLOW_FIXTURES = {"prefect_harness", "moto_s3", "base_model", "aligned_model"}
+SLOW_FIXTURES = {"prefect_harness", "moto_s3", "base_model", "aligned_model", "vision_run"}
+
+
+# `make test` runs the slow lane on two xdist workers (`--dist loadgroup`), each with its own server stack, home
+# and registered base model: a module's tests stay on one worker, and the modules sharing a session-trained model
+# beyond the base one stay together so that it is trained once.
+SHARED_MODELS = {"test_align_flow", "test_align_train", "test_serving", "test_vision_pipeline"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
@@ -43,6 +49,7 @@ def pytest_collection_modifyitems(config, items):
             misplaced.append(f"{item.nodeid}: marked slow by hand; a test under tests/slow/ is marked for you")
         if path.is_relative_to(SLOW_LANE):
             item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.xdist_group("shared-models" if path.stem in SHARED_MODELS else path.stem))
         elif path.is_relative_to(FAST_LANE.parent) and not path.is_relative_to(FAST_LANE):
             misplaced.append(f"{item.nodeid}: in neither lane; move it to tests/fast/ or tests/slow/")
         elif path.is_relative_to(FAST_LANE) and (slow := SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
@@ -224,6 +231,21 @@ def aligned_model(base_model, instruction_set):
     overrides.append("evaluation.max_regression=10")  # one gate outcome: a lower response loss passes
     config = load_config(REPO_ROOT / "configs" / "tiny_align.yaml", overrides)
     return config, align(model_uri=base_model[1].model_uri, config=config)
+
+
+@pytest.fixture(scope="session")
+def vision_run(prefect_harness):
+    """The vision workload's tiny twin (configs/vision-tiny.yaml) through the train pipeline once per session, trained
+    on 2 ranks (DDP on CPU) and registered as `it-vision` (its champion): tests/slow/test_vision_pipeline.py builds on
+    it, tests/slow/test_serving.py serves it. Returns (config, PipelineResult); tests name the version by the result's
+    `model_uri`. Validation at step 30 of 40: the last steps leave each rank BatchNorm statistics of its own, which
+    the replicas' equal digests then show reconciled."""
+    from flows.train_pipeline import train_pipeline
+    from foundry.config import load_config
+
+    overrides = ["registry.model_name=it-vision", "train.devices=2", "train.val_every_n_steps=30"]
+    config = load_config(REPO_ROOT / "configs" / "vision-tiny.yaml", overrides)
+    return config, train_pipeline(config=config)
 
 
 @pytest.fixture(scope="session")

@@ -63,8 +63,9 @@ class Audit:
         entry.documents += 1
         if len(entry.examples) < EXAMPLES:
             entry.examples.append({"document": where, **({"detail": detail} if detail else {})})
-            if rule not in QUIET:  # the first few of each kind are logged; all are counted
-                log.info("dropped %s: %s%s", where, rule, f" ({detail})" if detail else "")
+            if rule not in QUIET and len(entry.examples) == 1:
+                # The line goes to the run page's log, which no purge can rewrite: the rule, never a name.
+                log.info("dropped documents: %s (the first %d named in audit.json)", rule, EXAMPLES)
 
     def counted(self, rule: str) -> None:
         """A document removed without an example or a log line: a purged document's very name (its path) may

@@ -1,7 +1,7 @@
 """`foundry gc`: list, size and (with `apply`) delete the state that nothing refers to any more.
 
 Kept (`gc_refs.gather`): every registered version's runs, data versions, downloads and logged model; every
-running flow's run; the last `keep_last` runs of the experiment, their parents and nested runs; what those runs
+running flow's run and data, in any experiment; the last `keep_last` runs of the experiment, their parents and nested runs; what those runs
 read (data versions, source mirrors); the version checked out in the DVC workspace. Candidates (`gc_scan`):
 data versions and unlisted objects of the workspace's DVC cache, hydrated copies and the hydration cache,
 unfinished checkpoints older than the kept runs, run folders, source mirrors, model downloads, MLflow runs.
@@ -25,12 +25,22 @@ from pathlib import Path
 
 from foundry.fleet import gc_scan
 from foundry.fleet.gc_items import KEEP_LAST, MIN_AGE_S, Candidate, freed, human, newest_change, reclaimable, stats
-from foundry.fleet.gc_refs import Kept, RegistryUnreadable, gather
+from foundry.fleet.gc_refs import Kept, NotCollectable, RegistryUnreadable, gather
 from foundry.fs import OutsideFolder, remove_file, remove_tree
 from foundry.run_owner import owner_gone
 
 log = logging.getLogger(__name__)
-__all__ = ["KEEP_LAST", "MIN_AGE_S", "Outcome", "Plan", "RegistryUnreadable", "apply", "plan", "table"]
+__all__ = [
+    "KEEP_LAST",
+    "MIN_AGE_S",
+    "NotCollectable",
+    "Outcome",
+    "Plan",
+    "RegistryUnreadable",
+    "apply",
+    "plan",
+    "table",
+]
 
 
 class Busy(RuntimeError):

@@ -1,4 +1,5 @@
-"""What `foundry gc` keeps: everything a registered version, a running flow or one of the last N runs refers to.
+"""What `foundry gc` keeps: everything a registered version, a running flow (of any experiment) or one of the last N
+runs refers to.
 
 Read from the registry and the tracking store in one pass; any error reading them (a server that is down, a
 database error, a tag that does not hold what its name says) is `RegistryUnreadable`, and gc deletes nothing:
@@ -14,10 +15,12 @@ from pathlib import Path
 
 import yaml
 
+from foundry.config import ConfigError
 from foundry.contracts import DATA_VERSION, check_data_version
 from foundry.data.remote import digest_of
 from foundry.model_uri import ModelUri
 from foundry.registry import tags as registry_tags
+from foundry.registry.versions import PURGE_EXPERIMENT as PURGES
 from foundry.run_owner import owner_gone
 
 PAGE = 1000
@@ -28,6 +31,10 @@ LOGGED_MODEL_SOURCE = re.compile(r"models:/(m-[0-9a-f]{32})$")
 
 class RegistryUnreadable(RuntimeError):
     """The registry or the tracking store could not be listed completely: gc refuses, nothing is deleted."""
+
+
+class NotCollectable(ConfigError):
+    """gc was pointed at an experiment whose runs are records, never garbage (the purge records)."""
 
 
 @dataclass
@@ -105,6 +112,38 @@ def experiment_runs(client, experiment_id: str) -> list:
             return found
 
 
+def running_everywhere(client) -> list:
+    """Runs still RUNNING in every experiment: a flow of another experiment may be reading any data version."""
+    found, token = [], None
+    while True:
+        page = client.search_experiments(max_results=PAGE, page_token=token)
+        found += [experiment.experiment_id for experiment in page]
+        token = page.token
+        if not token:
+            break
+    running = []
+    for start in range(0, len(found), 100):  # MLflow searches at most 100 experiments at once
+        token = None
+        while True:
+            ids = found[start : start + 100]
+            page = client.search_runs(ids, "attributes.status = 'RUNNING'", max_results=PAGE, page_token=token)
+            running += list(page)
+            token = page.token
+            if not token:
+                break
+    return [run for run in running if not owner_gone(run.data.tags)]
+
+
+def _keep_running(client, kept: Kept) -> None:
+    for run in running_everywhere(client):
+        run_id = run.info.run_id
+        kept.runs.setdefault(run_id, "running")
+        for value in data_tags(run.data.tags):
+            if DATA_VERSION.fullmatch(value):
+                kept.keep_data(value, f"data of running run {run_id}")
+        kept.sources |= {digest_of(source) for source in run_sources(run.data.params)}
+
+
 def _keep_runs(client, kept: Kept, experiment: str, keep_last: int) -> None:
     found = client.get_experiment_by_name(experiment)
     if found is None:
@@ -115,9 +154,6 @@ def _keep_runs(client, kept: Kept, experiment: str, keep_last: int) -> None:
         kept.runs.setdefault(run.info.run_id, f"one of the last {keep_last} runs")
     if runs[:keep_last]:
         kept.since_ms = runs[:keep_last][-1].info.start_time or 0
-    for run in runs:
-        if run.info.status == "RUNNING" and not owner_gone(run.data.tags):
-            kept.runs.setdefault(run.info.run_id, "running")
     by_id = {run.info.run_id: run for run in runs}
     _close_over_nesting(kept, by_id)
     for run_id in kept.runs:
@@ -158,9 +194,15 @@ def workspace_version(home: Path) -> str | None:
 
 def gather(client, home: Path, experiment: str, keep_last: int) -> Kept:
     """Everything that stays; `RegistryUnreadable` when the registry or the runs cannot be listed whole."""
+    if experiment == PURGES:
+        raise NotCollectable(
+            f"gc never collects the experiment {PURGES!r}: its runs are the purge records; "
+            "set registry.experiment to the pipeline's experiment"
+        )
     kept = Kept()
     try:
         _keep_registered(client, kept)
+        _keep_running(client, kept)
         _keep_runs(client, kept, experiment, keep_last)
     except Exception as exc:
         raise RegistryUnreadable(

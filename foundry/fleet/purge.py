@@ -125,8 +125,13 @@ def _artifacts(home: Path, needles, registry) -> tuple[list, int, list[Unchecked
     from foundry.env import uses_embedded_mlflow
 
     if uses_embedded_mlflow():
-        found, read = purge_artifacts.scan(home / "mlflow" / "artifacts", needles)
-        return found, read, purge_unchecked.experiments(registry.experiments, home)
+        root = home / "mlflow" / "artifacts"
+        found, read = purge_artifacts.scan(root, needles)
+        return (
+            found,
+            read,
+            purge_unchecked.experiments(registry.experiments, home) + purge_unchecked.artifact_files(root),
+        )
     return purge_served.scan(registry.experiments, needles)
 
 

@@ -14,11 +14,11 @@ safe to run again (it finds what is left and finishes):
 4. scrub the MLflow artifacts, run files, source mirrors, logs and Prefect artifacts that hold them
    (`purge_home`): while the old versions are still there, a failure here leaves a re-run everything it needs
    to find the copies;
-5. delete the old versions: their hydrated and checked-out copies, in every cache and remote the objects holding
-   the documents' text that no kept version lists, then (last) the listings; and finish every marked version a
+5. delete the old versions: their hydrated and checked-out copies, in every cache and remote the objects they
+   list (the documents' text among them) that no kept version lists, then (last) the listings; and finish every marked version a
    store still lists (a purge stopped while deleting it); then vacuum the embedded Prefect store, on every run
    (a vacuum a busy reader made fail is done by the next);
-6. tag the affected model versions and runs with the record, take `champion` from the versions (unless
+6. tag the affected model versions and runs with the record, take every alias from the versions (unless
    `keep_models`), keep the record as an MLflow run, and search again: the record is verified when that finds
    no document, no marked version still listed anywhere and no affected model untagged.
 """
@@ -135,7 +135,9 @@ def _delete(found, hits, replaced: dict[str, str | None], removed: dict[str, int
     stays = (found.places.versions() | set(found.readable) | {v for v in replaced.values() if v}) - gone
     keep = purge_commit.kept_objects(found.places, stays)
     for hit in hits:
-        objects = {f.md5 for f in hit.files}
+        # Every object the old version lists, not only those holding the documents: one deleted with no
+        # replacement leaves none of its data behind; `keep` protects what a kept version (a replacement) lists.
+        objects = {f.md5 for f in hit.files} | set(found.readable[hit.data_version].listing.values())
         _count(removed, purge_commit.delete_version(found.places, hit.data_version, objects, keep))
     for version, objects in purge_commit.unfinished(found.places, purged.marked(home)).items():
         log.info("purge: finishing the deletion of data version %s, which a store still lists", version)

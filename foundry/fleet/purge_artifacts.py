@@ -30,7 +30,13 @@ from pathlib import Path
 from foundry.fleet.gc_scan import MD5
 from foundry.fleet.purge_plan import ArtifactHit, Criterion, names_in
 
-TEXT = {".json", ".jsonl", ".txt", ".md", ".csv", ".html", ".yaml", ".yml", ".log"}
+TEXT = {".json", ".jsonl", ".txt", ".md", ".csv", ".tsv", ".html", ".css", ".js", ".svg", ".yaml", ".yml", ".log"}
+# Files known to hold no document text, passed over: weights, arrays, pickles, pictures (an image plot of data
+# is `GRIDS`), the fonts of validation docs, and what MLflow logs with a model (its code, `registered_model_meta`).
+# Any other file (`unread`: a compressed table, an archive) is listed as not checked, and `--apply` refuses.
+KNOWN = {".pt", ".pth", ".ckpt", ".safetensors", ".gguf", ".npy", ".npz", ".bin", ".pkl", ".py", ".pyc"}
+KNOWN |= {".png", ".jpg", ".jpeg", ".gif", ".ico", ".woff", ".woff2", ".ttf", ".eot"}
+MODEL_FILES = {"registered_model_meta"}
 # A tokenizer's vocabulary holds pieces of every word it was trained on; rewriting one would break the models
 # that ship it, and it holds no document. What it learned from purged text stays (README: purge's limits).
 NOT_TEXT = {"tokenizer.json"}
@@ -64,6 +70,17 @@ def is_text(name: str) -> bool:
     """Whether an artifact file, by its name, is one the purge reads: by suffix, configuration by name, never a
     tokenizer."""
     return name not in NOT_TEXT and (Path(name).suffix.lower() in TEXT or name in CONFIG)
+
+
+def unread(name: str) -> bool:
+    """Whether an artifact file, by its name, is neither read (`is_text`) nor known to hold no text (`KNOWN`)."""
+    known = name in NOT_TEXT or name in MODEL_FILES or Path(name).suffix.lower() in KNOWN
+    return not known and not is_text(name)
+
+
+def unread_files(root: Path) -> list[str]:
+    """The files below `root` (by their path below it) that the purge neither reads nor knows to hold no text."""
+    return [p.relative_to(root).as_posix() for p in regular_files(root) if unread(p.name)]
 
 
 def _leaves(value) -> Iterator[str]:

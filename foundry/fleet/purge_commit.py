@@ -6,7 +6,7 @@ whose cache is the workspace's), so the version is what `version_dataset` would 
 local or `s3://` (`purge_s3.S3Store`). The workspace's checked-out `prepared/`, `dvc.lock` and params are not
 touched.
 
-`delete_version` removes the old version's `.dir` listing and the objects that hold matched text from every
+`delete_version` removes the old version's `.dir` listing and the objects it lists from every
 store (workspace cache, hydration cache, local and S3 remotes), except objects a version that stays still lists
 (`keep`, from `kept_objects`), and removes its hydrated copy and the workspace's `prepared/` if it is that
 version. Everything is removed through `foundry.fs`, confined to the store or folder it lies in; a version or
@@ -99,7 +99,7 @@ def delete_version(places: Places, version: str, objects: set[str], keep: set[st
     """Remove a data version: files removed per place (`place_of` each store, `hydrated copy`, `workspace`).
 
     Its hydrated copy and, when the workspace has it checked out, the workspace's `prepared/`; then from every
-    store each object of `objects` (md5s of files holding matched text) that `keep` (md5s listed by versions that
+    store each object of `objects` (md5s of the files it lists) that `keep` (md5s listed by versions that
     stay) does not name; then, last, every store's `.dir` listing: a listing still there after a purge stopped
     says the version is not finished (`unfinished`), and with no readable copy left the next run finishes it.
     A second call removes nothing and counts zeros."""

@@ -4,7 +4,8 @@ A record says who purged what, when and why, and what was found and removed: cou
 versions, their replacements, model versions, runs, document sha256s), never the text. It is kept twice: as
 an MLflow run of its own in the experiment `foundry-purges` (tags, the counts as metrics, the record as
 `purge_record.json`), and printed. The affected model versions and runs are tagged `foundry.purge=<record>`;
-each affected version loses `champion` unless the user keeps the models serving (`--keep-models`).
+each affected version loses every alias (`champion`, `challenger`…) unless the user keeps the models serving
+(`--keep-models`).
 
 The criterion (a regex or a source path may itself be the name a person asked to have forgotten) is shown by
 its HMAC-SHA256 under a key of this home's own (`criterion_key`: 32 random bytes in
@@ -26,8 +27,9 @@ from pydantic import BaseModel, ConfigDict
 
 from foundry.fleet.purge_plan import Criterion, ModelHit, table
 from foundry.fleet.purge_registry import PURGE_TAG as TAG
+from foundry.registry.versions import PURGE_EXPERIMENT
 
-EXPERIMENT = "foundry-purges"
+EXPERIMENT = PURGE_EXPERIMENT
 KEY_FILE = "purged/criterion.key"  # under $FOUNDRY_HOME, beside the purge marks (`foundry.data.purged`)
 KEYED = "hmac-sha256, keyed with $FOUNDRY_HOME/purged/criterion.key"
 UNKEYED = "sha256, unkeyed"
@@ -111,15 +113,20 @@ def who() -> str:
 
 
 def tag_models(client, record: str, models: tuple[ModelHit, ...], keep_models: bool) -> list[str]:
-    """Tag each affected version with the record; take `champion` from each unless `keep_models`. Returns the
-    versions that lost it. Any registry error propagates: the purge reports it failed, and re-running it tags
-    what is left (tags and alias deletions are idempotent)."""
+    """Tag each affected version with the record; unless `keep_models`, take from each every alias it holds now
+    (`champion`, `challenger`, any other: no `models:/NAME@ALIAS` serves it any more). Returns the versions that
+    lost `champion`. Any registry error propagates: the purge reports it failed, and re-running it tags what is
+    left (tags and alias deletions are idempotent)."""
     lost = []
     for model in models:
         name, _, version = model.model.removeprefix("models:/").rpartition("/")
         client.set_model_version_tag(name, version, TAG, record)
-        if "champion" in model.aliases and not keep_models:
-            client.delete_registered_model_alias(name, "champion")
+        if keep_models:
+            continue
+        aliases = client.get_model_version(name, version).aliases  # read now: an alias may have moved since the plan
+        for alias in aliases:
+            client.delete_registered_model_alias(name, alias)
+        if "champion" in aliases:
             lost.append(model.model)
     return lost
 

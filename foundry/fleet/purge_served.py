@@ -22,6 +22,7 @@ from pathlib import Path
 from foundry.fleet import purge_artifacts
 from foundry.fleet.purge_artifacts import Needles
 from foundry.fleet.purge_plan import ArtifactHit, Unchecked
+from foundry.fleet.purge_unchecked import UNREAD
 
 
 def _repository(location: str):
@@ -54,14 +55,14 @@ def _scratch():
     return tempfile.TemporaryDirectory(prefix="foundry-purge-artifact-")
 
 
-def _scan_location(location: str, needles: Needles) -> tuple[list[ArtifactHit], int]:
+def _scan_location(location: str, needles: Needles) -> tuple[list[ArtifactHit], int, list[str]]:
     repository = _repository(location)
     if not rewritable(repository):
         raise PermissionError(
             f"its artifact repository ({type(repository).__name__}) cannot overwrite or delete an artifact: "
             "the purge could not remove a copy there"
         )
-    found, read = [], 0
+    found, read, unread = [], 0, []
     with _scratch() as scratch:
         for relative in walk(repository):
             if purge_artifacts.is_grid(relative, needles):
@@ -69,6 +70,8 @@ def _scan_location(location: str, needles: Needles) -> tuple[list[ArtifactHit], 
                 found.append(ArtifactHit(path=uri, run_id=run, strings=1, store=location, holds="image"))
                 continue
             if not purge_artifacts.is_text(posixpath.basename(relative)):
+                if purge_artifacts.unread(posixpath.basename(relative)):
+                    unread.append(f"{location.rstrip('/')}/{relative}")
                 continue
             local = Path(repository.download_artifacts(relative, scratch))
             read += 1
@@ -78,7 +81,7 @@ def _scan_location(location: str, needles: Needles) -> tuple[list[ArtifactHit], 
                 uri = f"{location.rstrip('/')}/{relative}"
                 run = purge_artifacts.run_of(Path(relative))
                 found.append(ArtifactHit(path=uri, run_id=run, strings=strings, store=location))
-    return found, read
+    return found, read, unread
 
 
 def scan(experiments: dict[str, tuple[str, str]], needles: Needles) -> tuple[list[ArtifactHit], int, list[Unchecked]]:
@@ -94,13 +97,14 @@ def scan(experiments: dict[str, tuple[str, str]], needles: Needles) -> tuple[lis
             unchecked.append(Unchecked(what=what, why="it has no artifact location: the purge cannot read it"))
             continue
         try:
-            hits, files = _scan_location(location, needles)
+            hits, files, unread = _scan_location(location, needles)
         except Exception as exc:  # any error of the server or the store: not checked, never clean
             why = f"its artifacts at {location} cannot be read ({type(exc).__name__}: {exc})"
             unchecked.append(Unchecked(what=what, why=why))
             continue
         found += hits
         read += files
+        unchecked += [Unchecked(what=f"MLflow artifact {uri}", why=UNREAD) for uri in unread]
     return found, read, unchecked
 
 

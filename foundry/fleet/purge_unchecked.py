@@ -7,6 +7,8 @@
   when that holds a match); an image is no document and is passed over.
 - A hydration scratch folder (`hydrated/.pull-*`): a hydration in progress, or one that was killed, holding part of
   a data version that no listing names yet.
+- An MLflow artifact file of a kind the purge neither reads as text nor knows to hold none (`purge_artifacts.unread`:
+  a compressed table, an archive).
 - An experiment with runs whose artifacts are kept outside the embedded store the purge reads
   (`$FOUNDRY_HOME/mlflow/artifacts`).
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from foundry.fleet.purge_artifacts import unread_files
 from foundry.fleet.purge_plan import Unchecked
 from foundry.fleet.purge_stores import local_path
 
@@ -88,3 +91,11 @@ def experiments(locations: dict[str, tuple[str, str]], home: Path) -> list[Unche
         why = f"its artifacts are kept at {location or 'no location'}, outside {root}: the purge does not read them"
         found.append(Unchecked(what=f"MLflow experiment {name} ({experiment_id})", why=why))
     return found
+
+
+UNREAD = "a file of a kind the purge does not read (neither text nor a known binary): remove it, or check it by hand"
+
+
+def artifact_files(root: Path) -> list[Unchecked]:
+    """The embedded artifact store's files that the purge cannot read (`purge_artifacts.unread`), by artifact path."""
+    return [Unchecked(what=f"MLflow artifact {relative}", why=UNREAD) for relative in unread_files(root)]

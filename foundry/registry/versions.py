@@ -28,10 +28,21 @@ ALIASES = ("challenger", "champion")  # the order they are set in: champion last
 
 
 PURGE_TAG = "foundry.purge"  # the purge record a version was tagged with (`foundry purge --apply`)
+PURGE_EXPERIMENT = "foundry-purges"  # where the purge records are kept, one MLflow run each (never collected)
 
 
 class PurgedModel(ValueError):
     """A version a purge tagged (trained on purged documents) was asked to become champion."""
+
+
+def refuse_purged(version, refused: str, hint: str = "") -> None:
+    """`PurgedModel` naming the purge record when a purge tagged `version`; `refused` says what it cannot be."""
+    if record := (version.tags or {}).get(PURGE_TAG):
+        raise PurgedModel(
+            f"models:/{version.name}/{version.version} was trained on (or built from) data that purge record {record} "
+            f"removed: it cannot be {refused}; train a new version on the purged data (`foundry purge --retrain`)"
+            + hint
+        )
 
 
 class PublicationFailed(RuntimeError):
@@ -218,11 +229,7 @@ def promote_manually(model_uri: str, reason: str, who: str) -> dict:
     import datetime
 
     version = resolve(model_uri)
-    if record := (version.tags or {}).get(PURGE_TAG):
-        raise PurgedModel(
-            f"models:/{version.name}/{version.version} was trained on (or built from) data that purge record {record} "
-            "removed: it cannot be promoted; train a new version on the purged data (`foundry purge --retrain`)"
-        )
+    refuse_purged(version, "promoted")
     previous = champion(version.name)
     c = client()
     c.set_registered_model_alias(version.name, "champion", str(version.version))

@@ -25,7 +25,7 @@ from foundry.data.manifest import DatasetManifest
 from foundry.data.shards import load_split
 from foundry.training.adapters import lora_spec, save_peft_adapter
 from foundry.vision.finetune import warm_start_state
-from foundry.vision.training import build_vision_module, image_shards, saved_extra, vision_loaders
+from foundry.vision.training import build_vision_module, image_shards, rank0_buffers, saved_extra, vision_loaders
 from models.data import RandomWindows, SequentialWindows
 
 log = logging.getLogger(__name__)
@@ -282,6 +282,8 @@ def train(
         if trainer.global_rank == 0:
             torch.save(adapters, checkpoint_dir / "adapter.pt")
             save_peft_adapter(module.model.config.to_dict(), adapters, config, checkpoint_dir)
+    if shards is not None:  # BatchNorm's statistics, which DDP does not reduce: rank 0's on every rank
+        rank0_buffers(module)
     state = trainer.strategy.lightning_module_state_dict()  # all ranks: a collective under FSDP
     weights = {k.removeprefix("model."): v.detach().cpu() for k, v in state.items()}
     final = checkpoint_dir / "model.pt"

@@ -20,5 +20,11 @@ def warm_started(config: FoundryConfig, parent: ParentModel, train: TrainConfig)
 
 
 def retrain_config(config: FoundryConfig, parent: ParentModel) -> FoundryConfig:
-    """A retrain of the champion on this run's data, trained with `train` under `retrain.train`."""
-    return validate(warm_started(config, parent, config.training_for("retrain")))
+    """A retrain of the champion on this run's data, trained with `train` under `retrain.train`; an image
+    classifier keeps its modality and the `image` and `vision` settings that fix its weights' and inputs' shape."""
+    raw = warm_started(config, parent, config.training_for("retrain"))
+    if (parent.config.get("data") or {}).get("modality") == "image":
+        from foundry.vision.finetune import image_sections
+
+        raw = image_sections(raw, config.model_dump(mode="json"), parent.config)
+    return validate(raw)

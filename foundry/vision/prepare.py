@@ -76,7 +76,7 @@ def _decode_all(
             if data.on_error == "fail":
                 raise SourceError(f"cannot decode {entry.name}: {exc}") from None
             audit.drop("undecodable", entry.name, str(exc))
-            log.warning("dropped %s: not a readable image (%s)", entry.name, exc)
+            log.warning("dropped an image that is not readable (named in audit.json): %s", type(exc).__name__)
             continue
         if decoded.sha256 in purged:  # its name may be what a person asked to have forgotten: a count only
             audit.dropped.setdefault("purged", Dropped()).images += 1

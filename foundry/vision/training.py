@@ -72,6 +72,17 @@ def build_vision_module(config: FoundryConfig, shards: ShardManifest, settings: 
     )
 
 
+def rank0_buffers(module: torch.nn.Module) -> None:
+    """Every rank's buffers (BatchNorm's running statistics) made rank 0's. DDP hands rank 0's buffers to every
+    rank before each forward, so each rank's last step leaves statistics of its own batch, and the replicas'
+    weight digests would differ; rank 0's are the ones `model.pt` keeps and the next forward would have used."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        for buffer in module.buffers():
+            dist.broadcast(buffer.data, src=0)
+
+
 def saved_extra(config: FoundryConfig, shards: ShardManifest) -> dict:
     """What `model.pt` of an image model holds besides the weights: the labels in index order and the
     preprocessing a request needs (`image.size` square pixels, gray or rgb, fitted by `image.mode`)."""

@@ -207,3 +207,47 @@ def test_remove_file_refuses_links_folders_and_paths_outside(tmp_path):
             remove_file(path, within=root)
     remove_file(root / "sub" / "f", within=root)
     assert survived(outside) and not (root / "sub" / "f").exists() and (root / "link").is_symlink()
+
+
+def test_a_run_running_in_another_experiment_keeps_its_data(fleet):
+    from foundry.fleet.gc_refs import running_everywhere
+
+    client = tracking.client()
+    elsewhere = client.create_run(
+        tracking.experiment_id("another-team"), tags={"data_version": fleet.dropped.data_version}
+    )
+    assert elsewhere.info.run_id in {run.info.run_id for run in running_everywhere(client)}
+    refs = {(item.kind, item.ref) for item in collect(fleet, apply=True).removed}
+    assert not refs & {
+        (kind, fleet.dropped.data_version) for kind in ("data version", "hydrated copy", "hydration cache")
+    }
+    assert (
+        fleet.workspace_listing(fleet.dropped).is_file()
+        and (fleet.home / "hydrated" / fleet.dropped.data_version).is_dir()
+    )
+
+
+def test_gc_refuses_the_purge_records_experiment(fleet, capsys):
+    from foundry.fleet.purge_record import EXPERIMENT as PURGES
+
+    record = tracking.client().create_run(tracking.experiment_id(PURGES)).info.run_id
+    tracking.client().set_terminated(record, "FINISHED")
+    with pytest.raises(gc.NotCollectable, match="purge records"):
+        gc.plan(fleet.home, PURGES, keep_last=0, min_age_s=0)
+    with pytest.raises(gc.NotCollectable):
+        gc.apply(replace(collect(fleet), experiment=PURGES), fleet.home)
+    assert main(["gc", "--keep-last", "0", "--apply", "--set", f"registry.experiment={PURGES}"]) == 2
+    assert "purge records" in capsys.readouterr().err
+    assert tracking.client().get_run(record).info.lifecycle_stage == "active"
+
+
+def test_fleet_tasks_never_cache_their_results():
+    from prefect import Task
+    from prefect.cache_policies import NO_CACHE
+
+    import tasks.fleet
+    import tasks.gc
+    import tasks.purge
+
+    found = [t for m in (tasks.gc, tasks.purge, tasks.fleet) for t in vars(m).values() if isinstance(t, Task)]
+    assert len(found) > 3 and [t.name for t in found if t.cache_policy is not NO_CACHE] == []

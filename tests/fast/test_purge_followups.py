@@ -254,3 +254,18 @@ def test_a_match_finds_and_renames_the_alignment_ledger_row_of_the_record_it_mat
     after = split_ledger.read(split_ledger.head(home)).names
     assert f"{version}:[purged]" in after and f"{version}:chats.jsonl:2" in after and len(after) == len(CHATS)
     assert purge_home.scan(home, needles, prefect=False) == []
+
+
+def test_the_data_stages_drop_lines_name_the_rule_never_a_document(caplog):
+    """The drop lines go to the run page's log, which no purge can rewrite: a rule once, no name, no detail."""
+    import logging
+
+    from foundry.data.audit import Audit
+
+    audit = Audit()
+    with caplog.at_level(logging.INFO, logger="foundry.data.audit"):
+        for n in range(5):
+            audit.removed("near_duplicate", f"secret/patient-{n}.txt", "repeats secret/patient-0.txt")
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines == ["dropped documents: near_duplicate (the first 3 named in audit.json)"]
+    assert audit.rules["near_duplicate"].documents == 5 and len(audit.rules["near_duplicate"].examples) == 3

@@ -92,6 +92,19 @@ def test_an_image_base_gives_its_modality_image_and_vision_sections_the_runs_own
     assert tuned.train.init_from == "model.pt" and tuned.registry.model_name == "img-base-new"
 
 
+def test_a_retrain_of_an_image_champion_keeps_its_modality_input_and_architecture(tmp_path):
+    """`foundry retrain` of a classifier: the champion's `image` and `vision` shape and its weights as the start,
+    whatever config names the source (here none: the defaults' CNN would be 32 and 64 wide)."""
+    from foundry.training.warm_start import retrain_config
+
+    folder = labelled_folder(tmp_path / "more", ["dark", "mid"])
+    given = load_config(None, [f"data.source={folder}", "retrain.train.max_steps=7", "registry.model_name=img"])
+    tuned = retrain_config(given, image_base(vision_tiny()))
+    assert tuned.data.modality == "image" and (tuned.vision.arch, tuned.vision.widths) == ("cnn", [8, 16])
+    assert (tuned.image.size, tuned.image.channels) == (8, "gray") and tuned.tokenizer == given.tokenizer
+    assert tuned.train.init_from == "model.pt" and tuned.train.max_steps == 7 and tuned.registry.model_name == "img"
+
+
 @pytest.mark.parametrize(
     ("setting", "message"),
     [

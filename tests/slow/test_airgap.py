@@ -183,7 +183,8 @@ def test_tiny_pipeline_passes_with_loopback_only_and_no_process_tries_to_leave(t
     assert sum("multiprocessing" in c for c in started) >= 2, started  # Dask's worker processes (spawned)
     assert sum("foundry.training.worker" in c for c in started) == 2, started
 
-    assert_the_purge_leaves_no_copy(tmp_path, log, home)
+    replacement = assert_the_purge_leaves_no_copy(tmp_path, log, home)
+    assert_gc_then_reproduce_from_the_remote(tmp_path, log, home, replacement)
 
     seen = records(log)
     command_of = {r["pid"]: r["target"] for r in seen if r["event"] == "started"}
@@ -230,3 +231,20 @@ def assert_the_purge_leaves_no_copy(tmp_path: Path, log: Path, home: Path) -> No
     assert "champion" in retrained["aliases"] and retrained["tags"]["data_version"] == replacement
     # A second search in the same process found nothing ("verified" above); a fresh process's dry run finding
     # nothing is tests/fast/test_purge.py::test_the_same_purge_again_finds_nothing_and_records_nothing.
+    return replacement
+
+
+def assert_gc_then_reproduce_from_the_remote(tmp_path: Path, log: Path, home: Path, data_version: str) -> None:
+    """`foundry gc --apply` keeping nothing it may delete, then, as on a fresh node, with neither the retrained
+    version's hydrated copy nor the hydration cache: `foundry reproduce` hydrates it from the remote, trains again
+    and gets identical holdout metrics."""
+    from foundry.tracking import git_state
+
+    gc = ("gc", "--config", "configs/tiny.yaml", "--keep-last", "0", "--min-age-minutes", "0", "--apply")
+    collected = offline(tmp_path, log, "-m", "foundry.cli", *gc)
+    assert collected.returncode == 0 and "reclaimed" in collected.stdout, collected.stderr[-3000:]
+    shutil.rmtree(home / "hydrated")
+    force = ["--force"] if git_state()["git_dirty"] != "false" else []  # a checkout being worked on; CI's is clean
+    again = offline(tmp_path, log, "-m", "foundry.cli", "reproduce", f"models:/{MODEL_NAME}/2", *force, timeout=600)
+    assert again.returncode == 0 and "identical holdout metrics" in again.stdout, again.stdout[-2000:]
+    assert (home / "hydrated" / data_version).is_dir()  # hydrated again, from the remote

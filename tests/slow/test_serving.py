@@ -1,7 +1,8 @@
 """The registered model stands alone: it loads and generates in a fresh virtualenv holding only its own
 logged requirements (installed offline from the wheelhouse `make test` gathers), from a folder outside
 the checkout, through `mlflow.pyfunc.load_model`, `mlflow models predict` and `mlflow models serve` over
-HTTP (a bad request gets HTTP 400 naming its field). Versions registered before the code moved still load,
+HTTP (a bad request gets HTTP 400 naming its field); the vision twin's image classifier is served the same way
+from the same virtualenv. Versions registered before the code moved still load,
 through the shim at their old import path. `foundry serve-model` answers the OpenAI SDK."""
 
 from __future__ import annotations
@@ -52,26 +53,16 @@ def fresh_venv(base_model, tmp_path_factory):
     with tempfile.TemporaryDirectory(prefix="served-venv-") as venv:
         run([sys.executable, "-m", "venv", venv], timeout=300)
         python = Path(venv) / "bin" / "python"
-        # This machine's pip settings (local wheel folders, extra indexes) are left out: the wheelhouse alone.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
-        run(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--no-index",
-                "--find-links",
-                str(WHEELHOUSE),
-                "--no-compile",
-                "-r",
-                str(requirements),
-            ],
-            timeout=900,
-            env=env,
-        )
+        install_offline(python, requirements)
         yield python, requirements.read_text().split()
+
+
+def install_offline(python: Path, requirements: Path) -> None:
+    """`requirements` installed into `python`'s virtualenv from the wheelhouse alone: this machine's pip settings
+    (local wheel folders, extra indexes) are left out."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    command = [str(python), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(WHEELHOUSE)]
+    run([*command, "--no-compile", "-r", str(requirements)], timeout=900, env=env)
 
 
 def _outside_env() -> dict[str, str]:
@@ -85,11 +76,15 @@ def _outside_env() -> dict[str, str]:
     }
 
 
-def test_logged_requirements_are_the_models_own(fresh_venv):
+def parsed(lines) -> set:
+    """Requirement lines as (name, specifier) pairs: MLflow writes a specifier in its own order."""
     from packaging.requirements import Requirement
 
-    def parsed(lines):
-        return {(r.name, r.specifier) for r in map(Requirement, lines)}
+    return {(r.name, r.specifier) for r in map(Requirement, lines)}
+
+
+def test_logged_requirements_are_the_models_own(fresh_venv):
+    from packaging.requirements import Requirement
 
     _, logged = fresh_venv
     assert parsed(logged) == parsed((REPO / "foundry" / "serving" / "requirements.txt").read_text().split())
@@ -237,6 +232,54 @@ def test_mlflow_models_serve_answers_over_http_and_refuses_bad_requests_with_400
     for fragment, (code, body) in refused.items():
         assert code == 400 and body["error_code"] == "INVALID_PARAMETER_VALUE", (fragment, code, body)
         assert fragment in body["message"], (fragment, body)
+
+
+def test_the_image_classifier_served_over_http_labels_a_png_and_refuses_a_bad_image_with_400(
+    fresh_venv, vision_run, tmp_path
+):
+    """The tiny vision twin's classifier (tests/conftest.py `vision_run`) served from the same virtualenv once its
+    own logged requirements (Pillow besides the text model's, no tokenizers) installed there offline: a base64 PNG
+    gets the label and probabilities it gets in this process; bytes that are not an image get HTTP 400 naming the
+    row and the problem."""
+    import base64
+
+    import mlflow
+    from sklearn.datasets import load_digits
+
+    from foundry.serving.package import vision_requirements
+
+    _, result = vision_run
+    python, _ = fresh_venv
+    model_dir = Path(mlflow.artifacts.download_artifacts(result.model_uri, dst_path=str(tmp_path / "model")))
+    requirements = model_dir / "requirements.txt"
+    logged = parsed(requirements.read_text().split())
+    assert logged == parsed(vision_requirements()) and "pillow" in {name for name, _ in logged}
+    install_offline(python, requirements)
+    png = _png(load_digits().images[0] * 255 / 16)
+    with served(python, result.model_uri, tmp_path) as url:
+        status, answer = ask(url, {"dataframe_records": [{"image": base64.b64encode(png).decode()}]})
+        refused = ask(url, {"dataframe_records": [{"image": base64.b64encode(b"not an image").decode()}]})
+    here = mlflow.pyfunc.load_model(result.model_uri).predict(pd.DataFrame({"image": [png]}))
+    assert status == 200, answer
+    [prediction] = answer["predictions"]
+    assert prediction["label"] == here.label[0] and prediction["label"] in [str(d) for d in range(10)]
+    assert prediction["probabilities"] == pytest.approx(here.probabilities[0], abs=1e-6)
+    assert prediction["probability"] == pytest.approx(max(prediction["probabilities"].values()), abs=1e-6)
+    code, body = refused
+    assert code == 400 and body["error_code"] == "INVALID_PARAMETER_VALUE", (code, body)
+    assert "row 0: image: not a JPEG, PNG, WEBP, BMP image Pillow can decode" in body["message"], body
+
+
+def _png(pixels) -> bytes:
+    """An 8x8 gray PNG of 0-255 `pixels`."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.fromarray(np.asarray(pixels).astype(np.uint8), mode="L").save(out, format="PNG")
+    return out.getvalue()
 
 
 CHATS = [
