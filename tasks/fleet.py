@@ -10,6 +10,7 @@ from foundry.contracts import RunContext
 from foundry.fleet.evaluate import Baselines, Evaluation, EvaluationData, ModelRef, ModelScores
 
 COMPARISON = "evaluation-comparison"
+GROUPS = "evaluation-groups"
 HEADLINE = {"chat": "Exact match", "image": "Accuracy"}  # the table's figure by data kind
 
 
@@ -65,10 +66,10 @@ def score_model(
 
 @task(name="compare", cache_policy=NO_CACHE)
 def compare(data: EvaluationData, base: Baselines, scores: list[ModelScores], run: RunContext) -> Evaluation:
-    """The comparison (markdown and chart on the run, a table artifact on the run page)."""
+    """The comparison (markdown and chart on the run, table artifacts on the run page: overall and per group)."""
     from prefect.artifacts import create_table_artifact
 
-    from foundry.fleet.evaluate_report import rows
+    from foundry.fleet.evaluate_report import group_rows, rows
     from foundry.fleet.evaluate_steps import compared
 
     evaluation = compared(data, base, scores, run)
@@ -78,4 +79,11 @@ def compare(data: EvaluationData, base: Baselines, scores: list[ModelScores], ru
         description=f"{HEADLINE.get(data.kind, 'Bits per byte')} on {data.label}",
         _sync=True,
     )
+    if data.kind == "text" and evaluation.groups:  # documents: the same figures per group, beside its baselines
+        create_table_artifact(
+            group_rows(evaluation),
+            key=GROUPS,
+            description=f"Bits per byte by group of source files on {data.label}",
+            _sync=True,
+        )
     return evaluation

@@ -32,12 +32,6 @@ FAST_LANE, SLOW_LANE = REPO_ROOT / "tests" / "fast", REPO_ROOT / "tests" / "slow
 SLOW_FIXTURES = {"prefect_harness", "moto_s3", "base_model", "aligned_model", "vision_run"}
 
 
-# `make test` runs the slow lane on two xdist workers (`--dist loadgroup`), each with its own server stack, home
-# and registered base model: a module's tests stay on one worker, and the modules sharing a session-trained model
-# beyond the base one stay together so that it is trained once.
-SHARED_MODELS = {"test_align_flow", "test_align_train", "test_serving", "test_vision_pipeline"}
-
-
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
 def pytest_collection_modifyitems(config, items):
     """Marks the tests under tests/slow/ `slow`, and stops the collection, naming them, at a test in neither lane,
@@ -49,7 +43,6 @@ def pytest_collection_modifyitems(config, items):
             misplaced.append(f"{item.nodeid}: marked slow by hand; a test under tests/slow/ is marked for you")
         if path.is_relative_to(SLOW_LANE):
             item.add_marker(pytest.mark.slow)
-            item.add_marker(pytest.mark.xdist_group("shared-models" if path.stem in SHARED_MODELS else path.stem))
         elif path.is_relative_to(FAST_LANE.parent) and not path.is_relative_to(FAST_LANE):
             misplaced.append(f"{item.nodeid}: in neither lane; move it to tests/fast/ or tests/slow/")
         elif path.is_relative_to(FAST_LANE) and (slow := SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
@@ -350,8 +343,14 @@ def s3_env(moto_s3, monkeypatch, tmp_path):
     """Standard AWS variables pointing at moto; returns a boto3 client for setting up buckets."""
     import boto3
 
+    aws_test_env(monkeypatch, tmp_path, moto_s3)
+    return boto3.client("s3", endpoint_url=moto_s3)
+
+
+def aws_test_env(monkeypatch, tmp_path: Path, endpoint: str) -> None:
+    """The standard AWS variables pointing at `endpoint` with moto's test credentials."""
     for key, value in {
-        "AWS_ENDPOINT_URL_S3": moto_s3,
+        "AWS_ENDPOINT_URL_S3": endpoint,
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
@@ -361,7 +360,6 @@ def s3_env(moto_s3, monkeypatch, tmp_path):
     }.items():
         monkeypatch.setenv(key, value)
     (tmp_path / "aws-empty").touch()
-    return boto3.client("s3", endpoint_url=moto_s3)
 
 
 @contextlib.contextmanager

@@ -60,11 +60,16 @@ def score(model: GPT, tokens: np.ndarray, holdout_bytes: int, batch_size: int, m
     }
 
 
-def unigram_bits_per_byte(data_dir: Path, vocab_size: int, holdout_bytes: int) -> float:
-    """Token frequencies from the train split (add-one smoothed) scored on the whole holdout."""
+def unigram_log_p(data_dir: Path, vocab_size: int) -> np.ndarray:
+    """Each token's log probability (nats) by its frequency in the train split, add-one smoothed."""
     counts = sum(np.bincount(part, minlength=vocab_size) for part in split_parts(load_split(data_dir, "train")))
     counts = counts.astype(np.float64) + 1
-    log_p = np.log(counts / counts.sum())
+    return np.log(counts / counts.sum())
+
+
+def unigram_bits_per_byte(data_dir: Path, vocab_size: int, holdout_bytes: int) -> float:
+    """Token frequencies from the train split (add-one smoothed) scored on the whole holdout."""
+    log_p = unigram_log_p(data_dir, vocab_size)
     nats = sum(-log_p[part].sum() for part in split_parts(load_split(data_dir, "holdout")))
     return float(nats / LN2 / holdout_bytes)
 

@@ -12,8 +12,8 @@ Each model is scored on the holdout with its own tokenizer (loss, perplexity, bi
 group of source files (the top-level folder of each file's name in the source; with several sources, the
 source's index). The baselines depend on the data alone and are computed once: unigram under the data's
 tokenizer, and gzip, xz, xz -9e and PPMd given the tail of the data's train split before its holdout, as
-registration measures them. Loss and perplexity are per token of a model's own tokenizer: models with different
-tokenizers compare in bits per byte only.
+registration measures them; unigram, gzip and PPMd per group too (`evaluate_baselines`). Loss and perplexity
+are per token of a model's own tokenizer: models with different tokenizers compare in bits per byte only.
 
 Data holding chat records (an alignment data version, or a source of chat `.jsonl` records, prepared by the align
 flow's own `prepare_aligned` on no ledger: `evaluate_chat`) is scored otherwise: each aligned model's greedy replies
@@ -116,6 +116,7 @@ class Baselines(_Value):
     scores: dict[str, float]  # by `HoldoutMetrics.BASELINES` name; on images by `VisionMetrics.BASELINES` name
     train_bytes: int  # training text xz -9e and PPMd saw (0 on images)
     unit: str = "bits_per_byte"  # what the scores are: bits per byte, or accuracy on images
+    groups: dict[str, dict[str, float]] = {}  # per group of source files (`evaluate_baselines.GROUP_BASELINES`)
 
 
 class Evaluation(_Value):

@@ -13,11 +13,16 @@ from pathlib import Path
 
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.fleet.evaluate import Evaluation, ModelScores
+from foundry.fleet.evaluate_baselines import GROUP_BASELINES
 from foundry.vision.metrics import VisionMetrics
 
 CHAT_LOSS = (
     "Exact match: greedy replies through each model's chat template equal to the holdout's reference reply. "
     "Response loss is per assistant token of each model's own tokenizer."
+)
+GROUP_BASELINES_NOTE = (
+    "Each group's baselines are scored on its holdout text alone, given the same training text as overall; "
+    "xz and xz -9e are scored overall only."
 )
 DIFFERENT_TOKENIZERS = (
     "The models use different tokenizers: they compare in bits per byte only (loss and perplexity are per token "
@@ -73,13 +78,19 @@ def rows(evaluation: Evaluation) -> list[dict[str, str]]:
 
 
 def group_rows(evaluation: Evaluation) -> list[dict[str, str]]:
-    """Bits per byte per group of source files, one column per model (in the order asked)."""
-    table = []
+    """Bits per byte per group of source files, one column per model (in the order asked), then one per baseline
+    measured per group: the markdown's rows and the group table artifact's."""
+    table, base = [], evaluation.baselines.groups
     for group in evaluation.groups:
         scored = [m.groups.get(group) for m in evaluation.models]
         size = next(g.bytes for g in scored if g is not None)
         row = {"group": group, "bytes": f"{size:,}"}
         row |= {name_of(m): f"{g.bits_per_byte:.4f}" if g else "" for m, g in zip(evaluation.models, scored)}
+        found = base.get(group, {})
+        row |= {
+            f"baseline: {HoldoutMetrics.LABELS[name]}": f"{found[name]:.4f}" if name in found else ""
+            for name in GROUP_BASELINES
+        }
         table.append(row)
     return table
 
@@ -110,6 +121,7 @@ def comparison(evaluation: Evaluation) -> str:
     if not evaluation.one_tokenizer:
         head += [DIFFERENT_TOKENIZERS, ""]
     groups = ["bits per byte by group of source files (top-level folder):", "", markdown(group_rows(evaluation), 1)]
+    groups += ["", GROUP_BASELINES_NOTE]
     return "\n".join(head + groups + runs_lines(evaluation))
 
 

@@ -5,10 +5,11 @@ it, `dvc+<remote>#<version>`; a source not versioned by its content digest) and 
 its model input, and logs the model's figures as `eval/<field>` (per group `eval/group/<group>/<field>`) with
 `model_id` and the dataset's name and digest: MLflow 3's model-linked metrics, which the logged model's page,
 and the version's through it, list by dataset. Versions logged before MLflow 3's logged models have none; their
-figures stay on the run. The baselines (`eval/baseline/<name>_bits_per_byte`) depend on the data alone and are
-logged on the runs, not on the models. Tags name the model URI asked for, the version and the data. On chat
-records the figures are `eval/exact_match`, `eval/response_loss` and `eval/records`, linked the same way; a model
-that is not comparable has a run tagged `foundry.comparable=false` with the reason, and no figures. An image
+figures stay on the run. The baselines (`eval/baseline/<name>_bits_per_byte`, per group
+`eval/group/<group>/baseline/<name>_bits_per_byte`) depend on the data alone and are logged on the runs (each
+model's and the evaluation's own), not on the models. Tags name the model URI asked for, the version and the data.
+On chat records the figures are `eval/exact_match`, `eval/response_loss` and `eval/records`, linked the same way; a
+model that is not comparable has a run tagged `foundry.comparable=false` with the reason, and no figures. An image
 classifier's are `eval/accuracy`, `eval/macro_f1`, `eval/loss`, `eval/images` and `eval/class_accuracy/<label>`,
 its baselines `eval/baseline/<name>_accuracy`.
 """
@@ -63,6 +64,8 @@ def baseline_metrics(baselines: Baselines) -> dict[str, float]:
     found = {f"{PREFIX}baseline/{name}_{baselines.unit}": v for name, v in baselines.scores.items()}
     if baselines.unit != "bits_per_byte":  # image baselines: no training text
         return found
+    for group, scores in baselines.groups.items():
+        found |= {metric_key(f"baseline/{name}_bits_per_byte", group): v for name, v in scores.items()}
     return found | {f"{PREFIX}baseline/train_bytes": float(baselines.train_bytes)}
 
 
@@ -121,12 +124,17 @@ def log_model_run(parent: RunContext, scores: ModelScores, data: EvaluationData,
     return run_id
 
 
-def log_comparison(parent: RunContext, data: EvaluationData, text: str, chart) -> None:
-    """On the evaluation's own run: the data (tags and input), the comparison as `evaluation/comparison.md`
-    and the chart (if any) under `evaluation/`."""
+def log_comparison(parent: RunContext, data: EvaluationData, baselines: Baselines, text: str, chart) -> None:
+    """On the evaluation's own run: the data (tags and input), the baselines as metrics, the comparison as
+    `evaluation/comparison.md` and the chart (if any) under `evaluation/`."""
+    from mlflow.entities import Metric
+
     c = tracking.client()
     tracking.set_tags(parent.run_id, {"foundry.stage": "evaluate", **data_tags(data)})
     c.log_inputs(parent.run_id, datasets=[dataset_input(data)])
+    now, batch = int(time.time() * 1000), list(baseline_metrics(baselines).items())
+    for start in range(0, len(batch), 1000):  # MLflow's batch limit
+        c.log_batch(parent.run_id, metrics=[Metric(k, v, now, 0) for k, v in batch[start : start + 1000]])
     c.log_text(parent.run_id, text + "\n", "evaluation/comparison.md")
     if chart is not None:
         tracking.log_artifact(parent.run_id, chart, "evaluation")

@@ -9,7 +9,7 @@ from foundry.config import FoundryConfig
 from foundry.contracts import RunContext
 from foundry.data.manifest import DatasetManifest
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
-from foundry.fleet import evaluate_chat, evaluate_images, evaluate_report, evaluate_runs
+from foundry.fleet import evaluate_baselines, evaluate_chat, evaluate_images, evaluate_report, evaluate_runs
 from foundry.fleet.evaluate import (
     Baselines,
     Evaluation,
@@ -61,8 +61,8 @@ def source_data(config: FoundryConfig, refs: list[ModelRef], run: RunContext) ->
 
 def baselines(data: EvaluationData, config: FoundryConfig) -> Baselines:
     """Unigram under the data's tokenizer; gzip and xz after `evaluation.compression_context_bytes` of the train
-    split's tail, xz -9e and PPMd after `evaluation.strong_context_bytes` of it. None for chat records: exact
-    match has no compressor to compare with."""
+    split's tail, xz -9e and PPMd after `evaluation.strong_context_bytes` of it; unigram, gzip and PPMd per group
+    of source files too (`evaluate_baselines`). None for chat records: exact match has no compressor to compare with."""
     from foundry.evaluation.compressors import compression_baselines
     from foundry.evaluation.metrics import unigram_bits_per_byte
 
@@ -75,7 +75,8 @@ def baselines(data: EvaluationData, config: FoundryConfig) -> Baselines:
     train_bytes = int(scores.pop("baseline_train_bytes"))
     scores["unigram_bits_per_byte"] = unigram_bits_per_byte(data.dir, manifest.vocab_size, manifest.holdout_bytes)
     named = {name: scores[f"{name}_bits_per_byte"] for name in HoldoutMetrics.BASELINES}
-    return Baselines(scores=named, train_bytes=train_bytes)
+    groups = evaluate_baselines.group_baselines(data.dir, config, named)
+    return Baselines(scores=named, train_bytes=train_bytes, groups=groups)
 
 
 def scored_and_logged(
@@ -100,7 +101,7 @@ def compared(data: EvaluationData, base: Baselines, scores: list[ModelScores], r
         data=data, holdout_bytes=holdout, baselines=base, models=scores, run_id=run.run_id, holdout_records=records
     )
     chart = evaluate_report.chart(evaluation, run.dir / "evaluation.png")
-    evaluate_runs.log_comparison(run, data, evaluate_report.comparison(evaluation), chart)
+    evaluate_runs.log_comparison(run, data, base, evaluate_report.comparison(evaluation), chart)
     discard(data, run)
     return evaluation
 

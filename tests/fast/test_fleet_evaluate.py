@@ -265,3 +265,86 @@ def test_a_chat_source_is_scored_per_aligned_version_and_a_plain_one_is_not_comp
     assert (tags["mlflow.parentRunId"], tags["foundry.comparable"]) == (evaluation.run_id, "false")
     assert not c.get_run(plain.run_id).data.metrics
     assert {a.path for a in c.list_artifacts(evaluation.run_id, "evaluation")} == {"evaluation/comparison.md"}
+
+
+def test_an_archive_served_over_http_is_prepared_and_scored_as_one_group(tiny_dataset, source, home, http_folder):
+    """`--data URL`: a tar.gz served over http, its documents grouped under the archive, scored at ln V nats."""
+    import tarfile
+
+    from tokenizers import Tokenizer
+
+    config = small("data.holdout_fraction=0.3", "evaluation.strong_context_bytes=4096")
+    tokenizer = Tokenizer.from_file(str(tiny_dataset / "tokenizer.json"))
+    model = register_files(config, "eval-http", random_model_files(config, tokenizer, home / "m", 0.0))
+    folder, url = http_folder
+    folder.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(folder / "tickets.tar.gz", "w:gz") as archive:
+        archive.add(source, arcname="tickets")
+    config = source_config(config, f"{url}/tickets.tar.gz")
+    with tracking.pipeline_run(config, "evaluate an archive", {"foundry.stage": "evaluate"}) as run:
+        evaluation = evaluate_all(resolve_models([model]), f"{url}/tickets.tar.gz", config, run)
+    (scores,) = evaluation.models
+    assert scores.metrics.loss == pytest.approx(math.log(tokenizer.get_vocab_size()), abs=1e-4)
+    assert set(evaluation.groups) == {"tickets"}
+    assert scores.groups["tickets"].bytes == evaluation.holdout_bytes > 0
+    assert evaluation.baselines.groups["tickets"]["ppmd"] == evaluation.baselines.scores["ppmd"]  # one group: all
+
+
+def test_each_groups_baselines_are_the_compressors_on_its_holdout_alone_shown_beside_the_models(
+    tiny_dataset, source, home
+):
+    """gzip and PPMd per group equal `compression_baselines` on a copy of the data whose holdout is that group's
+    documents alone, with the same training text; the unigram per group adds up to the overall one; the group
+    table and the MLflow runs (the evaluation's and each model's) carry them."""
+    import json
+    import os
+
+    from tokenizers import Tokenizer
+
+    from foundry.evaluation.holdout_metrics import HoldoutMetrics
+    from foundry.fleet import evaluate_steps
+    from foundry.fleet.evaluate import downloaded, group_of
+    from foundry.fleet.evaluate_baselines import GROUP_BASELINES
+
+    config = small("data.holdout_fraction=0.3", "evaluation.strong_context_bytes=4096")
+    tokenizer = Tokenizer.from_file(str(tiny_dataset / "tokenizer.json"))
+    model = register_files(config, "eval-groups", random_model_files(config, tokenizer, home / "m", 0.0))
+    config = source_config(config, str(source))
+    e = config.evaluation
+    with tracking.pipeline_run(config, "evaluate per group", {"foundry.stage": "evaluate"}) as run:
+        refs = [downloaded(ref, run.home) for ref in resolve_models([model])]
+        data = evaluate_steps.data_for(str(source), config, refs, run)
+        base = evaluate_steps.baselines(data, config)
+        records = [json.loads(line) for line in (data.dir / "holdout.jsonl").read_text().splitlines()]
+        direct, sizes = {}, {}
+        for group in ("alpha", "beta", TOP_LEVEL):  # the group's holdout alone, beside the same train split
+            alone = home / "alone" / group.strip("()").replace(" ", "-")
+            alone.mkdir(parents=True)
+            os.symlink(data.dir / "train.jsonl", alone / "train.jsonl")
+            mine = [r for r in records if group_of(r["source"]) == group]
+            (alone / "holdout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mine))
+            direct[group] = compression_baselines(alone, e.compression_context_bytes, e.strong_context_bytes)
+            sizes[group] = sum(len(r["text"].encode()) for r in mine)
+        scores = [evaluate_steps.scored_and_logged(ref, data, base, config, run) for ref in refs]
+        evaluation = evaluate_steps.compared(data, base, scores, run)
+
+    assert set(base.groups) == {"alpha", "beta", TOP_LEVEL} and min(sizes.values()) > 0
+    for group, found in direct.items():
+        assert base.groups[group]["gzip"] == pytest.approx(found["gzip_bits_per_byte"], rel=1e-12)
+        assert base.groups[group]["ppmd"] == pytest.approx(found["ppmd_bits_per_byte"], rel=1e-12)
+    assert base.groups["alpha"]["ppmd"] != base.scores["ppmd"]  # scored on the group, not the whole holdout
+    unigram_bits = sum(base.groups[g]["unigram"] * sizes[g] for g in sizes)
+    assert unigram_bits == pytest.approx(base.scores["unigram"] * evaluation.holdout_bytes, rel=1e-9)
+
+    text = evaluate_report.comparison(evaluation)
+    labels = [f"baseline: {HoldoutMetrics.LABELS[name]}" for name in GROUP_BASELINES]
+    assert f"| group | bytes | {model} | {' | '.join(labels)} |" in text
+    for group, found in base.groups.items():
+        row = [f"{scores[0].groups[group].bits_per_byte:.4f}", *(f"{found[n]:.4f}" for n in GROUP_BASELINES)]
+        assert f"| {group} | {sizes[group]:,} | {' | '.join(row)} |" in text
+
+    c = tracking.client()
+    for run_id in (evaluation.run_id, scores[0].run_id):
+        logged = c.get_run(run_id).data.metrics
+        assert logged["eval/group/beta/baseline/ppmd_bits_per_byte"] == pytest.approx(base.groups["beta"]["ppmd"])
+        assert logged["eval/baseline/ppmd_bits_per_byte"] == pytest.approx(base.scores["ppmd"])

@@ -9,6 +9,7 @@ import json
 import socket
 
 import pytest
+from conftest import aws_test_env
 
 from foundry.fleet import purge_artifacts, purge_served
 from foundry.fleet.purge_plan import Criterion, Location
@@ -38,16 +39,7 @@ def closed_port() -> int:
 
 
 def test_an_s3_remote_that_does_not_answer_is_not_checked(tmp_path, monkeypatch):
-    for key, value in {
-        "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{closed_port()}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": str(tmp_path / "aws-empty"),
-        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "aws-empty"),
-    }.items():
-        monkeypatch.setenv(key, value)
-    (tmp_path / "aws-empty").touch()
+    aws_test_env(monkeypatch, tmp_path, f"http://127.0.0.1:{closed_port()}")
     places = Places.of(tmp_path / "home", {"s3://bucket/dvc"})
     assert [s.place for s in places.stores] == ["workspace cache", "hydration cache"]  # not read as empty
     affected = {"1" * 32: (Location(file="train.jsonl", md5=MD5, holds="text", entries=("line 1",)),)}

@@ -35,6 +35,11 @@ def test_the_printed_comparison_is_the_run_pages_summary_and_table(prefect_harne
     assert [row["model"] for row in table[:2]] == [uniform, noisy]  # the uniform model wins on word soup
     for row in table:  # one tokenizer: loss and perplexity compare, and the printed rows are the table's
         assert f"| {row['model']} | {row['bits_per_byte']} | {row['loss']} | {row['perplexity']} |" in printed
+    groups = json.loads(artifacts["evaluation-groups"].data)  # per group: each model beside the group's baselines
+    for row in groups:  # the printed rows are the table's
+        assert list(row)[2:] == [uniform, noisy, "baseline: unigram", "baseline: gzip", "baseline: PPMd order 16"]
+        assert f"| {' | '.join(row.values())} |" in printed
+    assert {row["group"] for row in groups} == {"alpha", "beta", "(top level)"}
 
     assert main(["evaluate", uniform, "models:/ev-flow-b/9", "--data", str(source)]) == 1
     assert "models:/ev-flow-b/9: the registry has no such version or alias" in capsys.readouterr().err

@@ -28,3 +28,20 @@ def test_the_dry_run_flow_puts_its_summary_on_the_run_page(prefect_harness, tmp_
 
 def test_run_page_artifacts_holding_a_document_are_rewritten_through_the_api(prefect_harness, foundry_home):
     prefect_artifacts_scrubbed(foundry_home)
+
+
+def test_the_gc_flow_puts_the_summary_it_returns_on_the_run_page(prefect_harness, tmp_path, monkeypatch):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    from flows.gc import collect_garbage
+
+    monkeypatch.setenv("FOUNDRY_HOME", str(tmp_path / "home"))  # an empty home: nothing to collect, a dry run
+    with tracking_uri(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}"):
+        state = collect_garbage(keep_last=0, min_age_minutes=0, return_state=True)
+    text = state.result()
+    with get_client(sync_client=True) as client:
+        (artifact,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id]))
+        )
+    assert "reclaim" in text and text in artifact.data
