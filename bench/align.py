@@ -1,7 +1,7 @@
 """Alignment measured on what the model does: the default base, SFT and DPO on the generated instruction set.
 
     python bench/align.py [--base models:/foundry-gpt/1] [--home bench/out/align-home] [--train 8000]
-                          [--sft-set align.train.max_steps=5000 ...] [--dpo-set align.train.max_steps=200 ...]
+                          [--sft-set align.train.max_steps=3000 ...] [--dpo-set align.replay_fraction=0 ...]
 
 1. The default base model (`make run`'s: 2 layers, width 144, BPE-4096 on the standard library): `--base`, else
    the champion `foundry-gpt` in `--home`'s registry, else trained here by the train pipeline with the defaults.
@@ -10,7 +10,9 @@
    last word) answer with a training instance (test), instances of unseen words (oov), preference pairs
    (chosen right, rejected a plausible wrong answer). The reuse is counted and printed.
 3. SFT of the base and DPO of the SFT version, each through the align flow (`flows.align.align`): the data
-   stage, Lightning training with checkpoints, the gate and the registry, as `foundry align` runs them.
+   stage, Lightning training with checkpoints, the gate and the registry, as `foundry align` runs them, at the
+   package defaults (each method's recipe, `align.sft_train` / `align.dpo_train`, and `align.replay_fraction`)
+   unless `--sft-set` / `--dpo-set` override them.
 4. Greedy exact match per task on test and oov for the base (with the template's tokens added), the SFT and the
    DPO model; held-out preference accuracy (chosen's summed log-probability strictly above rejected's); the
    copy tasks (repeat, last word) on words that occur nowhere else in the instruction set.
@@ -57,16 +59,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--sft-set",
         nargs="*",
-        default=["align.train.max_steps=5000", "align.train.learning_rate=3e-3", "align.replay_fraction=0.25"],
+        default=[],
         metavar="KEY=VALUE",
-        help="overrides for the SFT run",
+        help="overrides for the SFT run (default: none, the package defaults)",
     )
     parser.add_argument(
         "--dpo-set",
         nargs="*",
-        default=["align.train.max_steps=200", "align.train.learning_rate=3e-4", "align.train.warmup_steps=10"],
+        default=[],
         metavar="KEY=VALUE",
-        help="overrides for the DPO run",
+        help="overrides for the DPO run (default: none, the package defaults)",
     )
     return parser.parse_args()
 

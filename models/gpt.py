@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from models.decay import DecayedByName
 from models.kv_cache import Decoder
 
 
@@ -91,7 +92,9 @@ class Block(nn.Module):
         return x + self.mlp(self.ln_2(x))
 
 
-class GPT(nn.Module):
+class GPT(DecayedByName, nn.Module):
+    """Matrices decay (embeddings included), biases and norms do not (`optimizer_groups`, by name: see models/decay.py)."""
+
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.config = cfg
@@ -104,6 +107,7 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # tied embeddings
         self.apply(self._init_weights)
+        self.remember_matrices()
 
     def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, nn.Linear):
@@ -164,13 +168,6 @@ class GPT(nn.Module):
         counted = targets != -100
         logits = self.lm_head(self.hidden(idx, segments)[counted])
         return F.cross_entropy(logits, targets[counted])
-
-    def optimizer_groups(self, weight_decay: float) -> list[dict]:
-        """Matrices decay; biases, norms and embeddings' duplicates do not."""
-        params = {name: p for name, p in self.named_parameters() if p.requires_grad}
-        decay = [p for p in params.values() if p.dim() >= 2]
-        no_decay = [p for p in params.values() if p.dim() < 2]
-        return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
     def flops_per_token(self) -> float:
         """nanoGPT's estimate_mfu numerator: 6N + 12 L H Q T."""

@@ -12,21 +12,13 @@ import numpy as np
 import torch
 
 from models.lit_gpt import _Window, adamw, clip_gradients, scheduled
-from models.optim import MuonAdamW
+from models.optim import MuonAdamW, muon_groups
 from models.vision import AugmentConfig, ImageClassifier, VisionConfig, augment
 
 
 def muon_adamw(model: ImageClassifier, learning_rate: float, muon_learning_rate: float, weight_decay: float):
     """Muon for the ViT blocks' matrices (a CNN has none: its kernels are 4-D), AdamW for everything else."""
-    hidden = [
-        p for n, p in model.named_parameters() if p.requires_grad and p.dim() == 2 and n.startswith("net.blocks.")
-    ]
-    chosen = {id(p) for p in hidden}
-    groups = [
-        {**g, "params": [p for p in g["params"] if id(p) not in chosen]} for g in model.optimizer_groups(weight_decay)
-    ]
-    if hidden:
-        groups.append({"params": hidden, "muon": True, "lr": muon_learning_rate, "weight_decay": weight_decay})
+    groups = muon_groups(model, weight_decay, muon_learning_rate, blocks="net.blocks.")
     return MuonAdamW(groups, lr=learning_rate, betas=(0.9, 0.95))
 
 

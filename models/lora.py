@@ -14,6 +14,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from models.decay import DecayedByName
+
 # The GPT's projections, named by their path inside a block.
 GPT_PROJECTIONS = ("attn.qkv", "attn.proj", "mlp.fc", "mlp.proj")
 _ADAPTER_WEIGHTS = ("lora_a", "lora_b")
@@ -88,6 +90,8 @@ def add_lora(model: nn.Module, spec: LoRASpec) -> list[str]:
     for name in wrapped:
         base = model.get_submodule(name)
         _swap(model, name, LoRALinear(base, spec).train(base.training))  # an eval model stays in eval
+    if isinstance(model, DecayedByName):  # the adapters' matrices decay, under FSDP too
+        model.remember_matrices()
     return wrapped
 
 

@@ -83,15 +83,16 @@ class MuonAdamW(torch.optim.Optimizer):
         p.addcdiv_(state["exp_avg"], denominator, value=-lr / (1 - beta1**step))
 
 
-def muon_groups(model: torch.nn.Module, weight_decay: float, muon_lr: float) -> list[dict]:
-    """The blocks' trainable matrices for Muon at `muon_lr`; the embeddings (tied to the output head) and every
-    vector for AdamW, matrices decayed and vectors not, at the optimizer's `lr`."""
-    trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-    hidden = [p for name, p in trainable if p.dim() == 2 and name.startswith("blocks.")]
+def muon_groups(model: torch.nn.Module, weight_decay: float, muon_lr: float, blocks: str = "blocks.") -> list[dict]:
+    """The trainable matrices under `blocks` (a prefix of names) for Muon at `muon_lr`, when there are any; every
+    other parameter (the embeddings, tied to the output head) for AdamW at the optimizer's `lr`, in the model's
+    `optimizer_groups` (decayed or not). Muon's matrices are chosen by shape: FSDP, which flattens them, is refused
+    with Muon (`foundry.config.TrainConfig`)."""
+    hidden = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() == 2 and n.startswith(blocks)]
     chosen = {id(p) for p in hidden}
-    rest = [p for _, p in trainable if id(p) not in chosen]
-    return [  # AdamW's first: Lightning's and our `train/lr` read the first group
-        {"params": [p for p in rest if p.dim() >= 2], "weight_decay": weight_decay},
-        {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0},
-        {"params": hidden, "muon": True, "lr": muon_lr, "weight_decay": weight_decay},
+    groups = [  # AdamW's first: Lightning's and our `train/lr` read the first group
+        {**g, "params": [p for p in g["params"] if id(p) not in chosen]} for g in model.optimizer_groups(weight_decay)
     ]
+    if hidden:
+        groups.append({"params": hidden, "muon": True, "lr": muon_lr, "weight_decay": weight_decay})
+    return groups

@@ -11,6 +11,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from models.decay import DecayedByName
+
 
 @dataclass
 class VisionConfig:
@@ -116,11 +118,17 @@ class ViT(nn.Module):
         return self.head(x[:, 0] if self.cls is not None else x.mean(dim=1))
 
 
-class ImageClassifier(nn.Module):
+class ImageClassifier(DecayedByName, nn.Module):
+    """Matrices, kernels and the class token decay; biases, norms and the positions do not (`optimizer_groups`,
+    by name: see models/decay.py)."""
+
+    never_decayed = frozenset({"net.pos"})
+
     def __init__(self, cfg: VisionConfig):
         super().__init__()
         self.config = cfg
         self.net = ConvNet(cfg) if cfg.arch == "cnn" else ViT(cfg)
+        self.remember_matrices()
 
     def forward(self, images: torch.Tensor, targets: torch.Tensor | None = None):
         """Logits (B, num_classes) of images (B, C, H, W) in 0-255; with targets (B,) also the mean cross-entropy."""
@@ -131,13 +139,6 @@ class ImageClassifier(nn.Module):
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
-
-    def optimizer_groups(self, weight_decay: float) -> list[dict]:
-        """Matrices and kernels decay; biases, norms, the class token and positions' vectors do not."""
-        params = [p for p in self.parameters() if p.requires_grad]
-        decay = [p for p in params if p.dim() >= 2 and p is not getattr(self.net, "pos", None)]
-        no_decay = [p for p in params if all(p is not d for d in decay)]
-        return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
     def flops_per_image(self) -> float:
         """Training FLOPs of one image (forward and backward: 3x the forward's 2 FLOPs per multiply-add),

@@ -33,8 +33,9 @@ def chat_base(parent: ParentModel, home: Path) -> ParentModel:
 
 @task(name="replay-source", cache_policy=NO_CACHE)
 def replay_source(config: FoundryConfig, parent: ParentModel, home: Path) -> Replay | None:
-    """With `align.replay_fraction` > 0, what the run (SFT or DPO) replays: the parent's pretraining data version,
-    hydrated (None without replay). Refused before any work when the parent records none."""
+    """With `align.replay_fraction` > 0 (the default), what the run (SFT or DPO) replays: the parent's pretraining
+    data version, hydrated (None without replay). Refused before any work when the parent records none: no silent
+    fallback, since without that data the gate's forgetting check cannot pass either."""
     from foundry.data.hydrate import hydrate_version
 
     a = config.align
@@ -42,8 +43,9 @@ def replay_source(config: FoundryConfig, parent: ParentModel, home: Path) -> Rep
         return None
     if parent.pretrain_data is None:
         raise ValueError(
-            f"align.replay_fraction needs pretraining data to replay; {parent.uri} records none "
-            "(no pretrain.data_version tag): set align.replay_fraction=0 or start from a version that has one"
+            f"align.replay_fraction {a.replay_fraction} needs pretraining data to replay; {parent.uri} records none "
+            "(no pretrain.data_version tag), so its gate's forgetting check cannot pass either: start from a "
+            "version that has one, or set align.replay_fraction=0 to train without replay (a challenger at most)"
         )
     return Replay(data=parent.pretrain_data, dir=hydrate_version(parent.pretrain_data, home))
 

@@ -23,7 +23,7 @@ def train(
     replay: Replay | None = None,
 ) -> Path:
     """The train task with `train.retries` Prefect retries; each retry resumes from the last checkpoint.
-    `replay`: the pretraining data an SFT run replays windows of (`align.replay_fraction`)."""
+    `replay`: the pretraining data an alignment run (SFT or DPO) replays windows of (`align.replay_fraction`)."""
     return train_task.with_options(retries=config.train.retries, retry_delay_seconds=5)(
         config, data_dir, data, run, resume, replay
     )

@@ -37,6 +37,33 @@ def tiny(*overrides: str) -> FoundryConfig:
     return load_config(REPO_ROOT / "configs" / "tiny.yaml", list(overrides))
 
 
+# For a flow whose test reads no compressor baseline: xz -9e and PPMd on tiny.yaml's 256 KiB of context cost
+# seconds per evaluation; with none they still run (the metrics and card rows exist), on the holdout alone.
+NO_BASELINES = ("evaluation.compression_context_bytes=0", "evaluation.strong_context_bytes=0")
+
+IMAGE_CLASSES = ("bright", "dark", "stripes")
+
+
+def write_image_dataset(root: Path, size: int = 12) -> Path:
+    """48 gray images of `IMAGE_CLASSES` (bright, dark, striped: learnable in a few steps) as a prepared image
+    dataset: 36 for training in 4 shards of 10, 10, 10, 6 and 12 held out in 2. Returns its folder."""
+    from PIL import Image
+
+    from foundry.vision.shards import ImageRecord, write_shards
+
+    rng, records = np.random.default_rng(0), []
+    (root / "png").mkdir(parents=True, exist_ok=True)
+    for n in range(48):
+        label, noise = IMAGE_CLASSES[n % 3], rng.integers(0, 40, (size, size))
+        stripes = np.where(np.arange(size)[:, None] % 2 == 0, 215, 0)  # rows alternately bright and dark
+        pixels = {"bright": 215 + noise, "dark": noise, "stripes": stripes + noise}[label]
+        path = root / "png" / f"{n:03d}.png"
+        Image.fromarray(pixels.astype(np.uint8), mode="L").save(path)
+        records.append(ImageRecord(str(path), label, "train" if n < 36 else "holdout"))
+    write_shards(records, root / "data", shard_images=10)
+    return root / "data"
+
+
 def digest(model_pt: Path) -> str:
     return weights_digest(torch.load(model_pt, weights_only=True)["state_dict"])
 

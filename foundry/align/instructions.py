@@ -5,15 +5,19 @@
 - add:    "Add: 12 + 30" -> "42"
 - field:  "Value of port in: host = cloud; port = river; user = stone" -> "river"
 - snake:  "Convert to snake_case: riverStoneLight" -> "river_stone_light"
-- repeat: "Repeat: river stone light" -> "river stone light"
-- last:   "Last word of: river stone light" -> "light"
+- repeat: "Repeat: river stone light" -> "river stone light"  (one to five words)
+- last:   "Last word of: river stone light" -> "light"  (two to five words)
 
-Instances draw on a training vocabulary (words, keys, numbers). What decides an instance's pool is what would
-let a model answer a held-out item from memory: its word set (upper, snake, repeat), its number set (sort), its
-operand pair in either order (add), its answer (field, last: a few answer words are held out, and training items
-of those tasks never show them). One hash bucket of those in ten is held out, so no test item is a training
-item reordered, and no field or last-word answer was ever a training answer. Sums cannot be held out without
-withholding the numbers themselves: an `add` answer can be a training sum, never its operands.
+Instances draw on a training vocabulary (words, keys, numbers). What decides an instance's pool is what would let
+a model answer a held-out item from memory: its word set (upper, snake, repeat), its number set (sort), its operand
+pair in either order (add), its answer (field, last: a few answer words are held out, and training items of those
+tasks never show them). One hash bucket of those in ten is held out, so no test item is a training item reordered,
+and no field or last-word answer was ever a training answer. Sums cannot be held out without withholding the
+numbers themselves: an `add` answer can be a training sum, never its operands.
+The copy tasks' training instances copy generated strings instead (`copy_pool`, made from the seed: pronounceable
+words, snake_case, camelCase, abbreviations, words with digits), none of them another task's word or containing an
+out-of-vocabulary word, so many that each recurs in a few instances at most: too few to learn the words instead of
+the copying. Their held-out items copy the training vocabulary's words, which their training items never show.
 The out-of-vocabulary set draws on words, keys and numbers no training instance holds; the copy tasks' (repeat,
 last) on words that occur nowhere else in the instruction set: what it measures is the skill, not the list.
 Preference pairs pair the right answer with a plausible wrong one.
@@ -27,6 +31,7 @@ import json
 import random
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import zip_longest
 from pathlib import Path
 
@@ -50,6 +55,13 @@ TASKS = ("upper", "sort", "add", "field", "snake", "repeat", "last")
 COPY_TASKS = ("repeat", "last")  # the answer copies words of the prompt
 ANSWER_HELD = ("field", "last")  # held out by answer: the answer is one word of the prompt
 HELD_OUT_BUCKETS = 10  # one key hash bucket in ten is held out
+COPY_POOL_SIZE = 20_000  # the bench's 8,000 instances per copy task use each word a few times
+_ONSETS = "b d f g h j k l m n p r s t v w z br ch dr fl gr kl pl sh st tr".split()
+_VOWELS = "a e i o u a e i o u ai ea oo".split()
+_CODAS = ("", "", "", "", "n", "r", "l", "s", "x", "m", "t", "k")
+_CONSONANTS = "bcdfghjklmnprstvwxz"
+_UNSEEN = (*OOV_WORDS, *OOV_KEYS, *COPY_OOV_WORDS)  # no generated word contains one
+_TAKEN = frozenset((*TRAIN_WORDS, *TRAIN_KEYS, *_UNSEEN))  # every other task's words
 
 
 @dataclass(frozen=True)
@@ -95,27 +107,78 @@ def _snake(rng: random.Random, words) -> Instance:
 
 
 def _repeat(rng: random.Random, words) -> Instance:
-    chosen = rng.sample(words, rng.randint(2, 4))
+    chosen = rng.sample(words, rng.randint(1, 5))
     text = " ".join(chosen)
     return Instance("repeat", f"Repeat: {text}", text, _words_key(chosen))
 
 
 def _last(rng: random.Random, words) -> Instance:
-    chosen = rng.sample(words, rng.randint(3, 4))
+    chosen = rng.sample(words, rng.randint(2, 5))  # two at least: the last word is a choice
     return Instance("last", f"Last word of: {' '.join(chosen)}", chosen[-1], chosen[-1])
 
 
-def _vocabulary(task: str, pool: str) -> tuple[list[str], list[str]]:
-    """(words, keys) a pool draws on: training items of the answer-held tasks never show a held-out answer."""
+def _pronounceable(rng: random.Random, syllables: int) -> str:
+    return "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(syllables))
+
+
+def _abbreviation(rng: random.Random) -> str:
+    """buf, ctx: three letters around a vowel, or two to four consonants."""
+    if rng.random() < 0.5:
+        return rng.choice(_CONSONANTS) + rng.choice("aeiou") + rng.choice(_CONSONANTS)
+    return "".join(rng.choice(_CONSONANTS) for _ in range(rng.randint(2, 4)))
+
+
+def _part(rng: random.Random) -> str:
+    """One part of an identifier: a short word or an abbreviation."""
+    return _pronounceable(rng, 1) if rng.random() < 0.6 else _abbreviation(rng)
+
+
+def _generated_word(rng: random.Random) -> str:
+    """A word in one of the shapes code holds: kelbora, tra_min, parseKel, xkr, vend2 (a fifth each)."""
+    shape = rng.randrange(5)
+    if shape == 0:
+        return _pronounceable(rng, rng.randint(1, 3))
+    if shape == 1:
+        return "_".join(_part(rng) for _ in range(2))
+    if shape == 2:
+        first, second = _part(rng), _part(rng)
+        return first + second.capitalize()
+    if shape == 3:
+        return _abbreviation(rng)
+    return _part(rng) + str(rng.randrange(1, 100))
+
+
+def _allowed_in_pool(word: str) -> bool:
+    """Another task's word never; a word containing an out-of-vocabulary word (`tmp_dir`, `walrus7`) neither, so
+    those stay unseen; at most 10 characters, so that a five-word item and its reply stay short."""
+    flat = word.lower().replace("_", "")
+    return len(word) <= 10 and flat not in _TAKEN and not any(u in flat for u in _UNSEEN)
+
+
+@lru_cache(maxsize=4)
+def copy_pool(seed: int = 0) -> tuple[str, ...]:
+    """`COPY_POOL_SIZE` distinct generated words, the same for a seed: what the copy tasks' training items copy."""
+    rng, found = random.Random(f"copy-pool/{seed}"), {}  # a dict, not a set: its order is the draws'
+    while len(found) < COPY_POOL_SIZE:
+        word = _generated_word(rng)
+        if _allowed_in_pool(word):
+            found.setdefault(word, None)
+    return tuple(found)
+
+
+def _vocabulary(task: str, pool: str, seed: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(words, keys) a pool draws on: the copy tasks' training items copy generated words, the training items of
+    the answer-held tasks never show a held-out answer."""
     if pool == "oov":
-        return (COPY_OOV_WORDS if task in COPY_TASKS else OOV_WORDS), OOV_KEYS
+        return tuple(COPY_OOV_WORDS if task in COPY_TASKS else OOV_WORDS), tuple(OOV_KEYS)
+    if pool == "train" and task in COPY_TASKS:
+        return copy_pool(seed), tuple(TRAIN_KEYS)
     if pool == "train" and task in ANSWER_HELD:
-        return [w for w in TRAIN_WORDS if w not in HELD_ANSWERS], TRAIN_KEYS
-    return TRAIN_WORDS, TRAIN_KEYS
+        return tuple(w for w in TRAIN_WORDS if w not in HELD_ANSWERS), tuple(TRAIN_KEYS)
+    return tuple(TRAIN_WORDS), tuple(TRAIN_KEYS)
 
 
-def _draw(task: str, rng: random.Random, pool: str) -> Instance:
-    words, keys = _vocabulary(task, pool)
+def _draw(task: str, rng: random.Random, pool: str, words: tuple[str, ...], keys: tuple[str, ...]) -> Instance:
     oov = pool == "oov"
     if task == "upper":
         return _upper(rng, words)
@@ -146,10 +209,10 @@ def instances(task: str, pool: str, n: int, seed: int = 0, at_most: bool = False
     `at_most`, fewer where the pool holds fewer (addition of two operands below 50 has 2,500 in all)."""
     if pool not in ("train", "test", "oov"):
         raise ValueError(f"pool {pool!r}: train, test or oov")
-    rng = random.Random(f"{task}/{pool}/{seed}")
+    rng, (words, keys) = random.Random(f"{task}/{pool}/{seed}"), _vocabulary(task, pool, seed)
     found: dict[str, Instance] = {}
     for _ in range(200 * n):
-        instance = _draw(task, rng, pool)
+        instance = _draw(task, rng, pool, words, keys)
         if pool == "oov" or held_out(instance) == (pool == "test"):
             found.setdefault(instance.prompt, instance)
         if len(found) == n:
@@ -175,8 +238,8 @@ def plausible_wrong(instance: Instance, rng: random.Random) -> str:
         values = [p.split(" = ")[1] for p in instance.prompt.split(": ", 1)[1].split("; ")]
         others = [v for v in values if v != a]
         return rng.choice(others)
-    if instance.task == "repeat":
-        return " ".join(a.split()[::-1])
+    if instance.task == "repeat":  # the words reversed, or a lone word cut short
+        return " ".join(a.split()[::-1]) if " " in a else a[:-1]
     if instance.task == "last":
         return instance.prompt.split(": ", 1)[1].split()[0]
     return a.replace("_", "")

@@ -15,7 +15,9 @@ from foundry.training.warm_start import warm_started
 
 def align_config(config: FoundryConfig, base: ParentModel) -> FoundryConfig:
     """This run's data and `align` settings with the base's model shape, started from its weights and chat
-    tokenizer (`chat_base`), trained with `train` under `align.train`, registered under `align.model_name`."""
+    tokenizer (`chat_base`), trained with `train` under the method's recipe (`align.sft_train` or
+    `align.dpo_train`) under `align.train`, registered under `align.model_name`. The run's `train` section holds
+    what it trains with, so MLflow's `train.*` params and the recorded config show the values used."""
     raw = warm_started(config, base, config.training_for("align"))
     raw["registry"]["model_name"] = config.align.model_name
     return validate(raw)

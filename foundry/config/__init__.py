@@ -104,13 +104,18 @@ class FoundryConfig(_Section):
     @model_validator(mode="after")
     def _variants_train(self) -> FoundryConfig:
         # An override is checked with the `train` it applies to (fsdp on cpu...) when the config loads, not
-        # when its flow starts.
-        for variant in ("retrain", "align"):
+        # when its flow starts; alignment's under both methods' recipes, whichever align.method is.
+        trainings = {
+            "retrain.train": lambda: self.training_for("retrain"),
+            "align.train over align.sft_train": lambda: self.align.training(self.train, "sft"),
+            "align.train over align.dpo_train": lambda: self.align.training(self.train, "dpo"),
+        }
+        for variant, training in trainings.items():
             try:
-                self.training_for(variant)
+                training()
             except ValidationError as exc:
                 problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
-                raise PydanticCustomError("named_key", f"{variant}.train with train: {problems}") from None
+                raise PydanticCustomError("named_key", f"{variant} with train: {problems}") from None
         return self
 
     @model_validator(mode="after")
@@ -124,8 +129,11 @@ class FoundryConfig(_Section):
         return self
 
     def training_for(self, variant: Literal["retrain", "align"]) -> TrainConfig:
-        """The `train` section a variant trains with: `train`, with the variant's `train` keys in place."""
-        return getattr(self, variant).train.applied_to(self.train)
+        """The `train` section a variant trains with: `train`, with the variant's `train` keys in place (for
+        alignment, align.method's recipe first, then `align.train`'s keys: `AlignConfig.training`)."""
+        if variant == "align":
+            return self.align.training(self.train)
+        return self.retrain.train.applied_to(self.train)
 
     def flat(self) -> dict[str, Any]:
         """Dotted keys to scalar values, the form MLflow params take; a nested section's keys get its name too
@@ -180,10 +188,11 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
         raise ConfigError(f"override {assignment!r} is not of the form section.key=value")
     dotted, text = assignment.split("=", 1)
     parts = dotted.strip().split(".")
-    # section.key, or a variant's override of a `train` key: retrain.train.max_steps
-    if len(parts) not in (2, 3) or not all(parts) or (len(parts) == 3 and parts[1] != "train"):
+    # section.key, or a variant's override of a `train` key: retrain.train.max_steps, align.dpo_train.max_steps
+    if len(parts) not in (2, 3) or not all(parts) or (len(parts) == 3 and parts[1] not in TRAIN_OVERRIDES):
         raise ConfigError(
-            f"override key {dotted!r} must be section.key, e.g. train.max_steps (or retrain.train.KEY, align.train.KEY)"
+            f"override key {dotted!r} must be section.key, e.g. train.max_steps (or retrain.train.KEY, "
+            "align.train.KEY, align.sft_train.KEY, align.dpo_train.KEY)"
         )
     *sections, key = parts
     for depth, section in enumerate(sections):
@@ -212,8 +221,14 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     return validate(raw)
 
 
+# The sections inside a section that override `train`'s keys (`retrain.train`, `align.sft_train`...).
+TRAIN_OVERRIDES = ("train", "sft_train", "dpo_train")
 # Keys whose default is not what a config recorded before the key existed trained with.
-PREDATED_DEFAULTS = {("model", "positions"): "learned", ("train", "optimizer"): "adamw"}
+PREDATED_DEFAULTS = {
+    ("model", "positions"): "learned",
+    ("train", "optimizer"): "adamw",
+    ("align", "replay_fraction"): 0.0,
+}
 # Keys that moved: a variant's own copies of `train` keys, now its `train` override.
 MOVED_TO_OVERRIDE = {
     "retrain": ("max_steps", "learning_rate", "warmup_steps"),

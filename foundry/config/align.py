@@ -7,24 +7,42 @@ from typing import Literal
 from pydantic import Field
 
 from foundry.config.base import _Section
-from foundry.config.training import train_override
+from foundry.config.training import TrainConfig, train_override
 
 AlignTrain = train_override(
     "AlignTrain",
     __name__,
-    "Keys of `train` alignment sets otherwise (batch_size: packed rows for sft, preference pairs for dpo); the "
-    "rest, and any key set to null, are `train`'s.",
-    max_steps=600,
+    "Keys of `train` an alignment sets for either method, over the method's recipe (align.sft_train or "
+    "align.dpo_train); a key left out or null keeps the recipe's, then `train`'s.",
+)
+# The recipes: bench/README.md, "Alignment on the generated instruction set" (SFT: recipe D; DPO: the bench's).
+SftTrain = train_override(
+    "SftTrain",
+    __name__,
+    "Keys of `train` SFT sets otherwise (batch_size: packed rows); align.train's keys win over these, and a key "
+    "left out or null keeps `train`'s.",
+    max_steps=5000,
     batch_size=32,
-    learning_rate=1e-3,
+    learning_rate=3e-3,
     warmup_steps=30,
 )
+DpoTrain = train_override(
+    "DpoTrain",
+    __name__,
+    "Keys of `train` DPO sets otherwise (batch_size: preference pairs); align.train's keys win over these, and a "
+    "key left out or null keeps `train`'s.",
+    max_steps=200,
+    batch_size=32,
+    learning_rate=3e-4,
+    warmup_steps=10,
+)
+Method = Literal["sft", "dpo"]
 
 
 class AlignConfig(_Section):
     """`foundry align MODEL_URI`: instruction tuning (sft) or preference optimisation (dpo) of a registered version."""
 
-    method: Literal["sft", "dpo"] = Field(
+    method: Method = Field(
         "sft",
         description="sft: next-token loss on assistant tokens of chat or prompt/response records; dpo: "
         "preference optimisation on prompt/chosen/rejected records against a frozen copy of the start.",
@@ -34,7 +52,18 @@ class AlignConfig(_Section):
     )
     train: AlignTrain = Field(
         AlignTrain(),
-        description="Keys of `train` alignment sets otherwise; a key left out or null keeps `train`'s value.",
+        description="Keys of `train` set here win for either method over its recipe (align.sft_train or "
+        "align.dpo_train); a key left out or null keeps the recipe's value, then `train`'s.",
+    )
+    sft_train: SftTrain = Field(
+        SftTrain(),
+        description="SFT's recipe: keys of `train` an sft run sets otherwise, unless align.train sets them (5,000 "
+        "steps at 3e-3 with a quarter of the rows replayed passed the gate on the default base: bench/README.md).",
+    )
+    dpo_train: DpoTrain = Field(
+        DpoTrain(),
+        description="DPO's recipe: keys of `train` a dpo run sets otherwise, unless align.train sets them "
+        "(bench/README.md's DPO runs: 200 steps at 3e-4).",
     )
     beta: float = Field(0.1, gt=0, description="DPO: strength of the pull towards the reference model.")
     sft_weight: float = Field(
@@ -44,14 +73,15 @@ class AlignConfig(_Section):
         "policy generating them while it learns the preferences (0: DPO alone).",
     )
     replay_fraction: float = Field(
-        0.0,
+        0.25,
         ge=0,
         lt=1,
-        description="Share of each batch (align.train.batch_size: packed rows for sft, pairs for dpo) that is "
+        description="Share of each batch (the resolved train.batch_size: packed rows for sft, pairs for dpo) that is "
         "windows of the parent's pretraining training split instead, every next token trained, against forgetting. "
         "sft: the windows are rows of the batch, in its one token-mean loss; dpo: the windows' mean next-token loss "
         "is added times windows/pairs, so each window weighs as much as one pair. The version must carry its "
-        "pretraining data version, which the run hydrates and logs as the tag align.replay_source; 0: none.",
+        "pretraining data version, which the run hydrates and logs as the tag align.replay_source (a version "
+        "without one is refused: set 0 to align it without replay); 0: none.",
     )
     prompts: list[str] = Field(
         ["Write in capital letters: river stone", "Add: 12 + 30", "Sort ascending: 41, 7, 19"],
@@ -61,3 +91,12 @@ class AlignConfig(_Section):
     max_new_tokens: int = Field(
         32, ge=1, description="Most tokens of each reply to `prompts` (greedy decoding) logged with an evaluation."
     )
+
+    def recipe_of(self, method: Method) -> SftTrain | DpoTrain:
+        """The method's own `train` keys: `sft_train` or `dpo_train`."""
+        return self.dpo_train if method == "dpo" else self.sft_train
+
+    def training(self, train: TrainConfig, method: Method | None = None) -> TrainConfig:
+        """`train` under the method's recipe under the keys set in `align.train`, validated as one `train`."""
+        recipe = self.recipe_of(method or self.method)
+        return recipe.model_copy(update=self.train.model_dump(exclude_none=True)).applied_to(train)

@@ -2,8 +2,9 @@
 data and, within `evaluation.max_regression`, on the base's pretraining holdout; then against the champion of
 the name it registers under, on the same held-out data, so a weaker version never replaces a stronger one.
 
-sft lowers the held-out response loss; dpo raises the held-out preference accuracy (or keeps it at 1) and
-widens the margin. A measure that is missing fails its check: a comparison not made passes nothing."""
+sft lowers the held-out response loss; dpo keeps the held-out preference accuracy (no lower) and widens the mean
+margin: an SFT start already wins nearly every held-out pair, so DPO's gain is in how surely it wins them. A measure
+that is missing fails its check: a comparison not made passes nothing."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def decide(i: AlignmentInputs) -> Decision:
     if i.method == "sft":
         checks["response_loss"] = beats(a.response_loss, b.response_loss)
     else:
-        checks["preference_accuracy"] = _accuracy(a.preference_accuracy, b.preference_accuracy)
+        checks["preference_accuracy"] = _not_lower(a.preference_accuracy, b.preference_accuracy)
         checks["preference_margin"] = _higher(a.preference_margin, b.preference_margin)
     checks["pretrain_regression"] = _within(a.pretrain_bits_per_byte, b.pretrain_bits_per_byte, i.max_regression)
     if i.incumbent_version is not None:
@@ -28,10 +29,8 @@ def decide(i: AlignmentInputs) -> Decision:
     return Decision.of(i, checks, f"{i.method} {outcome} the alignment gate: " + "; ".join(parts))
 
 
-def _accuracy(a: float | None, b: float | None) -> Check:
-    """Higher, or both at 1: accuracy cannot rise above it."""
-    ok = a is not None and b is not None and (a > b or a == b == 1.0)
-    return Check(passed=ok, candidate=a, reference=b)
+def _not_lower(a: float | None, b: float | None) -> Check:
+    return Check(passed=a is not None and b is not None and a >= b, candidate=a, reference=b)
 
 
 def _higher(a: float | None, b: float | None) -> Check:
@@ -60,7 +59,15 @@ def _compared(name: str, c: Check, i: AlignmentInputs) -> str:
         key = "response_loss" if i.method == "sft" else "preference_accuracy"
     who = f"champion v{i.incumbent_version}" if name == "beats_incumbent" else "base"
     text = f"{key} {_shown(c.candidate)} vs {who} {_shown(c.reference)}"
-    return text + (f" (may lose {i.max_regression})" if name == "pretrain_regression" else "")
+    return text + RULES.get(name, "").format(allowance=i.max_regression)
+
+
+# The rule of each base check that is not plain "better", in the verdict beside its figures.
+RULES = {
+    "pretrain_regression": " (may lose {allowance})",
+    "preference_accuracy": " (may not be lower)",
+    "preference_margin": " (must be wider)",
+}
 
 
 def _shown(value: float | None) -> str:

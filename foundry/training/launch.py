@@ -36,6 +36,8 @@ __all__ = ["TrainingFailed", "check_replicas", "launch", "launch_local", "worker
 TRAIN_ENTRY = "foundry.training.worker"
 # The signals the agent takes over in the main thread (its default TORCHELASTIC_SIGNALS_TO_HANDLE).
 AGENT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+# Seconds between SIGTERM and SIGKILL when the agent stops the ranks (torch: 30 s).
+SHUTDOWN_GRACE_S = 5
 
 
 def world_size(config: FoundryConfig) -> int:
@@ -84,9 +86,10 @@ def launch_config(config: FoundryConfig, log_dir: Path, tee: bool = True) -> Lau
         role="train",
         local_addr="127.0.0.1",  # no look-up of this host's name: loopback only
         max_restarts=config.train.max_restarts,
-        # A failure is noticed within 0.1 s; the agent then sends the other ranks SIGTERM, and SIGKILL 30 s later
-        # (fixed in torch: a rank stuck where SIGTERM cannot reach it costs that long).
+        # A failure is noticed within 0.1 s; the agent then sends the other ranks SIGTERM, and SIGKILL
+        # SHUTDOWN_GRACE_S later (`_grace_kept`): a rank stuck where SIGTERM cannot reach it costs that long.
         monitor_interval=0.1,
+        shutdown_timeout=SHUTDOWN_GRACE_S,
         logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=Std.ALL, tee=Std.ALL if tee else Std.NONE),
         log_line_prefix_template="[rank${rank}]: ",
     )
@@ -111,6 +114,21 @@ def _signals_kept() -> Iterator[None]:
             os.environ.pop("TORCHELASTIC_SIGNALS_TO_HANDLE", None)
         else:
             os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = variable
+
+
+@contextmanager
+def _grace_kept() -> Iterator[None]:
+    """torch's agent stops a failed group with its own fixed 30 s between SIGTERM and SIGKILL, whatever
+    `shutdown_timeout` says (that one it keeps for its final shutdown); here both use `shutdown_timeout`. A rank
+    killed early loses nothing saved: checkpoints are written whole, then renamed."""
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+
+    saved = LocalElasticAgent._stop_workers
+    LocalElasticAgent._stop_workers = lambda self, worker_group, *args: self._shutdown(timeout=self._shutdown_timeout)
+    try:
+        yield
+    finally:
+        LocalElasticAgent._stop_workers = saved
 
 
 @contextmanager
@@ -149,7 +167,12 @@ def run_ranks(config: FoundryConfig, args: list[str], log_dir: Path) -> None:
     logged = bool(logging.getLogger().handlers)
     spec = launch_config(config, log_dir, tee=not logged)
     try:
-        with _signals_kept(), _no_name_lookups(), forwarded(log_dir, spec.run_id) if logged else nullcontext():
+        with (
+            _signals_kept(),
+            _no_name_lookups(),
+            _grace_kept(),
+            forwarded(log_dir, spec.run_id) if logged else nullcontext(),
+        ):
             elastic_launch(spec, sys.executable)(*args)
     except ChildFailedError as exc:
         raise TrainingFailed(describe(exc.failures, world_size(config), log_dir)) from exc

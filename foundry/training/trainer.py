@@ -24,6 +24,7 @@ from foundry.contracts import Replay
 from foundry.data.manifest import DatasetManifest
 from foundry.data.shards import load_split
 from foundry.training.adapters import lora_spec, save_peft_adapter
+from foundry.training.sharding import Rank0Buffers, fsdp_units, has_batch_norm
 from foundry.vision.finetune import warm_start_state
 from foundry.vision.training import build_vision_module, image_shards, rank0_buffers, saved_extra, vision_loaders
 from models.data import RandomWindows, SequentialWindows
@@ -117,16 +118,16 @@ def _loaders(
     return train, val
 
 
-def _strategy(t: TrainConfig):
-    from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy
+def _strategy(t: TrainConfig, units: set[type] | None = None):
+    """DDP, or FSDP (`foundry.training.sharding`) with `units` wrapped one by one (default: the GPT's blocks)."""
+    from lightning.pytorch.strategies import DDPStrategy
 
     timeout = timedelta(seconds=t.collective_timeout_s)  # a dead or stuck rank ends the group, not hangs it
     if t.strategy == "fsdp":
-        # Full state dicts gathered on rank 0: checkpoints and model.pt look the same as with DDP.
-        # One unit per block, so only a block or two is ever gathered whole (what foundry/training/plan.py assumes).
+        from foundry.training.sharding import fsdp_strategy
         from models.gpt import Block
 
-        return FSDPStrategy(timeout=timeout, state_dict_type="full", auto_wrap_policy={Block})
+        return fsdp_strategy(timeout, {Block} if units is None else units, uses_gpu(t))
     return DDPStrategy(timeout=timeout) if t.devices * t.num_nodes > 1 else "auto"
 
 
@@ -155,6 +156,7 @@ def _trainer(
     progress: bool,
     progress_file: Path | None = None,
     callbacks: tuple = (),
+    units: set[type] | None = None,
 ):
     import lightning as L
     from lightning.pytorch.loggers import MLFlowLogger
@@ -175,7 +177,7 @@ def _trainer(
         num_nodes=t.num_nodes,
         precision=resolve_precision(t),
         deterministic=t.deterministic,
-        strategy=_strategy(t),
+        strategy=_strategy(t, units),
         max_steps=t.max_steps,
         accumulate_grad_batches=t.grad_accum_steps,
         gradient_clip_val=t.grad_clip or None,
@@ -266,7 +268,9 @@ def train(
     lora = config.finetune.method == "lora"
     share = module.add_adapters(lora_spec(config)) if lora else None  # after the warm start, before a resume
     io = ManifestCheckpointIO(checkpoint_dir, config.checkpoint.keep_last, config.checkpoint.async_save)
-    trainer = _trainer(config, run_id, io, progress, progress_file, callbacks)
+    if config.train.strategy == "fsdp" and has_batch_norm(module):  # DDP's handling of BatchNorm, under FSDP
+        callbacks = (*callbacks, Rank0Buffers())
+    trainer = _trainer(config, run_id, io, progress, progress_file, callbacks, fsdp_units(module))
     rank, world = trainer.global_rank, trainer.world_size
     if shards is not None:
         train_loader, val_loader = vision_loaders(config, data_dir, rank, world)
@@ -282,7 +286,7 @@ def train(
         if trainer.global_rank == 0:
             torch.save(adapters, checkpoint_dir / "adapter.pt")
             save_peft_adapter(module.model.config.to_dict(), adapters, config, checkpoint_dir)
-    if shards is not None:  # BatchNorm's statistics, which DDP does not reduce: rank 0's on every rank
+    if shards is not None:  # BatchNorm's statistics, which neither DDP nor FSDP reduces: rank 0's on every rank
         rank0_buffers(module)
     state = trainer.strategy.lightning_module_state_dict()  # all ranks: a collective under FSDP
     weights = {k.removeprefix("model."): v.detach().cpu() for k, v in state.items()}

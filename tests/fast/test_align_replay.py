@@ -64,7 +64,7 @@ def test_replay_that_cannot_work_is_refused_naming_the_setting(overrides, replay
 
 
 def test_replayed_rows_are_the_share_of_the_batch_at_least_one():
-    assert replayed_rows(config_with("train.batch_size=32"), "chat", None) == 0
+    assert replayed_rows(config_with("align.replay_fraction=0", "train.batch_size=32"), "chat", None) == 0
     share = config_with("align.replay_fraction=0.25", "train.batch_size=32")
     assert replayed_rows(share, "chat", SOURCE) == replayed_rows(share, "preference", SOURCE) == 8
     tiny = config_with("align.replay_fraction=0.01", "train.batch_size=8")
@@ -83,6 +83,8 @@ def test_the_flow_refuses_replay_for_a_version_without_a_pretraining_data_versio
         config={},
         source_manifest=SourceManifest(source="s", digest="d", files=0, bytes=0, entries=[]),
     )
-    with pytest.raises(ValueError, match="models:/x/1 records none"):
-        replay_source.fn(config_with(f"align.method={method}", "align.replay_fraction=0.25"), parent, tmp_path)
-    assert replay_source.fn(config_with(f"align.method={method}"), parent, tmp_path) is None  # nothing hydrated
+    # The default replays a quarter: refused, naming the fix, rather than trained into a gate it cannot pass.
+    with pytest.raises(ValueError, match="models:/x/1 records none .* set align.replay_fraction=0"):
+        replay_source.fn(config_with(f"align.method={method}"), parent, tmp_path)
+    without = config_with(f"align.method={method}", "align.replay_fraction=0")
+    assert replay_source.fn(without, parent, tmp_path) is None  # nothing hydrated

@@ -275,13 +275,16 @@ def test_flat_has_dotted_keys():
     assert flat["train.max_steps"] == config.train.max_steps
     assert flat["train.num_nodes"] == config.train.num_nodes and flat["train.devices"] == config.train.devices
     assert flat["registry.model_name"] == config.registry.model_name
-    assert all(key.count(".") == 1 for key in flat if ".train." not in key)
+    overrides = {"retrain.train": config.retrain.train, "align.train": config.align.train}
+    overrides |= {"align.sft_train": config.align.sft_train, "align.dpo_train": config.align.dpo_train}
+    assert all(key.count(".") == 1 for key in flat if key.rsplit(".", 1)[0] not in overrides)
     # One entry per field of every section, a variant's `train` override counted by the keys it sets.
     sections = [getattr(config, s) for s in FoundryConfig.model_fields]
-    overrides = [config.retrain.train, config.align.train]
-    expected = sum(len(type(s).model_fields) for s in sections) - 2 + sum(len(o.model_dump()) for o in overrides)
+    expected = sum(len(type(s).model_fields) for s in sections) - len(overrides)
+    expected += sum(len(o.model_dump()) for o in overrides.values())
     assert len(flat) == expected
-    assert flat["align.train.max_steps"] == config.align.train.max_steps
+    assert "align.train.max_steps" not in flat  # unset: each method's recipe holds it
+    assert (flat["align.sft_train.max_steps"], flat["align.dpo_train.max_steps"]) == (5000, 200)
 
 
 def test_flat_follows_overrides():

@@ -1,16 +1,36 @@
 """The generated instruction set's held-out items are held out: read back from the files `foundry align` and the
 bench read, no test item shares its word set, number set, operand pair (in either order) or, where the task
 allows, its answer with a training item (SFT records or DPO pairs); the copy tasks' unseen words occur nowhere
-else; the earlier tasks' out-of-vocabulary sets are the ones earlier benches measured."""
+else; the copy tasks train on thousands of generated words, none of them another task's, each in a few instances;
+the set is the same in every process for a seed; the earlier tasks' out-of-vocabulary sets are the ones earlier
+benches measured."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
+from collections import Counter
 
 import pytest
+from conftest import REPO_ROOT
 
-from foundry.align.instructions import COPY_OOV_WORDS, COPY_TASKS, TASKS, instances, reused, write_instruction_set
+from foundry.align.instructions import (
+    COPY_OOV_WORDS,
+    COPY_POOL_SIZE,
+    COPY_TASKS,
+    OOV_KEYS,
+    OOV_WORDS,
+    TASKS,
+    TRAIN_KEYS,
+    TRAIN_WORDS,
+    copy_pool,
+    instances,
+    reused,
+    write_instruction_set,
+)
 
 PREFIXES = {
     "Write in capital letters: ": "upper",
@@ -111,3 +131,56 @@ def test_the_bench_measure_of_reuse_finds_only_adds_sums():
     for task in TASKS:
         counts |= reused(instances(task, "train", 2000, at_most=True), instances(task, "test", 100))
     assert {t: c for t, c in counts.items() if c != {"key": 0, "answer": 0}} == {"add": {"key": 0, "answer": 100}}
+
+
+def copied_words(prompt: str) -> list[str]:
+    return prompt.split(": ", 1)[1].split()
+
+
+def test_the_copy_tasks_train_on_thousands_of_words_none_in_more_than_a_few_instances(written):
+    copy_prompts = {p for p, _ in trained(written) if task_of(p) in COPY_TASKS}  # SFT and DPO share prompts
+    instances_of = Counter(w for p in copy_prompts for w in set(copied_words(p)))
+    assert len(instances_of) > 5000 and max(instances_of.values()) <= 6
+
+
+def test_the_copy_tasks_train_on_one_to_five_words_and_last_on_two_at_least(written):
+    counts = {t: set() for t in COPY_TASKS}
+    for prompt, _ in trained(written):
+        if task_of(prompt) in COPY_TASKS:
+            counts[task_of(prompt)].add(len(copied_words(prompt)))
+    assert counts == {"repeat": {1, 2, 3, 4, 5}, "last": {2, 3, 4, 5}}
+
+
+def test_the_copy_pool_holds_every_shape_and_no_word_of_another_task(written):
+    pool = copy_pool(0)
+    shapes = {
+        "snake_case": [w for w in pool if "_" in w],
+        "camelCase": [w for w in pool if w != w.lower()],
+        "with digits": [w for w in pool if any(c.isdigit() for c in w)],
+        "plain": [w for w in pool if w.isalpha() and w.islower()],
+    }
+    other_tasks = " ".join(p + " " + a for p, a in trained(written) if task_of(p) not in COPY_TASKS)
+    for name in ("test", "oov"):
+        other_tasks += " " + " ".join(e["prompt"] + " " + e["answer"] for e in read(written[name]))
+    other_words = set(other_tasks.replace(",", " ").replace(";", " ").split())
+    fixed = {*TRAIN_WORDS, *TRAIN_KEYS, *OOV_WORDS, *OOV_KEYS, *COPY_OOV_WORDS}
+    containing_unseen = [w for w in pool if any(u in w.lower().replace("_", "") for u in COPY_OOV_WORDS)]
+    assert len(set(pool)) == COPY_POOL_SIZE and all(len(words) > 2000 for words in shapes.values())
+    assert not set(pool) & (fixed | other_words) and containing_unseen == []
+
+
+def test_the_instruction_set_is_the_same_in_every_process_for_a_seed_and_another_for_another_seed(tmp_path):
+    """String hashing differs between processes: a pool built through a set would differ too."""
+    script = "import sys; from pathlib import Path; from foundry.align.instructions import write_instruction_set; "
+    script += "write_instruction_set(Path(sys.argv[1]), train=300, test=20, pairs=50, seed=int(sys.argv[2]))"
+    for name, seed, hash_seed in (("a", 0, "1"), ("b", 0, "2"), ("c", 1, "1")):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / name), str(seed)], cwd=REPO_ROOT, env=env, check=True
+        )
+    files = [f.relative_to(tmp_path / "a") for f in sorted((tmp_path / "a").rglob("*.jsonl"))]
+    same = [(tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files]
+    other_seed = (tmp_path / "a" / "sft" / "train.jsonl").read_bytes() != (
+        tmp_path / "c" / "sft" / "train.jsonl"
+    ).read_bytes()
+    assert len(files) == 5 and all(same) and other_seed

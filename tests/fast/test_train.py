@@ -106,17 +106,31 @@ def test_precision_auto_is_bf16_on_gpu_and_fp32_on_cpu():
     assert resolve_precision(tiny("train.accelerator=gpu", "train.precision=32-true").train) == "32-true"
 
 
-def test_fsdp_is_gpu_only_and_keeps_full_state_dicts():
+def test_fsdp_keeps_full_state_dicts_and_runs_on_gpus_as_lightning_has_it_and_on_cpu_ranks():
     from lightning.pytorch.strategies import FSDPStrategy
 
+    from foundry.training.sharding import CpuFSDPStrategy
     from foundry.training.trainer import _strategy
 
-    with pytest.raises(ConfigError, match="strategy fsdp needs accelerator gpu"):
-        tiny("train.strategy=fsdp")
-    sharded = ("train.strategy=fsdp", "train.accelerator=gpu", "train.optimizer=adamw", "train.collective_timeout_s=42")
-    strategy = _strategy(tiny(*sharded).train)
-    assert isinstance(strategy, FSDPStrategy) and strategy._state_dict_type == "full"
+    with pytest.raises(ConfigError, match="optimizer muon needs whole matrices"):
+        tiny("train.strategy=fsdp", "train.optimizer=muon")
+    sharded = ("train.strategy=fsdp", "train.optimizer=adamw", "train.collective_timeout_s=42")
+    strategy = _strategy(tiny(*sharded, "train.accelerator=gpu").train)
+    assert type(strategy) is FSDPStrategy and strategy._state_dict_type == "full"
     assert strategy._timeout.total_seconds() == 42
+    assert type(_strategy(tiny(*sharded).train)) is CpuFSDPStrategy  # accelerator cpu: gloo ranks
+
+
+def test_fsdp_wraps_each_block_of_a_gpt_or_vit_and_a_cnn_whole():
+    from foundry.training.sharding import fsdp_units
+    from models.gpt import Block as TextBlock
+    from models.vision import Block as VisionBlock
+    from models.vision import ImageClassifier, VisionConfig
+
+    assert fsdp_units(build_module(tiny(), 512)) == {TextBlock}
+    vit = ImageClassifier(VisionConfig(num_classes=3, arch="vit", image_size=8, n_layer=1, n_embd=16))
+    assert fsdp_units(vit) == {VisionBlock}
+    assert fsdp_units(ImageClassifier(VisionConfig(num_classes=3, widths=(4,)))) == set()
 
 
 def test_compile_keeps_parameter_names():

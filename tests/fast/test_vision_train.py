@@ -9,17 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import assert_resumes_exactly, digest, tiny
+from helpers import IMAGE_CLASSES, assert_resumes_exactly, digest, tiny, write_image_dataset
 from lightning.pytorch import Callback
-from PIL import Image
 
 from foundry.checkpointing.manifest import read_manifest
 from foundry.training.progress import read_progress
-from foundry.vision.shards import ImageRecord, write_shards
 from foundry.vision.training import HoldoutBatches, ShardBatches
 from models.vision import classifier_from_saved
 
-CLASSES = ("bright", "dark", "stripes")
+CLASSES = IMAGE_CLASSES
 SIZE = 12
 # Every optimizer step from two micro-batches, each augmented: the loader's position, the micro-batch count and
 # the augmentation's seeds all have to come back on resume. 36 training images of 8 a batch: 4 batches an epoch,
@@ -35,28 +33,9 @@ SETTINGS = (
 )
 
 
-def _pixels(label: str, rng: np.random.Generator) -> np.ndarray:
-    noise = rng.integers(0, 40, (SIZE, SIZE))
-    if label == "bright":
-        return 215 + noise
-    if label == "dark":
-        return noise
-    return np.where(np.arange(SIZE)[:, None] % 2 == 0, 215, 0) + noise  # rows alternately bright and dark
-
-
 @pytest.fixture(scope="module")
 def image_dataset(tmp_path_factory) -> Path:
-    """48 gray 12x12 images of three classes, 36 for training in 4 shards and 12 held out in 2."""
-    root = tmp_path_factory.mktemp("images")
-    rng, records = np.random.default_rng(0), []
-    for n in range(48):
-        label = CLASSES[n % 3]
-        path = root / "png" / f"{n:03d}.png"
-        path.parent.mkdir(exist_ok=True)
-        Image.fromarray(_pixels(label, rng).astype(np.uint8), mode="L").save(path)
-        records.append(ImageRecord(str(path), label, "train" if n < 36 else "holdout"))
-    write_shards(records, root / "data", shard_images=10)
-    return root / "data"
+    return write_image_dataset(tmp_path_factory.mktemp("images"), SIZE)
 
 
 class StopAt(Callback):

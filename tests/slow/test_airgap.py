@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO_ROOT
+from helpers import NO_BASELINES
 
 NETAUDIT = REPO_ROOT / "tests" / "netaudit"  # sitecustomize.py (the audit hook) and loopback_up.py
 MODEL_NAME = "airgap-gpt"
@@ -30,6 +31,8 @@ CANARY_TEXT = (  # passes every cleaning rule; the e-mail address makes the PII 
     "who helped at the harvest festival last autumn.\n"
 )
 RECORD = re.compile(r"purge-\d{8}T\d{6}-[0-9a-f]{8}")
+# Recorded with the version: the purge's retrain and `foundry reproduce` evaluate the same way.
+QUICK_EVALUATION = [arg for value in NO_BASELINES for arg in ("--set", value)]
 
 
 def loopback_only_prefix() -> list[str]:
@@ -168,8 +171,9 @@ def test_tiny_pipeline_passes_with_loopback_only_and_no_process_tries_to_leave(t
         log,
         *("-m", "foundry.cli", "run", "--config", "configs/tiny.yaml"),
         *("--set", "registry.model_name=airgap-gpt", "--set", "data.workers=2"),
-        *("--set", "train.devices=2", "--set", "train.max_steps=30"),
+        *("--set", "train.devices=2", "--set", "train.max_steps=15"),  # one validation; no figure is read
         *("--set", f"data.source={canary_source(tmp_path)}"),
+        *QUICK_EVALUATION,
         timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]

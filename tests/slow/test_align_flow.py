@@ -131,6 +131,9 @@ def test_dpo_from_the_sft_version_through_the_cli(aligned_model, instruction_set
         tags
     )
     run = client.get_run(dpo.run_id)
+    # The default replay: the SFT version carries its base's pretraining data version, and DPO replays it too.
+    assert run.data.params["align.replay_fraction"] == "0.25" and "train/dpo_replay_nll" in run.data.metrics
+    assert run.data.tags["align.replay_source"] == tags["pretrain.data_version"]
     for key in ("train/dpo_margin", "train/dpo_accuracy", "train/dpo_kl", "val/dpo_accuracy"):
         assert key in run.data.metrics, key
     for who in ("base", "align"):

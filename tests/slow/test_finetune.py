@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import REPO_ROOT, run_page
-from helpers import wait_for_checkpoint
+from helpers import NO_BASELINES, wait_for_checkpoint
 
 from foundry import tracking
 from foundry.config import load_config
@@ -26,7 +26,8 @@ ADAPTER_ARTIFACTS = {"adapter/adapter.pt", "adapter/adapter_config.json", "adapt
 
 def domain(*overrides: str):
     steps = ["train.max_steps=20", "train.warmup_steps=2", "train.val_every_n_steps=10"]
-    return load_config(REPO_ROOT / "configs" / "tiny.yaml", [f"data.source={DOMAIN}", *steps, *overrides])
+    sets = [f"data.source={DOMAIN}", *steps, *NO_BASELINES, *overrides]  # the gates read bits/byte, not baselines
+    return load_config(REPO_ROOT / "configs" / "tiny.yaml", sets)
 
 
 def weights(model_uri: str, home: Path) -> dict[str, torch.Tensor]:
@@ -123,6 +124,7 @@ def test_a_specialist_that_forgets_the_base_is_refused_and_its_domain_data_is_sc
         "train.learning_rate=0.02",
         "evaluation.max_regression=0",
         "finetune.model_name=it-gpt-forgetful",
+        *NO_BASELINES,
     ]
     argv = ["finetune", base_model[1].model_uri, "--config", str(REPO_ROOT / "configs" / "tiny.yaml")]
     for override in overrides:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import REPO_ROOT, run_page
+from helpers import NO_BASELINES
 
 from foundry import tracking
 from foundry.config import load_config
@@ -163,7 +164,7 @@ def test_each_parent_is_scored_on_its_own_holdout(specialists, base_uri, base_mo
 
     a, _, _ = specialists
     steps = ["train.max_steps=10", "train.warmup_steps=2", "train.val_every_n_steps=10"]
-    config = tiny("data.source=stdlib://importlib", "finetune.model_name=mg-importlib", *steps)
+    config = tiny("data.source=stdlib://importlib", "finetune.model_name=mg-importlib", *steps, *NO_BASELINES)
     domain = finetune(model=base_uri, config=config)
     result = merge(models=[a, domain.model_uri], config=tiny("merge.method=linear", "merge.model_name=mg-mixed"))
     on_a, on_domain, on_base = result.decision.inputs.scores

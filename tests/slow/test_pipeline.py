@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import REPO_ROOT, champion_copy, run_page
+from helpers import NO_BASELINES
 
 from foundry.config import load_config
 
@@ -140,7 +141,9 @@ def test_second_run_goes_through_the_gate_on_the_same_holdout(first_run, prefect
     _, first = first_run
     champion = champion_copy(first, "pl-second")  # a name of its own: it-gpt stays as the other tests see it
     # Fewer steps: worse; and a gain no run makes, so the gate must refuse whatever five steps learn.
-    second = train_pipeline(config=tiny("pl-second", "train.max_steps=5", "evaluation.min_improvement=100"))
+    second = train_pipeline(
+        config=tiny("pl-second", "train.max_steps=5", "evaluation.min_improvement=100", *NO_BASELINES)
+    )
     # Built on the champion's ledger (a new input, so prepared again): every document keeps its split, and
     # the same documents on their own ledger are the same bytes, hence the same data version.
     assert second.model_version != champion and second.data_version == first.data_version
@@ -183,7 +186,7 @@ def test_champion_is_rescored_on_a_different_holdout_and_review_mode_waits(first
     # share. The champion's recorded score no longer applies: it is re-scored on this holdout. Trained on the
     # new documents too, and longer, it beats the champion there; forgetting is allowed: the gate passes.
     overrides = ("data.sources=[stdlib://json]", "train.max_steps=300", "evaluation.max_regression=10")
-    third = train_pipeline(config=tiny("pl-review", *overrides, "registry.auto_promote=false"))
+    third = train_pipeline(config=tiny("pl-review", *overrides, "registry.auto_promote=false", *NO_BASELINES))
     assert third.data_version != first.data_version
     client = MlflowClient()
     assert client.get_run(third.run_id).data.metrics["data/new_docs"] > 0

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import REPO_ROOT, champion_copy, failing_mlflow_server, prefect_events, run_page
+from helpers import NO_BASELINES
 from synthetic import synthetic_docs
 
 from foundry import tracking
@@ -23,7 +24,7 @@ from foundry.config import load_config
 
 
 def tiny(name: str, *overrides: str):
-    return load_config(REPO_ROOT / "configs" / "tiny.yaml", [f"registry.model_name={name}", *overrides])
+    return load_config(REPO_ROOT / "configs" / "tiny.yaml", [f"registry.model_name={name}", *NO_BASELINES, *overrides])
 
 
 def splits(data_dir: Path) -> dict[str, str]:
@@ -91,6 +92,7 @@ def test_foundry_retrain_sees_changed_sources_and_keeps_the_splits(
         "retrain.train.max_steps=10",
         "data.fetch_backoff_s=0.1",
         "evaluation.min_improvement=100",  # the gate must refuse: one outcome, whatever ten steps learn
+        *NO_BASELINES,
     ]
     config = load_config(REPO_ROOT / "configs" / "tiny.yaml", overrides)
     acquire_source(config.data, tmp_path / "earlier.json")  # what an earlier acquire left in the local copies

@@ -15,6 +15,7 @@ from pathlib import Path
 import optuna
 import pytest
 from conftest import REPO_ROOT, run_page
+from helpers import NO_BASELINES
 from optuna.trial import TrialState
 
 from foundry.config import load_config
@@ -27,6 +28,7 @@ SETS = [
     "search.trial_max_steps=60",  # long enough to be caught in the middle
     "train.max_steps=20",  # what --train-best trains: the config's own length, not the trials'
     "registry.model_name=it-search-gpt",
+    *NO_BASELINES,  # --train-best's evaluation: no test reads a compressor's score
 ]
 
 
