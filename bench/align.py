@@ -129,6 +129,13 @@ def scores(model, tokenizer, template, sets: dict[str, list[dict]], pairs: list[
     out = {name: exact_match(model, tokenizer, template, examples) for name, examples in sets.items()}
     eot = tokenizer.token_to_id("<|endoftext|>")
     out["pairs"] = preference_scores(model, pairs_from_examples(pairs, tokenizer, template), 32, eot)
+    by_task: dict[str, list[dict]] = {}
+    for pair in pairs:
+        by_task.setdefault(pair["task"], []).append(pair)
+    out["pairs_by_task"] = {  # where the lost pairs are
+        task: preference_scores(model, pairs_from_examples(group, tokenizer, template), 32, eot)["preference_accuracy"]
+        for task, group in by_task.items()
+    }
     return out
 
 
@@ -151,6 +158,9 @@ def report(results: dict, tasks: list[str]) -> str:
         "| pairs | preference accuracy | " + " | ".join(f"{p['preference_accuracy']:.3f}" for p in pairs) + " |"
     )
     lines.append("| pairs | log-prob margin | " + " | ".join(f"{p['preference_margin']:.2f}" for p in pairs) + " |")
+    for task in tasks:
+        row = " | ".join(f"{results[m]['pairs_by_task'][task]:.2f}" for m in ("base", "sft", "dpo"))
+        lines.append(f"| pairs | preference accuracy, {task} | {row} |")
     return "\n".join(lines)
 
 

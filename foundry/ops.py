@@ -82,7 +82,10 @@ def start_mlflow(port: int, home: Path, log: Path, artifacts: str | None = None)
             "--workers",
             "1",
         ],
-        env={**os.environ, **TELEMETRY_OFF},
+        # No job runner unless the user asks for one: it serves MLflow's GenAI jobs (online scoring, trace
+        # archival), which Foundry never submits, and it is one more process importing all of MLflow at each
+        # start, beside the server's two.
+        env={"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ, **TELEMETRY_OFF},
         stdout=open(log, "ab"),
         stderr=subprocess.STDOUT,
     )

@@ -29,7 +29,7 @@ POLL = {"poll_interval": 0.05}
 FAST_LANE, SLOW_LANE = REPO_ROOT / "tests" / "fast", REPO_ROOT / "tests" / "slow"
 # Fixtures that start a server or train through the flows: a test using one, directly or through another
 # fixture, belongs to tests/slow/.
-SLOW_FIXTURES = {"prefect_harness", "moto_s3", "base_model", "aligned_model", "vision_run"}
+SLOW_FIXTURES = {"prefect_harness", "mlflow_server", "moto_s3", "base_model", "aligned_model", "vision_run"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
@@ -65,6 +65,52 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=180):
         yield
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory):
+    """A real MLflow tracking server on 127.0.0.1 (its own SQLite store, artifacts served from a folder), one per
+    session: each start costs seconds of imports and migrations. Yields (state, running, store): `state["server"]`
+    is the current `ops.Server`; `running()` waits until it answers, starting it again on the same port and store
+    when a test stopped it; `store` reads the SQLite store directly, server or not. Its artifacts lie under
+    `state["home"] / "mlflow" / "served-artifacts"`."""
+    import socket
+
+    from mlflow import MlflowClient
+
+    from foundry import ops
+    from foundry.env import mlflow_db_uri
+
+    home = tmp_path_factory.mktemp("mlflow-server")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    state = {"server": ops.start_mlflow(port, home, home / "mlflow.log"), "home": home}
+
+    def running():
+        if state["server"].process.poll() is not None:
+            _port_released(port)  # its workers may outlive it a moment, holding the port
+            state["server"] = ops.start_mlflow(port, home, home / "mlflow.log")
+        ops.wait_healthy(state["server"], timeout=180)
+
+    try:
+        running()
+        yield state, running, MlflowClient(tracking_uri=mlflow_db_uri(home))
+    finally:
+        ops.stop([state["server"]])
+
+
+def _port_released(port: int, timeout: float = 60) -> None:
+    import socket
+    import time
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) != 0:
+                return
+        time.sleep(0.1)
+    raise TimeoutError(f"something still listens on port {port}")
 
 
 # Every socket connection and name lookup this test process makes, to prove nothing leaves loopback.

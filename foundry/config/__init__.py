@@ -8,6 +8,7 @@ Defaults in these files are the source of truth; `params.yaml` is written from t
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -17,7 +18,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from pydantic_core import PydanticCustomError
 
 from foundry.config.adapt import FinetuneConfig, MergeConfig
-from foundry.config.align import AlignConfig
+from foundry.config.align import AlignConfig, SftTrain
 from foundry.config.base import _Section
 from foundry.config.data import PII_KINDS, DataConfig
 from foundry.config.describe import commented_yaml
@@ -103,7 +104,7 @@ class FoundryConfig(_Section):
 
     @model_validator(mode="after")
     def _variants_train(self) -> FoundryConfig:
-        # An override is checked with the `train` it applies to (fsdp on cpu...) when the config loads, not
+        # An override is checked with the `train` it applies to (fsdp with muon...) when the config loads, not
         # when its flow starts; alignment's under both methods' recipes, whichever align.method is.
         trainings = {
             "retrain.train": lambda: self.training_for("retrain"),
@@ -223,11 +224,15 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
 
 # The sections inside a section that override `train`'s keys (`retrain.train`, `align.sft_train`...).
 TRAIN_OVERRIDES = ("train", "sft_train", "dpo_train")
+# Before the methods' recipes `align.train` alone applied over `train`: its null keys meant `train`'s values.
+_NO_RECIPE = {key: None for key in SftTrain.model_fields}
 # Keys whose default is not what a config recorded before the key existed trained with.
 PREDATED_DEFAULTS = {
     ("model", "positions"): "learned",
     ("train", "optimizer"): "adamw",
     ("align", "replay_fraction"): 0.0,
+    ("align", "sft_train"): _NO_RECIPE,
+    ("align", "dpo_train"): _NO_RECIPE,
 }
 # Keys that moved: a variant's own copies of `train` keys, now its `train` override.
 MOVED_TO_OVERRIDE = {
@@ -249,7 +254,7 @@ def as_recorded(raw: dict[str, Any]) -> dict[str, Any]:
     upgraded = json.loads(json.dumps(raw))
     for (section, key), value in PREDATED_DEFAULTS.items():
         if isinstance(upgraded.get(section), dict):
-            upgraded[section].setdefault(key, value)
+            upgraded[section].setdefault(key, copy.deepcopy(value))
     for section, keys in MOVED_TO_OVERRIDE.items():
         values = upgraded.get(section)
         if isinstance(values, dict) and any(key in values for key in keys):

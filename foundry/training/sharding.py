@@ -35,8 +35,6 @@ class CpuFSDPStrategy(FSDPStrategy):
     def _setup_model(self, model: torch.nn.Module) -> torch.nn.Module:
         from torch.distributed.fsdp import FullyShardedDataParallel
 
-        if self.root_device.type != "cpu":
-            return super()._setup_model(model)
         return FullyShardedDataParallel(
             module=model,
             cpu_offload=self.cpu_offload,
@@ -47,16 +45,12 @@ class CpuFSDPStrategy(FSDPStrategy):
         )
 
     def lightning_module_state_dict(self) -> dict:
-        if self.root_device.type != "cpu":
-            return super().lightning_module_state_dict()
         with _full_state_dict(self.model):
             return self.model.state_dict()
 
     def optimizer_state(self, optimizer) -> dict:
         from torch.distributed.fsdp import FullyShardedDataParallel, OptimStateKeyType
 
-        if self.root_device.type != "cpu":
-            return super().optimizer_state(optimizer)
         optimizer = getattr(optimizer, "_optimizer", optimizer)  # a LightningOptimizer's own
         with _full_state_dict(self.model):
             state = FullyShardedDataParallel.optim_state_dict(self.model, optimizer)

@@ -24,7 +24,7 @@ from foundry.contracts import Replay
 from foundry.data.manifest import DatasetManifest
 from foundry.data.shards import load_split
 from foundry.training.adapters import lora_spec, save_peft_adapter
-from foundry.training.sharding import Rank0Buffers, fsdp_units, has_batch_norm
+from foundry.training.sharding import Rank0Buffers, fsdp_strategy, fsdp_units, has_batch_norm
 from foundry.vision.finetune import warm_start_state
 from foundry.vision.training import build_vision_module, image_shards, rank0_buffers, saved_extra, vision_loaders
 from models.data import RandomWindows, SequentialWindows
@@ -124,7 +124,6 @@ def _strategy(t: TrainConfig, units: set[type] | None = None):
 
     timeout = timedelta(seconds=t.collective_timeout_s)  # a dead or stuck rank ends the group, not hangs it
     if t.strategy == "fsdp":
-        from foundry.training.sharding import fsdp_strategy
         from models.gpt import Block
 
         return fsdp_strategy(timeout, {Block} if units is None else units, uses_gpu(t))

@@ -88,3 +88,15 @@ def test_a_version_aligned_before_loads_with_what_it_trained_with():
     assert config.align.replay_fraction == 0.0
     del recorded["align"]["replay_fraction"]
     assert validate(as_recorded(recorded)).align.replay_fraction == 0.0
+
+
+@pytest.mark.parametrize("method", ["sft", "dpo"])
+def test_a_null_align_train_key_recorded_before_the_recipes_still_means_trains_value(method):
+    """Before the recipes a null key of `align.train` kept `train`'s value, not a recipe's (5,000 steps for sft)."""
+    recorded = FoundryConfig().model_dump(mode="json")
+    old_train = {"max_steps": None, "batch_size": 32, "learning_rate": None, "warmup_steps": 30}
+    recorded["align"] = {"method": method, "model_name": "foundry-chat", "train": old_train, "replay_fraction": 0.0}
+    recorded["train"] |= {"max_steps": 7, "learning_rate": 0.002, "warmup_steps": 30, "batch_size": 32}
+    config = validate(as_recorded(recorded))
+    assert recipe(config.training_for("align")) == (7, 0.002, 30, 32)
+    assert "sft_train" not in recorded["align"]  # the record itself is left as it was

@@ -113,7 +113,7 @@ def test_each_train_key_is_defined_once():
         assert not own & (set(TrainConfig.model_fields) - {"train"}), section
 
 
-def test_variant_defaults_train_as_before():
+def test_variants_train_their_own_recipe_keys_over_train_by_default():
     config = FoundryConfig()
     retrain, align = config.training_for("retrain"), config.training_for("align")
     assert (retrain.max_steps, retrain.learning_rate, retrain.warmup_steps, retrain.batch_size) == (200, 1e-3, 20, 32)

@@ -76,6 +76,44 @@ def test_muon_groups_leave_frozen_parameters_out():
     assert {id(p) for g in groups for p in g["params"]} == trainable
 
 
+def old_rule(model: torch.nn.Module, blocks: str, never_decayed: tuple[str, ...] = ()) -> list[dict]:
+    """The groups before weight decay was chosen by name (models/decay.py): Muon's matrices by shape under
+    `blocks`, every other trainable parameter decayed when `p.dim() >= 2` (a ViT's positions never)."""
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    hidden = [p for n, p in trainable if p.dim() == 2 and n.startswith(blocks)]
+    rest = [(n, p) for n, p in trainable if all(p is not h for h in hidden)]
+    decayed = [p for n, p in rest if p.dim() >= 2 and n not in never_decayed]
+    groups = [
+        {"params": decayed, "weight_decay": 0.1},
+        {"params": [p for _, p in rest if all(p is not d for d in decayed)], "weight_decay": 0.0},
+    ]
+    return groups + ([{"params": hidden, "muon": True, "lr": 0.02, "weight_decay": 0.1}] if hidden else [])
+
+
+def shown(groups: list[dict]) -> list[tuple]:
+    return [(sorted((k, v) for k, v in g.items() if k != "params"), [id(p) for p in g["params"]]) for g in groups]
+
+
+@pytest.mark.parametrize("positions", ["learned", "rotary"])
+@pytest.mark.parametrize("lora", [False, True])
+def test_muon_groups_of_a_gpt_are_the_ones_the_shape_rule_gave(positions, lora):
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32, positions=positions))
+    if lora:
+        add_lora(model, LoRASpec(rank=2))
+    assert shown(muon_groups(model, 0.1, 0.02)) == shown(old_rule(model, "blocks."))
+
+
+@pytest.mark.parametrize("arch", ["vit", "cnn"])
+def test_muon_adamw_of_an_image_classifier_groups_as_the_shape_rule_did(arch):
+    from models.lit_vision import muon_adamw
+    from models.vision import ImageClassifier, VisionConfig
+
+    model = ImageClassifier(VisionConfig(num_classes=3, arch=arch, image_size=8, n_layer=2, n_embd=16, widths=(4, 8)))
+    ours = muon_adamw(model, 1e-3, 0.02, 0.1).param_groups
+    before = MuonAdamW(old_rule(model, "net.blocks.", ("net.pos",)), lr=1e-3, betas=(0.9, 0.95)).param_groups
+    assert shown(ours) == shown(before) and len(ours) == (3 if arch == "vit" else 2)
+
+
 def test_muon_refuses_a_vector():
     with pytest.raises(ValueError, match="2-D parameters only"):
         MuonAdamW([{"params": [torch.nn.Parameter(torch.zeros(4))], "muon": True}], lr=0.02)

@@ -111,12 +111,13 @@ def test_batched_greedy_replies_are_the_one_at_a_time_ones(aligned_model, instru
     assert greedy_replies(model, tokenizer, ChatTemplate(), chats, 8, batch=4) == alone
 
 
-def test_dpo_from_the_sft_version_through_the_cli(aligned_model, instruction_set, capsys):
+def test_dpo_from_the_sft_version_through_the_cli(aligned_model, base_model, instruction_set, capsys):
     from mlflow import MlflowClient
 
     from foundry.cli import main
 
     _, sft = aligned_model
+    _, base = base_model
     argv = ["align", sft.model_uri, "--config", TINY_ALIGN, "--set", "align.model_name=it-chat"]
     argv += ["--set", "align.method=dpo", "--set", f"data.source={instruction_set['dpo'].parent}"]
     assert main(argv) == 0
@@ -133,7 +134,7 @@ def test_dpo_from_the_sft_version_through_the_cli(aligned_model, instruction_set
     run = client.get_run(dpo.run_id)
     # The default replay: the SFT version carries its base's pretraining data version, and DPO replays it too.
     assert run.data.params["align.replay_fraction"] == "0.25" and "train/dpo_replay_nll" in run.data.metrics
-    assert run.data.tags["align.replay_source"] == tags["pretrain.data_version"]
+    assert run.data.tags["align.replay_source"] == tags["pretrain.data_version"] == base.data_version
     for key in ("train/dpo_margin", "train/dpo_accuracy", "train/dpo_kl", "val/dpo_accuracy"):
         assert key in run.data.metrics, key
     for who in ("base", "align"):

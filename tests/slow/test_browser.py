@@ -121,7 +121,7 @@ def servers(chromium, tmp_path_factory):
             **env,
             "PREFECT_API_URL": f"{urls[0]}/api",
             "MLFLOW_TRACKING_URI": urls[1],
-            "PREFECT_RUNNER_POLL_FREQUENCY": "2",
+            "PREFECT_RUNNER_POLL_FREQUENCY": "1",  # a run is picked up within a second of its creation
         }
         serve = subprocess.Popen(
             cli + ["serve", "--config", str(REPO_ROOT / "configs" / "tiny.yaml")],
@@ -194,7 +194,7 @@ def ui_run(chromium, servers):
         "the flow run did not finish",
         lambda: (run := _flow_run(prefect, flow_run_id))["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED") and run,
         timeout=480,
-        every=3,
+        every=0.5,
     )
     yield page, done
     page.close()
@@ -308,7 +308,7 @@ def test_in_review_mode_the_champion_set_in_the_mlflow_ui_is_what_retrain_starts
             (run := _flow_run(prefect, flow_run["id"]))["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED") and run
         ),
         timeout=300,
-        every=3,
+        every=0.5,
     )
     assert done["state"]["type"] == "COMPLETED", done["state"]
     run_id, _ = _mlflow_run_id(mlflow, flow_run["id"])

@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import shutil
-import socket
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from conftest import tracking_uri
 from helpers import register_tagged, tiny
 from synthetic import synthetic_docs
 
-from foundry import ops, tracking
+from foundry import tracking
 from foundry.contracts import DataVersion
 from foundry.fleet import purge, purge_apply
 from foundry.fs import remove_tree
@@ -26,19 +25,13 @@ CANARY = "quokka marmalade"
 BUCKET, REMOTE = "purge-remote", "s3://purge-remote/dvc"
 
 
-@pytest.fixture(scope="module")
-def mlflow_server(tmp_path_factory):
-    """A real MLflow server with its own SQLite store, serving artifacts from a folder: (url, that folder)."""
-    root = tmp_path_factory.mktemp("mlflow-server")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = ops.start_mlflow(port, root, root / "mlflow.log")
-    try:
-        ops.wait_healthy(server, timeout=180)
-        yield server.url, root / "mlflow" / "served-artifacts"
-    finally:
-        ops.stop([server])
+@pytest.fixture
+def mlflow_artifacts_server(mlflow_server):
+    """The session's real MLflow server (tests/conftest.py `mlflow_server`), with its own SQLite store, serving
+    artifacts from a folder: (url, that folder)."""
+    state, running, _ = mlflow_server
+    running()
+    return state["server"].url, state["home"] / "mlflow" / "served-artifacts"
 
 
 def corpus(source: Path) -> None:
@@ -58,7 +51,9 @@ def bucket_objects(s3) -> dict[str, bytes]:
     return {key: s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() for key in keys}
 
 
-def test_apply_purges_an_s3_remote_and_a_tracking_servers_artifacts(s3_env, mlflow_server, tmp_path, monkeypatch):
+def test_apply_purges_an_s3_remote_and_a_tracking_servers_artifacts(
+    s3_env, mlflow_artifacts_server, tmp_path, monkeypatch
+):
     from prefect.settings import PREFECT_HOME, temporary_settings
 
     from foundry.data.acquire import acquire_source
@@ -66,7 +61,7 @@ def test_apply_purges_an_s3_remote_and_a_tracking_servers_artifacts(s3_env, mlfl
     from foundry.data.prepare import prepare
     from foundry.data.versioning import version_dataset
 
-    url, served = mlflow_server
+    url, served = mlflow_artifacts_server
     s3_env.create_bucket(Bucket=BUCKET)
     home = tmp_path / "home"
     monkeypatch.setenv("FOUNDRY_HOME", str(home))
@@ -83,7 +78,9 @@ def test_apply_purges_an_s3_remote_and_a_tracking_servers_artifacts(s3_env, mlfl
         run_id = register_tagged(config, "purge-s3", tags).run_id
         tracking.set_tags(run_id, tags)
         tracking.log_artifact(run_id, tmp_path / "train.jsonl", "data")
-        assert any(CANARY.encode() in p.read_bytes() for p in served.rglob("train.jsonl"))
+        # This run's folder alone: the session's server keeps other modules' artifacts beside it.
+        ours = served / tracking.client().get_run(run_id).info.artifact_uri.removeprefix("mlflow-artifacts:/")
+        assert any(CANARY.encode() in p.read_bytes() for p in ours.rglob("train.jsonl"))
 
         plan = purge.plan(home, criterion, "request 17")
         assert plan.unchecked == () and len(plan.documents) == 6
@@ -100,8 +97,8 @@ def test_apply_purges_an_s3_remote_and_a_tracking_servers_artifacts(s3_env, mlfl
         assert not [key for key, body in objects.items() if CANARY.encode() in body]
         md5s = {key.removeprefix("dvc/files/md5/").replace("/", "") for key in objects}
         assert not md5s & ({f.md5 for f in hit.files} | {data.data_version + ".dir"})  # token shards too
-        assert not [p for p in served.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
-        (train,) = served.rglob("data/train.jsonl")  # scrubbed in place, the other lines kept
+        assert not [p for p in ours.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
+        (train,) = ours.rglob("data/train.jsonl")  # scrubbed in place, the other lines kept
         assert 0 < len(train.read_text().splitlines()) < len((tmp_path / "train.jsonl").read_text().splitlines())
 
         new = record.replaced[data.data_version]

@@ -79,7 +79,7 @@ def stack(tmp_path_factory, moto_s3):
             "PREFECT_API_URL": f"{prefect.url}/api",
             "MLFLOW_TRACKING_URI": mlflow.url,
             "FOUNDRY_HOME": str(root / "worker"),
-            "PREFECT_RUNNER_POLL_FREQUENCY": "2",
+            "PREFECT_RUNNER_POLL_FREQUENCY": "1",  # a run is picked up within a second of its creation
             "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true",
             # The operator's settings: the deployments' forms may use this source folder and this remote.
             "FOUNDRY_SOURCE_ROOTS": str(root / "source"),
@@ -112,12 +112,13 @@ def _run_deployment(stack, name: str, parameters: dict, timeout: float = 600):
         deadline = time.time() + 120
         while True:  # `foundry serve` registers the deployments once it has imported everything
             try:
-                return run_deployment(name, parameters=parameters, timeout=timeout)
+                # Asked every second whether it finished (Prefect's default, 5 s, was idle time after each run).
+                return run_deployment(name, parameters=parameters, timeout=timeout, poll_interval=1)
             except Exception as exc:  # ObjectNotFound until registered
                 if time.time() > deadline or stack["serve"].poll() is not None:
                     log = (stack["logs"] / "serve.log").read_text()[-3000:]
                     raise AssertionError(f"{name} never became runnable: {exc}\n{log}") from exc
-                time.sleep(2)
+                time.sleep(0.5)
 
 
 def _example_automation_was_created_then_removed(stack) -> None:
@@ -137,7 +138,7 @@ def _example_automation_was_created_then_removed(stack) -> None:
                 break
             except ValueError:
                 assert time.time() < deadline, (stack["logs"] / "serve.log").read_text()[-3000:]
-                time.sleep(2)
+                time.sleep(0.5)
         with get_client(sync_client=True) as client:
             reproduce = client.read_deployment_by_name("reproduce/reproduce")
         assert [a.deployment_id for a in automation.actions] == [reproduce.id]
@@ -156,7 +157,7 @@ def _finished(stack, runs, timeout: float = 600) -> list:
             current = [client.read_flow_run(run.id) for run in runs]
             if all(run.state.is_final() for run in current) or time.time() > deadline:
                 return current
-            time.sleep(2)
+            time.sleep(0.5)
 
 
 def _state_names(stack, run) -> list[str]:

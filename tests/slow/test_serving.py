@@ -50,18 +50,27 @@ def fresh_venv(base_model, tmp_path_factory):
         mlflow.artifacts.download_artifacts("models:/it-gpt@champion", dst_path=str(tmp_path_factory.mktemp("m")))
     )
     requirements = model_dir / "requirements.txt"
-    with tempfile.TemporaryDirectory(prefix="served-venv-") as venv:
-        run([sys.executable, "-m", "venv", venv], timeout=300)
+    venv = tempfile.mkdtemp(prefix="served-venv-")
+    try:
+        # No pip inside (ensurepip writes a thousand files): this interpreter's pip installs into it, by --python.
+        run([sys.executable, "-m", "venv", "--without-pip", venv], timeout=300)
         python = Path(venv) / "bin" / "python"
         install_offline(python, requirements)
         yield python, requirements.read_text().split()
+    finally:
+        # Over a gigabyte of files (torch, MLflow's dependencies): deleting them took a minute of the lane on a
+        # busy disk, with nothing to compute. They go in the background, beside the next tests.
+        subprocess.Popen(
+            ["rm", "-rf", venv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
 
 
 def install_offline(python: Path, requirements: Path) -> None:
     """`requirements` installed into `python`'s virtualenv from the wheelhouse alone: this machine's pip settings
     (local wheel folders, extra indexes) are left out."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
-    command = [str(python), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(WHEELHOUSE)]
+    command = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-index"]
+    command += ["--find-links", str(WHEELHOUSE)]
     run([*command, "--no-compile", "-r", str(requirements)], timeout=900, env=env)
 
 

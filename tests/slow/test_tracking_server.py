@@ -5,7 +5,6 @@ marks the known points: it forwards every request, and the test decides what hap
 from __future__ import annotations
 
 import http.server
-import socket
 import threading
 import urllib.error
 import urllib.request
@@ -13,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from conftest import tracking_uri
+from conftest import POLL, tracking_uri
 
 from foundry import ops, tracking
 from foundry.registry import versions
@@ -22,24 +21,6 @@ from models.gpt import GPT, GPTConfig
 
 ALIAS = "/api/2.0/mlflow/registered-models/alias"
 GET_MODEL = "/api/2.0/mlflow/registered-models/get"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def listening_stopped(port: int, timeout: float = 60) -> None:
-    import time
-
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) != 0:
-                return
-        time.sleep(0.5)
-    raise TimeoutError(f"something still listens on port {port}")
 
 
 class Proxy(http.server.ThreadingHTTPServer):
@@ -91,37 +72,20 @@ class Forward(http.server.BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A real MLflow server (its own SQLite store and artifacts), started again on the same port and store
-    when a test stopped it; the store can also be read directly, server or not."""
-    from mlflow import MlflowClient
-
-    from foundry.env import mlflow_db_uri
-
-    home = tmp_path_factory.mktemp("mlflow-server")
-    port = free_port()
-    state = {"server": ops.start_mlflow(port, home, home / "mlflow.log")}
-
-    def running():
-        if state["server"].process.poll() is not None:
-            listening_stopped(port)  # its workers may outlive it a moment, holding the port
-            state["server"] = ops.start_mlflow(port, home, home / "mlflow.log")
-        ops.wait_healthy(state["server"], timeout=180)
-
+@pytest.fixture
+def server(mlflow_server):
+    """The session's MLflow server (tests/conftest.py `mlflow_server`), running: (state, running, store). A test
+    may stop it; the next one to ask for it gets it started again on the same port and store."""
+    _, running, _ = mlflow_server
     running()
-    try:
-        yield state, running, MlflowClient(tracking_uri=mlflow_db_uri(home))
-    finally:
-        ops.stop([state["server"]])
+    return mlflow_server
 
 
 @pytest.fixture
 def proxy(server, monkeypatch):
-    state, running, _ = server
-    running()
+    state, _, _ = server
     front = Proxy(state["server"].url)
-    threading.Thread(target=front.serve_forever, daemon=True).start()
+    threading.Thread(target=front.serve_forever, kwargs=POLL, daemon=True).start()
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "0")
     try:
@@ -177,24 +141,6 @@ def test_a_failed_alias_gives_back_the_aliases_taken_and_deletes_the_version(pro
     assert str(versions.champion("srv-undo").version) == first.version
 
 
-def test_a_server_stopped_just_before_registration_leaves_nothing(server, proxy, logged):
-    state, _, store = server
-    run_id, uri = logged
-
-    down = threading.Event()
-
-    def stop_first(method, path, body):
-        if path == GET_MODEL and not down.is_set():  # registration's first call
-            ops.stop([state["server"]])
-            down.set()
-        return 502 if down.is_set() else None  # gone: nothing answers
-
-    proxy.before = stop_first
-    with pytest.raises(Exception, match="502"):
-        versions.publish(uri, "srv-before", run_id, {}, True, "no champion yet")
-    assert store.search_model_versions("name='srv-before'") == []  # the server's own store
-
-
 def test_a_server_stopped_mid_publication_leaves_no_version_that_looks_registered(server, proxy, logged):
     """Stopped right after the new version took the `challenger` alias, before `champion`: nothing can be
     undone then. The version stays marked pending and not promoted, and the next judging of the model
@@ -228,3 +174,22 @@ def test_a_server_stopped_mid_publication_leaves_no_version_that_looks_registere
     assert versions.recover("srv-mid") == ["2"]
     assert names(tracking.client().search_model_versions("name='srv-mid'")) == ["1"]
     assert str(versions.alias("srv-mid", "challenger").version) == "1"
+
+
+# Last in the module: it leaves the server stopped, and starting it again (seconds) is paid only by a later user.
+def test_a_server_stopped_just_before_registration_leaves_nothing(server, proxy, logged):
+    state, _, store = server
+    run_id, uri = logged
+
+    down = threading.Event()
+
+    def stop_first(method, path, body):
+        if path == GET_MODEL and not down.is_set():  # registration's first call
+            ops.stop([state["server"]])
+            down.set()
+        return 502 if down.is_set() else None  # gone: nothing answers
+
+    proxy.before = stop_first
+    with pytest.raises(Exception, match="502"):
+        versions.publish(uri, "srv-before", run_id, {}, True, "no champion yet")
+    assert store.search_model_versions("name='srv-before'") == []  # the server's own store
