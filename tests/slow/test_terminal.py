@@ -13,6 +13,7 @@ from collections import Counter
 
 import pytest
 from conftest import REPO_ROOT
+from helpers import NO_BASELINES
 
 PREFECT_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} \| (\w+)\s*\| (.*?) - (.*)$")
 MLFLOW_LINE = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (\w+) ")
@@ -34,7 +35,7 @@ def output(tmp_path_factory) -> list[str]:
         + ["--set", "registry.model_name=terminal-gpt"]
         # No training text before the holdout for the compression baselines: on the whole standard library the
         # default 16 MiB of it cost xz -9e and PPMd about 25 s, and this test reads the output, not the scores.
-        + ["--set", "evaluation.compression_context_bytes=0", "--set", "evaluation.strong_context_bytes=0"],
+        + [arg for setting in NO_BASELINES for arg in ("--set", setting)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,  # as a terminal interleaves them
