@@ -46,6 +46,8 @@ class Aligned:
 
 
 def parse_args() -> argparse.Namespace:
+    from foundry.align.instructions import TRAIN_PER_TASK
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", help="registered base version (default: champion of foundry-gpt, or train one)")
     parser.add_argument("--home", type=Path, default=DEFAULT_HOME, help="FOUNDRY_HOME kept between runs")
@@ -53,7 +55,7 @@ def parse_args() -> argparse.Namespace:
         "--sft", help="a registered SFT version to evaluate and start DPO from, instead of training one"
     )
     parser.add_argument("--dpo", help="a registered DPO version to evaluate, instead of training one from the SFT")
-    parser.add_argument("--train", type=int, default=8000, help="training instances per task (at most)")
+    parser.add_argument("--train", type=int, default=TRAIN_PER_TASK, help="training instances per task (at most)")
     parser.add_argument("--test", type=int, default=100, help="held-out and out-of-vocabulary instances per task")
     parser.add_argument("--pairs", type=int, default=1000, help="training preference pairs per task")
     parser.add_argument(

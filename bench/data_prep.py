@@ -1,26 +1,40 @@
-"""Data preparation throughput: Prefect tasks on Dask (1 and 2 workers) against a plain single-core loop.
+"""Data preparation throughput: Prefect tasks on Dask (1 and 2 workers, a local or an external cluster)
+against a plain single-core loop.
 
-    python bench/data_prep.py [--repeats 3] [--scale 10 | --no-scale] [--scale-all] [--scale-repeats 3]
+    python bench/data_prep.py [--repeats 3] [--kinds K,K,...] [--scale 10 | --no-scale]
+                              [--scaled-kinds K,K,... | --scale-all] [--scale-repeats 3]
 
-All runs prepare the default corpus (`stdlib://`, the same acquired files) with the default config:
+All runs prepare the default corpus (`stdlib://`, the same acquired files) with the default config.
+The kinds:
 - plain: the same steps done by the libraries, called directly in one loop, holding the corpus in
   lists (read, decode, normalise, scrub, quality rules, sha256, datasketch MinHash and LSH, the
   byte-guaranteed holdout, tokenizers BPE training on the same content-hash sample of at most
   `tokenizer.max_train_bytes` of the train split, encoding, numpy token files);
-- in-process: `run_prepare` with `data.workers: 1` (the default: no cluster);
+- in-process: `run_prepare` with `data.workers: 1` (the default, `foundry prepare`: no cluster);
 - dask-1 / dask-2: `run_prepare` with `data.scheduler: local`, `data.workers: 1|2`: a Prefect flow whose
   partition steps are task runs on a Dask LocalCluster (against a Prefect server started beforehand,
-  as in the pipeline), cluster start and shutdown included.
+  as in the pipeline), cluster start and shutdown included;
+- dask-1-warm / dask-2-warm: the same on a LocalCluster started, and warmed by a small preparation,
+  before the clock (`data.scheduler` its address);
+- dask-ext-2: `data.scheduler` the address of an external cluster, started before the clock as
+  separate processes on loopback: `dask scheduler` and 2 x `dask worker` (1 thread, no memory limit,
+  the pipeline's worker environment), cold (bench/_dask_cluster.py).
 Each run is a fresh process pinned with sched_setaffinity to as many cores as it has workers (the
-plain loop and in-process: one), tokenizer threads included; Dask workers inherit the pinning.
-Imports happen before the clock starts. Peak RSS is the largest of the process and its children.
+plain loop and in-process: one), tokenizer threads included; Dask workers, local or external, inherit
+the pinning. Imports happen before the clock starts. Every cluster is shut down and its processes
+waited for before peak RSS is read, so each run reports the peak RSS of its own process (`self`), of
+its largest child process (`children`: a Dask worker) and the larger of the two (`peak RSS`: the
+memory of the largest single process); the external cluster's also per worker and for the scheduler.
 Every run reports the sha256 of its train and holdout token streams: all runs of one corpus must
 agree (same documents, same tokens), or the benchmark says so and exits 1. Each kind runs `--repeats`
 times, interleaved with the others so drifting load hits them alike, and the median counts.
+`--kinds` chooses the 1x kinds (default: all but dask-ext-2).
 `--scale N` also prepares N copies of the corpus (letters rotated per copy, so no copy is a duplicate
-of another) in-process, `--scale-repeats` times, to show how time and peak memory follow the corpus
-size; `--scale-all` runs plain, dask-1 and dask-2 on it too (tens of minutes on 2 cores), where the
-cluster's fixed cost weighs less. The last line is the headline.
+of another; 13 copies are 158 MB) with the `--scaled-kinds` (default in-process), `--scale-repeats`
+times, to show how time and peak memory follow the corpus size; `--scale-all` is plain, in-process,
+dask-1 and dask-2 (tens of minutes on 2 cores), where the cluster's fixed cost weighs less. The last
+line is the headline: 2 workers (dask-2, dask-ext-2) against 1 (in-process) at each size, and each
+kind's peak RSS per process on the scaled corpus against 1x.
 """
 
 from __future__ import annotations
@@ -36,6 +50,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _dask_cluster import start_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -158,30 +174,6 @@ def _timed_steps(timings: dict, dask: bool) -> None:
         tasks.data_parallel.prepare = prepare
 
 
-def _warm_cluster(workers: int):
-    """A running LocalCluster whose workers have already run a small preparation (imports done)."""
-    from distributed import LocalCluster
-
-    from foundry.config import load_config
-    from foundry.data.acquire import acquire_source
-    from tasks.data_parallel import WORKER_ENV, environment_kept, run_prepare
-
-    with environment_kept():
-        cluster = LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address="127.0.0.1:0",
-            env=WORKER_ENV,
-        )
-    overrides = ["data.source=stdlib://json", f"data.scheduler={cluster.scheduler_address}", "model.block_size=8"]
-    config = load_config(None, [*overrides, f"data.workers={workers}"])
-    warm = Path(tempfile.mkdtemp())
-    run_prepare(acquire_source(config.data, warm / "m.json"), config, warm / "prepared", progress=False)
-    return cluster
-
-
 def child(kind: str, workers: int, manifest_path: Path, out: Path) -> None:
     """One measurement, in this (pinned) process; prints a JSON line."""
     os.environ.setdefault("FOUNDRY_HOME", str(out.parent / "home"))
@@ -202,21 +194,23 @@ def child(kind: str, workers: int, manifest_path: Path, out: Path) -> None:
         result = plain_loop(manifest.entries, config, out)
         seconds = time.perf_counter() - start
         result["tokens_sha256"] = {split: stream_digest([out / f"{split}.bin"]) for split in ("train", "holdout")}
+        processes = {}
     else:
         from tasks.data_parallel import run_prepare
 
-        overrides = [] if kind == "in-process" else ["data.scheduler=local", f"data.workers={workers}"]
-        if kind.endswith("warm"):  # an existing cluster, started and warmed before the clock
-            cluster = _warm_cluster(workers)
-            overrides[0] = f"data.scheduler={cluster.scheduler_address}"
-        config = load_config(None, overrides)
-        if kind != "in-process":
-            import distributed  # noqa: E401,F401
+        address, stop = start_cluster(kind, workers, out.parent / "dask")  # -warm, dask-ext: before the clock
+        try:
+            scheduler = ["data.scheduler=" + (address or "local"), f"data.workers={workers}"]
+            config = load_config(None, [] if kind == "in-process" else scheduler)
+            if kind != "in-process":
+                import distributed  # noqa: E401,F401
 
-        _timed_steps(timings, dask=kind != "in-process")
-        start = time.perf_counter()
-        m = run_prepare(manifest, config, out, progress=False).manifest
-        seconds = time.perf_counter() - start
+            _timed_steps(timings, dask=kind != "in-process")
+            start = time.perf_counter()
+            m = run_prepare(manifest, config, out, progress=False).manifest
+            seconds = time.perf_counter() - start
+        finally:
+            processes = stop()  # every process of the cluster waited for: in RUSAGE_CHILDREN from here on
         result = {
             "docs_out": m.count("docs_out"),
             "train_tokens": m.train_tokens,
@@ -226,12 +220,11 @@ def child(kind: str, workers: int, manifest_path: Path, out: Path) -> None:
                 for split in ("train", "holdout")
             },
         }
-    rss = max(
-        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    )
-    print(json.dumps({"seconds": seconds, "rss_mb": rss / 1024, "steps": timings, **result}), flush=True)
-    if kind.endswith("warm"):
-        cluster.close()
+    # ru_maxrss of the children is the largest single child's: with our own, the peak of any one process.
+    rss_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss_children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    rss = {"rss_mb": max(rss_self, rss_children), "rss_self_mb": rss_self, "rss_children_mb": rss_children}
+    print(json.dumps({"seconds": seconds, **rss, **processes, "steps": timings, **result}), flush=True)
 
 
 def run(kind: str, workers: int, cores: int | None, manifest: Path, work: Path, env: dict) -> dict:
@@ -273,8 +266,25 @@ def conditions() -> str:
     )
 
 
-PLAN = [("plain", 1, 1), ("in-process", 1, 1), ("dask-1", 1, 1), ("dask-2", 2, 2)]
-WARM = [("dask-1-warm", 1, 1), ("dask-2-warm", 2, 2)]
+# kind: (workers, cores it is pinned to)
+KINDS = {
+    "plain": (1, 1),
+    "in-process": (1, 1),
+    "dask-1": (1, 1),
+    "dask-2": (2, 2),
+    "dask-1-warm": (1, 1),
+    "dask-2-warm": (2, 2),
+    "dask-ext-2": (2, 2),
+}
+DEFAULT_1X = "plain,in-process,dask-1,dask-2,dask-1-warm,dask-2-warm"
+SCALE_ALL = "plain,in-process,dask-1,dask-2"
+
+
+def plan_of(kinds: str) -> list[tuple[str, int, int]]:
+    unknown = [k for k in kinds.split(",") if k not in KINDS]
+    if unknown:
+        raise SystemExit(f"unknown kinds {unknown}; choose from {', '.join(KINDS)}")
+    return [(k, *KINDS[k]) for k in kinds.split(",")]
 
 
 def measure(plan: list, repeats: int, manifest: Path, work: Path, mb: float, label: str) -> dict[str, list[dict]]:
@@ -291,10 +301,20 @@ def measure(plan: list, repeats: int, manifest: Path, work: Path, mb: float, lab
                 runs.setdefault(kind, []).append(r)
                 print(
                     f"  {label} {kind:11s} {r['seconds']:7.2f} s  {mb / r['seconds']:5.2f} MB/s  peak RSS "
-                    f"{r['rss_mb']:5.0f} MB  " + "  ".join(f"{k} {v:.2f}" for k, v in r["steps"].items()),
+                    f"{r['rss_mb']:5.0f} MB ({processes(r)})  "
+                    + "  ".join(f"{k} {v:.2f}" for k, v in r["steps"].items()),
                     flush=True,
                 )
     return runs
+
+
+def processes(r: dict) -> str:
+    """Peak RSS per process: this one, its largest child, and for an external cluster each process."""
+    text = f"self {r['rss_self_mb']:.0f}, children {r['rss_children_mb']:.0f}"
+    if "rss_workers_mb" in r:
+        workers = "/".join(f"{w:.0f}" for w in r["rss_workers_mb"])
+        text += f"; workers {workers}, scheduler {r['rss_scheduler_mb']:.0f}"
+    return text
 
 
 def median_seconds(runs: dict[str, list[dict]], kind: str) -> float:
@@ -311,12 +331,55 @@ def same_output(runs: dict[str, list[dict]], label: str) -> bool:
 OUTPUT = ("docs_out", "train_tokens", "holdout_tokens", "tokens_sha256")
 
 
+def figures_1x(runs: dict[str, list[dict]], mb: float) -> list[str]:
+    """The headline's 1x figures, for the kinds that ran."""
+    t = {kind: median_seconds(runs, kind) for kind in runs}
+    parts = [f"plain loop {mb / t['plain']:.2f} MB/s"] if "plain" in t else []
+    if "dask-1" in t:
+        vs = f" = {t['dask-1'] / t['plain']:.2f}x the plain loop's time (target <= 1.25x)" if "plain" in t else ""
+        parts.append(f"dask 1 worker {mb / t['dask-1']:.2f} MB/s{vs}")
+    if {"dask-1", "dask-2"} <= t.keys():
+        parts.append(f"dask-2 {t['dask-1'] / t['dask-2']:.2f}x faster than dask-1")
+    if {"plain", "dask-1-warm", "dask-2-warm"} <= t.keys():
+        w1, w2 = t["dask-1-warm"], t["dask-2-warm"]
+        parts.append(f"warm cluster: {w1 / t['plain']:.2f}x, {w1 / w2:.2f}x")
+    if "in-process" in t:
+        parts.append(f"in-process {mb / t['in-process']:.2f} MB/s")
+        parts.append(f"peak RSS 1x {max(r['rss_mb'] for r in runs['in-process']):.0f} MB")
+    return parts + two_against_one(t, "")
+
+
+def two_against_one(t: dict[str, float], target: str) -> list[str]:
+    """Issue 29's speed-up: 2 workers (a local or an external cluster) against `foundry prepare`'s default."""
+    kinds = [k for k in ("dask-2", "dask-ext-2") if k in t and "in-process" in t]
+    return [f"{k} vs in-process: 2 workers {t['in-process'] / t[k]:.2f}x faster than 1{target}" for k in kinds]
+
+
+def figures_scaled(scaled: dict[str, list[dict]], runs: dict[str, list[dict]], mb: float, scale: int) -> list[str]:
+    """The headline's figures on the scaled corpus; memory against the same kind at 1x."""
+    t = {kind: median_seconds(scaled, kind) for kind in scaled}
+    parts = [", ".join(f"{k} {mb / seconds:.2f} MB/s" for k, seconds in t.items())]
+    if {"plain", "dask-1"} <= t.keys():
+        parts.append(f"dask 1 worker {t['dask-1'] / t['plain']:.2f}x plain")
+    if {"dask-1", "dask-2"} <= t.keys():
+        parts.append(f"dask-2 {t['dask-1'] / t['dask-2']:.2f}x faster than dask-1")
+    parts += two_against_one(t, " (target >= 1.7x)")
+    both = [k for k in scaled if k in runs]
+    peak = {k: (max(r["rss_mb"] for r in runs[k]), max(r["rss_mb"] for r in scaled[k])) for k in both}
+    ratios = ", ".join(f"{k} {big / small:.2f}x ({small:.0f} -> {big:.0f} MB)" for k, (small, big) in peak.items())
+    if ratios:
+        parts.append(f"peak RSS of the largest process {scale}x/1x: {ratios} (target <= 1.5x)")
+    return parts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="runs of each 1x measurement; the median counts")
+    parser.add_argument("--kinds", default=DEFAULT_1X, help=f"kinds to run at 1x, of {', '.join(KINDS)}")
     parser.add_argument("--scale", type=int, default=10, help="copies of the corpus for the scaled runs")
     parser.add_argument("--no-scale", action="store_true", help="skip the scaled corpus")
-    parser.add_argument("--scale-all", action="store_true", help="on the scaled corpus, also plain, dask-1 and dask-2")
+    parser.add_argument("--scaled-kinds", help="kinds to run on the scaled corpus (default: in-process)")
+    parser.add_argument("--scale-all", action="store_true", help=f"the same as --scaled-kinds {SCALE_ALL}")
     parser.add_argument("--scale-repeats", type=int, default=3, help="runs of each scaled measurement; the median")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
@@ -325,6 +388,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         return child(args.child, args.workers, args.manifest, args.out)
+    if args.scale_all and args.scaled_kinds:
+        parser.error("--scale-all and --scaled-kinds both choose the scaled kinds: give one")
+    plan, scaled_plan = plan_of(args.kinds), plan_of(SCALE_ALL if args.scale_all else args.scaled_kinds or "in-process")
 
     work = Path(tempfile.mkdtemp(prefix="bench-data-prep-"))
     os.environ["FOUNDRY_HOME"] = str(work / "home")
@@ -339,31 +405,19 @@ def main() -> None:
     manifest = acquire_source(load_config(None, []).data, manifest_path)
     mb = manifest.bytes / 1e6
     print(f"corpus: stdlib:// of Python {sys.version.split()[0]}, {manifest.files} files, {mb:.2f} MB", flush=True)
-    runs = measure(PLAN + WARM, args.repeats, manifest_path, work, mb, "1x")
+    runs = measure(plan, args.repeats, manifest_path, work, mb, "1x")
     same = same_output(runs, "1x")
-    plain, one, two = (median_seconds(runs, k) for k in ("plain", "dask-1", "dask-2"))
-    w1, w2 = median_seconds(runs, "dask-1-warm"), median_seconds(runs, "dask-2-warm")
-    headline = (
-        f"data_prep (median of {args.repeats}): plain loop {mb / plain:.2f} MB/s; dask 1 worker {mb / one:.2f} MB/s "
-        f"= {one / plain:.2f}x the plain loop's time (target <= 1.25x); 2 workers {one / two:.2f}x faster than 1 "
-        f"(target >= 1.7x); warm cluster: {w1 / plain:.2f}x, {w1 / w2:.2f}x; in-process "
-        f"{mb / median_seconds(runs, 'in-process'):.2f} MB/s; peak RSS 1x {max(r['rss_mb'] for r in runs['in-process']):.0f} MB"
-    )
+    headline = f"data_prep (median of {args.repeats}): " + "; ".join(figures_1x(runs, mb))
     if not args.no_scale:
         big = work / "scaled"
         rotated_corpus(manifest, args.scale, big)
         scaled_manifest = acquire_source(load_config(None, [f"data.source={big}"]).data, work / "scaled_manifest.json")
         big_mb = scaled_manifest.bytes / 1e6
         print(f"{args.scale}x corpus: {scaled_manifest.files} files, {big_mb:.0f} MB", flush=True)
-        plan = PLAN if args.scale_all else [("in-process", 1, 1)]
-        scaled = measure(plan, args.scale_repeats, work / "scaled_manifest.json", work, big_mb, f"{args.scale}x")
+        scaled = measure(scaled_plan, args.scale_repeats, work / "scaled_manifest.json", work, big_mb, f"{args.scale}x")
         same &= same_output(scaled, f"{args.scale}x")
-        rss = max(r["rss_mb"] for r in scaled["in-process"])
-        headline += f", {args.scale}x {rss:.0f} MB; at {args.scale}x (median of {args.scale_repeats}): in-process "
-        headline += f"{big_mb / median_seconds(scaled, 'in-process'):.2f} MB/s"
-        if args.scale_all:
-            sp, s1, s2 = (median_seconds(scaled, k) for k in ("plain", "dask-1", "dask-2"))
-            headline += f", dask 1 worker {s1 / sp:.2f}x plain, 2 workers {s1 / s2:.2f}x faster than 1"
+        headline += f"; at {args.scale}x (median of {args.scale_repeats}): "
+        headline += "; ".join(figures_scaled(scaled, runs, big_mb, args.scale))
     print(conditions().replace("at start", "at end"))
     print(headline if same else "data_prep: runs disagree on documents or tokens; no figures (see above)")
     shutil.rmtree(work, ignore_errors=True)

@@ -2,7 +2,7 @@
 
 - upper:  "Write in capital letters: river stone" -> "RIVER STONE"
 - sort:   "Sort ascending: 41, 7, 19" -> "7, 19, 41"
-- add:    "Add: 12 + 30" -> "42"
+- add:    "Add: 12 + 30" -> "42"  (or "What is 12 + 30?", "12 + 30 =", "Sum of 12 and 30:")
 - field:  "Value of port in: host = cloud; port = river; user = stone" -> "river"
 - snake:  "Convert to snake_case: riverStoneLight" -> "river_stone_light"
 - repeat: "Repeat: river stone light" -> "river stone light"  (one to five words)
@@ -51,11 +51,14 @@ TRAIN_NUMBERS = range(0, 60)  # sort
 OOV_NUMBERS = range(60, 100)
 TRAIN_OPERANDS = range(0, 50)  # add: sums up to 98
 OOV_OPERANDS = range(50, 100)  # sums of three digits, never seen
+# One question, four ways to ask it: four times the distinct items of 2,500 operand pairs (bench/README.md).
+ADD_PHRASINGS = ("Add: {a} + {b}", "What is {a} + {b}?", "{a} + {b} =", "Sum of {a} and {b}:")
 TASKS = ("upper", "sort", "add", "field", "snake", "repeat", "last")
 COPY_TASKS = ("repeat", "last")  # the answer copies words of the prompt
 ANSWER_HELD = ("field", "last")  # held out by answer: the answer is one word of the prompt
 HELD_OUT_BUCKETS = 10  # one key hash bucket in ten is held out
-COPY_POOL_SIZE = 20_000  # the bench's 8,000 instances per copy task use each word a few times
+TRAIN_PER_TASK = 8000  # `foundry instructions` and bench/align.py: the set the package defaults were measured on
+COPY_POOL_SIZE = 20_000  # the 8,000 instances per copy task use each word a few times
 _ONSETS = "b d f g h j k l m n p r s t v w z br ch dr fl gr kl pl sh st tr".split()
 _VOWELS = "a e i o u a e i o u ai ea oo".split()
 _CODAS = ("", "", "", "", "n", "r", "l", "s", "x", "m", "t", "k")
@@ -90,7 +93,8 @@ def _sort(rng: random.Random, numbers) -> Instance:
 
 def _add(rng: random.Random, operands) -> Instance:
     a, b = rng.choice(operands), rng.choice(operands)
-    return Instance("add", f"Add: {a} + {b}", str(a + b), f"{min(a, b)} + {max(a, b)}")
+    prompt = rng.choice(ADD_PHRASINGS).format(a=a, b=b)
+    return Instance("add", prompt, str(a + b), f"{min(a, b)} + {max(a, b)}")
 
 
 def _field(rng: random.Random, keys, words) -> Instance:
@@ -206,7 +210,7 @@ def held_out(instance: Instance) -> bool:
 
 def instances(task: str, pool: str, n: int, seed: int = 0, at_most: bool = False) -> list[Instance]:
     """`n` distinct instances of `task` from `pool`: train, test (held out, seen vocabulary) or oov; with
-    `at_most`, fewer where the pool holds fewer (addition of two operands below 50 has 2,500 in all)."""
+    `at_most`, fewer where the pool holds fewer (addition of two operands below 50 has 2,500 pairs, each asked four ways)."""
     if pool not in ("train", "test", "oov"):
         raise ValueError(f"pool {pool!r}: train, test or oov")
     rng, (words, keys) = random.Random(f"{task}/{pool}/{seed}"), _vocabulary(task, pool, seed)
@@ -288,7 +292,9 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
     return path
 
 
-def write_instruction_set(out: Path, train: int = 2000, test: int = 100, pairs: int = 1000, seed: int = 0) -> dict:
+def write_instruction_set(
+    out: Path, train: int = TRAIN_PER_TASK, test: int = 100, pairs: int = 1000, seed: int = 0
+) -> dict:
     """Per task `train` training instances (or as many as the task has), `test` held-out and `test`
     out-of-vocabulary ones, `pairs` training preference pairs (from training instances) and `test` held-out
     pairs, written as

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from foundry.align.instructions import TRAIN_PER_TASK
 from foundry.cli.common import config_args, load
 
 
@@ -38,7 +39,7 @@ def add_commands(commands) -> None:
         "instructions", help="write the generated instruction set: sft/ and dpo/ records, eval/ held-out sets"
     )
     instructions.add_argument("out", type=Path, help="folder to write into")
-    instructions.add_argument("--train", type=int, default=2000, help="training instances per task")
+    instructions.add_argument("--train", type=int, default=TRAIN_PER_TASK, help="training instances per task (at most)")
     instructions.add_argument("--test", type=int, default=100, help="held-out and out-of-vocabulary instances per task")
     instructions.add_argument("--pairs", type=int, default=1000, help="training preference pairs per task")
     instructions.add_argument("--seed", type=int, default=0)

@@ -2,7 +2,9 @@
 
 The data is an alignment data version of chat records, or a source whose `.jsonl` records are conversations
 (`holds_chats`): that one is prepared by the align flow's own `prepare_aligned` (its checks, scrubbing,
-de-duplication and prompt-hash holdout) on no split ledger, with the first aligned model's tokenizer and context.
+de-duplication and prompt-hash holdout) on this `$FOUNDRY_HOME`'s chat split ledger, read only: a prompt an alignment
+here trained on stays out of the holdout, one it held out stays in. With the first aligned model's tokenizer and
+context.
 
 Each holdout conversation's last assistant turn is the reference; the messages before it are the prompt. A model
 with a chat template (an aligned version) replies greedily through it (`models.generate.generate_replies`, top-k 1,
@@ -63,10 +65,10 @@ def saved_of(ref: ModelRef) -> dict:
 
 
 def prepared_chats(
-    source: SourceManifest, config: FoundryConfig, refs: list[ModelRef], out_dir: Path
+    source: SourceManifest, config: FoundryConfig, refs: list[ModelRef], out_dir: Path, ledger: Path | None
 ) -> EvaluationData:
     """The source's conversations prepared into `out_dir` with the first aligned model's tokenizer and context,
-    on no split ledger (`ledger=None`), never versioned."""
+    on the split ledger in `ledger` (`split_ledger.head`: only read; None, none), never versioned."""
     from foundry.align.prepare import prepare_aligned
 
     first = next(((ref, saved) for ref in refs if (saved := saved_of(ref)).get("chat_template")), None)
@@ -80,7 +82,7 @@ def prepared_chats(
     raw["tokenizer"]["from_file"] = str(ref.artifacts / "tokenizer.json")
     raw["align"]["method"] = "sft"
     raw["model"]["block_size"] = saved["model_args"]["block_size"]
-    prepare_aligned(source, validate(raw), out_dir, ledger=None)
+    prepare_aligned(source, validate(raw), out_dir, ledger=ledger)
     return described(redact_url(config.data.source), out_dir, None, None)
 
 

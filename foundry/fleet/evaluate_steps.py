@@ -55,7 +55,10 @@ def source_data(config: FoundryConfig, refs: list[ModelRef], run: RunContext) ->
     run.dir.mkdir(parents=True, exist_ok=True)
     source = acquire_source(config.data, run.dir / "source_manifest.json")
     if evaluate_chat.holds_chats(source, config):
-        return evaluate_chat.prepared_chats(source, config, refs, run.dir / STAGING)
+        from foundry.align import split_ledger
+
+        ledger = split_ledger.head(run.home)  # the alignments' splits here: what they trained on is not held out
+        return evaluate_chat.prepared_chats(source, config, refs, run.dir / STAGING, ledger)
     return prepared_data(config, source, refs[0].artifacts / "tokenizer.json", run.dir / STAGING)
 
 

@@ -10,7 +10,7 @@ from foundry.config import FoundryConfig, as_recorded, load_config, to_yaml, val
 from foundry.contracts import ParentModel, SourceManifest
 
 # (max_steps, learning_rate, warmup_steps, batch_size): bench/README.md's recipes
-RECIPES = {"sft": (5000, 3e-3, 30, 32), "dpo": (200, 3e-4, 10, 32)}
+RECIPES = {"sft": (5000, 3e-3, 30, 32), "dpo": (200, 5e-5, 10, 32)}
 
 
 def recipe(train) -> tuple:
@@ -56,7 +56,7 @@ def test_a_key_set_in_align_train_wins_for_either_method(method, tmp_path):
 def test_a_null_key_falls_through_the_recipe_to_train():
     config = load_config(None, ["align.method=dpo", "align.dpo_train.max_steps=null", "align.train.seed=4"])
     resolved = config.training_for("align")
-    assert (resolved.max_steps, resolved.learning_rate, resolved.seed) == (config.train.max_steps, 3e-4, 4)
+    assert (resolved.max_steps, resolved.learning_rate, resolved.seed) == (config.train.max_steps, 5e-5, 4)
 
 
 def test_the_defaults_written_out_keep_switching_method_to_the_other_recipe(tmp_path):

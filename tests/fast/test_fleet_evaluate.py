@@ -223,7 +223,7 @@ def test_exact_match_is_the_share_of_greedy_replies_equal_to_the_reference(chat_
 
     data_dir = tmp_path / "prepared"
     manifest = acquire_source(config.data, tmp_path / "source_manifest.json")
-    prepared_chats(manifest, config, [ref("plain"), ref("hit")], data_dir)  # with hit's tokenizer, on no ledger
+    prepared_chats(manifest, config, [ref("plain"), ref("hit")], data_dir, None)  # hit's tokenizer, no ledger
     chats = held_out(data_dir)
     hit, other, plain = (score_chats(ref(n), data_dir, config) for n in ("hit", "other", "plain"))
     assert (hit.chat.exact_match, hit.chat.records) == (1.0, len(chats))  # its own replies are the references
@@ -265,6 +265,32 @@ def test_a_chat_source_is_scored_per_aligned_version_and_a_plain_one_is_not_comp
     assert (tags["mlflow.parentRunId"], tags["foundry.comparable"]) == (evaluation.run_id, "false")
     assert not c.get_run(plain.run_id).data.metrics
     assert {a.path for a in c.list_artifacts(evaluation.run_id, "evaluation")} == {"evaluation/comparison.md"}
+
+
+def test_a_chat_source_is_split_by_the_homes_chat_ledger_so_what_alignment_trained_on_is_not_held_out(
+    chat_case, home
+):
+    """The home's ledger lists every prompt of the source as trained but one: that one alone is held out, where the
+    hash rule alone holds out 40% of them (`data.holdout_fraction`)."""
+    import json
+
+    from foundry.align import split_ledger
+    from foundry.align.records import parse_record
+    from models.chat import ChatTemplate
+
+    config, files, source = chat_case
+    names = [register_files(config, f"ledger-{n}", files[n]) for n in ("hit",)]
+    lines = (source / "chats.jsonl").read_text().splitlines()
+    asked = [split_ledger.identity(parse_record(json.loads(line), "sft", ChatTemplate())) for line in lines]
+    rows = [(key, "holdout" if i == 0 else "train", f"chats.jsonl:{i + 1}") for i, key in enumerate(asked)]
+    with split_ledger.locked(home):
+        split_ledger.extend(home, rows, "an-earlier-alignment")
+    config = source_config(config, str(source))
+    with tracking.pipeline_run(config, "evaluate ledger test", {"foundry.stage": "evaluate"}) as run:
+        evaluation = evaluate_all(resolve_models(names), str(source), config, run)
+    (hit,) = evaluation.models
+    assert evaluation.holdout_records == 1 and len(lines) >= 4
+    assert hit.chat.records == 1 and hit.chat.exact_match == 1.0  # its own reply to the one held-out prompt
 
 
 def test_an_archive_served_over_http_is_prepared_and_scored_as_one_group(tiny_dataset, source, home, http_folder):

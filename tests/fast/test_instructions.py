@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -18,6 +19,7 @@ import pytest
 from conftest import REPO_ROOT
 
 from foundry.align.instructions import (
+    ADD_PHRASINGS,
     COPY_OOV_WORDS,
     COPY_POOL_SIZE,
     COPY_TASKS,
@@ -35,7 +37,6 @@ from foundry.align.instructions import (
 PREFIXES = {
     "Write in capital letters: ": "upper",
     "Sort ascending: ": "sort",
-    "Add: ": "add",
     "Value of ": "field",
     "Convert to snake_case: ": "snake",
     "Repeat: ": "repeat",
@@ -43,17 +44,28 @@ PREFIXES = {
 }
 
 
+# Every way `add` is asked, the operands captured: "Add: 3 + 4", "What is 3 + 4?", "3 + 4 =", "Sum of 3 and 4:".
+ADDITION = re.compile(r"^(?:Add: (\d+) \+ (\d+)|What is (\d+) \+ (\d+)\?|(\d+) \+ (\d+) =|Sum of (\d+) and (\d+):)$")
+
+
+def operands(prompt: str) -> tuple[str, str] | None:
+    match = ADDITION.match(prompt)
+    return tuple(g for g in match.groups() if g is not None) if match else None
+
+
 def task_of(prompt: str) -> str:
+    if operands(prompt):
+        return "add"
     return next(task for prefix, task in PREFIXES.items() if prompt.startswith(prefix))
 
 
 def signature(task: str, prompt: str, answer: str):
     """What a held-out item must not share with a training item, parsed from its text alone."""
+    if task == "add":
+        return tuple(sorted(operands(prompt)))  # either order, however it is asked
     body = prompt.split(": ", 1)[1]
     if task == "sort":
         return frozenset(body.split(", "))
-    if task == "add":
-        return tuple(sorted(body.split(" + ")))  # either order
     if task == "field":
         return frozenset(pair.split(" = ")[1] for pair in body.split("; "))  # the values it may copy
     if task == "snake":
@@ -79,7 +91,7 @@ def trained(written: dict) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory) -> dict:
-    return write_instruction_set(tmp_path_factory.mktemp("instructions"))  # the defaults: 2,000 per task
+    return write_instruction_set(tmp_path_factory.mktemp("instructions"), train=2000)  # a quarter of the default
 
 
 @pytest.fixture(scope="module")
@@ -121,9 +133,27 @@ def test_the_copy_tasks_unseen_words_occur_nowhere_else_in_the_instruction_set(w
 
 
 def test_the_earlier_tasks_oov_sets_are_the_ones_earlier_benches_measured():
-    rows = [json.dumps([x.task, x.prompt, x.answer]) for t in TASKS[:5] for x in instances(t, "oov", 100)]
+    """`add` is asked four ways since the 2026-12-02 figures; the other four earlier tasks are as they were."""
+    earlier = [t for t in TASKS[:5] if t != "add"]
+    rows = [json.dumps([x.task, x.prompt, x.answer]) for t in earlier for x in instances(t, "oov", 100)]
     digest = hashlib.sha256("\n".join(rows).encode()).hexdigest()
-    assert digest == "c69e0287ff55f29d1b889211c86494523b972f42d2a0bcd4d650d57a95012270"  # before issue 28
+    assert digest == "dfd9dbf5e84bb91a50a46ca5e1bf50fc81eb502c9103f214053bf7018d960e22"  # before issue 28
+
+
+def test_addition_is_asked_every_way_in_training_and_in_every_held_out_set(written):
+    """Each phrasing is matched by `ADDITION`, so a missed phrasing would fail `task_of` above, not pass unread."""
+    asked = {pool: Counter() for pool in ("train", "test", "oov")}
+    for prompt, _ in trained(written):
+        if operands(prompt):
+            asked["train"][prompt.split(re.search(r"\d", prompt).group(), 1)[0]] += 1
+    for pool in ("test", "oov"):
+        for e in read(written[pool]):
+            if e["task"] == "add":
+                assert operands(e["prompt"]) and int(e["answer"]) == sum(map(int, operands(e["prompt"])))
+                asked[pool][e["prompt"].split(re.search(r"\d", e["prompt"]).group(), 1)[0]] += 1
+    leads = {p.split("{a}", 1)[0] for p in ADD_PHRASINGS}
+    assert all(set(asked[pool]) == leads for pool in asked)
+    assert min(asked["train"].values()) > 500  # about a quarter of the 2,000 training items (and pairs) each
 
 
 def test_the_bench_measure_of_reuse_finds_only_adds_sums():

@@ -140,6 +140,11 @@ def test_a_file_of_trl_records_prepares_and_passes_the_gate(method, chat_tokeniz
             "trl.jsonl:2: malformed record prompt, completion must be all strings",
         ),
         (
+            "sft",
+            {"messages": [user("a"), {"role": "assistant", "content": 5}]},
+            "trl.jsonl:2: malformed record messages message 1 content is int, not a string",
+        ),
+        (
             "dpo",
             {"prompt": [user("a")], "chosen": [assistant("b")], "rejected": [assistant("c"), assistant("d")]},
             "trl.jsonl:2: malformed record rejected must be one assistant message, not 2 messages",
