@@ -156,7 +156,7 @@ def _timed_steps(timings: dict, dask: bool) -> None:
         return timed
 
     prep.select_documents = wrap("dedup+split", prep.select_documents)
-    prep.train_tokenizer = wrap("train tokenizer", prep.train_tokenizer)
+    prep._tokenizer = wrap("train tokenizer", prep._tokenizer)  # its child process included
     prep.assemble_shards = wrap("shards", prep.assemble_shards)
     original = prep.prepare
 

@@ -12,14 +12,17 @@ write files under a scratch folder beside `out_dir`, which workers must be able 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
+import subprocess
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from foundry.config import DataConfig, FoundryConfig
+from foundry.config import DataConfig, FoundryConfig, TokenizerConfig
 from foundry.contracts import SourceFile, SourceManifest
 from foundry.data import audit as audits
 from foundry.data import ledger as ledgers
@@ -44,6 +47,10 @@ class Prepared(BaseModel):
 
     manifest: DatasetManifest
     lineage: dict[str, int] = {}
+
+
+# Samples larger than this train the tokenizer in a child process (`_tokenizer`); the default corpus's is smaller.
+CHILD_SAMPLE_BYTES = 16 << 20
 
 
 def serial_map(step: Callable, jobs: Iterable) -> list:
@@ -103,16 +110,36 @@ def _sample(texts: Iterator[str], rate: float) -> Iterator[str]:
 
 
 def _tokenizer(config: FoundryConfig, out_dir: Path, stats: CleanStats):
-    """Trained on (a sample of at most `max_train_bytes` of) the train split, or `tokenizer.from_file`
-    (fine-tuning keeps its parent's)."""
-    cfg = config.tokenizer
-    if cfg.from_file:
-        from tokenizers import Tokenizer
+    """Written to `out_dir`: trained on (a sample of at most `max_train_bytes` of) the train split, or
+    `tokenizer.from_file` (fine-tuning keeps its parent's)."""
+    from tokenizers import Tokenizer
 
-        return Tokenizer.from_file(cfg.from_file)
+    cfg, path = config.tokenizer, out_dir / "tokenizer.json"
+    if cfg.from_file:
+        tokenizer = Tokenizer.from_file(cfg.from_file)
+        tokenizer.save(str(path))
+        return tokenizer
     rate = cfg.max_train_bytes / max(stats.split_bytes["train"], 1)
-    texts = _sample(iter_texts(out_dir / "train.jsonl"), rate)
-    return train_tokenizer(texts, cfg, length=round(stats.split_docs["train"] * min(rate, 1)))
+    job = {"texts": str(out_dir / "train.jsonl"), "rate": rate, "cfg": cfg.model_dump(), "out": str(path)}
+    job["length"] = round(stats.split_docs["train"] * min(rate, 1))
+    if min(cfg.max_train_bytes, stats.split_bytes["train"]) <= CHILD_SAMPLE_BYTES:
+        train_sample(json.dumps(job))  # a small sample: not worth an interpreter's start (~0.5 s)
+        return Tokenizer.from_file(str(path))
+    # In a fresh interpreter: the trainer's memory grows with the words of its sample (~170 MB at 32 MB of
+    # text) and what it freed stays in this process's heap, which would then grow with the corpus.
+    code = "import sys; from foundry.data.prepare import train_sample; train_sample(sys.argv[1])"
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(job)], capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"training the tokenizer in a child process failed:\n{done.stderr[-3000:]}")
+    return Tokenizer.from_file(str(path))
+
+
+def train_sample(job: str) -> None:
+    """In the child `_tokenizer` starts: train on the sample of a split file and save the tokenizer."""
+    args = json.loads(job)
+    texts = _sample(iter_texts(Path(args["texts"])), args["rate"])
+    tokenizer = train_tokenizer(texts, TokenizerConfig(**args["cfg"]), length=args["length"])
+    tokenizer.save(args["out"])
 
 
 def _tokenize(
@@ -120,7 +147,6 @@ def _tokenize(
 ) -> dict:
     """The manifest's tokenizer and shard fields."""
     tokenizer = _tokenizer(config, out_dir, stats)
-    tokenizer.save(str(out_dir / "tokenizer.json"))
     jobs, by_split = _encode_jobs(out_dir, work, chunks)
     encoded = {
         r["out"]: e for job, results in zip(jobs, mapper(encode_chunk, jobs)) for r, e in zip(job.ranges, results)
