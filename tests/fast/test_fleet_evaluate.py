@@ -267,9 +267,7 @@ def test_a_chat_source_is_scored_per_aligned_version_and_a_plain_one_is_not_comp
     assert {a.path for a in c.list_artifacts(evaluation.run_id, "evaluation")} == {"evaluation/comparison.md"}
 
 
-def test_a_chat_source_is_split_by_the_homes_chat_ledger_so_what_alignment_trained_on_is_not_held_out(
-    chat_case, home
-):
+def test_a_chat_source_is_split_by_the_homes_chat_ledger_so_what_alignment_trained_on_is_not_held_out(chat_case, home):
     """The home's ledger lists every prompt of the source as trained but one: that one alone is held out, where the
     hash rule alone holds out 40% of them (`data.holdout_fraction`)."""
     import json
