@@ -123,23 +123,22 @@ def _tokenizer(config: FoundryConfig, out_dir: Path, stats: CleanStats):
     job = {"texts": str(out_dir / "train.jsonl"), "rate": rate, "cfg": cfg.model_dump(), "out": str(path)}
     job["length"] = round(stats.split_docs["train"] * min(rate, 1))
     if min(cfg.max_train_bytes, stats.split_bytes["train"]) <= CHILD_SAMPLE_BYTES:
-        train_sample(json.dumps(job))  # a small sample: not worth an interpreter's start (~0.5 s)
+        train_sample(job)  # a small sample: not worth an interpreter's start (~0.5 s)
         return Tokenizer.from_file(str(path))
     # In a fresh interpreter: the trainer's memory grows with the words of its sample (~170 MB at 32 MB of
     # text) and what it freed stays in this process's heap, which would then grow with the corpus.
-    code = "import sys; from foundry.data.prepare import train_sample; train_sample(sys.argv[1])"
+    code = "import json, sys; from foundry.data.prepare import train_sample; train_sample(json.loads(sys.argv[1]))"
     done = subprocess.run([sys.executable, "-c", code, json.dumps(job)], capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"training the tokenizer in a child process failed:\n{done.stderr[-3000:]}")
     return Tokenizer.from_file(str(path))
 
 
-def train_sample(job: str) -> None:
-    """In the child `_tokenizer` starts: train on the sample of a split file and save the tokenizer."""
-    args = json.loads(job)
-    texts = _sample(iter_texts(Path(args["texts"])), args["rate"])
-    tokenizer = train_tokenizer(texts, TokenizerConfig(**args["cfg"]), length=args["length"])
-    tokenizer.save(args["out"])
+def train_sample(job: dict) -> None:
+    """`_tokenizer`'s job, here or in its child: train on the sample of a split file and save the tokenizer."""
+    texts = _sample(iter_texts(Path(job["texts"])), job["rate"])
+    tokenizer = train_tokenizer(texts, TokenizerConfig(**job["cfg"]), length=job["length"])
+    tokenizer.save(job["out"])
 
 
 def _tokenize(

@@ -16,8 +16,8 @@ registration measures them; unigram, gzip and PPMd per group too (`evaluate_base
 are per token of a model's own tokenizer: models with different tokenizers compare in bits per byte only.
 
 Data holding chat records (an alignment data version, or a source of chat `.jsonl` records, prepared by the align
-flow's own `prepare_aligned` on this home's chat split ledger, read only: `evaluate_chat`) is scored otherwise: each aligned model's greedy replies
-against the holdout's reference replies (exact match) and its response loss; a model without a chat template is
+flow's own `prepare_aligned` on this home's chat split ledger, read only: `evaluate_chat`) is scored otherwise:
+each aligned model's greedy replies against the holdout's reference replies (exact match) and its response loss; a model without a chat template is
 reported as not comparable.
 """
 
