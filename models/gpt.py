@@ -24,6 +24,9 @@ class GPTConfig:
     dropout: float = 0.0
     # The defaults are the architecture every model saved before these fields existed was trained with.
     positions: Literal["learned", "rotary"] = "learned"
+    # Hashed bigram input embeddings: a table of this many rows, indexed by a hash of (previous token, token) and
+    # added to the token embedding; 0 is none (every model saved before the field existed).
+    bigram_buckets: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -101,6 +104,7 @@ class GPT(DecayedByName, nn.Module):
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         # Rotary positions rotate queries and keys instead: no position table.
         self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd) if cfg.positions == "learned" else None
+        self.bigram = nn.Embedding(cfg.bigram_buckets, cfg.n_embd) if cfg.bigram_buckets else None
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.n_embd)
@@ -122,7 +126,9 @@ class GPT(DecayedByName, nn.Module):
 
     def num_params(self, non_embedding: bool = True) -> int:
         n = sum(p.numel() for p in self.parameters())
-        return n - self.wpe.weight.numel() if non_embedding and self.wpe is not None else n
+        if non_embedding:  # tables only looked up (the token table is also the head's weights: counted)
+            n -= sum(t.weight.numel() for t in (self.wpe, self.bigram) if t is not None)
+        return n
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, segments: torch.Tensor | None = None):
         """Logits (B, T, V); with targets also the mean cross-entropy in nats per token, over the targets
@@ -150,10 +156,15 @@ class GPT(DecayedByName, nn.Module):
             x = block(x, mask, rotation)
         return self.ln_f(x)
 
-    def _embed(self, idx: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, tuple | None]:
-        """(token embeddings (B, T, n_embd), plus the position embeddings of `pos`; the rotary angles of `pos`
-        for the attention, or None with learned positions)."""
+    def _embed(
+        self, idx: torch.Tensor, pos: torch.Tensor, previous: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, tuple | None]:
+        """(token embeddings (B, T, n_embd), plus the position embeddings of `pos` and the bigram embeddings; the
+        rotary angles of `pos` for the attention, or None with learned positions). `previous` (B, T) holds the
+        token before each of `idx` when idx does not (generation from a cache); None: idx's own shifted."""
         x = self.wte(idx)
+        if self.bigram is not None:
+            x = x + self.bigram(bigram_buckets(idx, pos, previous, self.config))
         if self.wpe is not None:
             return x + self.wpe(pos), None
         return x, rotary_angles(pos, self.config.n_embd // self.config.n_head)
@@ -175,11 +186,14 @@ class GPT(DecayedByName, nn.Module):
         head_dim = cfg.n_embd // cfg.n_head
         return 6 * self.num_params() + 12 * cfg.n_layer * cfg.n_head * head_dim * cfg.block_size
 
-    def last_logits(self, idx: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | None, cache=None) -> torch.Tensor:
+    def last_logits(
+        self, idx: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | None, cache=None, previous=None
+    ) -> torch.Tensor:
         """Logits (B, V) of each row's last token, for generation: `idx` (B, T) at positions `pos` (B, T), each
         row its own (left padding), attending where `mask` (B, 1, T, T') allows (None: causal, or every cached
-        token for T == 1). With `cache` (`models.kv_cache.KVCache`) idx holds only the tokens not yet cached."""
-        x, rotation = self._embed(idx, pos)
+        token for T == 1). With `cache` (`models.kv_cache.KVCache`) idx holds only the tokens not yet cached,
+        and `previous` (B, T) the token before each (see `_embed`)."""
+        x, rotation = self._embed(idx, pos, previous)
         layers = cache.layers if cache is not None else [None] * len(self.blocks)
         for block, layer in zip(self.blocks, layers, strict=True):
             x = block(x, mask, rotation, layer)
@@ -240,6 +254,17 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     first, second = x.float().chunk(2, dim=-1)
     rotated = torch.cat((first * cos - second * sin, first * sin + second * cos), dim=-1)
     return rotated.type_as(x)
+
+
+def bigram_buckets(idx: torch.Tensor, pos: torch.Tensor, previous: torch.Tensor | None, cfg: GPTConfig) -> torch.Tensor:
+    """(B, T) bucket of each (previous token, token) pair. A token at position 0 (of its row, window or segment)
+    has no previous token the model may see: its pair uses -1, an id no token has whatever the vocabulary
+    (which `models.chat.grow_vocabulary` grows)."""
+    if previous is None:
+        previous = torch.cat((torch.zeros_like(idx[:, :1]), idx[:, :-1]), dim=1)
+    previous = torch.where(pos == 0, -1, previous)
+    # A multiplicative hash of the pair: different pairs spread over the buckets, (a, b) and (b, a) differ.
+    return (previous * 1_000_003 + idx) % cfg.bigram_buckets
 
 
 def segment_positions(segments: torch.Tensor) -> torch.Tensor:

@@ -113,14 +113,13 @@ class Decoder:
         width, start = self.width, self.cache.length
         pads = torch.tensor([width - len(self.rows[r]) for r in self.active], device=self.device)
         # The columns not cached yet: the whole padded prompt first, then each row's newest token.
-        if width - start == 1:
-            ids = torch.tensor([self.rows[r][-1:] for r in self.active])
-        else:
-            ids = torch.tensor([([0] * (width - len(self.rows[r])) + self.rows[r])[start:] for r in self.active])
+        padded = [[0] * (width - len(self.rows[r]) + 1) + self.rows[r] for r in self.active]  # one more in front
+        ids = torch.tensor([row[start + 1 :] for row in padded], device=self.device)
+        previous = torch.tensor([row[start:width] for row in padded], device=self.device)  # for bigram tables
         columns = torch.arange(start, width, device=self.device)
         mask = None if width - start == 1 and not bool(pads.any()) else visible(pads, columns, width)
         pos = (columns[None, :] - pads[:, None]).clamp(min=0)
-        return self.model.last_logits(ids.to(self.device), pos, mask, self.cache)
+        return self.model.last_logits(ids, pos, mask, self.cache, previous)
 
     def _window_logits(self) -> torch.Tensor:
         windows = [self.rows[r][-self.block_size :] for r in self.active]

@@ -55,6 +55,12 @@ class ModelConfig(_Section):
     positions: Literal["learned", "rotary"] = Field(
         "rotary", description="learned: a table of absolute positions; rotary: queries and keys rotated (RoPE)."
     )
+    bigram_buckets: int = Field(
+        0,
+        ge=0,
+        description="Rows of a hashed bigram input table (each token's embedding plus its (previous, this) pair's "
+        "row); 0 is none. Models with one export to no transformers or GGUF architecture.",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelConfig:

@@ -27,6 +27,8 @@ EOS = "<|endoftext|>"
 # The GPTConfig fields the mappings below translate, written out: a field GPTConfig gains is refused until a
 # mapping handles it (tests/fast/test_export_hf.py checks the two sets are equal, so adding one forces the choice).
 KNOWN_ARGS = frozenset({"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "positions"})
+# Fields that map only at the value that switches them off: no architecture has a hashed bigram table.
+OFF_ARGS = {"bigram_buckets": 0}
 ROPE_BASE = 10000.0  # models.gpt.rotary_angles' default, which GPT.hidden uses
 
 
@@ -36,7 +38,10 @@ class UnsupportedArchitecture(ValueError):
 
 def target(model_args: dict) -> str:
     """The transformers architecture a saved model maps onto ("gpt2" or "gpt_neox"), or UnsupportedArchitecture."""
-    unknown = sorted(set(model_args) - KNOWN_ARGS)
+    switched_on = sorted(k for k, off in OFF_ARGS.items() if model_args.get(k, off) != off)
+    if switched_on:
+        raise UnsupportedArchitecture(f"no transformers architecture has what {switched_on} add to the model")
+    unknown = sorted(set(model_args) - KNOWN_ARGS - set(OFF_ARGS))
     if unknown:
         raise UnsupportedArchitecture(
             f"model args {unknown} are not ones this exporter maps (it knows {sorted(KNOWN_ARGS)}): "

@@ -67,9 +67,9 @@ def block_params(m: ModelConfig) -> int:
 
 
 def root_params(m: ModelConfig, vocab_size: int) -> int:
-    """Embeddings (the head is tied to them), learned positions (rotary ones have no table) and the final layer norm."""
+    """Embeddings (the head is tied to them), bigram rows, learned positions (rotary ones have no table) and the final layer norm."""
     positions = m.block_size * m.n_embd if m.positions == "learned" else 0
-    return vocab_size * m.n_embd + positions + 2 * m.n_embd
+    return (vocab_size + m.bigram_buckets) * m.n_embd + positions + 2 * m.n_embd
 
 
 def n_params(m: ModelConfig, vocab_size: int) -> int:

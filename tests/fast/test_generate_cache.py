@@ -16,6 +16,8 @@ from models.kv_cache import Decoder
 V = 64
 PROMPTS = [[1, 2, 3], [4], [5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17, 18]]
 SAMPLING = {"greedy": (1.0, 1), "sampled": (0.9, None), "top_k": (1.3, 8)}
+# "+bigram": with a hashed bigram input table, whose rows need each cached token's previous token.
+POSITIONS = ["learned", "rotary", "rotary+bigram"]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -33,8 +35,14 @@ def lively(positions: str, block: int = 32, vocab: int = V, seed: int = 0) -> GP
     (Tied to a random embedding, the head mostly predicts the input token again, and greedy text that repeats
     one token proves little.)"""
     torch.manual_seed(seed)
-    model = GPT(GPTConfig(vocab_size=vocab, block_size=block, n_layer=2, n_head=2, n_embd=32, positions=positions))
+    positions, _, bigram = positions.partition("+")
+    cfg = GPTConfig(
+        vocab, block, n_layer=2, n_head=2, n_embd=32, positions=positions, bigram_buckets=97 if bigram else 0
+    )
+    model = GPT(cfg)
     model.lm_head.weight = torch.nn.Parameter(torch.randn(vocab, 32))
+    if model.bigram is not None:  # rows as large as the token embeddings', so that a wrong pair changes the text
+        model.bigram.weight.data = torch.randn(97, 32)
     return model.eval()
 
 
@@ -45,7 +53,15 @@ def alone(model: GPT, prompt: list[int], n: int, temperature: float, top_k, seed
     return [t for t in out[0, len(prompt) :].tolist() if t != stop]
 
 
-@pytest.mark.parametrize("positions", ["learned", "rotary"])
+def test_the_bigram_table_changes_what_is_generated():
+    """So that the cache tests with "+bigram" can fail: the pairs' rows change the greedy text."""
+    model, prompt = lively("rotary+bigram"), torch.tensor([[1, 2, 3, 4]])
+    with_pairs = model.generate(prompt, 12, top_k=1)
+    model.bigram.weight.data.zero_()
+    assert not torch.equal(model.generate(prompt, 12, top_k=1), with_pairs)
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
 def test_cached_greedy_is_uncached_greedy(positions):
     model = lively(positions)
     prompt = torch.tensor([[1, 2, 3, 4], [9, 8, 7, 6]])
@@ -54,7 +70,7 @@ def test_cached_greedy_is_uncached_greedy(positions):
     assert torch.equal(model.generate(prompt, 20, top_k=1), uncached)
 
 
-@pytest.mark.parametrize("positions", ["learned", "rotary"])
+@pytest.mark.parametrize("positions", POSITIONS)
 def test_cached_logits_match_recomputed_ones_for_padded_rows(positions):
     model = lively(positions)
     decoder = Decoder(model, [list(p) for p in PROMPTS])
@@ -66,7 +82,7 @@ def test_cached_logits_match_recomputed_ones_for_padded_rows(positions):
         decoder.push([(3 * step + i) % V for i in range(len(PROMPTS))])
 
 
-@pytest.mark.parametrize("positions", ["learned", "rotary"])
+@pytest.mark.parametrize("positions", POSITIONS)
 @pytest.mark.parametrize("sampling", SAMPLING)
 def test_batched_rows_are_each_prompt_alone(positions, sampling):
     model = lively(positions)
@@ -78,7 +94,7 @@ def test_batched_rows_are_each_prompt_alone(positions, sampling):
     assert generate_ids(model, PROMPTS, 12, temperature, top_k, 5, stop) == expected
 
 
-@pytest.mark.parametrize("positions", ["learned", "rotary"])
+@pytest.mark.parametrize("positions", POSITIONS)
 @pytest.mark.parametrize("sampling", ["greedy", "sampled"])
 def test_past_block_size_the_window_slides_as_before(positions, sampling):
     model = lively(positions, block=8)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from models.chat import grow_vocabulary
 from models.data import RandomWindows, SequentialWindows
 from models.gpt import GPT, GPTConfig, gpt_from_saved, rotary_angles, rotate, segment_positions
 from models.lit_gpt import warmup_cosine
@@ -79,6 +80,21 @@ def test_rotary_positions_restart_in_each_segment():
     packed, _ = model(torch.cat([first, second], dim=1), segments=segments)
     alone, _ = model(second)
     torch.testing.assert_close(packed[:, 5:], alone, rtol=1e-5, atol=1e-5)
+
+
+def test_bigram_rows_see_no_pair_across_a_segment_or_window_start():
+    """A token's pair is with the token before it, except at position 0 (of a row or a packed segment), where
+    there is none: packed, the second sequence gets the logits it gets alone; the table changes the logits."""
+    model = tiny(positions="rotary", bigram_buckets=31).eval()
+    torch.nn.init.normal_(model.bigram.weight)
+    first, second = torch.randint(0, V, (1, 5)), torch.randint(0, V, (1, 7))
+    packed, _ = model(torch.cat([first, second], dim=1), segments=torch.tensor([[0] * 5 + [1] * 7]))
+    alone, _ = model(second)
+    torch.testing.assert_close(packed[:, 5:], alone, rtol=1e-5, atol=1e-5)
+    grown, _ = grow_vocabulary(model, V + 3)(second)  # chat tokens added: the old tokens' pairs keep their rows
+    torch.testing.assert_close(grown[..., :V], alone, rtol=1e-5, atol=1e-5)
+    model.bigram.weight.data.zero_()
+    assert not torch.allclose(model(second)[0], alone, atol=1e-3)
 
 
 def test_a_model_saved_before_rotary_loads_with_learned_positions():
