@@ -111,6 +111,8 @@ class GPT(DecayedByName, nn.Module):
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # tied embeddings
         self.apply(self._init_weights)
+        if self.bigram is not None:  # an untrained table adds nothing: the model starts as one without it
+            nn.init.zeros_(self.bigram.weight)
         self.remember_matrices()
 
     def _init_weights(self, module: nn.Module) -> None:

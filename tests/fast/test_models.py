@@ -86,6 +86,7 @@ def test_bigram_rows_see_no_pair_across_a_segment_or_window_start():
     """A token's pair is with the token before it, except at position 0 (of a row or a packed segment), where
     there is none: packed, the second sequence gets the logits it gets alone; the table changes the logits."""
     model = tiny(positions="rotary", bigram_buckets=31).eval()
+    assert not model.bigram.weight.any()  # a new table adds nothing until trained
     torch.nn.init.normal_(model.bigram.weight)
     first, second = torch.randint(0, V, (1, 5)), torch.randint(0, V, (1, 7))
     packed, _ = model(torch.cat([first, second], dim=1), segments=torch.tensor([[0] * 5 + [1] * 7]))
