@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from defaults import prepared, train_and_score, warm_up  # noqa: E402  (sets up the environment first)
+from defaults import against, prepared, train_and_score, warm_up  # noqa: E402  (sets up the environment first)
 
 COMBINATIONS = [("learned", "adamw"), ("rotary", "adamw"), ("learned", "muon"), ("rotary", "muon")]
 
@@ -43,15 +43,7 @@ def main() -> int:
     data = prepared(first, work, {})  # the combinations change neither the data nor the tokenizer
     warm_up(first, data, work)
     results = {name: train_and_score(name, config, data, work, 0) for name, config in configs.items()}
-    base = results["learned+adamw"]
-    print(
-        "ablation: "
-        + "; ".join(
-            f"{name} {r['bits_per_byte']:.4f} bits/byte ({r['bits_per_byte'] - base['bits_per_byte']:+.4f}), "
-            f"{r['seconds'] / base['seconds']:.2f}x time"
-            for name, r in results.items()
-        )
-    )
+    print("ablation: " + against(results, "learned+adamw"))
     return 0
 
 

@@ -77,6 +77,16 @@ def warm_up(config, data_dir: Path, work: Path) -> None:
     train(short, data_dir, work / "warm-up", progress=False)
 
 
+def against(results: dict[str, dict], base: str) -> str:
+    """Each result's bits per byte and training time against `base`'s, for a headline."""
+    b = results[base]
+    return "; ".join(
+        f"{name} {r['bits_per_byte']:.4f} bits/byte ({r['bits_per_byte'] - b['bits_per_byte']:+.4f}), "
+        f"{r['seconds'] / b['seconds']:.2f}x time"
+        for name, r in results.items()
+    )
+
+
 def differences(baseline, candidate) -> list[str]:
     a, b = baseline.flat(), candidate.flat()
     return [f"{k}: {a[k]} -> {b[k]}" for k in a if a[k] != b[k] and not k.startswith("search.")]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from defaults import prepared, train_and_score, warm_up  # noqa: E402  (sets up the environment first)
+from defaults import against, prepared, train_and_score, warm_up  # noqa: E402  (sets up the environment first)
 
 
 def parse_lever(text: str) -> tuple[str, list[str]]:
@@ -44,15 +44,7 @@ def main() -> int:
     data = {name: prepared(config, work, cache) for name, config in configs.items()}
     warm_up(configs["defaults"], data["defaults"], work)
     results = {name: train_and_score(name, config, data[name], work, 0) for name, config in configs.items()}
-    base = results["defaults"]
-    print(
-        "levers: "
-        + "; ".join(
-            f"{name} {r['bits_per_byte']:.4f} bits/byte ({r['bits_per_byte'] - base['bits_per_byte']:+.4f}), "
-            f"{r['seconds'] / base['seconds']:.2f}x time"
-            for name, r in results.items()
-        )
-    )
+    print("levers: " + against(results, "defaults"))
     return 0
 
 
