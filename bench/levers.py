@@ -38,6 +38,9 @@ def main() -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     work = Path(os.environ["FOUNDRY_HOME"]) / "bench-levers"
+    names = [name for name, _ in args.levers]
+    if "defaults" in names or len(set(names)) < len(names):
+        parser.error(f"lever names must differ from each other and from 'defaults': {names}")
     configs = {"defaults": load_config(args.config, args.overrides)}
     configs |= {name: load_config(args.config, [*args.overrides, *settings]) for name, settings in args.levers}
     cache: dict = {}

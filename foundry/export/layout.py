@@ -25,7 +25,8 @@ from models.gpt import GPTConfig
 
 EOS = "<|endoftext|>"
 # The GPTConfig fields the mappings below translate, written out: a field GPTConfig gains is refused until a
-# mapping handles it (tests/fast/test_export_hf.py checks the two sets are equal, so adding one forces the choice).
+# mapping handles it (tests/fast/test_export_hf.py checks that these and OFF_ARGS are all of them, so adding one
+# forces the choice).
 KNOWN_ARGS = frozenset({"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "positions"})
 # Fields that map only at the value that switches them off: no architecture has a hashed bigram table.
 OFF_ARGS = {"bigram_buckets": 0}

@@ -67,7 +67,8 @@ def block_params(m: ModelConfig) -> int:
 
 
 def root_params(m: ModelConfig, vocab_size: int) -> int:
-    """Embeddings (the head is tied to them), bigram rows, learned positions (rotary ones have no table) and the final layer norm."""
+    """Embeddings (the head is tied to them), bigram rows, learned positions (rotary ones have no table) and the
+    final layer norm."""
     positions = m.block_size * m.n_embd if m.positions == "learned" else 0
     return (vocab_size + m.bigram_buckets) * m.n_embd + positions + 2 * m.n_embd
 
@@ -119,7 +120,7 @@ def estimate(config: FoundryConfig, micro_batch: int | None = None, on_gpu: bool
     vocab, b = config.tokenizer.vocab_size, micro_batch or t.batch_size
     on_gpu = t.accelerator != "cpu" if on_gpu is None else on_gpu
     n, world = n_params(m, vocab), t.devices * t.num_nodes
-    largest = max(vocab * m.n_embd, 4 * m.n_embd * m.n_embd)
+    largest = max(vocab * m.n_embd, m.bigram_buckets * m.n_embd, 4 * m.n_embd * m.n_embd)
     if t.strategy == "fsdp":
         unsharded = root_params(m, vocab) + 2 * block_params(m)
         weights, grads, moments, buckets = 4 * (n // world + unsharded), 4 * (n // world + unsharded), 8 * n // world, 0

@@ -128,6 +128,14 @@ def test_unmerged_adapter_is_refused_naming_it(tmp_path, tokenizer_file):
     assert not (tmp_path / "model.gguf").exists()
 
 
+def test_a_bigram_table_is_refused(tmp_path, tokenizer_file):
+    saved = _saved("learned", 300)
+    saved["model_args"]["bigram_buckets"] = 64
+    with pytest.raises(UnsupportedArchitecture, match="bigram_buckets"):
+        write_gguf(saved, tokenizer_file, tmp_path)
+    assert not (tmp_path / "model.gguf").exists()
+
+
 def test_unknown_architecture_is_refused(tmp_path, tokenizer_file):
     saved = _saved("learned", 300)
     saved["model_args"]["positions"] = "alibi"

@@ -18,7 +18,7 @@ from helpers import EXPORT_CORPUS, corpus_tokenizer, new_run, sharp_gpt
 
 from foundry.export import FORMAT_VERSION
 from foundry.export.hf import FILES, write_hf
-from foundry.export.layout import KNOWN_ARGS, OFF_ARGS, UnsupportedArchitecture, hf_module_name, qkv_rows
+from foundry.export.layout import KNOWN_ARGS, OFF_ARGS, UnsupportedArchitecture, hf_module_name, qkv_rows, target
 from foundry.export.publish import MARKER, ExportRefused, export_version
 from models.chat import ChatTemplate
 from models.gpt import GPT, GPTConfig
@@ -100,6 +100,12 @@ def test_rotary_settings_are_written_for_transformers_4_readers_too(tmp_path):
 def test_every_model_arg_is_one_the_mappings_handle():
     """Adding a field to GPTConfig fails here until the exporter maps it (or refuses it) and KNOWN_ARGS says so."""
     assert set(GPTConfig.__dataclass_fields__) == KNOWN_ARGS | set(OFF_ARGS)
+
+
+def test_a_model_saved_before_the_bigram_field_still_maps():
+    args = GPTConfig(vocab_size=300, positions="rotary").to_dict()
+    del args["bigram_buckets"]
+    assert target(args) == "gpt_neox"
 
 
 def test_a_lora_merged_model_computes_what_foundry_computes(tmp_path):

@@ -101,9 +101,9 @@ def test_bigram_rows_see_no_pair_across_a_segment_or_window_start():
 def test_a_model_saved_before_rotary_loads_with_learned_positions():
     model = tiny()
     args = model.config.to_dict()
-    del args["positions"]  # what a model.pt written before the field existed holds
+    del args["positions"], args["bigram_buckets"]  # what a model.pt written before the fields existed holds
     loaded = gpt_from_saved({"model_args": args, "state_dict": model.state_dict()})
-    assert loaded.config.positions == "learned"
+    assert (loaded.config.positions, loaded.config.bigram_buckets) == ("learned", 0)
     idx = torch.randint(0, V, (2, 9))
     torch.testing.assert_close(loaded(idx)[0], model.eval()(idx)[0])
 

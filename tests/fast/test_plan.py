@@ -131,7 +131,14 @@ def test_estimate_is_within_a_tenth_of_the_measured_peak(name, variant, tmp_path
 
 def test_parameter_count_matches_the_model():
     wider = ("model.n_layer=4", "model.n_embd=96", "model.n_head=3", "tokenizer.vocab_size=1000")
-    for overrides in ((), ("model.positions=learned",), wider, (*wider, "model.positions=learned")):
+    variants = (
+        (),
+        ("model.positions=learned",),
+        ("model.bigram_buckets=64",),
+        wider,
+        (*wider, "model.positions=learned"),
+    )
+    for overrides in variants:
         cfg = config(*overrides)
         model = GPT(GPTConfig(cfg.tokenizer.vocab_size, **cfg.model.model_dump()))
         assert n_params(cfg.model, cfg.tokenizer.vocab_size) == model.num_params(non_embedding=False)
