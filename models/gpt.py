@@ -166,7 +166,7 @@ class GPT(DecayedByName, nn.Module):
         token before each of `idx` when idx does not (generation from a cache); None: idx's own shifted."""
         x = self.wte(idx)
         if self.bigram is not None:
-            x = x + self.bigram(bigram_rows(idx, pos, previous, self.config))
+            x = x + self.bigram(bigram_rows(idx, pos, previous, self.config.bigram_buckets))
         if self.wpe is not None:
             return x + self.wpe(pos), None
         return x, rotary_angles(pos, self.config.n_embd // self.config.n_head)
@@ -258,15 +258,15 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return rotated.type_as(x)
 
 
-def bigram_rows(idx: torch.Tensor, pos: torch.Tensor, previous: torch.Tensor | None, cfg: GPTConfig) -> torch.Tensor:
-    """(B, T) row of the bigram table for each (previous token, token) pair. A token at position 0 (of its row, window or segment)
-    has no previous token the model may see: its pair uses -1, an id no token has whatever the vocabulary
-    (which `models.chat.grow_vocabulary` grows)."""
+def bigram_rows(idx: torch.Tensor, pos: torch.Tensor, previous: torch.Tensor | None, rows: int) -> torch.Tensor:
+    """(B, T) row of a `rows`-row bigram table for each (previous token, token) pair. A token at position 0 (of
+    its row, window or segment) has no previous token the model may see: its pair uses -1, an id no token has
+    whatever the vocabulary (which `models.chat.grow_vocabulary` grows)."""
     if previous is None:
         previous = torch.cat((torch.zeros_like(idx[:, :1]), idx[:, :-1]), dim=1)
     previous = torch.where(pos == 0, -1, previous)
     # A multiplicative hash of the pair: pairs spread over the rows; some share one, as in any hashed table.
-    return (previous * 1_000_003 + idx) % cfg.bigram_buckets
+    return (previous * 1_000_003 + idx) % rows
 
 
 def segment_positions(segments: torch.Tensor) -> torch.Tensor:

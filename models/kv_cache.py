@@ -112,10 +112,12 @@ class Decoder:
     def _cached_logits(self) -> torch.Tensor:
         width, start = self.width, self.cache.length
         pads = torch.tensor([width - len(self.rows[r]) for r in self.active], device=self.device)
-        # The columns not cached yet: the whole padded prompt first, then each row's newest token.
-        padded = [[0] * (width - len(self.rows[r]) + 1) + self.rows[r] for r in self.active]  # one more in front
-        ids = torch.tensor([row[start + 1 :] for row in padded], device=self.device)
-        previous = torch.tensor([row[start:width] for row in padded], device=self.device)  # for bigram tables
+        # The columns not cached yet (the whole padded prompt first, then each row's newest token), each with the
+        # token before it (for bigram tables): the last new + 1 columns of the row, left-padded with zeros.
+        new = width - start
+        tails = [([0] * (new + 1) + self.rows[r])[-(new + 1) :] for r in self.active]
+        ids = torch.tensor([tail[1:] for tail in tails], device=self.device)
+        previous = torch.tensor([tail[:-1] for tail in tails], device=self.device)
         columns = torch.arange(start, width, device=self.device)
         mask = None if width - start == 1 and not bool(pads.any()) else visible(pads, columns, width)
         pos = (columns[None, :] - pads[:, None]).clamp(min=0)
