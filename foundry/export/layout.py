@@ -41,7 +41,9 @@ def target(model_args: dict) -> str:
     """The transformers architecture a saved model maps onto ("gpt2" or "gpt_neox"), or UnsupportedArchitecture."""
     switched_on = sorted(k for k, off in OFF_ARGS.items() if model_args.get(k, off) != off)
     if switched_on:
-        raise UnsupportedArchitecture(f"no transformers architecture has what {switched_on} add to the model")
+        raise UnsupportedArchitecture(
+            f"no architecture these exports write (GPT-2, GPT-NeoX) has what {switched_on} add to the model"
+        )
     unknown = sorted(set(model_args) - KNOWN_ARGS - set(OFF_ARGS))
     if unknown:
         raise UnsupportedArchitecture(
