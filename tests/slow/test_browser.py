@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -40,8 +41,15 @@ def _free_port() -> int:
 def _get_json(url: str, body: dict | None = None) -> dict | list:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
+    for attempt in range(5):
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            # A busy server on 2 cores once answered a read with 503; a read is safe to ask again, a write is not.
+            if error.code != 503 or body is not None or attempt == 4:
+                raise
+            time.sleep(1)
 
 
 def _wait(what: str, check, timeout: float, every: float = 1.0):
