@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from conftest import REPO_ROOT
 from helpers import NO_BASELINES
+from homes import seeded_home
 
 NETAUDIT = REPO_ROOT / "tests" / "netaudit"  # sitecustomize.py (the audit hook) and loopback_up.py
 MODEL_NAME = "airgap-gpt"
@@ -165,7 +166,7 @@ def shards_holding(home: Path, phrase: str) -> tuple[list[str], int]:
 def test_tiny_pipeline_passes_with_loopback_only_and_no_process_tries_to_leave(tmp_path):
     """Data preparation on 2 Dask workers and training on 2 ranks, so that every kind of process runs; then the
     purge of the planted canary, a dry run, `--apply` and the checks that it left no copy, all offline."""
-    log, home = tmp_path / "audit.jsonl", tmp_path / "home"
+    log, home = tmp_path / "audit.jsonl", seeded_home(tmp_path / "home")
     result = offline(
         tmp_path,
         log,

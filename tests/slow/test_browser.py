@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from conftest import REPO_ROOT
+from homes import seeded_home
 
 SHOTS = REPO_ROOT / "tests" / "output" / "browser"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -108,7 +109,7 @@ def servers(chromium, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ui")
     prefect, mlflow = _free_port(), _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_", "DVC_"))}
-    env["FOUNDRY_HOME"] = str(tmp / "home")
+    env["FOUNDRY_HOME"] = str(seeded_home(tmp / "home"))
     cli = [sys.executable, "-m", "foundry.cli"]
     # Ctrl-C stops them, even where this test runs in a background job (which ignores SIGINT, and so would they).
     interruptible = {"preexec_fn": lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)}

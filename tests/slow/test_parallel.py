@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+from homes import seeded_home
 from synthetic import WORDS
 
 from foundry.config import load_config
@@ -165,7 +166,7 @@ def test_cli_prepare_on_two_local_workers_without_a_prefect_server(corpus, seria
         "data.workers=2",
     ]
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
-    env["FOUNDRY_HOME"] = str(tmp_path / "home")
+    env["FOUNDRY_HOME"] = str(seeded_home(tmp_path / "home"))
     result = subprocess.run(
         [sys.executable, "-m", "foundry.cli", "prepare", "--manifest", "m.json", "--out", "prepared", *sets],
         cwd=tmp_path,

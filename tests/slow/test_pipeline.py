@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from conftest import REPO_ROOT, champion_copy, run_page
 from helpers import NO_BASELINES
+from homes import seeded_home
 
 from foundry.config import load_config
 
@@ -247,7 +248,7 @@ def test_cli_reports_bad_source_in_one_paragraph(tmp_path):
         text=True,
         timeout=300,
         cwd=tmp_path,
-        env={**os.environ, "FOUNDRY_HOME": str(tmp_path / "home")},
+        env={**os.environ, "FOUNDRY_HOME": str(seeded_home(tmp_path / "home"))},
     )
     assert result.returncode == 1
     ours = [line for line in result.stderr.splitlines() if line.startswith("foundry:")]

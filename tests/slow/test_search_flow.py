@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 from foundry.config import load_config
 
 STUDY = "it-search"
-N_TRIALS = 5
+N_TRIALS = 4
 SETS = [
     f"search.study_name={STUDY}",
     f"search.n_trials={N_TRIALS}",

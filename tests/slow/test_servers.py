@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO_ROOT
+from homes import seeded_home
 
 from foundry.config import load_config
 
@@ -66,7 +67,7 @@ def stack(tmp_path_factory, moto_s3):
     os.environ["PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS"] = "2"
     logs = root / "servers" / "logs"
     logs.mkdir(parents=True)
-    home = root / "servers"
+    home = seeded_home(root / "servers")
     prefect = ops.start_prefect(_free_port(), home, logs / "prefect.log")
     mlflow = ops.start_mlflow(_free_port(), home, logs / "mlflow.log", artifacts="s3://mlflow-artifacts/")
     servers = [prefect, mlflow]

@@ -14,6 +14,7 @@ from collections import Counter
 import pytest
 from conftest import REPO_ROOT
 from helpers import NO_BASELINES
+from homes import seeded_home
 
 PREFECT_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} \| (\w+)\s*\| (.*?) - (.*)$")
 MLFLOW_LINE = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (\w+) ")
@@ -42,7 +43,7 @@ def output(tmp_path_factory) -> list[str]:
         text=True,
         timeout=600,
         cwd=tmp,
-        env={**os.environ, "FOUNDRY_HOME": str(tmp / "home")},
+        env={**os.environ, "FOUNDRY_HOME": str(seeded_home(tmp / "home"))},
     )
     (tmp / "output.txt").write_text(result.stdout)  # kept for reading when a test below fails
     assert result.returncode == 0, result.stdout[-3000:]

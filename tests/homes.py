@@ -1,0 +1,45 @@
+"""Fresh $FOUNDRY_HOMEs for the slow lane's CLI processes, with their Prefect database already made.
+
+The first Prefect server a home sees creates its database by running every migration (about 8 s on 2 cores),
+and a dozen slow tests each start from a home of their own. `seeded_home` copies in one database that Prefect
+made once per session, in a child process configured the way Foundry configures its own: the same schema the
+server would have made, so the server finds nothing to migrate. Tests about a home's very first start (two runs
+racing on a fresh home, tests/slow/test_concurrency.py) do not use it."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+DATABASE = "prefect.db"  # Prefect's default file under $PREFECT_HOME, which Foundry sets to $FOUNDRY_HOME/prefect
+_MAKE = (
+    "import asyncio\n"
+    "from foundry.env import configure_environment\n"
+    "configure_environment()\n"
+    "from prefect.server.database import provide_database_interface\n"
+    "asyncio.run(provide_database_interface().create_db())\n"
+)
+
+
+@functools.cache
+def prefect_database() -> Path:
+    """The session's migrated, empty Prefect database (made on first use)."""
+    home = Path(tempfile.mkdtemp(prefix="foundry-template-home-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | {"FOUNDRY_HOME": str(home)}
+    made = subprocess.run([sys.executable, "-c", _MAKE], env=env, capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr[-3000:]
+    database = home / "prefect" / DATABASE
+    assert database.is_file() and not database.with_name(DATABASE + "-wal").exists(), sorted(database.parent.iterdir())
+    return database
+
+
+def seeded_home(home: Path) -> Path:
+    """`home`, new, holding a copy of the session's Prefect database where Foundry's Prefect will look for it."""
+    (home / "prefect").mkdir(parents=True)
+    shutil.copyfile(prefect_database(), home / "prefect" / DATABASE)
+    return home
