@@ -61,14 +61,20 @@ def _warm_cluster(workers: int):
 def _external_cluster(workers: int, folder: Path) -> tuple[str, Stop]:
     """`dask scheduler` + `workers` x `dask worker`, with the environment the pipeline gives its
     LocalCluster's workers (one core each, quiet logs, no profiler) on top of this process's (its
-    FOUNDRY_HOME and PREFECT_API_URL); returns once every worker has connected."""
+    FOUNDRY_HOME and PREFECT_API_URL), and the Dask config README.md asks of an existing cluster's workers
+    (nothing of the nanny's variables); returns once every worker has connected."""
+    import yaml
     from distributed import Client
 
-    from tasks.data_parallel import WORKER_ENV
+    from tasks.data_parallel import WORKER_ENV, nanny_adds_nothing
 
     folder.mkdir(parents=True, exist_ok=True)
     dask, file = str(Path(sys.executable).with_name("dask")), folder / "scheduler.json"
-    env = {**os.environ, **WORKER_ENV}
+    (folder / "dask-config").mkdir()
+    names = [key.rsplit(".", 1)[1] for key in nanny_adds_nothing()]
+    nothing = {"distributed": {"nanny": {"pre-spawn-environ": dict.fromkeys(names)}}}
+    (folder / "dask-config" / "workers.yaml").write_text(yaml.safe_dump(nothing))
+    env = {**os.environ, **WORKER_ENV, "DASK_CONFIG": str(folder / "dask-config")}
     scheduler = _spawn(
         [dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file", str(file), "--no-dashboard"],
         folder / "scheduler.log",

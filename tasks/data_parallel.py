@@ -35,6 +35,28 @@ ONE_CORE = {
 }
 # Dask's sampling profiler walks every thread's stack each 10 ms: pure overhead here.
 WORKER_ENV = {**ONE_CORE, "DASK_LOGGING__DISTRIBUTED": "warning", "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
+# What Dask's nanny adds to a worker's environment before it starts it. Its MALLOC_TRIM_THRESHOLD_ makes glibc hand
+# freed memory back eagerly: a partition's cleaning took about 1.25x as long (bench/README.md, data preparation),
+# a training step 1.2x (bench/worker_env.py).
+PRE_SPAWN_ENV = "distributed.nanny.pre-spawn-environ"
+
+
+def nanny_adds_nothing() -> dict:
+    """Dask config under which a local cluster's nannies start workers with the environment they are given."""
+    import dask
+    import distributed  # noqa: F401  (importing it registers its config, the nanny's variables among it)
+
+    return {f"{PRE_SPAWN_ENV}.{name}": None for name in dask.config.get(PRE_SPAWN_ENV)}
+
+
+@contextmanager
+def dask_runner(data: DataConfig):
+    """`task_runner(data)`, entered: a local cluster's workers get this process's environment and WORKER_ENV,
+    and nothing of the nanny's; the environment of this process is the same afterwards."""
+    import dask
+
+    with environment_kept(), dask.config.set(nanny_adds_nothing()), task_runner(data) as runner:
+        yield runner
 
 
 @contextmanager
@@ -126,14 +148,16 @@ def run_prepare(
     # Task runs travel to the workers with this process's settings. Without an API URL in them,
     # every worker would start a temporary Prefect server of its own (~15 s each) and record its
     # task runs there: name the server this process uses.
-    with temporary_settings({PREFECT_API_URL: PREFECT_API_URL.value() or _api_url()}), environment_kept():
-        with task_runner(config.data) as runner:
-            return prepare(
-                source_manifest,
-                config,
-                out_dir,
-                progress=False,
-                mapper=dask_mapper(runner),
-                workers=config.data.workers,
-                **lineage,
-            )
+    with (
+        temporary_settings({PREFECT_API_URL: PREFECT_API_URL.value() or _api_url()}),
+        dask_runner(config.data) as runner,
+    ):
+        return prepare(
+            source_manifest,
+            config,
+            out_dir,
+            progress=False,
+            mapper=dask_mapper(runner),
+            workers=config.data.workers,
+            **lineage,
+        )

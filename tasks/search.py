@@ -20,20 +20,11 @@ from foundry.config import ConfigError, FoundryConfig
 from foundry.contracts import RunContext, SearchResult, TrialData, TrialJob, TrialOutcome
 from foundry.env import TELEMETRY_OFF
 from foundry.search.space import SearchConfig
-from tasks.data_parallel import WORKER_ENV, environment_kept
+from tasks.data_parallel import WORKER_ENV, environment_kept, nanny_adds_nothing
 
-# Training sets its own thread count from the cores it is pinned to: only Dask's own settings here.
+# Training sets its own thread count from the cores it is pinned to: only Dask's own settings here (and none
+# of the nanny's: `nanny_adds_nothing`).
 SEARCH_WORKER_ENV = {k: v for k, v in WORKER_ENV.items() if k.startswith("DASK_")}
-# And none of the variables Dask's nanny sets in a worker before it starts it: MALLOC_TRIM_THRESHOLD_ turns
-# every large allocation into an mmap, and a training step took 1.2x as long (bench/worker_env.py).
-NO_PRE_SPAWN_ENV = "distributed.nanny.pre-spawn-environ"
-
-
-def trial_worker_config() -> dict:
-    """Dask config under which the local cluster's nannies start workers with the flow's own environment."""
-    import dask
-
-    return {f"{NO_PRE_SPAWN_ENV}.{name}": None for name in dask.config.get(NO_PRE_SPAWN_ENV)}
 
 
 @task(name="trial", cache_policy=NO_CACHE)
@@ -144,7 +135,7 @@ def run_trials(config: FoundryConfig, study, datasets: dict[str, TrialData], run
         return
     # Task runs travel to the workers with this process's settings: name the Prefect server it uses.
     with temporary_settings({PREFECT_API_URL: PREFECT_API_URL.value() or _api_url()}), environment_kept():
-        with dask.config.set(trial_worker_config()), search_runner(search) as runner:
+        with dask.config.set(nanny_adds_nothing()), search_runner(search) as runner:
             while True:
                 while may_start():
                     slot = free.pop(0)

@@ -225,15 +225,14 @@ def test_trial_workers_start_with_the_flows_environment_not_dasks_pre_spawn_vari
     import dask
     from distributed import Client, LocalCluster
 
-    from tasks.data_parallel import environment_kept
-    from tasks.search import NO_PRE_SPAWN_ENV, trial_worker_config
+    from tasks.data_parallel import PRE_SPAWN_ENV, environment_kept, nanny_adds_nothing
 
-    names = sorted(dask.config.get(NO_PRE_SPAWN_ENV))
+    names = sorted(dask.config.get(PRE_SPAWN_ENV))
     assert "MALLOC_TRIM_THRESHOLD_" in names
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     expected = {name: os.environ.get(name) for name in names}
-    with environment_kept(), dask.config.set(trial_worker_config()):
+    with environment_kept(), dask.config.set(nanny_adds_nothing()):
         cluster = LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1", dashboard_address=None)
         with cluster, Client(cluster) as client:
             seen = client.submit(lambda: {name: os.environ.get(name) for name in names}).result()
