@@ -36,7 +36,7 @@ ONE_CORE = {
 # Dask's sampling profiler walks every thread's stack each 10 ms: pure overhead here.
 WORKER_ENV = {**ONE_CORE, "DASK_LOGGING__DISTRIBUTED": "warning", "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
 # What Dask's nanny adds to a worker's environment before it starts it. Its MALLOC_TRIM_THRESHOLD_ makes glibc hand
-# freed memory back eagerly: a partition's cleaning took about 1.25x as long (bench/README.md, data preparation),
+# freed memory back eagerly: cleaning the default corpus took 1.13x as long (bench/README.md, data preparation),
 # a training step 1.2x (bench/worker_env.py).
 PRE_SPAWN_ENV = "distributed.nanny.pre-spawn-environ"
 

@@ -99,7 +99,7 @@ def test_starting_a_local_cluster_leaves_this_process_environment_alone(started_
 
 
 def test_the_clusters_workers_have_this_environment_and_worker_env_and_nothing_of_the_nannys(monkeypatch):
-    """The nanny's MALLOC_TRIM_THRESHOLD_ made each partition's cleaning about 1.25x as long (bench/README.md)."""
+    """The nanny's MALLOC_TRIM_THRESHOLD_ made cleaning 1.13x as long (bench/README.md)."""
     import dask
     import distributed  # noqa: F401  (its config, the nanny's variables among it)
 
