@@ -64,15 +64,15 @@ def _external_cluster(workers: int, folder: Path) -> tuple[str, Stop]:
     FOUNDRY_HOME and PREFECT_API_URL), and the Dask config README.md asks of an existing cluster's workers
     (nothing of the nanny's variables); returns once every worker has connected."""
     import yaml
+    from dask.config import get as dask_config
     from distributed import Client
 
-    from tasks.data_parallel import WORKER_ENV, nanny_adds_nothing
+    from tasks.data_parallel import PRE_SPAWN_ENV, WORKER_ENV
 
     folder.mkdir(parents=True, exist_ok=True)
     dask, file = str(Path(sys.executable).with_name("dask")), folder / "scheduler.json"
     (folder / "dask-config").mkdir()
-    names = [key.rsplit(".", 1)[1] for key in nanny_adds_nothing()]
-    nothing = {"distributed": {"nanny": {"pre-spawn-environ": dict.fromkeys(names)}}}
+    nothing = {"distributed": {"nanny": {"pre-spawn-environ": dict.fromkeys(dask_config(PRE_SPAWN_ENV))}}}
     (folder / "dask-config" / "workers.yaml").write_text(yaml.safe_dump(nothing))
     env = {**os.environ, **WORKER_ENV, "DASK_CONFIG": str(folder / "dask-config")}
     scheduler = _spawn(

@@ -50,12 +50,12 @@ def nanny_adds_nothing() -> dict:
 
 
 @contextmanager
-def dask_runner(data: DataConfig):
-    """`task_runner(data)`, entered: a local cluster's workers get this process's environment and WORKER_ENV,
+def started(runner):
+    """A DaskTaskRunner, entered: a local cluster's workers get this process's environment and the runner's `env`,
     and nothing of the nanny's; the environment of this process is the same afterwards."""
     import dask
 
-    with environment_kept(), dask.config.set(nanny_adds_nothing()), task_runner(data) as runner:
+    with environment_kept(), dask.config.set(nanny_adds_nothing()), runner:
         yield runner
 
 
@@ -150,7 +150,7 @@ def run_prepare(
     # task runs there: name the server this process uses.
     with (
         temporary_settings({PREFECT_API_URL: PREFECT_API_URL.value() or _api_url()}),
-        dask_runner(config.data) as runner,
+        started(task_runner(config.data)) as runner,
     ):
         return prepare(
             source_manifest,

@@ -20,10 +20,10 @@ from foundry.config import ConfigError, FoundryConfig
 from foundry.contracts import RunContext, SearchResult, TrialData, TrialJob, TrialOutcome
 from foundry.env import TELEMETRY_OFF
 from foundry.search.space import SearchConfig
-from tasks.data_parallel import WORKER_ENV, environment_kept, nanny_adds_nothing
+from tasks.data_parallel import WORKER_ENV, started
 
 # Training sets its own thread count from the cores it is pinned to: only Dask's own settings here (and none
-# of the nanny's: `nanny_adds_nothing`).
+# of the nanny's: `started`).
 SEARCH_WORKER_ENV = {k: v for k, v in WORKER_ENV.items() if k.startswith("DASK_")}
 
 
@@ -115,7 +115,6 @@ def run_trials(config: FoundryConfig, study, datasets: dict[str, TrialData], run
     """Trials until the budget is spent (`search.n_trials` over every run of the study, `search.timeout_s`
     for this one), at most `search.workers` at a time. A trial that raises stops the search, after the
     running ones are told: the study keeps them, and re-running the command continues it."""
-    import dask
     from distributed import wait
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -134,8 +133,8 @@ def run_trials(config: FoundryConfig, study, datasets: dict[str, TrialData], run
     if not may_start():  # the budget was spent by earlier runs: no cluster to start
         return
     # Task runs travel to the workers with this process's settings: name the Prefect server it uses.
-    with temporary_settings({PREFECT_API_URL: PREFECT_API_URL.value() or _api_url()}), environment_kept():
-        with dask.config.set(nanny_adds_nothing()), search_runner(search) as runner:
+    with temporary_settings({PREFECT_API_URL: PREFECT_API_URL.value() or _api_url()}):
+        with started(search_runner(search)) as runner:
             while True:
                 while may_start():
                     slot = free.pop(0)

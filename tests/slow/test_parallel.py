@@ -17,7 +17,7 @@ from foundry.contracts import SourceFile
 from foundry.data.acquire import acquire_source
 from foundry.data.clean import BadInputError
 from foundry.data.prepare import partition_count, partitions
-from tasks.data_parallel import PRE_SPAWN_ENV, WORKER_ENV, dask_runner, environment_kept, run_prepare
+from tasks.data_parallel import PRE_SPAWN_ENV, WORKER_ENV, environment_kept, run_prepare, started, task_runner
 
 
 def doc(seed: int, n: int = 80) -> str:
@@ -107,7 +107,7 @@ def test_the_clusters_workers_have_this_environment_and_worker_env_and_nothing_o
     names = sorted({*dask.config.get(PRE_SPAWN_ENV), *WORKER_ENV})
     assert "MALLOC_TRIM_THRESHOLD_" in names
     expected = {name: WORKER_ENV.get(name, os.environ.get(name)) for name in names}
-    with dask_runner(load_config(None, ["data.workers=2"]).data) as runner:
+    with started(task_runner(load_config(None, ["data.workers=2"]).data)) as runner:
         seen = runner.client.submit(lambda: {name: os.environ.get(name) for name in names}).result()
     assert seen == expected and seen["MALLOC_TRIM_THRESHOLD_"] is None and seen["OMP_NUM_THREADS"] == "1"
 
