@@ -118,6 +118,8 @@ def main() -> None:
         f"checkpoint.every_n_steps={args.every}",
         "train.val_every_n_steps=100000",
         "checkpoint.keep_last=1",
+        "train.precision=32-true",  # as its figures were measured: a step's time sets the stall's share
+        "train.compile=false",
         *args.overrides,
     ]
     print(f"load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; {args.saves} checkpoints each way")

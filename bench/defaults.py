@@ -5,7 +5,8 @@
 Both configs go through what `make run` does to train and score a model, on the same machine in the same
 run: the corpus acquired and prepared by the pipeline's own code (once per tokenizer: the holdout
 documents are the same whatever the tokenizer), trained with `foundry.training.trainer.train` at the
-config's own settings (all of this process's cores, as `foundry run`), scored with the pipeline's holdout
+config's own settings (all of this process's cores, as `foundry run`) in a fresh process each, with an empty compile
+cache (as `foundry run`'s training child on a fresh home), scored with the pipeline's holdout
 metrics. Validation, DVC versioning and registration are left out: they are the same for both. Training
 times vary by a third between runs on a shared machine, so only their ratio within this run is the
 figure; `--order ABBA` trains each twice, in mirrored order, and compares the means. `--set` applies to
@@ -49,14 +50,27 @@ def prepared(config, work: Path, cache: dict) -> Path:
     return cache[key]
 
 
-def train_and_score(name: str, config, data_dir: Path, work: Path, attempt: int) -> dict:
-    from foundry.evaluation.metrics import holdout_metrics
+def timed_training(config, data_dir: Path, checkpoints: Path) -> tuple[Path, float]:
+    """Train in this (fresh) process with its own, empty compile cache, as `foundry run`'s training child on a
+    fresh home does; (model.pt, seconds)."""
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(checkpoints / "torchinductor")
     from foundry.training.trainer import train
-    from models.gpt import load_gpt
 
     start = time.perf_counter()
-    model_pt = train(config, data_dir, work / f"{name}-{attempt}", progress=False)
-    seconds = time.perf_counter() - start
+    model_pt = train(config, data_dir, checkpoints, progress=False)
+    return model_pt, time.perf_counter() - start
+
+
+def train_and_score(name: str, config, data_dir: Path, work: Path, attempt: int) -> dict:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from foundry.evaluation.metrics import holdout_metrics
+    from models.gpt import load_gpt
+
+    # A process per training: nothing compiled or cached by an earlier training in this run helps a later one.
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
+        model_pt, seconds = child.submit(timed_training, config, data_dir, work / f"{name}-{attempt}").result()
     e = config.evaluation
     metrics = holdout_metrics(load_gpt(model_pt), data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
     tokens = config.train.max_steps * config.train.batch_size * config.train.grad_accum_steps * config.model.block_size
@@ -69,12 +83,15 @@ def train_and_score(name: str, config, data_dir: Path, work: Path, attempt: int)
 
 
 def warm_up(config, data_dir: Path, work: Path) -> None:
-    """Imports and Lightning's first set-up, paid here rather than by whichever config trains first."""
-    from foundry.training.trainer import train
+    """Two steps in a child: what only the first training would pay (the CPU's peak FLOP/s, measured once per home
+    for MFU; the data in the page cache) is paid here rather than by whichever config trains first."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
     short = config.model_copy(deep=True)
     short.train.max_steps = 2
-    train(short, data_dir, work / "warm-up", progress=False)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
+        child.submit(timed_training, short, data_dir, work / "warm-up").result()
 
 
 def against(results: dict[str, dict], base: str) -> str:

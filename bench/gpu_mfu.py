@@ -141,6 +141,7 @@ def main() -> int:
             f"train.max_steps={args.steps}",
             f"train.accelerator={'cpu' if args.smoke else 'gpu'}",
             f"train.compile={not args.no_compile and not args.smoke}",
+            "train.precision=auto",  # bf16-mixed on the GPU; the smoke's CPU run checks the code in float32
             "train.val_every_n_steps=1000000",
             "checkpoint.every_n_steps=1000000",
             "train.log_every_n_steps=10",

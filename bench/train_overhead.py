@@ -148,6 +148,8 @@ def main() -> None:
         f"train.max_steps={steps}",
         f"train.val_every_n_steps={10 * steps}",
         f"checkpoint.every_n_steps={10 * steps}",
+        "train.precision=32-true",  # the raw loop's: eager float32
+        "train.compile=false",
         *args.overrides,
     ]
     config = load_config(None, overrides)

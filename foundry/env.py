@@ -83,6 +83,8 @@ def configure_environment() -> Path:
         "DVC_GLOBAL_CONFIG_DIR": str(home / "dvc-config" / "global"),
         "DVC_SITE_CACHE_DIR": str(home / "dvc-config" / "site-cache"),
         "DVC_SYSTEM_CONFIG_DIR": str(home / "dvc-config" / "system"),
+        # torch.compile's kernels (train.compile), cached across runs: not in the shared /tmp.
+        "TORCHINDUCTOR_CACHE_DIR": str(home / "cache" / "torchinductor"),
         # The temporary Prefect server takes ~15 s on a fresh home; the default 20 s timeout is too tight on 2 cores.
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
         "PREFECT_LOGGING_LEVEL": "INFO",

@@ -230,9 +230,15 @@ _NO_RECIPE = {key: None for key in SftTrain.model_fields}
 PREDATED_DEFAULTS = {
     ("model", "positions"): "learned",
     ("train", "optimizer"): "adamw",
+    ("train", "precision"): "auto",
+    ("train", "compile"): False,
     ("align", "replay_fraction"): 0.0,
     ("align", "sft_train"): _NO_RECIPE,
     ("align", "dpo_train"): _NO_RECIPE,
+}
+# Keys a recipe (a variant's `train` override) sets now and a record made before kept `train`'s values of.
+RECIPE_PREDATED = {("retrain", "train"): ("precision", "compile")} | {
+    ("align", recipe): ("precision", "compile") for recipe in ("sft_train", "dpo_train")
 }
 # Keys that moved: a variant's own copies of `train` keys, now its `train` override.
 MOVED_TO_OVERRIDE = {
@@ -260,6 +266,9 @@ def as_recorded(raw: dict[str, Any]) -> dict[str, Any]:
         if isinstance(values, dict) and any(key in values for key in keys):
             moved = {key: values.pop(key) for key in keys if key in values}
             values["train"] = {**moved, **values.get("train", {})}
+    for (section, recipe), keys in RECIPE_PREDATED.items():
+        if isinstance(upgraded.get(section), dict) and isinstance(upgraded[section].setdefault(recipe, {}), dict):
+            upgraded[section][recipe].update({key: None for key in keys if key not in upgraded[section][recipe]})
     for section, key in RUNTIME_KEYS:
         if isinstance(upgraded.get(section), dict):
             upgraded[section].pop(key, None)

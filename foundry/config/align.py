@@ -16,6 +16,7 @@ AlignTrain = train_override(
     "align.dpo_train); a key left out or null keeps the recipe's, then `train`'s.",
 )
 # The recipes: bench/README.md, "Alignment on the generated instruction set" (SFT: recipe D; DPO: the bench's).
+# Both were measured in float32, uncompiled, which they keep when `train` pretrains otherwise.
 SftTrain = train_override(
     "SftTrain",
     __name__,
@@ -25,6 +26,8 @@ SftTrain = train_override(
     batch_size=32,
     learning_rate=3e-3,
     warmup_steps=30,
+    precision="32-true",
+    compile=False,
 )
 DpoTrain = train_override(
     "DpoTrain",
@@ -35,6 +38,8 @@ DpoTrain = train_override(
     batch_size=32,
     learning_rate=5e-5,
     warmup_steps=10,
+    precision="32-true",
+    compile=False,
 )
 Method = Literal["sft", "dpo"]
 

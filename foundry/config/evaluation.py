@@ -7,6 +7,7 @@ from pydantic import Field
 from foundry.config.base import _Section
 from foundry.config.training import train_override
 
+# Measured in float32, uncompiled (bench/README.md), which it keeps when `train` pretrains otherwise.
 RetrainTrain = train_override(
     "RetrainTrain",
     __name__,
@@ -15,6 +16,8 @@ RetrainTrain = train_override(
     max_steps=200,
     learning_rate=1e-3,
     warmup_steps=20,
+    precision="32-true",
+    compile=False,
 )
 
 

@@ -74,10 +74,10 @@ class ModelConfig(_Section):
 
 
 class TrainConfig(_Section):
-    # Learning rate: that trial's (AdamW's share, under Muon); max_steps: fitted with rotary positions and Muon to
-    # under the earlier defaults' training time (bench/README.md).
+    # Learning rate: that trial's (AdamW's share, under Muon); max_steps: what compiled bf16 steps fit, by the per-step
+    # time of 1,200 of them, in the time 860 float32 steps took (bench/README.md, "Compiled, in bfloat16").
     max_steps: int = Field(
-        860, ge=1, description="Optimizer steps to train for; the learning rate's cosine decay ends at this step."
+        1100, ge=1, description="Optimizer steps to train for; the learning rate's cosine decay ends at this step."
     )
     batch_size: int = Field(
         32,
@@ -145,10 +145,18 @@ class TrainConfig(_Section):
     accelerator: Literal["auto", "cpu", "gpu"] = Field(
         "cpu", description="What each process computes on: cpu, gpu (CUDA), or auto (gpu when CUDA is available)."
     )
+    # bf16-mixed and compile: 1.5x the default model's steps per second on the 2-core reference machine, whose
+    # CPU has bf16 instructions (bench/README.md, "Compiled, in bfloat16").
     precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed"] = Field(
-        "auto", description="Lightning's numeric precision of training; auto: bf16-mixed on a GPU, 32-true on a CPU."
+        "bf16-mixed",
+        description="Lightning's numeric precision of training; auto: bf16-mixed on a GPU, 32-true on a CPU. "
+        "bf16-mixed on a CPU without bf16 instructions (AVX512-BF16 or AMX) is slower than 32-true.",
     )
-    compile: bool = Field(False, description="torch.compile the model (needs a C++ compiler on CPU).")
+    compile: bool = Field(
+        True,
+        description="torch.compile the model (needs a C++ compiler on CPU); the first steps of each training "
+        "process wait for it, about 25 s for the default model on 2 cores.",
+    )
     cpu_threads: int = Field(
         0,
         ge=0,
@@ -164,7 +172,8 @@ class TrainConfig(_Section):
     deterministic: bool | Literal["warn"] = Field(
         False,
         description="Lightning's Trainer(deterministic=...): deterministic kernels only (an op without one raises, "
-        "or warns with 'warn') and cuBLAS's fixed workspace; for GPUs (on CPU a fixed thread count suffices).",
+        "or warns with 'warn') and cuBLAS's fixed workspace; for GPUs (on CPU a fixed thread count suffices, and a "
+        "compiled model gets deterministic kernels whatever this says).",
     )
     log_every_n_steps: int = Field(
         25, ge=1, description="Metrics (loss, lr, tokens/s, step time, data wait, MFU) every N steps."
@@ -208,6 +217,11 @@ class TrainConfig(_Section):
         if self.precision != "auto":
             return self.precision
         return "bf16-mixed" if on_gpu else "32-true"
+
+    def deterministic_kernels(self, on_gpu: bool) -> bool | str:
+        """`deterministic`, and on a CPU always for a compiled model: without, two compiled trainings differed (likely
+        Inductor's atomic adds for the embedding's gradient, which fall back to eager's kernel only in this mode)."""
+        return True if self.compile and not on_gpu and not self.deterministic else self.deterministic
 
     val_every_n_steps: int = Field(
         250,

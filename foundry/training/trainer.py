@@ -175,7 +175,7 @@ def _trainer(
         devices=t.devices,
         num_nodes=t.num_nodes,
         precision=resolve_precision(t),
-        deterministic=t.deterministic,
+        deterministic=t.deterministic_kernels(uses_gpu(t)),
         strategy=_strategy(t, units),
         max_steps=t.max_steps,
         accumulate_grad_batches=t.grad_accum_steps,

@@ -106,14 +106,21 @@ print(json.dumps(seen))
 
 
 def test_a_flow_module_sets_up_the_environment_when_imported(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FOUNDRY_", "PREFECT_", "MLFLOW_"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("FOUNDRY_", "PREFECT_", "MLFLOW_", "TORCHINDUCTOR_"))
+    }
     env["FOUNDRY_HOME"] = str(tmp_path / "home")
-    program = "import os, flows.train_pipeline; print(os.environ['PREFECT_HOME'], os.environ['DO_NOT_TRACK'])"
+    # torch.compile's kernels (train.compile) go under the home too, where torch itself looks for them.
+    program = (
+        "import os, flows.train_pipeline; from torch._inductor.runtime.cache_dir_utils import cache_dir; "
+        "print(os.environ['PREFECT_HOME'], os.environ['DO_NOT_TRACK'], cache_dir())"
+    )
     result = subprocess.run(
         [sys.executable, "-c", program], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split()[-2:] == [str(tmp_path / "home" / "prefect"), "true"]
+    home = tmp_path / "home"
+    assert result.stdout.split()[-3:] == [str(home / "prefect"), "true", str(home / "cache" / "torchinductor")]
 
 
 def test_no_import_cycle_between_project_modules_lazy_imports_included():

@@ -184,6 +184,32 @@ def test_a_config_recorded_before_rotary_and_muon_keeps_learned_positions_and_ad
     assert as_recorded(newer) == newer and as_recorded({}) == {}
 
 
+def test_pretraining_compiles_in_bf16_and_the_recipes_keep_float32_as_they_were_measured():
+    config = FoundryConfig()
+    assert (config.train.precision, config.train.compile) == ("bf16-mixed", True)
+    dpo = load_config(None, ["align.method=dpo"])
+    for variant in (config.training_for("retrain"), config.training_for("align"), dpo.training_for("align")):
+        assert (variant.precision, variant.compile) == ("32-true", False)
+    # A key a run sets for the variant wins over its recipe.
+    assert load_config(None, ["align.train.precision=bf16-mixed"]).training_for("align").precision == "bf16-mixed"
+
+
+def test_a_config_recorded_before_compile_and_bf16_trains_as_it_did_everywhere():
+    """A record's `train` holds its own precision and compile; its recipes, from before they set either, kept
+    `train`'s, and a record that predates the keys altogether trained uncompiled in auto precision."""
+    recorded = FoundryConfig().model_dump(mode="json")
+    recorded["train"] |= {"precision": "auto", "compile": False}
+    for recipe in (recorded["retrain"]["train"], recorded["align"]["sft_train"], recorded["align"]["dpo_train"]):
+        del recipe["precision"], recipe["compile"]
+    config = validate(as_recorded(recorded))
+    for variant in (config.train, config.training_for("retrain"), config.training_for("align")):
+        assert (variant.precision, variant.compile) == ("auto", False)
+    del recorded["train"]["precision"], recorded["train"]["compile"]
+    older = validate(as_recorded(recorded)).train
+    assert (older.precision, older.compile) == ("auto", False)
+    assert "precision" not in recorded["train"]  # the record itself is left as it was
+
+
 def test_min_chars_above_max_chars():
     with pytest.raises(ConfigError) as info:
         load_config(None, ["data.min_chars=500", "data.max_chars=100"])

@@ -118,9 +118,9 @@ def test_variants_train_their_own_recipe_keys_over_train_by_default():
     retrain, align = config.training_for("retrain"), config.training_for("align")
     assert (retrain.max_steps, retrain.learning_rate, retrain.warmup_steps, retrain.batch_size) == (200, 1e-3, 20, 32)
     assert (align.max_steps, align.learning_rate, align.warmup_steps, align.batch_size) == (5000, 3e-3, 30, 32)
-    assert retrain.model_dump(exclude={"max_steps", "learning_rate", "warmup_steps"}) == config.train.model_dump(
-        exclude={"max_steps", "learning_rate", "warmup_steps"}
-    )
+    assert (retrain.precision, retrain.compile) == ("32-true", False)
+    recipe = {"max_steps", "learning_rate", "warmup_steps", "precision", "compile"}
+    assert retrain.model_dump(exclude=recipe) == config.train.model_dump(exclude=recipe)
 
 
 def test_an_override_is_checked_as_the_key_it_overrides():
@@ -155,7 +155,9 @@ def test_a_record_with_the_variants_own_train_keys_reads_as_overrides():
     recorded["retrain"] = {"cron": "0 3 * * 1", "max_steps": 50, "learning_rate": 0.002, "warmup_steps": 5}
     recorded["align"] = {"method": "dpo", "max_steps": 9, "batch_size": 4, "learning_rate": 3e-4, "warmup_steps": 1}
     config = validate(as_recorded(recorded))
-    assert config.retrain.train.model_dump() == {"max_steps": 50, "learning_rate": 0.002, "warmup_steps": 5}
+    # Nulls for the keys the recipe sets since: the record trained with `train`'s.
+    moved = {"max_steps": 50, "learning_rate": 0.002, "warmup_steps": 5, "precision": None, "compile": None}
+    assert config.retrain.train.model_dump() == moved
     assert config.training_for("align").batch_size == 4 and config.align.method == "dpo"
     assert "max_steps" in recorded["align"]  # the record itself is left as it was
     assert as_recorded(FoundryConfig().model_dump(mode="json")) == FoundryConfig().model_dump(mode="json")

@@ -13,7 +13,12 @@ from helpers import digest, tiny
 from foundry.checkpointing.manifest import read_manifest
 from foundry.config import ConfigError
 from foundry.training.launch import launch
-from foundry.training.trainer import build_module, lookup_peak_flops, resolve_precision, weights_digest
+from foundry.training.trainer import (
+    build_module,
+    lookup_peak_flops,
+    resolve_precision,
+    weights_digest,
+)
 from foundry.training.worker import node_layout
 from models.gpt import load_gpt
 
@@ -101,8 +106,8 @@ def test_peak_flops_are_looked_up_by_device_name():
 
 
 def test_precision_auto_is_bf16_on_gpu_and_fp32_on_cpu():
-    assert resolve_precision(tiny("train.accelerator=cpu").train) == "32-true"
-    assert resolve_precision(tiny("train.accelerator=gpu").train) == "bf16-mixed"
+    assert resolve_precision(tiny("train.accelerator=cpu", "train.precision=auto").train) == "32-true"
+    assert resolve_precision(tiny("train.accelerator=gpu", "train.precision=auto").train) == "bf16-mixed"
     assert resolve_precision(tiny("train.accelerator=gpu", "train.precision=32-true").train) == "32-true"
 
 
@@ -131,6 +136,15 @@ def test_fsdp_wraps_each_block_of_a_gpt_or_vit_and_a_cnn_whole():
     vit = ImageClassifier(VisionConfig(num_classes=3, arch="vit", image_size=8, n_layer=1, n_embd=16))
     assert fsdp_units(vit) == {VisionBlock}
     assert fsdp_units(ImageClassifier(VisionConfig(num_classes=3, widths=(4,)))) == set()
+
+
+def test_a_compiled_model_on_a_cpu_gets_deterministic_kernels():
+    """Without deterministic kernels two compiled trainings of the defaults differed after 60 steps (Inductor adds
+    the embedding's gradient atomically otherwise); with them `bench/determinism.py` gives the same weights."""
+    assert tiny("train.compile=true").train.deterministic_kernels(on_gpu=False) is True
+    assert tiny("train.compile=false").train.deterministic_kernels(on_gpu=False) is False
+    assert tiny("train.compile=true", "train.deterministic=warn").train.deterministic_kernels(on_gpu=False) == "warn"
+    assert tiny("train.compile=true").train.deterministic_kernels(on_gpu=True) is False
 
 
 def test_compile_keeps_parameter_names():
