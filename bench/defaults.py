@@ -68,7 +68,9 @@ def train_and_score(name: str, config, data_dir: Path, work: Path, attempt: int)
     from foundry.evaluation.metrics import holdout_metrics
     from models.gpt import load_gpt
 
-    # A process per training: nothing compiled or cached by an earlier training in this run helps a later one.
+    # A process per training: nothing compiled or cached by an earlier training in this run helps a later one;
+    # and no checkpoint of an earlier run in this home is resumed or competes with the new ones for keeping.
+    shutil.rmtree(work / f"{name}-{attempt}", ignore_errors=True)
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
         model_pt, seconds = child.submit(timed_training, config, data_dir, work / f"{name}-{attempt}").result()
     e = config.evaluation

@@ -74,10 +74,10 @@ class ModelConfig(_Section):
 
 
 class TrainConfig(_Section):
-    # Learning rate: that trial's (AdamW's share, under Muon); max_steps: what compiled bf16 steps fit, by the per-step
-    # time of 1,200 of them, in the time 860 float32 steps took (bench/README.md, "Compiled, in bfloat16").
+    # Learning rate: that trial's (AdamW's share, under Muon); max_steps: 1,200 compiled bf16 steps took 0.94x and 1.06x
+    # the time of 860 float32 steps in two side-by-side runs (bench/README.md, "Compiled, in bfloat16").
     max_steps: int = Field(
-        1100, ge=1, description="Optimizer steps to train for; the learning rate's cosine decay ends at this step."
+        1200, ge=1, description="Optimizer steps to train for; the learning rate's cosine decay ends at this step."
     )
     batch_size: int = Field(
         32,
