@@ -70,9 +70,10 @@ def train_and_score(name: str, config, data_dir: Path, work: Path, attempt: int)
 
     # A process per training: nothing compiled or cached by an earlier training in this run helps a later one;
     # and no checkpoint of an earlier run in this home is resumed or competes with the new ones for keeping.
-    shutil.rmtree(work / f"{name}-{attempt}", ignore_errors=True)
+    checkpoints = work / f"{name}-{attempt}"
+    shutil.rmtree(checkpoints, ignore_errors=True)
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
-        model_pt, seconds = child.submit(timed_training, config, data_dir, work / f"{name}-{attempt}").result()
+        model_pt, seconds = child.submit(timed_training, config, data_dir, checkpoints).result()
     e = config.evaluation
     metrics = holdout_metrics(load_gpt(model_pt), data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
     tokens = config.train.max_steps * config.train.batch_size * config.train.grad_accum_steps * config.model.block_size
