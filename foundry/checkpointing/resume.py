@@ -43,7 +43,7 @@ def resume_key(config: FoundryConfig, data_version: str, replay: Replay | None =
     """Same model, training settings, data (the replayed pretraining data too) and arithmetic: the same
     training, so the same checkpoints.
 
-    The arithmetic (resolved thread count, resolved precision, device, world size, torch version) is
+    The arithmetic (resolved thread count, resolved precision, device, world size, torch version, compile) is
     part of it: a re-run on another core count or device trains afresh in its own folder rather than
     resuming checkpoints whose continuation would no longer be bitwise what one run gives."""
     from foundry.training.trainer import arithmetic

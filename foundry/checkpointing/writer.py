@@ -6,6 +6,7 @@ Rank 0 writes; every rank reads the same folder.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import shutil
@@ -19,6 +20,8 @@ from lightning.pytorch import Callback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from foundry.checkpointing.manifest import LAST, Entry, read_manifest, retained, write_atomic, write_manifest
+
+log = logging.getLogger(__name__)
 
 
 def rng_states() -> dict:
@@ -99,6 +102,29 @@ class ManifestCheckpointIO(TorchCheckpointIO):
         if torch.cuda.is_available():
             torch.cuda.synchronize()  # the copies to pinned memory were asynchronous
         self._pending.append(self._executor.submit(self._save, staged, Path(path), step))
+
+    def start_at(self, step: int) -> None:
+        """This training continues the folder's history from `step` (0: afresh). Checkpoints of later steps
+        belong to a training it replaces (a fresh start over another run's folder, or a resume that fell back past
+        a broken checkpoint): they leave the manifest and the folder now, before they could outrank its own."""
+        entries = read_manifest(self.directory)
+        later = [e for e in entries if e.step > step]
+        if not later:
+            return
+        log.warning(
+            "%s holds checkpoints past step %d that this training replaces: removing %s",
+            self.directory,
+            step,
+            ", ".join(e.file for e in later),
+        )
+        kept = [e for e in entries if e.step <= step]
+        write_manifest(self.directory, kept)
+        for entry in later:
+            (self.directory / entry.file).unlink(missing_ok=True)
+        (self.directory / LAST).unlink(missing_ok=True)
+        newest = max(kept, key=lambda e: e.step, default=None)
+        if newest is not None and (self.directory / newest.file).is_file():
+            _link_last(self.directory / newest.file)
 
     def annotate(self, step: int, val_loss: float) -> None:
         """Record the validation loss measured at `step` on that step's checkpoint (for "best")."""
@@ -188,6 +214,8 @@ class CheckpointEvery(Callback):
             set_rng_states(self._rng_to_restore)
             self._rng_to_restore = None
         self._saved_step = trainer.global_step
+        if trainer.is_global_zero:
+            self.io.start_at(trainer.global_step)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step

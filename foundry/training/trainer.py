@@ -102,6 +102,7 @@ def arithmetic(t: TrainConfig) -> dict[str, str | int | bool]:
         "world_size": t.devices * t.num_nodes,
         "torch": str(torch.__version__),  # a plain str: TorchVersion does not load with weights_only
         "deterministic": t.deterministic,
+        "compile": t.compile,  # Inductor's kernels round differently from eager's
     }
 
 

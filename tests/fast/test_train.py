@@ -61,6 +61,20 @@ def test_single_process_trains_and_the_checkpoint_rebuilds_the_model(tiny_datase
     assert (tmp_path / "ckpt" / "weights.rank0.sha256").read_text().strip() == digest(path)
 
 
+def test_a_fresh_training_over_another_runs_folder_replaces_its_checkpoints(tiny_dataset, tmp_path, caplog):
+    """Started afresh (no resume point) where another training left later checkpoints: they go, its own stay."""
+    from foundry.training.trainer import train
+
+    folder = tmp_path / "ckpt"
+    launch(tiny("train.max_steps=12", "checkpoint.every_n_steps=5"), tiny_dataset, folder, None, "v-test")
+    assert [e.step for e in read_manifest(folder)] == [10, 12]
+    train(tiny("train.max_steps=6", "checkpoint.every_n_steps=5", "train.seed=7"), tiny_dataset, folder, progress=False)
+    assert [e.step for e in read_manifest(folder)] == [5, 6]
+    assert sorted(p.name for p in folder.glob("*.ckpt")) == ["last.ckpt", "step-000005.ckpt", "step-000006.ckpt"]
+    assert (folder / "last.ckpt").samefile(folder / "step-000006.ckpt")
+    assert "step-000010.ckpt, step-000012.ckpt" in caplog.text
+
+
 def test_deterministic_switch_reaches_torch(tmp_path, monkeypatch):
     from foundry.checkpointing.writer import ManifestCheckpointIO
     from foundry.training.trainer import _trainer

@@ -76,6 +76,22 @@ def test_io_writes_manifest_link_and_prunes(tmp_path, async_save):
     )
 
 
+def test_a_resume_that_fell_back_past_a_broken_checkpoint_drops_it_before_saving_again(tmp_path):
+    io = ManifestCheckpointIO(tmp_path, keep_last=3)
+    for step in (10, 20, 30):
+        io.save_checkpoint(fake_checkpoint(step), tmp_path / f"step-{step:06d}.ckpt")
+    (tmp_path / "step-000030.ckpt").write_bytes(b"torn")  # the newest broken: the run resumes from step 20
+    resumed = ManifestCheckpointIO(tmp_path, keep_last=3)
+    resumed.start_at(latest_valid(tmp_path).step)
+    assert [e.step for e in read_manifest(tmp_path)] == [10, 20]
+    assert (tmp_path / "last.ckpt").samefile(tmp_path / "step-000020.ckpt")
+    assert not (tmp_path / "step-000030.ckpt").exists()
+    resumed.save_checkpoint(fake_checkpoint(30), tmp_path / "step-000030.ckpt")
+    assert [e.step for e in read_manifest(tmp_path)] == [10, 20, 30] and latest_valid(tmp_path).step == 30
+    resumed.start_at(30)  # nothing past it: nothing changes
+    assert (tmp_path / "last.ckpt").samefile(tmp_path / "step-000030.ckpt")
+
+
 def test_async_save_writes_a_point_in_time_copy(tmp_path):
     io = ManifestCheckpointIO(tmp_path, keep_last=1, async_save=True)
     checkpoint = fake_checkpoint(10)
@@ -168,6 +184,7 @@ def test_arithmetic_of_a_cpu_run():
         "world_size": 1,
         "torch": torch.__version__,
         "deterministic": False,
+        "compile": False,
     }
 
 
