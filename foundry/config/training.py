@@ -74,8 +74,8 @@ class ModelConfig(_Section):
 
 
 class TrainConfig(_Section):
-    # Learning rate: that trial's (AdamW's share, under Muon); max_steps: 1,200 compiled bf16 steps took 0.94x and 1.06x
-    # the time of 860 float32 steps in two side-by-side runs (bench/README.md, "Compiled, in bfloat16").
+    # Learning rate: that trial's (AdamW's share, under Muon); max_steps: 1,200 compiled bf16 steps took 1.06x, 0.94x and
+    # 0.93x the time of 860 float32 steps in three side-by-side runs (bench/README.md, "Compiled, in bfloat16").
     max_steps: int = Field(
         1200, ge=1, description="Optimizer steps to train for; the learning rate's cosine decay ends at this step."
     )
@@ -146,7 +146,7 @@ class TrainConfig(_Section):
         "cpu", description="What each process computes on: cpu, gpu (CUDA), or auto (gpu when CUDA is available)."
     )
     # bf16-mixed and compile: 1.3x and 1.5x the default model's tokens per second in training (1,200 steps against 860 in
-    # 1.06x and 0.94x the time) on the 2-core reference machine, whose CPU has bf16 instructions (bench/README.md,
+    # 1.06x, 0.94x and 0.93x the time) on the 2-core reference machine, whose CPU has bf16 instructions (bench/README.md,
     # "Compiled, in bfloat16").
     precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed"] = Field(
         "bf16-mixed",
