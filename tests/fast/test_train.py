@@ -61,6 +61,16 @@ def test_single_process_trains_and_the_checkpoint_rebuilds_the_model(tiny_datase
     assert (tmp_path / "ckpt" / "weights.rank0.sha256").read_text().strip() == digest(path)
 
 
+def test_the_defaults_compiled_bf16_training_gives_the_same_weights_twice(tiny_dataset, tmp_path):
+    """What `make run` trains with (compiled, bf16-mixed, so deterministic kernels on a CPU), on the tiny twin."""
+    config = tiny("train.max_steps=3", "train.compile=true", "train.precision=bf16-mixed")
+    assert config.train.deterministic_kernels(on_gpu=False) is True
+    first = launch(config, tiny_dataset, tmp_path / "first", None, "v-test")
+    second = launch(config, tiny_dataset, tmp_path / "second", None, "v-test")
+    assert digest(first) == digest(second)
+    assert load_gpt(first)(torch.zeros(1, 4, dtype=torch.long))[0].shape[-1] == config.tokenizer.vocab_size
+
+
 def test_a_fresh_training_over_another_runs_folder_replaces_its_checkpoints(tiny_dataset, tmp_path, caplog):
     """Started afresh (no resume point) where another training left later checkpoints: they go, its own stay."""
     from foundry.training.trainer import train
