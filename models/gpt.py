@@ -27,6 +27,10 @@ class GPTConfig:
     # Hashed bigram input embeddings: a table of this many rows, indexed by a hash of (previous token, token) and
     # added to the token embedding; 0 is none (every model saved before the field existed).
     bigram_buckets: int = 0
+    # Queries and keys RMS-normalised per head, without weights, before rotation (False: every earlier model).
+    qk_norm: bool = False
+    # The MLP's nonlinearity: the exact GELU (every earlier model), or relu2, ReLU squared.
+    mlp_activation: Literal["gelu", "relu2"] = "gelu"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -35,7 +39,7 @@ class GPTConfig:
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.n_head = cfg.n_head
+        self.n_head, self.qk_norm = cfg.n_head, cfg.qk_norm
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
         self.proj.is_residual = True  # scaled at init, GPT-2 style
@@ -55,6 +59,8 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(C, dim=2)
         # (B, nh, T, hs)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        if self.qk_norm:
+            q, k = F.rms_norm(q, (q.size(-1),)), F.rms_norm(k, (k.size(-1),))
         if rotation is not None:
             q, k = rotate(q, *rotation), rotate(k, *rotation)
         dropout = self.dropout if self.training else 0.0
@@ -75,9 +81,12 @@ class MLP(nn.Module):
         self.proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd)
         self.proj.is_residual = True
         self.dropout = nn.Dropout(cfg.dropout)
+        self.relu2 = cfg.mlp_activation == "relu2"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.proj(F.gelu(self.fc(x))))
+        h = self.fc(x)
+        h = F.relu(h).square() if self.relu2 else F.gelu(h)
+        return self.dropout(self.proj(h))
 
 
 class Block(nn.Module):

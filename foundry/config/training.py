@@ -61,6 +61,16 @@ class ModelConfig(_Section):
         description="Rows of a hashed bigram input table (each token's embedding plus its (previous, this) pair's "
         "row); 0 is none. Models with one export to no transformers or GGUF architecture.",
     )
+    qk_norm: bool = Field(
+        False,
+        description="RMS-normalise each head's queries and keys (no weights) before attention. Models with it "
+        "export to no transformers or GGUF architecture.",
+    )
+    mlp_activation: Literal["gelu", "relu2"] = Field(
+        "gelu",
+        description="The MLP's nonlinearity: gelu (exact) or relu2 (ReLU squared). Models with relu2 export to no "
+        "transformers or GGUF architecture.",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelConfig:

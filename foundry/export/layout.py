@@ -28,8 +28,9 @@ EOS = "<|endoftext|>"
 # mapping handles it (tests/fast/test_export_hf.py checks that these and OFF_ARGS are all of them, so adding one
 # forces the choice).
 KNOWN_ARGS = frozenset({"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "positions"})
-# Fields that map only at the value that switches them off: no architecture has a hashed bigram table.
-OFF_ARGS = {"bigram_buckets": 0}
+# Fields that map only at the value that switches them off: neither architecture has a hashed bigram table,
+# weightless QK-norm or a ReLU-squared MLP.
+OFF_ARGS = {"bigram_buckets": 0, "qk_norm": False, "mlp_activation": "gelu"}
 ROPE_BASE = 10000.0  # models.gpt.rotary_angles' default, which GPT.hidden uses
 
 

@@ -170,6 +170,7 @@ def test_the_exported_tokenizer_gives_foundrys_ids(tmp_path):
         ({"positions": "alibi"}, "positions 'alibi'"),
         ({"bias": False}, r"model args \['bias'\]"),
         ({"bigram_buckets": 64}, r"what \['bigram_buckets'\] add"),
+        ({"qk_norm": True, "mlp_activation": "relu2"}, r"what \['mlp_activation', 'qk_norm'\] add"),
     ],
 )
 def test_architectures_without_a_faithful_mapping_are_refused(tmp_path, args, reason):

@@ -16,8 +16,9 @@ from models.kv_cache import Decoder
 V = 64
 PROMPTS = [[1, 2, 3], [4], [5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17, 18]]
 SAMPLING = {"greedy": (1.0, 1), "sampled": (0.9, None), "top_k": (1.3, 8)}
-# "+bigram": with a hashed bigram input table, whose rows need each cached token's previous token.
-POSITIONS = ["learned", "rotary", "rotary+bigram"]
+# "+bigram": with a hashed bigram input table, whose rows need each cached token's previous token; "+qknorm+relu2":
+# queries and keys normalised per head, ReLU squared in the MLP.
+POSITIONS = ["learned", "rotary", "rotary+bigram", "rotary+qknorm+relu2"]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -35,9 +36,17 @@ def lively(positions: str, block: int = 32, vocab: int = V, seed: int = 0) -> GP
     (Tied to a random embedding, the head mostly predicts the input token again, and greedy text that repeats
     one token proves little.)"""
     torch.manual_seed(seed)
-    positions, _, bigram = positions.partition("+")
+    positions, *extras = positions.split("+")
     cfg = GPTConfig(
-        vocab, block, n_layer=2, n_head=2, n_embd=32, positions=positions, bigram_buckets=97 if bigram else 0
+        vocab,
+        block,
+        n_layer=2,
+        n_head=2,
+        n_embd=32,
+        positions=positions,
+        bigram_buckets=97 if "bigram" in extras else 0,
+        qk_norm="qknorm" in extras,
+        mlp_activation="relu2" if "relu2" in extras else "gelu",
     )
     model = GPT(cfg)
     model.lm_head.weight = torch.nn.Parameter(torch.randn(vocab, 32))

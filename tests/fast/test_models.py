@@ -98,6 +98,28 @@ def test_bigram_rows_see_no_pair_across_a_segment_or_window_start():
     assert not torch.allclose(model(second)[0], alone, atol=1e-3)
 
 
+@pytest.mark.parametrize("qk_norm", [False, True])
+def test_qk_norm_makes_attention_blind_to_the_scale_of_queries_and_keys(qk_norm):
+    """RMS-normalised per head, queries and keys scaled by any positive factor give the same logits; without the
+    norm they do not. Both models keep the parameters (and count) of one without it."""
+    model, idx = tiny(positions="rotary", qk_norm=qk_norm).eval(), torch.randint(0, V, (2, 12))
+    assert model.num_params() == tiny(positions="rotary").num_params()
+    before, _ = model(idx)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.qkv.weight[: 2 * 32] *= 7.0  # the q and k rows; v's stay
+            block.attn.qkv.bias[: 2 * 32] *= 7.0
+    after, _ = model(idx)
+    assert torch.allclose(before, after, atol=1e-4) == qk_norm
+
+
+def test_relu2_squares_the_relu_in_the_mlp():
+    model = tiny(mlp_activation="relu2")
+    mlp, x = model.blocks[0].mlp, torch.randn(3, 32)
+    torch.testing.assert_close(mlp(x), mlp.proj(torch.relu(mlp.fc(x)) ** 2))
+    assert not torch.allclose(tiny().blocks[0].mlp(x), mlp(x), atol=1e-4)
+
+
 def test_a_model_saved_before_rotary_loads_with_learned_positions():
     model = tiny()
     args = model.config.to_dict()
