@@ -102,10 +102,12 @@ def test_every_model_arg_is_one_the_mappings_handle():
     assert set(GPTConfig.__dataclass_fields__) == KNOWN_ARGS | set(OFF_ARGS)
 
 
-def test_a_model_saved_before_the_bigram_field_still_maps():
+def test_a_model_saved_before_the_bigram_qk_norm_and_activation_fields_still_maps():
     args = GPTConfig(vocab_size=300, positions="rotary").to_dict()
-    del args["bigram_buckets"]
+    for field in ("bigram_buckets", "qk_norm", "mlp_activation"):
+        del args[field]
     assert target(args) == "gpt_neox"
+    assert GPTConfig(**args) == GPTConfig(vocab_size=300, positions="rotary")  # read as off
 
 
 def test_a_lora_merged_model_computes_what_foundry_computes(tmp_path):
