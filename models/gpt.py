@@ -32,6 +32,10 @@ class GPTConfig:
     # The MLP's nonlinearity: the exact GELU (every earlier model), or relu2, ReLU squared.
     mlp_activation: Literal["gelu", "relu2"] = "gelu"
 
+    def __post_init__(self) -> None:
+        if self.mlp_activation not in ("gelu", "relu2"):  # a saved model's args are not validated elsewhere
+            raise ValueError(f"mlp_activation {self.mlp_activation!r} is not gelu or relu2")
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -107,6 +107,7 @@ class ManifestCheckpointIO(TorchCheckpointIO):
         """This training continues the folder's history from `step` (0: afresh). Checkpoints of later steps
         belong to a training it replaces (a fresh start over another run's folder, or a resume that fell back past
         a broken checkpoint): they leave the manifest and the folder now, before they could outrank its own."""
+        self.wait()
         entries = read_manifest(self.directory)
         later = [e for e in entries if e.step > step]
         if not later:
@@ -203,7 +204,7 @@ class CheckpointEvery(Callback):
             raise ArithmeticMismatch(
                 "the checkpoint to resume was written under other arithmetic, (checkpoint, this run): "
                 f"{differs}; continuing it would not give the bits one uninterrupted run gives. Run with the "
-                "checkpoint's settings (e.g. train.cpu_threads, train.precision, the same device and torch), "
+                "checkpoint's settings (e.g. train.cpu_threads, train.precision, train.compile, the same device and torch), "
                 "or train afresh in another checkpoint folder"
             )
         self._rng_to_restore = state.get("rng")

@@ -135,7 +135,8 @@ def _check_objective(study: optuna.Study, config: FoundryConfig) -> None:
     if recorded is None:
         study.set_user_attr(OBJECTIVE_ATTR, settings)
         return
-    before, now = _flat(recorded), _flat(settings)
+    # A setting added since the study started reads there as its default, as a recorded config reads back.
+    before, now = _flat(objective_settings(FoundryConfig())) | _flat(recorded), _flat(settings)
     differ = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
     if differ:
         raise ConfigError(

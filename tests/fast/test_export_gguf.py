@@ -128,10 +128,11 @@ def test_unmerged_adapter_is_refused_naming_it(tmp_path, tokenizer_file):
     assert not (tmp_path / "model.gguf").exists()
 
 
-def test_a_bigram_table_is_refused(tmp_path, tokenizer_file):
+@pytest.mark.parametrize("field, value", [("bigram_buckets", 64), ("qk_norm", True), ("mlp_activation", "relu2")])
+def test_a_bigram_table_qk_norm_or_relu2_is_refused(tmp_path, tokenizer_file, field, value):
     saved = _saved("learned", 300)
-    saved["model_args"]["bigram_buckets"] = 64
-    with pytest.raises(UnsupportedArchitecture, match="bigram_buckets"):
+    saved["model_args"][field] = value
+    with pytest.raises(UnsupportedArchitecture, match=field):
         write_gguf(saved, tokenizer_file, tmp_path)
     assert not (tmp_path / "model.gguf").exists()
 

@@ -118,6 +118,8 @@ def test_relu2_squares_the_relu_in_the_mlp():
     mlp, x = model.blocks[0].mlp, torch.randn(3, 32)
     torch.testing.assert_close(mlp(x), mlp.proj(torch.relu(mlp.fc(x)) ** 2))
     assert not torch.allclose(tiny().blocks[0].mlp(x), mlp(x), atol=1e-4)
+    with pytest.raises(ValueError, match="mlp_activation 'swish' is not gelu or relu2"):
+        GPTConfig(vocab_size=V, mlp_activation="swish")  # as a saved model's args would load
 
 
 def test_a_model_saved_before_rotary_loads_with_learned_positions():

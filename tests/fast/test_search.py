@@ -181,6 +181,19 @@ def test_a_study_refuses_a_config_its_trials_would_not_compare_with(tmp_path):
     assert "search.study_name" in str(info.value)
 
 
+def test_a_study_started_before_a_setting_existed_reads_it_as_its_default(tmp_path):
+    from foundry.search.study import OBJECTIVE_ATTR
+
+    study, _ = open_study(study_config(tmp_path), tmp_path)
+    recorded = study.user_attrs[OBJECTIVE_ATTR]
+    for key in ("qk_norm", "mlp_activation"):  # as a study recorded before these settings existed holds it
+        del recorded["model"][key]
+    study.set_user_attr(OBJECTIVE_ATTR, recorded)
+    open_study(study_config(tmp_path), tmp_path)  # the defaults: the same objective
+    with pytest.raises(ConfigError, match=r"differs in: model\.qk_norm\)"):
+        open_study(study_config(tmp_path, "model.qk_norm=true"), tmp_path)
+
+
 def test_one_process_drives_a_study(tmp_path):
     search = study_config(tmp_path).search
     with study_lock(tmp_path, search):

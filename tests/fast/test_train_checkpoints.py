@@ -76,20 +76,25 @@ def test_io_writes_manifest_link_and_prunes(tmp_path, async_save):
     )
 
 
-def test_a_resume_that_fell_back_past_a_broken_checkpoint_drops_it_before_saving_again(tmp_path):
-    io = ManifestCheckpointIO(tmp_path, keep_last=3)
-    for step in (10, 20, 30):
+def test_a_resume_that_fell_back_past_broken_checkpoints_drops_them_before_saving_again(tmp_path, caplog):
+    """The newest two torn, the run resumes from the best (step 10); kept, they would outrank its step 20, which
+    retention would then delete as it is written."""
+    io = ManifestCheckpointIO(tmp_path, keep_last=2)
+    io.save_checkpoint(fake_checkpoint(10), tmp_path / "step-000010.ckpt")
+    io.annotate(10, 0.5)
+    for step in (40, 50):
         io.save_checkpoint(fake_checkpoint(step), tmp_path / f"step-{step:06d}.ckpt")
-    (tmp_path / "step-000030.ckpt").write_bytes(b"torn")  # the newest broken: the run resumes from step 20
-    resumed = ManifestCheckpointIO(tmp_path, keep_last=3)
+        (tmp_path / f"step-{step:06d}.ckpt").write_bytes(b"torn")
+    resumed = ManifestCheckpointIO(tmp_path, keep_last=2)
     resumed.start_at(latest_valid(tmp_path).step)
-    assert [e.step for e in read_manifest(tmp_path)] == [10, 20]
+    assert [e.step for e in read_manifest(tmp_path)] == [10]
+    assert "step-000040.ckpt, step-000050.ckpt" in caplog.text
+    assert (tmp_path / "last.ckpt").samefile(tmp_path / "step-000010.ckpt")
+    resumed.save_checkpoint(fake_checkpoint(20), tmp_path / "step-000020.ckpt")
+    assert [e.step for e in read_manifest(tmp_path)] == [10, 20] and latest_valid(tmp_path).step == 20
     assert (tmp_path / "last.ckpt").samefile(tmp_path / "step-000020.ckpt")
-    assert not (tmp_path / "step-000030.ckpt").exists()
-    resumed.save_checkpoint(fake_checkpoint(30), tmp_path / "step-000030.ckpt")
-    assert [e.step for e in read_manifest(tmp_path)] == [10, 20, 30] and latest_valid(tmp_path).step == 30
-    resumed.start_at(30)  # nothing past it: nothing changes
-    assert (tmp_path / "last.ckpt").samefile(tmp_path / "step-000030.ckpt")
+    resumed.start_at(20)  # nothing past it: nothing changes
+    assert [e.step for e in read_manifest(tmp_path)] == [10, 20]
 
 
 def test_async_save_writes_a_point_in_time_copy(tmp_path):
