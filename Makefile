@@ -49,12 +49,13 @@ install-dev: $(VENV)/.installed-llama $(VENV)/wheelhouse/.complete browser
 run: install
 	$(BIN)/foundry run $(ARGS)
 
-# The fast lane on two pytest-xdist workers (each its own throwaway home); the slow lane in one process, whose
-# tests share one server stack and one registered base model. (Two slow workers were tried on 2 busy cores: 115 of
-# 125 tests in 27 minutes; the tests are CPU-bound and each worker trains its own base model.)
+# Both lanes on two pytest-xdist workers, each worker on a core of its own (tests/conftest.py), each its own
+# throwaway home. In the slow lane the tests that use the Prefect server stack (and so the one registered base
+# model) go to one worker together (`--dist loadgroup`). On the 2-core machine, alone: the slow lane took 1,084 s in
+# one process, 1,043 s on two unpinned workers and 957 s on two pinned ones.
 test: install-dev lint
 	$(BIN)/python -m pytest tests/fast -n 2 $(PYTEST_ARGS)
-	$(BIN)/python -m pytest tests/slow $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/slow -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 # No browser and no wheelhouse: only tests/slow/ uses them.
 test-fast: $(VENV)/.installed-dev lint

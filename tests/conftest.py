@@ -32,6 +32,16 @@ FAST_LANE, SLOW_LANE = REPO_ROOT / "tests" / "fast", REPO_ROOT / "tests" / "slow
 SLOW_FIXTURES = {"prefect_harness", "mlflow_server", "moto_s3", "base_model", "aligned_model", "vision_run"}
 
 
+def pytest_configure(config):
+    """An xdist worker keeps to one core of its own: every training it starts then takes one thread
+    (foundry.training.trainer.cpu_threads reads the affinity), instead of two workers each running as many
+    threads as the machine has cores, which left the cores oversubscribed."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if worker.startswith("gw") and len(cores) > 1:
+        os.sched_setaffinity(0, {cores[int(worker[2:]) % len(cores)]})
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
 def pytest_collection_modifyitems(config, items):
     """Marks the tests under tests/slow/ `slow`, and stops the collection, naming them, at a test in neither lane,
@@ -43,6 +53,8 @@ def pytest_collection_modifyitems(config, items):
             misplaced.append(f"{item.nodeid}: marked slow by hand; a test under tests/slow/ is marked for you")
         if path.is_relative_to(SLOW_LANE):
             item.add_marker(pytest.mark.slow)
+            if "prefect_harness" in getattr(item, "fixturenames", ()):  # one server stack: on one xdist worker
+                item.add_marker(pytest.mark.xdist_group("prefect_harness"))
         elif path.is_relative_to(FAST_LANE.parent) and not path.is_relative_to(FAST_LANE):
             misplaced.append(f"{item.nodeid}: in neither lane; move it to tests/fast/ or tests/slow/")
         elif path.is_relative_to(FAST_LANE) and (slow := SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
@@ -51,6 +63,7 @@ def pytest_collection_modifyitems(config, items):
             )
     if misplaced:
         raise pytest.UsageError("tests in the wrong lane:\n  " + "\n  ".join(misplaced))
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: otherwise in collection order
 
 
 @pytest.fixture(scope="session")

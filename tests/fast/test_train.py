@@ -61,6 +61,7 @@ def test_single_process_trains_and_the_checkpoint_rebuilds_the_model(tiny_datase
     assert (tmp_path / "ckpt" / "weights.rank0.sha256").read_text().strip() == digest(path)
 
 
+@pytest.mark.long
 def test_the_defaults_compiled_bf16_training_gives_the_same_weights_twice(tiny_dataset, tmp_path):
     """What `make run` trains with (compiled, bf16-mixed, so deterministic kernels on a CPU), on the tiny twin."""
     config = tiny("train.max_steps=3", "train.compile=true", "train.precision=bf16-mixed")
