@@ -50,12 +50,11 @@ run: install
 	$(BIN)/foundry run $(ARGS)
 
 # Both lanes on two pytest-xdist workers, each worker on a core of its own (tests/conftest.py), each its own
-# throwaway home. In the slow lane the tests that use the Prefect server stack (and so the one registered base
-# model) go to one worker together (`--dist loadgroup`). On the 2-core machine, alone: the slow lane took 1,084 s in
-# one process, 1,043 s on two unpinned workers and 957 s on two pinned ones.
+# throwaway home. In the slow lane a module's tests go to one worker, and the modules that use the Prefect server
+# stack (and so the one registered base model) to one worker together (`--dist loadscope`, tests/conftest.py).
 test: install-dev lint
 	$(BIN)/python -m pytest tests/fast -n 2 $(PYTEST_ARGS)
-	$(BIN)/python -m pytest tests/slow -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/slow -n 2 --dist loadscope $(PYTEST_ARGS)
 
 # No browser and no wheelhouse: only tests/slow/ uses them.
 test-fast: $(VENV)/.installed-dev lint

@@ -42,9 +42,36 @@ def pytest_configure(config):
         os.sched_setaffinity(0, {cores[int(worker[2:]) % len(cores)]})
 
 
+# The slow lane's modules whose tests use the Prefect server stack (and so the one registered base model): with
+# `--dist loadscope` they all go to one xdist worker (below). The collection refuses a test that uses the stack
+# in a module missing here.
+PREFECT_MODULES = {
+    "test_align_flow", "test_credentials_flow", "test_evaluate_flow", "test_finetune", "test_locks_prefect",
+    "test_merge_flow", "test_parallel", "test_pipeline", "test_purge_flow", "test_rank_logs_flow", "test_retrain",
+    "test_run_page", "test_search_flow", "test_serving", "test_validate_tasks", "test_vision_pipeline",
+}  # fmt: skip
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadscope` sends each module's tests to one worker (its module fixtures are made once), and the
+    PREFECT_MODULES together. (`--dist loadgroup` with `xdist_group` marks would say this, but pytest-xdist 3.8
+    groups by rewriting a node id that pytest 9 no longer reads: every test went alone.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesSharingPrefect(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "prefect_harness" if Path(module).stem in PREFECT_MODULES else module
+
+    return ModulesSharingPrefect(config, log)
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
 def pytest_collection_modifyitems(config, items):
-    """Marks the tests under tests/slow/ `slow`, and stops the collection, naming them, at a test in neither lane,
+    """Marks the tests under tests/slow/ `slow`, and stops the collection, naming them, at a test in neither lane
+    or using the Prefect server stack from a module not in PREFECT_MODULES,
     a test under tests/fast/ that uses a slow fixture, and a `slow` mark written by hand (the folder says it)."""
     misplaced = []
     for item in items:
@@ -53,8 +80,8 @@ def pytest_collection_modifyitems(config, items):
             misplaced.append(f"{item.nodeid}: marked slow by hand; a test under tests/slow/ is marked for you")
         if path.is_relative_to(SLOW_LANE):
             item.add_marker(pytest.mark.slow)
-            if "prefect_harness" in getattr(item, "fixturenames", ()):  # one server stack: on one xdist worker
-                item.add_marker(pytest.mark.xdist_group("prefect_harness"))
+            if "prefect_harness" in getattr(item, "fixturenames", ()) and path.stem not in PREFECT_MODULES:
+                misplaced.append(f"{item.nodeid}: uses the Prefect server stack; add its module to PREFECT_MODULES")
         elif path.is_relative_to(FAST_LANE.parent) and not path.is_relative_to(FAST_LANE):
             misplaced.append(f"{item.nodeid}: in neither lane; move it to tests/fast/ or tests/slow/")
         elif path.is_relative_to(FAST_LANE) and (slow := SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
