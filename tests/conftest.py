@@ -32,14 +32,32 @@ FAST_LANE, SLOW_LANE = REPO_ROOT / "tests" / "fast", REPO_ROOT / "tests" / "slow
 SLOW_FIXTURES = {"prefect_harness", "mlflow_server", "moto_s3", "base_model", "aligned_model", "vision_run"}
 
 
+# The cores this machine lets the tests use, read before an xdist worker keeps to its share (`pytest_configure`).
+MACHINE_CORES = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
 def pytest_configure(config):
-    """An xdist worker keeps to one core of its own: every training it starts then takes one thread
-    (foundry.training.trainer.cpu_threads reads the affinity), instead of two workers each running as many
-    threads as the machine has cores, which left the cores oversubscribed."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if worker.startswith("gw") and len(cores) > 1:
-        os.sched_setaffinity(0, {cores[int(worker[2:]) % len(cores)]})
+    """An xdist worker keeps to its own share of the cores (one each on two cores): every training it starts then
+    takes as many threads as its share holds (foundry.training.trainer.cpu_threads reads the affinity), instead of
+    two workers each running as many threads as the machine has cores, which left the cores oversubscribed."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not (worker.startswith("gw") and worker[2:].isdigit()) or len(MACHINE_CORES) < 2:
+        return
+    index = int(worker[2:]) % count
+    share = MACHINE_CORES[index::count] if count <= len(MACHINE_CORES) else [MACHINE_CORES[index % len(MACHINE_CORES)]]
+    os.sched_setaffinity(0, share)
+
+
+@contextlib.contextmanager
+def on_every_core():
+    """Every core of MACHINE_CORES for this thread and the processes it starts meanwhile: for a test of how work
+    is spread over the cores, which its worker's share would hide."""
+    share = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, MACHINE_CORES)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, share)
 
 
 # The slow lane's modules whose tests use the Prefect server stack (and so the one registered base model): with
@@ -52,6 +70,7 @@ PREFECT_MODULES = {
 }  # fmt: skip
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown without it (`-p no:xdist`)
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadscope` sends each module's tests to one worker (its module fixtures are made once), and the
     PREFECT_MODULES together. (`--dist loadgroup` with `xdist_group` marks would say this, but pytest-xdist 3.8
@@ -70,9 +89,9 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
 def pytest_collection_modifyitems(config, items):
-    """Marks the tests under tests/slow/ `slow`, and stops the collection, naming them, at a test in neither lane
-    or using the Prefect server stack from a module not in PREFECT_MODULES,
-    a test under tests/fast/ that uses a slow fixture, and a `slow` mark written by hand (the folder says it)."""
+    """Marks the tests under tests/slow/ `slow`, and stops the collection, naming them, at a test in neither lane,
+    a test under tests/fast/ that uses a slow fixture, a `slow` mark written by hand (the folder says it), and a
+    slow test that uses the Prefect server stack from a module not in PREFECT_MODULES."""
     misplaced = []
     for item in items:
         path = Path(item.path)
@@ -89,7 +108,7 @@ def pytest_collection_modifyitems(config, items):
                 f"{item.nodeid}: uses {', '.join(sorted(slow))} (a server or a training); move it to tests/slow/"
             )
     if misplaced:
-        raise pytest.UsageError("tests in the wrong lane:\n  " + "\n  ".join(misplaced))
+        raise pytest.UsageError("tests in the wrong lane or module list:\n  " + "\n  ".join(misplaced))
     items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: otherwise in collection order
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from conftest import REPO_ROOT, run_page
+from conftest import REPO_ROOT, on_every_core, run_page
 from helpers import NO_BASELINES
 from optuna.trial import TrialState
 
@@ -68,6 +68,12 @@ def killed_and_rerun(prefect_harness, foundry_home, tmp_path_factory):
 
     cwd = tmp_path_factory.mktemp("search-cwd")
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}  # the harness's server, not a temporary one
+    # The trials split the machine's cores, not this xdist worker's one; the module's tests read the same cores.
+    with on_every_core():
+        yield run_killed_and_again(cwd, env, foundry_home)
+
+
+def run_killed_and_again(cwd: Path, env: dict[str, str], foundry_home: Path) -> tuple:
     first = subprocess.Popen(_command(), cwd=cwd, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 400
     while not _mid_study(foundry_home):
