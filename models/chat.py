@@ -132,15 +132,16 @@ def add_chat_tokens(tokenizer, template: ChatTemplate) -> int:
 @torch.no_grad()
 def grow_vocabulary(model: GPT, vocab_size: int) -> GPT:
     """The same model with `vocab_size` rows of embedding and (tied) output head. New rows start at the
-    mean of the existing embeddings: a new token then looks like an average token, and its logit is the
+    mean of the existing embeddings (value embeddings: of their own table's): a new token then looks like an average token, and its logit is the
     mean logit, so it neither dominates nor vanishes from the first outputs (Hewitt, 2021)."""
     old = model.config.vocab_size
     if vocab_size < old:
         raise ValueError(f"cannot shrink the vocabulary from {old} to {vocab_size}")
     grown = GPT(GPTConfig(**{**model.config.to_dict(), "vocab_size": vocab_size}))
     state = model.state_dict()
-    mean = state["wte.weight"].mean(dim=0, keepdim=True)
-    state["wte.weight"] = torch.cat([state["wte.weight"], mean.expand(vocab_size - old, -1)])
+    for name in [n for n in state if n == "wte.weight" or n.startswith("value_embeds.")]:
+        mean = state[name].mean(dim=0, keepdim=True)
+        state[name] = torch.cat([state[name], mean.expand(vocab_size - old, -1)])
     state["lm_head.weight"] = state["wte.weight"]
     grown.load_state_dict(state)
     return grown.eval()

@@ -31,6 +31,9 @@ class GPTConfig:
     qk_norm: bool = False
     # The MLP's nonlinearity: the exact GELU (every earlier model), or relu2, ReLU squared.
     mlp_activation: Literal["gelu", "relu2"] = "gelu"
+    # Value embeddings: a token-indexed table per block, its row added to the block's attention values (False:
+    # every earlier model).
+    value_embeddings: bool = False
 
     def __post_init__(self) -> None:
         if self.mlp_activation not in ("gelu", "relu2"):  # a saved model's args are not validated elsewhere
@@ -56,11 +59,15 @@ class CausalSelfAttention(nn.Module):
         mask: torch.Tensor | None = None,
         rotation: tuple[torch.Tensor, torch.Tensor] | None = None,
         cache=None,
+        values: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """With `cache` (a `models.kv_cache.LayerCache`), x holds only the new tokens: their keys and values are
-        appended to the cached ones, and `mask` (B, 1, T, cached + T) says what each new token sees (None: all)."""
+        appended to the cached ones, and `mask` (B, 1, T, cached + T) says what each new token sees (None: all).
+        `values` (B, T, C), the tokens' value embeddings, are added to their values."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
+        if values is not None:
+            v = v + values
         # (B, nh, T, hs)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
         if self.qk_norm:
@@ -102,9 +109,9 @@ class Block(nn.Module):
         self.mlp = MLP(cfg)
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None = None, rotation: tuple | None = None, cache=None
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, rotation: tuple | None = None, cache=None, values=None
     ) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x), mask, rotation, cache)
+        x = x + self.attn(self.ln_1(x), mask, rotation, cache, values)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -118,14 +125,19 @@ class GPT(DecayedByName, nn.Module):
         # Rotary positions rotate queries and keys instead: no position table.
         self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd) if cfg.positions == "learned" else None
         self.bigram = nn.Embedding(cfg.bigram_buckets, cfg.n_embd) if cfg.bigram_buckets else None
+        # modded-nanogpt's value embeddings: each block reads a token's own row, beside what the residual stream
+        # carries. Outside `blocks`, so that Muon leaves them to AdamW like the other tables.
+        tables = (nn.Embedding(cfg.vocab_size, cfg.n_embd) for _ in range(cfg.n_layer))
+        self.value_embeds = nn.ModuleList(tables) if cfg.value_embeddings else None
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.n_embd)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # tied embeddings
         self.apply(self._init_weights)
-        if self.bigram is not None:  # an untrained table adds nothing: the model starts as one without it
-            nn.init.zeros_(self.bigram.weight)
+        for table in [self.bigram, *(self.value_embeds or [])]:
+            if table is not None:  # an untrained table adds nothing: the model starts as one without it
+                nn.init.zeros_(table.weight)
         self.remember_matrices()
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -142,7 +154,7 @@ class GPT(DecayedByName, nn.Module):
     def num_params(self, non_embedding: bool = True) -> int:
         n = sum(p.numel() for p in self.parameters())
         if non_embedding:  # tables only looked up (the token table is also the head's weights: counted)
-            n -= sum(t.weight.numel() for t in (self.wpe, self.bigram) if t is not None)
+            n -= sum(t.weight.numel() for t in (self.wpe, self.bigram, *(self.value_embeds or [])) if t is not None)
         return n
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, segments: torch.Tensor | None = None):
@@ -167,9 +179,12 @@ class GPT(DecayedByName, nn.Module):
             pos, mask = segment_positions(segments), segment_mask(segments)
         x, rotation = self._embed(idx, pos)
         x = self.drop(x)
-        for block in self.blocks:
-            x = block(x, mask, rotation)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, mask, rotation, None, self._values(idx, layer))
         return self.ln_f(x)
+
+    def _values(self, idx: torch.Tensor, layer: int) -> torch.Tensor | None:
+        return None if self.value_embeds is None else self.value_embeds[layer](idx)
 
     def _embed(
         self, idx: torch.Tensor, pos: torch.Tensor, previous: torch.Tensor | None = None
@@ -210,8 +225,8 @@ class GPT(DecayedByName, nn.Module):
         and `previous` (B, T) the token before each (see `_embed`)."""
         x, rotation = self._embed(idx, pos, previous)
         layers = cache.layers if cache is not None else [None] * len(self.blocks)
-        for block, layer in zip(self.blocks, layers, strict=True):
-            x = block(x, mask, rotation, layer)
+        for i, (block, layer) in enumerate(zip(self.blocks, layers, strict=True)):
+            x = block(x, mask, rotation, layer, self._values(idx, i))
         return self.lm_head(self.ln_f(x[:, -1]))
 
     @torch.no_grad()

@@ -71,6 +71,11 @@ class ModelConfig(_Section):
         description="The MLP's nonlinearity: gelu (exact) or relu2 (ReLU squared). Models with relu2 export to no "
         "transformers or GGUF architecture.",
     )
+    value_embeddings: bool = Field(
+        False,
+        description="A token-indexed table per block whose row is added to that block's attention values "
+        "(modded-nanogpt's value embeddings). Models with them export to no transformers or GGUF architecture.",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelConfig:

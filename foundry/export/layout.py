@@ -29,8 +29,8 @@ EOS = "<|endoftext|>"
 # forces the choice).
 KNOWN_ARGS = frozenset({"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "positions"})
 # Fields that map only at the value that switches them off: neither architecture has a hashed bigram table,
-# weightless QK-norm or a ReLU-squared MLP.
-OFF_ARGS = {"bigram_buckets": 0, "qk_norm": False, "mlp_activation": "gelu"}
+# weightless QK-norm, a ReLU-squared MLP or value embeddings.
+OFF_ARGS = {"bigram_buckets": 0, "qk_norm": False, "mlp_activation": "gelu", "value_embeddings": False}
 ROPE_BASE = 10000.0  # models.gpt.rotary_angles' default, which GPT.hidden uses
 
 

@@ -67,10 +67,11 @@ def block_params(m: ModelConfig) -> int:
 
 
 def root_params(m: ModelConfig, vocab_size: int) -> int:
-    """Embeddings (the head is tied to them), bigram rows, learned positions (rotary ones have no table) and the
-    final layer norm."""
+    """Embeddings (the head is tied to them), value embeddings, bigram rows, learned positions (rotary ones have no
+    table) and the final layer norm."""
     positions = m.block_size * m.n_embd if m.positions == "learned" else 0
-    return (vocab_size + m.bigram_buckets) * m.n_embd + positions + 2 * m.n_embd
+    tables = 1 + (m.n_layer if m.value_embeddings else 0)
+    return (tables * vocab_size + m.bigram_buckets) * m.n_embd + positions + 2 * m.n_embd
 
 
 def n_params(m: ModelConfig, vocab_size: int) -> int:

@@ -128,8 +128,11 @@ def test_unmerged_adapter_is_refused_naming_it(tmp_path, tokenizer_file):
     assert not (tmp_path / "model.gguf").exists()
 
 
-@pytest.mark.parametrize("field, value", [("bigram_buckets", 64), ("qk_norm", True), ("mlp_activation", "relu2")])
-def test_a_bigram_table_qk_norm_or_relu2_is_refused(tmp_path, tokenizer_file, field, value):
+@pytest.mark.parametrize(
+    "field, value",
+    [("bigram_buckets", 64), ("qk_norm", True), ("mlp_activation", "relu2"), ("value_embeddings", True)],
+)
+def test_a_bigram_table_qk_norm_relu2_or_value_embeddings_is_refused(tmp_path, tokenizer_file, field, value):
     saved = _saved("learned", 300)
     saved["model_args"][field] = value
     with pytest.raises(UnsupportedArchitecture, match=field):

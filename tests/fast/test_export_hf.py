@@ -102,9 +102,9 @@ def test_every_model_arg_is_one_the_mappings_handle():
     assert set(GPTConfig.__dataclass_fields__) == KNOWN_ARGS | set(OFF_ARGS)
 
 
-def test_a_model_saved_before_the_bigram_qk_norm_and_activation_fields_still_maps():
+def test_a_model_saved_before_the_bigram_qk_norm_activation_and_value_fields_still_maps():
     args = GPTConfig(vocab_size=300, positions="rotary").to_dict()
-    for field in ("bigram_buckets", "qk_norm", "mlp_activation"):
+    for field in ("bigram_buckets", "qk_norm", "mlp_activation", "value_embeddings"):
         del args[field]
     assert target(args) == "gpt_neox"
     assert GPTConfig(**args) == GPTConfig(vocab_size=300, positions="rotary")  # read as off
@@ -173,6 +173,7 @@ def test_the_exported_tokenizer_gives_foundrys_ids(tmp_path):
         ({"bias": False}, r"model args \['bias'\]"),
         ({"bigram_buckets": 64}, r"what \['bigram_buckets'\] add"),
         ({"qk_norm": True, "mlp_activation": "relu2"}, r"what \['mlp_activation', 'qk_norm'\] add"),
+        ({"value_embeddings": True}, r"what \['value_embeddings'\] add"),
     ],
 )
 def test_architectures_without_a_faithful_mapping_are_refused(tmp_path, args, reason):

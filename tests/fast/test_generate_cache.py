@@ -17,8 +17,9 @@ V = 64
 PROMPTS = [[1, 2, 3], [4], [5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17, 18]]
 SAMPLING = {"greedy": (1.0, 1), "sampled": (0.9, None), "top_k": (1.3, 8)}
 # "+bigram": with a hashed bigram input table, whose rows need each cached token's previous token; "+qknorm+relu2":
-# queries and keys normalised per head, ReLU squared in the MLP.
-POSITIONS = ["learned", "rotary", "rotary+bigram", "rotary+qknorm+relu2"]
+# queries and keys normalised per head, ReLU squared in the MLP; "+values": value embeddings, looked up for each new
+# token only.
+POSITIONS = ["learned", "rotary", "rotary+bigram", "rotary+qknorm+relu2", "rotary+values"]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -47,11 +48,14 @@ def lively(positions: str, block: int = 32, vocab: int = V, seed: int = 0) -> GP
         bigram_buckets=97 if "bigram" in extras else 0,
         qk_norm="qknorm" in extras,
         mlp_activation="relu2" if "relu2" in extras else "gelu",
+        value_embeddings="values" in extras,
     )
     model = GPT(cfg)
     model.lm_head.weight = torch.nn.Parameter(torch.randn(vocab, 32))
     if model.bigram is not None:  # rows as large as the token embeddings', so that a wrong pair changes the text
         model.bigram.weight.data = torch.randn(97, 32)
+    for table in model.value_embeds or []:  # large enough to change the text, small enough to keep it varied
+        table.weight.data = 0.3 * torch.randn(vocab, 32)
     return model.eval()
 
 
@@ -68,6 +72,15 @@ def test_the_bigram_table_changes_what_is_generated():
     with_pairs = model.generate(prompt, 12, top_k=1)
     model.bigram.weight.data.zero_()
     assert not torch.equal(model.generate(prompt, 12, top_k=1), with_pairs)
+
+
+def test_value_embeddings_change_what_is_generated():
+    """So that the cache tests with "+values" can fail."""
+    model, prompt = lively("rotary+values"), torch.tensor([[1, 2, 3, 4]])
+    with_values = model.generate(prompt, 12, top_k=1)
+    for table in model.value_embeds:
+        table.weight.data.zero_()
+    assert not torch.equal(model.generate(prompt, 12, top_k=1), with_values)
 
 
 @pytest.mark.parametrize("positions", POSITIONS)

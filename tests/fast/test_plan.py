@@ -135,7 +135,9 @@ def test_parameter_count_matches_the_model():
         (),
         ("model.positions=learned",),
         ("model.bigram_buckets=64",),
+        ("model.value_embeddings=true",),
         wider,
+        (*wider, "model.value_embeddings=true"),
         (*wider, "model.positions=learned"),
     )
     for overrides in variants:
