@@ -25,6 +25,7 @@ from foundry.data.manifest import DatasetManifest
 from foundry.data.shards import load_split
 from foundry.training.adapters import lora_spec, save_peft_adapter
 from foundry.training.sharding import Rank0Buffers, fsdp_strategy, fsdp_units, has_batch_norm
+from foundry.training.warm_start import text_start
 from foundry.vision.finetune import warm_start_state
 from foundry.vision.training import build_vision_module, image_shards, rank0_buffers, saved_extra, vision_loaders
 from models.data import RandomWindows, SequentialWindows
@@ -263,8 +264,9 @@ def train(
         module = build_module(config, manifest.vocab_size, manifest.kind)
     if config.train.init_from and resume_from is None:  # warm start; a resumed run already holds its progress
         parent = torch.load(config.train.init_from, map_location="cpu", weights_only=True)
-        state = parent["state_dict"] if shards is None else warm_start_state(parent, shards.classes, config.train.seed)
-        module.model.load_state_dict(state)  # an image classifier's head grown for the classes it lacked
+        image, seed = shards is not None, config.train.seed  # an image classifier's head grown for its classes
+        state = warm_start_state(parent, shards.classes, seed) if image else text_start(parent, module.model.config)
+        module.model.load_state_dict(state)
     lora = config.finetune.method == "lora"
     share = module.add_adapters(lora_spec(config)) if lora else None  # after the warm start, before a resume
     io = ManifestCheckpointIO(checkpoint_dir, config.checkpoint.keep_last, config.checkpoint.async_save)

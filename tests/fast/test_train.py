@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 import torch
@@ -84,6 +85,21 @@ def test_a_fresh_training_over_another_runs_folder_replaces_its_checkpoints(tiny
     assert sorted(p.name for p in folder.glob("*.ckpt")) == ["last.ckpt", "step-000005.ckpt", "step-000006.ckpt"]
     assert (folder / "last.ckpt").samefile(folder / "step-000006.ckpt")
     assert "step-000010.ckpt, step-000012.ckpt" in caplog.text
+
+
+def test_a_parent_trained_with_other_model_settings_is_refused_before_training(tiny_dataset, tmp_path):
+    """Other heads or QK-norm leave the weights' names and shapes as they are: loading them would succeed and train
+    another function. The warm start names the settings instead, and writes no checkpoint."""
+    from foundry.training.trainer import train
+
+    parent = launch(tiny("train.max_steps=2"), tiny_dataset, tmp_path / "parent", None, "v-test")
+    for setting, parents, ours in (("n_head", 2, 4), ("qk_norm", False, True)):
+        config = tiny(f"train.init_from={parent}", "train.max_steps=2", f"model.{setting}={str(ours).lower()}")
+        with pytest.raises(ValueError, match=re.escape(f"{{'{setting}': ({parents}, {ours})}}")):
+            train(config, tiny_dataset, tmp_path / setting, progress=False)
+        assert not list((tmp_path / setting).glob("*.ckpt"))
+    same = tiny(f"train.init_from={parent}", "train.max_steps=2")
+    assert load_gpt(launch(same, tiny_dataset, tmp_path / "same", None, "v-test")).config == load_gpt(parent).config
 
 
 def test_deterministic_switch_reaches_torch(tmp_path, monkeypatch):
