@@ -132,8 +132,9 @@ def add_chat_tokens(tokenizer, template: ChatTemplate) -> int:
 @torch.no_grad()
 def grow_vocabulary(model: GPT, vocab_size: int) -> GPT:
     """The same model with `vocab_size` rows of embedding and (tied) output head. New rows start at the
-    mean of the existing embeddings (value embeddings: of their own table's): a new token then looks like an average token, and its logit is the
-    mean logit, so it neither dominates nor vanishes from the first outputs (Hewitt, 2021)."""
+    mean of the existing embeddings: a new token then looks like an average token, and its logit is the
+    mean logit, so it neither dominates nor vanishes from the first outputs (Hewitt, 2021). Value-embedding
+    tables grow the same way, each from its own rows' mean."""
     old = model.config.vocab_size
     if vocab_size < old:
         raise ValueError(f"cannot shrink the vocabulary from {old} to {vocab_size}")

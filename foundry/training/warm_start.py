@@ -51,6 +51,6 @@ def text_start(parent: dict, model_config) -> dict:
     if differ:
         raise ValueError(
             f"train.init_from's model was trained with other model settings, {differ} (parent's, this run's): "
-            "set model.* to the parent's (foundry finetune and retrain copy them from a registered version)"
+            "a run from it needs the model.* settings its model.pt was saved with"
         )
     return parent["state_dict"]

@@ -122,34 +122,6 @@ def test_relu2_squares_the_relu_in_the_mlp():
         GPTConfig(vocab_size=V, mlp_activation="swish")  # as a saved model's args would load
 
 
-def test_value_embeddings_add_each_tokens_row_to_its_values():
-    """Each block adds its own table's row of a token to that token's attention values. The tables start at zero,
-    so a new model computes what the same weights compute without them; they count as embeddings, Muon leaves them
-    to AdamW, and a grown vocabulary keeps the old tokens' logits."""
-    from models.optim import muon_groups
-
-    plain, model = tiny(positions="rotary").eval(), tiny(positions="rotary", value_embeddings=True).eval()
-    missing, unexpected = model.load_state_dict(plain.state_dict(), strict=False)
-    assert (sorted(missing), unexpected) == (["value_embeds.0.weight", "value_embeds.1.weight"], [])
-    assert model.num_params() == plain.num_params()
-    assert model.num_params(non_embedding=False) == plain.num_params(non_embedding=False) + 2 * V * 32
-    idx = torch.randint(0, V, (2, 12))
-    torch.testing.assert_close(model(idx)[0], plain(idx)[0])
-    muon = next(g for g in muon_groups(model, 0.1, 0.02) if g.get("muon"))["params"]
-    assert len(muon) == 8 and not any(p is t.weight for p in muon for t in model.value_embeds)
-
-    # A table whose every row is c adds c to every value: what adding c to the value rows' bias does.
-    c = torch.randn(32)
-    model.value_embeds[0].weight.data[:] = c
-    plain.blocks[0].attn.qkv.bias.data[2 * 32 :] += c
-    torch.testing.assert_close(model(idx)[0], plain(idx)[0])
-    torch.nn.init.normal_(model.value_embeds[1].weight)
-    changed, _ = model(idx)
-    assert not torch.allclose(changed, plain(idx)[0], atol=1e-3)
-    grown, _ = grow_vocabulary(model, V + 3)(idx)
-    torch.testing.assert_close(grown[..., :V], changed, rtol=1e-5, atol=1e-5)
-
-
 def test_a_model_saved_before_rotary_loads_with_learned_positions():
     model = tiny()
     args = model.config.to_dict()

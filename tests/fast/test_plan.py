@@ -118,11 +118,14 @@ TOLERANCE = 0.10  # README.md states this bound
 
 @pytest.mark.filterwarnings("ignore:`export_memory_timeline` is deprecated")
 @pytest.mark.parametrize(
-    "variant", [(), ("model.positions=learned", "train.optimizer=adamw")], ids=["default", "before"]
+    "variant",
+    [(), ("model.positions=learned", "train.optimizer=adamw"), ("model.value_embeddings=true",)],
+    ids=["default", "before", "value-embeddings"],
 )
 @pytest.mark.parametrize("name", [*FITTED, *HELD_OUT])
 def test_estimate_is_within_a_tenth_of_the_measured_peak(name, variant, tmp_path):
-    """The defaults (rotary positions, Muon), and learned positions with the fused AdamW (the earlier defaults)."""
+    """The defaults (rotary positions, Muon), learned positions with the fused AdamW (the earlier defaults), and the
+    defaults with value embeddings."""
     cfg = config(*{**FITTED, **HELD_OUT}[name], *variant)
     predicted, measured = estimate(cfg).peak, measured_peak_bytes(cfg, tmp_path)
     print(f"{name}: plan {predicted / 2**20:.2f} MiB, measured {measured / 2**20:.2f} MiB")

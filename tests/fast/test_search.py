@@ -186,11 +186,8 @@ def test_a_study_started_before_a_setting_existed_reads_it_as_its_default(tmp_pa
 
     study, _ = open_study(study_config(tmp_path), tmp_path)
     recorded = study.user_attrs[OBJECTIVE_ATTR]
-    for key in (
-        "qk_norm",
-        "mlp_activation",
-        "value_embeddings",
-    ):  # as a study recorded before these settings existed holds it
+    predated = ("qk_norm", "mlp_activation", "value_embeddings")
+    for key in predated:  # as a study recorded before these settings existed holds it
         del recorded["model"][key]
     study.set_user_attr(OBJECTIVE_ATTR, recorded)
     open_study(study_config(tmp_path), tmp_path)  # the defaults: the same objective
