@@ -47,7 +47,8 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--cpu", action="store_true", help="no GPU, no FSDP: checks the script, measures nothing")
     args = parser.parse_args()
-    os.environ.setdefault("FOUNDRY_HOME", tempfile.mkdtemp(prefix="foundry-fsdp-"))
+    if "FOUNDRY_HOME" not in os.environ:  # a folder made only when used: setdefault would make one every run
+        os.environ["FOUNDRY_HOME"] = tempfile.mkdtemp(prefix="foundry-fsdp-")
 
     from foundry.env import configure_environment
 

@@ -34,6 +34,10 @@ class GPTConfig:
     # Value embeddings: a token-indexed table per block, its row added to the block's attention values (False:
     # every earlier model).
     value_embeddings: bool = False
+    # Multi-token prediction, training only: each position also predicts the tokens 1 .. mtp_depth past its next
+    # one, each through one more matrix and the tied head (`GPT._ahead_loss`). 0: every earlier model.
+    mtp_depth: int = 0
+    mtp_weight: float = 0.3
 
     def __post_init__(self) -> None:
         if self.mlp_activation not in ("gelu", "relu2"):  # a saved model's args are not validated elsewhere
@@ -135,9 +139,12 @@ class GPT(DecayedByName, nn.Module):
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # tied embeddings
         self.apply(self._init_weights)
-        for table in [self.bigram, *(self.value_embeds or [])]:
-            if table is not None:  # an untrained table adds nothing: the model starts as one without it
-                nn.init.zeros_(table.weight)
+        for table in [t for t in [self.bigram, *(self.value_embeds or [])] if t is not None]:
+            nn.init.zeros_(table.weight)  # an untrained table adds nothing: the model starts as one without it
+        # Multi-token prediction's matrices (training only; outside `blocks`, as above), drawn after every other
+        # weight, which are then what they would be without them.
+        ahead = [nn.Linear(cfg.n_embd, cfg.n_embd, bias=False) for _ in range(cfg.mtp_depth)]
+        self.ahead = nn.ModuleList(ahead).apply(self._init_weights) if ahead else None
         self.remember_matrices()
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -159,13 +166,24 @@ class GPT(DecayedByName, nn.Module):
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, segments: torch.Tensor | None = None):
         """Logits (B, T, V); with targets also the mean cross-entropy in nats per token, over the targets
-        that are not -100 (masked). With `segments` (B, T), several sequences share a row: a token attends
+        that are not -100 (masked); training with `mtp_depth`, plus mtp_weight times the predictions further
+        ahead. With `segments` (B, T), several sequences share a row: a token attends
         only to earlier tokens of its own segment, and positions count from each segment's start."""
-        logits = self.lm_head(self.hidden(idx, segments))
+        states = self.hidden(idx, segments)
+        logits = self.lm_head(states)
         if targets is None:
             return logits, None
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100)
+        if self.ahead is not None and self.training and segments is None:  # packed rows: k ahead crosses segments
+            loss = loss + self.config.mtp_weight * self._ahead_loss(states, targets)
         return logits, loss
+
+    def _ahead_loss(self, states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of the predictions k = 1 .. mtp_depth tokens past the next one, within the window."""
+        logits = [self.lm_head(project(states[:, :-k])) for k, project in enumerate(self.ahead, start=1)]
+        ahead = [targets[:, k:] for k in range(1, len(logits) + 1)]
+        losses = [F.cross_entropy(x.flatten(0, 1), y.flatten(), ignore_index=-100) for x, y in zip(logits, ahead)]
+        return torch.stack(losses).mean()
 
     def hidden(self, idx: torch.Tensor, segments: torch.Tensor | None = None) -> torch.Tensor:
         """(B, T, n_embd): the final normalised states the output head reads (see `forward` for `segments`)."""
@@ -214,7 +232,8 @@ class GPT(DecayedByName, nn.Module):
         """nanoGPT's estimate_mfu numerator: 6N + 12 L H Q T."""
         cfg = self.config
         head_dim = cfg.n_embd // cfg.n_head
-        return 6 * self.num_params() + 12 * cfg.n_layer * cfg.n_head * head_dim * cfg.block_size
+        ahead = 6 * cfg.mtp_depth * cfg.vocab_size * cfg.n_embd  # the tied head again per depth (its matrix: in N)
+        return 6 * self.num_params() + 12 * cfg.n_layer * cfg.n_head * head_dim * cfg.block_size + ahead
 
     def last_logits(
         self, idx: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor | None, cache=None, previous=None

@@ -24,9 +24,17 @@ def train(
 ) -> Path:
     """The train task with `train.retries` Prefect retries; each retry resumes from the last checkpoint.
     `replay`: the pretraining data an alignment run (SFT or DPO) replays windows of (`align.replay_fraction`)."""
-    return train_task.with_options(retries=config.train.retries, retry_delay_seconds=5)(
-        config, data_dir, data, run, resume, replay
+    retried = train_task.with_options(
+        retries=config.train.retries, retry_delay_seconds=5, retry_condition_fn=unless_the_input_is_wrong
     )
+    return retried(config, data_dir, data, run, resume, replay)
+
+
+def unless_the_input_is_wrong(task, task_run, state) -> bool:
+    """Retry a crash (a rank killed, a disk or a service failing): the retry resumes from the last checkpoint.
+    Not an error in what the run was given (a config, a parent of other settings: ValueError, TypeError), which a
+    retry would only repeat after the same setup."""
+    return not isinstance(state.result(raise_on_failure=False), (ValueError, TypeError))
 
 
 @task(name="train", cache_policy=NO_CACHE)

@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -48,6 +49,14 @@ def pytest_configure(config):
     os.sched_setaffinity(0, share)
 
 
+def pytest_unconfigure(config):
+    """The session's homes go with it: each worker of each run left one under the temporary folder."""
+    from homes import remove_template_home
+
+    remove_template_home()
+    shutil.rmtree(SESSION_HOME, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def on_every_core():
     """Every core of MACHINE_CORES for this thread and the processes it starts meanwhile: for a test of how work
@@ -66,7 +75,8 @@ def on_every_core():
 PREFECT_MODULES = {
     "test_align_flow", "test_credentials_flow", "test_evaluate_flow", "test_finetune", "test_locks_prefect",
     "test_merge_flow", "test_parallel", "test_pipeline", "test_purge_flow", "test_rank_logs_flow", "test_retrain",
-    "test_run_page", "test_search_flow", "test_serving", "test_validate_tasks", "test_vision_pipeline",
+    "test_run_page", "test_search_flow", "test_serving", "test_train_retries", "test_validate_tasks",
+    "test_vision_pipeline",
 }  # fmt: skip
 
 

@@ -43,3 +43,9 @@ def seeded_home(home: Path) -> Path:
     (home / "prefect").mkdir(parents=True)
     shutil.copyfile(prefect_database(), home / "prefect" / DATABASE)
     return home
+
+
+def remove_template_home() -> None:
+    """The home `prefect_database` made, if this session made one."""
+    if prefect_database.cache_info().currsize:
+        shutil.rmtree(prefect_database().parents[1], ignore_errors=True)

@@ -15,6 +15,7 @@ import torch
 from foundry.config import FoundryConfig
 from foundry.contracts import Replay
 from foundry.data.manifest import DatasetManifest
+from foundry.training.warm_start import text_start
 
 KINDS = ("chat", "preference")
 
@@ -30,7 +31,7 @@ def build_aligned_module(config: FoundryConfig, args: dict, kind: str, train_set
         raise ValueError("DPO needs a starting model (train.init_from): the reference is a frozen copy of it")
     module = LitDPO(args, beta=config.align.beta, sft_weight=config.align.sft_weight, **train_settings)
     start = torch.load(config.train.init_from, map_location="cpu", weights_only=True)
-    module.set_reference(start["state_dict"])
+    module.set_reference(text_start(start, module.model.config))  # a parent of other settings: named, not a shape
     return module
 
 

@@ -76,6 +76,17 @@ class ModelConfig(_Section):
         description="A token-indexed table per block whose row is added to that block's attention values "
         "(modded-nanogpt's value embeddings). Models with them export to no transformers or GGUF architecture.",
     )
+    mtp_depth: int = Field(
+        0,
+        ge=0,
+        le=4,
+        description="Multi-token prediction while training: each position also predicts this many tokens past its "
+        "next one, each through one more matrix and the tied head; evaluation and generation use the next-token "
+        "head alone. 0 is off. Models with it export to no transformers or GGUF architecture.",
+    )
+    mtp_weight: float = Field(
+        0.3, gt=0, le=1, description="The weight of the multi-token predictions' mean loss (model.mtp_depth > 0)."
+    )
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelConfig:
@@ -206,7 +217,10 @@ class TrainConfig(_Section):
         600, ge=1, description="Seconds a collective (all-reduce, barrier) may wait before it ends the process group."
     )
     retries: int = Field(
-        1, ge=0, description="Prefect retries of the train task; each resumes from the last checkpoint."
+        1,
+        ge=0,
+        description="Prefect retries of the train task after a crash; each resumes from the last checkpoint. An "
+        "error in the run's input (a ValueError or TypeError: a config, a parent of other settings) is not retried.",
     )
     max_restarts: int = Field(
         0,

@@ -27,10 +27,13 @@ EOS = "<|endoftext|>"
 # The GPTConfig fields the mappings below translate, written out: a field GPTConfig gains is refused until a
 # mapping handles it (tests/fast/test_export_hf.py checks that these and OFF_ARGS are all of them, so adding one
 # forces the choice).
-KNOWN_ARGS = frozenset({"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "positions"})
+# Dropout and mtp_weight are training settings: nothing to map.
+KNOWN_ARGS = frozenset(
+    {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "positions", "mtp_weight"}
+)
 # Fields that map only at the value that switches them off: neither architecture has a hashed bigram table,
-# weightless QK-norm, a ReLU-squared MLP or value embeddings.
-OFF_ARGS = {"bigram_buckets": 0, "qk_norm": False, "mlp_activation": "gelu", "value_embeddings": False}
+# weightless QK-norm, a ReLU-squared MLP, value embeddings or heads predicting further ahead.
+OFF_ARGS = {"bigram_buckets": 0, "qk_norm": False, "mlp_activation": "gelu", "value_embeddings": False, "mtp_depth": 0}
 ROPE_BASE = 10000.0  # models.gpt.rotary_angles' default, which GPT.hidden uses
 
 

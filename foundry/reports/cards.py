@@ -120,7 +120,7 @@ Loss {metrics.loss:.4f} nats/token, perplexity {metrics.perplexity:.2f}, on {met
 - {manifest.count("train_docs")} train / {manifest.count("holdout_docs")} holdout documents; {manifest.train_tokens} / {manifest.holdout_tokens} tokens; BPE vocabulary {manifest.vocab_size}
 
 ## Model and training
-- {m.n_layer} layers, {m.n_head} heads, width {m.n_embd}, context {m.block_size}, {m.positions} positions, dropout {m.dropout}{f", a {m.bigram_buckets}-row bigram table" if m.bigram_buckets else ""}{", QK-norm" if m.qk_norm else ""}{", ReLU-squared MLP" if m.mlp_activation == "relu2" else ""}{", value embeddings" if m.value_embeddings else ""}
+- {m.n_layer} layers, {m.n_head} heads, width {m.n_embd}, context {m.block_size}, {m.positions} positions, dropout {m.dropout}{f", a {m.bigram_buckets}-row bigram table" if m.bigram_buckets else ""}{", QK-norm" if m.qk_norm else ""}{", ReLU-squared MLP" if m.mlp_activation == "relu2" else ""}{", value embeddings" if m.value_embeddings else ""}{f", trained to predict {m.mtp_depth} more token(s) ahead" if m.mtp_depth else ""}
 - {config.train.max_steps} steps of {config.train.batch_size} x {m.block_size} tokens on {config.train.num_nodes * config.train.devices} process(es), {optimizer_line(config.train)}
 - MLflow run `{run_id}`, git commit `{git.get("git_commit", "unknown")}` (dirty: {git.get("git_dirty", "unknown")})
 

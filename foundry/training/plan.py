@@ -68,10 +68,11 @@ def block_params(m: ModelConfig) -> int:
 
 def root_params(m: ModelConfig, vocab_size: int) -> int:
     """Embeddings (the head is tied to them), value embeddings, bigram rows, learned positions (rotary ones have no
-    table) and the final layer norm."""
+    table), the multi-token predictions' matrices and the final layer norm."""
     positions = m.block_size * m.n_embd if m.positions == "learned" else 0
     tables = 1 + (m.n_layer if m.value_embeddings else 0)
-    return (tables * vocab_size + m.bigram_buckets) * m.n_embd + positions + 2 * m.n_embd
+    ahead = m.mtp_depth * m.n_embd * m.n_embd
+    return (tables * vocab_size + m.bigram_buckets) * m.n_embd + positions + ahead + 2 * m.n_embd
 
 
 def n_params(m: ModelConfig, vocab_size: int) -> int:
@@ -100,6 +101,7 @@ def _saved_bytes(config: FoundryConfig, vocab_size: int, micro_batch: int, on_gp
     if m.positions == "rotary":
         per_block += ROTARY_BYTES * btc
     head = 2 * btc * 4 + btv * 4  # final layer norm in and out; log-softmax output (fp32 under autocast too)
+    head += m.mtp_depth * (btc * 4 + btv * 4)  # per depth: its matrix's output, and its own log-softmax
     return m.n_layer * per_block + head + (btc if m.dropout > 0 else 0)
 
 

@@ -34,7 +34,7 @@ def retrain_config(config: FoundryConfig, parent: ParentModel) -> FoundryConfig:
 # names and shapes compute (heads, QK-norm, the activation): loading would succeed and train another function.
 PARENT_SETTINGS = (
     *("n_layer", "n_head", "n_embd", "positions"),
-    *("bigram_buckets", "qk_norm", "mlp_activation", "value_embeddings"),
+    *("bigram_buckets", "qk_norm", "mlp_activation", "value_embeddings", "mtp_depth"),
 )
 
 

@@ -130,9 +130,17 @@ def test_unmerged_adapter_is_refused_naming_it(tmp_path, tokenizer_file):
 
 @pytest.mark.parametrize(
     "field, value",
-    [("bigram_buckets", 64), ("qk_norm", True), ("mlp_activation", "relu2"), ("value_embeddings", True)],
+    [
+        ("bigram_buckets", 64),
+        ("qk_norm", True),
+        ("mlp_activation", "relu2"),
+        ("value_embeddings", True),
+        ("mtp_depth", 1),
+    ],
 )
-def test_a_bigram_table_qk_norm_relu2_or_value_embeddings_is_refused(tmp_path, tokenizer_file, field, value):
+def test_a_bigram_table_qk_norm_relu2_value_embeddings_or_predictions_ahead_are_refused(
+    tmp_path, tokenizer_file, field, value
+):
     saved = _saved("learned", 300)
     saved["model_args"][field] = value
     with pytest.raises(UnsupportedArchitecture, match=field):

@@ -104,7 +104,7 @@ def test_every_model_arg_is_one_the_mappings_handle():
 
 def test_a_model_saved_before_the_bigram_qk_norm_activation_and_value_fields_still_maps():
     args = GPTConfig(vocab_size=300, positions="rotary").to_dict()
-    for field in ("bigram_buckets", "qk_norm", "mlp_activation", "value_embeddings"):
+    for field in ("bigram_buckets", "qk_norm", "mlp_activation", "value_embeddings", "mtp_depth", "mtp_weight"):
         del args[field]
     assert target(args) == "gpt_neox"
     assert GPTConfig(**args) == GPTConfig(vocab_size=300, positions="rotary")  # read as off
@@ -174,6 +174,7 @@ def test_the_exported_tokenizer_gives_foundrys_ids(tmp_path):
         ({"bigram_buckets": 64}, r"what \['bigram_buckets'\] add"),
         ({"qk_norm": True, "mlp_activation": "relu2"}, r"what \['mlp_activation', 'qk_norm'\] add"),
         ({"value_embeddings": True}, r"what \['value_embeddings'\] add"),
+        ({"mtp_depth": 1}, r"what \['mtp_depth'\] add"),
     ],
 )
 def test_architectures_without_a_faithful_mapping_are_refused(tmp_path, args, reason):

@@ -125,13 +125,11 @@ def test_relu2_squares_the_relu_in_the_mlp():
 def test_a_model_saved_before_rotary_loads_with_learned_positions():
     model = tiny()
     args = model.config.to_dict()
-    del args["positions"], args["bigram_buckets"], args["value_embeddings"]  # what a model.pt written before holds
+    for key in ("positions", "bigram_buckets", "value_embeddings", "mtp_depth"):  # what a model.pt written before holds
+        del args[key]
     loaded = gpt_from_saved({"model_args": args, "state_dict": model.state_dict()})
-    assert (loaded.config.positions, loaded.config.bigram_buckets, loaded.config.value_embeddings) == (
-        "learned",
-        0,
-        False,
-    )
+    c = loaded.config
+    assert (c.positions, c.bigram_buckets, c.value_embeddings, c.mtp_depth) == ("learned", 0, False, 0)
     idx = torch.randint(0, V, (2, 9))
     torch.testing.assert_close(loaded(idx)[0], model.eval()(idx)[0])
 

@@ -121,13 +121,15 @@ CASES = [(name, variant) for variant in VARIANTS for name in [*FITTED, *HELD_OUT
 # Value embeddings on one fitted and one held-out config: each case costs the fast lane up to 3 s.
 VARIANTS["value-embeddings"] = ("model.value_embeddings=true",)
 CASES += [("fitted-3x128", "value-embeddings"), ("held-out-4x96", "value-embeddings")]
+VARIANTS["ahead"] = ("model.mtp_depth=2",)  # multi-token prediction: two more heads' log-softmax
+CASES += [("fitted-3x128", "ahead"), ("held-out-4x96", "ahead")]
 
 
 @pytest.mark.filterwarnings("ignore:`export_memory_timeline` is deprecated")
 @pytest.mark.parametrize("name, variant", CASES, ids=[f"{name}-{variant}" for name, variant in CASES])
 def test_estimate_is_within_a_tenth_of_the_measured_peak(name, variant, tmp_path):
     """The defaults (rotary positions, Muon), learned positions with the fused AdamW (the earlier defaults), and the
-    defaults with value embeddings."""
+    defaults with value embeddings or with two predictions further ahead."""
     cfg = config(*{**FITTED, **HELD_OUT}[name], *VARIANTS[variant])
     predicted, measured = estimate(cfg).peak, measured_peak_bytes(cfg, tmp_path)
     print(f"{name}: plan {predicted / 2**20:.2f} MiB, measured {measured / 2**20:.2f} MiB")
@@ -143,6 +145,7 @@ def test_parameter_count_matches_the_model():
         ("model.value_embeddings=true",),
         wider,
         (*wider, "model.value_embeddings=true"),
+        (*wider, "model.mtp_depth=2"),
         (*wider, "model.positions=learned"),
     )
     for overrides in variants:

@@ -186,7 +186,7 @@ def test_a_study_started_before_a_setting_existed_reads_it_as_its_default(tmp_pa
 
     study, _ = open_study(study_config(tmp_path), tmp_path)
     recorded = study.user_attrs[OBJECTIVE_ATTR]
-    predated = ("qk_norm", "mlp_activation", "value_embeddings")
+    predated = ("qk_norm", "mlp_activation", "value_embeddings", "mtp_depth", "mtp_weight")
     for key in predated:  # as a study recorded before these settings existed holds it
         del recorded["model"][key]
     study.set_user_attr(OBJECTIVE_ATTR, recorded)

@@ -1,5 +1,6 @@
 """Training in a few steps: one process in-process and the checkpoint it leaves, where each rank stands, and the
-settings. Several ranks as real processes, exact resume and failures: tests/slow/test_train_processes.py."""
+settings. Several ranks as real processes, exact resume, failures and compiled bf16 twice:
+tests/slow/test_train_processes.py; the train task's retries: tests/slow/test_train_retries.py."""
 
 from __future__ import annotations
 
@@ -62,17 +63,6 @@ def test_single_process_trains_and_the_checkpoint_rebuilds_the_model(tiny_datase
     assert (tmp_path / "ckpt" / "weights.rank0.sha256").read_text().strip() == digest(path)
 
 
-@pytest.mark.long
-def test_the_defaults_compiled_bf16_training_gives_the_same_weights_twice(tiny_dataset, tmp_path):
-    """What `make run` trains with (compiled, bf16-mixed, so deterministic kernels on a CPU), on the tiny twin."""
-    config = tiny("train.max_steps=3", "train.compile=true", "train.precision=bf16-mixed")
-    assert config.train.deterministic_kernels(on_gpu=False) is True
-    first = launch(config, tiny_dataset, tmp_path / "first", None, "v-test")
-    second = launch(config, tiny_dataset, tmp_path / "second", None, "v-test")
-    assert digest(first) == digest(second)
-    assert load_gpt(first)(torch.zeros(1, 4, dtype=torch.long))[0].shape[-1] == config.tokenizer.vocab_size
-
-
 def test_a_fresh_training_over_another_runs_folder_replaces_its_checkpoints(tiny_dataset, tmp_path, caplog):
     """Started afresh (no resume point) where another training left later checkpoints: they go, its own stay."""
     from foundry.training.trainer import train
@@ -89,7 +79,8 @@ def test_a_fresh_training_over_another_runs_folder_replaces_its_checkpoints(tiny
 
 def test_a_parent_trained_with_other_model_settings_is_refused_before_training(tiny_dataset, tmp_path):
     """Other heads or QK-norm leave the weights' names and shapes as they are: loading them would succeed and train
-    another function. The warm start names the settings instead, and writes no checkpoint."""
+    another function. The warm start names the settings instead, and writes no checkpoint; so does DPO's frozen
+    reference, the same parent, which it loads first."""
     from foundry.training.trainer import train
 
     parent = launch(tiny("train.max_steps=2"), tiny_dataset, tmp_path / "parent", None, "v-test")
@@ -98,6 +89,8 @@ def test_a_parent_trained_with_other_model_settings_is_refused_before_training(t
         with pytest.raises(ValueError, match=re.escape(f"{{'{setting}': ({parents}, {ours})}}")):
             train(config, tiny_dataset, tmp_path / setting, progress=False)
         assert not list((tmp_path / setting).glob("*.ckpt"))
+        with pytest.raises(ValueError, match=re.escape(f"{{'{setting}': ({parents}, {ours})}}")):  # DPO's reference
+            build_module(config, config.tokenizer.vocab_size, "preference")
     same = tiny(f"train.init_from={parent}", "train.max_steps=2")
     assert load_gpt(launch(same, tiny_dataset, tmp_path / "same", None, "v-test")).config == load_gpt(parent).config
 

@@ -1,5 +1,6 @@
 """Training beyond a few steps: exact resume after a corrupt checkpoint or kill -9, several ranks as real
-processes, their failures named, and the agent's restarts. One process and the settings: tests/fast/test_train.py."""
+processes, their failures named, the agent's restarts, and compiled bf16 training twice. One process and the
+settings: tests/fast/test_train.py."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from foundry.checkpointing.manifest import MANIFEST, latest_valid, read_manifest
 from foundry.checkpointing.resume import attempt_dir
 from foundry.training.launch import SHUTDOWN_GRACE_S, TRAIN_ENTRY, TrainingFailed, launch, launch_local, worker_args
 from foundry.training.trainer import cpu_threads
+from models.gpt import load_gpt
 
 
 def rank_pids() -> dict[int, int]:
@@ -249,3 +251,18 @@ def test_the_agent_restarts_the_ranks_from_the_newest_checkpoint(tiny_dataset, t
     assert digest(restarted) == digest(calm)
     (logs,) = (tmp_path / "ckpt" / "rank-logs").iterdir()
     assert sorted(p.name for p in logs.iterdir()) == ["attempt_0", "attempt_1"]
+
+
+# --- what `make run` trains with ---------------------------------------------------------------------
+
+
+@pytest.mark.long
+def test_the_defaults_compiled_bf16_training_gives_the_same_weights_twice(tiny_dataset, tmp_path):
+    """What `make run` trains with (compiled, bf16-mixed, so deterministic kernels on a CPU), on the tiny twin. In
+    the slow lane: the two compiles take tens of seconds."""
+    config = tiny("train.max_steps=3", "train.compile=true", "train.precision=bf16-mixed")
+    assert config.train.deterministic_kernels(on_gpu=False) is True
+    first = launch(config, tiny_dataset, tmp_path / "first", None, "v-test")
+    second = launch(config, tiny_dataset, tmp_path / "second", None, "v-test")
+    assert digest(first) == digest(second)
+    assert load_gpt(first)(torch.zeros(1, 4, dtype=torch.long))[0].shape[-1] == config.tokenizer.vocab_size
