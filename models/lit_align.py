@@ -68,7 +68,8 @@ class LitDPO(LitGPT):
 
     def step_loss(self, batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The training loss of a batch of pairs (x, y), or of pairs and replayed windows (x, y, wx, wy):
-        `loss + (windows / pairs) * replay`, `replay` the windows' mean next-token loss. As a sum over the
+        `loss + (windows / pairs) * replay`, `replay` the windows' pretraining loss (the mean next-token loss; with
+        `model.mtp_depth`, plus the predictions ahead through their frozen matrices). As a sum over the
         batch's units divided by its pairs, every window counts as much as one pair, so `align.replay_fraction`
         is the share of the batch's units, and of their weight in the loss, that replay pretraining text."""
         loss, stats = self._pair_loss(batch[:2])

@@ -26,12 +26,20 @@ def build_aligned_module(config: FoundryConfig, args: dict, kind: str, train_set
     from models.lit_align import LitDPO, LitSFT
 
     if kind == "chat":
-        return LitSFT(args, **train_settings)
+        return _ahead_frozen(LitSFT(args, **train_settings))
     if not config.train.init_from:
         raise ValueError("DPO needs a starting model (train.init_from): the reference is a frozen copy of it")
     module = LitDPO(args, beta=config.align.beta, sft_weight=config.align.sft_weight, **train_settings)
     start = torch.load(config.train.init_from, map_location="cpu", weights_only=True)
     module.set_reference(text_start(start, module.model.config))  # a parent of other settings: named, not a shape
+    return _ahead_frozen(module)
+
+
+def _ahead_frozen(module):
+    """A parent's multi-token prediction matrices (`model.mtp_depth`) kept as they are: SFT's loss and DPO's pairs
+    read the next-token head alone, and under DDP a trainable parameter without a gradient fails the step."""
+    if module.model.ahead is not None:
+        module.model.ahead.requires_grad_(False)
     return module
 
 

@@ -219,7 +219,7 @@ class TrainConfig(_Section):
     retries: int = Field(
         1,
         ge=0,
-        description="Prefect retries of the train task after a crash; each resumes from the last checkpoint. An "
+        description="Prefect retries of the train task; each resumes from the last checkpoint. In one process, an "
         "error in the run's input (a ValueError or TypeError: a config, a parent of other settings) is not retried.",
     )
     max_restarts: int = Field(

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from helpers import tiny as tiny_config
 
 from foundry.training.launch import launch
+from foundry.training.trainer import build_module
 from models.gpt import GPT, GPTConfig, load_gpt
 from models.optim import muon_groups
 
@@ -59,6 +60,23 @@ def test_the_extra_matrices_count_as_parameters_and_their_head_as_flops():
 
 def test_the_trainer_trains_them_and_saves_the_setting(tiny_dataset, tmp_path):
     config = tiny_config("train.max_steps=3", "model.mtp_depth=1")
-    model = load_gpt(launch(config, tiny_dataset, tmp_path, None, "v-test"))
+    model = load_gpt(launch(config, tiny_dataset, tmp_path / "three", None, "v-test"))
     assert (model.config.mtp_depth, model.config.mtp_weight) == (1, 0.3)
-    assert model.ahead[0].weight.shape == (config.model.n_embd, config.model.n_embd)
+    one = load_gpt(
+        launch(tiny_config("train.max_steps=1", "model.mtp_depth=1"), tiny_dataset, tmp_path / "one", None, "v")
+    )
+    assert not torch.equal(model.ahead[0].weight, one.ahead[0].weight)  # the steps between moved them
+
+
+def test_alignment_keeps_them_frozen(tmp_path):
+    """SFT and DPO's pairs read the next-token head alone: under DDP a trainable matrix left without a gradient
+    would fail the step."""
+    config = tiny_config("model.mtp_depth=1")
+    vocab = config.tokenizer.vocab_size
+    sft = build_module(config, vocab, "chat")
+    parent = tmp_path / "model.pt"
+    torch.save({"model_args": sft.model.config.to_dict(), "state_dict": sft.model.state_dict()}, parent)
+    dpo = build_module(tiny_config("model.mtp_depth=1", f"train.init_from={parent}"), vocab, "preference")
+    for module in (sft, dpo):
+        assert [p.requires_grad for p in module.model.ahead.parameters()] == [False]
+        assert all(p.requires_grad for p in module.model.blocks.parameters())

@@ -84,7 +84,7 @@ def test_a_parent_trained_with_other_model_settings_is_refused_before_training(t
     from foundry.training.trainer import train
 
     parent = launch(tiny("train.max_steps=2"), tiny_dataset, tmp_path / "parent", None, "v-test")
-    for setting, parents, ours in (("n_head", 2, 4), ("qk_norm", False, True)):
+    for setting, parents, ours in (("n_head", 2, 4), ("qk_norm", False, True), ("n_embd", 32, 64), ("mtp_depth", 0, 1)):
         config = tiny(f"train.init_from={parent}", "train.max_steps=2", f"model.{setting}={str(ours).lower()}")
         with pytest.raises(ValueError, match=re.escape(f"{{'{setting}': ({parents}, {ours})}}")):
             train(config, tiny_dataset, tmp_path / setting, progress=False)
