@@ -34,8 +34,7 @@ class GPTConfig:
     # Value embeddings: a token-indexed table per block, its row added to the block's attention values (False:
     # every earlier model).
     value_embeddings: bool = False
-    # Multi-token prediction, training only: each position also predicts the tokens 1 .. mtp_depth past its next
-    # one, each through one more matrix and the tied head (`GPT._ahead_loss`). 0: every earlier model.
+    # Multi-token prediction while training (`GPT._ahead_loss`); 0 is off, as every earlier model was trained.
     mtp_depth: int = 0
     mtp_weight: float = 0.3
 
@@ -165,10 +164,10 @@ class GPT(DecayedByName, nn.Module):
         return n
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, segments: torch.Tensor | None = None):
-        """Logits (B, T, V); with targets also the mean cross-entropy in nats per token, over the targets
-        that are not -100 (masked); training with `mtp_depth`, plus mtp_weight times the predictions further
-        ahead. With `segments` (B, T), several sequences share a row: a token attends
-        only to earlier tokens of its own segment, and positions count from each segment's start."""
+        """Logits (B, T, V); with targets also the mean cross-entropy in nats per token, over the targets that are
+        not -100 (masked); training with `mtp_depth`, plus mtp_weight times the predictions further ahead. With
+        `segments` (B, T), several sequences share a row: a token attends only to earlier tokens of its own segment,
+        and positions count from each segment's start."""
         states = self.hidden(idx, segments)
         logits = self.lm_head(states)
         if targets is None:
@@ -180,9 +179,10 @@ class GPT(DecayedByName, nn.Module):
 
     def _ahead_loss(self, states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy of the predictions k = 1 .. mtp_depth tokens past the next one, within the window."""
-        logits = [self.lm_head(project(states[:, :-k])) for k, project in enumerate(self.ahead, start=1)]
-        ahead = [targets[:, k:] for k in range(1, len(logits) + 1)]
-        losses = [F.cross_entropy(x.flatten(0, 1), y.flatten(), ignore_index=-100) for x, y in zip(logits, ahead)]
+        losses = []
+        for k, project in enumerate(self.ahead, start=1):  # position t against target t + k
+            logits = self.lm_head(project(states[:, :-k]))
+            losses.append(F.cross_entropy(logits.flatten(0, 1), targets[:, k:].flatten(), ignore_index=-100))
         return torch.stack(losses).mean()
 
     def hidden(self, idx: torch.Tensor, segments: torch.Tensor | None = None) -> torch.Tensor:
