@@ -50,15 +50,16 @@ run: install
 	$(BIN)/foundry run $(ARGS)
 
 # Both lanes on two pytest-xdist workers, each worker on a core of its own (tests/conftest.py), each its own
-# throwaway home. In the slow lane a module's tests go to one worker, and the modules that use the Prefect server
-# stack (and so the one registered base model) to one worker together (`--dist loadscope`, tests/conftest.py).
+# throwaway home. A module's tests go to one worker (`--dist loadscope`), so its module fixtures (a versioned
+# home...) are built once, not once per worker; in the slow lane the modules that use the Prefect server stack
+# (and so the one registered base model) go to one worker together (tests/conftest.py).
 test: install-dev lint
-	$(BIN)/python -m pytest tests/fast -n 2 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/fast -n 2 --dist loadscope $(PYTEST_ARGS)
 	$(BIN)/python -m pytest tests/slow -n 2 --dist loadscope $(PYTEST_ARGS)
 
 # No browser and no wheelhouse: only tests/slow/ uses them.
 test-fast: $(VENV)/.installed-dev lint
-	$(BIN)/python -m pytest tests/fast -n 2 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/fast -n 2 --dist loadscope $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

@@ -47,16 +47,26 @@ def digests(root: Path) -> dict[str, str]:
     }
 
 
+# `canary_home`'s build, once per test process: the modules that import it share it (read-only; each test
+# works on a copy), as a session fixture imported into several modules would be built once per module.
+_BUILT: dict[str, tuple[Path, DataVersion, dict[str, str], object]] = {}
+
+
 @pytest.fixture(scope="module")
 def canary_home(tmp_path_factory) -> tuple[Path, DataVersion, dict[str, str], object]:
     """A home holding one data version of word soup and six canaries, in its workspace, DVC cache, remote and a
     hydrated copy: (home, version, {canary sha256: source file}, config). Each test works on a copy of it."""
+    if "home" not in _BUILT:
+        _BUILT["home"] = build_canary_home(tmp_path_factory.mktemp("purge"))
+    return _BUILT["home"]
+
+
+def build_canary_home(root: Path) -> tuple[Path, DataVersion, dict[str, str], object]:
     from foundry.data.acquire import acquire_source
     from foundry.data.hydrate import hydrate_version
     from foundry.data.prepare import prepare
     from foundry.data.versioning import version_dataset
 
-    root = tmp_path_factory.mktemp("purge")
     source = root / "source"
     for i, text in enumerate(synthetic_docs(36, seed=3) + synthetic_docs(6, seed=11)):
         name = f"doc{i:02d}.txt" if i < 36 else f"secret/canary{i - 36}.txt"
@@ -77,8 +87,8 @@ def canary_home(tmp_path_factory) -> tuple[Path, DataVersion, dict[str, str], ob
     return home, data, canaries, config
 
 
-# The registered fleet of each `canary_home` (one per test module using `fleet`), by its home: kept here, not in
-# a fixture of its own, so that a module importing `canary_home` and `fleet` needs no third name.
+# The registered fleet of `canary_home` (one per test process), by its home: kept here, not in a fixture of its
+# own, so that a module importing `canary_home` and `fleet` needs no third name.
 _REGISTERED: dict[Path, tuple[Fleet, Snapshot, Path]] = {}
 
 
@@ -114,7 +124,7 @@ def registered_fleet(canary_home, root: Path) -> tuple[Fleet, Snapshot, Path]:
 @pytest.fixture()
 def fleet(canary_home, tmp_path_factory, tmp_path, monkeypatch) -> Fleet:
     """A fresh, writable home of the test's own (FOUNDRY_HOME) with its MLflow store (the tracking URI): the
-    module's `registered_fleet` put back in place, the store copied to a path of the test's own."""
+    process's `registered_fleet` put back in place, the store copied to a path of the test's own."""
     if canary_home[0] not in _REGISTERED:
         _REGISTERED[canary_home[0]] = registered_fleet(canary_home, tmp_path_factory.mktemp("fleet"))
     built, snapshot, database = _REGISTERED[canary_home[0]]
