@@ -38,7 +38,7 @@ def specialists(base: str, base_config: Path, domains: list[str], steps: int, ra
             overrides = [f"data.source={domain}", f"train.max_steps={steps}", f"finetune.method={method}"]
             overrides += [f"finetune.lora_rank={rank}", f"finetune.model_name=bench-{method}-{slug}"]
             if method == "lora":  # adapters start at zero and are few: a higher rate, as is usual for LoRA
-                overrides.append("train.learning_rate=0.01")
+                overrides.append("finetune.train.learning_rate=0.01")
             made[(method, domain)] = finetune(model=base, config=config(base_config, *overrides)).model_uri
     return made
 

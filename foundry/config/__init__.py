@@ -108,6 +108,7 @@ class FoundryConfig(_Section):
         # when its flow starts; alignment's under both methods' recipes, whichever align.method is.
         trainings = {
             "retrain.train": lambda: self.training_for("retrain"),
+            "finetune.train": lambda: self.training_for("finetune"),
             "align.train over align.sft_train": lambda: self.align.training(self.train, "sft"),
             "align.train over align.dpo_train": lambda: self.align.training(self.train, "dpo"),
         }
@@ -129,12 +130,12 @@ class FoundryConfig(_Section):
             )
         return self
 
-    def training_for(self, variant: Literal["retrain", "align"]) -> TrainConfig:
+    def training_for(self, variant: Literal["retrain", "finetune", "align"]) -> TrainConfig:
         """The `train` section a variant trains with: `train`, with the variant's `train` keys in place (for
         alignment, align.method's recipe first, then `align.train`'s keys: `AlignConfig.training`)."""
         if variant == "align":
             return self.align.training(self.train)
-        return self.retrain.train.applied_to(self.train)
+        return getattr(self, variant).train.applied_to(self.train)
 
     def flat(self) -> dict[str, Any]:
         """Dotted keys to scalar values, the form MLflow params take; a nested section's keys get its name too
@@ -193,7 +194,7 @@ def apply_override(raw: dict[str, Any], assignment: str) -> None:
     if len(parts) not in (2, 3) or not all(parts) or (len(parts) == 3 and parts[1] not in TRAIN_OVERRIDES):
         raise ConfigError(
             f"override key {dotted!r} must be section.key, e.g. train.max_steps (or retrain.train.KEY, "
-            "align.train.KEY, align.sft_train.KEY, align.dpo_train.KEY)"
+            "finetune.train.KEY, align.train.KEY, align.sft_train.KEY, align.dpo_train.KEY)"
         )
     *sections, key = parts
     for depth, section in enumerate(sections):
@@ -237,7 +238,7 @@ PREDATED_DEFAULTS = {
     ("align", "dpo_train"): _NO_RECIPE,
 }
 # Keys a recipe (a variant's `train` override) sets now and a record made before kept `train`'s values of.
-RECIPE_PREDATED = {("retrain", "train"): ("precision", "compile")} | {
+RECIPE_PREDATED = {("retrain", "train"): ("precision", "compile"), ("finetune", "train"): ("learning_rate",)} | {
     ("align", recipe): ("precision", "compile") for recipe in ("sft_train", "dpo_train")
 }
 # Keys that moved: a variant's own copies of `train` keys, now its `train` override.

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from foundry.config.base import _Section
+from foundry.config.training import FINETUNE_LEARNING_RATE, train_override
 
 # The GPT's projections by the end of their path ("proj" is both attn.proj and mlp.proj). Not lm_head:
 # it is tied to the embedding, so an adapter there would change the input side too.
@@ -20,6 +21,16 @@ def _slug(text: str) -> str:
     """A source (path or URL) as a registry-safe name part: its last path segment, odd characters dashed."""
     last = PurePosixPath(text.rstrip("/").split("://", 1)[-1]).name or "data"
     return re.sub(r"[^A-Za-z0-9_.\-]+", "-", last).strip("-.") or "data"
+
+
+# Fine-tunes train every weight (or the adapters) with AdamW, at the rate the study chose for it.
+FinetuneTrain = train_override(
+    "FinetuneTrain",
+    __name__,
+    "Keys of `train` a fine-tune sets otherwise (every weight, or the adapters, from a registered version: AdamW); "
+    "the rest, and any key set to null, are `train`'s.",
+    learning_rate=FINETUNE_LEARNING_RATE,
+)
 
 
 class FinetuneConfig(_Section):
@@ -39,6 +50,10 @@ class FinetuneConfig(_Section):
         pattern=MODEL_NAME,
         description="Registered model name of the specialist; empty: the base's name and the source's last "
         "path segment, e.g. foundry-gpt-contracts.",
+    )
+    train: FinetuneTrain = Field(
+        FinetuneTrain(),
+        description="Keys of `train` a fine-tune sets otherwise; a key left out or null keeps `train`'s value.",
     )
 
     def resolved_model_name(self, base_name: str, source: str) -> str:

@@ -9,6 +9,13 @@ from pydantic.fields import FieldInfo
 
 from foundry.config.base import _Section
 
+# AdamW's peak rate as the study chose it for every parameter (bench/README.md, "The study"): fine-tunes keep it.
+FINETUNE_LEARNING_RATE = 0.005907607550907612
+# Under Muon, AdamW trains only the token table (the head's too) and the vectors: of 1.5x to 5x the study's rate,
+# 4x scored best at the defaults' steps, 0.0152 bits per byte under it (bench/README.md, "The embeddings' learning
+# rate...").
+MUON_SHARE_LEARNING_RATE = 0.0236
+
 
 class TokenizerConfig(_Section):
     vocab_size: int = Field(4096, ge=260, le=65536, description="Byte-level BPE vocabulary, 256 bytes included.")
@@ -118,7 +125,7 @@ class TrainConfig(_Section):
         "batch_size x grad_accum_steps x devices x num_nodes.",
     )
     learning_rate: float = Field(
-        0.005907607550907612,
+        MUON_SHARE_LEARNING_RATE,
         gt=0,
         description="Peak learning rate of AdamW (with muon: of the parameters Muon leaves).",
     )
@@ -126,7 +133,8 @@ class TrainConfig(_Section):
         "muon",
         description="muon: Muon for the blocks' matrices at muon_learning_rate, AdamW for the embeddings and vectors. "
         "Only from random weights: a run that starts from init_from (fine-tuning, retraining, alignment) takes AdamW, "
-        "whose learning rates those recipes were measured with.",
+        "whose learning rates those recipes were measured with. learning_rate's default is muon's: adamw from random "
+        "weights was measured at 0.0059.",
     )
     muon_learning_rate: float = Field(0.02, gt=0, description="Peak learning rate of Muon's matrices.")
     min_lr_ratio: float = Field(

@@ -108,7 +108,7 @@ class SearchParam(BaseModel):
 def _default_space() -> list[SearchParam]:
     """What a trained model's quality depends on most here; every width divides by the default 6 heads."""
     return [
-        SearchParam(key="train.learning_rate", distribution="log_uniform", low=1e-3, high=1.5e-2),
+        SearchParam(key="train.learning_rate", distribution="log_uniform", low=1e-3, high=3e-2),
         SearchParam(key="train.batch_size", distribution="categorical", choices=[16, 32, 64]),
         SearchParam(key="model.n_layer", distribution="int", low=2, high=6),
         SearchParam(key="model.n_embd", distribution="categorical", choices=[96, 144, 192, 288, 384]),

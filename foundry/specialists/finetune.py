@@ -23,10 +23,11 @@ class ModalityMismatch(ValueError):
 def specialist_config(config: FoundryConfig, parent: ParentModel) -> FoundryConfig:
     """A domain fine-tune of `parent`: its model shape and tokenizer (for an image classifier its modality, `image`
     and `vision` sections, the run's own settings in place where it changed them), started from its weights, this
-    config's data, `train` and `finetune` settings, registered under `finetune.model_name` (derived by default)."""
+    config's data and `finetune` settings, trained with `train` under `finetune.train`, registered under
+    `finetune.model_name` (derived by default)."""
     base = base_modality(parent)
     check_modality(config, parent.uri, base)
-    raw = warm_started(config, parent, config.train)
+    raw = warm_started(config, parent, config.training_for("finetune"))
     if base == "image":
         from foundry.vision.finetune import image_sections
 

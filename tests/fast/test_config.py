@@ -301,7 +301,8 @@ def test_flat_has_dotted_keys():
     assert flat["train.max_steps"] == config.train.max_steps
     assert flat["train.num_nodes"] == config.train.num_nodes and flat["train.devices"] == config.train.devices
     assert flat["registry.model_name"] == config.registry.model_name
-    overrides = {"retrain.train": config.retrain.train, "align.train": config.align.train}
+    overrides = {"retrain.train": config.retrain.train, "finetune.train": config.finetune.train}
+    overrides |= {"align.train": config.align.train}
     overrides |= {"align.sft_train": config.align.sft_train, "align.dpo_train": config.align.dpo_train}
     assert all(key.count(".") == 1 for key in flat if key.rsplit(".", 1)[0] not in overrides)
     # One entry per field of every section, a variant's `train` override counted by the keys it sets.

@@ -43,7 +43,7 @@ def test_commented_yaml_loads_to_the_same_config(tmp_path):
 
 def test_params_yaml_carries_each_description_above_its_key():
     lines = (REPO_ROOT / "params.yaml").read_text().splitlines()
-    at = lines.index("  learning_rate: 0.005907607550907612")  # train.learning_rate
+    at = lines.index("  learning_rate: 0.0236")  # train.learning_rate
     assert lines[at - 1] == "  # Peak learning rate of AdamW (with muon: of the parameters Muon leaves)."
     assert lines[lines.index("train:") - 1].startswith("# Training from random weights")
     assert max(len(line) for line in lines if line.lstrip().startswith("#")) <= 118
@@ -65,7 +65,7 @@ def test_explain_a_key_gives_description_type_default_bounds_and_value(in_empty_
     assert main(["config", "--explain", "train.learning_rate", "--set", "train.learning_rate=0.01"]) == 0
     out = capsys.readouterr().out
     assert "Peak learning rate of AdamW" in out
-    assert "type:    float" in out and "default: 0.005907607550907612" in out
+    assert "type:    float" in out and "default: 0.0236" in out
     assert "allowed: > 0" in out and "value:   0.01" in out
 
 

@@ -98,7 +98,12 @@ def test_a_fine_tune_on_a_new_folder_keeps_the_base_classes_adds_one_and_is_judg
     from foundry.vision.evaluate import load_saved
 
     _, base = vision_run
-    steps = ["train.max_steps=40", "train.warmup_steps=2", "train.learning_rate=0.03", "train.val_every_n_steps=20"]
+    steps = [
+        "train.max_steps=40",
+        "train.warmup_steps=2",
+        "finetune.train.learning_rate=0.03",
+        "train.val_every_n_steps=20",
+    ]
     # As `foundry finetune models:/it-vision@champion --set data.source=DIR` loads its config: text by default.
     config = load_config(
         None, [f"data.source={new_digits(tmp_path / 'digits-x')}", "data.holdout_fraction=0.2", *steps]
