@@ -27,15 +27,19 @@ def main() -> int:
     import os
 
     from foundry.config import load_config
+    from foundry.config.training import ADAMW_LEARNING_RATE
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", type=Path, default=Path("params.yaml"))
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     work = Path(os.environ["FOUNDRY_HOME"]) / "bench-ablation"
+    # AdamW over every weight at the rate measured for it; the default rate is Muon's share's.
+    adamw_rate = {"adamw": [f"train.learning_rate={ADAMW_LEARNING_RATE}"], "muon": []}
     configs = {
         f"{positions}+{optimizer}": load_config(
-            args.config, [*args.overrides, f"model.positions={positions}", f"train.optimizer={optimizer}"]
+            args.config,
+            [*adamw_rate[optimizer], *args.overrides, f"model.positions={positions}", f"train.optimizer={optimizer}"],
         )
         for positions, optimizer in COMBINATIONS
     }

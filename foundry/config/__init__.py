@@ -69,7 +69,8 @@ class FoundryConfig(_Section):
         description="The image classifier (data.modality image): a small CNN or ViT, and its augmentation.",
     )
     train: TrainConfig = Field(
-        TrainConfig(), description="Training from random weights, and the base that retrain and align override."
+        TrainConfig(),
+        description="Training from random weights, and the base that retrain, finetune and align override.",
     )
     checkpoint: CheckpointConfig = Field(CheckpointConfig(), description="Checkpoints while training.")
     evaluation: EvaluationConfig = Field(

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from foundry.config.base import _Section
-from foundry.config.training import FINETUNE_LEARNING_RATE, train_override
+from foundry.config.training import ADAMW_LEARNING_RATE, train_override
 
 # The GPT's projections by the end of their path ("proj" is both attn.proj and mlp.proj). Not lm_head:
 # it is tied to the embedding, so an adapter there would change the input side too.
@@ -29,7 +29,7 @@ FinetuneTrain = train_override(
     __name__,
     "Keys of `train` a fine-tune sets otherwise (every weight, or the adapters, from a registered version: AdamW); "
     "the rest, and any key set to null, are `train`'s.",
-    learning_rate=FINETUNE_LEARNING_RATE,
+    learning_rate=ADAMW_LEARNING_RATE,
 )
 
 

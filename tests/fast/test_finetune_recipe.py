@@ -7,7 +7,7 @@ import pytest
 from conftest import REPO_ROOT
 
 from foundry.config import FoundryConfig, as_recorded, load_config, validate
-from foundry.config.training import FINETUNE_LEARNING_RATE, MUON_SHARE_LEARNING_RATE
+from foundry.config.training import ADAMW_LEARNING_RATE, MUON_SHARE_LEARNING_RATE
 from foundry.contracts import ParentModel, SourceManifest
 from foundry.specialists.finetune import specialist_config
 
@@ -33,11 +33,11 @@ def domain(tmp_path, *overrides: str) -> FoundryConfig:
 def test_pretraining_takes_muons_share_rate_and_a_fine_tune_the_rate_it_had(tmp_path):
     config = FoundryConfig()
     assert config.train.learning_rate == MUON_SHARE_LEARNING_RATE and config.train.optimizer == "muon"
-    assert config.training_for("finetune").learning_rate == FINETUNE_LEARNING_RATE
+    assert config.training_for("finetune").learning_rate == ADAMW_LEARNING_RATE
     tuned = specialist_config(domain(tmp_path, "train.max_steps=9"), text_base(config))
-    assert tuned.train.learning_rate == FINETUNE_LEARNING_RATE and tuned.train.init_from == "model.pt"
+    assert tuned.train.learning_rate == ADAMW_LEARNING_RATE and tuned.train.init_from == "model.pt"
     assert tuned.train.max_steps == 9 and not tuned.train.uses_muon  # train's other keys; AdamW from a parent
-    assert tuned.finetune.train.learning_rate == FINETUNE_LEARNING_RATE  # recorded as it trained
+    assert tuned.finetune.train.learning_rate == ADAMW_LEARNING_RATE  # recorded as it trained
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ def test_a_runs_own_fine_tune_rate_wins_and_null_keeps_trains(tmp_path, setting,
 @pytest.mark.parametrize("name", ["tiny.yaml", "vision.yaml", "vision-tiny.yaml"])
 def test_the_twins_fine_tune_at_their_own_rate_as_before_the_recipe(name):
     config = load_config(REPO_ROOT / "configs" / name)
-    assert config.training_for("finetune").learning_rate == config.train.learning_rate != FINETUNE_LEARNING_RATE
+    assert config.training_for("finetune").learning_rate == config.train.learning_rate != ADAMW_LEARNING_RATE
 
 
 def test_a_config_recorded_before_the_recipe_fine_tunes_at_its_trains_rate():
