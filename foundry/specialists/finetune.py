@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
-from foundry.config import FoundryConfig, validate
+from foundry.config import FoundryConfig, TrainConfig, validate
 from foundry.config.image import IMAGE_EXTENSIONS
 from foundry.contracts import ParentModel
 from foundry.model_uri import ModelUri
@@ -14,6 +15,7 @@ from foundry.training.warm_start import warm_started
 
 LOOKED_AT = 2000  # files of a local folder whose names tell its modality: enough for a verdict, cheap on a big one
 KIND = {"text": "a text model", "image": "an image classifier"}
+log = logging.getLogger(__name__)
 
 
 class ModalityMismatch(ValueError):
@@ -27,6 +29,7 @@ def specialist_config(config: FoundryConfig, parent: ParentModel) -> FoundryConf
     `finetune.model_name` (derived by default)."""
     base = base_modality(parent)
     check_modality(config, parent.uri, base)
+    warn_of_an_unused_rate(config)
     raw = warm_started(config, parent, config.training_for("finetune"))
     if base == "image":
         from foundry.vision.finetune import image_sections
@@ -40,6 +43,19 @@ def specialist_config(config: FoundryConfig, parent: ParentModel) -> FoundryConf
     base_name = ModelUri.parse(parent.uri).name
     raw["registry"]["model_name"] = config.finetune.resolved_model_name(base_name, config.data.source_list[0])
     return validate(raw)
+
+
+def warn_of_an_unused_rate(config: FoundryConfig) -> None:
+    """A `train.learning_rate` set away from its default meets a fine-tune that trains at `finetune.train`'s: say so,
+    since before that key a fine-tune took `train`'s rate."""
+    rate, own = config.train.learning_rate, config.finetune.train.learning_rate
+    if own is not None and rate not in (own, TrainConfig.model_fields["learning_rate"].default):
+        log.warning(
+            "train.learning_rate %s does not reach a fine-tune: it trains at finetune.train.learning_rate %s (set "
+            "that, or null to take train's)",
+            rate,
+            own,
+        )
 
 
 def base_modality(parent: ParentModel) -> str:

@@ -108,7 +108,7 @@ def test_explain_an_unknown_key_exits_2_naming_close_keys(in_empty_dir, capsys):
 
 
 def test_each_train_key_is_defined_once():
-    for section in ("retrain", "align"):
+    for section in ("retrain", "finetune", "align"):
         own = set(type(getattr(FoundryConfig(), section)).model_fields)
         assert not own & (set(TrainConfig.model_fields) - {"train"}), section
 

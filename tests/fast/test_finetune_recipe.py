@@ -63,3 +63,16 @@ def test_a_config_recorded_before_the_recipe_fine_tunes_at_its_trains_rate():
     config = validate(as_recorded(recorded))
     assert config.training_for("finetune").learning_rate == 0.002 and config.finetune.train.learning_rate is None
     assert "train" not in recorded["finetune"]
+
+
+def test_a_train_rate_a_fine_tune_does_not_take_is_named_in_a_warning(tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="foundry.specialists.finetune"):
+        specialist_config(domain(tmp_path, "train.learning_rate=0.004"), text_base(FoundryConfig()))
+    (record,) = caplog.records
+    assert "train.learning_rate 0.004 does not reach a fine-tune" in record.getMessage()
+    assert str(ADAMW_LEARNING_RATE) in record.getMessage()
+    caplog.clear()
+    for quiet in ([], ["train.learning_rate=0.004", "finetune.train.learning_rate=null"]):
+        with caplog.at_level("WARNING", logger="foundry.specialists.finetune"):
+            specialist_config(domain(tmp_path, *quiet), text_base(FoundryConfig()))
+        assert caplog.records == []
