@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -14,13 +15,33 @@ def _window_batch(tokens: np.ndarray, offsets: np.ndarray, block_size: int) -> t
     return batch[:, :-1], batch[:, 1:]
 
 
+def ramp_rows(step: int, batch_size: int, ramp_steps: int, first_rows: int) -> int:
+    """Rows of a batch at optimizer `step` of a linear batch ramp: `first_rows` at step 0, `batch_size` from
+    `ramp_steps` on (and throughout when `ramp_steps` is 0)."""
+    if step >= ramp_steps:
+        return batch_size
+    return first_rows + (batch_size - first_rows) * step // ramp_steps
+
+
+class BatchRamp(NamedTuple):
+    """A linear batch ramp over optimizer steps (`ramp_rows`); a loader counts micro-batches, `grad_accum` a step."""
+
+    steps: int = 0
+    first_rows: int = 0
+    grad_accum: int = 1
+
+
+NO_RAMP = BatchRamp()
+
+
 class RandomWindows:
     """Seeded random windows, `steps_per_epoch` batches an epoch, resumable mid-epoch.
 
     Every rank draws the same global batch of `world_size x batch_size` windows and takes its own
     slice, so N ranks see exactly the windows one process with N times the batch would see.
     Lightning stores `state_dict()` in the checkpoint's fit-loop state, so a resumed run draws
-    exactly the batches the interrupted one would have drawn.
+    exactly the batches the interrupted one would have drawn. With a `ramp`, a batch is the first
+    `ramp_rows` rows of the one drawn without it, so the windows drawn stay the same.
     """
 
     def __init__(
@@ -32,6 +53,7 @@ class RandomWindows:
         steps_per_epoch: int,
         rank: int = 0,
         world_size: int = 1,
+        ramp: BatchRamp = NO_RAMP,
     ):
         if len(tokens) < block_size + 1:
             raise ValueError(f"{len(tokens)} tokens is too few for windows of {block_size + 1}")
@@ -39,7 +61,7 @@ class RandomWindows:
             raise ValueError(f"rank {rank} is outside a world of {world_size}")
         self.tokens, self.block_size, self.batch_size = tokens, block_size, batch_size
         self.seed, self.rank, self.world_size, self.steps_per_epoch = seed, rank, world_size, steps_per_epoch
-        self.epoch, self.batch_in_epoch = 0, 0
+        self.epoch, self.batch_in_epoch, self.ramp = 0, 0, ramp
 
     def __len__(self) -> int:
         return self.steps_per_epoch
@@ -53,8 +75,18 @@ class RandomWindows:
         start = self.batch_in_epoch
         for i in range(start, self.steps_per_epoch):
             self.batch_in_epoch = i + 1
-            yield _window_batch(self.tokens, offsets[i], self.block_size)
+            rows = self._rows(self.epoch * self.steps_per_epoch + i)
+            batch = _window_batch(self.tokens, offsets[i][:rows], self.block_size)
+            if rows < self.batch_size:
+                # One compiled graph for every batch size of the ramp, rather than a compilation for its second.
+                for tensor in batch:
+                    torch._dynamo.maybe_mark_dynamic(tensor, 0)
+            yield batch
         self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+
+    def _rows(self, micro_batch: int) -> int:
+        steps, first_rows, grad_accum = self.ramp
+        return ramp_rows(micro_batch // grad_accum, self.batch_size, steps, first_rows)
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch}

@@ -124,6 +124,15 @@ class TrainConfig(_Section):
         description="Micro-batches per optimizer step; the global batch is "
         "batch_size x grad_accum_steps x devices x num_nodes.",
     )
+    batch_ramp_steps: int = Field(
+        0,
+        ge=0,
+        description="Text pretraining: optimizer steps over which each micro-batch grows linearly from "
+        "batch_ramp_rows to batch_size rows (more, smaller steps early); 0: batch_size rows throughout.",
+    )
+    batch_ramp_rows: int = Field(
+        8, ge=1, description="Rows of each micro-batch at the batch ramp's first step (batch_ramp_steps > 0)."
+    )
     learning_rate: float = Field(
         MUON_SHARE_LEARNING_RATE,
         gt=0,
@@ -247,6 +256,23 @@ class TrainConfig(_Section):
                 "at 0.0059)"
             )
         return self
+
+    @model_validator(mode="after")
+    def _ramp_within_batch(self) -> TrainConfig:
+        if self.batch_ramp_steps and self.batch_ramp_rows > self.batch_size:
+            raise ValueError(
+                f"batch_ramp_rows ({self.batch_ramp_rows}) must be at most batch_size ({self.batch_size}): the ramp "
+                "grows the batch to batch_size"
+            )
+        return self
+
+    def refuse_batch_ramp(self, loader: str) -> None:
+        """Only text pretraining's loader (`models.data.RandomWindows`) ramps its batches: elsewhere, say so."""
+        if self.batch_ramp_steps:
+            raise ValueError(
+                f"batch_ramp_steps ({self.batch_ramp_steps}) applies to text pretraining, not to {loader}: set it to 0 "
+                "in this run's train section"
+            )
 
     @property
     def uses_muon(self) -> bool:

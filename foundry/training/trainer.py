@@ -28,7 +28,7 @@ from foundry.training.sharding import Rank0Buffers, fsdp_strategy, fsdp_units, h
 from foundry.training.warm_start import text_start
 from foundry.vision.finetune import warm_start_state
 from foundry.vision.training import build_vision_module, image_shards, rank0_buffers, saved_extra, vision_loaders
-from models.data import RandomWindows, SequentialWindows
+from models.data import BatchRamp, RandomWindows, SequentialWindows
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,8 @@ def _loaders(
     t, m = config.train, config.model
     train_tokens, holdout_tokens = load_split(data_dir, "train"), load_split(data_dir, "holdout")
     steps_per_epoch = max(1, len(train_tokens) // (t.batch_size * world_size * m.block_size))
-    train = RandomWindows(train_tokens, m.block_size, t.batch_size, t.seed, steps_per_epoch, rank, world_size)
+    ramp = BatchRamp(t.batch_ramp_steps, t.batch_ramp_rows, t.grad_accum_steps)
+    train = RandomWindows(train_tokens, m.block_size, t.batch_size, t.seed, steps_per_epoch, rank, world_size, ramp)
     val = SequentialWindows(holdout_tokens, m.block_size, t.batch_size, max_batches=t.val_batches)
     return train, val
 

@@ -1,0 +1,96 @@
+"""The batch ramp (`train.batch_ramp_steps`, `train.batch_ramp_rows`): smaller batches over the first steps of text
+pretraining, drawn from the same windows, resumable mid-ramp, refused where no loader ramps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from helpers import tiny
+from lightning.pytorch import Callback
+
+from foundry.align.training import aligned_loaders
+from foundry.config import ConfigError
+from foundry.training.trainer import train
+from foundry.vision.training import vision_loaders
+from models.data import NO_RAMP, BatchRamp, RandomWindows, ramp_rows
+
+
+def windows(ramp: BatchRamp = NO_RAMP, **kw) -> RandomWindows:
+    args = dict(tokens=np.arange(500, dtype=np.uint16), block_size=8, batch_size=8, seed=7, steps_per_epoch=5)
+    return RandomWindows(**{**args, **kw}, ramp=ramp)
+
+
+def test_rows_grow_linearly_to_the_batch_size_then_stay():
+    assert [ramp_rows(step, 32, 4, 8) for step in range(6)] == [8, 14, 20, 26, 32, 32]
+    assert [ramp_rows(step, 32, 0, 8) for step in range(3)] == [32, 32, 32]
+
+
+def test_a_ramped_batch_is_the_first_rows_of_the_batch_drawn_without_it_across_epochs():
+    unramped = windows()
+    plain = [x for _ in range(2) for x, _ in unramped]
+    ramp = windows(BatchRamp(steps=8, first_rows=2))
+    ramped = [(x, y) for _ in range(2) for x, y in ramp]
+    assert [len(x) for x, _ in ramped] == [2, 2, 3, 4, 5, 5, 6, 7, 8, 8]  # the second epoch counts on
+    for (x, y), whole in zip(ramped, plain):
+        assert torch.equal(x, whole[: len(x)]) and torch.equal(y, x + 1)
+
+
+def test_the_ramp_counts_optimizer_steps_of_accumulated_micro_batches():
+    ramp = windows(BatchRamp(steps=2, first_rows=4, grad_accum=2))
+    assert [len(x) for x, _ in ramp] == [4, 4, 6, 6, 8]
+
+
+def test_each_rank_takes_the_first_rows_of_its_own_slice():
+    ramp = BatchRamp(steps=4, first_rows=1)
+    whole = [x for x, _ in windows(batch_size=8)]  # one epoch: one sampler suffices
+    for rank in (0, 1):
+        ramped = [x for x, _ in windows(ramp, batch_size=4, rank=rank, world_size=2)]
+        assert [len(x) for x in ramped] == [1, 1, 2, 3, 4]
+        for x, full in zip(ramped, whole):
+            assert torch.equal(x, full[4 * rank : 4 * rank + len(x)])
+
+
+def test_a_resumed_ramp_draws_the_batches_the_interrupted_one_would_have():
+    ramp = BatchRamp(steps=6, first_rows=2)
+    whole = windows(ramp)
+    uninterrupted = [x.tolist() for _ in range(2) for x, _ in whole]
+    first = windows(ramp)
+    batches = iter(first)
+    seen = [next(batches)[0].tolist() for _ in range(3)]
+    resumed = windows(ramp)
+    resumed.load_state_dict(first.state_dict())
+    assert seen + [x.tolist() for _ in range(2) for x, _ in resumed][: len(uninterrupted) - 3] == uninterrupted
+
+
+def test_a_ramp_past_the_batch_size_is_refused_on_load():
+    with pytest.raises(ConfigError, match=r"batch_ramp_rows \(16\) must be at most batch_size \(8\)"):
+        tiny("train.batch_ramp_steps=10", "train.batch_ramp_rows=16")
+    assert tiny("train.batch_ramp_rows=16").train.batch_ramp_rows == 16  # no ramp: nothing to grow
+
+
+def test_loaders_that_do_not_ramp_refuse_a_ramp_before_reading_anything(tmp_path):
+    config = tiny("train.batch_ramp_steps=10")
+    with pytest.raises(ValueError, match="batch_ramp_steps \\(10\\) applies to text pretraining, not to alignment"):
+        aligned_loaders(config, tmp_path / "absent", None, 0, 1)
+    with pytest.raises(ValueError, match="not to an image dataset"):
+        vision_loaders(config, tmp_path / "absent", 0, 1)
+
+
+class BatchRows(Callback):
+    """The rows of every micro-batch training sees, with the optimizer step it belongs to."""
+
+    def __init__(self):
+        self.rows: list[tuple[int, int]] = []
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        self.rows.append((trainer.global_step, len(batch[0])))
+
+
+def test_training_follows_the_ramp(tiny_dataset, tmp_path):
+    seen = BatchRows()
+    config = tiny(
+        "train.max_steps=6", "train.batch_ramp_steps=4", "train.batch_ramp_rows=2", "train.grad_accum_steps=2"
+    )
+    train(config, tiny_dataset, tmp_path / "ckpt", progress=False, callbacks=(seen,))
+    assert seen.rows == [(step, rows) for step, rows in enumerate([2, 3, 5, 6, 8, 8]) for _ in range(2)]
