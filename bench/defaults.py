@@ -61,6 +61,14 @@ def timed_training(config, data_dir: Path, checkpoints: Path) -> tuple[Path, flo
     return model_pt, time.perf_counter() - start
 
 
+def trained_tokens(t, block_size: int) -> int:
+    """Tokens one process trains on, a batch ramp's smaller batches counted as they are."""
+    from models.data import ramp_rows
+
+    rows = sum(ramp_rows(step, t.batch_size, t.batch_ramp_steps, t.batch_ramp_rows) for step in range(t.max_steps))
+    return rows * t.grad_accum_steps * block_size
+
+
 def train_and_score(name: str, config, data_dir: Path, work: Path, attempt: int) -> dict:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -76,7 +84,7 @@ def train_and_score(name: str, config, data_dir: Path, work: Path, attempt: int)
         model_pt, seconds = child.submit(timed_training, config, data_dir, checkpoints).result()
     e = config.evaluation
     metrics = holdout_metrics(load_gpt(model_pt), data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
-    tokens = config.train.max_steps * config.train.batch_size * config.train.grad_accum_steps * config.model.block_size
+    tokens = trained_tokens(config.train, config.model.block_size)
     print(
         f"{name:9s} try {attempt}: {seconds:7.1f} s training, {tokens / seconds:7.0f} tokens/s, "
         f"holdout {metrics.bits_per_byte:.4f} bits per byte",

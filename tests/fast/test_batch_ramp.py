@@ -94,3 +94,22 @@ def test_training_follows_the_ramp(tiny_dataset, tmp_path):
     )
     train(config, tiny_dataset, tmp_path / "ckpt", progress=False, callbacks=(seen,))
     assert seen.rows == [(step, rows) for step, rows in enumerate([2, 3, 5, 6, 8, 8]) for _ in range(2)]
+
+
+def test_a_compiled_model_takes_every_batch_of_the_ramp_in_one_graph():
+    import torch._dynamo
+
+    from models.gpt import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=512, block_size=8, n_layer=1, n_head=2, n_embd=16))
+    model.compile()
+    torch._dynamo.reset()
+    graphs = torch._dynamo.utils.counters["stats"]
+    batches = iter(windows(BatchRamp(steps=4, first_rows=2)))
+    with torch.no_grad():
+        sizes = [model(*next(batches))[0].shape[0]]
+        first = graphs["unique_graphs"]
+        sizes += [model(x, y)[0].shape[0] for x, y in batches]
+    assert sizes == [2, 3, 5, 6, 8]
+    assert first >= 1 and graphs["unique_graphs"] == first  # no batch after the first compiled again
