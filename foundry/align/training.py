@@ -54,7 +54,6 @@ def aligned_loaders(
     """(train, validation) loaders over the dataset's splits; padding is end-of-text and predicts nothing.
     With `align.replay_fraction`, each training batch brings windows of `replay`'s training split: SFT's as
     rows after its packed conversations, DPO's beside its pairs."""
-    config.train.refuse_batch_ramp("alignment")
     from foundry.align.records import load_conversations, load_pairs
     from models.align_data import (
         PackedConversations,

@@ -234,6 +234,7 @@ PREDATED_DEFAULTS = {
     ("train", "optimizer"): "adamw",
     ("train", "precision"): "auto",
     ("train", "compile"): False,
+    ("train", "batch_ramp_steps"): 0,
     ("align", "replay_fraction"): 0.0,
     ("align", "sft_train"): _NO_RECIPE,
     ("align", "dpo_train"): _NO_RECIPE,

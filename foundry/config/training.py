@@ -107,10 +107,10 @@ class ModelConfig(_Section):
 
 
 class TrainConfig(_Section):
-    # Learning rate: that trial's (AdamW's share, under Muon); max_steps: 1,200 compiled bf16 steps took 1.06x, 0.94x and
-    # 0.93x the time of 860 float32 steps in three side-by-side runs (bench/README.md, "Compiled, in bfloat16").
+    # Learning rate: that trial's (AdamW's share, under Muon); max_steps: 1,200 compiled bf16 steps took 0.94x the time
+    # of 860 float32 steps, and with the batch ramp 1,350 took 0.90x the time of 1,200 (bench/README.md).
     max_steps: int = Field(
-        1200, ge=1, description="Optimizer steps to train for; the learning rate's cosine decay ends at this step."
+        1350, ge=1, description="Optimizer steps to train for; the learning rate's cosine decay ends at this step."
     )
     batch_size: int = Field(
         32,
@@ -125,13 +125,14 @@ class TrainConfig(_Section):
         "batch_size x grad_accum_steps x devices x num_nodes.",
     )
     batch_ramp_steps: int = Field(
-        0,
+        400,
         ge=0,
-        description="Text pretraining: optimizer steps over which each micro-batch grows linearly from "
-        "batch_ramp_rows to batch_size rows (more, smaller steps early); 0: batch_size rows throughout.",
+        description="Text pretraining from random weights: optimizer steps over which each micro-batch grows linearly "
+        "from batch_ramp_rows to batch_size rows (more, smaller steps early); 0: batch_size rows throughout. Runs "
+        "from init_from (fine-tuning, retraining, alignment) and image runs take batch_size rows throughout.",
     )
     batch_ramp_rows: int = Field(
-        8, ge=1, description="Rows of each micro-batch at the batch ramp's first step (batch_ramp_steps > 0)."
+        8, ge=1, description="Rows of each micro-batch at the batch ramp's first step (at most batch_size)."
     )
     learning_rate: float = Field(
         MUON_SHARE_LEARNING_RATE,
@@ -257,22 +258,15 @@ class TrainConfig(_Section):
             )
         return self
 
-    @model_validator(mode="after")
-    def _ramp_within_batch(self) -> TrainConfig:
-        if self.batch_ramp_steps and self.batch_ramp_rows > self.batch_size:
-            raise ValueError(
-                f"batch_ramp_rows ({self.batch_ramp_rows}) must be at most batch_size ({self.batch_size}): the ramp "
-                "grows the batch to batch_size"
-            )
-        return self
+    @property
+    def ramp_steps(self) -> int:
+        """Steps the batch ramp makes smaller than batch_size: none from a warm start, since the ramp was measured
+        from random weights only, and none when batch_ramp_rows already fills a batch."""
+        return 0 if self.init_from or self.batch_ramp_rows >= self.batch_size else self.batch_ramp_steps
 
-    def refuse_batch_ramp(self, loader: str) -> None:
-        """Only text pretraining's loader (`models.data.RandomWindows`) ramps its batches: elsewhere, say so."""
-        if self.batch_ramp_steps:
-            raise ValueError(
-                f"batch_ramp_steps ({self.batch_ramp_steps}) applies to text pretraining, not to {loader}: set it to 0 "
-                "in this run's train section"
-            )
+    @property
+    def ramp_first_rows(self) -> int:
+        return min(self.batch_ramp_rows, self.batch_size)
 
     @property
     def uses_muon(self) -> bool:

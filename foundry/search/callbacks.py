@@ -5,10 +5,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from lightning.pytorch import Callback
 
+if TYPE_CHECKING:
+    from foundry.config.training import TrainConfig
+
 LN2 = math.log(2)
+SET_UP_STEPS = 5  # a run's first steps pay for compilation and warm caches
 
 
 class ValidationReporter(Callback):
@@ -46,7 +51,7 @@ class TimeBox(Callback):
         self,
         seconds: float,
         calibration_steps: int = 20,
-        skip_steps: int = 5,
+        skip_steps: int = SET_UP_STEPS,
         clock: Callable[[], float] = time.perf_counter,
     ):
         self.seconds = seconds
@@ -55,6 +60,11 @@ class TimeBox(Callback):
         self.skip_steps = skip_steps
         self.fitted_steps: int | None = None
         self._start = self._mark = 0.0
+
+    @classmethod
+    def after_ramp(cls, seconds: float, train: TrainConfig) -> TimeBox:
+        """A box whose speed is measured on whole batches: a batch ramp's smaller first steps would overstate it."""
+        return cls(seconds, skip_steps=train.ramp_steps + SET_UP_STEPS)
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._start = self.clock()

@@ -1,16 +1,16 @@
 """The batch ramp (`train.batch_ramp_steps`, `train.batch_ramp_rows`): smaller batches over the first steps of text
-pretraining, drawn from the same windows, resumable mid-ramp, refused where no loader ramps."""
+pretraining from random weights, drawn from the same windows, resumable mid-ramp; warm starts and image runs
+take whole batches."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
-from helpers import tiny
+from helpers import tiny, write_image_dataset
 from lightning.pytorch import Callback
 
-from foundry.align.training import aligned_loaders
-from foundry.config import ConfigError
+from foundry.config import FoundryConfig, as_recorded
+from foundry.search.callbacks import TimeBox
 from foundry.training.trainer import train
 from foundry.vision.training import vision_loaders
 from models.data import NO_RAMP, BatchRamp, RandomWindows, ramp_rows
@@ -63,18 +63,31 @@ def test_a_resumed_ramp_draws_the_batches_the_interrupted_one_would_have():
     assert seen + [x.tolist() for _ in range(2) for x, _ in resumed][: len(uninterrupted) - 3] == uninterrupted
 
 
-def test_a_ramp_past_the_batch_size_is_refused_on_load():
-    with pytest.raises(ConfigError, match=r"batch_ramp_rows \(16\) must be at most batch_size \(8\)"):
-        tiny("train.batch_ramp_steps=10", "train.batch_ramp_rows=16")
-    assert tiny("train.batch_ramp_rows=16").train.batch_ramp_rows == 16  # no ramp: nothing to grow
+def test_the_defaults_ramp_pretraining_from_random_weights_only():
+    t = FoundryConfig().train
+    assert (t.ramp_steps, t.ramp_first_rows, t.batch_size, t.max_steps) == (400, 8, 32, 1350)
+    assert t.model_copy(update={"init_from": "parent.pt"}).ramp_steps == 0  # fine-tunes, retrains, alignment
+    small = tiny("train.batch_size=4", "train.batch_ramp_steps=10", "train.batch_ramp_rows=16").train
+    assert (small.ramp_first_rows, small.ramp_steps) == (4, 0)  # a first step already whole: no ramp
+    assert tiny("train.batch_ramp_steps=10", "train.batch_ramp_rows=2").train.ramp_steps == 10
 
 
-def test_loaders_that_do_not_ramp_refuse_a_ramp_before_reading_anything(tmp_path):
-    config = tiny("train.batch_ramp_steps=10")
-    with pytest.raises(ValueError, match="batch_ramp_steps \\(10\\) applies to text pretraining, not to alignment"):
-        aligned_loaders(config, tmp_path / "absent", None, 0, 1)
-    with pytest.raises(ValueError, match="not to an image dataset"):
-        vision_loaders(config, tmp_path / "absent", 0, 1)
+def test_a_config_recorded_before_the_ramp_trains_without_it():
+    recorded = FoundryConfig().model_dump(mode="json")
+    del recorded["train"]["batch_ramp_steps"]  # what a version registered before holds
+    assert FoundryConfig.model_validate(as_recorded(recorded)).train.ramp_steps == 0
+    assert "batch_ramp_steps" not in recorded["train"]  # the record itself is left as it was
+
+
+def test_the_time_box_measures_speed_after_the_ramp():
+    assert TimeBox.after_ramp(30, tiny("train.batch_ramp_steps=10", "train.batch_ramp_rows=2").train).skip_steps == 15
+    assert TimeBox.after_ramp(30, tiny("train.batch_ramp_steps=10").train).skip_steps == 5  # 8 of 8 rows: none
+
+
+def test_image_batches_take_the_whole_batch_under_a_ramp(tmp_path):
+    config = tiny("train.batch_ramp_steps=10", "train.batch_ramp_rows=2")
+    images, _ = next(iter(vision_loaders(config, write_image_dataset(tmp_path), 0, 1)[0]))
+    assert len(images) == config.train.batch_size == 8
 
 
 class BatchRows(Callback):
@@ -92,8 +105,12 @@ def test_training_follows_the_ramp(tiny_dataset, tmp_path):
     config = tiny(
         "train.max_steps=6", "train.batch_ramp_steps=4", "train.batch_ramp_rows=2", "train.grad_accum_steps=2"
     )
-    train(config, tiny_dataset, tmp_path / "ckpt", progress=False, callbacks=(seen,))
+    model_pt = train(config, tiny_dataset, tmp_path / "ckpt", progress=False, callbacks=(seen,))
     assert seen.rows == [(step, rows) for step, rows in enumerate([2, 3, 5, 6, 8, 8]) for _ in range(2)]
+    warm, seen_warm = config.model_copy(deep=True), BatchRows()
+    warm.train.init_from = str(model_pt)
+    train(warm, tiny_dataset, tmp_path / "warm", progress=False, callbacks=(seen_warm,))
+    assert {rows for _, rows in seen_warm.rows} == {8}  # a warm start trains on whole batches
 
 
 def test_a_compiled_model_takes_every_batch_of_the_ramp_in_one_graph():
