@@ -65,7 +65,7 @@ def trained_tokens(t, block_size: int) -> int:
     """Tokens one process trains on, a batch ramp's smaller batches counted as they are."""
     from models.data import ramp_rows
 
-    rows = sum(ramp_rows(step, t.batch_size, t.ramp_steps, t.ramp_first_rows) for step in range(t.max_steps))
+    rows = sum(ramp_rows(step, t.batch_size, t.ramp_steps, t.batch_ramp_rows) for step in range(t.max_steps))
     return rows * t.grad_accum_steps * block_size
 
 

@@ -107,8 +107,9 @@ class ModelConfig(_Section):
 
 
 class TrainConfig(_Section):
-    # Learning rate: that trial's (AdamW's share, under Muon); max_steps: 1,200 compiled bf16 steps took 0.94x the time
-    # of 860 float32 steps, and with the batch ramp 1,350 took 0.90x the time of 1,200 (bench/README.md).
+    # Learning rate: that trial's (AdamW's share, under Muon). max_steps: 1,200 compiled bf16 steps took 0.93x-1.15x the
+    # time of 860 float32 steps in four side-by-side runs; with the batch ramp, 1,350 took 0.90x (ABBA) and 0.93x the
+    # time of 1,200 without it (bench/README.md).
     max_steps: int = Field(
         1350, ge=1, description="Optimizer steps to train for; the learning rate's cosine decay ends at this step."
     )
@@ -129,10 +130,13 @@ class TrainConfig(_Section):
         ge=0,
         description="Text pretraining from random weights: optimizer steps over which each micro-batch grows linearly "
         "from batch_ramp_rows to batch_size rows (more, smaller steps early); 0: batch_size rows throughout. Runs "
-        "from init_from (fine-tuning, retraining, alignment) and image runs take batch_size rows throughout.",
+        "from init_from (fine-tuning, retraining, alignment) and image runs take batch_size rows throughout; a run of "
+        "fewer steps than this never reaches batch_size.",
     )
     batch_ramp_rows: int = Field(
-        8, ge=1, description="Rows of each micro-batch at the batch ramp's first step (at most batch_size)."
+        8,
+        ge=1,
+        description="Rows of each micro-batch at the batch ramp's first step; batch_size or more: no ramp.",
     )
     learning_rate: float = Field(
         MUON_SHARE_LEARNING_RATE,
@@ -263,10 +267,6 @@ class TrainConfig(_Section):
         """Steps the batch ramp makes smaller than batch_size: none from a warm start, since the ramp was measured
         from random weights only, and none when batch_ramp_rows already fills a batch."""
         return 0 if self.init_from or self.batch_ramp_rows >= self.batch_size else self.batch_ramp_steps
-
-    @property
-    def ramp_first_rows(self) -> int:
-        return min(self.batch_ramp_rows, self.batch_size)
 
     @property
     def uses_muon(self) -> bool:

@@ -78,6 +78,11 @@ def forgetting(decision: Decision) -> str:
     )
 
 
+def steps_line(t: TrainConfig, block_size: int) -> str:
+    ramp = f" (the first {t.ramp_steps} growing from {t.batch_ramp_rows} rows)" if t.ramp_steps else ""
+    return f"{t.max_steps} steps of {t.batch_size} x {block_size} tokens{ramp}"
+
+
 def optimizer_line(t: TrainConfig) -> str:
     if t.uses_muon:
         return f"Muon at peak learning rate {t.muon_learning_rate} for the blocks' matrices, AdamW at {t.learning_rate}"
@@ -121,7 +126,7 @@ Loss {metrics.loss:.4f} nats/token, perplexity {metrics.perplexity:.2f}, on {met
 
 ## Model and training
 - {m.n_layer} layers, {m.n_head} heads, width {m.n_embd}, context {m.block_size}, {m.positions} positions, dropout {m.dropout}{f", a {m.bigram_buckets}-row bigram table" if m.bigram_buckets else ""}{", QK-norm" if m.qk_norm else ""}{", ReLU-squared MLP" if m.mlp_activation == "relu2" else ""}{", value embeddings" if m.value_embeddings else ""}{f", trained to predict {m.mtp_depth} more token(s) ahead" if m.mtp_depth else ""}
-- {config.train.max_steps} steps of {config.train.batch_size} x {m.block_size} tokens on {config.train.num_nodes * config.train.devices} process(es), {optimizer_line(config.train)}
+- {steps_line(config.train, m.block_size)} on {config.train.num_nodes * config.train.devices} process(es), {optimizer_line(config.train)}
 - MLflow run `{run_id}`, git commit `{git.get("git_commit", "unknown")}` (dirty: {git.get("git_dirty", "unknown")})
 
 ## Use

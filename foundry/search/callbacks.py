@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from lightning.pytorch import Callback
@@ -42,10 +43,12 @@ class ValidationReporter(Callback):
 
 
 class TimeBox(Callback):
-    """Fits a run into `seconds`: its speed is measured over `calibration_steps` steps after the first
-    `skip_steps` (which pay for set-up), then its length becomes the steps that fit, and the learning-rate
-    schedule ends there too, as it would for a run of that length. A run that slows down badly afterwards
-    is stopped at 1.5 x the box. `clock` reads seconds (tests give it one that ticks per read)."""
+    """Fits a run into `seconds`: its speed per row is measured over `calibration_steps` steps after the first
+    `skip_steps` (which pay for set-up), then its length becomes the steps whose rows fit (`rows`: a step's rows,
+    which a batch ramp grows), and the learning-rate schedule ends there too, as it would for a run of that length.
+    A ramp's small batches cost more per row than whole ones (each step's fixed costs are shared by fewer rows), so
+    a ramped run is fitted short of the box rather than past it. A run that slows down badly afterwards is stopped
+    at 1.5 x the box. `clock` reads seconds (tests give it one that ticks per read)."""
 
     def __init__(
         self,
@@ -53,18 +56,27 @@ class TimeBox(Callback):
         calibration_steps: int = 20,
         skip_steps: int = SET_UP_STEPS,
         clock: Callable[[], float] = time.perf_counter,
+        rows: Callable[[int], int] = lambda step: 1,
     ):
         self.seconds = seconds
         self.clock = clock
         self.calibration_steps = calibration_steps
         self.skip_steps = skip_steps
+        self.rows = rows
         self.fitted_steps: int | None = None
         self._start = self._mark = 0.0
 
     @classmethod
-    def after_ramp(cls, seconds: float, train: TrainConfig) -> TimeBox:
-        """A box whose speed is measured on whole batches: a batch ramp's smaller first steps would overstate it."""
-        return cls(seconds, skip_steps=train.ramp_steps + SET_UP_STEPS)
+    def for_training(cls, seconds: float, train: TrainConfig) -> TimeBox:
+        """A box that counts the rows of `train`'s batch ramp, if it has one."""
+        from models.data import ramp_rows
+
+        return cls(
+            seconds,
+            rows=partial(
+                ramp_rows, batch_size=train.batch_size, ramp_steps=train.ramp_steps, first_rows=train.batch_ramp_rows
+            ),
+        )
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._start = self.clock()
@@ -74,11 +86,17 @@ class TimeBox(Callback):
         if step == self.skip_steps and not self._mark:
             self._mark = now
         elif self.fitted_steps is None and self._mark and step >= self.skip_steps + self.calibration_steps:
-            per_step = (now - self._mark) / (step - self.skip_steps)
-            fits = step + int((self.seconds - (now - self._start)) / per_step)
-            self.fitted_steps = max(step + 1, min(trainer.max_steps, fits))
+            per_row = (now - self._mark) / sum(map(self.rows, range(self.skip_steps, step)))
+            self.fitted_steps = max(step + 1, self._steps_that_fit(step, now, per_row, trainer.max_steps))
             trainer.fit_loop.epoch_loop.max_steps = self.fitted_steps
             # LitGPT's schedule reads its max_steps from hparams at every step.
             pl_module.hparams.max_steps = self.fitted_steps
         elif self.fitted_steps is not None and now - self._start > 1.5 * self.seconds:
             trainer.should_stop = True
+
+    def _steps_that_fit(self, step: int, now: float, per_row: float, max_steps: int) -> int:
+        left = self.seconds - (now - self._start)
+        while step < max_steps and left >= per_row * self.rows(step):
+            left -= per_row * self.rows(step)
+            step += 1
+        return step

@@ -76,7 +76,7 @@ def run_trial(job: TrialJob) -> TrialOutcome:
     config = FoundryConfig.model_validate(job.config)
     data_dir = job.data.data_dir
     reporter = ValidationReporter(_reporter(job, config.search), tokens_per_byte(data_dir))
-    box = TimeBox.after_ramp(config.search.trial_time_s, config.train)
+    box = TimeBox.for_training(config.search.trial_time_s, config.train)
     callbacks = (reporter, box) if config.search.trial_time_s else (reporter,)
     start = time.perf_counter()
     model_pt = train(

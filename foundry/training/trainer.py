@@ -115,7 +115,7 @@ def _loaders(
     t, m = config.train, config.model
     train_tokens, holdout_tokens = load_split(data_dir, "train"), load_split(data_dir, "holdout")
     steps_per_epoch = max(1, len(train_tokens) // (t.batch_size * world_size * m.block_size))
-    ramp = BatchRamp(t.ramp_steps, t.ramp_first_rows, t.grad_accum_steps)
+    ramp = BatchRamp(t.ramp_steps, t.batch_ramp_rows, t.grad_accum_steps)
     train = RandomWindows(train_tokens, m.block_size, t.batch_size, t.seed, steps_per_epoch, rank, world_size, ramp)
     val = SequentialWindows(holdout_tokens, m.block_size, t.batch_size, max_batches=t.val_batches)
     return train, val

@@ -4,12 +4,15 @@ take whole batches."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import torch
 from helpers import tiny, write_image_dataset
 from lightning.pytorch import Callback
 
 from foundry.config import FoundryConfig, as_recorded
+from foundry.reports.cards import steps_line
 from foundry.search.callbacks import TimeBox
 from foundry.training.trainer import train
 from foundry.vision.training import vision_loaders
@@ -65,11 +68,17 @@ def test_a_resumed_ramp_draws_the_batches_the_interrupted_one_would_have():
 
 def test_the_defaults_ramp_pretraining_from_random_weights_only():
     t = FoundryConfig().train
-    assert (t.ramp_steps, t.ramp_first_rows, t.batch_size, t.max_steps) == (400, 8, 32, 1350)
+    assert (t.ramp_steps, t.batch_ramp_rows, t.batch_size, t.max_steps) == (400, 8, 32, 1350)
     assert t.model_copy(update={"init_from": "parent.pt"}).ramp_steps == 0  # fine-tunes, retrains, alignment
     small = tiny("train.batch_size=4", "train.batch_ramp_steps=10", "train.batch_ramp_rows=16").train
-    assert (small.ramp_first_rows, small.ramp_steps) == (4, 0)  # a first step already whole: no ramp
+    assert small.ramp_steps == 0  # a first step already whole (once refused on load): no ramp
     assert tiny("train.batch_ramp_steps=10", "train.batch_ramp_rows=2").train.ramp_steps == 10
+
+
+def test_the_model_card_says_how_the_batches_grew():
+    t = FoundryConfig().train
+    assert steps_line(t, 128) == "1350 steps of 32 x 128 tokens (the first 400 growing from 8 rows)"
+    assert steps_line(t.model_copy(update={"init_from": "parent.pt"}), 128) == "1350 steps of 32 x 128 tokens"
 
 
 def test_a_config_recorded_before_the_ramp_trains_without_it():
@@ -79,9 +88,28 @@ def test_a_config_recorded_before_the_ramp_trains_without_it():
     assert "batch_ramp_steps" not in recorded["train"]  # the record itself is left as it was
 
 
-def test_the_time_box_measures_speed_after_the_ramp():
-    assert TimeBox.after_ramp(30, tiny("train.batch_ramp_steps=10", "train.batch_ramp_rows=2").train).skip_steps == 15
-    assert TimeBox.after_ramp(30, tiny("train.batch_ramp_steps=10").train).skip_steps == 5  # 8 of 8 rows: none
+def test_the_time_box_fits_a_ramped_run_by_its_rows():
+    """A trainer's steps replayed by hand: each costs 1/256 s a row, so a 1 s box holds 256 rows, wherever the
+    ramp's steps fall."""
+    t = tiny("train.batch_ramp_steps=10", "train.batch_ramp_rows=2").train
+    rows = [ramp_rows(step, t.batch_size, t.ramp_steps, t.batch_ramp_rows) for step in range(40)]
+    assert rows[:11] == [2, 2, 3, 3, 4, 5, 5, 6, 6, 7, 8]
+    now = [0.0]
+    box = TimeBox.for_training(1.0, t)
+    box.clock = lambda: now[0]
+    loop = SimpleNamespace(max_steps=10**5)
+    trainer = SimpleNamespace(
+        global_step=0, max_steps=10**5, should_stop=False, fit_loop=SimpleNamespace(epoch_loop=loop)
+    )
+    module = SimpleNamespace(hparams=SimpleNamespace(max_steps=10**5))
+    box.on_train_start(trainer, module)
+    while box.fitted_steps is None:
+        now[0] += rows[trainer.global_step] / 256
+        trainer.global_step += 1
+        box.on_train_batch_end(trainer, module, None, None, trainer.global_step - 1)
+    assert trainer.global_step == 25  # calibrated over steps 5-24, as without a ramp
+    assert box.fitted_steps == loop.max_steps == module.hparams.max_steps == 36
+    assert sum(rows[:36]) <= 256 < sum(rows[:37])  # counted per step instead, the ramp's cheap steps would overfill it
 
 
 def test_image_batches_take_the_whole_batch_under_a_ramp(tmp_path):
