@@ -36,7 +36,8 @@ class TokenizerConfig(_Section):
 
 
 class ModelConfig(_Section):
-    # Depth and width: the best trial of the study in bench/README.md; the rest are hand-set.
+    # Depth: the best trial of the study in bench/README.md; width: that trial's 144 widened to 192 (at 1,200 steps, 0.97x
+    # the time of 144 at 1,350 on a CPU with AMX: bench/README.md, "Width 192"); the rest are hand-set.
     n_layer: int = Field(2, ge=1, description="Transformer blocks (attention, then MLP) stacked in the model.")
     n_head: int = Field(
         6,
@@ -44,7 +45,7 @@ class ModelConfig(_Section):
         description="Attention heads per block; must divide n_embd (with rotary positions, into an even head size).",
     )
     n_embd: int = Field(
-        144, ge=8, description="Width of the residual stream and embeddings; each MLP's hidden layer is 4 x this."
+        192, ge=8, description="Width of the residual stream and embeddings; each MLP's hidden layer is 4 x this."
     )
     block_size: int = Field(
         128,
@@ -109,9 +110,9 @@ class ModelConfig(_Section):
 class TrainConfig(_Section):
     # Learning rate: that trial's (AdamW's share, under Muon). max_steps: 1,200 compiled bf16 steps took 0.93x-1.15x the
     # time of 860 float32 steps in four side-by-side runs; with the batch ramp, 1,350 took 0.90x (ABBA) and 0.93x the
-    # time of 1,200 without it (bench/README.md).
+    # time of 1,200 without it; at width 192, 1,200 took 0.97x the time of 1,350 at 144 (bench/README.md).
     max_steps: int = Field(
-        1350, ge=1, description="Optimizer steps to train for; the learning rate's cosine decay ends at this step."
+        1200, ge=1, description="Optimizer steps to train for; the learning rate's cosine decay ends at this step."
     )
     batch_size: int = Field(
         32,
