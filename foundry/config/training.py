@@ -37,10 +37,11 @@ class TokenizerConfig(_Section):
 
 class ModelConfig(_Section):
     # Depth: the best trial of the study in bench/README.md; width: that trial's 144 widened to 192 (at 1,200 steps, 0.97x
-    # the time of 144 at 1,350 on a CPU with AMX: bench/README.md, "Width 192"); the rest are hand-set.
+    # the time of 144 at 1,350 on a CPU with AMX: bench/README.md, "Width 192"); heads and context: 3 of 64 over 256
+    # tokens (bench/README.md, "Three heads"); the rest are hand-set.
     n_layer: int = Field(2, ge=1, description="Transformer blocks (attention, then MLP) stacked in the model.")
     n_head: int = Field(
-        6,
+        3,
         ge=1,
         description="Attention heads per block; must divide n_embd (with rotary positions, into an even head size).",
     )
@@ -48,7 +49,7 @@ class ModelConfig(_Section):
         192, ge=8, description="Width of the residual stream and embeddings; each MLP's hidden layer is 4 x this."
     )
     block_size: int = Field(
-        128,
+        256,
         ge=8,
         description="Context length in tokens: the length of every training window and the most the model attends "
         "to (generation keeps the last block_size tokens).",
@@ -110,12 +111,13 @@ class ModelConfig(_Section):
 class TrainConfig(_Section):
     # Learning rate: that trial's (AdamW's share, under Muon). max_steps: 1,200 compiled bf16 steps took 0.93x-1.15x the
     # time of 860 float32 steps in four side-by-side runs; with the batch ramp, 1,350 took 0.90x (ABBA) and 0.93x the
-    # time of 1,200 without it; at width 192, 1,200 took 0.97x the time of 1,350 at 144 (bench/README.md).
+    # time of 1,200 without it; at width 192, 1,200 took 0.97x the time of 1,350 at 144; with 3 heads and 16 rows of
+    # 256 tokens, 1,350 took XXX the time of 1,200 with 6 heads and 32 rows of 128 (bench/README.md).
     max_steps: int = Field(
-        1200, ge=1, description="Optimizer steps to train for; the learning rate's cosine decay ends at this step."
+        1350, ge=1, description="Optimizer steps to train for; the learning rate's cosine decay ends at this step."
     )
     batch_size: int = Field(
-        32,
+        16,
         ge=1,
         description="Rows per micro-batch on each process: windows of model.block_size tokens (alignment: packed "
         "rows for sft, preference pairs for dpo).",
@@ -135,7 +137,7 @@ class TrainConfig(_Section):
         "fewer steps than this never reaches batch_size.",
     )
     batch_ramp_rows: int = Field(
-        8,
+        4,
         ge=1,
         description="Rows of each micro-batch at the batch ramp's first step; batch_size or more: no ramp.",
     )

@@ -106,7 +106,8 @@ class SearchParam(BaseModel):
 
 
 def _default_space() -> list[SearchParam]:
-    """What a trained model's quality depends on most here; every width divides by the default 6 heads."""
+    """What a trained model's quality depends on most here; every width divides by the default 3 heads into an even
+    head size."""
     return [
         SearchParam(key="train.learning_rate", distribution="log_uniform", low=1e-3, high=3e-2),
         SearchParam(key="train.batch_size", distribution="categorical", choices=[16, 32, 64]),
