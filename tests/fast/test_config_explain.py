@@ -116,7 +116,7 @@ def test_each_train_key_is_defined_once():
 def test_variants_train_their_own_recipe_keys_over_train_by_default():
     config = FoundryConfig()
     retrain, align = config.training_for("retrain"), config.training_for("align")
-    assert (retrain.max_steps, retrain.learning_rate, retrain.warmup_steps, retrain.batch_size) == (200, 1e-3, 20, 32)
+    assert (retrain.max_steps, retrain.learning_rate, retrain.warmup_steps, retrain.batch_size) == (200, 1e-3, 20, 16)
     assert (align.max_steps, align.learning_rate, align.warmup_steps, align.batch_size) == (5000, 3e-3, 30, 32)
     assert (retrain.precision, retrain.compile) == ("32-true", False)
     recipe = {"max_steps", "learning_rate", "warmup_steps", "precision", "compile"}
