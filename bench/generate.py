@@ -5,7 +5,7 @@ same weights, and against Foundry's generation before the key/value cache.
                              [--threads N]
 
 The model is the default config's architecture (`foundry config --defaults`: rotary positions, 2 layers of
-width 144, context 128, vocabulary 4096) with random weights, or with `--model` a registered version (its
+width 192 with 3 heads, context 256, vocabulary 4096) with random weights, or with `--model` a registered version (its
 `model.pt` and `tokenizer.json`, from the registry under $FOUNDRY_HOME). `foundry.export.hf.write_hf` exports it
 to a temporary folder, which `AutoModelForCausalLM.from_pretrained` opens (offline).
 
