@@ -82,12 +82,16 @@ def train_and_score(name: str, config, data_dir: Path, work: Path, attempt: int)
     shutil.rmtree(checkpoints, ignore_errors=True)
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
         model_pt, seconds = child.submit(timed_training, config, data_dir, checkpoints).result()
-    e = config.evaluation
-    metrics = holdout_metrics(load_gpt(model_pt), data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
+    e, model = config.evaluation, load_gpt(model_pt)
+    metrics = holdout_metrics(
+        model, data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens, e.window_overlap
+    )
+    # Figures from before 2026-12-04 were scored in windows that do not overlap: that score too, to compare.
+    apart = holdout_metrics(model, data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens, 0.0)
     tokens = trained_tokens(config.train, config.model.block_size)
     print(
         f"{name:9s} try {attempt}: {seconds:7.1f} s training, {tokens / seconds:7.0f} tokens/s, "
-        f"holdout {metrics.bits_per_byte:.4f} bits per byte",
+        f"holdout {metrics.bits_per_byte:.4f} bits per byte ({apart.bits_per_byte:.4f} in windows apart)",
         flush=True,
     )
     return {"seconds": seconds, "bits_per_byte": metrics.bits_per_byte}

@@ -96,22 +96,41 @@ class RandomWindows:
 
 
 class SequentialWindows:
-    """Non-overlapping windows from the start of the array, for evaluation."""
+    """Windows from the start of the array, for evaluation, each `stride` tokens after the last (non-overlapping
+    by default). Every next token is a target once: where windows overlap, the targets an earlier window scored
+    are -100 (masked), so the rest are scored with at least `block_size - stride` tokens before them."""
 
-    def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int, max_batches: int | None = None):
+    def __init__(
+        self,
+        tokens: np.ndarray,
+        block_size: int,
+        batch_size: int,
+        max_batches: int | None = None,
+        stride: int | None = None,
+    ):
         if len(tokens) < block_size + 1:
             raise ValueError(f"{len(tokens)} tokens is too few for windows of {block_size + 1}")
-        self.tokens, self.block_size, self.batch_size = tokens, block_size, batch_size
-        n_windows = (len(tokens) - 1) // block_size
+        stride = block_size if stride is None else stride
+        if not 1 <= stride <= block_size:
+            raise ValueError(f"stride {stride} is outside 1..{block_size}, the window")
+        self.tokens, self.block_size, self.batch_size, self.stride = tokens, block_size, batch_size, stride
+        n_windows = (len(tokens) - 1 - block_size) // stride + 1
         n_batches = -(-n_windows // batch_size)
         self.n_batches = min(n_batches, max_batches) if max_batches else n_batches
-        self.offsets = np.arange(n_windows) * block_size
+        self.offsets = np.arange(n_windows) * stride
 
     def __len__(self) -> int:
         return self.n_batches
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for b in range(self.n_batches):
-            yield _window_batch(
-                self.tokens, self.offsets[b * self.batch_size : (b + 1) * self.batch_size], self.block_size
-            )
+            offsets = self.offsets[b * self.batch_size : (b + 1) * self.batch_size]
+            x, y = _window_batch(self.tokens, offsets, self.block_size)
+            if self.stride < self.block_size:
+                y = y.clone()
+                y[offsets > 0, : self.block_size - self.stride] = -100  # scored by the window before
+            yield x, y
+
+    def end(self) -> int:
+        """How many tokens from the start the windows cover: the targets after it are left unscored."""
+        return int(self.offsets[: self.n_batches * self.batch_size][-1]) + self.block_size + 1

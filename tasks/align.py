@@ -132,7 +132,7 @@ def evaluate_aligned(
             ("base", load_gpt(parent.weights), Path(parent.tokenizer)),
             ("aligned", load_gpt(checkpoint), data_dir / "tokenizer.json"),
         ):
-            scored = holdout_metrics(model, tokens, pretrain, e.batch_size, e.max_tokens)
+            scored = holdout_metrics(model, tokens, pretrain, e.batch_size, e.max_tokens, e.window_overlap)
             scores[who]["pretrain_bits_per_byte"] = scored.bits_per_byte
     metrics = AlignmentMetrics.model_validate(scores)
     tracking.log_metrics(run.run_id, metrics.as_mlflow())

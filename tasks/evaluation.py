@@ -36,7 +36,9 @@ def evaluate(
 
     e = config.evaluation
     model = load_gpt(checkpoint)
-    metrics = holdout_metrics(model, data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
+    metrics = holdout_metrics(
+        model, data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens, e.window_overlap
+    )
     metrics = metrics.with_scores(compression_baselines(data_dir, e.compression_context_bytes, e.strong_context_bytes))
     tracking.log_metrics(run.run_id, metrics.as_mlflow())
     tokenizer = Tokenizer.from_file(str(data_dir / "tokenizer.json"))

@@ -236,6 +236,7 @@ PREDATED_DEFAULTS = {
     ("train", "compile"): False,
     ("train", "batch_ramp_steps"): 0,
     ("align", "replay_fraction"): 0.0,
+    ("evaluation", "window_overlap"): 0.0,
     ("align", "sft_train"): _NO_RECIPE,
     ("align", "dpo_train"): _NO_RECIPE,
 }

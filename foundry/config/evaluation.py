@@ -29,6 +29,14 @@ class EvaluationConfig(_Section):
         description="Rows per forward pass while scoring: windows of model.block_size tokens of the holdout "
         "(alignment: held-out conversations or pairs).",
     )
+    window_overlap: float = Field(
+        0.5,
+        ge=0,
+        lt=1,
+        description="Share of each scoring window that repeats the end of the one before as context, each token "
+        "scored once: 0.5 gives every token after the first window at least half of model.block_size before it, in "
+        "twice the forward passes; 0 scores non-overlapping windows (as versions from before 2026-12-04 were scored).",
+    )
     min_improvement: float = Field(0.0, ge=0, description="Bits per byte a challenger must gain to be champion.")
     max_regression: float = Field(
         0.02,

@@ -2,7 +2,10 @@
 `compressors.py`'s).
 
 Bits per byte divide the summed loss by the holdout's UTF-8 bytes, so models with different
-tokenizers compare on the same footing; this is what promotion compares.
+tokenizers compare on the same footing; this is what promotion compares. The holdout is read in windows of the
+model's context; with `evaluation.window_overlap` (0.5 by default) each window repeats the end of the one before
+as context, so every token after the first window is predicted from at least that share of the context, as a
+compressor reading the holdout in order has what came before (each token is scored once either way).
 """
 
 from __future__ import annotations
@@ -39,17 +42,27 @@ def holdout_tokens(data_dir: Path, tokenizer_path: Path):
     return np.asarray(ids, dtype=np.int64)
 
 
+def window_stride(block_size: int, overlap: float) -> int:
+    """Tokens between the starts of two scoring windows that repeat `overlap` of the window as context."""
+    return max(1, block_size - round(block_size * overlap))
+
+
 @torch.no_grad()
-def score(model: GPT, tokens: np.ndarray, holdout_bytes: int, batch_size: int, max_tokens: int) -> dict[str, float]:
-    """Loss over non-overlapping windows; bytes are pro-rated when only part of the holdout is scored."""
+def score(
+    model: GPT, tokens: np.ndarray, holdout_bytes: int, batch_size: int, max_tokens: int, overlap: float = 0.0
+) -> dict[str, float]:
+    """Loss over windows of the model's context that overlap by `overlap` of it (each target scored once: see
+    `SequentialWindows`); bytes are pro-rated when only part of the holdout is scored."""
     model.eval()
     block = model.config.block_size
     total_tokens = len(tokens)
     total_nats, scored = 0.0, 0
-    for x, y in SequentialWindows(tokens[: max_tokens + 1], block, batch_size):
+    windows = SequentialWindows(tokens[: max_tokens + 1], block, batch_size, stride=window_stride(block, overlap))
+    for x, y in windows:
         _, loss = model(x, y)
-        total_nats += loss.item() * y.numel()
-        scored += y.numel()
+        counted = int((y != -100).sum())
+        total_nats += loss.item() * counted
+        scored += counted
     scored_bytes = holdout_bytes * scored / max(1, total_tokens - 1)
     loss = total_nats / scored
     return {
@@ -58,6 +71,31 @@ def score(model: GPT, tokens: np.ndarray, holdout_bytes: int, batch_size: int, m
         "bits_per_byte": total_nats / LN2 / scored_bytes,
         "tokens": scored,
     }
+
+
+@torch.no_grad()
+def group_nats(model: GPT, ids: np.ndarray, batch_size: int, overlap: float) -> tuple[float, int]:
+    """Summed loss (nats) over every next token of `ids` and how many: windows of the model's context that
+    overlap by `overlap` in batches (as `score` reads the holdout), then the tail in one shorter window with the
+    context the windows give, so a group shorter than a window is scored too (fleet evaluation's groups)."""
+    model.eval()
+    block, nats, scored, covered = model.config.block_size, 0.0, 0, 1  # ids[:covered] were targets or context
+    stride = window_stride(block, overlap)
+    if len(ids) > block:
+        windows = SequentialWindows(ids, block, batch_size, stride=stride)
+        for x, y in windows:
+            counted = int((y != -100).sum())
+            nats += model(x, y)[1].item() * counted
+            scored += counted
+        covered = windows.end()
+    if covered < len(ids):
+        start = max(0, covered - 1 - (block - stride))
+        tail = torch.as_tensor(ids[start:])
+        targets = tail[None, 1:].clone()
+        targets[:, : covered - 1 - start] = -100  # scored by the last window
+        nats += model(tail[None, :-1], targets)[1].item() * (len(ids) - covered)
+        scored += len(ids) - covered
+    return nats, scored
 
 
 def unigram_log_p(data_dir: Path, vocab_size: int) -> np.ndarray:
@@ -75,11 +113,12 @@ def unigram_bits_per_byte(data_dir: Path, vocab_size: int, holdout_bytes: int) -
 
 
 def holdout_metrics(
-    model: GPT, tokenizer_path: Path, data_dir: Path, batch_size: int, max_tokens: int
+    model: GPT, tokenizer_path: Path, data_dir: Path, batch_size: int, max_tokens: int, overlap: float
 ) -> HoldoutMetrics:
     """The model's loss, perplexity and bits per byte on the dataset's holdout, and the unigram baseline
     (the compression baselines are `compressors.compression_baselines`', added by the caller that wants them)."""
     manifest = DatasetManifest.read(data_dir)
-    scores = score(model, holdout_tokens(data_dir, tokenizer_path), manifest.holdout_bytes, batch_size, max_tokens)
+    tokens = holdout_tokens(data_dir, tokenizer_path)
+    scores = score(model, tokens, manifest.holdout_bytes, batch_size, max_tokens, overlap)
     unigram = unigram_bits_per_byte(data_dir, manifest.vocab_size, manifest.holdout_bytes)
     return HoldoutMetrics(**scores, unigram_bits_per_byte=unigram)

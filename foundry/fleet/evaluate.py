@@ -299,7 +299,7 @@ def score_model(ref: ModelRef, data_dir: Path, config: FoundryConfig) -> ModelSc
     from tokenizers import Tokenizer
 
     from foundry.data.manifest import DatasetManifest
-    from foundry.evaluation.metrics import LN2, holdout_tokens, score
+    from foundry.evaluation.metrics import LN2, group_nats, holdout_tokens, score
     from models.gpt import load_gpt
     from models.tokens import EOT
 
@@ -307,13 +307,14 @@ def score_model(ref: ModelRef, data_dir: Path, config: FoundryConfig) -> ModelSc
         raise ValueError(f"{ref.model}: download its files first (`downloaded`)")
     e, manifest = config.evaluation, DatasetManifest.read(data_dir)
     model, tokenizer_path = load_gpt(ref.artifacts / "model.pt"), ref.artifacts / "tokenizer.json"
-    overall = score(model, holdout_tokens(data_dir, tokenizer_path), manifest.holdout_bytes, e.batch_size, e.max_tokens)
+    holdout = holdout_tokens(data_dir, tokenizer_path)
+    overall = score(model, holdout, manifest.holdout_bytes, e.batch_size, e.max_tokens, e.window_overlap)
     tokenizer = Tokenizer.from_file(str(tokenizer_path))
     eot, groups = tokenizer.token_to_id(EOT), {}
     encode = lambda text: [*tokenizer.encode(text).ids, eot]  # noqa: E731  (as the shards hold documents)
     for group, found in holdout_groups(data_dir, encode, e.max_tokens + 1).items():
         ids = np.asarray(found.ids, dtype=np.int64)
-        nats, scored = group_nats(model, ids[: e.max_tokens + 1], e.batch_size)
+        nats, scored = group_nats(model, ids[: e.max_tokens + 1], e.batch_size, e.window_overlap)
         scored_bytes = found.encoded_bytes * scored / (len(ids) - 1)  # pro-rated when `max_tokens` cut it short
         groups[group] = GroupScore(
             bits_per_byte=nats / LN2 / scored_bytes, loss=nats / scored, tokens=scored, bytes=found.bytes
@@ -324,24 +325,3 @@ def score_model(ref: ModelRef, data_dir: Path, config: FoundryConfig) -> ModelSc
         metrics=HoldoutMetrics(**overall),
         groups=groups,
     )
-
-
-def group_nats(model, ids, batch_size: int) -> tuple[float, int]:
-    """Summed loss (nats) over every next token of `ids` and how many: the whole windows of the model's context
-    in batches, then the tail in one shorter window, so a group shorter than a window is scored too."""
-    import torch
-
-    from models.data import SequentialWindows
-
-    block, nats, scored = model.config.block_size, 0.0, 0
-    whole = (len(ids) - 1) // block * block
-    with torch.no_grad():
-        if whole:
-            for x, y in SequentialWindows(ids[: whole + 1], block, batch_size):
-                nats += model(x, y)[1].item() * y.numel()
-                scored += y.numel()
-        if whole < len(ids) - 1:
-            tail = torch.as_tensor(ids[whole:])
-            nats += model(tail[None, :-1], tail[None, 1:])[1].item() * (len(tail) - 1)
-            scored += len(tail) - 1
-    return nats, scored

@@ -7,8 +7,8 @@ the registry and the holdouts. The pretraining gate's inputs:
    this very data; otherwise the champion's training documents may sit in this holdout, and the run is
    refused (run it again: it builds on the new champion's ledger).
 2. Better on the new holdout: the challenger is compared with the champion on the challenger's own holdout.
-   When the champion was evaluated on that same data version its recorded score is used; otherwise it is
-   re-scored on this holdout, so both are measured on the same bytes.
+   When the champion was evaluated on that same data version, alike, its recorded score is used; otherwise it
+   is re-scored on this holdout, so both are measured on the same bytes the same way.
 3. No forgetting: both are scored on the champion's own holdout (its data version, hydrated on this node);
    a challenger worse there by more than `evaluation.max_regression` bits per byte is refused.
 
@@ -55,13 +55,13 @@ def score(weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig)
     from foundry.evaluation.metrics import holdout_metrics
     from models.gpt import load_gpt
 
-    e = config.evaluation
-    return holdout_metrics(load_gpt(weights), tokenizer, data_dir, e.batch_size, e.max_tokens).bits_per_byte
+    e, model = config.evaluation, load_gpt(weights)
+    return holdout_metrics(model, tokenizer, data_dir, e.batch_size, e.max_tokens, e.window_overlap).bits_per_byte
 
 
 def champion_bits_per_byte(champion, config: FoundryConfig, data_dir: Path, data: DataVersion, home: Path) -> float:
-    """The champion's score on this holdout: its recorded one if it was evaluated on it with the same
-    `evaluation.max_tokens` (the same bytes of it), else re-scored."""
+    """The champion's score on this holdout: its recorded one if it was evaluated on it alike (`_scored_alike`),
+    else re-scored."""
     if champion.tags.get("data_version") == data.data_version and _scored_alike(champion, config):
         recorded = recorded_metrics(champion).get(
             HoldoutMetrics.key("bits_per_byte")
@@ -75,12 +75,14 @@ def champion_bits_per_byte(champion, config: FoundryConfig, data_dir: Path, data
 
 
 def _scored_alike(champion, config: FoundryConfig) -> bool:
-    """Whether the champion's recorded holdout score covers the bytes this run scores: the same
-    `evaluation.max_tokens` from the holdout's start (a record that names none is taken as it was before)."""
+    """Whether the champion's recorded holdout score was scored as this run scores: the same
+    `evaluation.max_tokens` from the holdout's start (a record that names none is taken as it was before) and
+    `evaluation.window_overlap` (`as_recorded` gives older records the 0 they were scored with)."""
     from foundry.registry.lineage import recorded_config
 
-    recorded = recorded_config(champion).get("evaluation", {}).get("max_tokens")
-    return recorded is None or int(recorded) == config.evaluation.max_tokens
+    recorded, e = recorded_config(champion).get("evaluation", {}), config.evaluation
+    max_tokens, overlap = recorded.get("max_tokens"), recorded.get("window_overlap", 0.0)
+    return (max_tokens is None or int(max_tokens) == e.max_tokens) and float(overlap) == e.window_overlap
 
 
 def champion_data(champion) -> DataVersion:

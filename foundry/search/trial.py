@@ -92,7 +92,9 @@ def run_trial(job: TrialJob) -> TrialOutcome:
         state = "pruned" if math.isfinite(last) else "diverged"
         return TrialOutcome(state=state, value=last, pruned_at_step=reporter.pruned_at, **common)
     e = config.evaluation
-    metrics = holdout_metrics(load_gpt(model_pt), data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens)
+    metrics = holdout_metrics(
+        load_gpt(model_pt), data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens, e.window_overlap
+    )
     tracking.log_metrics(job.run_id, metrics.as_mlflow())
     value = metrics.bits_per_byte
     state = "complete" if math.isfinite(value) else "diverged"

@@ -184,6 +184,12 @@ def test_a_config_recorded_before_rotary_and_muon_keeps_learned_positions_and_ad
     assert as_recorded(newer) == newer and as_recorded({}) == {}
 
 
+def test_a_config_recorded_before_overlapping_windows_was_scored_without():
+    recorded = FoundryConfig().model_dump(mode="json")
+    assert recorded["evaluation"].pop("window_overlap") == 0.5
+    assert validate(as_recorded(recorded)).evaluation.window_overlap == 0.0
+
+
 def test_pretraining_compiles_in_bf16_and_the_recipes_keep_float32_as_they_were_measured():
     config = FoundryConfig()
     assert (config.train.precision, config.train.compile) == ("bf16-mixed", True)

@@ -14,7 +14,15 @@ from synthetic import prepare_synthetic, synthetic_docs
 from foundry.config import TokenizerConfig
 from foundry.data.clean import iter_texts
 from foundry.data.shards import EOT, load_split, train_tokenizer
-from foundry.evaluation.metrics import LN2, holdout_metrics, holdout_tokens, score, unigram_bits_per_byte
+from foundry.evaluation.metrics import (
+    LN2,
+    group_nats,
+    holdout_metrics,
+    holdout_tokens,
+    score,
+    unigram_bits_per_byte,
+    window_stride,
+)
 from models.gpt import GPT, GPTConfig
 
 V, BLOCK = 64, 8
@@ -86,6 +94,59 @@ def test_score_needs_a_window(tokens):
         score(tiny_model(), tokens[:4], 10, batch_size=2, max_tokens=10_000)
 
 
+def context_nats(model: GPT, tokens: np.ndarray, stride: int, targets: range) -> float:
+    """Summed cross-entropy of each target position p, one forward each, given the tokens from the start of the
+    first window that holds it (windows start every `stride`; the one at k * stride holds k * stride + 1 ..
+    k * stride + BLOCK): at least BLOCK - stride tokens of context once past the first window."""
+    total = 0.0
+    with torch.no_grad():
+        for p in targets:
+            start = max(0, -(-(p - BLOCK) // stride)) * stride
+            context = torch.as_tensor(np.asarray(tokens[start:p], dtype=np.int64))
+            logits, _ = model(context[None])
+            total += F.cross_entropy(logits[0, -1:], torch.as_tensor([int(tokens[p])])).item()
+    return total
+
+
+@pytest.mark.parametrize("overlap, stride", [(0.5, 4), (0.75, 2), (0.0, BLOCK)])
+def test_overlapping_windows_give_each_target_its_context(tokens, overlap, stride):
+    model = tiny_model()
+    result = score(model, tokens, holdout_bytes=123, batch_size=3, max_tokens=10_000, overlap=overlap)
+    assert window_stride(BLOCK, overlap) == stride
+    scored = result["tokens"]
+    assert scored == 5 * BLOCK  # the windows end on the last token: every target scored once
+    expected = context_nats(model, tokens, stride, range(1, scored + 1))
+    assert result["loss"] * scored == pytest.approx(expected, rel=1e-4)
+
+
+def test_overlap_pro_rates_the_unscored_tail(tokens):
+    model = tiny_model()
+    ragged = np.concatenate([tokens, tokens[:3]])  # windows every 4 tokens leave the last 3 targets out
+    result = score(model, ragged, holdout_bytes=440, batch_size=2, max_tokens=10_000, overlap=0.5)
+    assert result["tokens"] == 5 * BLOCK
+    scored_bytes = 440 * (5 * BLOCK) / (len(ragged) - 1)
+    expected = context_nats(model, ragged, 4, range(1, 5 * BLOCK + 1))
+    assert result["bits_per_byte"] == pytest.approx(expected / LN2 / scored_bytes, rel=1e-4)
+
+
+def test_a_groups_tail_is_scored_with_the_windows_context(tokens):
+    model = tiny_model()
+    ids = np.concatenate([tokens, tokens[:3]]).astype(np.int64)  # 44 tokens: windows every 4 end on token 40
+    nats, scored = group_nats(model, ids, batch_size=2, overlap=0.5)
+    assert scored == len(ids) - 1
+    tail = torch.as_tensor(ids[36:])  # the last 3 targets after the 4 tokens the last window ended with
+    with torch.no_grad():
+        logits, _ = model(tail[None, :-1])
+    tail_nats = F.cross_entropy(logits[0, -3:], tail[-3:], reduction="sum").item()
+    assert nats == pytest.approx(context_nats(model, ids, 4, range(1, 41)) + tail_nats, rel=1e-4)
+    # Without overlap the tail is its own short window, as before.
+    nats0, scored0 = group_nats(model, ids, batch_size=2, overlap=0.0)
+    with torch.no_grad():
+        short = torch.as_tensor(ids[40:])
+        short_nats = F.cross_entropy(model(short[None, :-1])[0][0], short[1:], reduction="sum").item()
+    assert scored0 == scored and nats0 == pytest.approx(manual_nats(model, ids, 5) + short_nats, rel=1e-4)
+
+
 # --- on a prepared dataset -------------------------------------------------------------------
 
 
@@ -129,7 +190,7 @@ def test_holdout_tokens_with_another_tokenizer(dataset, tmp_path):
 def test_evaluate_reports_prefixed_metrics(dataset):
     data_dir, manifest = dataset
     model = tiny_model(vocab=manifest["vocab_size"], block=16)
-    metrics = holdout_metrics(model, data_dir / "tokenizer.json", data_dir, batch_size=4, max_tokens=10**9)
+    metrics = holdout_metrics(model, data_dir / "tokenizer.json", data_dir, batch_size=4, max_tokens=10**9, overlap=0.0)
     assert set(metrics.as_mlflow()) == {
         f"holdout/{k}" for k in ("loss", "perplexity", "bits_per_byte", "tokens", "unigram_bits_per_byte")
     }

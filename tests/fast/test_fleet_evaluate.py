@@ -98,7 +98,7 @@ def test_a_data_version_is_hydrated_and_scored_as_registration_scores_it(tiny_da
 
     e = config.evaluation
     (scores,) = evaluation.models
-    recorded = holdout_metrics(load_gpt(files[0]), files[1], tiny_dataset, e.batch_size, e.max_tokens)
+    recorded = holdout_metrics(load_gpt(files[0]), files[1], tiny_dataset, e.batch_size, e.max_tokens, e.window_overlap)
     assert (evaluation.data.data_version, evaluation.data.dir) == (
         data.data_version,
         home / "hydrated" / data.data_version,

@@ -146,6 +146,22 @@ def test_a_champion_scored_on_other_bytes_of_the_same_holdout_is_rescored(
     assert decision.inputs.champion_bits_per_byte == pytest.approx(expected, rel=1e-9) != 2.5
 
 
+def test_a_champion_scored_without_overlapping_windows_is_rescored(
+    tiny_config, old_data, champion_checkpoint, foundry_home
+):
+    """Its run scored windows that did not overlap (`evaluation.window_overlap: 0`, as versions from before it
+    existed were scored); this run's overlap by half: the champion is scored again, as this run scores."""
+    data, folder = old_data
+    config = named(tiny_config, "gate-overlap", window_overlap=0.0)
+    tags = {"data_version": data.data_version, "data.remote": data.remote, "holdout/bits_per_byte": "2.500000"}
+    register_champion(config, champion_checkpoint, folder / "tokenizer.json", tags)
+    halves = named(config, "gate-overlap", window_overlap=0.5)
+    expected = score(champion_checkpoint, folder / "tokenizer.json", folder, halves)
+    decision = decide(halves, champion_checkpoint, {"holdout/bits_per_byte": 2.4}, folder, data, foundry_home)
+    assert decision.inputs.champion_bits_per_byte == pytest.approx(expected, rel=1e-9) != 2.5
+    assert expected != pytest.approx(score(champion_checkpoint, folder / "tokenizer.json", folder, config), rel=1e-6)
+
+
 @pytest.fixture(scope="module")
 def new_data(tiny_config, old_data, tmp_path_factory):
     """New documents (another corpus altogether) on the old data version's ledger and tokenizer."""

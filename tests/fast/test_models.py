@@ -306,6 +306,26 @@ def test_sequential_windows_exactly_one_window():
     assert len(batches) == 1 and batches[0][1].tolist() == [list(range(1, 9))]
 
 
+def test_overlapping_windows_score_each_target_once_with_context():
+    tokens = np.arange(40, dtype=np.uint16)  # windows at 0, 4, ..., 28 (the last ends on token 36)
+    sampler = SequentialWindows(tokens, 8, 3, stride=4)
+    batches = list(sampler)
+    assert [x.shape[0] for x, _ in batches] == [3, 3, 2] and sampler.end() == 37
+    xs, ys = torch.cat([x for x, _ in batches]), torch.cat([y for _, y in batches])
+    assert xs[:, 0].tolist() == [0, 4, 8, 12, 16, 20, 24, 28]
+    scored = ys[ys != -100].tolist()
+    assert scored == list(range(1, 37))  # each target once, in order
+    # After the first window only the last 4 targets count: each has at least 4 tokens before it in its window.
+    assert (ys[1:, :4] == -100).all() and (ys[1:, 4:] != -100).all() and (ys[0] != -100).all()
+
+
+def test_window_stride_must_fit_the_window():
+    with pytest.raises(ValueError, match="stride 9"):
+        SequentialWindows(np.arange(20), 8, 1, stride=9)
+    with pytest.raises(ValueError, match="stride 0"):
+        SequentialWindows(np.arange(20), 8, 1, stride=0)
+
+
 # --- warmup_cosine ---------------------------------------------------------------------------
 
 
