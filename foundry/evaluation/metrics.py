@@ -49,7 +49,7 @@ def window_stride(block_size: int, overlap: float) -> int:
 
 @torch.no_grad()
 def score(
-    model: GPT, tokens: np.ndarray, holdout_bytes: int, batch_size: int, max_tokens: int, overlap: float = 0.0
+    model: GPT, tokens: np.ndarray, holdout_bytes: int, batch_size: int, max_tokens: int, overlap: float
 ) -> dict[str, float]:
     """Loss over windows of the model's context that overlap by `overlap` of it (each target scored once: see
     `SequentialWindows`); bytes are pro-rated when only part of the holdout is scored."""

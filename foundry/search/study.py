@@ -24,7 +24,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from foundry.config import ConfigError, FoundryConfig, validate
+from foundry.config import ConfigError, FoundryConfig, as_recorded, validate
 from foundry.redact import reveal
 from foundry.search.space import SearchConfig, base_values
 
@@ -135,8 +135,9 @@ def _check_objective(study: optuna.Study, config: FoundryConfig) -> None:
     if recorded is None:
         study.set_user_attr(OBJECTIVE_ATTR, settings)
         return
-    # A setting added since the study started reads there as its default, as a recorded config reads back.
-    before, now = _flat(objective_settings(FoundryConfig())) | _flat(recorded), _flat(settings)
+    # A setting added since the study started reads there as a recorded config reads back: the value its trials
+    # were run with (`as_recorded`: evaluation.window_overlap 0), else its default.
+    before, now = _flat(objective_settings(FoundryConfig())) | _flat(as_recorded(recorded)), _flat(settings)
     differ = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
     if differ:
         raise ConfigError(

@@ -54,7 +54,7 @@ def tokens() -> np.ndarray:
 
 def test_score_bits_per_byte_is_consistent(tokens):
     model = tiny_model()
-    result = score(model, tokens, holdout_bytes=123, batch_size=2, max_tokens=10_000)
+    result = score(model, tokens, holdout_bytes=123, batch_size=2, max_tokens=10_000, overlap=0.0)
     assert result["tokens"] == 5 * BLOCK
     assert result["loss"] == pytest.approx(manual_nats(model, tokens, 5) / (5 * BLOCK), rel=1e-5)
     assert result["bits_per_byte"] == pytest.approx(result["loss"] * result["tokens"] / (math.log(2) * 123), rel=1e-9)
@@ -65,8 +65,8 @@ def test_score_bits_per_byte_is_consistent(tokens):
 
 def test_score_is_independent_of_batch_size(tokens):
     model = tiny_model()
-    one = score(model, tokens, 100, batch_size=1, max_tokens=10_000)
-    many = score(model, tokens, 100, batch_size=4, max_tokens=10_000)
+    one = score(model, tokens, 100, batch_size=1, max_tokens=10_000, overlap=0.0)
+    many = score(model, tokens, 100, batch_size=4, max_tokens=10_000, overlap=0.0)
     assert one["tokens"] == many["tokens"]
     assert one["bits_per_byte"] == pytest.approx(many["bits_per_byte"], rel=1e-5)
 
@@ -74,7 +74,7 @@ def test_score_is_independent_of_batch_size(tokens):
 def test_score_drops_a_partial_last_window(tokens):
     model = tiny_model()
     ragged = np.concatenate([tokens, tokens[:3]])  # 3 tokens that do not fill a window
-    result = score(model, ragged, holdout_bytes=440, batch_size=2, max_tokens=10_000)
+    result = score(model, ragged, holdout_bytes=440, batch_size=2, max_tokens=10_000, overlap=0.0)
     assert result["tokens"] == 5 * BLOCK
     # Bytes pro-rated to the scored share of the holdout's tokens.
     scored_bytes = 440 * (5 * BLOCK) / (len(ragged) - 1)
@@ -83,7 +83,7 @@ def test_score_drops_a_partial_last_window(tokens):
 
 def test_score_pro_rates_bytes_when_max_tokens_caps(tokens):
     model = tiny_model()
-    result = score(model, tokens, holdout_bytes=400, batch_size=2, max_tokens=2 * BLOCK)
+    result = score(model, tokens, holdout_bytes=400, batch_size=2, max_tokens=2 * BLOCK, overlap=0.0)
     assert result["tokens"] == 2 * BLOCK
     scored_bytes = 400 * (2 * BLOCK) / (len(tokens) - 1)  # 2 of the 5 windows' worth of bytes
     assert result["bits_per_byte"] == pytest.approx(manual_nats(model, tokens, 2) / LN2 / scored_bytes, rel=1e-5)
@@ -91,7 +91,7 @@ def test_score_pro_rates_bytes_when_max_tokens_caps(tokens):
 
 def test_score_needs_a_window(tokens):
     with pytest.raises(ValueError, match="too few"):
-        score(tiny_model(), tokens[:4], 10, batch_size=2, max_tokens=10_000)
+        score(tiny_model(), tokens[:4], 10, batch_size=2, max_tokens=10_000, overlap=0.0)
 
 
 def context_nats(model: GPT, tokens: np.ndarray, stride: int, targets: range) -> float:
@@ -127,6 +127,10 @@ def test_overlap_pro_rates_the_unscored_tail(tokens):
     scored_bytes = 440 * (5 * BLOCK) / (len(ragged) - 1)
     expected = context_nats(model, ragged, 4, range(1, 5 * BLOCK + 1))
     assert result["bits_per_byte"] == pytest.approx(expected / LN2 / scored_bytes, rel=1e-4)
+    capped = score(model, tokens, holdout_bytes=400, batch_size=2, max_tokens=2 * BLOCK, overlap=0.5)
+    assert capped["tokens"] == 2 * BLOCK  # windows at 0, 4 and 8 within the first 17 tokens
+    capped_nats = context_nats(model, tokens, 4, range(1, 2 * BLOCK + 1))
+    assert capped["bits_per_byte"] == pytest.approx(capped_nats / LN2 / (400 * 2 * BLOCK / (len(tokens) - 1)), rel=1e-4)
 
 
 def test_a_groups_tail_is_scored_with_the_windows_context(tokens):

@@ -195,6 +195,18 @@ def test_a_study_started_before_a_setting_existed_reads_it_as_its_default(tmp_pa
         open_study(study_config(tmp_path, "model.qk_norm=true"), tmp_path)
 
 
+def test_a_study_started_before_overlapping_windows_continues_only_without_them(tmp_path):
+    from foundry.search.study import OBJECTIVE_ATTR
+
+    study, _ = open_study(study_config(tmp_path), tmp_path)
+    recorded = study.user_attrs[OBJECTIVE_ATTR]
+    del recorded["evaluation"]["window_overlap"]  # its trials were scored in windows apart
+    study.set_user_attr(OBJECTIVE_ATTR, recorded)
+    with pytest.raises(ConfigError, match=r"differs in: evaluation\.window_overlap\)"):
+        open_study(study_config(tmp_path), tmp_path)
+    open_study(study_config(tmp_path, "evaluation.window_overlap=0"), tmp_path)  # as its trials were scored
+
+
 def test_one_process_drives_a_study(tmp_path):
     search = study_config(tmp_path).search
     with study_lock(tmp_path, search):
