@@ -241,9 +241,10 @@ PREDATED_DEFAULTS = {
     ("align", "dpo_train"): _NO_RECIPE,
 }
 # Keys a recipe (a variant's `train` override) sets now and a record made before kept `train`'s values of.
-RECIPE_PREDATED = {("retrain", "train"): ("precision", "compile"), ("finetune", "train"): ("learning_rate",)} | {
-    ("align", recipe): ("precision", "compile") for recipe in ("sft_train", "dpo_train")
-}
+RECIPE_PREDATED = {
+    ("retrain", "train"): ("precision", "compile", "weight_decay"),
+    ("finetune", "train"): ("learning_rate", "weight_decay"),
+} | {("align", recipe): ("precision", "compile", "weight_decay") for recipe in ("sft_train", "dpo_train")}
 # Keys that moved: a variant's own copies of `train` keys, now its `train` override.
 MOVED_TO_OVERRIDE = {
     "retrain": ("max_steps", "learning_rate", "warmup_steps"),

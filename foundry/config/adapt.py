@@ -30,6 +30,7 @@ FinetuneTrain = train_override(
     "Keys of `train` a fine-tune sets otherwise (every weight, or the adapters, from a registered version: AdamW); "
     "the rest, and any key set to null, are `train`'s.",
     learning_rate=ADAMW_LEARNING_RATE,
+    weight_decay=0.1,
 )
 
 

@@ -28,6 +28,7 @@ SftTrain = train_override(
     warmup_steps=30,
     precision="32-true",
     compile=False,
+    weight_decay=0.1,
 )
 DpoTrain = train_override(
     "DpoTrain",
@@ -40,6 +41,7 @@ DpoTrain = train_override(
     warmup_steps=10,
     precision="32-true",
     compile=False,
+    weight_decay=0.1,
 )
 Method = Literal["sft", "dpo"]
 

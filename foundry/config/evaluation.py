@@ -18,6 +18,7 @@ RetrainTrain = train_override(
     warmup_steps=20,
     precision="32-true",
     compile=False,
+    weight_decay=0.1,
 )
 
 

@@ -53,7 +53,7 @@ def test_tiny_yaml_loads_with_its_values_and_defaults_elsewhere():
             assert getattr(getattr(config, section), key) == expected, f"{section}.{key}"
     # Keys the file leaves out keep their defaults.
     assert config.data.min_chars == DataConfig().min_chars
-    assert config.train.weight_decay == FoundryConfig().train.weight_decay
+    assert config.train.grad_clip == FoundryConfig().train.grad_clip
 
 
 def test_to_yaml_round_trips_through_load(tmp_path):

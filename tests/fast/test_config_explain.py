@@ -118,8 +118,10 @@ def test_variants_train_their_own_recipe_keys_over_train_by_default():
     retrain, align = config.training_for("retrain"), config.training_for("align")
     assert (retrain.max_steps, retrain.learning_rate, retrain.warmup_steps, retrain.batch_size) == (200, 1e-3, 20, 16)
     assert (align.max_steps, align.learning_rate, align.warmup_steps, align.batch_size) == (5000, 3e-3, 30, 32)
-    assert (retrain.precision, retrain.compile) == ("32-true", False)
-    recipe = {"max_steps", "learning_rate", "warmup_steps", "precision", "compile"}
+    assert (retrain.precision, retrain.compile, retrain.weight_decay) == ("32-true", False, 0.1)
+    assert config.train.weight_decay == 0.2 and config.training_for("finetune").weight_decay == 0.1
+    assert align.weight_decay == 0.1
+    recipe = {"max_steps", "learning_rate", "warmup_steps", "precision", "compile", "weight_decay"}
     assert retrain.model_dump(exclude=recipe) == config.train.model_dump(exclude=recipe)
 
 
@@ -156,7 +158,8 @@ def test_a_record_with_the_variants_own_train_keys_reads_as_overrides():
     recorded["align"] = {"method": "dpo", "max_steps": 9, "batch_size": 4, "learning_rate": 3e-4, "warmup_steps": 1}
     config = validate(as_recorded(recorded))
     # Nulls for the keys the recipe sets since: the record trained with `train`'s.
-    moved = {"max_steps": 50, "learning_rate": 0.002, "warmup_steps": 5, "precision": None, "compile": None}
+    moved = {"max_steps": 50, "learning_rate": 0.002, "warmup_steps": 5}
+    moved |= {"precision": None, "compile": None, "weight_decay": None}
     assert config.retrain.train.model_dump() == moved
     assert config.training_for("align").batch_size == 4 and config.align.method == "dpo"
     assert "max_steps" in recorded["align"]  # the record itself is left as it was
