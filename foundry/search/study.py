@@ -129,6 +129,11 @@ def open_study(config: FoundryConfig, home: Path) -> tuple[optuna.Study, list[Fr
     return study, interrupted
 
 
+# A trial pretrains from random weights, so the recipes of runs from a parent (which a record made before a recipe
+# key existed holds as null) do not change its result.
+WARM_START_RECIPES = ("retrain.train.", "finetune.train.", "align.train.", "align.sft_train.", "align.dpo_train.")
+
+
 def _check_objective(study: optuna.Study, config: FoundryConfig) -> None:
     settings = objective_settings(config)
     recorded = study.user_attrs.get(OBJECTIVE_ATTR)
@@ -138,7 +143,8 @@ def _check_objective(study: optuna.Study, config: FoundryConfig) -> None:
     # A setting added since the study started reads there as a recorded config reads back: the value its trials
     # were run with (`as_recorded`: evaluation.window_overlap 0), else its default.
     before, now = _flat(objective_settings(FoundryConfig())) | _flat(as_recorded(recorded)), _flat(settings)
-    differ = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
+    keys = (k for k in before.keys() | now.keys() if not k.startswith(WARM_START_RECIPES))
+    differ = sorted(k for k in keys if before.get(k) != now.get(k))
     if differ:
         raise ConfigError(
             f"study {study.study_name!r} was started with another config (differs in: {', '.join(differ)}); "

@@ -201,10 +201,14 @@ def test_a_study_started_before_overlapping_windows_continues_only_without_them(
     study, _ = open_study(study_config(tmp_path), tmp_path)
     recorded = study.user_attrs[OBJECTIVE_ATTR]
     del recorded["evaluation"]["window_overlap"]  # its trials were scored in windows apart
+    for section, recipe in (("retrain", "train"), ("finetune", "train"), ("align", "sft_train")):
+        del recorded[section][recipe]["weight_decay"]  # the recipes set none then: a record reads them as null
     study.set_user_attr(OBJECTIVE_ATTR, recorded)
     with pytest.raises(ConfigError, match=r"differs in: evaluation\.window_overlap\)"):
         open_study(study_config(tmp_path), tmp_path)
     open_study(study_config(tmp_path, "evaluation.window_overlap=0"), tmp_path)  # as its trials were scored
+    with pytest.raises(ConfigError, match=r"differs in: evaluation\.window_overlap, train\.weight_decay\)"):
+        open_study(study_config(tmp_path, "train.weight_decay=0.3"), tmp_path)  # pretraining's own: it counts
 
 
 def test_one_process_drives_a_study(tmp_path):
