@@ -46,16 +46,19 @@ def specialist_config(config: FoundryConfig, parent: ParentModel) -> FoundryConf
 
 
 def warn_of_an_unused_rate(config: FoundryConfig) -> None:
-    """A `train.learning_rate` set away from its default meets a fine-tune that trains at `finetune.train`'s: say so,
-    since before that key a fine-tune took `train`'s rate."""
-    rate, own = config.train.learning_rate, config.finetune.train.learning_rate
-    if own is not None and rate not in (own, TrainConfig.model_fields["learning_rate"].default):
-        log.warning(
-            "train.learning_rate %s does not reach a fine-tune: it trains at finetune.train.learning_rate %s (set "
-            "that, or null to take train's)",
-            rate,
-            own,
-        )
+    """A `train.learning_rate` or `train.weight_decay` set away from its default meets a fine-tune that trains at
+    `finetune.train`'s: say so, since before those keys a fine-tune took `train`'s."""
+    for key in ("learning_rate", "weight_decay"):
+        value, own = getattr(config.train, key), getattr(config.finetune.train, key)
+        if own is not None and value not in (own, TrainConfig.model_fields[key].default):
+            log.warning(
+                "train.%s %s does not reach a fine-tune: it trains at finetune.train.%s %s (set that, or null to "
+                "take train's)",
+                key,
+                value,
+                key,
+                own,
+            )
 
 
 def base_modality(parent: ParentModel) -> str:

@@ -59,9 +59,10 @@ def test_a_config_recorded_before_the_recipe_fine_tunes_at_its_trains_rate():
     0.0059, or its own): read again, it still does, and the record is left as it was."""
     recorded = FoundryConfig().model_dump(mode="json")
     del recorded["finetune"]["train"]
-    recorded["train"]["learning_rate"] = 0.002
+    recorded["train"] |= {"learning_rate": 0.002, "weight_decay": 0.1}
     config = validate(as_recorded(recorded))
     assert config.training_for("finetune").learning_rate == 0.002 and config.finetune.train.learning_rate is None
+    assert config.training_for("finetune").weight_decay == 0.1 and config.finetune.train.weight_decay is None
     assert "train" not in recorded["finetune"]
 
 
@@ -72,7 +73,15 @@ def test_a_train_rate_a_fine_tune_does_not_take_is_named_in_a_warning(tmp_path, 
     assert "train.learning_rate 0.004 does not reach a fine-tune" in record.getMessage()
     assert str(ADAMW_LEARNING_RATE) in record.getMessage()
     caplog.clear()
-    for quiet in ([], ["train.learning_rate=0.004", "finetune.train.learning_rate=null"]):
+    with caplog.at_level("WARNING", logger="foundry.specialists.finetune"):
+        specialist_config(domain(tmp_path, "train.weight_decay=0.05"), text_base(FoundryConfig()))
+    (record,) = caplog.records
+    assert "train.weight_decay 0.05 does not reach a fine-tune: it trains at finetune.train.weight_decay 0.1" in (
+        record.getMessage()
+    )
+    caplog.clear()
+    quiet_decay = ["train.weight_decay=0.05", "finetune.train.weight_decay=null"]
+    for quiet in ([], ["train.learning_rate=0.004", "finetune.train.learning_rate=null"], quiet_decay):
         with caplog.at_level("WARNING", logger="foundry.specialists.finetune"):
             specialist_config(domain(tmp_path, *quiet), text_base(FoundryConfig()))
         assert caplog.records == []
