@@ -131,33 +131,26 @@ def test_a_champion_of_the_same_data_is_compared_by_its_recorded_score(
     assert worse.tags()["gate.champion_bits_per_byte"] == "2.500000"
 
 
-def test_a_champion_scored_on_other_bytes_of_the_same_holdout_is_rescored(
-    tiny_config, old_data, champion_checkpoint, foundry_home
+@pytest.mark.parametrize(
+    "name, registered, now",
+    [
+        ("gate-tokens", {}, {"max_tokens": 100}),  # fewer bytes of the same holdout than its run scored
+        ("gate-overlap", {"window_overlap": 0.0}, {"window_overlap": 0.5}),  # windows apart, as before the key
+    ],
+)
+def test_a_champion_scored_otherwise_on_the_same_holdout_is_rescored(
+    tiny_config, old_data, champion_checkpoint, foundry_home, name, registered, now
 ):
-    """Its recorded score covered `evaluation.max_tokens` of its run; this run scores fewer: the recorded
-    figure is not on the same bytes, so the champion is scored again on these."""
+    """Its recorded score covered other `evaluation.max_tokens` of the holdout, or read it in windows that overlap
+    otherwise (`evaluation.window_overlap`): the recorded figure is not comparable, so the champion is scored
+    again as this run scores."""
     data, folder = old_data
-    config = named(tiny_config, "gate-tokens")
+    config = named(tiny_config, name, **registered)
     tags = {"data_version": data.data_version, "data.remote": data.remote, "holdout/bits_per_byte": "2.500000"}
     register_champion(config, champion_checkpoint, folder / "tokenizer.json", tags)
-    fewer = named(config, "gate-tokens", max_tokens=100)
-    expected = score(champion_checkpoint, folder / "tokenizer.json", folder, fewer)
-    decision = decide(fewer, champion_checkpoint, {"holdout/bits_per_byte": 2.4}, folder, data, foundry_home)
-    assert decision.inputs.champion_bits_per_byte == pytest.approx(expected, rel=1e-9) != 2.5
-
-
-def test_a_champion_scored_without_overlapping_windows_is_rescored(
-    tiny_config, old_data, champion_checkpoint, foundry_home
-):
-    """Its run scored windows that did not overlap (`evaluation.window_overlap: 0`, as versions from before it
-    existed were scored); this run's overlap by half: the champion is scored again, as this run scores."""
-    data, folder = old_data
-    config = named(tiny_config, "gate-overlap", window_overlap=0.0)
-    tags = {"data_version": data.data_version, "data.remote": data.remote, "holdout/bits_per_byte": "2.500000"}
-    register_champion(config, champion_checkpoint, folder / "tokenizer.json", tags)
-    halves = named(config, "gate-overlap", window_overlap=0.5)
-    expected = score(champion_checkpoint, folder / "tokenizer.json", folder, halves)
-    decision = decide(halves, champion_checkpoint, {"holdout/bits_per_byte": 2.4}, folder, data, foundry_home)
+    this_run = named(config, name, **now)
+    expected = score(champion_checkpoint, folder / "tokenizer.json", folder, this_run)
+    decision = decide(this_run, champion_checkpoint, {"holdout/bits_per_byte": 2.4}, folder, data, foundry_home)
     assert decision.inputs.champion_bits_per_byte == pytest.approx(expected, rel=1e-9) != 2.5
     assert expected != pytest.approx(score(champion_checkpoint, folder / "tokenizer.json", folder, config), rel=1e-6)
 
