@@ -23,7 +23,8 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]' 2>&1 | $(QUIET_PIP)
 	touch $@ $(VENV)/.installed-run
 
-# The slow lane's llama.cpp check of the GGUF export: a compiled package, kept out of `make test-fast`.
+# The slow lane's llama.cpp check of the GGUF export: a compiled package. `make test-fast` installs it too, since
+# tests/fast/test_architecture.py checks that every module the tests import is installed and declared.
 $(VENV)/.installed-llama: $(VENV)/.installed-dev
 	$(BIN)/python -m pip install -q -e '.[dev,llama]' 2>&1 | $(QUIET_PIP)
 	touch $@
@@ -58,7 +59,7 @@ test: install-dev lint
 	$(BIN)/python -m pytest tests/slow -n 2 --dist loadscope $(PYTEST_ARGS)
 
 # No browser and no wheelhouse: only tests/slow/ uses them.
-test-fast: $(VENV)/.installed-dev lint
+test-fast: $(VENV)/.installed-llama lint
 	$(BIN)/python -m pytest tests/fast -n 2 --dist loadscope $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev
