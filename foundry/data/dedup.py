@@ -62,13 +62,19 @@ class Deduplicator:
         self.exact: dict[str, str] = {}  # content hash -> the kept document's name
         self.kept: list[tuple[str, np.ndarray]] = []  # (name, signature) by LSH key
         self.ledger: set[str] = set()  # content hashes an earlier data version kept
+        # Given once: without them each MinHash below draws its own (the same) permutations, which took
+        # more than a third of de-duplicating 158 MB.
+        self.permutations = MinHash(num_perm=self.num_perm, seed=SEED, scheme=SCHEME).permutations
+
+    def _sketch(self, signature: np.ndarray):
+        return self._minhash(hashvalues=signature, permutations=self.permutations, seed=SEED, scheme=SCHEME)
 
     def seed(self, sha256: str, signature: np.ndarray, name: str) -> None:
         """A document an earlier data version kept (the parent's ledger): it comes first, wherever it now sits
         in corpus order, so a new document that repeats it is the duplicate, and it is kept when it comes."""
         self.ledger.add(sha256)
         if self.near and signature.any():  # all zero: a document of a version prepared before signatures
-            self.lsh.insert(len(self.kept), self._minhash(num_perm=self.num_perm, hashvalues=signature, scheme=SCHEME))
+            self.lsh.insert(len(self.kept), self._sketch(signature))
             self.kept.append((f"{name} (an earlier data version)", signature))
 
     def check(self, sha256: str, signature: np.ndarray, name: str) -> tuple[str | None, str]:
@@ -78,7 +84,7 @@ class Deduplicator:
         if sha256 in self.ledger or not self.near:  # a seeded document is itself, not its own duplicate
             self.exact[sha256] = name
             return None, ""
-        m = self._minhash(num_perm=self.num_perm, hashvalues=signature, scheme=SCHEME)
+        m = self._sketch(signature)
         # LSH proposes candidates; the signatures' agreement (the Jaccard estimate) confirms them.
         for key in sorted(self.lsh.query(m)):
             other_name, other = self.kept[key]
