@@ -10,7 +10,7 @@ from pathlib import Path
 from foundry.config import FoundryConfig, validate
 from foundry.contracts import ParentModel
 from foundry.fs import remove_tree
-from foundry.training.warm_start import warm_started
+from foundry.training.warm_start import warm_started, warn_of_train_keys_not_taken
 
 
 def align_config(config: FoundryConfig, base: ParentModel) -> FoundryConfig:
@@ -18,6 +18,7 @@ def align_config(config: FoundryConfig, base: ParentModel) -> FoundryConfig:
     tokenizer (`chat_base`), trained with `train` under the method's recipe (`align.sft_train` or
     `align.dpo_train`) under `align.train`, registered under `align.model_name`. The run's `train` section holds
     what it trains with, so MLflow's `train.*` params and the recorded config show the values used."""
+    warn_of_train_keys_not_taken(config, "align")
     raw = warm_started(config, base, config.training_for("align"))
     raw["registry"]["model_name"] = config.align.model_name
     return validate(raw)

@@ -138,6 +138,27 @@ class FoundryConfig(_Section):
             return self.align.training(self.train)
         return getattr(self, variant).train.applied_to(self.train)
 
+    def train_keys_not_taken(self, variant: Literal["retrain", "finetune", "align"]) -> list[tuple[str, Any, str, Any]]:
+        """(key, `train`'s value, the variant's key, its value) for each `train` key set away from its default that
+        the variant's recipe replaces with the recipe's own default. A variant's key set away from its recipe is a
+        choice, and left out."""
+        if variant == "align":
+            method = self.align.method
+            sections = [("align.train", self.align.train), (f"align.{method}_train", self.align.recipe_of(method))]
+        else:
+            sections = [(f"{variant}.train", getattr(self, variant).train)]
+        not_taken = []
+        for key, field in TrainConfig.model_fields.items():
+            value = getattr(self.train, key)
+            if value == field.get_default(call_default_factory=True):
+                continue
+            name, section = next(((n, s) for n, s in sections if getattr(s, key, None) is not None), (None, None))
+            if section is not None:
+                own = getattr(section, key)
+                if own != value and own == type(section).model_fields[key].default:
+                    not_taken.append((key, value, f"{name}.{key}", own))
+        return not_taken
+
     def flat(self) -> dict[str, Any]:
         """Dotted keys to scalar values, the form MLflow params take; a nested section's keys get its name too
         (`align.train.max_steps`)."""

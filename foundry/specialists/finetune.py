@@ -3,19 +3,17 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
-from foundry.config import FoundryConfig, TrainConfig, validate
+from foundry.config import FoundryConfig, validate
 from foundry.config.image import IMAGE_EXTENSIONS
 from foundry.contracts import ParentModel
 from foundry.model_uri import ModelUri
-from foundry.training.warm_start import warm_started
+from foundry.training.warm_start import warm_started, warn_of_train_keys_not_taken
 
 LOOKED_AT = 2000  # files of a local folder whose names tell its modality: enough for a verdict, cheap on a big one
 KIND = {"text": "a text model", "image": "an image classifier"}
-log = logging.getLogger(__name__)
 
 
 class ModalityMismatch(ValueError):
@@ -29,7 +27,7 @@ def specialist_config(config: FoundryConfig, parent: ParentModel) -> FoundryConf
     `finetune.model_name` (derived by default)."""
     base = base_modality(parent)
     check_modality(config, parent.uri, base)
-    warn_of_an_unused_rate(config)
+    warn_of_train_keys_not_taken(config, "finetune")
     raw = warm_started(config, parent, config.training_for("finetune"))
     if base == "image":
         from foundry.vision.finetune import image_sections
@@ -43,22 +41,6 @@ def specialist_config(config: FoundryConfig, parent: ParentModel) -> FoundryConf
     base_name = ModelUri.parse(parent.uri).name
     raw["registry"]["model_name"] = config.finetune.resolved_model_name(base_name, config.data.source_list[0])
     return validate(raw)
-
-
-def warn_of_an_unused_rate(config: FoundryConfig) -> None:
-    """A `train.learning_rate` or `train.weight_decay` set away from its default meets a fine-tune that trains at
-    `finetune.train`'s: say so, since before those keys a fine-tune took `train`'s."""
-    for key in ("learning_rate", "weight_decay"):
-        value, own = getattr(config.train, key), getattr(config.finetune.train, key)
-        if own is not None and value not in (own, TrainConfig.model_fields[key].default):
-            log.warning(
-                "train.%s %s does not reach a fine-tune: it trains at finetune.train.%s %s (set that, or null to "
-                "take train's)",
-                key,
-                value,
-                key,
-                own,
-            )
 
 
 def base_modality(parent: ParentModel) -> str:

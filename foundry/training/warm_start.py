@@ -4,10 +4,14 @@ parent's model shape and tokenizer, its weights as the start. Each variant's own
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import Any, Literal
 
 from foundry.config import FoundryConfig, TrainConfig, validate
 from foundry.contracts import ParentModel
+
+log = logging.getLogger(__name__)
+RUN_OF = {"retrain": "a retrain", "finetune": "a fine-tune", "align": "an alignment"}
 
 
 def warm_started(config: FoundryConfig, parent: ParentModel, train: TrainConfig) -> dict[str, Any]:
@@ -19,9 +23,24 @@ def warm_started(config: FoundryConfig, parent: ParentModel, train: TrainConfig)
     return raw
 
 
+def warn_of_train_keys_not_taken(config: FoundryConfig, variant: Literal["retrain", "finetune", "align"]) -> None:
+    """A `train` key set away from its default that the variant's recipe replaces (`train.weight_decay` against
+    `retrain.train.weight_decay`...): say so, since one config file serves pretraining and its variants alike."""
+    for key, value, own_key, own in config.train_keys_not_taken(variant):
+        log.warning(
+            "train.%s %s does not reach %s: it trains at %s %s (set that, or null to take train's)",
+            key,
+            value,
+            RUN_OF[variant],
+            own_key,
+            own,
+        )
+
+
 def retrain_config(config: FoundryConfig, parent: ParentModel) -> FoundryConfig:
     """A retrain of the champion on this run's data, trained with `train` under `retrain.train`; an image
     classifier keeps its modality and the `image` and `vision` settings that fix its weights' and inputs' shape."""
+    warn_of_train_keys_not_taken(config, "retrain")
     raw = warm_started(config, parent, config.training_for("retrain"))
     if (parent.config.get("data") or {}).get("modality") == "image":
         from foundry.vision.finetune import image_sections

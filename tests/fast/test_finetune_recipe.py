@@ -67,13 +67,13 @@ def test_a_config_recorded_before_the_recipe_fine_tunes_at_its_trains_rate():
 
 
 def test_a_train_rate_a_fine_tune_does_not_take_is_named_in_a_warning(tmp_path, caplog):
-    with caplog.at_level("WARNING", logger="foundry.specialists.finetune"):
+    with caplog.at_level("WARNING", logger="foundry.training.warm_start"):
         specialist_config(domain(tmp_path, "train.learning_rate=0.004"), text_base(FoundryConfig()))
     (record,) = caplog.records
     assert "train.learning_rate 0.004 does not reach a fine-tune" in record.getMessage()
     assert str(ADAMW_LEARNING_RATE) in record.getMessage()
     caplog.clear()
-    with caplog.at_level("WARNING", logger="foundry.specialists.finetune"):
+    with caplog.at_level("WARNING", logger="foundry.training.warm_start"):
         specialist_config(domain(tmp_path, "train.weight_decay=0.05"), text_base(FoundryConfig()))
     (record,) = caplog.records
     assert "train.weight_decay 0.05 does not reach a fine-tune: it trains at finetune.train.weight_decay 0.1" in (
@@ -82,6 +82,6 @@ def test_a_train_rate_a_fine_tune_does_not_take_is_named_in_a_warning(tmp_path, 
     caplog.clear()
     quiet_decay = ["train.weight_decay=0.05", "finetune.train.weight_decay=null"]
     for quiet in ([], ["train.learning_rate=0.004", "finetune.train.learning_rate=null"], quiet_decay):
-        with caplog.at_level("WARNING", logger="foundry.specialists.finetune"):
+        with caplog.at_level("WARNING", logger="foundry.training.warm_start"):
             specialist_config(domain(tmp_path, *quiet), text_base(FoundryConfig()))
         assert caplog.records == []
