@@ -83,6 +83,13 @@ def steps_line(t: TrainConfig, block_size: int) -> str:
     return f"{t.max_steps} steps of {t.batch_size} x {block_size} tokens{ramp}"
 
 
+def windows_line(overlap: float, block_size: int) -> str:
+    """How the holdout was read (`evaluation.window_overlap`): the same model scores lower with more context."""
+    if overlap == 0:
+        return f"read in {block_size}-token windows apart"
+    return f"read in {block_size}-token windows overlapping by {overlap:g}, each token scored once"
+
+
 def optimizer_line(t: TrainConfig) -> str:
     if t.uses_muon:
         return f"Muon at peak learning rate {t.muon_learning_rate} for the blocks' matrices, AdamW at {t.learning_rate}"
@@ -114,7 +121,7 @@ def model_card(
 
 Strongest baseline: {strongest_baseline_line(metrics) or "none measured."}
 
-Loss {metrics.loss:.4f} nats/token, perplexity {metrics.perplexity:.2f}, on {metrics.tokens} holdout tokens.
+Loss {metrics.loss:.4f} nats/token, perplexity {metrics.perplexity:.2f}, on {metrics.tokens} holdout tokens, {windows_line(config.evaluation.window_overlap, m.block_size)}.
 
 ## Forgetting guard
 {forgetting(decision)}

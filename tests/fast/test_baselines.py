@@ -13,7 +13,7 @@ import pyppmd
 import pytest
 from synthetic import synthetic_docs
 
-from foundry.config import FoundryConfig
+from foundry.config import load_config
 from foundry.contracts import Candidate, DataVersion, PipelineResult, Promotion, RunContext
 from foundry.data.manifest import DatasetManifest
 from foundry.evaluation.compressors import compression_baselines, ppmd_bits, train_tail
@@ -94,7 +94,7 @@ def test_the_strongest_baseline_is_the_lowest_measured():
     assert HoldoutMetrics(bits_per_byte=1.7).strongest_baseline() is None  # a merge: none measured
 
 
-def card(metrics: HoldoutMetrics) -> str:
+def card(metrics: HoldoutMetrics, *overrides: str) -> str:
     manifest = DatasetManifest(
         source="stdlib://",
         source_digest="0" * 64,
@@ -112,7 +112,7 @@ def card(metrics: HoldoutMetrics) -> str:
         PretrainInputs(challenger_bits_per_byte=metrics.bits_per_byte, min_improvement=0.0, auto_promote=True)
     )
     data = DataVersion(data_version="a" * 32, remote="r")
-    return model_card(FoundryConfig(), manifest, data, metrics, decision, 1_000_000, "run1", {})
+    return model_card(load_config(None, list(overrides)), manifest, data, metrics, decision, 1_000_000, "run1", {})
 
 
 def test_the_card_names_the_strongest_baseline_and_the_training_text_it_saw():
@@ -120,11 +120,13 @@ def test_the_card_names_the_strongest_baseline_and_the_training_text_it_saw():
     assert "| PPMd order 16, given 10.0 MiB of training text (strongest baseline) | 1.3364 |" in text
     assert "| xz -9e, given 10.0 MiB of training text | 1.5119 |" in text
     assert "this model is 0.2236 bits/byte (16.7%) behind it." in text
+    assert "holdout tokens, read in 256-token windows overlapping by 0.5, each token scored once." in text
 
 
 def test_a_version_recorded_before_the_strong_baselines_still_renders_its_card():
     text = card(OLD)
     assert "| xz (strongest baseline) | 1.5400 |" in text and "PPMd" not in text
+    assert "read in 256-token windows apart." in card(OLD, "evaluation.window_overlap=0")
     table = summary_table(OLD, None)
     assert table["model"].tolist() == ["this model", "gzip", "xz (strongest baseline)"]
 
