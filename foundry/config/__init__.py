@@ -140,8 +140,9 @@ class FoundryConfig(_Section):
 
     def train_keys_not_taken(self, variant: Literal["retrain", "finetune", "align"]) -> list[tuple[str, Any, str, Any]]:
         """(key, `train`'s value, the variant's key, its value) for each `train` key set away from its default that
-        the variant's recipe replaces with the recipe's own default. A variant's key set away from its recipe is a
-        choice, and left out."""
+        the variant's recipe replaces with the recipe's own default. A variant's key set to another value is a
+        choice, and left out; one set to its recipe's value cannot be told from one left alone (params.yaml writes
+        every key out), and is named."""
         if variant == "align":
             method = self.align.method
             sections = [("align.train", self.align.train), (f"align.{method}_train", self.align.recipe_of(method))]
@@ -150,19 +151,25 @@ class FoundryConfig(_Section):
         not_taken = []
         for key, field in TrainConfig.model_fields.items():
             value = getattr(self.train, key)
-            if value == field.get_default(call_default_factory=True):
+            if key == "init_from" or value == field.default:
                 continue
-            name, section = next(((n, s) for n, s in sections if getattr(s, key, None) is not None), (None, None))
-            if section is not None:
-                own = getattr(section, key)
-                if own != value and own == type(section).model_fields[key].default:
-                    not_taken.append((key, value, f"{name}.{key}", own))
+            setting = _first_setting(sections, key)
+            if setting and setting[1] != value and setting[1] == type(setting[2]).model_fields[key].default:
+                not_taken.append((key, value, setting[0], setting[1]))
         return not_taken
 
     def flat(self) -> dict[str, Any]:
         """Dotted keys to scalar values, the form MLflow params take; a nested section's keys get its name too
         (`align.train.max_steps`)."""
         return _flat(self.model_dump(), "")
+
+
+def _first_setting(sections: list[tuple[str, Any]], key: str) -> tuple[str, Any, Any] | None:
+    """(the dotted key, its value, its section) of the first of `sections` that sets `key`: the one a variant takes."""
+    for name, section in sections:
+        if getattr(section, key) is not None:
+            return f"{name}.{key}", getattr(section, key), section
+    return None
 
 
 def _flat(values: dict[str, Any], prefix: str) -> dict[str, Any]:

@@ -145,10 +145,11 @@ def clean_partition(job: PartitionJob) -> dict:
 def _meta(job: PartitionJob) -> Iterator[tuple[list, np.ndarray]]:
     signatures = np.load(job.path(".sig.npy"), mmap_mode="r")
     with open(job.path(".meta.jsonl"), encoding="utf-8") as fh:
-        for i, line in enumerate(fh):
-            if i % SIGNATURE_BLOCK == 0:  # rows of a memmap are memmaps, each ~2 us to make: copy a block
-                block = np.array(signatures[i : i + SIGNATURE_BLOCK])
-            yield json.loads(line), block[i % SIGNATURE_BLOCK]
+        for start in range(0, len(signatures), SIGNATURE_BLOCK):
+            # Rows of a memmap are memmaps, each ~2 us to make: a block is copied out, its rows are plain views.
+            block = np.array(signatures[start : start + SIGNATURE_BLOCK])
+            for signature, line in zip(block, fh):  # block first: zip stops before reading a line past it
+                yield json.loads(line), signature
 
 
 @dataclass

@@ -92,5 +92,5 @@ class Deduplicator:
                 return "near_duplicate", other_name
         self.exact[sha256] = name
         self.lsh.insert(len(self.kept), m, check_duplication=False)
-        self.kept.append((name, signature))
+        self.kept.append((name, signature.copy()))  # a view would hold on to its whole block of signatures
         return None, ""

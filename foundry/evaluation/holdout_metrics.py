@@ -14,6 +14,12 @@ from pydantic import BaseModel, ConfigDict
 PREFIX = "holdout/"
 
 
+def window_stride(block_size: int, overlap: float) -> int:
+    """Tokens between the starts of two scoring windows that repeat `overlap` of the window as context (here, not
+    in `metrics`, so that a model card names the context without importing torch)."""
+    return max(1, block_size - round(block_size * overlap))
+
+
 class HoldoutMetrics(BaseModel):
     """Loss, perplexity and bits per byte on the holdout, beside the baselines a model should beat.
 

@@ -20,7 +20,7 @@ from foundry.data.clean import iter_texts
 from foundry.data.manifest import TOKENIZER, DatasetManifest
 from foundry.data.shards import load_split, split_parts
 from foundry.evaluation.compressors import compression_bits_per_byte  # noqa: F401  (bench/defaults.py's)
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.evaluation.holdout_metrics import HoldoutMetrics, window_stride
 from models.data import SequentialWindows
 from models.gpt import GPT
 from models.tokens import EOT
@@ -40,11 +40,6 @@ def holdout_tokens(data_dir: Path, tokenizer_path: Path):
     for text in iter_texts(data_dir / "holdout.jsonl"):
         ids += tokenizer.encode(text).ids + [eot]
     return np.asarray(ids, dtype=np.int64)
-
-
-def window_stride(block_size: int, overlap: float) -> int:
-    """Tokens between the starts of two scoring windows that repeat `overlap` of the window as context."""
-    return max(1, block_size - round(block_size * overlap))
 
 
 @torch.no_grad()

@@ -8,7 +8,7 @@ from foundry.align.metrics import AlignmentMetrics
 from foundry.config import FoundryConfig, TrainConfig
 from foundry.contracts import DataVersion
 from foundry.data.manifest import DatasetManifest
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.evaluation.holdout_metrics import HoldoutMetrics, window_stride
 from foundry.gates.decision import Decision
 from foundry.redact import redact_url
 
@@ -86,8 +86,12 @@ def steps_line(t: TrainConfig, block_size: int) -> str:
 def windows_line(overlap: float, block_size: int) -> str:
     """How the holdout was read (`evaluation.window_overlap`): the same model scores lower with more context."""
     if overlap == 0:
-        return f"read in {block_size}-token windows apart"
-    return f"read in {block_size}-token windows overlapping by {overlap:g}, each token scored once"
+        return f"read in non-overlapping {block_size}-token windows"
+    context = block_size - window_stride(block_size, overlap)
+    return (
+        f"read in {block_size}-token windows, each repeating the last {context} tokens of the one before as context "
+        f"(evaluation.window_overlap {overlap:g}), each token scored once"
+    )
 
 
 def optimizer_line(t: TrainConfig) -> str:

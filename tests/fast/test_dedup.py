@@ -10,6 +10,7 @@ import pytest
 
 from foundry.config import DataConfig
 from foundry.contracts import SourceFile
+from foundry.data import clean
 from foundry.data.clean import clean_documents, iter_texts, normalise
 from foundry.data.dedup import Deduplicator, Signer, shingles
 
@@ -78,8 +79,10 @@ def test_threshold_is_configurable(tmp_path, threshold, dropped):
     assert stats.dropped["near_duplicate"] == dropped and stats.docs_out == 2 - dropped
 
 
-def test_no_duplicate_crosses_train_and_holdout(tmp_path):
+@pytest.mark.parametrize("block", [clean.SIGNATURE_BLOCK, 4])  # 4: signatures read in 23 blocks
+def test_no_duplicate_crosses_train_and_holdout(tmp_path, monkeypatch, block):
     """Families of near copies: one of each survives, so none can sit on both sides of the split."""
+    monkeypatch.setattr(clean, "SIGNATURE_BLOCK", block)
     src = tmp_path / "src"
     src.mkdir()
     names = []

@@ -76,3 +76,14 @@ def test_an_alignment_names_the_methods_recipe_and_not_a_key_align_train_sets(me
     ]
     chosen = load_config(None, [f"align.method={method}", "train.weight_decay=0.05", "align.train.weight_decay=0.3"])
     assert chosen.train_keys_not_taken("align") == []
+
+
+def test_a_variant_key_set_to_its_recipes_own_value_still_warns():
+    """The value is all there is to go on: params.yaml writes every key out, so a key written at its recipe's value
+    looks the same as one left alone."""
+    config = load_config(None, ["train.weight_decay=0.05", "retrain.train.weight_decay=0.1"])
+    assert config.train_keys_not_taken("retrain") == [("weight_decay", 0.05, "retrain.train.weight_decay", 0.1)]
+    aligned = load_config(None, ["train.max_steps=40", "align.train.max_steps=5000"])  # align.train: a choice
+    assert aligned.train_keys_not_taken("align") == []
+    tuned = load_config(None, ["train.learning_rate=0.004", "finetune.train.learning_rate=0.002"])
+    assert tuned.train_keys_not_taken("finetune") == []  # set away from the recipe's: a choice
