@@ -76,8 +76,9 @@ def run_trial(job: TrialJob) -> TrialOutcome:
     config = FoundryConfig.model_validate(job.config)
     data_dir = job.data.data_dir
     reporter = ValidationReporter(_reporter(job, config.search), tokens_per_byte(data_dir))
-    box = TimeBox.for_training(config.search.trial_time_s, config.train)
-    callbacks = (reporter, box) if config.search.trial_time_s else (reporter,)
+    callbacks = (reporter,)
+    if config.search.trial_time_s:
+        callbacks += (TimeBox.for_training(config.search.trial_time_s, config.train),)
     start = time.perf_counter()
     model_pt = train(
         config, data_dir, job.checkpoint_dir, job.run_id, job.data.data_version, progress=False, callbacks=callbacks
