@@ -200,11 +200,13 @@ class TrainConfig(_Section):
     )
     # bf16-mixed and compile: 1.3x and 1.5x the default model's tokens per second in training (1,200 steps against 860 in
     # 1.06x, 0.94x and 0.93x the time) on the 2-core reference machine, whose CPU has bf16 instructions (bench/README.md,
-    # "Compiled, in bfloat16").
-    precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed"] = Field(
-        "bf16-mixed",
-        description="Lightning's numeric precision of training; auto: bf16-mixed on a GPU, 32-true on a CPU. "
-        "bf16-mixed was measured faster only on a CPU with bf16 instructions (AVX512-BF16); elsewhere try 32-true.",
+    # "Compiled, in bfloat16"); on a CPU without them a bf16 step ran 16x as long as a float32 one ("bf16 only where the
+    # CPU has bf16 instructions"), hence bf16-if-native.
+    precision: Literal["auto", "bf16-if-native", "32-true", "bf16-mixed", "16-mixed"] = Field(
+        "bf16-if-native",
+        description="Lightning's numeric precision of training; auto: bf16-mixed on a GPU, 32-true on a CPU; "
+        "bf16-if-native: bf16-mixed on a GPU and on a CPU with bf16 instructions (AVX512-BF16 or AMX), 32-true on "
+        "any other CPU (where bf16 is emulated: 16x slower).",
     )
     compile: bool = Field(
         True,
@@ -277,11 +279,14 @@ class TrainConfig(_Section):
     def uses_muon(self) -> bool:
         return self.optimizer == "muon" and not self.init_from
 
-    def resolved_precision(self, on_gpu: bool) -> str:
-        """`auto`: bf16-mixed on a GPU, 32-true on a CPU. Training and the memory planner both ask here."""
-        if self.precision != "auto":
-            return self.precision
-        return "bf16-mixed" if on_gpu else "32-true"
+    def resolved_precision(self, on_gpu: bool, cpu_bf16: bool) -> str:
+        """`auto`: bf16-mixed on a GPU, 32-true on a CPU; `bf16-if-native` also bf16-mixed on a CPU with bf16
+        instructions (`cpu_bf16`). Training and the memory planner both ask here."""
+        if self.precision == "auto":
+            return "bf16-mixed" if on_gpu else "32-true"
+        if self.precision == "bf16-if-native":
+            return "bf16-mixed" if on_gpu or cpu_bf16 else "32-true"
+        return self.precision
 
     def deterministic_kernels(self, on_gpu: bool) -> bool | str:
         """`deterministic`, and on a CPU always for a compiled model: without, two compiled trainings differed (likely

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 
 from foundry.config import FoundryConfig, ModelConfig
+from foundry.training.cpu_features import cpu_has_bf16
 
 # Saved for backward, per block, in elements of a (micro_batch, block_size, n_embd) tensor:
 # ln_1 input, ln_1 output, q, k, v, attention output (its merged heads share it), ln_2 input,
@@ -89,11 +90,16 @@ def adapter_params(config: FoundryConfig) -> int:
     return config.model.n_layer * f.lora_rank * sum(shapes[k] for k in chosen)
 
 
+def _precision(config: FoundryConfig, on_gpu: bool) -> str:
+    """A CPU plan is for this machine's CPU: `bf16-if-native` resolves by its instructions."""
+    return config.train.resolved_precision(on_gpu, cpu_has_bf16())
+
+
 def _saved_bytes(config: FoundryConfig, vocab_size: int, micro_batch: int, on_gpu: bool) -> int:
     """Activations autograd keeps from the forward pass to the backward pass of one micro-batch."""
     m = config.model
     btc, btv = micro_batch * m.block_size * m.n_embd, micro_batch * m.block_size * vocab_size
-    per_block = btc * BLOCK_BYTES["32-true" if config.train.resolved_precision(on_gpu) == "32-true" else "mixed"]
+    per_block = btc * BLOCK_BYTES["32-true" if _precision(config, on_gpu) == "32-true" else "mixed"]
     if m.dropout > 0:
         per_block += 2 * btc  # residual dropout masks, one byte per element
         if not on_gpu:
@@ -136,15 +142,13 @@ def estimate(config: FoundryConfig, micro_batch: int | None = None, on_gpu: bool
         n += adapters
         weights, grads, moments = weights + 4 * trained, 4 * trained, 8 * trained
         buckets = 4 * adapters if world > 1 and t.strategy != "fsdp" else 0
-    casts = (
-        2 * n if config.train.resolved_precision(on_gpu) != "32-true" else 0
-    )  # 16-bit weight copies autocast keeps for backward
+    casts = 2 * n if _precision(config, on_gpu) != "32-true" else 0  # 16-bit weight copies autocast keeps for backward
     activations = _saved_bytes(config, vocab, b, on_gpu)
     loss_grads = 2 * 4 * b * m.block_size * vocab  # d(loss)/d(log-probs) and d(loss)/d(logits)
     backward_start = weights + moments + buckets + casts + activations + loss_grads
     # The optimizer step's temporaries, in fp32 copies of the largest parameter: one for the fused AdamW that
     # training uses (measured on CPU), two for the foreach one it falls back to under 16-mixed.
-    temporaries = (2 if config.train.resolved_precision(on_gpu) == "16-mixed" else 1) * 4 * largest
+    temporaries = (2 if _precision(config, on_gpu) == "16-mixed" else 1) * 4 * largest
     if t.uses_muon:  # AdamW's part steps one tensor at a time, Muon's largest matrix is 4 n_embd x n_embd
         temporaries = max(4 * largest, int(MUON_STEP_COPIES * 4 * 4 * m.n_embd * m.n_embd))
     optimizer_step = weights + moments + buckets + grads + temporaries
@@ -178,7 +182,7 @@ def format_plan(config: FoundryConfig, device_memory: int | None = None, usable:
     on_gpu = t.accelerator != "cpu"
     lines = [
         f"model        {p.params:,} parameters ({m.n_layer} layers, width {m.n_embd}, context {m.block_size}, "
-        f"vocab {config.tokenizer.vocab_size}); {config.train.resolved_precision(on_gpu)} on {'GPU' if on_gpu else 'CPU'}, "
+        f"vocab {config.tokenizer.vocab_size}); {_precision(config, on_gpu)} on {'GPU' if on_gpu else 'CPU'}, "
         f"{t.strategy} over {world} device(s)",
         f"per device   parameters {_mib(p.parameters)}, gradients {_mib(p.gradients)}, optimizer {_mib(p.optimizer)}"
         + (f", DDP buckets {_mib(p.buckets)}" if p.buckets else ""),

@@ -24,6 +24,7 @@ from foundry.contracts import Replay
 from foundry.data.manifest import DatasetManifest
 from foundry.data.shards import load_split
 from foundry.training.adapters import lora_spec, save_peft_adapter
+from foundry.training.cpu_features import cpu_has_bf16
 from foundry.training.sharding import Rank0Buffers, fsdp_strategy, fsdp_units, has_batch_norm
 from foundry.training.warm_start import text_start
 from foundry.vision.finetune import warm_start_state
@@ -50,7 +51,7 @@ def uses_gpu(t: TrainConfig) -> bool:
 
 
 def resolve_precision(t: TrainConfig) -> str:
-    return t.resolved_precision(uses_gpu(t))
+    return t.resolved_precision(uses_gpu(t), cpu_has_bf16())
 
 
 def lookup_peak_flops(device_name: str, precision: str) -> float:

@@ -190,9 +190,9 @@ def test_a_config_recorded_before_overlapping_windows_was_scored_without():
     assert validate(as_recorded(recorded)).evaluation.window_overlap == 0.0
 
 
-def test_pretraining_compiles_in_bf16_and_the_recipes_keep_float32_as_they_were_measured():
+def test_pretraining_compiles_in_bf16_where_native_and_the_recipes_keep_float32_as_they_were_measured():
     config = FoundryConfig()
-    assert (config.train.precision, config.train.compile) == ("bf16-mixed", True)
+    assert (config.train.precision, config.train.compile) == ("bf16-if-native", True)
     dpo = load_config(None, ["align.method=dpo"])
     for variant in (config.training_for("retrain"), config.training_for("align"), dpo.training_for("align")):
         assert (variant.precision, variant.compile) == ("32-true", False)

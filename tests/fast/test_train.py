@@ -14,6 +14,7 @@ from helpers import digest, tiny
 
 from foundry.checkpointing.manifest import read_manifest
 from foundry.config import ConfigError
+from foundry.training.cpu_features import bf16_in_flags, cpu_has_bf16
 from foundry.training.launch import launch
 from foundry.training.trainer import (
     build_module,
@@ -143,6 +144,28 @@ def test_precision_auto_is_bf16_on_gpu_and_fp32_on_cpu():
     assert resolve_precision(tiny("train.accelerator=cpu", "train.precision=auto").train) == "32-true"
     assert resolve_precision(tiny("train.accelerator=gpu", "train.precision=auto").train) == "bf16-mixed"
     assert resolve_precision(tiny("train.accelerator=gpu", "train.precision=32-true").train) == "32-true"
+
+
+def test_bf16_if_native_is_bf16_on_a_gpu_and_on_a_cpu_with_bf16_instructions_only():
+    train = tiny("train.precision=bf16-if-native").train
+    assert train.resolved_precision(on_gpu=True, cpu_bf16=False) == "bf16-mixed"
+    assert train.resolved_precision(on_gpu=False, cpu_bf16=True) == "bf16-mixed"
+    assert train.resolved_precision(on_gpu=False, cpu_bf16=False) == "32-true"
+    # Here, by this machine's CPU, as torch itself reads it.
+    native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    assert resolve_precision(train) == ("bf16-mixed" if native else "32-true")
+
+
+def test_bf16_instructions_are_read_from_the_cpus_flags():
+    def cpuinfo(flags: str) -> str:
+        return f"processor\t: 0\nmodel name\t: a CPU\nflags\t\t: fpu sse2 {flags}\n\n"
+
+    assert bf16_in_flags(cpuinfo("avx2 avx512f avx512_bf16"))
+    assert bf16_in_flags(cpuinfo("avx2 amx_bf16 amx_tile"))
+    assert not bf16_in_flags(cpuinfo("avx2 avx512f avx512_vnni"))
+    assert not bf16_in_flags("model name\t: avx512_bf16 in a name is not a flag\n")
+    torch_reads = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    assert cpu_has_bf16() == torch_reads
 
 
 def test_fsdp_keeps_full_state_dicts_and_runs_on_gpus_as_lightning_has_it_and_on_cpu_ranks():
