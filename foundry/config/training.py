@@ -198,10 +198,7 @@ class TrainConfig(_Section):
     accelerator: Literal["auto", "cpu", "gpu"] = Field(
         "cpu", description="What each process computes on: cpu, gpu (CUDA), or auto (gpu when CUDA is available)."
     )
-    # bf16-mixed and compile: 1.3x and 1.5x the default model's tokens per second in training (1,200 steps against 860 in
-    # 1.06x, 0.94x and 0.93x the time) on the 2-core reference machine, whose CPU has bf16 instructions (bench/README.md,
-    # "Compiled, in bfloat16"); on a CPU without them a bf16 step ran 16x as long as a float32 one ("bf16 only where the
-    # CPU has bf16 instructions"), hence bf16-if-native.
+    # bf16 and compile: 1.3x and 1.5x the tokens/s on a CPU with bf16 instructions, 1/16 on one without (bench/README.md).
     precision: Literal["auto", "bf16-if-native", "32-true", "bf16-mixed", "16-mixed"] = Field(
         "bf16-if-native",
         description="Lightning's numeric precision of training; auto: bf16-mixed on a GPU, 32-true on a CPU; "
@@ -280,8 +277,8 @@ class TrainConfig(_Section):
         return self.optimizer == "muon" and not self.init_from
 
     def resolved_precision(self, on_gpu: bool, cpu_bf16: bool) -> str:
-        """`auto`: bf16-mixed on a GPU, 32-true on a CPU; `bf16-if-native` also bf16-mixed on a CPU with bf16
-        instructions (`cpu_bf16`). Training and the memory planner both ask here."""
+        """`auto` and `bf16-if-native` on this device (`cpu_bf16`: the CPU has bf16 instructions); training and the
+        memory planner both ask here."""
         if self.precision == "auto":
             return "bf16-mixed" if on_gpu else "32-true"
         if self.precision == "bf16-if-native":

@@ -283,7 +283,7 @@ def train(
     if resume_from is not None:
         log.info("resuming from %s", resume_from)
     if run_id is not None and trainer.global_rank == 0:
-        _record_resume(run_id, resume_from, share)
+        _record_start(run_id, resume_from, trainer.precision, share)
     trainer.fit(module, train_loader, val_loader, ckpt_path=str(resume_from) if resume_from else None)
     if lora:  # the registered model is the base architecture with the adapters merged in; they are kept too
         adapters = module.merge_adapters()
@@ -305,22 +305,20 @@ def train(
     return final
 
 
-def _record_resume(run_id: str, resume_from: Path | None, share: tuple[int, int] | None = None) -> None:
-    """Where this attempt started, and with adapters, the parameters it trains."""
+def _record_start(run_id: str, resume_from: Path | None, precision: str, share: tuple[int, int] | None) -> None:
+    """Where this attempt started, the precision it resolved to here, and with adapters, the parameters it trains."""
     from mlflow import MlflowClient
 
     from foundry.checkpointing.manifest import read_manifest
 
-    step = (
-        0
-        if resume_from is None
-        else next(e.step for e in read_manifest(resume_from.parent) if e.file == resume_from.name)
-    )
-    MlflowClient().set_tag(run_id, "resumed_from_step", str(step))
+    client = MlflowClient()
+    entries = [] if resume_from is None else read_manifest(resume_from.parent)
+    step = 0 if resume_from is None else next(e.step for e in entries if e.file == resume_from.name)
+    client.set_tag(run_id, "resumed_from_step", str(step))
+    client.set_tag(run_id, "train.resolved_precision", precision)
     if share is not None:
-        trainable, total = share
-        MlflowClient().log_metric(run_id, "finetune/trainable_params", trainable)
-        MlflowClient().log_metric(run_id, "finetune/trainable_share", trainable / total)
+        client.log_metric(run_id, "finetune/trainable_params", share[0])
+        client.log_metric(run_id, "finetune/trainable_share", share[0] / share[1])
 
 
 def weights_digest(state_dict: dict[str, torch.Tensor]) -> str:

@@ -200,6 +200,13 @@ def test_pretraining_compiles_in_bf16_where_native_and_the_recipes_keep_float32_
     assert load_config(None, ["align.train.precision=bf16-mixed"]).training_for("align").precision == "bf16-mixed"
 
 
+def test_a_config_recorded_with_bf16_mixed_by_default_keeps_it_on_any_cpu():
+    """The defaults of 2026-12-02 to 2026-12-04 trained in bf16-mixed wherever they ran; their records say so."""
+    recorded = FoundryConfig().model_dump(mode="json")
+    recorded["train"]["precision"] = "bf16-mixed"
+    assert validate(as_recorded(recorded)).train.resolved_precision(on_gpu=False, cpu_bf16=False) == "bf16-mixed"
+
+
 def test_a_config_recorded_before_compile_and_bf16_trains_as_it_did_everywhere():
     """A record's `train` holds its own precision and compile; its recipes, from before they set either, kept
     `train`'s, and a record that predates the keys altogether trained uncompiled in auto precision."""

@@ -125,7 +125,8 @@ def test_kill_9_then_the_same_run_resumes_bitwise_exact(uninterrupted, tiny_data
     model_pt = train_task.fn(config, tiny_dataset, DataVersion(data_version=version, remote=""), run)
     assert digest(model_pt) == digest(uninterrupted / "model.pt")
     client = MlflowClient()
-    assert client.get_run(run_id).data.tags["resumed_from_step"] == str(killed_at)
+    tags = client.get_run(run_id).data.tags
+    assert (tags["resumed_from_step"], tags["train.resolved_precision"]) == (str(killed_at), "32-true")
     assert {a.path for a in client.list_artifacts(run_id, "checkpoints")} == {
         "checkpoints/last.ckpt",
         f"checkpoints/{MANIFEST}",
