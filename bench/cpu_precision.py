@@ -5,8 +5,8 @@
 One forward, backward and AdamW step of `train.batch_size` windows of random tokens, as `params.yaml` shapes the
 model, on `train.cpu_threads` threads; each mode in a fresh process, a few steps to warm up (the compile), then the
 median of `--steps` timed steps. The last line is the headline: bf16's step time against float32's, eager and
-compiled, and what `train.precision: bf16-if-native` resolves to on this CPU. Whether bf16 pays depends on the CPU's
-instructions: with AVX512-BF16 or AMX it computes bf16; without them oneDNN emulates it.
+compiled, and what `train.precision` (default bf16-if-native) resolves to on this CPU. Whether bf16 pays depends on
+the CPU's instructions: with AVX512-BF16 or AMX it computes bf16; without them it is emulated.
 """
 
 from __future__ import annotations
@@ -71,8 +71,10 @@ def main() -> int:
     if args.child:
         print(json.dumps(time_steps(args.child, args.steps, args.overrides)))
         return 0
+    from foundry.config import load_config
     from foundry.training.cpu_features import cpu_has_bf16
     from foundry.training.cpu_peak import cpu_model
+    from foundry.training.trainer import resolve_precision
 
     sets = [f"--set={o}" for o in args.overrides]
     results = {}
@@ -83,9 +85,10 @@ def main() -> int:
         print(f"{mode}: {1000 * r['step_s']:.0f} ms a step ({r['threads']} threads), warm-up {r['warmup_s']:.1f} s")
     eager = results["bf16"]["step_s"] / results["float32"]["step_s"]
     compiled = results["bf16-compiled"]["step_s"] / results["float32-compiled"]["step_s"]
-    native = "bf16-mixed" if cpu_has_bf16() else "32-true"
+    train = load_config(ROOT / "params.yaml", args.overrides).train
     print(f"cpu: {cpu_model()}; bf16 instructions: {cpu_has_bf16()}")
-    print(f"cpu_precision: bf16 step {eager:.2f}x float32's eager, {compiled:.2f}x compiled; bf16-if-native: {native}")
+    resolved = f"{train.precision}: {resolve_precision(train)}"
+    print(f"cpu_precision: bf16 step {eager:.2f}x float32's eager, {compiled:.2f}x compiled; {resolved}")
     return 0
 
 

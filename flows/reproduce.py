@@ -29,10 +29,12 @@ def reproduce(model_uri: str, force: bool = False) -> Reproduction:
     """Hydrate the model's data version, train with its config, and compare holdout metrics."""
     route_library_logs()  # each line once, our INFO lines included
     record = lineage.lineage(model_uri, depth=1)[0]
-    data = lineage.training_data(resolve(record.model))  # checked before anything runs: a bad tag stops here
+    version = resolve(record.model)
+    data = lineage.training_data(version)  # checked before anything runs: a bad tag stops here
     current = tracking.git_state()
     lineage.check_commit(record, current, force)
-    config = validate(record.config)
+    trained = tracking.client().get_run(lineage.training_run_id(version)).data.tags
+    config = validate(lineage.as_trained(record.config, trained))
     tags = {
         "prefect.flow_run_id": str(runtime.flow_run.id),
         "foundry.reproduces": record.model,
@@ -43,7 +45,7 @@ def reproduce(model_uri: str, force: bool = False) -> Reproduction:
         publish_data_stage(data_dir)
         checkpoint = train(config, data_dir, data, run, resume=False)
         metrics = evaluate(config, checkpoint, data_dir, run)
-    comparison = lineage.compare(lineage.recorded_holdout(resolve(record.model)), metrics)
+    comparison = lineage.compare(lineage.recorded_holdout(version), metrics)
     result = Reproduction(
         model=record.model,
         run_id=run.run_id,

@@ -16,6 +16,7 @@ from foundry.gates.decision import Decision
 from foundry.model_uri import ModelUri
 from foundry.registry import tags as registry_tags
 from foundry.registry import versions as registry
+from foundry.training.cpu_features import DEVICE_PRECISIONS, RESOLVED_PRECISION_TAG
 
 
 def version_tags(
@@ -90,6 +91,17 @@ def recorded_config(version) -> dict:
     if "config.json" not in {a.path for a in tracking.client().list_artifacts(run_id)}:
         return {}
     return as_recorded(json.loads(mlflow.artifacts.load_text(f"runs:/{run_id}/config.json")))
+
+
+def as_trained(config: dict, run_tags: dict[str, str]) -> dict:
+    """A recorded config with a `train.precision` that resolves by the machine replaced by what it resolved to on
+    the machine that trained (the run's tag; runs from before the tag keep theirs): a reproduction elsewhere then
+    computes in the same precision."""
+    resolved = run_tags.get(RESOLVED_PRECISION_TAG)
+    train = config.get("train", {})
+    if not resolved or train.get("precision") not in DEVICE_PRECISIONS:
+        return config
+    return {**config, "train": {**train, "precision": resolved}}
 
 
 def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:

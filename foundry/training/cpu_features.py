@@ -8,6 +8,9 @@ from functools import cache
 from pathlib import Path
 
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+# `train.precision` values that resolve by the machine; a training run tags what they resolved to there.
+DEVICE_PRECISIONS = ("auto", "bf16-if-native")
+RESOLVED_PRECISION_TAG = "train.resolved_precision"
 
 
 def bf16_in_flags(cpuinfo: str) -> bool:

@@ -24,7 +24,7 @@ from foundry.contracts import Replay
 from foundry.data.manifest import DatasetManifest
 from foundry.data.shards import load_split
 from foundry.training.adapters import lora_spec, save_peft_adapter
-from foundry.training.cpu_features import cpu_has_bf16
+from foundry.training.cpu_features import RESOLVED_PRECISION_TAG, cpu_has_bf16
 from foundry.training.sharding import Rank0Buffers, fsdp_strategy, fsdp_units, has_batch_norm
 from foundry.training.warm_start import text_start
 from foundry.vision.finetune import warm_start_state
@@ -315,7 +315,7 @@ def _record_start(run_id: str, resume_from: Path | None, precision: str, share: 
     entries = [] if resume_from is None else read_manifest(resume_from.parent)
     step = 0 if resume_from is None else next(e.step for e in entries if e.file == resume_from.name)
     client.set_tag(run_id, "resumed_from_step", str(step))
-    client.set_tag(run_id, "train.resolved_precision", precision)
+    client.set_tag(run_id, RESOLVED_PRECISION_TAG, precision)
     if share is not None:
         client.log_metric(run_id, "finetune/trainable_params", share[0])
         client.log_metric(run_id, "finetune/trainable_share", share[0] / share[1])

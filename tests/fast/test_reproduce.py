@@ -1,4 +1,5 @@
-"""Reproduction needs the code that trained the model: the dirty flag (a real git repo) and the refusal."""
+"""Reproduction needs the code that trained the model: the dirty flag (a real git repo) and the refusal; and it
+trains in the precision the model trained in."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from foundry.config import FoundryConfig
 from foundry.contracts import LineageRecord
-from foundry.registry.lineage import CommitMismatch, check_commit
+from foundry.registry.lineage import CommitMismatch, as_trained, check_commit
 from foundry.tracking import git_state
 
 
@@ -69,3 +71,21 @@ def test_reproduction_refuses_other_or_uncommitted_code_unless_forced(recorded, 
 
 def test_reproduction_at_the_same_clean_commit_is_allowed():
     check_commit(record(), {"git_commit": "c1", "git_dirty": "false"}, force=False)
+
+
+@pytest.mark.parametrize(
+    "recorded, tag, reproduced",
+    [
+        ("bf16-if-native", "bf16-mixed", "bf16-mixed"),  # trained on a CPU with bf16: bf16 on any machine
+        ("bf16-if-native", "32-true", "32-true"),
+        ("auto", "bf16-mixed", "bf16-mixed"),  # trained on a GPU
+        ("bf16-if-native", None, "bf16-if-native"),  # no tag: resolved here, as before the tag
+        ("32-true", "bf16-mixed", "32-true"),  # a fixed precision is what it says
+    ],
+)
+def test_a_reproduction_trains_in_the_precision_the_machine_that_trained_resolved(recorded, tag, reproduced):
+    config = FoundryConfig().model_dump(mode="json")
+    config["train"]["precision"] = recorded
+    tags = {"resumed_from_step": "0"} | ({"train.resolved_precision": tag} if tag else {})
+    assert as_trained(config, tags)["train"]["precision"] == reproduced
+    assert config["train"]["precision"] == recorded  # the record is left as it was

@@ -211,6 +211,14 @@ def test_a_study_started_before_overlapping_windows_continues_only_without_them(
         open_study(study_config(tmp_path, "train.weight_decay=0.3"), tmp_path)  # pretraining's own: it counts
 
 
+def test_a_study_started_in_bf16_continues_only_in_bf16(tmp_path):
+    """Its trials trained in bf16 on any CPU; `bf16-if-native` would train the next in fp32 on a CPU without bf16."""
+    open_study(study_config(tmp_path, "train.precision=bf16-mixed"), tmp_path)
+    with pytest.raises(ConfigError, match=r"differs in: train\.precision\)"):
+        open_study(study_config(tmp_path, "train.precision=bf16-if-native"), tmp_path)
+    open_study(study_config(tmp_path, "train.precision=bf16-mixed"), tmp_path)
+
+
 def test_one_process_drives_a_study(tmp_path):
     search = study_config(tmp_path).search
     with study_lock(tmp_path, search):

@@ -1,5 +1,5 @@
 """Training in a few steps: one process in-process and the checkpoint it leaves, where each rank stands, and the
-settings. Several ranks as real processes, exact resume, failures and compiled bf16 twice:
+settings. Several ranks as real processes, exact resume, failures and compiled training twice:
 tests/slow/test_train_processes.py; the train task's retries: tests/slow/test_train_retries.py."""
 
 from __future__ import annotations
@@ -146,14 +146,18 @@ def test_precision_auto_is_bf16_on_gpu_and_fp32_on_cpu():
     assert resolve_precision(tiny("train.accelerator=gpu", "train.precision=32-true").train) == "32-true"
 
 
+def test_auto_is_fp32_on_any_cpu_as_configs_recorded_with_it_trained():
+    auto = tiny("train.precision=auto").train
+    assert auto.resolved_precision(on_gpu=False, cpu_bf16=True) == "32-true"
+    assert auto.resolved_precision(on_gpu=True, cpu_bf16=False) == "bf16-mixed"
+
+
 def test_bf16_if_native_is_bf16_on_a_gpu_and_on_a_cpu_with_bf16_instructions_only():
     train = tiny("train.precision=bf16-if-native").train
     assert train.resolved_precision(on_gpu=True, cpu_bf16=False) == "bf16-mixed"
     assert train.resolved_precision(on_gpu=False, cpu_bf16=True) == "bf16-mixed"
     assert train.resolved_precision(on_gpu=False, cpu_bf16=False) == "32-true"
-    # Here, by this machine's CPU, as torch itself reads it.
-    native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
-    assert resolve_precision(train) == ("bf16-mixed" if native else "32-true")
+    assert resolve_precision(train) == ("bf16-mixed" if cpu_has_bf16() else "32-true")  # here, by this CPU
 
 
 def test_bf16_instructions_are_read_from_the_cpus_flags():

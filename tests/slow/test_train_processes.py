@@ -1,5 +1,5 @@
 """Training beyond a few steps: exact resume after a corrupt checkpoint or kill -9, several ranks as real
-processes, their failures named, the agent's restarts, and compiled bf16 training twice. One process and the
+processes, their failures named, the agent's restarts, and compiled training twice. One process and the
 settings: tests/fast/test_train.py."""
 
 from __future__ import annotations
@@ -258,10 +258,12 @@ def test_the_agent_restarts_the_ranks_from_the_newest_checkpoint(tiny_dataset, t
 
 
 @pytest.mark.long
-def test_the_defaults_compiled_training_gives_the_same_weights_twice(tiny_dataset, tmp_path):
+@pytest.mark.parametrize("precision", ["bf16-if-native", "bf16-mixed"])
+def test_the_defaults_compiled_training_gives_the_same_weights_twice(precision, tiny_dataset, tmp_path):
     """What `make run` trains with here (compiled, so deterministic kernels on a CPU; bf16-mixed on a CPU with bf16
-    instructions, else float32), on the tiny twin. In the slow lane: the two compiles take tens of seconds."""
-    config = tiny("train.max_steps=3", "train.compile=true", "train.precision=bf16-if-native")
+    instructions, else float32), and bf16 on any CPU (the defaults' records of 2026-12-03 and 12-04), on the tiny
+    twin. In the slow lane: the two compiles take tens of seconds."""
+    config = tiny("train.max_steps=3", "train.compile=true", f"train.precision={precision}")
     assert config.train.deterministic_kernels(on_gpu=False) is True
     first = launch(config, tiny_dataset, tmp_path / "first", None, "v-test")
     second = launch(config, tiny_dataset, tmp_path / "second", None, "v-test")
