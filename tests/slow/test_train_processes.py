@@ -237,7 +237,7 @@ def test_an_exception_on_one_rank_reaches_the_error_with_its_traceback(tiny_data
         launch(config, tiny_dataset, tmp_path / "ckpt", run_id, "v")
     message = str(failed.value)
     assert f"The run {run_id} must be in the 'active' state" in message
-    assert "in _record_resume" in message  # the rank's own frames, from its error file
+    assert "in _record_start" in message  # the rank's own frames, from its error file
 
 
 def test_the_agent_restarts_the_ranks_from_the_newest_checkpoint(tiny_dataset, tmp_path):
