@@ -1,6 +1,6 @@
 """Whether this machine's CPU computes bf16 natively: read from /proc/cpuinfo, so the memory planner can ask without
-importing torch. Without AVX512-BF16 or AMX, oneDNN emulates bf16 and a bf16-autocast step of the default model ran
-16x as long as a float32 one (bench/README.md, "bf16 only where the CPU has bf16 instructions")."""
+importing torch. On a CPU without AVX512-BF16 or AMX a bf16-autocast step of the default model ran 16x as long as a
+float32 one (bench/README.md, "bf16 only where the CPU has bf16 instructions")."""
 
 from __future__ import annotations
 
