@@ -15,8 +15,8 @@ configure_environment()  # an entry point: `foundry evaluate` and Prefect worker
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
-from foundry.fleet.evaluate import Evaluation, run_label, source_config  # noqa: E402
-from foundry.fleet.evaluate_report import comparison, outcome  # noqa: E402
+from foundry.evaluate.report import comparison, outcome  # noqa: E402
+from foundry.evaluate.scores import Evaluation, run_label, source_config  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
 from tasks.artifacts import publish_summary  # noqa: E402

@@ -14,8 +14,8 @@ configure_environment()  # an entry point: Prefect workers import this module di
 
 from prefect import flow  # noqa: E402
 
-from foundry.fleet.gc import summary  # noqa: E402
-from foundry.fleet.gc_items import KEEP_LAST, MIN_AGE_S  # noqa: E402
+from foundry.gc.collect import summary  # noqa: E402
+from foundry.gc.items import KEEP_LAST, MIN_AGE_S  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
 from tasks.gc import apply_collection, plan_collection, publish_collection  # noqa: E402
 

@@ -16,10 +16,10 @@ from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import validate  # noqa: E402
 from foundry.contracts import PipelineResult  # noqa: E402
-from foundry.fleet import purge_record  # noqa: E402
-from foundry.fleet.purge_plan import Criterion, summary  # noqa: E402
-from foundry.fleet.purge_retrain import RetrainJob  # noqa: E402
 from foundry.logs import route_library_logs  # noqa: E402
+from foundry.purge import record  # noqa: E402
+from foundry.purge.plan import Criterion, summary  # noqa: E402
+from foundry.purge.retrain import RetrainJob  # noqa: E402
 from foundry.registry import lineage  # noqa: E402
 from foundry.registry.versions import resolve  # noqa: E402
 from foundry.tracking import pipeline_run  # noqa: E402
@@ -48,8 +48,8 @@ def purge_documents(
     criterion = Criterion(kind=given[0][0], value=given[0][1])
     remotes = {remote} if remote else set()
     if apply:
-        record = remove(criterion, reason, remotes, keep_models)
-        text = purge_record.summary(record) if record is not None else "nothing matched: nothing was removed"
+        removed = remove(criterion, reason, remotes, keep_models)
+        text = record.summary(removed) if removed is not None else "nothing matched: nothing was removed"
     else:
         text = summary(search(criterion, reason, remotes))
     publish_purge(text, apply)

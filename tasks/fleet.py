@@ -1,4 +1,4 @@
-"""Operating the fleet as Prefect tasks: `foundry evaluate`'s steps (`foundry.fleet.evaluate_steps`)."""
+"""Operating the fleet as Prefect tasks: `foundry evaluate`'s steps (`foundry.evaluate.steps`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from prefect.cache_policies import NO_CACHE
 
 from foundry.config import FoundryConfig
 from foundry.contracts import RunContext
-from foundry.fleet.evaluate import Baselines, Evaluation, EvaluationData, ModelRef, ModelScores
+from foundry.evaluate.scores import Baselines, Evaluation, EvaluationData, ModelRef, ModelScores
 
 COMPARISON = "evaluation-comparison"
 GROUPS = "evaluation-groups"
@@ -17,7 +17,7 @@ HEADLINE = {"chat": "Exact match", "image": "Accuracy"}  # the table's figure by
 @task(name="resolve-models", cache_policy=NO_CACHE)
 def resolve_models(models: list[str]) -> list[ModelRef]:
     """Each URI to its version; a version the registry lacks, or a registry error, stops the flow here."""
-    from foundry.fleet.evaluate import resolve_models as resolve
+    from foundry.evaluate.scores import resolve_models as resolve
 
     return resolve(models)
 
@@ -25,7 +25,7 @@ def resolve_models(models: list[str]) -> list[ModelRef]:
 @task(name="download-models", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 10])
 def download_models(refs: list[ModelRef], run: RunContext) -> list[ModelRef]:
     """Their weights and tokenizers, once per version under `$FOUNDRY_HOME/models/`."""
-    from foundry.fleet.evaluate import downloaded
+    from foundry.evaluate.scores import downloaded
 
     return [downloaded(ref, run.home) for ref in refs]
 
@@ -34,7 +34,7 @@ def download_models(refs: list[ModelRef], run: RunContext) -> list[ModelRef]:
 def evaluation_data(data: str, config: FoundryConfig, refs: list[ModelRef], run: RunContext) -> EvaluationData:
     """The data version hydrated, or the source prepared (not versioned) with the first model's tokenizer (the
     first aligned model's for chat records)."""
-    from foundry.fleet.evaluate_steps import data_for
+    from foundry.evaluate.steps import data_for
 
     prepared = data_for(data, config, refs, run)
     get_run_logger().info("scoring on %s (%s)", prepared.label, prepared.dir)
@@ -45,7 +45,7 @@ def evaluation_data(data: str, config: FoundryConfig, refs: list[ModelRef], run:
 def baselines(data: EvaluationData, config: FoundryConfig) -> Baselines:
     """Unigram, gzip, xz, xz -9e and PPMd on the holdout, given the train split: once for every model (none on
     chat records)."""
-    from foundry.fleet.evaluate_steps import baselines as measure
+    from foundry.evaluate.steps import baselines as measure
 
     return measure(data, config)
 
@@ -56,8 +56,8 @@ def score_model(
 ) -> ModelScores:
     """One model with its own tokenizer, overall and per group (or exact match on chat records); its evaluation
     run linked to the version."""
-    from foundry.fleet.evaluate_report import headline
-    from foundry.fleet.evaluate_steps import scored_and_logged
+    from foundry.evaluate.report import headline
+    from foundry.evaluate.steps import scored_and_logged
 
     scores = scored_and_logged(ref, data, base, config, run)
     get_run_logger().info("%s: %s (run %s)", ref.model, headline(scores), scores.run_id)
@@ -69,8 +69,8 @@ def compare(data: EvaluationData, base: Baselines, scores: list[ModelScores], ru
     """The comparison (markdown and chart on the run, table artifacts on the run page: overall and per group)."""
     from prefect.artifacts import create_table_artifact
 
-    from foundry.fleet.evaluate_report import group_rows, rows
-    from foundry.fleet.evaluate_steps import compared
+    from foundry.evaluate.report import group_rows, rows
+    from foundry.evaluate.steps import compared
 
     evaluation = compared(data, base, scores, run)
     create_table_artifact(

@@ -1,4 +1,4 @@
-"""Thin Prefect tasks over `foundry.fleet.gc`: plan, apply, and the summary on the flow run's page."""
+"""Thin Prefect tasks over `foundry.gc.collect`: plan, apply, and the summary on the flow run's page."""
 
 from __future__ import annotations
 
@@ -7,19 +7,19 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from foundry.env import foundry_home
-from foundry.fleet import gc as collector
+from foundry.gc import collect
 
 
 @task(cache_policy=NO_CACHE)
-def plan_collection(experiment: str, keep_last: int, min_age_s: float) -> collector.Plan:
+def plan_collection(experiment: str, keep_last: int, min_age_s: float) -> collect.Plan:
     """What nothing references; deletes nothing (a registry that cannot be read fails the task)."""
-    return collector.plan(foundry_home(), experiment, keep_last=keep_last, min_age_s=min_age_s)
+    return collect.plan(foundry_home(), experiment, keep_last=keep_last, min_age_s=min_age_s)
 
 
 @task(cache_policy=NO_CACHE)
-def apply_collection(plan: collector.Plan) -> collector.Outcome:
+def apply_collection(plan: collect.Plan) -> collect.Outcome:
     """The plan's items deleted, each re-checked against a fresh read of the registry first."""
-    return collector.apply(plan, foundry_home())
+    return collect.apply(plan, foundry_home())
 
 
 @task(cache_policy=NO_CACHE)

@@ -1,4 +1,4 @@
-"""Thin Prefect tasks over `foundry.fleet.purge`: the search, the purge itself, the summary on the run's page."""
+"""Thin Prefect tasks over `foundry.purge.search`: the search, the purge itself, the summary on the run's page."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from foundry.env import foundry_home
-from foundry.fleet import purge, purge_apply
-from foundry.fleet.purge_plan import Criterion, PurgePlan
-from foundry.fleet.purge_record import PurgeRecord
+from foundry.purge import apply as purge_apply
+from foundry.purge import search as purge
+from foundry.purge.plan import Criterion, PurgePlan
+from foundry.purge.record import PurgeRecord
 
 
 @task(cache_policy=NO_CACHE)

@@ -595,8 +595,9 @@ def prefect_artifacts_scrubbed(home: Path) -> None:
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
     from prefect.client.orchestration import get_client
 
-    from foundry.fleet import purge_artifacts, purge_home
-    from foundry.fleet.purge_plan import Criterion
+    from foundry.purge import artifacts as purge_artifacts
+    from foundry.purge import home as purge_home
+    from foundry.purge.plan import Criterion
 
     canary = "quokka marmalade prefect"
     needles = purge_artifacts.Needles(Criterion(kind="match", value=canary), {}, set())

@@ -24,7 +24,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError("--data: give a data version or a source")
     config = load(args)
     from flows.evaluate import evaluate
-    from foundry.fleet.evaluate_report import comparison
+    from foundry.evaluate.report import comparison
 
     # A credential in a source URL stays in this process's environment, out of the flow's parameters.
     print(comparison(evaluate(models=args.models, data=keep(args.data), config=config)))

@@ -9,18 +9,18 @@ from foundry.env import foundry_home
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
-    from foundry.fleet import gc
+    from foundry.gc import collect
 
     experiment = load(args).registry.experiment
     home = foundry_home()
-    planned = gc.plan(home, experiment, keep_last=args.keep_last, min_age_s=args.min_age_minutes * 60)
-    outcome = gc.apply(planned, home) if args.apply else None
-    print(gc.summary(planned, outcome))
+    planned = collect.plan(home, experiment, keep_last=args.keep_last, min_age_s=args.min_age_minutes * 60)
+    outcome = collect.apply(planned, home) if args.apply else None
+    print(collect.summary(planned, outcome))
     return 0
 
 
 def add_commands(commands) -> None:
-    from foundry.fleet.gc_items import KEEP_LAST, MIN_AGE_S
+    from foundry.gc.items import KEEP_LAST, MIN_AGE_S
 
     gc = commands.add_parser(
         "gc",

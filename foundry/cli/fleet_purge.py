@@ -1,5 +1,5 @@
 """`foundry purge`: every copy of the documents a deletion request names, and every version trained on them; a
-dry run unless `--apply`, which removes them everywhere and keeps a purge record (`foundry.fleet.purge_apply`)."""
+dry run unless `--apply`, which removes them everywhere and keeps a purge record (`foundry.purge.apply`)."""
 
 from __future__ import annotations
 
@@ -14,20 +14,22 @@ from foundry.env import foundry_home
 def cmd_purge(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from foundry.fleet import purge, purge_apply, purge_record
+    from foundry.purge import apply as purge_apply
+    from foundry.purge import record as purge_record
+    from foundry.purge import search
 
     if args.retrain and not args.apply:
         raise ConfigError("--retrain trains on the purged data: it needs --apply")
     kind, value = next((k, getattr(args, k)) for k in ("match", "document", "source") if getattr(args, k))
     try:
-        criterion = purge.Criterion(kind=kind, value=value)
+        criterion = search.Criterion(kind=kind, value=value)
     except ValidationError as exc:  # its own message, without the value (a regex may be the name to forget)
         raise ConfigError(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
     config = load(args)
     remotes = {config.data.remote} if config.data.remote else set()
     if not args.apply:
-        found = purge.plan(foundry_home(), criterion, args.reason, remotes=remotes)
-        print(found.model_dump_json(indent=1) if args.json else purge.summary(found))
+        found = search.plan(foundry_home(), criterion, args.reason, remotes=remotes)
+        print(found.model_dump_json(indent=1) if args.json else search.summary(found))
         return 0
     try:
         record = purge_apply.apply(foundry_home(), criterion, args.reason, remotes, keep_models=args.keep_models)
@@ -43,7 +45,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
 
 
 def _retrain(record) -> int:
-    from foundry.fleet import purge_retrain
+    from foundry.purge import retrain as purge_retrain
     from foundry.tracking import client
 
     jobs = purge_retrain.plan(record, client())

@@ -174,7 +174,7 @@ def test_layers_point_one_way():
         "foundry.cli.fleet_purge": ("flows",),  # `foundry purge --retrain` runs the pipeline on the purged data
         "foundry.ops": ("prefect",),  # `foundry doctor` asks Prefect itself whether it sends telemetry
         "foundry.cli.console": ("prefect",),  # the CLI's console: Prefect's logging set up before ours goes on top
-        "foundry.fleet.purge_prefect": ("prefect",),  # `foundry purge` reads and rewrites the run pages' artifacts
+        "foundry.purge.prefect_runs": ("prefect",),  # `foundry purge` reads and rewrites the run pages' artifacts
     }
     wrong = []
     for name, path in module_files().items():

@@ -12,11 +12,11 @@ from helpers import files_under, plain_tokenizer, random_model_files, register_f
 
 from foundry import tracking
 from foundry.config import load_config
+from foundry.evaluate import report
+from foundry.evaluate.scores import TOP_LEVEL, resolve_models, source_config
+from foundry.evaluate.steps import evaluate_all
 from foundry.evaluation.compressors import compression_baselines
 from foundry.evaluation.metrics import holdout_metrics
-from foundry.fleet import evaluate_report
-from foundry.fleet.evaluate import TOP_LEVEL, resolve_models, source_config
-from foundry.fleet.evaluate_steps import evaluate_all
 from models.gpt import load_gpt
 
 pytestmark = pytest.mark.usefixtures("home")
@@ -57,8 +57,8 @@ def test_two_tokenizers_on_a_source_scored_per_group_linked_to_each_version(tiny
     assert set(evaluation.baselines.scores) == {"unigram", "gzip", "xz", "xz9e", "ppmd"}
 
     # Different tokenizers: bits per byte only.
-    text = evaluate_report.comparison(evaluation)
-    assert not evaluation.one_tokenizer and evaluate_report.DIFFERENT_TOKENIZERS in text
+    text = report.comparison(evaluation)
+    assert not evaluation.one_tokenizer and report.DIFFERENT_TOKENIZERS in text
     assert "| model | bits_per_byte | tokens |" in text and f"{uniform} (models:/eval-uniform@champion)" in text
 
     # No split ledger changed: nothing versioned, nothing hydrated, the staging folder gone, the source as it was.
@@ -107,7 +107,7 @@ def test_a_data_version_is_hydrated_and_scored_as_registration_scores_it(tiny_da
     expected = compression_baselines(tiny_dataset, e.compression_context_bytes, e.strong_context_bytes)
     assert evaluation.baselines.scores["ppmd"] == pytest.approx(expected["ppmd_bits_per_byte"])
     assert evaluation.baselines.scores["unigram"] == pytest.approx(recorded.unigram_bits_per_byte)
-    text = evaluate_report.comparison(evaluation)
+    text = report.comparison(evaluation)
     assert "| model | bits_per_byte | loss | perplexity | tokens |" in text  # one tokenizer: loss compares
     linked = {m.key: m for m in tracking.client().get_logged_model(scores.model.model_id).metrics}
     assert linked["eval/bits_per_byte"].dataset_digest == data.data_version
@@ -210,8 +210,8 @@ def test_exact_match_is_the_share_of_greedy_replies_equal_to_the_reference(chat_
     from foundry.align.evaluation import heldout_scores
     from foundry.data.acquire import acquire_source
     from foundry.data.manifest import DatasetManifest
-    from foundry.fleet.evaluate import ModelRef
-    from foundry.fleet.evaluate_chat import NO_TEMPLATE, prepared_chats, score_chats
+    from foundry.evaluate.chat import NO_TEMPLATE, prepared_chats, score_chats
+    from foundry.evaluate.scores import ModelRef
     from models.chat import ChatTemplate
     from models.generate import generate_replies
 
@@ -239,7 +239,7 @@ def test_exact_match_is_the_share_of_greedy_replies_equal_to_the_reference(chat_
 
 
 def test_a_chat_source_is_scored_per_aligned_version_and_a_plain_one_is_not_comparable(chat_case, home):
-    from foundry.fleet.evaluate_chat import NO_TEMPLATE
+    from foundry.evaluate.chat import NO_TEMPLATE
 
     config, files, source = chat_case
     names = [register_files(config, f"chat-{n}", files[n]) for n in ("plain", "hit", "other")]
@@ -251,7 +251,7 @@ def test_a_chat_source_is_scored_per_aligned_version_and_a_plain_one_is_not_comp
     plain, hit, other = evaluation.models
     assert (evaluation.data.kind, hit.chat.exact_match, hit.chat.records) == ("chat", 1.0, evaluation.holdout_records)
     assert plain.chat.exact_match is None and other.chat.exact_match is not None
-    text = evaluate_report.comparison(evaluation)
+    text = report.comparison(evaluation)
     assert "| model | exact_match | response_loss | records | note |" in text
     assert f"| {plain.model.model} |  |  |  | {NO_TEMPLATE} |" in text
     assert not (run.dir / "prepared").exists() and files_under(source) == before
@@ -325,10 +325,10 @@ def test_each_groups_baselines_are_the_compressors_on_its_holdout_alone_shown_be
 
     from tokenizers import Tokenizer
 
+    from foundry.evaluate import steps
+    from foundry.evaluate.baselines import GROUP_BASELINES
+    from foundry.evaluate.scores import downloaded, group_of
     from foundry.evaluation.holdout_metrics import HoldoutMetrics
-    from foundry.fleet import evaluate_steps
-    from foundry.fleet.evaluate import downloaded, group_of
-    from foundry.fleet.evaluate_baselines import GROUP_BASELINES
 
     config = small("data.holdout_fraction=0.3", "evaluation.strong_context_bytes=4096")
     tokenizer = Tokenizer.from_file(str(tiny_dataset / "tokenizer.json"))
@@ -337,8 +337,8 @@ def test_each_groups_baselines_are_the_compressors_on_its_holdout_alone_shown_be
     e = config.evaluation
     with tracking.pipeline_run(config, "evaluate per group", {"foundry.stage": "evaluate"}) as run:
         refs = [downloaded(ref, run.home) for ref in resolve_models([model])]
-        data = evaluate_steps.data_for(str(source), config, refs, run)
-        base = evaluate_steps.baselines(data, config)
+        data = steps.data_for(str(source), config, refs, run)
+        base = steps.baselines(data, config)
         records = [json.loads(line) for line in (data.dir / "holdout.jsonl").read_text().splitlines()]
         direct, sizes = {}, {}
         for group in ("alpha", "beta", TOP_LEVEL):  # the group's holdout alone, beside the same train split
@@ -349,8 +349,8 @@ def test_each_groups_baselines_are_the_compressors_on_its_holdout_alone_shown_be
             (alone / "holdout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mine))
             direct[group] = compression_baselines(alone, e.compression_context_bytes, e.strong_context_bytes)
             sizes[group] = sum(len(r["text"].encode()) for r in mine)
-        scores = [evaluate_steps.scored_and_logged(ref, data, base, config, run) for ref in refs]
-        evaluation = evaluate_steps.compared(data, base, scores, run)
+        scores = [steps.scored_and_logged(ref, data, base, config, run) for ref in refs]
+        evaluation = steps.compared(data, base, scores, run)
 
     assert set(base.groups) == {"alpha", "beta", TOP_LEVEL} and min(sizes.values()) > 0
     for group, found in direct.items():
@@ -360,7 +360,7 @@ def test_each_groups_baselines_are_the_compressors_on_its_holdout_alone_shown_be
     unigram_bits = sum(base.groups[g]["unigram"] * sizes[g] for g in sizes)
     assert unigram_bits == pytest.approx(base.scores["unigram"] * evaluation.holdout_bytes, rel=1e-9)
 
-    text = evaluate_report.comparison(evaluation)
+    text = report.comparison(evaluation)
     labels = [f"baseline: {HoldoutMetrics.LABELS[name]}" for name in GROUP_BASELINES]
     assert f"| group | bytes | {model} | {' | '.join(labels)} |" in text
     for group, found in base.groups.items():

@@ -1,4 +1,4 @@
-"""`foundry evaluate` on images (foundry/fleet/evaluate_images.py) against the session's embedded MLflow registry:
+"""`foundry evaluate` on images (foundry/evaluate/images.py) against the session's embedded MLflow registry:
 classifiers built by hand (`brightness_classifier`: one right on every image by construction, one of random
 weights) registered as the pipeline registers them, without training, scored on a tiny folder of labelled images."""
 
@@ -18,9 +18,9 @@ from helpers import (
 
 from foundry import tracking
 from foundry.config import load_config
-from foundry.fleet import evaluate_report
-from foundry.fleet.evaluate import resolve_models, source_config
-from foundry.fleet.evaluate_steps import evaluate_all
+from foundry.evaluate import report
+from foundry.evaluate.scores import resolve_models, source_config
+from foundry.evaluate.steps import evaluate_all
 
 pytestmark = pytest.mark.usefixtures("home")
 
@@ -86,13 +86,13 @@ def test_classifiers_on_a_folder_scored_beside_the_baselines_linked_to_each_vers
     assert 0 < evaluation.baselines.scores["majority"] < 1
     assert second.vision.majority_accuracy == evaluation.baselines.scores["majority"]
 
-    text = evaluate_report.comparison(evaluation)
+    text = report.comparison(evaluation)
     lines = text.splitlines()
     header = lines.index("| model | accuracy | macro_f1 | loss | images |")
     assert lines[header + 2].startswith(f"| {perfect} (models:/img-perfect@champion) | 1.0000 | 1.0000 |")
     assert "| baseline: majority class |" in text and "| baseline: nearest class mean | 1.0000 |" in text
     assert f"| class | {noisy} | {perfect} (models:/img-perfect@champion) |" in text
-    assert evaluate_report.outcome(evaluation) == f"best: {perfect} at accuracy 1.0000"
+    assert report.outcome(evaluation) == f"best: {perfect} at accuracy 1.0000"
 
     # No ledger touched: nothing versioned or hydrated, the staging folder gone, the source as it was.
     assert not (home / "workspace").exists() and not (home / "hydrated").exists()

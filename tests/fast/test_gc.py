@@ -24,8 +24,8 @@ from foundry.contracts import DataVersion, SourceManifest
 from foundry.data.hydrate import dvc_listing, hydrate_version, listing_path, verify_dataset
 from foundry.data.remote import digest_of
 from foundry.data.versioning import version_dataset
-from foundry.fleet import gc
 from foundry.fs import OutsideFolder, remove_file
+from foundry.gc import collect as gc
 from foundry.registry import lineage
 
 EXPERIMENT = "foundry"  # tiny.yaml's registry.experiment
@@ -210,7 +210,7 @@ def test_remove_file_refuses_links_folders_and_paths_outside(tmp_path):
 
 
 def test_a_run_running_in_another_experiment_keeps_its_data(fleet):
-    from foundry.fleet.gc_refs import running_everywhere
+    from foundry.gc.refs import running_everywhere
 
     client = tracking.client()
     elsewhere = client.create_run(
@@ -228,7 +228,7 @@ def test_a_run_running_in_another_experiment_keeps_its_data(fleet):
 
 
 def test_gc_refuses_the_purge_records_experiment(fleet, capsys):
-    from foundry.fleet.purge_record import EXPERIMENT as PURGES
+    from foundry.purge.record import EXPERIMENT as PURGES
 
     record = tracking.client().create_run(tracking.experiment_id(PURGES)).info.run_id
     tracking.client().set_terminated(record, "FINISHED")

@@ -24,7 +24,9 @@ from foundry import tracking
 from foundry.cli import main
 from foundry.contracts import DataVersion
 from foundry.data.hydrate import HydrationError, hydrate_version
-from foundry.fleet import purge, purge_apply, purge_record
+from foundry.purge import apply as purge_apply
+from foundry.purge import record as purge_record
+from foundry.purge import search
 
 CANARY = "quokka marmalade"
 
@@ -142,9 +144,9 @@ def fleet(canary_home, tmp_path_factory, tmp_path, monkeypatch) -> Fleet:
         yield Fleet(built.home, built.data, dict(built.canaries), built.run_id)
 
 
-def dry_run(fleet: Fleet, **criterion) -> purge.PurgePlan:
+def dry_run(fleet: Fleet, **criterion) -> search.PurgePlan:
     ((kind, value),) = criterion.items()
-    return purge.plan(fleet.home, purge.Criterion(kind=kind, value=value), "a deletion request")
+    return search.plan(fleet.home, search.Criterion(kind=kind, value=value), "a deletion request")
 
 
 def lines_holding(path: Path, needle: str) -> list[int]:
@@ -246,7 +248,9 @@ def holding(root: Path, needle: bytes) -> list[str]:
 
 def apply(fleet: Fleet, keep_models: bool = False, **criterion):
     ((kind, value),) = criterion.items()
-    return purge_apply.apply(fleet.home, purge.Criterion(kind=kind, value=value), "request 17", keep_models=keep_models)
+    return purge_apply.apply(
+        fleet.home, search.Criterion(kind=kind, value=value), "request 17", keep_models=keep_models
+    )
 
 
 def without_the_unreadable_version(fleet: Fleet) -> None:
@@ -327,7 +331,7 @@ def test_a_purge_that_failed_half_way_finishes_when_run_again(fleet, monkeypatch
 
 def test_a_registry_that_cannot_be_read_refuses(fleet, monkeypatch):
     with failing_mlflow_server(monkeypatch, "MLFLOW_TRACKING_URI"):
-        with pytest.raises(purge.RegistryUnreadable, match="purge refuses"):
+        with pytest.raises(search.RegistryUnreadable, match="purge refuses"):
             dry_run(fleet, match=CANARY)
 
 

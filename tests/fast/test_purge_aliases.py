@@ -24,7 +24,7 @@ from test_purge import (  # noqa: F401  (fixtures: `fleet` and those it is built
 from foundry import tracking
 from foundry.cli import main
 from foundry.cli.serving import _refuse_purged
-from foundry.fleet import purge_record
+from foundry.purge import record as purge_record
 from foundry.registry.versions import PurgedModel
 
 RECORD = "purge-20260101T000000-0123abcd"

@@ -16,9 +16,9 @@ from synthetic import synthetic_docs
 from foundry.contracts import DataVersion
 from foundry.data.hydrate import HydrationError, hydrate_version, listing_path
 from foundry.digests import fast_digest
-from foundry.fleet.purge_commit import commit, delete_version, kept_objects, place_of
-from foundry.fleet.purge_stores import Places, Store
 from foundry.fs import remove_tree
+from foundry.purge.commit import commit, delete_version, kept_objects, place_of
+from foundry.purge.stores import Places, Store
 
 CHANGED = ("holdout.jsonl", "documents.csv")  # the files the removed document is in: they "hold the text"
 

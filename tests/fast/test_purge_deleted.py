@@ -1,6 +1,6 @@
 """`foundry purge --apply` where a data version cannot be rewritten (every holdout document matches, so the rewrite
 would leave the holdout empty): the version is deleted, not rewritten, end to end. And what `--retrain` plans from
-a record (foundry/fleet/purge_retrain.py). The `fleet` of tests/fast/test_purge.py: real DVC workspace, caches and
+a record (foundry/purge/retrain.py). The `fleet` of tests/fast/test_purge.py: real DVC workspace, caches and
 remote, embedded MLflow of the test's own; no server, no training."""
 
 # ruff: noqa: F811  (the fixtures imported from test_purge are test arguments here)
@@ -25,8 +25,8 @@ from test_purge import (  # noqa: F401  (fixtures: `fleet` and those it is built
 from foundry import tracking
 from foundry.contracts import DataVersion
 from foundry.data.hydrate import HydrationError, hydrate_version, listing_path
-from foundry.fleet import purge_retrain
-from foundry.fleet.purge_record import PurgeRecord
+from foundry.purge import retrain as purge_retrain
+from foundry.purge.record import PurgeRecord
 
 STORES = ("workspace/.dvc/cache", "hydrated/.cache", "dvc-remote")  # under the home: its caches and its remote
 

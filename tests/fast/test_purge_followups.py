@@ -33,9 +33,10 @@ from foundry.contracts import Candidate, DataVersion, RunContext
 from foundry.data import purged
 from foundry.data.acquire import acquire_source
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
-from foundry.fleet import purge_data, purge_record
-from foundry.fleet.purge_data import VersionFiles
-from foundry.fleet.purge_plan import Criterion
+from foundry.purge import data as purge_data
+from foundry.purge import record as purge_record
+from foundry.purge.data import VersionFiles
+from foundry.purge.plan import Criterion
 from foundry.registry import gate, versions
 from foundry.serving.package import log_model
 from models.gpt import GPT, GPTConfig
@@ -234,7 +235,8 @@ def test_a_source_purge_renames_the_alignment_ledger_rows_naming_it_and_keeps_ev
 
 def test_a_match_finds_and_renames_the_alignment_ledger_row_of_the_record_it_matched(chat_tokenizer, tmp_path):
     from foundry.align import split_ledger
-    from foundry.fleet import purge, purge_artifacts, purge_home
+    from foundry.purge import artifacts, search
+    from foundry.purge import home as purge_home
 
     source, home, version = tmp_path / "src", tmp_path / "home", "9" * 32
     source.mkdir()
@@ -245,9 +247,9 @@ def test_a_match_finds_and_renames_the_alignment_ledger_row_of_the_record_it_mat
         split_ledger.extend(home, split_ledger.kept_records(tmp_path / "v"), version)
     files = VersionFiles({}, lambda name: tmp_path / "v" / name)  # an align version: no ledger of its own
     criterion = Criterion(kind="match", value="quokka")
-    names = purge._unledgered_names({version: files}, {version: purge_data.matching(files, criterion)})
+    names = search._unledgered_names({version: files}, {version: purge_data.matching(files, criterion)})
     assert names == {"chats.jsonl:1"}  # the record's name, as the home's ledger gives it after its version
-    needles = purge_artifacts.Needles(criterion, {}, names)
+    needles = artifacts.Needles(criterion, {}, names)
     (hit,) = purge_home.scan(home, needles, prefect=False)
     assert (hit.place, hit.strings) == ("split ledger", 1)
     assert purge_home.scrub(home, needles, [hit]) == {"split ledger": 1}

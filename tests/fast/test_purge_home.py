@@ -16,8 +16,9 @@ from conftest import tracking_uri
 from helpers import tiny
 
 from foundry import tracking
-from foundry.fleet import purge_artifacts, purge_home
-from foundry.fleet.purge_plan import Criterion
+from foundry.purge import artifacts as purge_artifacts
+from foundry.purge import home as purge_home
+from foundry.purge.plan import Criterion
 
 CANARY = "quokka marmalade"
 DOCUMENT = f"a first line of it\nthe {CANARY} jar\n"  # the matched document as prepare kept it

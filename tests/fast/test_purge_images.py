@@ -26,7 +26,9 @@ from foundry.config import load_config
 from foundry.contracts import DataVersion
 from foundry.data import purged
 from foundry.data.hydrate import HydrationError, hydrate_version, verify_dataset
-from foundry.fleet import purge, purge_artifacts, purge_home
+from foundry.purge import artifacts as purge_artifacts
+from foundry.purge import home as purge_home
+from foundry.purge import search
 from foundry.vision.decode import pixel_sha256
 from foundry.vision.shards import ShardDataset
 
@@ -148,8 +150,8 @@ def images(image_home, tmp_path, monkeypatch) -> Images:
         yield Images(home, data, dict(planted), runs)
 
 
-def plan(images: Images, kind: str, value: str) -> purge.PurgePlan:
-    return purge.plan(images.home, purge.Criterion(kind=kind, value=value), "a deletion request")
+def plan(images: Images, kind: str, value: str) -> search.PurgePlan:
+    return search.plan(images.home, search.Criterion(kind=kind, value=value), "a deletion request")
 
 
 def file_digests(root: Path) -> dict[str, str]:
@@ -245,7 +247,7 @@ def test_the_misclassified_grid_of_a_run_on_the_data_is_an_image_hit_and_apply_d
     ]
     home_grids = [h.where for h in found.elsewhere if h.place == purge_home.GRID_PLACE]
     assert home_grids == [f"runs/{ours}/evaluation/{GRID}"]
-    assert "image (derived plot: deleted whole)" in purge.summary(found)
+    assert "image (derived plot: deleted whole)" in search.summary(found)
     assert main(["purge", "--document", sha, "--reason", "request 10", "--apply"]) == 0
     out = capsys.readouterr().out
     assert f"1 {purge_home.GRID_ARTIFACT}" in out and f"1 {purge_home.GRID_PLACE}" in out
@@ -259,7 +261,7 @@ def test_the_misclassified_grid_of_a_run_on_the_data_is_an_image_hit_and_apply_d
 
 
 def test_a_servers_grid_of_a_run_on_the_data_is_found_and_deleted_through_mlflows_repository(tmp_path):
-    from foundry.fleet import purge_served
+    from foundry.purge import served
 
     ours, other = "0123456789abcdef0123456789abcdef", "f" * 32
     for run in (ours, other):  # an artifact location as a server keeps one (`file://`, as it would over http)
@@ -267,8 +269,8 @@ def test_a_servers_grid_of_a_run_on_the_data_is_found_and_deleted_through_mlflow
         plots.mkdir(parents=True)
         Image.fromarray(np.zeros((8, 8), np.uint8), mode="L").save(plots / GRID)
     location = (tmp_path / "artifacts").as_uri()
-    needles = purge_artifacts.Needles(purge.Criterion(kind="document", value="0" * 64), {}, set(), grid_runs={ours})
-    (hit,), read, unchecked = purge_served.scan({"1": ("pipeline", location)}, needles)
+    needles = purge_artifacts.Needles(search.Criterion(kind="document", value="0" * 64), {}, set(), grid_runs={ours})
+    (hit,), read, unchecked = served.scan({"1": ("pipeline", location)}, needles)
     assert (hit.path, hit.run_id, hit.holds, hit.store, read, unchecked) == (
         f"{location}/{ours}/artifacts/evaluation/{GRID}",
         ours,
@@ -277,7 +279,7 @@ def test_a_servers_grid_of_a_run_on_the_data_is_found_and_deleted_through_mlflow
         0,
         [],
     )
-    assert purge_served.rewrite(hit, needles) == 1 and purge_served.rewrite(hit, needles) == 0
+    assert served.rewrite(hit, needles) == 1 and served.rewrite(hit, needles) == 0
     assert [p.relative_to(tmp_path / "artifacts").parts[0] for p in tmp_path.rglob(GRID)] == [other]
 
 

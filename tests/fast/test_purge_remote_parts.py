@@ -11,18 +11,18 @@ import socket
 import pytest
 from conftest import aws_test_env
 
-from foundry.fleet import purge_artifacts, purge_served
-from foundry.fleet.purge_plan import Criterion, Location
-from foundry.fleet.purge_s3 import S3Store
-from foundry.fleet.purge_stores import Places
+from foundry.purge import artifacts, served
+from foundry.purge.plan import Criterion, Location
+from foundry.purge.s3 import S3Store
+from foundry.purge.stores import Places
 
 CANARY = "quokka marmalade"
 RUN = "0123456789abcdef0123456789abcdef"
 MD5 = "ab" + "c" * 30
 
 
-def needles() -> purge_artifacts.Needles:
-    return purge_artifacts.Needles(Criterion(kind="match", value=CANARY), {}, set())
+def needles() -> artifacts.Needles:
+    return artifacts.Needles(Criterion(kind="match", value=CANARY), {}, set())
 
 
 def test_s3_keys_follow_dvc_3s_layout_with_and_without_a_prefix():
@@ -64,17 +64,17 @@ def artifact_folder(tmp_path):
 def test_a_servers_artifacts_are_found_and_scrubbed_through_mlflows_repository(tmp_path):
     root = artifact_folder(tmp_path)
     location = root.as_uri()
-    found, read, unchecked = purge_served.scan({"1": ("pipeline", location)}, needles())
+    found, read, unchecked = served.scan({"1": ("pipeline", location)}, needles())
     assert (read, unchecked) == (2, [])  # the two .jsonl files; the tokenizer is not text
     assert {(h.path.removeprefix(location + "/"), h.run_id, h.strings, h.store) for h in found} == {
         (f"{RUN}/artifacts/data/canaries.jsonl", RUN, 1, location),
         (f"{RUN}/artifacts/data/train.jsonl", RUN, 2, location),
     }
-    assert sorted(purge_served.rewrite(h, needles()) for h in found) == [1, 2]
+    assert sorted(served.rewrite(h, needles()) for h in found) == [1, 2]
     train = root / RUN / "artifacts" / "data" / "train.jsonl"
     assert [json.loads(line)["text"] for line in train.read_text().splitlines()] == ["doc 0", "doc 2", "doc 3", "doc 5"]
     assert not (root / RUN / "artifacts" / "data" / "canaries.jsonl").exists()  # nothing left of it: deleted
-    assert purge_served.scan({"1": ("pipeline", location)}, needles())[0] == []
+    assert served.scan({"1": ("pipeline", location)}, needles())[0] == []
 
 
 def test_a_location_that_cannot_be_read_or_cannot_delete_is_not_checked(tmp_path, monkeypatch):
@@ -89,11 +89,11 @@ def test_a_location_that_cannot_be_read_or_cannot_delete_is_not_checked(tmp_path
 
         def _download_file(self, remote_file_path, local_path): ...
 
-    assert purge_served.rewritable(LocalArtifactRepository(tmp_path.as_uri()))
-    assert not purge_served.rewritable(ListOnly(tmp_path.as_uri()))
+    assert served.rewritable(LocalArtifactRepository(tmp_path.as_uri()))
+    assert not served.rewritable(ListOnly(tmp_path.as_uri()))
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # a refused connection, at once
     experiments = {"1": ("a", ""), "2": ("b", f"mlflow-artifacts://127.0.0.1:{closed_port()}/2")}
-    found, read, unchecked = purge_served.scan(experiments, needles())
+    found, read, unchecked = served.scan(experiments, needles())
     assert (found, read) == ([], 0)
     assert [u.what for u in unchecked] == ["MLflow experiment a (1)", "MLflow experiment b (2)"]
     assert "no artifact location" in unchecked[0].why and "cannot be read" in unchecked[1].why

@@ -27,8 +27,10 @@ from foundry import fs, tracking
 from foundry.cli import main
 from foundry.data import purged
 from foundry.data.hydrate import listing_path
-from foundry.fleet import purge, purge_apply, purge_commit, purge_record
-from foundry.fleet.purge_stores import Places
+from foundry.purge import apply as purge_apply
+from foundry.purge import commit, search
+from foundry.purge import record as purge_record
+from foundry.purge.stores import Places
 
 
 def failing_once(monkeypatch, when) -> list[int]:
@@ -68,7 +70,7 @@ def test_a_version_still_listed_is_not_verified(fleet, monkeypatch):
         failing_once(patch, lambda n, path: path.suffix == ".dir")
         with pytest.raises(OSError, match="disk gone"):
             apply(fleet, match=CANARY)
-    monkeypatch.setattr(purge_commit, "delete_version", lambda *args: {})  # the listings stay
+    monkeypatch.setattr(commit, "delete_version", lambda *args: {})  # the listings stay
     record = apply(fleet, match=CANARY)
     assert not record.verified and record.left["data versions still listed"] == 1
 
@@ -92,7 +94,7 @@ def test_a_document_purge_run_again_after_its_data_went_still_scrubs_the_artifac
     purged.mark(fleet.home, purged.PurgeMark(data_version=version, record=record, when="2026-01-01T00:00:00+00:00"))
     places = Places.of(fleet.home, {fleet.data.remote})
     listed = set(places.files(version).listing.values())
-    purge_commit.delete_version(places, version, listed, set())
+    commit.delete_version(places, version, listed, set())
     (artifact,) = (fleet.home / "mlflow" / "artifacts").rglob("data/train.jsonl")
     lines = artifact.read_text().splitlines()
     assert any(json.loads(line)["text"] == text for line in lines)
@@ -164,7 +166,7 @@ def test_a_source_file_name_is_neither_printed_nor_serialised(fleet):
     found = dry_run(fleet, match=CANARY)
     (hit,) = [h for h in found.elsewhere if h.place == "source mirror"]
     assert hit.where == "sources/s3/0123456789abcdef/…" and hit.path.endswith(f"{name}.txt")
-    assert name not in found.model_dump_json() and name not in purge.summary(found)
+    assert name not in found.model_dump_json() and name not in search.summary(found)
 
 
 def test_every_apply_vacuums_the_embedded_prefect_store(fleet):

@@ -19,8 +19,9 @@ from foundry.data.hydrate import verify_dataset
 from foundry.data.ledger import LEDGER, SIGNATURES
 from foundry.data.manifest import DatasetManifest
 from foundry.data.shards import load_split
-from foundry.fleet import purge_data, purge_rewrite
-from foundry.fleet.purge_plan import Criterion, DataHit
+from foundry.purge import data as purge_data
+from foundry.purge import rewrite as purge_rewrite
+from foundry.purge.plan import Criterion, DataHit
 from models.tokens import EOT
 
 CANARY = "quokka marmalade"

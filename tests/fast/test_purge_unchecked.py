@@ -1,5 +1,5 @@
 """The purge's fail-closed places (`purge_unchecked`, local remotes in `purge_stores`), whole-name matching
-(`purge_plan.names_in`) and the regex kept off configuration and code (`purge_artifacts.is_config`): plain
+(`purge_plan.names_in`) and the regex kept off configuration and code (`artifacts.is_config`): plain
 files under tmp_path, no registry."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ from __future__ import annotations
 import gzip
 import hashlib
 
-from foundry.fleet import purge_artifacts, purge_home, purge_unchecked
-from foundry.fleet.purge_plan import Criterion, names_in
-from foundry.fleet.purge_stores import Places
+from foundry.purge import artifacts, home
+from foundry.purge import unchecked as purge_unchecked
+from foundry.purge.plan import Criterion, names_in
+from foundry.purge.stores import Places
 
 DOCUMENT = "the quokka marmalade jar\n"
 
@@ -49,13 +50,13 @@ def test_names_match_only_whole_names():
     assert not names_in("data.txt", "a.txt") and not names_in("docs/a.txt", "a.txt")
     assert names_in('{"name": "secret/file.jsonl:3", "n": 1}', "secret/file.jsonl:3")
     assert names_in("read secret/file.jsonl:3.", "secret/file.jsonl:3")
-    needles = purge_artifacts.Needles(Criterion(kind="match", value="nothing here"), {}, {"a.txt"})
+    needles = artifacts.Needles(Criterion(kind="match", value="nothing here"), {}, {"a.txt"})
     assert not needles.hit("data.txt") and needles.hit("a.txt: 3 documents")
 
 
 def test_the_regex_never_rewrites_configuration_or_code(tmp_path):
     sha = hashlib.sha256(DOCUMENT.encode()).hexdigest()
-    needles = purge_artifacts.Needles(Criterion(kind="match", value=r"torch|/home/jane"), {sha: DOCUMENT}, set())
+    needles = artifacts.Needles(Criterion(kind="match", value=r"torch|/home/jane"), {sha: DOCUMENT}, set())
     model = tmp_path / "artifacts" / "1" / ("0" * 32) / "artifacts" / "model"
     config = [
         plant(model / "requirements.txt", "torch==2.13.0\nnumpy\n"),
@@ -68,10 +69,10 @@ def test_the_regex_never_rewrites_configuration_or_code(tmp_path):
     before = {p: p.read_bytes() for p in config}
     plant(model / "MLmodel", f"signature: {DOCUMENT}")  # a document's whole text counts everywhere
     notes = plant(model.parent / "notes.txt", "torch\n")
-    found, _ = purge_artifacts.scan(tmp_path / "artifacts", needles)
+    found, _ = artifacts.scan(tmp_path / "artifacts", needles)
     assert sorted(h.path.rsplit("/", 1)[1] for h in found) == ["MLmodel", "notes.txt"]
-    assert [h.where for h in purge_home.scan(tmp_path, needles, prefect=False)] == []
+    assert [h.where for h in home.scan(tmp_path, needles, prefect=False)] == []
     for path in config:
-        purge_artifacts.rewrite(path, tmp_path, needles)
+        artifacts.rewrite(path, tmp_path, needles)
     assert {p: p.read_bytes() for p in config} == before
-    assert purge_artifacts.rewrite(notes, tmp_path, needles) == 1
+    assert artifacts.rewrite(notes, tmp_path, needles) == 1

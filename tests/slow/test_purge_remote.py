@@ -18,8 +18,9 @@ from synthetic import synthetic_docs
 
 from foundry import tracking
 from foundry.contracts import DataVersion
-from foundry.fleet import purge, purge_apply
 from foundry.fs import remove_tree
+from foundry.purge import apply as purge_apply
+from foundry.purge import search
 
 CANARY = "quokka marmalade"
 BUCKET, REMOTE = "purge-remote", "s3://purge-remote/dvc"
@@ -72,7 +73,7 @@ def test_apply_purges_an_s3_remote_and_a_tracking_servers_artifacts(
     shutil.copy(tmp_path / "prepared" / "train.jsonl", tmp_path / "train.jsonl")
     data = version_dataset(config, tmp_path / "prepared", manifest, home)
     remove_tree(home / "workspace" / ".dvc" / "cache", within=home)  # the version is read from S3, only there
-    criterion = purge.Criterion(kind="match", value=CANARY)
+    criterion = search.Criterion(kind="match", value=CANARY)
     with temporary_settings({PREFECT_HOME: tmp_path / "prefect"}), tracking_uri(monkeypatch, url):
         tags = {"data_version": data.data_version, "data.remote": REMOTE}
         run_id = register_tagged(config, "purge-s3", tags).run_id
@@ -82,7 +83,7 @@ def test_apply_purges_an_s3_remote_and_a_tracking_servers_artifacts(
         ours = served / tracking.client().get_run(run_id).info.artifact_uri.removeprefix("mlflow-artifacts:/")
         assert any(CANARY.encode() in p.read_bytes() for p in ours.rglob("train.jsonl"))
 
-        plan = purge.plan(home, criterion, "request 17")
+        plan = search.plan(home, criterion, "request 17")
         assert plan.unchecked == () and len(plan.documents) == 6
         (hit,) = plan.data_versions
         (in_s3,) = [c for c in hit.copies if c.where == REMOTE]
@@ -107,5 +108,5 @@ def test_apply_purges_an_s3_remote_and_a_tracking_servers_artifacts(
             assert len(list(csv.DictReader(fh))) == 36
         assert hashlib.md5((copy / "train.jsonl").read_bytes()).hexdigest() in md5s
 
-        again = purge.plan(home, criterion, "request 17")
+        again = search.plan(home, criterion, "request 17")
         assert (again.documents, again.data_versions, again.artifacts, again.unchecked) == ((), (), (), ())

@@ -8,9 +8,10 @@ from pathlib import Path
 from foundry.config import FoundryConfig
 from foundry.contracts import RunContext
 from foundry.data.manifest import DatasetManifest
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
-from foundry.fleet import evaluate_baselines, evaluate_chat, evaluate_images, evaluate_report, evaluate_runs
-from foundry.fleet.evaluate import (
+from foundry.evaluate import baselines as evaluate_baselines
+from foundry.evaluate import chat, report, runs
+from foundry.evaluate import images as evaluate_images
+from foundry.evaluate.scores import (
     Baselines,
     Evaluation,
     EvaluationData,
@@ -22,6 +23,7 @@ from foundry.fleet.evaluate import (
     prepared_data,
     score_model,
 )
+from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.fs import remove_tree
 
 STAGING = "prepared"  # under the run's folder: removed with the run's other staging when it fails
@@ -54,11 +56,11 @@ def source_data(config: FoundryConfig, refs: list[ModelRef], run: RunContext) ->
 
     run.dir.mkdir(parents=True, exist_ok=True)
     source = acquire_source(config.data, run.dir / "source_manifest.json")
-    if evaluate_chat.holds_chats(source, config):
+    if chat.holds_chats(source, config):
         from foundry.align import split_ledger
 
         ledger = split_ledger.head(run.home)  # the alignments' splits here: what they trained on is not held out
-        return evaluate_chat.prepared_chats(source, config, refs, run.dir / STAGING, ledger)
+        return chat.prepared_chats(source, config, refs, run.dir / STAGING, ledger)
     return prepared_data(config, source, refs[0].artifacts / "tokenizer.json", run.dir / STAGING)
 
 
@@ -89,8 +91,8 @@ def scored_and_logged(
     if data.kind == "image":
         scores = evaluate_images.score_images(ref, data.dir, config, base)
     else:
-        scores = (evaluate_chat.score_chats if data.kind == "chat" else score_model)(ref, data.dir, config)
-    return scores.model_copy(update={"run_id": evaluate_runs.log_model_run(run, scores, data, base)})
+        scores = (chat.score_chats if data.kind == "chat" else score_model)(ref, data.dir, config)
+    return scores.model_copy(update={"run_id": runs.log_model_run(run, scores, data, base)})
 
 
 def compared(data: EvaluationData, base: Baselines, scores: list[ModelScores], run: RunContext) -> Evaluation:
@@ -103,8 +105,8 @@ def compared(data: EvaluationData, base: Baselines, scores: list[ModelScores], r
     evaluation = Evaluation(
         data=data, holdout_bytes=holdout, baselines=base, models=scores, run_id=run.run_id, holdout_records=records
     )
-    chart = evaluate_report.chart(evaluation, run.dir / "evaluation.png")
-    evaluate_runs.log_comparison(run, data, base, evaluate_report.comparison(evaluation), chart)
+    chart = report.chart(evaluation, run.dir / "evaluation.png")
+    runs.log_comparison(run, data, base, report.comparison(evaluation), chart)
     discard(data, run)
     return evaluation
 

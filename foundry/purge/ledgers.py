@@ -22,8 +22,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from foundry.fleet.purge_artifacts import PURGED, Needles, regular_files
-from foundry.fleet.purge_plan import names_in
+from foundry.purge.artifacts import PURGED, Needles, regular_files
+from foundry.purge.plan import names_in
 
 ROOT = "ledgers"
 LEDGER = "ledger.csv"  # foundry.data.ledger.LEDGER

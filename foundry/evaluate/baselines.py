@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from foundry.config import FoundryConfig
-from foundry.fleet.evaluate import group_of
+from foundry.evaluate.scores import group_of
 
 GROUP_BASELINES = ("unigram", "gzip", "ppmd")  # in the order the group table shows them
 

@@ -25,7 +25,7 @@ import numpy as np
 from foundry.data.ledger import LEDGER, SIGNATURES
 from foundry.data.manifest import FILE as MANIFEST
 from foundry.data.manifest import SPLITS, TOKENIZER, DatasetManifest
-from foundry.fleet.purge_plan import Criterion, Location, names_in, names_source
+from foundry.purge.plan import Criterion, Location, names_in, names_source
 
 
 @dataclass(frozen=True)

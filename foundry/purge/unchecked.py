@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from foundry.fleet.purge_artifacts import unread_files
-from foundry.fleet.purge_plan import Unchecked
-from foundry.fleet.purge_stores import local_path
+from foundry.purge.artifacts import unread_files
+from foundry.purge.plan import Unchecked
+from foundry.purge.stores import local_path
 
 IMAGES = {".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif"}
 

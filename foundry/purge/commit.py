@@ -30,10 +30,10 @@ import yaml
 from foundry.contracts import check_data_version
 from foundry.data.hydrate import verify_dataset
 from foundry.data.versioning import REMOTE_NAME, _workspace_lock, init_dvc
-from foundry.fleet.gc_scan import MD5
-from foundry.fleet.purge_s3 import RemoteError, S3Store
-from foundry.fleet.purge_stores import Places, Store
 from foundry.fs import remove_tree
+from foundry.gc.scan import MD5
+from foundry.purge.s3 import RemoteError, S3Store
+from foundry.purge.stores import Places, Store
 
 HYDRATED_COPY = "hydrated copy"
 WORKSPACE = "workspace"

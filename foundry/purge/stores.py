@@ -16,11 +16,11 @@ from urllib.parse import unquote, urlparse
 
 from foundry import fs
 from foundry.data.hydrate import HydrationError, dvc_listing, listing_path
-from foundry.fleet.gc_refs import workspace_version
-from foundry.fleet.gc_scan import MD5, cache_files
-from foundry.fleet.purge_data import VersionFiles
-from foundry.fleet.purge_plan import Copy, Location, Unchecked
-from foundry.fleet.purge_s3 import RemoteError, S3Store
+from foundry.gc.refs import workspace_version
+from foundry.gc.scan import MD5, cache_files
+from foundry.purge.data import VersionFiles
+from foundry.purge.plan import Copy, Location, Unchecked
+from foundry.purge.s3 import RemoteError, S3Store
 
 
 @dataclass(frozen=True)

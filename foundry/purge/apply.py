@@ -1,7 +1,7 @@
 """`foundry purge --apply`: remove every copy the search finds, in an order that makes a purge that fails half-way
 safe to run again (it finds what is left and finishes):
 
-1. search (`purge.survey`); refuse when the registry cannot be read, or when any place could not be checked (an
+1. search (`search.survey`); refuse when the registry cannot be read, or when any place could not be checked (an
    `s3://` remote, a server's artifact store, a version with no copy here), even when nothing else matched: fail
    closed, nothing is changed;
 2. mark every affected data version purged and record the documents' sha256 (`foundry.data.purged`): from then
@@ -30,10 +30,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from foundry.data import purged
-from foundry.fleet import purge, purge_commit, purge_home, purge_record, purge_rewrite
-from foundry.fleet.purge_plan import Criterion, DataHit
-from foundry.fleet.purge_record import PurgeRecord
 from foundry.fs import remove_tree
+from foundry.purge import commit as purge_commit
+from foundry.purge import home as purge_home
+from foundry.purge import record as purge_record
+from foundry.purge import rewrite as purge_rewrite
+from foundry.purge import search
+from foundry.purge.plan import Criterion, DataHit
+from foundry.purge.record import PurgeRecord
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +55,8 @@ def apply(
     client=None,
 ) -> PurgeRecord | None:
     """The purge record, kept in MLflow; None when nothing matched and no model is left to tag."""
-    client = client or purge._client()
-    found = purge.survey(home, criterion, reason, remotes, client)
+    client = client or search._client()
+    found = search.survey(home, criterion, reason, remotes, client)
     if found.plan.unchecked:  # before "nothing to do": a copy in a place not checked is not "no copy"
         places = "; ".join(f"{u.what}: {u.why}" for u in found.plan.unchecked)
         raise PurgeRefused(f"purge --apply refuses: it could not check {places}. Nothing was changed.")
@@ -73,7 +77,7 @@ def apply(
     _count(removed, purge_home.vacuum_embedded(home))  # every run: one a busy reader made fail is done again
     lost = purge_record.tag_models(client, record_id, found.plan.models, keep_models)
     purge_record.tag_runs(client, record_id, found.plan.runs)
-    again = purge.survey(home, criterion, reason, remotes, client)
+    again = search.survey(home, criterion, reason, remotes, client)
     left = {k: n for k, n in again.plan.counts.items() if n and k != "model versions"}
     if unfinished := _unfinished(again):
         left["data versions still listed"] = len(unfinished)

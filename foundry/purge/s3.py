@@ -19,8 +19,8 @@ import weakref
 from pathlib import Path
 from urllib.parse import urlparse
 
-from foundry.fleet.gc_scan import MD5
-from foundry.fleet.purge_data import VersionFiles
+from foundry.gc.scan import MD5
+from foundry.purge.data import VersionFiles
 
 PLACE = "remote"
 

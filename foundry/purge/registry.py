@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from foundry.contracts import check_data_version
-from foundry.fleet.gc_refs import RegistryUnreadable, data_tags, experiment_runs, registered_versions
-from foundry.fleet.purge_plan import ModelHit
+from foundry.gc.refs import RegistryUnreadable, data_tags, experiment_runs, registered_versions
 from foundry.model_uri import ModelUri
+from foundry.purge.plan import ModelHit
 from foundry.registry import tags as registry_tags
 from foundry.registry.versions import PURGE_TAG  # what `purge --apply` tags an affected version and run with
 

@@ -31,9 +31,9 @@ from foundry.data.ledger import LEDGER, SIGNATURES
 from foundry.data.manifest import FILE as MANIFEST
 from foundry.data.manifest import SPLITS, DatasetManifest
 from foundry.digests import fast_digest, sha256_file
-from foundry.fleet.purge_cuts import Inconsistent
-from foundry.fleet.purge_data import Document, Matched, VersionFiles, ledger_locations
-from foundry.fleet.purge_plan import Criterion, DataHit, Location, names_in
+from foundry.purge.cuts import Inconsistent
+from foundry.purge.data import Document, Matched, VersionFiles, ledger_locations
+from foundry.purge.plan import Criterion, DataHit, Location, names_in
 
 log = logging.getLogger(__name__)
 TABLE = "images.csv"  # foundry.vision.table.TABLE

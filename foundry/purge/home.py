@@ -16,7 +16,7 @@ Prefect artifacts; `scan` lists them (a dry run), `scrub` rewrites them (`foundr
 - Prefect artifacts (markdown summaries, tables on the run pages) through the Prefect API, so a server works
   too; one that cannot be read fails the purge (`PrefectUnreadable`), never passes for "nothing there".
 - The MLflow artifacts `purge_artifacts.scan` finds (the plan's `ArtifactHit`s), rewritten by `scrub`; those a
-  tracking server keeps (`ArtifactHit.store`) through MLflow's artifact repository (`purge_served.rewrite`).
+  tracking server keeps (`ArtifactHit.store`) through MLflow's artifact repository (`served.rewrite`).
 
 A file is read as text unless it holds a NUL byte; `.json` and `.jsonl` files are rewritten as such
 (`purge_artifacts.scrubbed`), any other a line at a time. Symbolic links are never followed; every removal is
@@ -42,10 +42,11 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from foundry.fleet import purge_artifacts, purge_ledgers, purge_prefect, purge_served
-from foundry.fleet.purge_artifacts import Needles
-from foundry.fleet.purge_plan import ArtifactHit, HomeHit, PurgePlan
-from foundry.fleet.purge_prefect import PrefectUnreadable
+from foundry.purge import artifacts as purge_artifacts
+from foundry.purge import ledgers, prefect_runs, served
+from foundry.purge.artifacts import Needles
+from foundry.purge.plan import ArtifactHit, HomeHit, PurgePlan
+from foundry.purge.prefect_runs import PrefectUnreadable
 
 __all__ = ["HomeHit", "PrefectUnreadable", "scan", "scrub", "vacuum", "vacuum_embedded"]
 PLACES = {"runs": "run files", "sources": "source mirror", "logs": "log"}  # folder -> `HomeHit.place`
@@ -97,10 +98,10 @@ def _file_hits(home: Path, needles: Needles) -> Iterator[HomeHit]:
 
 
 def _ledger_hits(home: Path, needles: Needles) -> Iterator[HomeHit]:
-    for path in purge_ledgers.files(home):
-        if rows := purge_ledgers.count(path, needles):
+    for path in ledgers.files(home):
+        if rows := ledgers.count(path, needles):
             relative = path.relative_to(home).as_posix()
-            yield HomeHit(place=purge_ledgers.PLACE, where=relative, strings=rows, path=relative)
+            yield HomeHit(place=ledgers.PLACE, where=relative, strings=rows, path=relative)
 
 
 def scan(home: Path, needles: Needles, prefect: bool = True) -> list[HomeHit]:
@@ -108,7 +109,7 @@ def scan(home: Path, needles: Needles, prefect: bool = True) -> list[HomeHit]:
     other way) the Prefect artifacts that hold a needle. Changes nothing."""
     found = [*_file_hits(home, needles), *_ledger_hits(home, needles)]
     if prefect:
-        found += [HomeHit(place="prefect artifact", where=i, strings=n) for i, n in purge_prefect.hits(needles)]
+        found += [HomeHit(place="prefect artifact", where=i, strings=n) for i, n in prefect_runs.hits(needles)]
     return found
 
 
@@ -125,18 +126,18 @@ def scrub(
     artifacts = home / "mlflow" / "artifacts"
     for hit in hits:
         if isinstance(hit, ArtifactHit) and hit.holds == "image":
-            changed = purge_served.rewrite(hit, needles) if hit.store else _delete(artifacts, hit.path)
+            changed = served.rewrite(hit, needles) if hit.store else _delete(artifacts, hit.path)
             place = GRID_ARTIFACT
         elif isinstance(hit, ArtifactHit) and hit.store:
-            place, changed = "mlflow artifacts", purge_served.rewrite(hit, needles)
+            place, changed = "mlflow artifacts", served.rewrite(hit, needles)
         elif isinstance(hit, ArtifactHit):
             place, changed = "mlflow artifacts", purge_artifacts.rewrite(artifacts / hit.path, artifacts, needles)
         elif hit.place == "prefect artifact":
-            place, changed = hit.place, purge_prefect.rewrite(hit.where, needles)
+            place, changed = hit.place, prefect_runs.rewrite(hit.where, needles)
         elif hit.place == GRID_PLACE:
             place, changed = hit.place, _delete(home / "runs", Path(hit.path).relative_to("runs"))
-        elif hit.place == purge_ledgers.PLACE:
-            place, changed = hit.place, purge_ledgers.rewrite(home, hit.path or hit.where, needles)
+        elif hit.place == ledgers.PLACE:
+            place, changed = hit.place, ledgers.rewrite(home, hit.path or hit.where, needles)
         elif hit.place == "source mirror":
             place, changed = hit.place, _scrub_source(home, home / (hit.path or hit.where), needles)
         else:
@@ -149,7 +150,7 @@ def scrub(
 
 def vacuum_embedded(home: Path) -> dict[str, int]:
     """The embedded Prefect store vacuumed (`vacuum`), if there is one: {"vacuumed": 1}, or {}."""
-    store = purge_prefect.embedded_database(home)
+    store = prefect_runs.embedded_database(home)
     if store is None:
         return {}
     vacuum(store)

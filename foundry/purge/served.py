@@ -2,14 +2,14 @@
 when the server proxies them, or `s3://…`, a folder: any artifact repository MLflow can list), read and rewritten
 through MLflow's own artifact repository, as `purge_artifacts` reads and rewrites the embedded store's files.
 
-`scan` (the dry run) walks each location once, downloads the text files (`purge_artifacts.is_text`: the runs'
+`scan` (the dry run) walks each location once, downloads the text files (`artifacts.is_text`: the runs'
 `train.jsonl`/`holdout.jsonl`, audit excerpts, generated samples tables, and the logged models' configuration)
-into a scratch folder outside the home, one at a time, and counts their strings as `purge_artifacts.scan` does.
-`rewrite` (`--apply`) downloads a hit again, scrubs it (`purge_artifacts.scrubbed`) and logs it back to the same
+into a scratch folder outside the home, one at a time, and counts their strings as `artifacts.scan` does.
+`rewrite` (`--apply`) downloads a hit again, scrubs it (`artifacts.scrubbed`) and logs it back to the same
 artifact path, which overwrites it; one left empty is deleted. A location whose repository cannot delete an
 artifact (MLflow's base class deletes nothing, silently) or that cannot be read is not checked, with the reason:
 `--apply` refuses (fail closed), and an error while rewriting stops the purge, which is run again. An image plot
-that may show a matched image (`purge_artifacts.is_grid`) is a hit without being downloaded, and is deleted.
+that may show a matched image (`artifacts.is_grid`) is a hit without being downloaded, and is deleted.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from foundry.fleet import purge_artifacts
-from foundry.fleet.purge_artifacts import Needles
-from foundry.fleet.purge_plan import ArtifactHit, Unchecked
-from foundry.fleet.purge_unchecked import UNREAD
+from foundry.purge import artifacts
+from foundry.purge.artifacts import Needles
+from foundry.purge.plan import ArtifactHit, Unchecked
+from foundry.purge.unchecked import UNREAD
 
 
 def _repository(location: str):
@@ -65,21 +65,21 @@ def _scan_location(location: str, needles: Needles) -> tuple[list[ArtifactHit], 
     found, read, unread = [], 0, []
     with _scratch() as scratch:
         for relative in walk(repository):
-            if purge_artifacts.is_grid(relative, needles):
-                uri, run = f"{location.rstrip('/')}/{relative}", purge_artifacts.run_of(Path(relative))
+            if artifacts.is_grid(relative, needles):
+                uri, run = f"{location.rstrip('/')}/{relative}", artifacts.run_of(Path(relative))
                 found.append(ArtifactHit(path=uri, run_id=run, strings=1, store=location, holds="image"))
                 continue
-            if not purge_artifacts.is_text(posixpath.basename(relative)):
-                if purge_artifacts.unread(posixpath.basename(relative)):
+            if not artifacts.is_text(posixpath.basename(relative)):
+                if artifacts.unread(posixpath.basename(relative)):
                     unread.append(f"{location.rstrip('/')}/{relative}")
                 continue
             local = Path(repository.download_artifacts(relative, scratch))
             read += 1
-            strings = purge_artifacts.count(local, needles.of(relative))
+            strings = artifacts.count(local, needles.of(relative))
             local.unlink()
             if strings:
                 uri = f"{location.rstrip('/')}/{relative}"
-                run = purge_artifacts.run_of(Path(relative))
+                run = artifacts.run_of(Path(relative))
                 found.append(ArtifactHit(path=uri, run_id=run, strings=strings, store=location))
     return found, read, unread
 
@@ -121,7 +121,7 @@ def rewrite(hit: ArtifactHit, needles: Needles) -> int:
     with _scratch() as scratch:
         local = Path(repository.download_artifacts(relative, scratch))
         text = local.read_bytes().decode("utf-8", errors="surrogateescape")
-        text, count = purge_artifacts.scrubbed(text, local.suffix.lower(), needles.of(relative))
+        text, count = artifacts.scrubbed(text, local.suffix.lower(), needles.of(relative))
         if not count:
             return 0
         if not text.strip():

@@ -23,10 +23,10 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundry.fleet import gc_scan
-from foundry.fleet.gc_items import KEEP_LAST, MIN_AGE_S, Candidate, freed, human, newest_change, reclaimable, stats
-from foundry.fleet.gc_refs import Kept, NotCollectable, RegistryUnreadable, gather
 from foundry.fs import OutsideFolder, remove_file, remove_tree
+from foundry.gc import scan
+from foundry.gc.items import KEEP_LAST, MIN_AGE_S, Candidate, freed, human, newest_change, reclaimable, stats
+from foundry.gc.refs import Kept, NotCollectable, RegistryUnreadable, gather
 from foundry.run_owner import owner_gone
 
 log = logging.getLogger(__name__)
@@ -72,16 +72,16 @@ def _client():
 
 
 def _candidates(home: Path, kept: Kept, client, min_age_s: float) -> list[Candidate]:
-    runs = gc_scan.mlflow_runs(home, kept, client, min_age_s)
+    runs = scan.mlflow_runs(home, kept, client, min_age_s)
     return [
-        *gc_scan.dvc_cache(home / "workspace" / ".dvc" / "cache", kept, ("data version", "cache objects"), min_age_s),
-        *gc_scan.hydrated_copies(home, kept, min_age_s),
-        *gc_scan.dvc_cache(home / "hydrated" / ".cache", kept, ("hydration cache", "hydration cache"), min_age_s),
-        *gc_scan.checkpoints(home, kept, min_age_s),
-        *gc_scan.source_mirrors(home, kept, min_age_s),
-        *gc_scan.model_copies(home, kept, min_age_s),
+        *scan.dvc_cache(home / "workspace" / ".dvc" / "cache", kept, ("data version", "cache objects"), min_age_s),
+        *scan.hydrated_copies(home, kept, min_age_s),
+        *scan.dvc_cache(home / "hydrated" / ".cache", kept, ("hydration cache", "hydration cache"), min_age_s),
+        *scan.checkpoints(home, kept, min_age_s),
+        *scan.source_mirrors(home, kept, min_age_s),
+        *scan.model_copies(home, kept, min_age_s),
         *runs,
-        *gc_scan.run_folders(home, kept, client, min_age_s, {run.ref for run in runs}),
+        *scan.run_folders(home, kept, client, min_age_s, {run.ref for run in runs}),
     ]
 
 
@@ -127,7 +127,7 @@ def _narrowed(item: Candidate, fresh: Kept) -> Candidate:
     """A cache item without the objects that a version kept since the plan lists."""
     if item.kind not in ("data version", "cache objects", "hydration cache"):
         return item
-    protected = gc_scan.protected_objects(item.root, set(fresh.data_versions))
+    protected = scan.protected_objects(item.root, set(fresh.data_versions))
     if protected is None:
         return Candidate(item.kind, item.ref, item.root, (), 0, item.why)  # unreadable: keep all of it
     paths = tuple(p for p in item.paths if p.parent.name + p.name.removesuffix(".dir") not in protected)

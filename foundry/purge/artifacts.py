@@ -27,8 +27,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from foundry.fleet.gc_scan import MD5
-from foundry.fleet.purge_plan import ArtifactHit, Criterion, names_in
+from foundry.gc.scan import MD5
+from foundry.purge.plan import ArtifactHit, Criterion, names_in
 
 TEXT = {".json", ".jsonl", ".txt", ".md", ".csv", ".tsv", ".html", ".css", ".js", ".svg", ".yaml", ".yml", ".log"}
 # Files known to hold no document text, passed over: weights, arrays, pickles, pictures (an image plot of data

@@ -21,7 +21,7 @@ import time
 
 from foundry import tracking
 from foundry.contracts import RunContext
-from foundry.fleet.evaluate import Baselines, EvaluationData, ModelScores
+from foundry.evaluate.scores import Baselines, EvaluationData, ModelScores
 from foundry.redact import redact_url
 
 PREFIX = "eval/"
@@ -47,7 +47,7 @@ def chat_metrics(scores: ModelScores) -> dict[str, float]:
 
 def model_metrics(scores: ModelScores) -> dict[str, float]:
     if scores.vision is not None:
-        from foundry.fleet.evaluate_images import image_metrics
+        from foundry.evaluate.images import image_metrics
 
         return image_metrics(scores)
     if scores.metrics is None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from foundry.contracts import DataVersion
-from foundry.fleet.purge_record import PurgeRecord
 from foundry.model_uri import ModelUri
+from foundry.purge.record import PurgeRecord
 
 
 class RetrainJob(BaseModel):

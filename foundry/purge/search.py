@@ -35,20 +35,17 @@ from pathlib import Path
 
 from foundry.data import purged
 from foundry.data.ledger import LEDGER
-from foundry.fleet import (
-    purge_artifacts,
-    purge_data,
-    purge_home,
-    purge_images,
-    purge_record,
-    purge_registry,
-    purge_served,
-    purge_unchecked,
-)
-from foundry.fleet.gc_refs import RegistryUnreadable
-from foundry.fleet.purge_data import Matched, VersionFiles
-from foundry.fleet.purge_plan import Criterion, DataHit, PurgePlan, Unchecked, summary
-from foundry.fleet.purge_stores import Places
+from foundry.gc.refs import RegistryUnreadable
+from foundry.purge import artifacts as purge_artifacts
+from foundry.purge import data as purge_data
+from foundry.purge import home as purge_home
+from foundry.purge import images as purge_images
+from foundry.purge import record, served
+from foundry.purge import registry as purge_registry
+from foundry.purge import unchecked as purge_unchecked
+from foundry.purge.data import Matched, VersionFiles
+from foundry.purge.plan import Criterion, DataHit, PurgePlan, Unchecked, summary
+from foundry.purge.stores import Places
 
 log = logging.getLogger(__name__)
 __all__ = ["Criterion", "PurgePlan", "RegistryUnreadable", "Survey", "plan", "summary", "survey"]
@@ -107,7 +104,7 @@ def survey(home: Path, criterion: Criterion, reason: str, remotes: set[str] | No
     unchecked = places.unchecked({h.data_version: h.files for h in hits}, unread) + unchecked
     unchecked += purge_unchecked.home_places(home)
     found = PurgePlan(
-        criterion=purge_record.criterion_label(home, criterion, create=False),  # a dry run makes no key
+        criterion=record.criterion_label(home, criterion, create=False),  # a dry run makes no key
         reason=reason,
         documents=tuple(sorted(shas)),
         data_versions=tuple(hits),
@@ -132,7 +129,7 @@ def _artifacts(home: Path, needles, registry) -> tuple[list, int, list[Unchecked
             read,
             purge_unchecked.experiments(registry.experiments, home) + purge_unchecked.artifact_files(root),
         )
-    return purge_served.scan(registry.experiments, needles)
+    return served.scan(registry.experiments, needles)
 
 
 def _purged_earlier(home: Path, registry) -> set[str]:

@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from foundry.fleet.gc_items import Candidate, Kind, newest_change, recent, size
-from foundry.fleet.gc_refs import Kept
+from foundry.gc.items import Candidate, Kind, newest_change, recent, size
+from foundry.gc.refs import Kept
 
 MD5 = re.compile(r"[0-9a-f]{32}")
 UNREFERENCED = "no registered version, running flow or kept run refers to it"

@@ -13,8 +13,8 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from foundry.fleet import purge_artifacts
-from foundry.fleet.purge_artifacts import Needles
+from foundry.purge import artifacts
+from foundry.purge.artifacts import Needles
 
 
 class PrefectUnreadable(RuntimeError):
@@ -55,9 +55,9 @@ def _scrubbed_artifact(artifact, needles: Needles) -> tuple[dict, int]:
             except ValueError:
                 parsed = None
             suffix = ".json" if isinstance(parsed, list | dict) else ".md"
-            new, n = purge_artifacts.scrubbed(value, suffix, needles)
+            new, n = artifacts.scrubbed(value, suffix, needles)
         elif isinstance(value, list | dict):
-            new, n = purge_artifacts.scrubbed_value(value, needles)
+            new, n = artifacts.scrubbed_value(value, needles)
         else:
             continue
         if n:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from foundry.evaluate.baselines import GROUP_BASELINES
+from foundry.evaluate.scores import Evaluation, ModelScores
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
-from foundry.fleet.evaluate import Evaluation, ModelScores
-from foundry.fleet.evaluate_baselines import GROUP_BASELINES
 from foundry.vision.metrics import VisionMetrics
 
 CHAT_LOSS = (

@@ -32,11 +32,12 @@ from foundry.data.ledger import LEDGER, SIGNATURES
 from foundry.data.manifest import FILE as MANIFEST
 from foundry.data.manifest import SPLITS, TOKENIZER, DatasetManifest, Shard
 from foundry.digests import fast_digest
-from foundry.fleet import purge_data, purge_images
-from foundry.fleet.purge_cuts import Inconsistent, batched, complement, cut, ragged_without, spans
-from foundry.fleet.purge_data import VersionFiles
-from foundry.fleet.purge_plan import DataHit, names_in
 from foundry.fs import remove_file
+from foundry.purge import data as purge_data
+from foundry.purge import images
+from foundry.purge.cuts import Inconsistent, batched, complement, cut, ragged_without, spans
+from foundry.purge.data import VersionFiles
+from foundry.purge.plan import DataHit, names_in
 
 log = logging.getLogger(__name__)
 ENCODE_BATCH = 512
@@ -69,7 +70,7 @@ def rewrite(files: VersionFiles, hit: DataHit, shas: set[str], names: set[str], 
     try:
         manifest = files.manifest()
         if manifest.is_images:  # labelled images in WebDataset shards
-            removed = purge_images.rewrite(files, hit, gone, names, out)
+            removed = images.rewrite(files, hit, gone, names, out)
             return None if removed is None else Rewritten(out, removed)
         entries = _entries(files, manifest, gone)
         missing = set(hit.documents) - set(_table_shas(files, manifest))

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from foundry.fleet.purge_plan import Criterion, ModelHit, table
-from foundry.fleet.purge_registry import PURGE_TAG as TAG
+from foundry.purge.plan import Criterion, ModelHit, table
+from foundry.purge.registry import PURGE_TAG as TAG
 from foundry.registry.versions import PURGE_EXPERIMENT
 
 EXPERIMENT = PURGE_EXPERIMENT

@@ -1,0 +1,1 @@
+"""Text pretraining as a workload: documents as token shards, a GPT trained on them (`workload`)."""

@@ -1,0 +1,8 @@
+"""`foundry purge`: every copy of a person's documents found (`search`) and removed (`apply`), and what was
+trained on them retrained (`retrain`).
+
+- `search`, `plan`: the dry run and what it found; `registry`, `data`, `images`, `stores`, `s3`: where it looks
+- `artifacts`, `served`, `home`, `ledgers`, `prefect_runs`, `unchecked`: the copies outside a data version
+- `apply`, `rewrite`, `cuts`, `commit`, `record`: the removal, step by step, and its record
+- `retrain`: the jobs that train again on the purged data
+"""
