@@ -17,9 +17,9 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from foundry.config import ConfigError, FoundryConfig
+from foundry.config.search import SearchConfig
 from foundry.contracts import RunContext, SearchResult, TrialData, TrialJob, TrialOutcome
 from foundry.env import TELEMETRY_OFF
-from foundry.search.space import SearchConfig
 from tasks.data_parallel import WORKER_ENV, started
 
 # Training sets its own thread count from the cores it is pinned to: only Dask's own settings here (and none

@@ -1,7 +1,7 @@
 """The one typed config: flow parameters, DVC params.yaml and MLflow params all come from here.
 
-One module per group of sections (`data`, `training`, `evaluation`, `serving`, `align`, `adapt`; `search` lives with the
-search); `base` is what every section shares, `describe` explains the config to people (comments, `--explain`).
+One module per group of sections (`data`, `image`, `training`, `evaluation`, `serving`, `align`, `adapt`, `search`);
+`base` is what every section shares, `describe` explains the config to people (comments, `--explain`).
 Defaults in these files are the source of truth; `params.yaml` is written from them
 (`foundry config --defaults --write params.yaml`) and a test keeps the two equal.
 """
@@ -24,10 +24,10 @@ from foundry.config.data import PII_KINDS, DataConfig
 from foundry.config.describe import commented_yaml
 from foundry.config.evaluation import EvaluationConfig, RegistryConfig, RetrainConfig
 from foundry.config.image import ImageConfig, VisionModelConfig
+from foundry.config.search import SearchConfig, search_fits_config
 from foundry.config.serving import ServingConfig
 from foundry.config.training import CheckpointConfig, ModelConfig, TokenizerConfig, TrainConfig
 from foundry.redact import redact_text, redact_url
-from foundry.search.space import SearchConfig, search_fits_config
 
 __all__ = [
     "PII_KINDS",

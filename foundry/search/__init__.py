@@ -1,7 +1,6 @@
-"""Hyperparameter search: the space in the config, an Optuna study that survives a kill, trials that train
+"""Hyperparameter search: the space in the config (`foundry.config.search`), an Optuna study that survives a kill, trials that train
 with the pipeline's own code, and what the study leaves (MLflow runs, plots, the best config).
 
-- `space`: the `search` section of the config: the space, budget, sampler and pruner
 - `study`: the Optuna study: storage, sampler, pruner, continuing after a kill
 - `trial`: one trial on a worker, trained and scored by the pipeline's own code
 - `callbacks`: pruning reports and the time box, as Lightning callbacks

@@ -25,8 +25,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from foundry.config import ConfigError, FoundryConfig, as_recorded, validate
+from foundry.config.search import SearchConfig, base_values
 from foundry.redact import reveal
-from foundry.search.space import SearchConfig, base_values
 
 OBJECTIVE_ATTR = "foundry.objective"  # study: the settings every trial's result depends on
 REASON_ATTR = "fail_reason"  # trial: why the study failed it (invalid config, divergence, an error)

@@ -156,7 +156,7 @@ def test_a_redacted_url_without_its_credential_says_so(private, tmp_path):
 
 
 def test_a_database_password_stays_out_of_the_config_and_reaches_the_storage():
-    from foundry.search.space import SearchConfig
+    from foundry.config.search import SearchConfig
     from foundry.search.study import open_storage
 
     search = SearchConfig(storage=f"postgresql://optuna:{PASSWORD}@db:5432/studies", n_trials=1)

@@ -109,7 +109,7 @@ def test_the_rerun_continues_the_study_and_the_total_adds_up(killed_and_rerun):
 def test_the_first_trials_follow_the_seed(killed_and_rerun):
     """The first run's trials, in the order asked, are what a fresh study with the same seed suggests (a trial
     the kill caught between two draws holds the first of them)."""
-    from foundry.search.space import base_values
+    from foundry.config.search import base_values
     from foundry.search.study import build_sampler, suggest
 
     before, _, _, _ = killed_and_rerun
