@@ -181,7 +181,7 @@ def reuse_line(args) -> str:
 def main() -> int:
     args = parse_args()
     os.environ["FOUNDRY_HOME"] = str(args.home)
-    from foundry.env import configure_environment
+    from foundry.runtime.env import configure_environment
 
     home = configure_environment()
     from flows.align import align

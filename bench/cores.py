@@ -65,7 +65,7 @@ def prepared(work: str, folder: Path) -> dict:
     if work == "loop":
         return {}
     os.environ.setdefault("FOUNDRY_HOME", str(folder / "home"))
-    from foundry.env import configure_environment
+    from foundry.runtime.env import configure_environment
 
     configure_environment()
     from foundry.config import load_config

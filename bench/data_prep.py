@@ -177,11 +177,11 @@ def _timed_steps(timings: dict, dask: bool) -> None:
 def child(kind: str, workers: int, manifest_path: Path, out: Path) -> None:
     """One measurement, in this (pinned) process; prints a JSON line."""
     os.environ.setdefault("FOUNDRY_HOME", str(out.parent / "home"))
-    from foundry.env import configure_environment
+    from foundry.runtime.env import configure_environment
 
     configure_environment()
     from foundry.config import load_config
-    from foundry.contracts import SourceManifest
+    from foundry.core.contracts import SourceManifest
 
     manifest = SourceManifest.read(manifest_path)
     timings: dict[str, float] = {}
@@ -394,7 +394,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="bench-data-prep-"))
     os.environ["FOUNDRY_HOME"] = str(work / "home")
-    from foundry.env import configure_environment
+    from foundry.runtime.env import configure_environment
 
     configure_environment()
     from foundry.config import load_config

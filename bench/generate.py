@@ -70,8 +70,8 @@ def random_version(folder: Path) -> tuple[dict, Path, str]:
 
 
 def registered_version(uri: str) -> tuple[dict, Path, str]:
-    from foundry.env import configure_environment
     from foundry.registry.versions import download, resolve
+    from foundry.runtime.env import configure_environment
 
     home = configure_environment()
     artifacts = download(resolve(uri), home)

@@ -50,7 +50,7 @@ def main() -> int:
     if "FOUNDRY_HOME" not in os.environ:  # a folder made only when used: setdefault would make one every run
         os.environ["FOUNDRY_HOME"] = tempfile.mkdtemp(prefix="foundry-fsdp-")
 
-    from foundry.env import configure_environment
+    from foundry.runtime.env import configure_environment
 
     configure_environment()
 

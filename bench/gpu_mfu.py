@@ -28,7 +28,7 @@ if "FOUNDRY_HOME" not in os.environ:  # a throwaway home (MLflow store, checkpoi
     os.environ["FOUNDRY_HOME"] = tempfile.mkdtemp(prefix="foundry-bench-")
     atexit.register(shutil.rmtree, os.environ["FOUNDRY_HOME"], True)
 
-from foundry.env import configure_environment  # noqa: E402
+from foundry.runtime.env import configure_environment  # noqa: E402
 
 configure_environment()  # before the libraries load
 

@@ -46,8 +46,8 @@ def make_dataset(root: Path, total_mb: int, shards: int) -> int:
                 "sha256": hashlib.sha256(data).hexdigest(),
             }
         )
+    from foundry.core.digests import folder_digests  # as foundry.data.prepare lists them
     from foundry.data.manifest import FILE, DatasetManifest
-    from foundry.digests import folder_digests  # as foundry.data.prepare lists them
 
     total = tokens_per_shard * shards
     DatasetManifest(
@@ -76,11 +76,11 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="bench-hydrate-"))
     os.environ["FOUNDRY_HOME"] = str(work / "home")
-    from foundry.env import configure_environment
+    from foundry.runtime.env import configure_environment
 
     configure_environment()
     from foundry.config import FoundryConfig
-    from foundry.contracts import SourceManifest
+    from foundry.core.contracts import SourceManifest
     from foundry.data.hydrate import hydrate_version
     from foundry.data.versioning import version_dataset
 

@@ -58,10 +58,10 @@ def merges(made: dict[tuple, str], base_config: Path, domains: list[str]) -> dic
 
 def score_all(models: dict[str, str], holdouts: dict[str, str], base_config: Path) -> dict[tuple, float]:
     """{(row, holdout): bits per byte} of every model on the holdout of every named model."""
-    from foundry.env import foundry_home
     from foundry.registry import versions
     from foundry.registry.gate import score
     from foundry.registry.parent import data_of
+    from foundry.runtime.env import foundry_home
 
     home, cfg = foundry_home(), config(base_config)
     dirs = {name: data_of(versions.resolve(uri), home).dir for name, uri in holdouts.items()}
@@ -74,8 +74,8 @@ def score_all(models: dict[str, str], holdouts: dict[str, str], base_config: Pat
 
 
 def lora_share(made: dict[tuple, str]) -> float:
-    from foundry import tracking
     from foundry.registry import versions
+    from foundry.runtime import tracking
 
     run_id = versions.resolve(next(uri for (method, _), uri in made.items() if method == "lora")).run_id
     return tracking.client().get_run(run_id).data.metrics["finetune/trainable_share"]
@@ -91,7 +91,7 @@ def main() -> int:
     args = parser.parse_args()
     base_config = ROOT / ("configs/tiny.yaml" if args.tiny else "params.yaml")
 
-    from foundry.env import configure_environment
+    from foundry.runtime.env import configure_environment
 
     configure_environment()
     if args.base is None:

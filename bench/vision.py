@@ -56,7 +56,7 @@ sys.path.insert(0, str(REPO))
 WORK = Path(tempfile.mkdtemp(prefix="bench-vision-"))
 os.environ["FOUNDRY_HOME"] = str(WORK / "home")
 
-from foundry.env import configure_environment  # noqa: E402
+from foundry.runtime.env import configure_environment  # noqa: E402
 
 configure_environment()  # before the libraries load
 

@@ -6,7 +6,7 @@ foundry align models:/foundry-chat/1 --set data.source=preferences/ --set align.
 
 from __future__ import annotations
 
-from foundry.env import configure_environment
+from foundry.runtime.env import configure_environment
 
 configure_environment()  # an entry point: `foundry align` and Prefect workers import this module directly
 
@@ -14,11 +14,11 @@ from prefect import flow, runtime  # noqa: E402
 
 from foundry.align.start import align_config  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
-from foundry.contracts import AlignResult, Candidate  # noqa: E402
-from foundry.env import foundry_home  # noqa: E402
-from foundry.logs import route_library_logs  # noqa: E402
+from foundry.core.contracts import AlignResult, Candidate  # noqa: E402
 from foundry.reports.summaries import align_summary  # noqa: E402
-from foundry.tracking import pipeline_run  # noqa: E402
+from foundry.runtime.env import foundry_home  # noqa: E402
+from foundry.runtime.logs import route_library_logs  # noqa: E402
+from foundry.runtime.tracking import pipeline_run  # noqa: E402
 from tasks.align import (  # noqa: E402
     align_dataset,
     chat_base,

@@ -13,7 +13,7 @@ written from the same table (`foundry deployments --write prefect.yaml`; a test 
 - purge:     find every copy of the documents a deletion request names (dry run by default; `apply` removes them)
 
 A run started from a deployment may only point where the worker's operator allows: sources, remotes, Dask
-schedulers and study storages outside the lists in `foundry.deployment_policy` are refused in its first task.
+schedulers and study storages outside the lists in `foundry.runtime.deployment_policy` are refused in its first task.
 
 `train` and `retrain` run one at a time each: a run started while another is running waits in the queue
 (deployment concurrency limit 1, strategy ENQUEUE).
@@ -114,7 +114,7 @@ def build_deployments(config: FoundryConfig) -> list:
     from prefect.client.schemas.objects import ConcurrencyLimitConfig
     from prefect.flows import load_flow_from_entrypoint
 
-    from foundry.env import PROJECT_ROOT
+    from foundry.runtime.env import PROJECT_ROOT
 
     built = []
     for d in DEPLOYMENTS:
@@ -169,12 +169,12 @@ def serve(config: FoundryConfig, automations: bool = False) -> None:
     """Register the deployments with the configured Prefect API and run their flow runs here until stopped;
     with `automations`, also create the example automation (`flows/automations.py`) that uses them. The
     served config's own sources, remote, schedulers and storage join the operator's allow-lists, which the
-    flow runs started here inherit (`foundry.deployment_policy`)."""
+    flow runs started here inherit (`foundry.runtime.deployment_policy`)."""
     import os
 
     import prefect
 
-    from foundry.deployment_policy import served_config_allowed
+    from foundry.runtime.deployment_policy import served_config_allowed
 
     os.environ.update(served_config_allowed(config, dict(os.environ)))
     deployments = build_deployments(config)

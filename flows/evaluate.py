@@ -8,7 +8,7 @@ or from Python: `evaluate(models=["models:/foundry-gpt/3"], data="stdlib://email
 
 from __future__ import annotations
 
-from foundry.env import configure_environment
+from foundry.runtime.env import configure_environment
 
 configure_environment()  # an entry point: `foundry evaluate` and Prefect workers import this module directly
 
@@ -17,8 +17,8 @@ from prefect import flow, runtime  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.evaluate.report import comparison, outcome  # noqa: E402
 from foundry.evaluate.scores import Evaluation, run_label, source_config  # noqa: E402
-from foundry.logs import route_library_logs  # noqa: E402
-from foundry.tracking import pipeline_run  # noqa: E402
+from foundry.runtime.logs import route_library_logs  # noqa: E402
+from foundry.runtime.tracking import pipeline_run  # noqa: E402
 from tasks.artifacts import publish_summary  # noqa: E402
 from tasks.fleet import baselines, compare, download_models, evaluation_data, resolve_models, score_model  # noqa: E402
 from tasks.policy import allowed_by_operator  # noqa: E402

@@ -11,19 +11,19 @@ on its base's, and it is judged by holdout accuracy. Data of the other modality 
 
 from __future__ import annotations
 
-from foundry.env import configure_environment
+from foundry.runtime.env import configure_environment
 
 configure_environment()  # an entry point: `foundry finetune` and Prefect workers import this module directly
 
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
-from foundry.contracts import PipelineResult  # noqa: E402
-from foundry.env import foundry_home  # noqa: E402
-from foundry.logs import route_library_logs  # noqa: E402
-from foundry.model_uri import ModelUri  # noqa: E402
+from foundry.core.contracts import PipelineResult  # noqa: E402
+from foundry.core.model_uri import ModelUri  # noqa: E402
+from foundry.runtime.env import foundry_home  # noqa: E402
+from foundry.runtime.logs import route_library_logs  # noqa: E402
+from foundry.runtime.tracking import pipeline_run  # noqa: E402
 from foundry.specialists.finetune import specialist_config  # noqa: E402
-from foundry.tracking import pipeline_run  # noqa: E402
 from tasks.artifacts import flow_config, publish_result  # noqa: E402
 from tasks.candidate import trained_candidate  # noqa: E402
 from tasks.data import acquire, dataset  # noqa: E402

@@ -8,7 +8,7 @@ or from Python: `collect_garbage(keep_last=5, apply=True)`.
 
 from __future__ import annotations
 
-from foundry.env import configure_environment
+from foundry.runtime.env import configure_environment
 
 configure_environment()  # an entry point: Prefect workers import this module directly
 
@@ -16,7 +16,7 @@ from prefect import flow  # noqa: E402
 
 from foundry.gc.collect import summary  # noqa: E402
 from foundry.gc.items import KEEP_LAST, MIN_AGE_S  # noqa: E402
-from foundry.logs import route_library_logs  # noqa: E402
+from foundry.runtime.logs import route_library_logs  # noqa: E402
 from tasks.gc import apply_collection, plan_collection, publish_collection  # noqa: E402
 
 

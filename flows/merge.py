@@ -7,18 +7,18 @@ or from Python: `merge(models=["models:/legal/1", "models:/medical/1"], config=F
 
 from __future__ import annotations
 
-from foundry.env import configure_environment
+from foundry.runtime.env import configure_environment
 
 configure_environment()  # an entry point: `foundry merge` and Prefect workers import this module directly
 
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
-from foundry.logs import route_library_logs  # noqa: E402
-from foundry.model_uri import ModelUri  # noqa: E402
+from foundry.core.model_uri import ModelUri  # noqa: E402
 from foundry.reports.summaries import merge_summary  # noqa: E402
+from foundry.runtime.logs import route_library_logs  # noqa: E402
+from foundry.runtime.tracking import pipeline_run  # noqa: E402
 from foundry.specialists.contracts import MergeResult  # noqa: E402
-from foundry.tracking import pipeline_run  # noqa: E402
 from tasks.artifacts import flow_config, publish_summary  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
 from tasks.merge import judge_merge, merge_base, merge_weights, register_merge, score_merge  # noqa: E402

@@ -8,21 +8,21 @@ or from Python: `purge_documents(match="...", reason="...", apply=True)`.
 
 from __future__ import annotations
 
-from foundry.env import configure_environment
+from foundry.runtime.env import configure_environment
 
 configure_environment()  # an entry point: Prefect workers import this module directly
 
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import validate  # noqa: E402
-from foundry.contracts import PipelineResult  # noqa: E402
-from foundry.logs import route_library_logs  # noqa: E402
+from foundry.core.contracts import PipelineResult  # noqa: E402
 from foundry.purge import record  # noqa: E402
 from foundry.purge.plan import Criterion, summary  # noqa: E402
 from foundry.purge.retrain import RetrainJob  # noqa: E402
 from foundry.registry import lineage  # noqa: E402
 from foundry.registry.versions import resolve  # noqa: E402
-from foundry.tracking import pipeline_run  # noqa: E402
+from foundry.runtime.logs import route_library_logs  # noqa: E402
+from foundry.runtime.tracking import pipeline_run  # noqa: E402
 from tasks.candidate import trained_candidate  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
 from tasks.purge import publish_purge, remove, search  # noqa: E402

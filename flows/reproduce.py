@@ -5,19 +5,19 @@ foundry reproduce models:/foundry-gpt@champion [--force]
 
 from __future__ import annotations
 
-from foundry.env import configure_environment
+from foundry.runtime.env import configure_environment
 
 configure_environment()  # an entry point: `foundry reproduce` and Prefect workers import this module directly
 
 from prefect import flow, runtime  # noqa: E402
 
-from foundry import tracking  # noqa: E402
 from foundry.config import validate  # noqa: E402
-from foundry.contracts import Reproduction  # noqa: E402
-from foundry.logs import route_library_logs  # noqa: E402
+from foundry.core.contracts import Reproduction  # noqa: E402
 from foundry.registry import lineage  # noqa: E402
 from foundry.registry.versions import resolve  # noqa: E402
 from foundry.reports.summaries import reproduce_summary  # noqa: E402
+from foundry.runtime import tracking  # noqa: E402
+from foundry.runtime.logs import route_library_logs  # noqa: E402
 from tasks.artifacts import publish_data_stage, publish_summary  # noqa: E402
 from tasks.data import hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402

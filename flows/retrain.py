@@ -7,18 +7,18 @@ Deployed by `foundry serve` (and prefect.yaml) on `retrain.cron`, weekly by defa
 
 from __future__ import annotations
 
-from foundry.env import configure_environment
+from foundry.runtime.env import configure_environment
 
 configure_environment()  # an entry point: `foundry retrain` and Prefect workers import this module directly
 
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
-from foundry.contracts import PipelineResult, SkippedRun  # noqa: E402
-from foundry.env import foundry_home  # noqa: E402
-from foundry.logs import route_library_logs  # noqa: E402
+from foundry.core.contracts import PipelineResult, SkippedRun  # noqa: E402
 from foundry.reports.summaries import skipped_summary  # noqa: E402
-from foundry.tracking import pipeline_run  # noqa: E402
+from foundry.runtime.env import foundry_home  # noqa: E402
+from foundry.runtime.logs import route_library_logs  # noqa: E402
+from foundry.runtime.tracking import pipeline_run  # noqa: E402
 from foundry.training.warm_start import retrain_config  # noqa: E402
 from tasks.artifacts import publish_result, publish_summary, run_name  # noqa: E402
 from tasks.candidate import trained_candidate  # noqa: E402

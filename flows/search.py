@@ -11,14 +11,14 @@ after a crash continues the study (`foundry/search/study.py`).
 
 from __future__ import annotations
 
-from foundry.env import configure_environment
+from foundry.runtime.env import configure_environment
 
 configure_environment()  # an entry point: `foundry search` and Prefect workers import this module directly
 
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
-from foundry.contracts import SearchResult, TrialData  # noqa: E402
+from foundry.core.contracts import SearchResult, TrialData  # noqa: E402
 from foundry.reports.summaries import search_summary  # noqa: E402
 from foundry.search.records import study_run  # noqa: E402
 from foundry.search.study import data_key, data_variants  # noqa: E402

@@ -8,17 +8,17 @@ Run it with `foundry run` (see `foundry run --help`), or from Python:
 
 from __future__ import annotations
 
-from foundry.env import configure_environment
+from foundry.runtime.env import configure_environment
 
 configure_environment()  # an entry point: `foundry run` and Prefect workers import this module directly
 
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
-from foundry.contracts import PipelineResult  # noqa: E402
-from foundry.env import foundry_home  # noqa: E402
-from foundry.logs import route_library_logs  # noqa: E402
-from foundry.tracking import pipeline_run  # noqa: E402
+from foundry.core.contracts import PipelineResult  # noqa: E402
+from foundry.runtime.env import foundry_home  # noqa: E402
+from foundry.runtime.logs import route_library_logs  # noqa: E402
+from foundry.runtime.tracking import pipeline_run  # noqa: E402
 from tasks.artifacts import publish_result, run_name  # noqa: E402
 from tasks.candidate import trained_candidate  # noqa: E402
 from tasks.data import acquire, dataset  # noqa: E402

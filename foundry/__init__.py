@@ -14,25 +14,20 @@ E validation and alignment):
 - `specialists`: domain fine-tunes and merging them
 - `reports`: what people read at the end of a run: summaries, model cards, plots
 - `search`: hyperparameter search (Optuna on Dask)
+- `evaluate`: `foundry evaluate`, registered versions scored on data of one's choice
+- `purge`: `foundry purge`, every copy of a person's documents removed, what was trained on them retrained
+- `gc`: `foundry gc`, what nothing refers to any more, deleted
+- `vision`, `pretrain`: the image and text workloads (`training.workload`); `align` is the chat workload
 - `serving`: the registered model's own code, which travels with every version
 - `config`: the one typed config
 
 and the modules beside them:
 
 - `cli`: the `foundry` command, one module per domain
-- `contracts`: the typed values the stages hand each other
-- `deployment_policy`: what a run started from a deployment may point at: the operator's allow-lists
-- `digests`: file digests, one read per file
-- `env`: where state lives and the switches that keep every library offline
-- `fs`: removing folders without ever leaving the folder meant to hold them
-- `logs`: each log line once, third-party loggers routed through the process's handlers
-- `model_uri`: a registered model's URI (`models:/NAME/VERSION`, `models:/NAME@ALIAS`), parsed in one place
+- `core`: the typed values the stages hand each other, model URIs, digests, safe removal, redaction
+- `runtime`: environment, logs, progress, MLflow bookkeeping, run ownership, deployment policy
 - `ops`: local servers (`foundry up`) and health (`foundry doctor`)
-- `periodic`: doing something every few seconds while a stage runs
-- `progress`: progress as a small JSON file the orchestrator reads
-- `redact`: URLs and connection strings as Foundry logs, saves and shows them: credentials masked
-- `run_owner`: which process owns a pipeline run, so a run whose process died is marked FAILED
-- `tracking`: MLflow bookkeeping: the experiment, the pipeline run, its lineage
+- `contracts`: the old path of `core.contracts`, which cached Prefect results name
 
-Importing any of it changes nothing: entry points call `foundry.env.configure_environment()` once.
+Importing any of it changes nothing: entry points call `foundry.runtime.env.configure_environment()` once.
 """

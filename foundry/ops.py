@@ -10,8 +10,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundry.env import TELEMETRY_OFF, foundry_home, mlflow_db_uri, package_versions
-from foundry.redact import redact_url
+from foundry.core.redact import redact_url
+from foundry.runtime.env import TELEMETRY_OFF, foundry_home, mlflow_db_uri, package_versions
 
 BIN = Path(sys.executable).parent
 

@@ -22,11 +22,11 @@ from prefect.artifacts import (
 from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext, TaskRunContext
 
-from foundry import tracking
 from foundry.config import FoundryConfig
-from foundry.contracts import PipelineResult
-from foundry.periodic import every
-from foundry.progress import Report
+from foundry.core.contracts import PipelineResult
+from foundry.runtime import tracking
+from foundry.runtime.periodic import every
+from foundry.runtime.progress import Report
 
 SUMMARY, DATA_STAGE, PROGRESS = "pipeline-summary", "data-stage", "training-progress"
 MLFLOW_RUN, MODEL_VERSION = "mlflow-run", "model-version"
@@ -108,7 +108,7 @@ def training_progress(progress_file: Path, total: int, every_s: float) -> Iterat
 def reported_progress(
     progress_file: Path, every_s: float, read: Callable[[Path], Report | None], artifact: str | None = None
 ) -> Iterator[None]:
-    """A log line every `every_s` seconds while a stage writes `progress_file` (`foundry.progress`), when what
+    """A log line every `every_s` seconds while a stage writes `progress_file` (`foundry.runtime.progress`), when what
     it says changed, and a last one at the end; with `artifact` (its description) a progress artifact too."""
     in_a_run = TaskRunContext.get() is not None or FlowRunContext.get() is not None
     # Called directly (`train_task.fn`, a notebook), there is no run page: the lines go to the log alone.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from prefect import runtime
 
 from foundry.config import FoundryConfig
-from foundry.contracts import Candidate, DataVersion, RunContext
+from foundry.core.contracts import Candidate, DataVersion, RunContext
 from tasks.artifacts import name_flow_run, publish_data_stage
 from tasks.data import hydrate
 from tasks.evaluation import evaluate

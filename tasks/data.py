@@ -8,10 +8,10 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE, CacheKeyFnPolicy
 
-from foundry import tracking
 from foundry.config import FoundryConfig
-from foundry.contracts import DataVersion, ParentData, RunContext, SourceManifest
+from foundry.core.contracts import DataVersion, ParentData, RunContext, SourceManifest
 from foundry.data.validation_report import ValidationReport
+from foundry.runtime import tracking
 from tasks.locks import FlockLockManager, locks_folder
 
 

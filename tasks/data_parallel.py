@@ -19,9 +19,9 @@ from prefect import task, unmapped
 from prefect.cache_policies import NO_CACHE
 
 from foundry.config import DataConfig, FoundryConfig
-from foundry.contracts import SourceManifest
+from foundry.core.contracts import SourceManifest
 from foundry.data.prepare import Prepared, prepare
-from foundry.env import TELEMETRY_OFF
+from foundry.runtime.env import TELEMETRY_OFF
 
 # A worker is one core: one task thread, and no library that spreads itself over more. Tokenizers
 # keeps its (one-thread) pool rather than TOKENIZERS_PARALLELISM=false: encoding then runs off the

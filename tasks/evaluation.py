@@ -8,10 +8,10 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from foundry import tracking
 from foundry.config import FoundryConfig
-from foundry.contracts import RunContext
+from foundry.core.contracts import RunContext
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.runtime import tracking
 from foundry.vision.metrics import VisionMetrics
 
 

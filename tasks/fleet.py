@@ -6,7 +6,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from foundry.config import FoundryConfig
-from foundry.contracts import RunContext
+from foundry.core.contracts import RunContext
 from foundry.evaluate.scores import Baselines, Evaluation, EvaluationData, ModelRef, ModelScores
 
 COMPARISON = "evaluation-comparison"

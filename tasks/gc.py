@@ -6,8 +6,8 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from foundry.env import foundry_home
 from foundry.gc import collect
+from foundry.runtime.env import foundry_home
 
 
 @task(cache_policy=NO_CACHE)

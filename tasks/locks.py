@@ -113,7 +113,7 @@ def promotion_lock(model_name: str, home: Path) -> Iterator[None]:
     """Held around judging and promoting `model_name`: two flows never move its aliases at once."""
     from filelock import FileLock
 
-    from foundry.model_uri import check_name
+    from foundry.core.model_uri import check_name
 
     check_name(model_name)  # it names the lock file: one path component
     locks_folder(home).mkdir(parents=True, exist_ok=True)

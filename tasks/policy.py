@@ -1,4 +1,4 @@
-"""The operator's check of a deployment's parameters (`foundry.deployment_policy`), as every flow's first task."""
+"""The operator's check of a deployment's parameters (`foundry.runtime.deployment_policy`), as every flow's first task."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ def allowed_by_operator(config: FoundryConfig) -> None:
     a run started by the operator's own CLI or Python (no deployment) is trusted."""
     from prefect.runtime import deployment
 
-    from foundry.deployment_policy import OperatorSettings, check_deployment_config
-    from foundry.env import foundry_home
+    from foundry.runtime.deployment_policy import OperatorSettings, check_deployment_config
+    from foundry.runtime.env import foundry_home
 
     if deployment.id is None:
         return

@@ -6,11 +6,11 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from foundry.env import foundry_home
 from foundry.purge import apply as purge_apply
 from foundry.purge import search as purge
 from foundry.purge.plan import Criterion, PurgePlan
 from foundry.purge.record import PurgeRecord
+from foundry.runtime.env import foundry_home
 
 
 @task(cache_policy=NO_CACHE)

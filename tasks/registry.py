@@ -7,9 +7,8 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from foundry import tracking
 from foundry.config import FoundryConfig
-from foundry.contracts import (
+from foundry.core.contracts import (
     Candidate,
     ParentData,
     ParentModel,
@@ -20,6 +19,7 @@ from foundry.contracts import (
 from foundry.data.manifest import DatasetManifest
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates.decision import Decision
+from foundry.runtime import tracking
 from foundry.vision.metrics import VisionMetrics
 
 
@@ -213,7 +213,7 @@ def _emit(event: str, model_uri: str, run: RunContext, payload: dict) -> None:
     """A Prefect event about a registered model (its URI is the resource), for automations to act on."""
     from prefect.events import emit_event
 
-    from foundry.model_uri import ModelUri
+    from foundry.core.model_uri import ModelUri
 
     uri = ModelUri.parse(model_uri)
     name, version = uri.name, uri.version

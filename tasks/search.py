@@ -18,8 +18,8 @@ from prefect.cache_policies import NO_CACHE
 
 from foundry.config import ConfigError, FoundryConfig
 from foundry.config.search import SearchConfig
-from foundry.contracts import RunContext, SearchResult, TrialData, TrialJob, TrialOutcome
-from foundry.env import TELEMETRY_OFF
+from foundry.core.contracts import RunContext, SearchResult, TrialData, TrialJob, TrialOutcome
+from foundry.runtime.env import TELEMETRY_OFF
 from tasks.data_parallel import WORKER_ENV, started
 
 # Training sets its own thread count from the cores it is pinned to: only Dask's own settings here (and none
@@ -86,7 +86,7 @@ def _next_job(config: FoundryConfig, study, datasets: dict[str, TrialData], run:
 
 
 def _storage(config: FoundryConfig) -> str:
-    from foundry.env import foundry_home
+    from foundry.runtime.env import foundry_home
     from foundry.search.study import storage_url
 
     return storage_url(foundry_home(), config.search)

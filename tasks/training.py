@@ -9,9 +9,9 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from foundry import tracking
 from foundry.config import FoundryConfig, TrainConfig
-from foundry.contracts import DataVersion, Replay, RunContext
+from foundry.core.contracts import DataVersion, Replay, RunContext
+from foundry.runtime import tracking
 
 
 def train(

@@ -14,7 +14,7 @@ for _var in ("MLFLOW_TRACKING_URI", "PREFECT_API_URL", "PREFECT_HOME", "FOUNDRY_
 SESSION_HOME = Path(tempfile.mkdtemp(prefix="foundry-test-home-"))
 os.environ["FOUNDRY_HOME"] = str(SESSION_HOME)
 
-from foundry.env import configure_environment  # noqa: E402
+from foundry.runtime.env import configure_environment  # noqa: E402
 
 configure_environment()  # the test process is an entry point too
 
@@ -148,7 +148,7 @@ def mlflow_server(tmp_path_factory):
     from mlflow import MlflowClient
 
     from foundry import ops
-    from foundry.env import mlflow_db_uri
+    from foundry.runtime.env import mlflow_db_uri
 
     home = tmp_path_factory.mktemp("mlflow-server")
     with socket.socket() as s:
@@ -223,8 +223,8 @@ def base_model(prefect_harness):
 def champion_copy(base, name: str) -> str:
     """The version `base` (a PipelineResult) registered again as `name`'s champion, its lineage tags kept; returns
     the new version. A test that moves a champion works on a name of its own, and `it-gpt` stays as it is."""
-    from foundry import tracking
     from foundry.registry import versions
+    from foundry.runtime import tracking
 
     original = tracking.client().get_model_version(base.model_name, base.model_version)
     tags = {k: v for k, v in original.tags.items() if not k.startswith(("foundry.", "gate."))}
@@ -404,7 +404,7 @@ def versioned_once(tiny_config, tiny_dataset, tmp_path_factory):
 
     from helpers import Snapshot
 
-    from foundry.contracts import SourceManifest
+    from foundry.core.contracts import SourceManifest
     from foundry.data.versioning import version_dataset
 
     root = tmp_path_factory.mktemp("versioned")

@@ -276,8 +276,8 @@ def survived(folder: Path) -> bool:
 def register_tagged(config: FoundryConfig, name: str, tags: dict[str, str]):
     """A version of `name` in the session's embedded MLflow registry, its champion, carrying the `tags` an
     attacker set; returns the MLflow ModelVersion."""
-    from foundry import tracking
     from foundry.registry import versions
+    from foundry.runtime import tracking
 
     run_id = tracking.start_pipeline_run(config, run_name=f"hostile-{name}")
     version = versions.publish(f"runs:/{run_id}/none", name, run_id, tags, True, "seeded by the test").version
@@ -419,7 +419,7 @@ def tiny_served_files(root: Path) -> tuple[Path, Path, Path]:
 
 def new_run(name: str) -> str:
     """A run of its own in the session's MLflow `foundry` experiment, to log a model to."""
-    from foundry import tracking
+    from foundry.runtime import tracking
 
     return tracking.client().create_run(tracking.experiment_id("foundry"), run_name=name).info.run_id
 
@@ -563,8 +563,8 @@ def random_model_files(config: FoundryConfig, tokenizer, folder: Path, logit_sca
 
 def register_files(config: FoundryConfig, name: str, files: tuple[Path, Path]) -> str:
     """A version of `name` logged and published as the pipeline does, champion: `models:/NAME/VERSION`."""
-    from foundry import tracking
     from foundry.registry import versions
+    from foundry.runtime import tracking
     from foundry.serving.package import log_model
 
     run_id = tracking.start_pipeline_run(config, run_name=f"seed-{name}")

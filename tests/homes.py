@@ -19,7 +19,7 @@ from pathlib import Path
 DATABASE = "prefect.db"  # Prefect's default file under $PREFECT_HOME, which Foundry sets to $FOUNDRY_HOME/prefect
 _MAKE = (
     "import asyncio\n"
-    "from foundry.env import configure_environment\n"
+    "from foundry.runtime.env import configure_environment\n"
     "configure_environment()\n"
     "from prefect.server.database import provide_database_interface\n"
     "asyncio.run(provide_database_interface().create_db())\n"

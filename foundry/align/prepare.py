@@ -22,7 +22,9 @@ from pathlib import Path
 from foundry.align import split_ledger
 from foundry.align.records import KIND_OF, Conversation, RecordProblem, context_tokens, encode, parse_record, save_split
 from foundry.config import FoundryConfig
-from foundry.contracts import SourceManifest
+from foundry.core.contracts import SourceManifest
+from foundry.core.digests import folder_digests, sha256_file
+from foundry.core.fs import remove_tree
 from foundry.data import audit as audits
 from foundry.data import pii
 from foundry.data.audit import Audit
@@ -30,8 +32,6 @@ from foundry.data.formats import BadInputError, read_records
 from foundry.data.ledger import Ledger, holdout_set
 from foundry.data.manifest import FILE as MANIFEST_FILE
 from foundry.data.manifest import DatasetManifest
-from foundry.digests import folder_digests, sha256_file
-from foundry.fs import remove_tree
 from models.chat import ChatTemplate
 from models.tokens import EOT
 
@@ -56,7 +56,7 @@ def align_dataset_key(
     (`foundry.data.purged`): the same dataset (the cache key of the align flow's data task). The purged set
     joins the key only when a purge removed something, so keys made before purges existed stay."""
     from foundry.data.purged import digest as purged_digest
-    from foundry.env import PROJECT_ROOT
+    from foundry.runtime.env import PROJECT_ROOT
 
     shaping = {
         "source_digest": source_digest,

@@ -26,8 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from foundry.align.records import Conversation, Preference, from_kept
+from foundry.core.fs import remove_tree
 from foundry.data.ledger import LEDGER, Ledger
-from foundry.fs import remove_tree
 
 NUM_PERM = 0  # records are matched exactly, by identity: the ledger's MinHash signatures have no columns
 SPLITS = ("train", "holdout")

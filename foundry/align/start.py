@@ -8,8 +8,8 @@ import tempfile
 from pathlib import Path
 
 from foundry.config import FoundryConfig, validate
-from foundry.contracts import ParentModel
-from foundry.fs import remove_tree
+from foundry.core.contracts import ParentModel
+from foundry.core.fs import remove_tree
 from foundry.training.warm_start import warm_started, warn_of_train_keys_not_taken
 
 

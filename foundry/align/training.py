@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from foundry.config import FoundryConfig
-from foundry.contracts import Replay
+from foundry.core.contracts import Replay
 from foundry.data.manifest import DatasetManifest
 from foundry.training.warm_start import text_start
 

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from foundry.digests import sha256_file
+from foundry.core.digests import sha256_file
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from foundry.checkpointing.manifest import latest_valid
 from foundry.config import FoundryConfig
-from foundry.contracts import Replay
-from foundry.digests import sha256_file
-from foundry.fs import remove_tree
+from foundry.core.contracts import Replay
+from foundry.core.digests import sha256_file
+from foundry.core.fs import remove_tree
 
 log = logging.getLogger(__name__)
 

@@ -40,8 +40,8 @@ from foundry.cli import (
     specialists,
 )
 from foundry.config import ConfigError
-from foundry.env import configure_environment
-from foundry.redact import redact_text
+from foundry.core.redact import redact_text
+from foundry.runtime.env import configure_environment
 
 DOMAINS = (
     pipeline,

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from foundry.config import ConfigError, FoundryConfig, load_config
-from foundry.env import foundry_home
+from foundry.runtime.env import foundry_home
 
 DEFAULT_CONFIG = Path("params.yaml")
 
@@ -33,7 +33,7 @@ def load(args: argparse.Namespace) -> FoundryConfig:
 
 def model_uri(text: str):
     """A MODEL_URI argument, parsed; a malformed one is a usage error naming the forms accepted."""
-    from foundry.model_uri import ModelUri
+    from foundry.core.model_uri import ModelUri
 
     try:
         return ModelUri.parse(text)

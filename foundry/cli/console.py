@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from foundry.env import foundry_home
+from foundry.runtime.env import foundry_home
 
 # Loggers Prefect's logging config gives console handlers of their own (the rest reach the root's).
 CONSOLE_LOGGERS = ("", "uvicorn", "fastapi", "prefect._internal")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from foundry.cli.common import config_args, load
 from foundry.config import ConfigError
-from foundry.env import foundry_home
+from foundry.runtime.env import foundry_home
 
 
 def cmd_acquire(args: argparse.Namespace) -> int:
@@ -23,7 +23,7 @@ def cmd_acquire(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from foundry.contracts import SourceManifest
+    from foundry.core.contracts import SourceManifest
     from foundry.data.purged import purged_documents
     from foundry.data.validate import validate_dataset
     from tasks.data_parallel import run_prepare
@@ -42,7 +42,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_hydrate(args: argparse.Namespace) -> int:
-    from foundry.contracts import DataVersion, check_data_version
+    from foundry.core.contracts import DataVersion, check_data_version
     from foundry.data.hydrate import hydrate_version
 
     try:

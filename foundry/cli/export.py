@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from foundry.cli.common import model_uri
-from foundry.env import foundry_home
+from foundry.runtime.env import foundry_home
 
 FORMATS = ("hf", "gguf")
 

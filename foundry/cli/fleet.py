@@ -16,7 +16,7 @@ DATA_HELP = (
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from foundry.redact import keep
+    from foundry.core.redact import keep
 
     for text in args.models:
         model_uri(text)  # a malformed URI is a usage error, before anything starts

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from foundry.cli.common import config_args, load
-from foundry.env import foundry_home
+from foundry.runtime.env import foundry_home
 
 
 def cmd_gc(args: argparse.Namespace) -> int:

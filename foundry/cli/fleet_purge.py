@@ -8,7 +8,7 @@ import sys
 
 from foundry.cli.common import config_args, load
 from foundry.config import ConfigError
-from foundry.env import foundry_home
+from foundry.runtime.env import foundry_home
 
 
 def cmd_purge(args: argparse.Namespace) -> int:
@@ -46,7 +46,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
 
 def _retrain(record) -> int:
     from foundry.purge import retrain as purge_retrain
-    from foundry.tracking import client
+    from foundry.runtime.tracking import client
 
     jobs = purge_retrain.plan(record, client())
     for line in jobs.not_retrained:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from foundry.cli.common import config_args, load
 from foundry.config import ConfigError
-from foundry.env import foundry_home
+from foundry.runtime.env import foundry_home
 
 
 def _interrupted(signum, frame) -> None:

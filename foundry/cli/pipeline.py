@@ -18,7 +18,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_retrain(args: argparse.Namespace) -> int:
     config = load(args)
     from flows.retrain import retrain
-    from foundry.contracts import SkippedRun
+    from foundry.core.contracts import SkippedRun
 
     result = retrain(config=config)
     if isinstance(result, SkippedRun):

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from foundry.cli.common import model_uri
-from foundry.env import foundry_home
+from foundry.runtime.env import foundry_home
 
 
 def cmd_promote(args: argparse.Namespace) -> int:

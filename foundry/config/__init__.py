@@ -27,7 +27,7 @@ from foundry.config.image import ImageConfig, VisionModelConfig
 from foundry.config.search import SearchConfig, search_fits_config
 from foundry.config.serving import ServingConfig
 from foundry.config.training import CheckpointConfig, ModelConfig, TokenizerConfig, TrainConfig
-from foundry.redact import redact_text, redact_url
+from foundry.core.redact import redact_text, redact_url
 
 __all__ = [
     "PII_KINDS",
@@ -282,7 +282,7 @@ MOVED_TO_OVERRIDE = {
 # dropped, a config file that still sets one is told why it is refused.
 RUNTIME_KEYS = {
     ("align", "replay_from"): "the align flow hydrates the pretraining data it replays itself (a "
-    "foundry.contracts.Replay, logged as the tag align.replay_source); delete the line",
+    "foundry.core.contracts.Replay, logged as the tag align.replay_source); delete the line",
 }
 
 

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from foundry.config.base import _Section
-from foundry.redact import keep, redact_url
+from foundry.core.redact import keep, redact_url
 
 # The detectors of foundry/data/pii_patterns.py, in the order they run (a test keeps the two equal).
 _PII_NAMES = """private_key pem_block aws_access_key aws_secret_key azure_key github_token gitlab_token slack_token
@@ -174,7 +174,7 @@ class DataConfig(_Section):
     @classmethod
     def _no_credentials(cls, value: str | list[str]) -> str | list[str]:
         # A password or signature in a source URL stays out of everything the config is saved into
-        # (foundry.redact): the config keeps the redacted URL, the fetch finds the whole one again.
+        # (foundry.core.redact): the config keeps the redacted URL, the fetch finds the whole one again.
         return keep(value) if isinstance(value, str) else [keep(source) for source in value]
 
     @field_validator("remote")

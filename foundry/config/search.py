@@ -21,7 +21,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from foundry.redact import keep
+from foundry.core.redact import keep
 
 # Sections a trial may change. `tokenizer` keys change the dataset, so each of their values is prepared
 # (once) before the trials; `data` keys would change the holdout itself, and trials would not compare.
@@ -183,7 +183,7 @@ class SearchConfig(BaseModel):
     @field_validator("storage")
     @classmethod
     def _no_password(cls, value: str) -> str:
-        # A database password stays out of everything the config is saved into (foundry.redact).
+        # A database password stays out of everything the config is saved into (foundry.core.redact).
         return keep(value)
 
     @model_validator(mode="after")

@@ -22,16 +22,16 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from foundry.config import DataConfig
-from foundry.contracts import SourceFile, SourceManifest
+from foundry.core.contracts import SourceFile, SourceManifest
+from foundry.core.digests import sha256_file
+from foundry.core.fs import remove_tree
+from foundry.core.redact import redact_url
 from foundry.data.archives import ArchiveError, remove_partial, unpack
 from foundry.data.formats import base_name
 from foundry.data.globbing import glob_base, glob_files
 from foundry.data.limits import TooLarge
 from foundry.data.remote import SourceError, digest_of, fetch_http, inside, locked, sync_s3
-from foundry.digests import sha256_file
-from foundry.env import foundry_home
-from foundry.fs import remove_tree
-from foundry.redact import redact_url
+from foundry.runtime.env import foundry_home
 
 log = logging.getLogger(__name__)
 

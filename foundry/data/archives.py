@@ -28,9 +28,9 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 from foundry.config import DataConfig
+from foundry.core.fs import remove_tree
 from foundry.data.limits import inflation_limit
 from foundry.data.remote import SourceError
-from foundry.fs import remove_tree
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from foundry.config import DataConfig
-from foundry.contracts import SourceFile
+from foundry.core.contracts import SourceFile
+from foundry.core.fs import remove_tree
 from foundry.data import pii
 from foundry.data.audit import STAGE_OF, Audit
 from foundry.data.dedup import Deduplicator, Signer
@@ -32,7 +33,6 @@ from foundry.data.formats import BadInputError, read_documents
 from foundry.data.ledger import Ledger, Lineage, holdout_set
 from foundry.data.progress import PrepareProgress
 from foundry.data.quality import quality_problem
-from foundry.fs import remove_tree
 
 __all__ = [
     "BadInputError",

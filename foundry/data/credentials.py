@@ -1,7 +1,7 @@
 """Credentials of http(s) sources, sent and never written.
 
 A source's user and password come from its URL (given on the command line or in a config file; the config
-keeps it redacted and the whole URL in the environment: `foundry.redact`), else from a netrc file: `$NETRC`,
+keeps it redacted and the whole URL in the environment: `foundry.core.redact`), else from a netrc file: `$NETRC`,
 `$FOUNDRY_HOME/netrc` or `~/.netrc`, the first that exists (`machine HOST login USER password PASS`).
 They go in an `Authorization: Basic` header that is not repeated to where the server redirects; the URL
 requested carries no userinfo (urllib would read `user:pass@host` as the host).
@@ -15,8 +15,8 @@ import os
 import urllib.parse
 from pathlib import Path
 
-from foundry.env import foundry_home
-from foundry.redact import MASK, Redacted, is_redacted, reveal
+from foundry.core.redact import MASK, Redacted, is_redacted, reveal
+from foundry.runtime.env import foundry_home
 
 
 class CredentialError(RuntimeError):

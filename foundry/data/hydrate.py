@@ -18,12 +18,12 @@ from pathlib import Path
 
 import yaml
 
-from foundry.contracts import DataVersion, check_data_version
+from foundry.core.contracts import DataVersion, check_data_version
+from foundry.core.fs import remove_tree
 from foundry.data.manifest import FILE as MANIFEST_FILE
 from foundry.data.manifest import DatasetManifest
 from foundry.data.purged import mark_of
 from foundry.data.versioning import REMOTE_NAME, init_dvc
-from foundry.fs import remove_tree
 
 log = logging.getLogger(__name__)
 

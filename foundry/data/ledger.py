@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from foundry.config import DataConfig
+from foundry.core.digests import fast_digest
 from foundry.data.manifest import DatasetManifest
-from foundry.digests import fast_digest
 
 LEDGER = "ledger.csv"
 SIGNATURES = "ledger_minhash.npy"

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from foundry.digests import fast_digest, sha256_file
+from foundry.core.digests import fast_digest, sha256_file
 
 FILE = "manifest.json"
 TOKENIZER = "tokenizer.json"

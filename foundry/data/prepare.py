@@ -23,7 +23,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from foundry.config import DataConfig, FoundryConfig, TokenizerConfig
-from foundry.contracts import SourceFile, SourceManifest
+from foundry.core.contracts import SourceFile, SourceManifest
+from foundry.core.digests import folder_digests
+from foundry.core.fs import remove_tree
 from foundry.data import audit as audits
 from foundry.data import ledger as ledgers
 from foundry.data.clean import CleanStats, PartitionJob, Selection, clean_partition, iter_texts, select_documents
@@ -31,8 +33,6 @@ from foundry.data.manifest import FILE as MANIFEST_FILE
 from foundry.data.manifest import DatasetManifest, LedgerRecord
 from foundry.data.progress import PrepareProgress
 from foundry.data.shards import EncodeJob, assemble_shards, encode_chunk, token_dtype, train_tokenizer
-from foundry.digests import folder_digests
-from foundry.fs import remove_tree
 from models.tokens import EOT
 
 log = logging.getLogger(__name__)

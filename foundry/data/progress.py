@@ -1,6 +1,6 @@
 """Preparation's progress for the orchestrator: files cleaned of the total, documents read, then each later step.
 
-`prepare` writes it (`foundry.progress`) as training's rank 0 writes its own, and the Prefect task polls it
+`prepare` writes it (`foundry.runtime.progress`) as training's rank 0 writes its own, and the Prefect task polls it
 for periodic log lines. Files are counted as they are cleaned when the partitions run in this process; on
 Dask the count moves when all partitions are done.
 """
@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from foundry.progress import read_report, write_report
+from foundry.runtime.progress import read_report, write_report
 
 PREPARE_PROGRESS = "prepare-progress.json"
 

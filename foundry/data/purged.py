@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from foundry.contracts import DataVersion, check_data_version
+from foundry.core.contracts import DataVersion, check_data_version
 
 log = logging.getLogger(__name__)
 

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from foundry.config import DataConfig
+from foundry.core.digests import sha256_file
+from foundry.core.fs import remove_tree
+from foundry.core.redact import redact_url
 from foundry.data.credentials import CredentialError, authorised
-from foundry.digests import sha256_file
-from foundry.fs import remove_tree
-from foundry.redact import redact_url
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -236,7 +236,7 @@ def sync_s3(url: str, folder: Path, cfg: DataConfig, wanted: Callable[[str], boo
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from foundry.env import s3_endpoint_url
+    from foundry.runtime.env import s3_endpoint_url
 
     parsed = urllib.parse.urlparse(url)
     bucket, prefix = parsed.netloc, parsed.path.lstrip("/")

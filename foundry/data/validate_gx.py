@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from foundry.core.fs import remove_tree
 from foundry.data.validation_report import ExpectationResult, SuiteResult, ValidationReport
-from foundry.fs import remove_tree
 
 DOCS_SITE = "foundry"
 

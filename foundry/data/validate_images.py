@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 
 from foundry.config import FoundryConfig
+from foundry.core.digests import sha256_file
 from foundry.data.manifest import DatasetManifest
 from foundry.data.validate_gx import ValidationFailed, drop_docs_assets, lineage_suite, lineage_table, run_suites
 from foundry.data.validation_report import ValidationReport
-from foundry.digests import sha256_file
 
 CHANNELS = {"gray": [1], "rgb": [3], "auto": [1, 3]}
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import yaml
 
 from foundry.config import FoundryConfig, to_yaml
-from foundry.contracts import DataVersion, SourceManifest
+from foundry.core.contracts import DataVersion, SourceManifest
+from foundry.core.fs import remove_tree
 from foundry.data.purged import digest as purged_digest
-from foundry.env import PROJECT_ROOT, s3_endpoint_url
-from foundry.fs import remove_tree
+from foundry.runtime.env import PROJECT_ROOT, s3_endpoint_url
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def init_dvc(root: Path, remote: str, cache_dir: Path | None = None, link: str |
     since a Repo reads its cache settings once."""
     from dvc.repo import Repo
 
-    from foundry.logs import route_library_logs
+    from foundry.runtime.logs import route_library_logs
 
     route_library_logs()  # DVC's console handlers print what the process's own print already
     if not (root / ".dvc").exists():

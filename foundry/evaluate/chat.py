@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundry.config import FoundryConfig, validate
-from foundry.contracts import SourceManifest
+from foundry.core.contracts import SourceManifest
+from foundry.core.redact import redact_url
 from foundry.evaluate.scores import ChatScores, EvaluationData, ModelRef, ModelScores, described
-from foundry.redact import redact_url
 
 NO_TEMPLATE = "not comparable: no chat template (not an aligned version), so it cannot read a conversation"
 

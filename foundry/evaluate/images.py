@@ -19,8 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from foundry.config import FoundryConfig, validate
+from foundry.core.redact import redact_url
 from foundry.evaluate.scores import Baselines, EvaluationData, ModelRef, ModelScores, described
-from foundry.redact import redact_url
 from foundry.vision.metrics import VisionMetrics
 
 IMAGE = "image"

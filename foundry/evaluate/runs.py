@@ -19,10 +19,10 @@ from __future__ import annotations
 import re
 import time
 
-from foundry import tracking
-from foundry.contracts import RunContext
+from foundry.core.contracts import RunContext
+from foundry.core.redact import redact_url
 from foundry.evaluate.scores import Baselines, EvaluationData, ModelScores
-from foundry.redact import redact_url
+from foundry.runtime import tracking
 
 PREFIX = "eval/"
 FIELDS = ("loss", "perplexity", "bits_per_byte", "tokens")
@@ -99,7 +99,7 @@ def log_model_run(parent: RunContext, scores: ModelScores, data: EvaluationData,
         "mlflow.parentRunId": parent.run_id,
         "foundry.stage": "evaluate",
         "foundry.evaluates": ref.model,
-        "foundry.model_uri": ref.asked,
+        "foundry.core.model_uri": ref.asked,
         **({"foundry.tokenizer": scores.tokenizer} if scores.tokenizer else {}),  # image classifiers have none
         **data_tags(data),
         **tracking.standard_tags(),

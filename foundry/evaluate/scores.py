@@ -33,10 +33,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from foundry.config import FoundryConfig, validate
-from foundry.contracts import DATA_VERSION
+from foundry.core.contracts import DATA_VERSION
+from foundry.core.model_uri import ModelUri
+from foundry.core.redact import redact_url
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
-from foundry.model_uri import ModelUri
-from foundry.redact import redact_url
 from foundry.vision.metrics import VisionMetrics
 
 log = logging.getLogger(__name__)
@@ -217,7 +217,7 @@ def source_config(config: FoundryConfig, data: str) -> FoundryConfig:
 
 def hydrated_data(data: str, config: FoundryConfig, home: Path) -> EvaluationData:
     """A data version pulled from `data.remote` and verified, as `reproduce` hydrates one."""
-    from foundry.contracts import DataVersion
+    from foundry.core.contracts import DataVersion
     from foundry.data.hydrate import hydrate_version
 
     version = DataVersion(data_version=data, remote=config.data.remote)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from foundry.config import FoundryConfig
-from foundry.contracts import RunContext
+from foundry.core.contracts import RunContext
+from foundry.core.fs import remove_tree
 from foundry.data.manifest import DatasetManifest
 from foundry.evaluate import baselines as evaluate_baselines
 from foundry.evaluate import chat, report, runs
@@ -24,7 +25,6 @@ from foundry.evaluate.scores import (
     score_model,
 )
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
-from foundry.fs import remove_tree
 
 STAGING = "prepared"  # under the run's folder: removed with the run's other staging when it fails
 

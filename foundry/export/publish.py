@@ -18,9 +18,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from foundry.core.fs import remove_tree
+from foundry.core.model_uri import ModelUri
 from foundry.export import FORMAT_VERSION
-from foundry.fs import remove_tree
-from foundry.model_uri import ModelUri
 
 # format -> (module, function(saved, tokenizer_file, out_dir, source=URI) -> Path); imported when asked for
 FORMATS = {"hf": ("foundry.export.hf", "write_hf"), "gguf": ("foundry.export.gguf", "write_gguf")}
@@ -70,7 +70,7 @@ def artifact_path(pinned: ModelUri, fmt: str) -> str:
 def _reusable(version, fmt: str, artifact: str) -> bool:
     """Whether the version carries this exporter's export of `fmt`: its tag is `artifact`, and the run holds files
     there. The tag's text is only compared, never used as a path."""
-    from foundry import tracking
+    from foundry.runtime import tracking
 
     if version.tags.get(tag_key(fmt)) != artifact:
         return False
@@ -93,8 +93,8 @@ def export_version(model_uri: str | ModelUri, fmt: str, out_dir: Path, home: Pat
     and tagged on it."""
     import mlflow
 
-    from foundry import tracking
     from foundry.registry.versions import resolve
+    from foundry.runtime import tracking
 
     writer(fmt)  # an unknown format, or a writer that cannot be imported, before anything else
     out_dir = Path(out_dir).absolute()

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from foundry.contracts import _Value
+from foundry.core.contracts import _Value
 from foundry.gates.inputs import (
     AlignmentInputs,
     ImageInputs,

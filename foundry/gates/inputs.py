@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from foundry.align.metrics import AlignedScores
-from foundry.contracts import _Value
+from foundry.core.contracts import _Value
 
 
 def _score(value: float | None) -> str:

@@ -9,7 +9,7 @@ unfinished checkpoints older than the kept runs, run folders, source mirrors, mo
 Never touched: the DVC remote (`reproduce` and `hydrate` pull every kept version from it, and it may be shared),
 the sources themselves, `ledgers/`, `search/`, `locks/`, `logs/`. `apply` reads the registry again and re-checks
 each item just before deleting it; a registry that cannot be read stops gc before anything is deleted. Deletion
-goes through `foundry.fs` only: confined to the item's folder, never through a symbolic link.
+goes through `foundry.core.fs` only: confined to the item's folder, never through a symbolic link.
 
     foundry gc [--keep-last 5] [--apply]
 """
@@ -23,11 +23,11 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundry.fs import OutsideFolder, remove_file, remove_tree
+from foundry.core.fs import OutsideFolder, remove_file, remove_tree
 from foundry.gc import scan
 from foundry.gc.items import KEEP_LAST, MIN_AGE_S, Candidate, freed, human, newest_change, reclaimable, stats
 from foundry.gc.refs import Kept, NotCollectable, RegistryUnreadable, gather
-from foundry.run_owner import owner_gone
+from foundry.runtime.run_owner import owner_gone
 
 log = logging.getLogger(__name__)
 __all__ = [
@@ -66,7 +66,7 @@ class Outcome:
 
 
 def _client():
-    from foundry.tracking import client
+    from foundry.runtime.tracking import client
 
     return client()
 
@@ -118,7 +118,7 @@ def apply(done: Plan, home: Path, client=None) -> Outcome:
             reason = str(exc)
         log.warning("gc kept %s %s: %s", item.kind, item.ref, reason)
         skipped.append((item, reason))
-    from foundry.env import uses_embedded_mlflow
+    from foundry.runtime.env import uses_embedded_mlflow
 
     return Outcome(tuple(removed), tuple(skipped), freed(taken), uses_embedded_mlflow())
 

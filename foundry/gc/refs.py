@@ -16,12 +16,12 @@ from pathlib import Path
 import yaml
 
 from foundry.config import ConfigError
-from foundry.contracts import DATA_VERSION, check_data_version
+from foundry.core.contracts import DATA_VERSION, check_data_version
+from foundry.core.model_uri import ModelUri
 from foundry.data.remote import digest_of
-from foundry.model_uri import ModelUri
 from foundry.registry import tags as registry_tags
 from foundry.registry.versions import PURGE_EXPERIMENT as PURGES
-from foundry.run_owner import owner_gone
+from foundry.runtime.run_owner import owner_gone
 
 PAGE = 1000
 PARENT = "mlflow.parentRunId"

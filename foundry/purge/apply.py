@@ -29,8 +29,8 @@ import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
+from foundry.core.fs import remove_tree
 from foundry.data import purged
-from foundry.fs import remove_tree
 from foundry.purge import commit as purge_commit
 from foundry.purge import home as purge_home
 from foundry.purge import record as purge_record

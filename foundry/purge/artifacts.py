@@ -189,7 +189,7 @@ def scan(root: Path, needles: Needles) -> tuple[list[ArtifactHit], int]:
 def delete(path: Path, within: Path) -> int:
     """An image plot (`is_grid`) strictly inside `within` deleted, never through a symbolic link: 1, or 0 when
     it is gone already."""
-    from foundry.fs import remove_file
+    from foundry.core.fs import remove_file
 
     if not path.is_file() or path.is_symlink():
         return 0
@@ -292,7 +292,7 @@ def scrubbed(text: str, suffix: str, needles: Needles) -> tuple[str, int]:
 def rewrite(path: Path, within: Path, needles: Needles) -> int:
     """One regular text file strictly inside `within` rewritten in place (`scrubbed`; replaced whole, never through
     a symbolic link); how many strings or lines went. A file holding nothing to remove is left untouched."""
-    from foundry.fs import confined
+    from foundry.core.fs import confined
 
     path = confined(path, within)
     if not path.is_file():

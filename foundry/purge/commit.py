@@ -9,7 +9,7 @@ touched.
 `delete_version` removes the old version's `.dir` listing and the objects it lists from every
 store (workspace cache, hydration cache, local and S3 remotes), except objects a version that stays still lists
 (`keep`, from `kept_objects`), and removes its hydrated copy and the workspace's `prepared/` if it is that
-version. Everything is removed through `foundry.fs`, confined to the store or folder it lies in; a version or
+version. Everything is removed through `foundry.core.fs`, confined to the store or folder it lies in; a version or
 object id is checked to be an md5 before it becomes part of a path. Both are idempotent: a purge stopped half-way
 is run again.
 
@@ -27,10 +27,10 @@ from pathlib import Path
 
 import yaml
 
-from foundry.contracts import check_data_version
+from foundry.core.contracts import check_data_version
+from foundry.core.fs import remove_tree
 from foundry.data.hydrate import verify_dataset
 from foundry.data.versioning import REMOTE_NAME, _workspace_lock, init_dvc
-from foundry.fs import remove_tree
 from foundry.gc.scan import MD5
 from foundry.purge.s3 import RemoteError, S3Store
 from foundry.purge.stores import Places, Store

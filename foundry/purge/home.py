@@ -20,7 +20,7 @@ Prefect artifacts; `scan` lists them (a dry run), `scrub` rewrites them (`foundr
 
 A file is read as text unless it holds a NUL byte; `.json` and `.jsonl` files are rewritten as such
 (`purge_artifacts.scrubbed`), any other a line at a time. Symbolic links are never followed; every removal is
-confined to its root (`foundry.fs`). Binary files hold no document text: model weights (`model.pt`, the
+confined to its root (`foundry.core.fs`). Binary files hold no document text: model weights (`model.pt`, the
 package's files), Lightning checkpoints (`last.ckpt`: weights, optimizer moments, step counters, the numeric
 hyperparameters and the samplers' epoch and batch positions), adapters (`adapter.pt`, PEFT's safetensors) and
 plots (`.png`). Token shards (`*.bin`, which do encode documents) are never logged as MLflow artifacts
@@ -50,7 +50,7 @@ from foundry.purge.prefect_runs import PrefectUnreadable
 
 __all__ = ["HomeHit", "PrefectUnreadable", "scan", "scrub", "vacuum", "vacuum_embedded"]
 PLACES = {"runs": "run files", "sources": "source mirror", "logs": "log"}  # folder -> `HomeHit.place`
-SCRATCH = ("prepared", "merged")  # `foundry.run_owner.SCRATCH`
+SCRATCH = ("prepared", "merged")  # `foundry.runtime.run_owner.SCRATCH`
 # What the record counts an image plot deleted under: derived plots, deleted whole (`purge_artifacts.GRIDS`).
 GRID_PLACE = "run image plot (derived, deleted)"
 GRID_ARTIFACT = "mlflow image plot (derived, deleted)"
@@ -162,7 +162,7 @@ def _delete(root: Path, relative: str | Path) -> int:
 
 
 def _scrub_file(home: Path, hit: HomeHit, needles: Needles) -> int:
-    from foundry.fs import remove_tree
+    from foundry.core.fs import remove_tree
 
     path = home / (hit.path or hit.where)
     parts = Path(hit.path or hit.where).parts
@@ -181,8 +181,8 @@ def _scrub_file(home: Path, hit: HomeHit, needles: Needles) -> int:
 def _scrub_source(home: Path, path: Path, needles: Needles) -> int:
     """A mirror's matching file removed, and the mirror made stale (see the module's docstring); a file that is
     no mirror's (an origin record, say) rewritten as text."""
+    from foundry.core.fs import remove_file
     from foundry.data.remote import forget, locked
-    from foundry.fs import remove_file
 
     root = home / "sources"
     parts = path.relative_to(root).parts

@@ -27,10 +27,10 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+from foundry.core.digests import fast_digest, sha256_file
 from foundry.data.ledger import LEDGER, SIGNATURES
 from foundry.data.manifest import FILE as MANIFEST
 from foundry.data.manifest import SPLITS, DatasetManifest
-from foundry.digests import fast_digest, sha256_file
 from foundry.purge.cuts import Inconsistent
 from foundry.purge.data import Document, Matched, VersionFiles, ledger_locations
 from foundry.purge.plan import Criterion, DataHit, Location, names_in

@@ -72,7 +72,7 @@ def rewrite(home: Path, relative: str, needles: Needles) -> int:
     from contextlib import nullcontext
 
     from foundry.align import split_ledger
-    from foundry.fs import confined
+    from foundry.core.fs import confined
 
     path = confined(home / relative, home / ROOT)
     held = split_ledger.locked(home) if path.is_relative_to(split_ledger.store(home).resolve()) else nullcontext()

@@ -138,7 +138,7 @@ def tag_runs(client, record: str, runs: tuple[str, ...]) -> None:
 
 def keep(client, record: PurgeRecord) -> PurgeRecord:
     """The record as an MLflow run of its own; returns it with the run's id."""
-    from foundry import tracking
+    from foundry.runtime import tracking
 
     experiment = tracking.experiment_id(EXPERIMENT)
     tags = {TAG: record.record, "foundry.purge.who": record.who, "foundry.purge.criterion": record.criterion}

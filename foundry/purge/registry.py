@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from foundry.contracts import check_data_version
+from foundry.core.contracts import check_data_version
+from foundry.core.model_uri import ModelUri
 from foundry.gc.refs import RegistryUnreadable, data_tags, experiment_runs, registered_versions
-from foundry.model_uri import ModelUri
 from foundry.purge.plan import ModelHit
 from foundry.registry import tags as registry_tags
 from foundry.registry.versions import PURGE_TAG  # what `purge --apply` tags an affected version and run with

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from foundry.contracts import DataVersion
-from foundry.model_uri import ModelUri
+from foundry.core.contracts import DataVersion
+from foundry.core.model_uri import ModelUri
 from foundry.purge.record import PurgeRecord
 
 

@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
+from foundry.core.digests import fast_digest
+from foundry.core.fs import remove_file
 from foundry.data.ledger import LEDGER, SIGNATURES
 from foundry.data.manifest import FILE as MANIFEST
 from foundry.data.manifest import SPLITS, TOKENIZER, DatasetManifest, Shard
-from foundry.digests import fast_digest
-from foundry.fs import remove_file
 from foundry.purge import data as purge_data
 from foundry.purge import images
 from foundry.purge.cuts import Inconsistent, batched, complement, cut, ragged_without, spans

@@ -33,7 +33,7 @@ def _client():
     import boto3
     from botocore.config import Config
 
-    from foundry.env import s3_endpoint_url
+    from foundry.runtime.env import s3_endpoint_url
 
     config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10, read_timeout=60)
     return boto3.client("s3", endpoint_url=s3_endpoint_url(), config=config)
@@ -133,7 +133,7 @@ class S3Store:
 
     def _download(self, md5: str) -> Path:
         if self._scratch is None:
-            from foundry.fs import remove_tree
+            from foundry.core.fs import remove_tree
 
             self._scratch = Path(tempfile.mkdtemp(prefix="foundry-purge-s3-"))
             weakref.finalize(self, remove_tree, self._scratch, within=self._scratch.parent, ignore_errors=True)

@@ -52,7 +52,7 @@ __all__ = ["Criterion", "PurgePlan", "RegistryUnreadable", "Survey", "plan", "su
 
 
 def _client():
-    from foundry.tracking import client
+    from foundry.runtime.tracking import client
 
     return client()
 
@@ -119,7 +119,7 @@ def survey(home: Path, criterion: Criterion, reason: str, remotes: set[str] | No
 
 
 def _artifacts(home: Path, needles, registry) -> tuple[list, int, list[Unchecked]]:
-    from foundry.env import uses_embedded_mlflow
+    from foundry.runtime.env import uses_embedded_mlflow
 
     if uses_embedded_mlflow():
         root = home / "mlflow" / "artifacts"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from foundry import fs
+from foundry.core import fs
 from foundry.data.hydrate import HydrationError, dvc_listing, listing_path
 from foundry.gc.refs import workspace_version
 from foundry.gc.scan import MD5, cache_files

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from foundry.align.metrics import AlignmentMetrics
 from foundry.config import FoundryConfig
-from foundry.contracts import Candidate, DataVersion
+from foundry.core.contracts import Candidate, DataVersion
 from foundry.data.purged import DataPurged, followed, mark_of
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates import alignment, pretrain, specialist

@@ -5,17 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from foundry import tracking
 from foundry.config import FoundryConfig, as_recorded
-from foundry.contracts import DataVersion, FetchedFile, LineageRecord
+from foundry.core.contracts import DataVersion, FetchedFile, LineageRecord
+from foundry.core.model_uri import ModelUri
 from foundry.data.purged import DataPurged, mark_of
-from foundry.env import foundry_home
 from foundry.evaluation.holdout_metrics import PREFIX as HOLDOUT_PREFIX
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates.decision import Decision
-from foundry.model_uri import ModelUri
 from foundry.registry import tags as registry_tags
 from foundry.registry import versions as registry
+from foundry.runtime import tracking
+from foundry.runtime.env import foundry_home
 from foundry.training.cpu_features import DEVICE_PRECISIONS, RESOLVED_PRECISION_TAG
 
 

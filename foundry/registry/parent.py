@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from foundry.contracts import DataVersion, ParentData, ParentModel, SourceManifest
+from foundry.core.contracts import DataVersion, ParentData, ParentModel, SourceManifest
+from foundry.core.model_uri import ModelUri
 from foundry.data.purged import followed
-from foundry.model_uri import ModelUri
 from foundry.registry import tags as registry_tags
 from foundry.registry import versions
 from foundry.registry.lineage import recorded_config, training_run_id

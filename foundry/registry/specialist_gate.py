@@ -9,7 +9,7 @@ as accuracy), and the specialist's own champion, if any, on the new holdout."""
 from __future__ import annotations
 
 from foundry.config import FoundryConfig
-from foundry.contracts import Candidate
+from foundry.core.contracts import Candidate
 from foundry.gates import specialist
 from foundry.gates.decision import Decision
 from foundry.gates.inputs import ImageSpecialistInputs

@@ -13,8 +13,8 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from foundry.contracts import RUN_ID, DataVersion, check_data_version
-from foundry.model_uri import ModelUri, check_version
+from foundry.core.contracts import RUN_ID, DataVersion, check_data_version
+from foundry.core.model_uri import ModelUri, check_version
 
 T = TypeVar("T")
 

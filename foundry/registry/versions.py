@@ -17,11 +17,11 @@ import logging
 import re
 from pathlib import Path
 
-from foundry.contracts import Promotion
-from foundry.fs import remove_tree
-from foundry.model_uri import ModelUri
+from foundry.core.contracts import Promotion
+from foundry.core.fs import remove_tree
+from foundry.core.model_uri import ModelUri
 from foundry.registry import tags as registry_tags
-from foundry.tracking import client
+from foundry.runtime.tracking import client
 
 log = logging.getLogger(__name__)
 ALIASES = ("challenger", "champion")  # the order they are set in: champion last
@@ -257,7 +257,7 @@ def reregister(model_uri: str, home: Path) -> str:
     from mlflow.models import Model
     from mlflow.models.model import MODEL_CONFIG
 
-    from foundry import tracking
+    from foundry.runtime import tracking
     from foundry.serving.package import log_model
 
     old = resolve(model_uri)

@@ -6,11 +6,11 @@ import pandas as pd
 
 from foundry.align.metrics import AlignmentMetrics
 from foundry.config import FoundryConfig, TrainConfig
-from foundry.contracts import DataVersion
+from foundry.core.contracts import DataVersion
+from foundry.core.redact import redact_url
 from foundry.data.manifest import DatasetManifest
 from foundry.evaluation.holdout_metrics import HoldoutMetrics, window_stride
 from foundry.gates.decision import Decision
-from foundry.redact import redact_url
 
 
 def summary_table(

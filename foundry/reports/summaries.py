@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from foundry.contracts import AlignResult, PipelineResult, Reproduction, SearchResult, SkippedRun
+from foundry.core.contracts import AlignResult, PipelineResult, Reproduction, SearchResult, SkippedRun
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.reports.cards import strongest_baseline_line
 from foundry.specialists.contracts import MergeResult

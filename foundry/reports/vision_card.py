@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from foundry.contracts import DataVersion
+from foundry.core.contracts import DataVersion
 from foundry.gates.decision import Decision
 from foundry.vision.metrics import VisionMetrics
 

@@ -13,10 +13,10 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from foundry import run_owner, tracking
 from foundry.config import FoundryConfig, to_yaml
-from foundry.contracts import RunContext, SearchResult
-from foundry.env import foundry_home
+from foundry.core.contracts import RunContext, SearchResult
+from foundry.runtime import run_owner, tracking
+from foundry.runtime.env import foundry_home
 from foundry.search.study import (
     REASON_ATTR,
     RUN_ATTR,

@@ -26,7 +26,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from foundry.config import ConfigError, FoundryConfig, as_recorded, validate
 from foundry.config.search import SearchConfig, base_values
-from foundry.redact import reveal
+from foundry.core.redact import reveal
 
 OBJECTIVE_ATTR = "foundry.objective"  # study: the settings every trial's result depends on
 REASON_ATTR = "fail_reason"  # trial: why the study failed it (invalid config, divergence, an error)

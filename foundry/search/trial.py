@@ -12,10 +12,10 @@ import os
 import time
 from pathlib import Path
 
-from foundry import tracking
 from foundry.config import FoundryConfig
-from foundry.contracts import TrialJob, TrialOutcome
+from foundry.core.contracts import TrialJob, TrialOutcome
 from foundry.data.manifest import DatasetManifest
+from foundry.runtime import tracking
 
 
 def pin_threads(cores: list[int]) -> None:

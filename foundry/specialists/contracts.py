@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from foundry.contracts import _Value
+from foundry.core.contracts import _Value
 from foundry.gates.decision import Decision
 from foundry.gates.inputs import HoldoutScore
 

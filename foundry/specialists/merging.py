@@ -10,9 +10,9 @@ import hashlib
 from pathlib import Path
 
 from foundry.config import FoundryConfig
+from foundry.core.model_uri import ModelUri
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates.inputs import MergeInputs
-from foundry.model_uri import ModelUri
 from foundry.registry import tags as registry_tags
 from foundry.registry import versions
 from foundry.specialists.contracts import HoldoutScore

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from foundry.env import foundry_home
+from foundry.runtime.env import foundry_home
 
 MATMUL_N = 1024
 MEASURE_SECONDS = 0.5

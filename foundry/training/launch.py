@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from foundry.config import FoundryConfig
-from foundry.contracts import Replay
+from foundry.core.contracts import Replay
 from foundry.training.failures import TrainingFailed, describe
 
 if TYPE_CHECKING:  # torch loads when a launch needs it, not when this module is imported
@@ -160,7 +160,7 @@ def run_ranks(config: FoundryConfig, args: list[str], log_dir: Path) -> None:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
 
-    from foundry.logs import route_library_logs
+    from foundry.runtime.logs import route_library_logs
     from foundry.training.rank_logs import forwarded
 
     route_library_logs()  # our INFO lines through the handlers, as the in-process path has them

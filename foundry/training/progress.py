@@ -1,6 +1,6 @@
 """Training progress as people see it: a bar on a terminal, and a small file that the orchestrator polls.
 
-Rank 0 writes `progress.json` next to the checkpoints (`foundry.progress`, at most every few seconds); the Prefect
+Rank 0 writes `progress.json` next to the checkpoints (`foundry.runtime.progress`, at most every few seconds); the Prefect
 task reads it for the run page's progress artifact and its periodic log lines, whether training runs in
 its own process or as ranks under the elastic agent.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lightning.pytorch.callbacks import Callback
 
-from foundry.progress import read_report, write_report
+from foundry.runtime.progress import read_report, write_report
 
 PROGRESS_FILE = "progress.json"
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundry.periodic import every
+from foundry.runtime.periodic import every
 
 log = logging.getLogger("foundry.training.ranks")
 

@@ -20,7 +20,7 @@ import torch
 from foundry.align.training import KINDS as ALIGNED_KINDS
 from foundry.align.training import aligned_loaders, build_aligned_module
 from foundry.config import FoundryConfig, TrainConfig
-from foundry.contracts import Replay
+from foundry.core.contracts import Replay
 from foundry.data.manifest import DatasetManifest
 from foundry.data.shards import load_split
 from foundry.training.adapters import lora_spec, save_peft_adapter
@@ -250,7 +250,7 @@ def train(
     import lightning as L
 
     from foundry.checkpointing.writer import ManifestCheckpointIO
-    from foundry.logs import quiet_known_warnings, route_library_logs
+    from foundry.runtime.logs import quiet_known_warnings, route_library_logs
 
     route_library_logs()
     quiet_known_warnings()

@@ -8,7 +8,7 @@ import logging
 from typing import Any, Literal
 
 from foundry.config import FoundryConfig, TrainConfig, validate
-from foundry.contracts import ParentModel
+from foundry.core.contracts import ParentModel
 
 log = logging.getLogger(__name__)
 RUN_OF = {"retrain": "a retrain", "finetune": "a fine-tune", "align": "an alignment"}

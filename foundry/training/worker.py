@@ -61,13 +61,13 @@ def node_layout(env: Mapping[str, str], devices: int, num_nodes: int) -> dict[st
 @record  # an uncaught exception goes to the agent's error file, traceback and all
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from foundry.env import configure_environment
+    from foundry.runtime.env import configure_environment
 
     configure_environment()  # before the libraries load
     # Never log to a run inherited from whoever started the agent (mlflow#15713): rank 0 logs to --run-id only.
     os.environ.pop("MLFLOW_RUN_ID", None)
     from foundry.config import validate
-    from foundry.contracts import Replay
+    from foundry.core.contracts import Replay
     from foundry.training.progress import PROGRESS_FILE
     from foundry.training.trainer import join_process_group, train
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from foundry.config import DataConfig
 from foundry.data.acquire import holding_mirror, local_root
 from foundry.data.remote import SourceError, inside
-from foundry.env import foundry_home
+from foundry.runtime.env import foundry_home
 from foundry.vision import builtin
 from foundry.vision.config import IMAGE_EXTENSIONS, INDEX_EXTENSIONS, ImageConfig
 

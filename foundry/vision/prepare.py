@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from foundry.config import DataConfig
+from foundry.core.fs import remove_tree
 from foundry.data.ledger import Ledger, Lineage, holdout_set, identity
 from foundry.data.remote import SourceError
-from foundry.fs import remove_tree
 from foundry.vision.acquire import LabelledImage, Listing
 from foundry.vision.config import ImageConfig
 from foundry.vision.decode import Decoded, UndecodableImage, decode

@@ -34,7 +34,7 @@ import torch
 from PIL import Image
 from pydantic import BaseModel, ConfigDict
 
-from foundry.digests import sha256_file
+from foundry.core.digests import sha256_file
 
 FILE = "shards.json"
 FORMAT = "webdataset"

@@ -18,14 +18,14 @@ import logging
 from pathlib import Path
 
 from foundry.config import FoundryConfig
-from foundry.contracts import SourceFile, SourceManifest
+from foundry.core.contracts import SourceFile, SourceManifest
+from foundry.core.digests import folder_digests, sha256_file
+from foundry.core.fs import remove_tree
+from foundry.core.redact import redact_url
 from foundry.data.manifest import FILE as MANIFEST_FILE
 from foundry.data.manifest import DatasetManifest, LedgerRecord
 from foundry.data.prepare import Prepared
 from foundry.data.remote import SourceError
-from foundry.digests import folder_digests, sha256_file
-from foundry.fs import remove_tree
-from foundry.redact import redact_url
 from foundry.vision.acquire import Listing, listing
 from foundry.vision.prepare import StagedImages, prepare_images
 from foundry.vision.shards import FILE as SHARDS_FILE

@@ -12,7 +12,7 @@ import pytest
 from helpers import tar_gz
 
 from foundry.config import DataConfig
-from foundry.contracts import SourceManifest
+from foundry.core.contracts import SourceManifest
 from foundry.data.acquire import SourceError, acquire_source, list_source_files, source_manifest
 
 pytestmark = pytest.mark.usefixtures("home")  # a $FOUNDRY_HOME of each test's own (conftest.py)

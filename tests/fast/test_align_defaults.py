@@ -7,7 +7,7 @@ import pytest
 
 from foundry.align.start import align_config
 from foundry.config import FoundryConfig, as_recorded, load_config, to_yaml, validate
-from foundry.contracts import ParentModel, SourceManifest
+from foundry.core.contracts import ParentModel, SourceManifest
 
 # (max_steps, learning_rate, warmup_steps, batch_size): bench/README.md's recipes
 RECIPES = {"sft": (5000, 3e-3, 30, 32), "dpo": (200, 5e-5, 10, 32)}

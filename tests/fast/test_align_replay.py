@@ -12,7 +12,7 @@ from helpers import assert_resumes_exactly, many_conversations
 
 from foundry.align.training import replayed_rows
 from foundry.config import load_config
-from foundry.contracts import DataVersion, Replay
+from foundry.core.contracts import DataVersion, Replay
 from models.align import IGNORE
 from models.align_data import PackedConversations, WithReplay
 from models.data import RandomWindows
@@ -73,7 +73,7 @@ def test_replayed_rows_are_the_share_of_the_batch_at_least_one():
 
 @pytest.mark.parametrize("method", ["sft", "dpo"])
 def test_the_flow_refuses_replay_for_a_version_without_a_pretraining_data_version(method, tmp_path):
-    from foundry.contracts import ParentModel, SourceManifest
+    from foundry.core.contracts import ParentModel, SourceManifest
     from tasks.align import replay_source
 
     parent = ParentModel(

@@ -12,16 +12,16 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
-from foundry import tracking
 from foundry.align.evaluation import heldout_scores
 from foundry.align.metrics import AlignedScores, AlignmentMetrics
 from foundry.align.prepare import prepare_aligned
 from foundry.config import load_config
-from foundry.contracts import Candidate, DataVersion, RunContext
+from foundry.core.contracts import Candidate, DataVersion, RunContext
 from foundry.data.acquire import acquire_source
 from foundry.data.manifest import DatasetManifest
 from foundry.registry import versions
 from foundry.registry.gate import decide_alignment
+from foundry.runtime import tracking
 from foundry.serving.package import log_model
 from models.chat import ChatTemplate, add_chat_tokens
 from models.gpt import GPT, GPTConfig, load_gpt

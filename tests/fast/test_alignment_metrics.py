@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from foundry.align.metrics import AlignedScores, AlignmentMetrics
-from foundry.contracts import AlignResult, Candidate, DataVersion, PipelineResult, Promotion, RunContext
+from foundry.core.contracts import AlignResult, Candidate, DataVersion, PipelineResult, Promotion, RunContext
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.reports.summaries import align_summary
 

@@ -14,7 +14,7 @@ import pytest
 from synthetic import synthetic_docs
 
 from foundry.config import load_config
-from foundry.contracts import Candidate, DataVersion, PipelineResult, Promotion, RunContext
+from foundry.core.contracts import Candidate, DataVersion, PipelineResult, Promotion, RunContext
 from foundry.data.manifest import DatasetManifest
 from foundry.evaluation.compressors import compression_baselines, ppmd_bits, train_tail
 from foundry.evaluation.holdout_metrics import HoldoutMetrics

@@ -12,7 +12,7 @@ import pytest
 from synthetic import WORDS
 
 from foundry.config import DataConfig
-from foundry.contracts import SourceFile
+from foundry.core.contracts import SourceFile
 from foundry.data.clean import BadInputError, clean_documents, holdout_set, iter_texts, normalise, quality_problem
 
 # Small thresholds so crafted documents stay short; the Gopher-style rules have their own tests

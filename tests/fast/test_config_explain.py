@@ -137,7 +137,7 @@ def test_an_override_is_checked_as_the_key_it_overrides():
 
 
 def test_warm_starts_train_with_the_variant_override(tmp_path):
-    from foundry.contracts import ParentModel, SourceManifest
+    from foundry.core.contracts import ParentModel, SourceManifest
 
     config = load_config(None, ["align.train.max_steps=7", "retrain.train.warmup_steps=2", "train.seed=5"])
     parent = ParentModel(

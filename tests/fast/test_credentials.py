@@ -15,8 +15,8 @@ from conftest import POLL
 
 from foundry.cli import main
 from foundry.config import DataConfig, FoundryConfig, to_yaml
+from foundry.core.redact import redact_text, redact_url
 from foundry.data.acquire import SourceError, acquire_source
-from foundry.redact import redact_text, redact_url
 
 PASSWORD = "s3cr3t-pw"
 
@@ -168,7 +168,7 @@ def test_a_password_in_the_tracking_uri_becomes_mlflow_basic_auth(monkeypatch):
     """MLflow's own messages quote its URI (and Prefect stores them with a failed run): the password leaves it."""
     from mlflow import MlflowClient
 
-    from foundry.env import _tracking_credentials
+    from foundry.runtime.env import _tracking_credentials
 
     served = []
 

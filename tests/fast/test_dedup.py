@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from foundry.config import DataConfig
-from foundry.contracts import SourceFile
+from foundry.core.contracts import SourceFile
 from foundry.data import clean
 from foundry.data.clean import clean_documents, iter_texts, normalise
 from foundry.data.dedup import Deduplicator, Signer, shingles

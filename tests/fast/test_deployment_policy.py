@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from foundry.config import load_config
-from foundry.deployment_policy import (
+from foundry.runtime.deployment_policy import (
     NotAllowed,
     OperatorSettings,
     check_deployment_config,

@@ -11,7 +11,7 @@ from helpers import TINY_LIT_ARGS, TINY_LIT_SETTINGS, as_lists, assert_resumes_e
 
 from foundry.align.records import save_split
 from foundry.config import load_config
-from foundry.contracts import DataVersion, Replay
+from foundry.core.contracts import DataVersion, Replay
 from foundry.data.manifest import DatasetManifest
 from models.align import IGNORE
 from models.align_data import Pairs, PairsWithReplay, PreferenceBatches, Ragged, pair_batch

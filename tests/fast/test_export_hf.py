@@ -228,15 +228,15 @@ def _on_disk(run_id: str, artifact: str):
     from urllib.parse import urlparse
     from urllib.request import url2pathname
 
-    from foundry import tracking
+    from foundry.runtime import tracking
 
     return Path(url2pathname(urlparse(tracking.client().get_run(run_id).info.artifact_uri).path)) / artifact
 
 
 def test_an_export_is_attached_to_its_version_and_reused(tmp_path, registered):
-    from foundry import tracking
     from foundry.cli import main
     from foundry.registry.versions import resolve
+    from foundry.runtime import tracking
 
     home = tmp_path / "home"
     first = export_version(registered, "hf", tmp_path / "first", home)
@@ -274,7 +274,7 @@ def test_a_reregistered_version_gets_an_export_of_its_own(tmp_path, registered):
 
 
 def test_an_export_whose_artifact_was_deleted_is_written_again(tmp_path, registered):
-    from foundry.fs import remove_tree
+    from foundry.core.fs import remove_tree
 
     first = export_version(registered, "hf", tmp_path / "first", tmp_path / "home")
     remove_tree(_on_disk(first.run_id, first.artifact), within=_on_disk(first.run_id, "export"))
@@ -285,8 +285,8 @@ def test_an_export_whose_artifact_was_deleted_is_written_again(tmp_path, registe
 
 def test_an_export_by_an_older_exporter_is_written_again(tmp_path, registered):
     """A tag as the first exporter wrote it (`export/hf/NAME-vN`, format 1): its files miss later fixes."""
-    from foundry import tracking
     from foundry.registry.versions import resolve
+    from foundry.runtime import tracking
 
     version = resolve(registered)
     old = f"export/hf/{version.name}-v{version.version}"

@@ -8,7 +8,7 @@ from conftest import REPO_ROOT
 
 from foundry.config import FoundryConfig, as_recorded, load_config, validate
 from foundry.config.training import ADAMW_LEARNING_RATE, MUON_SHARE_LEARNING_RATE
-from foundry.contracts import ParentModel, SourceManifest
+from foundry.core.contracts import ParentModel, SourceManifest
 from foundry.specialists.finetune import specialist_config
 
 

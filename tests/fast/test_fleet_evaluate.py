@@ -10,13 +10,13 @@ import pytest
 from conftest import REPO_ROOT, failing_mlflow_server
 from helpers import files_under, plain_tokenizer, random_model_files, register_files, word_soup_source
 
-from foundry import tracking
 from foundry.config import load_config
 from foundry.evaluate import report
 from foundry.evaluate.scores import TOP_LEVEL, resolve_models, source_config
 from foundry.evaluate.steps import evaluate_all
 from foundry.evaluation.compressors import compression_baselines
 from foundry.evaluation.metrics import holdout_metrics
+from foundry.runtime import tracking
 from models.gpt import load_gpt
 
 pytestmark = pytest.mark.usefixtures("home")
@@ -70,7 +70,7 @@ def test_two_tokenizers_on_a_source_scored_per_group_linked_to_each_version(tiny
         child = c.get_run(scores.run_id)
         tags = child.data.tags
         assert (tags["mlflow.parentRunId"], tags["foundry.evaluates"]) == (evaluation.run_id, scores.model.model)
-        assert (tags["foundry.model_uri"], tags["data.source_digest"]) == (
+        assert (tags["foundry.core.model_uri"], tags["data.source_digest"]) == (
             scores.model.asked,
             evaluation.data.source_digest,
         )

@@ -16,11 +16,11 @@ from helpers import (
     register_files,
 )
 
-from foundry import tracking
 from foundry.config import load_config
 from foundry.evaluate import report
 from foundry.evaluate.scores import resolve_models, source_config
 from foundry.evaluate.steps import evaluate_all
+from foundry.runtime import tracking
 
 pytestmark = pytest.mark.usefixtures("home")
 

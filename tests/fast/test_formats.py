@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from foundry.config import DataConfig
-from foundry.contracts import SourceFile
+from foundry.core.contracts import SourceFile
 from foundry.data.clean import BadInputError, clean_documents, iter_texts
 from foundry.data.formats import max_record_bytes, read_documents
 

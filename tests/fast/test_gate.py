@@ -12,10 +12,9 @@ import pytest
 import torch
 from synthetic import synthetic_docs
 
-from foundry import tracking
 from foundry.align.metrics import AlignmentMetrics
 from foundry.config import load_config
-from foundry.contracts import Candidate, DataVersion, RunContext, SourceManifest
+from foundry.core.contracts import Candidate, DataVersion, RunContext, SourceManifest
 from foundry.data.acquire import acquire_source
 from foundry.data.hydrate import hydrate_version
 from foundry.data.prepare import prepare
@@ -25,6 +24,7 @@ from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates import alignment
 from foundry.registry import gate, versions
 from foundry.registry.gate import alignment_inputs, score
+from foundry.runtime import tracking
 from foundry.serving.package import log_model
 from models.gpt import GPT, GPTConfig, load_gpt
 

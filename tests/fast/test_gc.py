@@ -18,15 +18,15 @@ import pytest
 from conftest import failing_mlflow_server, tracking_uri
 from helpers import Snapshot, register_tagged, survived, victim
 
-from foundry import tracking
 from foundry.cli import main
-from foundry.contracts import DataVersion, SourceManifest
+from foundry.core.contracts import DataVersion, SourceManifest
+from foundry.core.fs import OutsideFolder, remove_file
 from foundry.data.hydrate import dvc_listing, hydrate_version, listing_path, verify_dataset
 from foundry.data.remote import digest_of
 from foundry.data.versioning import version_dataset
-from foundry.fs import OutsideFolder, remove_file
 from foundry.gc import collect as gc
 from foundry.registry import lineage
+from foundry.runtime import tracking
 
 EXPERIMENT = "foundry"  # tiny.yaml's registry.experiment
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from helpers import register_tagged, survived, victim
 
-from foundry.contracts import DataVersion, RunContext
-from foundry.fs import OutsideFolder, remove_tree
-from foundry.model_uri import ModelUri
+from foundry.core.contracts import DataVersion, RunContext
+from foundry.core.fs import OutsideFolder, remove_tree
+from foundry.core.model_uri import ModelUri
 from foundry.registry.tags import BadTag
 
 DIGEST = "0123456789abcdef0123456789abcdef"  # the shape of DVC's md5 of a `.dir` listing

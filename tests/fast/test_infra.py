@@ -72,7 +72,7 @@ def test_sbatch_script_is_valid_bash():
 
 
 def test_compose_runs_the_servers_and_a_worker_wired_to_them():
-    from foundry.env import TELEMETRY_OFF
+    from foundry.runtime.env import TELEMETRY_OFF
 
     services = yaml_docs(COMPOSE)[0]["services"]
     assert {"postgres", "minio", "minio-init", "prefect-server", "mlflow", "worker"} <= services.keys()
@@ -106,7 +106,7 @@ def test_compose_runs_the_servers_and_a_worker_wired_to_them():
     assert store.startswith("postgresql") and host(store) == "postgres"
     bucket = host(mlflow_args[mlflow_args.index("--artifacts-destination") + 1])
     assert f"minio/{bucket}" in services["minio-init"]["command"][0]
-    # Telemetry off in everything that runs Prefect, MLflow or Foundry, with foundry/env.py's values.
+    # Telemetry off in everything that runs Prefect, MLflow or Foundry, with foundry/runtime/env.py's values.
     for name in ("prefect-server", "mlflow", "worker"):
         for key in TELEMETRY_KEYS:
             assert services[name]["environment"].get(key) == TELEMETRY_OFF[key], (name, key)

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from foundry.core.digests import sha256_file
 from foundry.data.hydrate import verify_dataset
 from foundry.data.manifest import DatasetManifest, WrongModality
-from foundry.digests import sha256_file
 
 SHARD = {"file": "train_000.bin", "split": "train", "dtype": "uint16", "tokens": 2, "sha256": ""}
 

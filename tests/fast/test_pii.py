@@ -8,7 +8,7 @@ import random
 import pytest
 
 from foundry.config import PII_KINDS, DataConfig
-from foundry.contracts import SourceFile
+from foundry.core.contracts import SourceFile
 from foundry.data import audit as audits
 from foundry.data import pii
 from foundry.data.clean import PartitionJob, clean_partition, select_documents

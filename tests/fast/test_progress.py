@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from foundry.progress import write_report
+from foundry.runtime.progress import write_report
 from foundry.training.progress import Progress, read_progress
 
 

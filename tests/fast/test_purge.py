@@ -20,13 +20,13 @@ from conftest import failing_mlflow_server, tracking_uri
 from helpers import Snapshot, register_tagged, tiny
 from synthetic import synthetic_docs
 
-from foundry import tracking
 from foundry.cli import main
-from foundry.contracts import DataVersion
+from foundry.core.contracts import DataVersion
 from foundry.data.hydrate import HydrationError, hydrate_version
 from foundry.purge import apply as purge_apply
 from foundry.purge import record as purge_record
 from foundry.purge import search
+from foundry.runtime import tracking
 
 CANARY = "quokka marmalade"
 

@@ -21,11 +21,11 @@ from test_purge import (  # noqa: F401  (fixtures: `fleet` and those it is built
     without_the_unreadable_version,
 )
 
-from foundry import tracking
 from foundry.cli import main
 from foundry.cli.serving import _refuse_purged
 from foundry.purge import record as purge_record
 from foundry.registry.versions import PurgedModel
+from foundry.runtime import tracking
 
 RECORD = "purge-20260101T000000-0123abcd"
 

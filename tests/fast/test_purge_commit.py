@@ -13,10 +13,10 @@ import pytest
 from helpers import tiny
 from synthetic import synthetic_docs
 
-from foundry.contracts import DataVersion
+from foundry.core.contracts import DataVersion
+from foundry.core.digests import fast_digest
+from foundry.core.fs import remove_tree
 from foundry.data.hydrate import HydrationError, hydrate_version, listing_path
-from foundry.digests import fast_digest
-from foundry.fs import remove_tree
 from foundry.purge.commit import commit, delete_version, kept_objects, place_of
 from foundry.purge.stores import Places, Store
 

@@ -22,11 +22,11 @@ from test_purge import (  # noqa: F401  (fixtures: `fleet` and those it is built
     without_the_unreadable_version,
 )
 
-from foundry import tracking
-from foundry.contracts import DataVersion
+from foundry.core.contracts import DataVersion
 from foundry.data.hydrate import HydrationError, hydrate_version, listing_path
 from foundry.purge import retrain as purge_retrain
 from foundry.purge.record import PurgeRecord
+from foundry.runtime import tracking
 
 STORES = ("workspace/.dvc/cache", "hydrated/.cache", "dvc-remote")  # under the home: its caches and its remote
 

@@ -26,10 +26,9 @@ from test_purge import (  # noqa: F401  (fixtures: `fleet` and those it is built
     without_the_unreadable_version,
 )
 
-from foundry import tracking
 from foundry.align.prepare import align_dataset_key, prepare_aligned
 from foundry.config import load_config
-from foundry.contracts import Candidate, DataVersion, RunContext
+from foundry.core.contracts import Candidate, DataVersion, RunContext
 from foundry.data import purged
 from foundry.data.acquire import acquire_source
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
@@ -38,6 +37,7 @@ from foundry.purge import record as purge_record
 from foundry.purge.data import VersionFiles
 from foundry.purge.plan import Criterion
 from foundry.registry import gate, versions
+from foundry.runtime import tracking
 from foundry.serving.package import log_model
 from models.gpt import GPT, GPTConfig
 

@@ -15,10 +15,10 @@ import pytest
 from conftest import tracking_uri
 from helpers import tiny
 
-from foundry import tracking
 from foundry.purge import artifacts as purge_artifacts
 from foundry.purge import home as purge_home
 from foundry.purge.plan import Criterion
+from foundry.runtime import tracking
 
 CANARY = "quokka marmalade"
 DOCUMENT = f"a first line of it\nthe {CANARY} jar\n"  # the matched document as prepare kept it

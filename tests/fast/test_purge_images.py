@@ -20,15 +20,15 @@ from conftest import REPO_ROOT, tracking_uri
 from helpers import Snapshot, register_tagged
 from PIL import Image
 
-from foundry import tracking
 from foundry.cli import main
 from foundry.config import load_config
-from foundry.contracts import DataVersion
+from foundry.core.contracts import DataVersion
 from foundry.data import purged
 from foundry.data.hydrate import HydrationError, hydrate_version, verify_dataset
 from foundry.purge import artifacts as purge_artifacts
 from foundry.purge import home as purge_home
 from foundry.purge import search
+from foundry.runtime import tracking
 from foundry.vision.decode import pixel_sha256
 from foundry.vision.shards import ShardDataset
 
@@ -284,7 +284,7 @@ def test_a_servers_grid_of_a_run_on_the_data_is_found_and_deleted_through_mlflow
 
 
 def test_prepare_drops_a_purged_image_a_source_still_holds_and_counts_it_without_its_name(image_home, tmp_path):
-    from foundry.contracts import SourceManifest
+    from foundry.core.contracts import SourceManifest
     from tasks.data_parallel import run_prepare
 
     _, _, planted, config, manifest, *_ = image_home

@@ -18,7 +18,7 @@ from conftest import tracking_uri
 from helpers import Snapshot, register_tagged, tiny
 from synthetic import synthetic_docs
 
-from foundry.contracts import DataVersion, RunContext
+from foundry.core.contracts import DataVersion, RunContext
 from foundry.data import purged
 from foundry.data.hydrate import HydrationError, hydrate_version
 from foundry.data.manifest import DatasetManifest
@@ -213,7 +213,7 @@ def test_purged_documents_are_the_union_of_every_record(versions):
 
 def test_dataset_key_changes_only_when_something_was_purged(versions):
     from foundry.data.versioning import NOT_SHAPING, code_dependencies, dataset_key
-    from foundry.env import PROJECT_ROOT
+    from foundry.runtime.env import PROJECT_ROOT
 
     config, digest = versions.config, versions.manifest.digest
     code = {n: hashlib.sha256((PROJECT_ROOT / n).read_bytes()).hexdigest() for n in code_dependencies()}

@@ -23,18 +23,19 @@ from test_purge import (  # noqa: F401  (fixtures)
     without_the_unreadable_version,
 )
 
-from foundry import fs, tracking
 from foundry.cli import main
+from foundry.core import fs
 from foundry.data import purged
 from foundry.data.hydrate import listing_path
 from foundry.purge import apply as purge_apply
 from foundry.purge import commit, search
 from foundry.purge import record as purge_record
 from foundry.purge.stores import Places
+from foundry.runtime import tracking
 
 
 def failing_once(monkeypatch, when) -> list[int]:
-    """`foundry.fs.remove_file` raising OSError once, on the first call `when(n, path)` holds for."""
+    """`foundry.core.fs.remove_file` raising OSError once, on the first call `when(n, path)` holds for."""
     real, calls = fs.remove_file, []
 
     def remove_file(path, within):

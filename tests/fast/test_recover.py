@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from foundry import tracking
 from foundry.registry import versions
+from foundry.runtime import tracking
 
 
 @pytest.fixture()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from conftest import failing_mlflow_server
 
-from foundry import tracking
-from foundry.contracts import Promotion
+from foundry.core.contracts import Promotion
 from foundry.gates.decision import Check, Decision
 from foundry.gates.inputs import PretrainInputs
 from foundry.registry import versions as registry
+from foundry.runtime import tracking
 
 
 @pytest.fixture()

@@ -11,8 +11,8 @@ import pytest
 
 from foundry.checkpointing.resume import resume_key
 from foundry.config import ConfigError, FoundryConfig, as_recorded, load_config, validate
-from foundry.contracts import DataVersion, Replay
-from foundry.env import PROJECT_ROOT as REPO_ROOT
+from foundry.core.contracts import DataVersion, Replay
+from foundry.runtime.env import PROJECT_ROOT as REPO_ROOT
 from foundry.training.launch import worker_args
 from foundry.training.worker import build_parser
 

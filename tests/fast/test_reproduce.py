@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from foundry.config import FoundryConfig
-from foundry.contracts import LineageRecord
+from foundry.core.contracts import LineageRecord
 from foundry.registry.lineage import CommitMismatch, as_trained, check_commit
-from foundry.tracking import git_state
+from foundry.runtime.tracking import git_state
 
 
 def git(root: Path, *args: str) -> None:

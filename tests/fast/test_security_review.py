@@ -201,7 +201,7 @@ def test_6_the_served_model_refuses_an_unbounded_generation(tmp_path):
 
 
 def test_7_a_deployment_pointing_at_the_attackers_machines_is_refused_naming_each_key(tmp_path):
-    from foundry.deployment_policy import NotAllowed, OperatorSettings, check_deployment_config
+    from foundry.runtime.deployment_policy import NotAllowed, OperatorSettings, check_deployment_config
 
     hostile = {
         "data.scheduler": "tcp://203.0.113.7:8786",

@@ -12,14 +12,14 @@ import uuid
 
 import pytest
 
-from foundry import run_owner, tracking
 from foundry.config import load_config
+from foundry.runtime import run_owner, tracking
 
 KILLED = """
 import os, sys
-from foundry.env import configure_environment
+from foundry.runtime.env import configure_environment
 configure_environment()
-from foundry import tracking
+from foundry.runtime import tracking
 from foundry.config import load_config
 run_id = tracking.start_pipeline_run(load_config(None, [f"registry.experiment={sys.argv[1]}"]))
 print(run_id, flush=True)

@@ -7,7 +7,7 @@ import pytest
 
 from foundry.align.start import align_config
 from foundry.config import FoundryConfig, load_config
-from foundry.contracts import ParentModel, SourceManifest
+from foundry.core.contracts import ParentModel, SourceManifest
 from foundry.training.warm_start import retrain_config
 
 LOGGER = "foundry.training.warm_start"

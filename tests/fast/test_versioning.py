@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from foundry.contracts import DataVersion, SourceManifest
+from foundry.core.contracts import DataVersion, SourceManifest
 from foundry.data.hydrate import HydrationError, dvc_listing, hydrate_version, verify_dataset
 from foundry.data.versioning import version_dataset
 
@@ -128,7 +128,7 @@ def test_an_unknown_version_names_the_node_and_the_version(versioned, tmp_path):
 
 def _hydrate_in_process(args):
     from foundry.data.hydrate import hydrate_version
-    from foundry.env import configure_environment
+    from foundry.runtime.env import configure_environment
 
     configure_environment()
 
@@ -153,7 +153,7 @@ def test_the_prepare_stage_names_every_project_module_that_makes_the_data():
     import subprocess
     import sys
 
-    from foundry.env import PROJECT_ROOT
+    from foundry.runtime.env import PROJECT_ROOT
 
     listing = (
         "import sys, foundry.data.prepare, tasks.data_parallel\n"

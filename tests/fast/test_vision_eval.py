@@ -111,7 +111,7 @@ def test_a_model_of_other_classes_is_refused(shards, tmp_path, tiny_config):
 def test_the_model_card_shows_accuracy_beside_the_baselines_and_the_champion(tmp_path):
     import torch
 
-    from foundry.contracts import DataVersion
+    from foundry.core.contracts import DataVersion
     from foundry.gates import pretrain
     from foundry.gates.inputs import ImageInputs, OldImageHoldout
     from foundry.reports.vision_card import vision_card

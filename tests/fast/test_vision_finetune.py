@@ -12,7 +12,7 @@ from conftest import REPO_ROOT
 from helpers import BRIGHTNESS, brightness_classifier, gray_png
 
 from foundry.config import load_config
-from foundry.contracts import ParentModel, SourceManifest
+from foundry.core.contracts import ParentModel, SourceManifest
 from foundry.gates import specialist
 from foundry.gates.decision import Decision
 from foundry.gates.inputs import ImageSpecialistInputs, OldImageHoldout

@@ -243,7 +243,7 @@ def assert_gc_then_reproduce_from_the_remote(tmp_path: Path, log: Path, home: Pa
     """`foundry gc --apply` keeping nothing it may delete, then, as on a fresh node, with neither the retrained
     version's hydrated copy nor the hydration cache: `foundry reproduce` hydrates it from the remote, trains again
     and gets identical holdout metrics."""
-    from foundry.tracking import git_state
+    from foundry.runtime.tracking import git_state
 
     gc = ("gc", "--config", "configs/tiny.yaml", "--keep-last", "0", "--min-age-minutes", "0", "--apply")
     collected = offline(tmp_path, log, "-m", "foundry.cli", *gc)

@@ -15,8 +15,8 @@ import torch
 from conftest import REPO_ROOT, run_page
 from helpers import NO_BASELINES, wait_for_checkpoint
 
-from foundry import tracking
 from foundry.config import load_config
+from foundry.runtime import tracking
 
 DOMAIN = "stdlib://importlib"
 EMAIL, AWS_KEY = "jane.doe@example.com", "AKIAIOSFODNN7EXAMPLE"
@@ -150,7 +150,7 @@ def test_a_lora_fine_tune_killed_with_sigkill_resumes_bitwise_exact(tiny_dataset
     with the same merged weights and adapters as a run never stopped (dropout on the adapters included)."""
     from foundry.checkpointing.manifest import latest_valid
     from foundry.checkpointing.resume import attempt_dir
-    from foundry.contracts import DataVersion, RunContext
+    from foundry.core.contracts import DataVersion, RunContext
     from foundry.training.launch import launch, worker_args
     from foundry.training.trainer import weights_digest
     from tasks.training import train_task

@@ -15,8 +15,8 @@ import torch
 from conftest import REPO_ROOT, run_page
 from helpers import NO_BASELINES
 
-from foundry import tracking
 from foundry.config import load_config
+from foundry.runtime import tracking
 
 
 def tiny(*overrides: str):

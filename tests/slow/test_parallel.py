@@ -13,7 +13,7 @@ from homes import seeded_home
 from synthetic import WORDS
 
 from foundry.config import load_config
-from foundry.contracts import SourceFile
+from foundry.core.contracts import SourceFile
 from foundry.data.acquire import acquire_source
 from foundry.data.clean import BadInputError
 from foundry.data.prepare import partition_count, partitions

@@ -266,7 +266,7 @@ def test_nothing_left_loopback_during_the_flows(first_run):
 
 
 def test_telemetry_switches_are_set():
-    from foundry.env import TELEMETRY_OFF
+    from foundry.runtime.env import TELEMETRY_OFF
 
     for key, value in TELEMETRY_OFF.items():
         assert os.environ[key] == value
@@ -287,7 +287,7 @@ def test_lineage_and_reproduce_give_identical_metrics(first_run, prefect_harness
     text = format_lineage(chain)
     assert summary.data_version in text and "trained from scratch" in text
     from foundry.registry.lineage import CommitMismatch
-    from foundry.tracking import git_state
+    from foundry.runtime.tracking import git_state
 
     dirty = git_state()["git_dirty"] != "false"  # a checkout being worked on (CI's clone is clean)
     if dirty:

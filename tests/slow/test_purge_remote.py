@@ -16,11 +16,11 @@ from conftest import tracking_uri
 from helpers import register_tagged, tiny
 from synthetic import synthetic_docs
 
-from foundry import tracking
-from foundry.contracts import DataVersion
-from foundry.fs import remove_tree
+from foundry.core.contracts import DataVersion
+from foundry.core.fs import remove_tree
 from foundry.purge import apply as purge_apply
 from foundry.purge import search
+from foundry.runtime import tracking
 
 CANARY = "quokka marmalade"
 BUCKET, REMOTE = "purge-remote", "s3://purge-remote/dvc"

@@ -22,8 +22,8 @@ def _train_in_a_flow(config, data_dir: Path, home: Path):
     """The train task with two ranks inside a flow; (final state, the flow run's logs, oldest first)."""
     from prefect import flow
 
-    from foundry import tracking
-    from foundry.contracts import DataVersion, RunContext
+    from foundry.core.contracts import DataVersion, RunContext
+    from foundry.runtime import tracking
     from tasks.training import train_task
 
     @flow(name="two-ranks")

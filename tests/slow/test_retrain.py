@@ -19,8 +19,8 @@ from conftest import REPO_ROOT, champion_copy, failing_mlflow_server, prefect_ev
 from helpers import NO_BASELINES
 from synthetic import synthetic_docs
 
-from foundry import tracking
 from foundry.config import load_config
+from foundry.runtime import tracking
 
 
 def tiny(name: str, *overrides: str):
@@ -51,7 +51,7 @@ def test_a_registry_error_in_the_champion_lookup_stops_the_run(prefect_harness, 
 
 def test_a_retrain_with_nothing_new_is_recorded_and_announced(base_model, prefect_harness):
     from flows.retrain import retrain
-    from foundry.contracts import SkippedRun
+    from foundry.core.contracts import SkippedRun
     from foundry.reports.summaries import skipped_summary
 
     champion = f"models:/rt-skip/{champion_copy(base_model[1], 'rt-skip')}"

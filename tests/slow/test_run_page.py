@@ -87,7 +87,7 @@ def test_lightning_lines_reach_the_prefect_run(flow_run):
 def test_the_mlflow_run_carries_standard_fields_and_system_metrics(base_model):
     from mlflow import MlflowClient
 
-    from foundry.tracking import git_state
+    from foundry.runtime.tracking import git_state
 
     _, summary = base_model
     run = MlflowClient().get_run(summary.run_id)

@@ -24,7 +24,7 @@ from foundry.search.study import (
 def _run(config: FoundryConfig, study, data_dir: Path, home: Path, parent: str):
     import mlflow
 
-    from foundry.contracts import TrialData, TrialJob
+    from foundry.core.contracts import TrialData, TrialJob
     from foundry.search.records import start_trial_run
     from foundry.search.trial import run_trial
 
@@ -50,7 +50,7 @@ def _run(config: FoundryConfig, study, data_dir: Path, home: Path, parent: str):
 def test_a_clearly_worse_trial_is_pruned_from_its_validation_reports(tiny_dataset, tmp_path):
     from mlflow import MlflowClient
 
-    from foundry import tracking
+    from foundry.runtime import tracking
 
     config = study_config(
         tmp_path,

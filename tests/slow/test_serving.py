@@ -414,8 +414,8 @@ def test_an_openai_client_gets_from_foundry_serve_model_what_invocations_answers
 def legacy_version(tmp_path_factory) -> str:
     """A version logged by the code at e727f4a (`tasks.registry.log_model`), registered here as it was then:
     its pickle names `tasks.pyfunc_model` and it carries no code."""
-    from foundry import tracking
     from foundry.registry import versions
+    from foundry.runtime import tracking
 
     assert b"tasks.pyfunc_model" in (LEGACY / "python_model.pkl").read_bytes()
     model_dir = shutil.copytree(LEGACY, tmp_path_factory.mktemp("legacy") / "model")

@@ -14,8 +14,9 @@ import pytest
 import torch
 from conftest import POLL, tracking_uri
 
-from foundry import ops, tracking
+from foundry import ops
 from foundry.registry import versions
+from foundry.runtime import tracking
 from foundry.serving.package import log_model
 from models.gpt import GPT, GPTConfig
 

@@ -100,8 +100,8 @@ def test_kill_9_then_the_same_run_resumes_bitwise_exact(uninterrupted, tiny_data
     """The pipeline's train task finds the killed attempt by its key, resumes it and says from where."""
     from mlflow import MlflowClient
 
-    from foundry import tracking
-    from foundry.contracts import DataVersion, RunContext
+    from foundry.core.contracts import DataVersion, RunContext
+    from foundry.runtime import tracking
     from tasks.training import train_task
 
     config = tiny(*RESUMABLE)
@@ -139,7 +139,7 @@ def test_kill_9_then_the_same_run_resumes_bitwise_exact(uninterrupted, tiny_data
 
 
 def test_two_nodes_match_one_process_with_the_same_global_batch(tiny_dataset, tmp_path):
-    from foundry import tracking
+    from foundry.runtime import tracking
 
     common = ("train.max_steps=20", "train.log_every_n_steps=1", "checkpoint.every_n_steps=10", "train.peak_flops=1e11")
     runs = {}
@@ -228,7 +228,7 @@ def test_a_failing_rank_is_named_with_its_traceback(tmp_path):
 
 def test_an_exception_on_one_rank_reaches_the_error_with_its_traceback(tiny_dataset, tmp_path):
     """Only rank 0 talks to MLflow: a run deleted before training fails there, and the message says so."""
-    from foundry import tracking
+    from foundry.runtime import tracking
 
     config = tiny("train.num_nodes=2")
     run_id = tracking.start_pipeline_run(config)

@@ -16,8 +16,8 @@ def _train_in_a_flow(config, data_dir: Path, home: Path):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
-    from foundry import tracking
-    from foundry.contracts import DataVersion, RunContext
+    from foundry.core.contracts import DataVersion, RunContext
+    from foundry.runtime import tracking
     from tasks.training import train
 
     @flow(name="one-train-task")

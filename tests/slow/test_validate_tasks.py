@@ -19,8 +19,8 @@ def test_pipeline_tasks_log_the_audit_and_the_failed_gate_docs(prefect_harness, 
     from mlflow import MlflowClient
     from prefect import flow
 
-    from foundry import tracking
-    from foundry.contracts import RunContext
+    from foundry.core.contracts import RunContext
+    from foundry.runtime import tracking
     from tasks import data as data_tasks
 
     config, _, _ = prepare_synthetic(tmp_path_factory.mktemp("synthetic"))

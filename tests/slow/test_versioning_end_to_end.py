@@ -8,7 +8,7 @@ import shutil
 import pytest
 import yaml
 
-from foundry.contracts import DataVersion, SourceManifest
+from foundry.core.contracts import DataVersion, SourceManifest
 from foundry.data.hydrate import HydrationError, hydrate_version, verify_dataset
 from foundry.data.versioning import version_dataset
 
@@ -43,7 +43,7 @@ def test_dvc_repro_in_a_fresh_checkout_rebuilds_the_same_version(versioned, tiny
 
     from foundry.config import to_yaml
     from foundry.data.versioning import code_dependencies
-    from foundry.env import PROJECT_ROOT
+    from foundry.runtime.env import PROJECT_ROOT
 
     data, _ = versioned
     checkout = tmp_path / "checkout"

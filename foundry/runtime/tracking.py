@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote
 
-from foundry import run_owner
 from foundry.config import FoundryConfig
-from foundry.contracts import DataVersion, RunContext
-from foundry.env import PROJECT_ROOT, foundry_home, package_versions, uses_embedded_mlflow
-from foundry.redact import redact_text, redact_url, without_credentials
+from foundry.core.contracts import DataVersion, RunContext
+from foundry.core.redact import redact_text, redact_url, without_credentials
+from foundry.runtime import run_owner
+from foundry.runtime.env import PROJECT_ROOT, foundry_home, package_versions, uses_embedded_mlflow
 
 _READY: set[str] = set()  # tracking URIs whose store this process has opened
 
@@ -120,7 +120,7 @@ def run_git(run_tags: dict[str, str]) -> dict[str, str]:
 
 def start_pipeline_run(config: FoundryConfig, run_name: str | None = None) -> str:
     """Create the run that every stage logs to; params are the flattened config. Runs of the experiment left
-    RUNNING by a process of this host that has ended are marked FAILED first (`foundry.run_owner`)."""
+    RUNNING by a process of this host that has ended are marked FAILED first (`foundry.runtime.run_owner`)."""
     from mlflow.entities import Param
 
     c = client()

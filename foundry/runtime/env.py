@@ -3,7 +3,7 @@
 `configure_environment()` is the one set-up call. Entry points make it (the CLI, each flow module,
 which a Prefect worker imports directly, the training rank), before Prefect, MLflow, DVC or Great
 Expectations is imported: several of them read their settings once, at import. Nothing else in the
-package changes the environment, but `foundry.redact.keep`, which keeps there a URL a config was given with
+package changes the environment, but `foundry.core.redact.keep`, which keeps there a URL a config was given with
 its credential (the config keeps it redacted).
 """
 
@@ -25,7 +25,7 @@ TELEMETRY_OFF = {
 }
 
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent  # the checkout: dvc.yaml, code that makes data, git
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout: dvc.yaml, code that makes data, git
 # The packages whose versions every run and model version records, and `foundry doctor` lists.
 PACKAGES = ("torch", "lightning", "prefect", "mlflow", "dvc", "great-expectations", "tokenizers")
 

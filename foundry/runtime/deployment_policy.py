@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundry.config import FoundryConfig
-from foundry.redact import redact_url, without_credentials
+from foundry.core.redact import redact_url, without_credentials
 
 SCHEDULERS, REMOTES, STORAGES, ROOTS = (
     "FOUNDRY_ALLOWED_SCHEDULERS",

@@ -15,7 +15,7 @@ import os
 import socket
 from pathlib import Path
 
-from foundry.fs import OutsideFolder, remove_tree
+from foundry.core.fs import OutsideFolder, remove_tree
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,8 @@
+"""The small core every feature builds on, importing no feature:
+
+- `contracts`: the typed values the stages hand each other
+- `model_uri`: a registered model's URI, parsed in one place
+- `digests`: file digests, one read per file
+- `fs`: removing folders without ever leaving the folder meant to hold them
+- `redact`: URLs and connection strings as Foundry logs, saves and shows them: credentials masked
+"""

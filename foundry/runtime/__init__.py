@@ -1,0 +1,10 @@
+"""How a Foundry process runs: its environment, logs, progress, MLflow bookkeeping and who owns a run.
+
+- `env`: where state lives and the switches that keep every library offline
+- `logs`: each log line once, third-party loggers routed through the process's handlers
+- `progress`: progress as a small JSON file the orchestrator reads
+- `periodic`: doing something every few seconds while a stage runs
+- `tracking`: MLflow bookkeeping: the experiment, the pipeline run, its lineage
+- `run_owner`: which process owns a pipeline run, so a run whose process died is marked FAILED
+- `deployment_policy`: what a run started from a deployment may point at: the operator's allow-lists
+"""
