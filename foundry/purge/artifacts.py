@@ -38,7 +38,7 @@ KNOWN = {".pt", ".pth", ".ckpt", ".safetensors", ".gguf", ".npy", ".npz", ".bin"
 KNOWN |= {".png", ".jpg", ".jpeg", ".gif", ".ico", ".woff", ".woff2", ".ttf", ".eot"}
 MODEL_FILES = {"registered_model_meta"}
 # A tokenizer's vocabulary holds pieces of every word it was trained on; rewriting one would break the models
-# that ship it, and it holds no document. What it learned from purged text stays (README: purge's limits).
+# that ship it, and it holds no document. What it learned from purged text stays (docs/fleet.md: purge's limits).
 NOT_TEXT = {"tokenizer.json"}
 # Configuration and code: read for exact texts, sha256s and names, never rewritten by the regex.
 CONFIG = {"config.json", "MLmodel", "conda.yaml", "python_env.yaml", "requirements.txt"}

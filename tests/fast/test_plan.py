@@ -113,7 +113,7 @@ HELD_OUT = {
         "tokenizer.vocab_size=300",
     ),
 }
-TOLERANCE = 0.10  # README.md states this bound
+TOLERANCE = 0.10  # docs/training.md states this bound
 
 
 VARIANTS = {"default": (), "before": ("model.positions=learned", "train.optimizer=adamw")}
