@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from foundry.config.base import _Section
 from foundry.config.training import train_override
+from foundry.core.model_uri import check_name
 
 # Measured in float32, uncompiled (bench/README.md), which it keeps when `train` pretrains otherwise.
 RetrainTrain = train_override(
@@ -89,3 +90,9 @@ class RegistryConfig(_Section):
         description="A version that passes its gate becomes @champion at once; false: it stays @challenger until a "
         "reviewer promotes it.",
     )
+
+    @field_validator("model_name")
+    @classmethod
+    def _a_name_registration_takes(cls, name: str) -> str:
+        """Refused when the config loads, not at registration after the training (`a..b`)."""
+        return check_name(name)

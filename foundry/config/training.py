@@ -109,12 +109,12 @@ class ModelConfig(_Section):
 
 
 class TrainConfig(_Section):
-    # Learning rate: that trial's (AdamW's share, under Muon). max_steps: 1,200 compiled bf16 steps took 0.93x-1.15x the
-    # time of 860 float32 steps in four side-by-side runs; with the batch ramp, 1,350 took 0.90x (ABBA) and 0.93x the
-    # time of 1,200 without it; at width 192, 1,200 took 0.97x the time of 1,350 at 144; with 3 heads and 16 rows of
-    # 256 tokens, 1,350 took 0.97x the time of 1,200 with 6 heads and 32 rows of 128 (bench/README.md).
+    # learning_rate and max_steps: how each default was chosen, measured side by side, is in bench/README.md.
     max_steps: int = Field(
-        1350, ge=1, description="Optimizer steps to train for; the learning rate's cosine decay ends at this step."
+        1350,
+        ge=1,
+        le=10**9,
+        description="Optimizer steps to train for; the learning rate's cosine decay ends at this step.",
     )
     batch_size: int = Field(
         16,
