@@ -55,7 +55,8 @@ class RawLoop:
         import torch
 
         from models.gpt import GPT, GPTConfig
-        from models.lit_gpt import muon_adamw, warmup_cosine
+        from models.lit_base import warmup_cosine
+        from models.lit_gpt import muon_adamw
 
         t = self.train = config.train
         torch.manual_seed(t.seed)

@@ -13,7 +13,8 @@ from foundry.cli import main
 from foundry.config import load_config
 from foundry.training.plan import estimate, largest_micro_batch, n_params, parse_bytes
 from models.gpt import GPT, GPTConfig
-from models.lit_gpt import adamw, muon_adamw
+from models.lit_base import adamw
+from models.lit_gpt import muon_adamw
 
 
 def config(*overrides: str):
