@@ -59,7 +59,9 @@ def train_with_checkpoints(config, folder: Path) -> dict:
 
     from foundry.checkpointing.manifest import read_manifest
     from foundry.checkpointing.writer import CheckpointEvery, ManifestCheckpointIO
+    from foundry.pretrain.training import vocabulary_only
     from foundry.training.trainer import _trainer, build_module
+    from foundry.training.workload import named
     from models.data import RandomWindows, SequentialWindows
 
     stalls, writes = [], []
@@ -72,7 +74,7 @@ def train_with_checkpoints(config, folder: Path) -> dict:
         loader = RandomWindows(tokens, m.block_size, t.batch_size, t.seed, steps_per_epoch=10**6)
         start = time.perf_counter()
         trainer.fit(
-            build_module(config, config.tokenizer.vocab_size),
+            build_module(config, named("text"), vocabulary_only(config.tokenizer.vocab_size)),
             loader,
             SequentialWindows(tokens[:10_000], m.block_size, t.batch_size, max_batches=1),
         )

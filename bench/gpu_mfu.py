@@ -94,7 +94,9 @@ def ours(config, tokens, warmup: int) -> float:
     from lightning.pytorch import Callback
 
     from foundry.checkpointing.writer import ManifestCheckpointIO
+    from foundry.pretrain.training import vocabulary_only
     from foundry.training.trainer import _trainer, build_module
+    from foundry.training.workload import named
     from models.data import RandomWindows
 
     t, m = config.train, config.model
@@ -110,7 +112,7 @@ def ours(config, tokens, warmup: int) -> float:
         trainer = _trainer(config, None, ManifestCheckpointIO(Path(folder), 1), progress=False)
         trainer.callbacks.append(timer)
         loader = RandomWindows(tokens, m.block_size, t.batch_size, t.seed, steps_per_epoch=10**6)
-        trainer.fit(build_module(config, config.tokenizer.vocab_size), loader)
+        trainer.fit(build_module(config, named("text"), vocabulary_only(config.tokenizer.vocab_size)), loader)
     return (timer.end - timer.start) / (t.max_steps - warmup)
 
 

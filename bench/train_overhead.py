@@ -55,7 +55,8 @@ class RawLoop:
         import torch
 
         from models.gpt import GPT, GPTConfig
-        from models.lit_gpt import muon_adamw, warmup_cosine
+        from models.lit_base import warmup_cosine
+        from models.lit_gpt import muon_adamw
 
         t = self.train = config.train
         torch.manual_seed(t.seed)
@@ -115,10 +116,12 @@ def interleaver(raw: RawLoop, warmup: int, block: int):
 def run(config, tokens, warmup: int, block: int, run_id: str | None, folder: Path):
     """`foundry.training.trainer`'s Trainer and LightningModule logging to MLflow, interleaved with the raw loop."""
     from foundry.checkpointing.writer import ManifestCheckpointIO
+    from foundry.pretrain.training import vocabulary_only
     from foundry.training.trainer import _trainer, build_module
+    from foundry.training.workload import named
     from models.data import SequentialWindows
 
-    module = build_module(config, config.tokenizer.vocab_size)
+    module = build_module(config, named("text"), vocabulary_only(config.tokenizer.vocab_size))
     io = ManifestCheckpointIO(folder, config.checkpoint.keep_last, config.checkpoint.async_save)
     trainer = _trainer(config, run_id, io, progress=False)
     raw = RawLoop(config, tokens)

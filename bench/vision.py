@@ -241,7 +241,7 @@ class PlainLoop:
 
     def __init__(self, config, data_dir: Path, files):
         from foundry.vision.training import augment_args, vision_model_args
-        from models.lit_gpt import adamw, warmup_cosine
+        from models.lit_base import adamw, warmup_cosine
         from models.vision import AugmentConfig, ImageClassifier, VisionConfig
 
         t = self.train = config.train

@@ -1,7 +1,8 @@
 """Stage B, the model: pure PyTorch and Lightning, no Prefect, MLflow, DVC or paths.
 
 - `gpt`: the GPT (nanoGPT-shaped), rotary or learned positions, and `load_gpt`
-- `lit_gpt`: the LightningModule: loss, schedule and metrics around `GPT`
+- `lit_base`: the Lightning lifecycle every LightningModule shares: optimizer, schedule, clipping, logging windows
+- `lit_gpt`: the LightningModule of pretraining: the next-token loss around `GPT`
 - `optim`: Muon for the blocks' matrices and AdamW for the rest, as one optimizer
 - `data`: resumable batches of next-token windows over a token array
 - `tokens`: the end-of-text token the model and its tokenizer share
@@ -17,4 +18,5 @@
 - `lora`: low-rank adapters and merging them into the weights
 - `merge`: merging models by their parameters (linear, task arithmetic, TIES, DARE-TIES)
 - `vision`: image classifiers (a small CNN or ViT) from `VisionConfig`, and seeded augmentation
+- `lit_vision`: their LightningModule: cross-entropy, accuracy and augmentation around the classifier
 """

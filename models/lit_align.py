@@ -21,8 +21,7 @@ class LitSFT(LitGPT):
     def training_step(self, batch, batch_idx):
         x, y, segments = batch
         loss = self.model.masked_loss(x, y, segments)
-        w = self._window
-        w.loss_sum, w.micro_batches, w.tokens = w.loss_sum + loss.detach(), w.micro_batches + 1, w.tokens + x.numel()
+        self._count(loss, x.numel())
         return loss
 
     def validation_step(self, batch, batch_idx):
@@ -84,12 +83,7 @@ class LitDPO(LitGPT):
         loss, stats = self.step_loss(batch)
         for key, value in stats.items():
             self._sums[key] = self._sums.get(key, 0.0) + value
-        w = self._window
-        w.loss_sum, w.micro_batches, w.tokens = (
-            w.loss_sum + loss.detach(),
-            w.micro_batches + 1,
-            w.tokens + sum(t.numel() for t in batch[::2]),  # the pairs' rows and the windows'
-        )
+        self._count(loss, sum(t.numel() for t in batch[::2]))  # the pairs' rows and the windows'
         return loss
 
     def _log_window(self, now: float) -> None:

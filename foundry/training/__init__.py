@@ -1,6 +1,8 @@
 """Stage C, the training loop (with B's warm starts), on one process or many.
 
 - `trainer`: build the model from config and train it with Lightning on hydrated shards
+- `workload`: what a kind of model brings (module, loaders, warm start, what `model.pt` keeps), and their registry
+- `sharding`: FSDP's strategy, also on CPU ranks, and BatchNorm's statistics under it
 - `launch`: start the ranks: in this process for one, else under PyTorch's elastic agent
 - `worker`: the entry point of one rank
 - `failures`: what a failed multi-rank launch reports: the rank that failed first and its traceback
@@ -8,5 +10,5 @@
 - `progress`: training progress: a bar on a terminal, a small file the orchestrator polls
 - `plan`: `foundry plan`, memory per device and the largest micro-batch that fits
 - `cpu_peak`: a CPU's measured peak FLOP/s, for MFU
-- `warm_start`: training that continues from a registered model (retrain, fine-tune, alignment)
+- `warm_start`: training that continues from a registered model (retrain, fine-tune, SFT and DPO)
 """

@@ -213,7 +213,7 @@ def launch(
     replay: Replay | None = None,
 ) -> Path:
     """Train into `checkpoint_dir`, resuming from its newest intact checkpoint if a previous try left one;
-    `replay`: the pretraining data an SFT or DPO run replays windows of (`align.replay_fraction`)."""
+    `replay`: the pretraining data an SFT or DPO run replays windows of (its config's replay fraction)."""
     from foundry.checkpointing.resume import resume_point
     from foundry.training.progress import PROGRESS_FILE
     from foundry.training.trainer import peak_flops, train

@@ -1,11 +1,11 @@
 """FSDP for the trainer: its units, a strategy that also runs on CPU ranks, and BatchNorm's statistics.
 
 `train.strategy: fsdp` shards parameters, gradients and optimizer state. Units: one per transformer block (the
-GPT's, a ViT's), so only a block or two is ever gathered whole (what `foundry/training/plan.py` assumes); a CNN
-has no blocks and is one unit. On a GPU, Lightning's `FSDPStrategy` as it is. On CPU ranks (gloo) the same
-strategy with the one thing Lightning gets wrong there: it hands FSDP `device_id=None`, which FSDP reads as "find
-an accelerator" and refuses; Lightning also refuses an `FSDPStrategy` with accelerator cpu, but only the class
-itself, not a subclass. CPU ranks make the sharded path testable without a GPU; they are no faster than DDP.
+GPT's, a ViT's: the workload names them, `Workload.fsdp_units`), so only a block or two is ever gathered whole
+(what `foundry/training/plan.py` assumes); a CNN has no blocks and is one unit. On a GPU, Lightning's
+`FSDPStrategy` as it is. On CPU ranks (gloo) the same strategy with the one thing Lightning gets wrong there: it
+hands FSDP `device_id=None`, which FSDP reads as "find an accelerator" and refuses; Lightning also refuses an
+`FSDPStrategy` with accelerator cpu, but only the class itself, not a subclass. CPU ranks make the sharded path testable without a GPU; they are no faster than DDP.
 """
 
 from __future__ import annotations
@@ -15,16 +15,6 @@ from datetime import timedelta
 import torch
 from lightning.pytorch import Callback
 from lightning.pytorch.strategies import FSDPStrategy
-
-from foundry.vision.training import rank0_buffers
-
-
-def fsdp_units(module: torch.nn.Module) -> set[type[torch.nn.Module]]:
-    """The block classes in `module` FSDP wraps one by one; empty for a model without blocks (a CNN)."""
-    from models.gpt import Block as TextBlock
-    from models.vision import Block as VisionBlock
-
-    return {type(m) for m in module.modules() if isinstance(m, (TextBlock, VisionBlock))}
 
 
 class CpuFSDPStrategy(FSDPStrategy):
@@ -80,6 +70,17 @@ def fsdp_strategy(timeout: timedelta, units: set[type[torch.nn.Module]], on_gpu:
 
 def has_batch_norm(module: torch.nn.Module) -> bool:
     return any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in module.modules())
+
+
+def rank0_buffers(module: torch.nn.Module) -> None:
+    """Every rank's buffers (BatchNorm's running statistics) made rank 0's. DDP hands rank 0's buffers to every
+    rank before each forward, so each rank's last step leaves statistics of its own batch, and the replicas'
+    weight digests would differ; rank 0's are the ones `model.pt` keeps and the next forward would have used."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        for buffer in module.buffers():
+            dist.broadcast(buffer.data, src=0)
 
 
 class Rank0Buffers(Callback):

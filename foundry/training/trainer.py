@@ -4,7 +4,8 @@ Rank 0 logs to the pipeline's MLflow run, named explicitly. Checkpoints (`foundr
 make a resumed run bitwise equal to an uninterrupted one. The result is a self-contained file
 (`model.pt`: model args, weights, config, data version) that rebuilds the model alone; every rank
 also leaves a digest of its final weights (`weights.rank<N>.sha256`), so replicas can be compared.
-An image dataset trains `models.lit_vision.LitVision` the same way (`foundry.vision.training`).
+What trains is the data's: its `Workload` (`foundry.training.workload`) brings the LightningModule, the loaders,
+the warm start and what `model.pt` holds beside the weights; the trainer never asks which workload it is.
 """
 
 from __future__ import annotations
@@ -17,19 +18,12 @@ from pathlib import Path
 
 import torch
 
-from foundry.align.training import KINDS as ALIGNED_KINDS
-from foundry.align.training import aligned_loaders, build_aligned_module
 from foundry.config import FoundryConfig, TrainConfig
 from foundry.core.contracts import Replay
-from foundry.data.manifest import DatasetManifest
-from foundry.data.shards import load_split
 from foundry.training.adapters import lora_spec, save_peft_adapter
 from foundry.training.cpu_features import RESOLVED_PRECISION_TAG, cpu_has_bf16
-from foundry.training.sharding import Rank0Buffers, fsdp_strategy, fsdp_units, has_batch_norm
-from foundry.training.warm_start import text_start
-from foundry.vision.finetune import warm_start_state
-from foundry.vision.training import build_vision_module, image_shards, rank0_buffers, saved_extra, vision_loaders
-from models.data import BatchRamp, RandomWindows, SequentialWindows
+from foundry.training.sharding import Rank0Buffers, fsdp_strategy, has_batch_norm
+from foundry.training.workload import Workload, for_data
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +34,6 @@ PEAK_FLOPS = {
     "H100 PCIe": (756e12, 51e12),
     "A100": (312e12, 19.5e12),
 }
-
-
-def model_args(config: FoundryConfig, vocab_size: int) -> dict:
-    return {"vocab_size": vocab_size, **config.model.model_dump()}
 
 
 def uses_gpu(t: TrainConfig) -> bool:
@@ -106,20 +96,6 @@ def arithmetic(t: TrainConfig) -> dict[str, str | int | bool]:
         "deterministic": t.deterministic,
         "compile": t.compile,  # Inductor's kernels round differently from eager's
     }
-
-
-def _loaders(
-    config: FoundryConfig, data_dir: Path, rank: int, world_size: int, manifest: DatasetManifest, replay: Replay | None
-):
-    if manifest.kind in ALIGNED_KINDS:
-        return aligned_loaders(config, data_dir, manifest, rank, world_size, replay)
-    t, m = config.train, config.model
-    train_tokens, holdout_tokens = load_split(data_dir, "train"), load_split(data_dir, "holdout")
-    steps_per_epoch = max(1, len(train_tokens) // (t.batch_size * world_size * m.block_size))
-    ramp = BatchRamp(t.ramp_steps, t.batch_ramp_rows, t.grad_accum_steps)
-    train = RandomWindows(train_tokens, m.block_size, t.batch_size, t.seed, steps_per_epoch, rank, world_size, ramp)
-    val = SequentialWindows(holdout_tokens, m.block_size, t.batch_size, max_batches=t.val_batches)
-    return train, val
 
 
 def _strategy(t: TrainConfig, units: set[type] | None = None):
@@ -203,13 +179,10 @@ def _trainer(
     )
 
 
-def build_module(config: FoundryConfig, vocab_size: int, kind: str = "text", shards=None):
-    """`LitGPT`; for an alignment dataset (`kind` chat or preference) the same with its loss (`training.align`);
-    for an image dataset (`kind` image, its `shards` manifest) `LitVision` (`foundry.vision.training`)."""
-    from models.lit_gpt import LitGPT
-
+def train_settings(config: FoundryConfig) -> dict:
+    """What every LightningModule takes from `train` (`models.lit_base.SETTINGS`)."""
     t = config.train
-    settings = dict(
+    return dict(
         learning_rate=t.learning_rate,
         optimizer="muon" if t.uses_muon else "adamw",
         muon_learning_rate=t.muon_learning_rate,
@@ -220,13 +193,12 @@ def build_module(config: FoundryConfig, vocab_size: int, kind: str = "text", sha
         log_every_n_steps=t.log_every_n_steps,
         peak_flops=peak_flops(t),
     )
-    if kind == "image":
-        module = build_vision_module(config, shards, settings, uses_gpu(t))
-    elif kind in ALIGNED_KINDS:
-        module = build_aligned_module(config, model_args(config, vocab_size), kind, settings)
-    else:
-        module = LitGPT(model_args(config, vocab_size), **settings)
-    if t.compile:
+
+
+def build_module(config: FoundryConfig, workload: Workload, data):
+    """The LightningModule `workload` trains on `data` (its `data(data_dir)`), compiled when `train.compile`."""
+    module = workload.module(config, data, train_settings(config), uses_gpu(config.train))
+    if config.train.compile:
         module.model.compile()  # in place: parameter names, and so checkpoints, stay the same
     return module
 
@@ -246,7 +218,7 @@ def train(
     """Train to `train.max_steps`, from `resume_from` (a verified checkpoint) when given. `callbacks` are
     Lightning callbacks added to ours (a search trial's pruning reports and time box). `progress`: a bar on
     the terminal; `progress_file`: where rank 0 reports its progress for the orchestrator; `replay`: the
-    pretraining data an SFT or DPO run replays windows of (`align.replay_fraction`)."""
+    pretraining data an SFT or DPO run replays windows of (its config's replay fraction)."""
     import lightning as L
 
     from foundry.checkpointing.writer import ManifestCheckpointIO
@@ -255,31 +227,23 @@ def train(
     route_library_logs()
     quiet_known_warnings()
 
-    shards = image_shards(data_dir)  # None for text
-    manifest = None if shards else DatasetManifest.read(data_dir)
+    workload = for_data(data_dir)
+    data = workload.data(data_dir)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(cpu_threads(config.train))
     L.seed_everything(config.train.seed, workers=True, verbose=False)
-    if shards is not None:
-        module = build_module(config, 0, "image", shards)
-    else:
-        module = build_module(config, manifest.vocab_size, manifest.kind)
+    module = build_module(config, workload, data)
     if config.train.init_from and resume_from is None:  # warm start; a resumed run already holds its progress
         parent = torch.load(config.train.init_from, map_location="cpu", weights_only=True)
-        image, seed = shards is not None, config.train.seed  # an image classifier's head grown for its classes
-        state = warm_start_state(parent, shards.classes, seed) if image else text_start(parent, module.model.config)
-        module.model.load_state_dict(state)
+        module.model.load_state_dict(workload.warm_start(parent, module, data, config))
     lora = config.finetune.method == "lora"
     share = module.add_adapters(lora_spec(config)) if lora else None  # after the warm start, before a resume
     io = ManifestCheckpointIO(checkpoint_dir, config.checkpoint.keep_last, config.checkpoint.async_save)
     if config.train.strategy == "fsdp" and has_batch_norm(module):  # DDP's handling of BatchNorm, under FSDP
         callbacks = (*callbacks, Rank0Buffers())
-    trainer = _trainer(config, run_id, io, progress, progress_file, callbacks, fsdp_units(module))
+    trainer = _trainer(config, run_id, io, progress, progress_file, callbacks, workload.fsdp_units(module))
     rank, world = trainer.global_rank, trainer.world_size
-    if shards is not None:
-        train_loader, val_loader = vision_loaders(config, data_dir, rank, world)
-    else:
-        train_loader, val_loader = _loaders(config, data_dir, rank, world, manifest, replay)
+    train_loader, val_loader = workload.loaders(config, data_dir, data, rank, world, replay)
     if resume_from is not None:
         log.info("resuming from %s", resume_from)
     if run_id is not None and trainer.global_rank == 0:
@@ -290,17 +254,14 @@ def train(
         if trainer.global_rank == 0:
             torch.save(adapters, checkpoint_dir / "adapter.pt")
             save_peft_adapter(module.model.config.to_dict(), adapters, config, checkpoint_dir)
-    if shards is not None:  # BatchNorm's statistics, which neither DDP nor FSDP reduces: rank 0's on every rank
-        rank0_buffers(module)
+    workload.after_fit(module)  # before the weights are gathered: what the ranks must agree on first
     state = trainer.strategy.lightning_module_state_dict()  # all ranks: a collective under FSDP
     weights = {k.removeprefix("model."): v.detach().cpu() for k, v in state.items()}
     final = checkpoint_dir / "model.pt"
     if weights:  # FSDP gathers the full weights on rank 0 only
         (checkpoint_dir / f"weights.rank{trainer.global_rank}.sha256").write_text(weights_digest(weights) + "\n")
     if trainer.global_rank == 0:
-        extra = {"chat_template": manifest.chat_template} if manifest and manifest.chat_template is not None else {}
-        if shards is not None:  # an image model: its labels and preprocessing (foundry.vision.training)
-            extra = saved_extra(config, shards)
+        extra = workload.saved_extra(config, data)
         save_model(final, module.model.config.to_dict(), weights, config, data_version, extra)
     return final
 
@@ -336,7 +297,7 @@ def save_model(
     path: Path, model_args: dict, state_dict: dict, config: FoundryConfig, data_version: str, extra: dict | None = None
 ) -> None:
     """Everything needed to rebuild the model, and nothing that needs this code base's paths; `extra` adds
-    what the model's use needs (an aligned model's chat template)."""
+    what the model's use needs (the workload's `saved_extra`: a chat template, an image model's labels)."""
     from foundry.checkpointing.manifest import write_atomic
 
     payload = {

@@ -1,6 +1,6 @@
-"""Runs that continue from a registered model rather than from random weights (retrain, fine-tune, align): the
-parent's model shape and tokenizer, its weights as the start. Each variant's own config is built here
-(`retrain_config`), in `foundry.specialists.finetune` and in `foundry.align.start`."""
+"""Runs that continue from a registered model rather than from random weights (retrain, fine-tune, chat tuning):
+the parent's model shape and tokenizer, its weights as the start. A retrain's config is built here
+(`retrain_config`); the fine-tune's and the chat tuning's in their own folders, with `warm_started`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from foundry.config import FoundryConfig, TrainConfig, validate
 from foundry.core.contracts import ParentModel
+from foundry.training.workload import named
 
 log = logging.getLogger(__name__)
 RUN_OF = {"retrain": "a retrain", "finetune": "a fine-tune", "align": "an alignment"}
@@ -38,15 +39,13 @@ def warn_of_train_keys_not_taken(config: FoundryConfig, variant: Literal["retrai
 
 
 def retrain_config(config: FoundryConfig, parent: ParentModel) -> FoundryConfig:
-    """A retrain of the champion on this run's data, trained with `train` under `retrain.train`; an image
-    classifier keeps its modality and the `image` and `vision` settings that fix its weights' and inputs' shape."""
+    """A retrain of the champion on this run's data, trained with `train` under `retrain.train`, keeping what the
+    parent's workload fixes of its weights' and inputs' shape (`Workload.retrain_config`: an image classifier's
+    modality and image settings). The parent's workload is named by its recorded `data.modality`."""
     warn_of_train_keys_not_taken(config, "retrain")
     raw = warm_started(config, parent, config.training_for("retrain"))
-    if (parent.config.get("data") or {}).get("modality") == "image":
-        from foundry.vision.finetune import image_sections
-
-        raw = image_sections(raw, config.model_dump(mode="json"), parent.config)
-    return validate(raw)
+    modality = (parent.config.get("data") or {}).get("modality") or "text"  # configs before modality were text
+    return validate(named(modality).retrain_config(raw, config.model_dump(mode="json"), parent.config))
 
 
 # The model settings a parent's weights must share with the run that starts from them. Some change what the same

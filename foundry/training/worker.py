@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--run-id", default=None, help="MLflow run that rank 0 logs to")
     parser.add_argument("--data-version", default="")
     parser.add_argument(
-        "--replay", type=Path, default=None, help="what alignment replays (align.replay_fraction), as Replay JSON"
+        "--replay", type=Path, default=None, help="pretraining data an SFT or DPO run replays, as Replay JSON"
     )
     parser.add_argument(
         "--resume-from",

@@ -43,6 +43,40 @@ class Workload(ABC):
     def data(self, data_dir: Path) -> Any:
         """The data folder's typed description (its manifest), as the other methods take it."""
 
+    # --- training ---------------------------------------------------------------------------------
+
+    @abstractmethod
+    def module(self, config: Any, data: Any, settings: dict, on_gpu: bool) -> Any:
+        """The LightningModule that trains on `data` (a `models.lit_base.LitBase`), with the trainer's `settings`
+        (`models.lit_base.SETTINGS`); `on_gpu`: whether it will run on a GPU (a memory layout may depend on it)."""
+
+    @abstractmethod
+    def loaders(self, config: Any, data_dir: Path, data: Any, rank: int, world_size: int, replay: Any) -> tuple:
+        """(train, validation) loaders of rank `rank` of `world_size`; `replay` (a `foundry.core.contracts.Replay` or
+        None): pretraining data a run mixes in, for the workloads that replay it."""
+
+    @abstractmethod
+    def warm_start(self, parent: dict, module: Any, data: Any, config: Any) -> dict:
+        """The state dict `module.model` starts from, made of a parent's `model.pt` (as loaded); a parent the
+        module cannot start from is refused, naming what differs."""
+
+    @abstractmethod
+    def after_fit(self, module: Any) -> None:
+        """What every rank does to the module after fitting, before its weights are gathered and digested."""
+
+    @abstractmethod
+    def saved_extra(self, config: Any, data: Any) -> dict:
+        """What `model.pt` holds besides the weights, for the model's use (a chat template, labels)."""
+
+    @abstractmethod
+    def fsdp_units(self, module: Any) -> set[type]:
+        """The block classes in `module` FSDP wraps one by one; empty for a model without blocks."""
+
+    @abstractmethod
+    def retrain_config(self, raw: dict, given: dict, recorded: dict) -> dict:
+        """A retrain's raw config (`raw`) with what the parent's recorded config fixes of this workload's model and
+        inputs; `given`: this run's config as written."""
+
 
 @cache
 def named(name: str) -> Workload:

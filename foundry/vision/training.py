@@ -1,7 +1,7 @@
 """Stage C for images: the LightningModule and the loaders of an image dataset's shards.
 
-`foundry.training.trainer.train` asks here when the hydrated dataset is an image dataset; everything else (the
-Trainer, checkpoints, exact resume, several processes, MFU, `model.pt`) is pretraining's.
+The image workload (`foundry.vision.workload`) asks here when the trainer asks it; everything else (the Trainer,
+checkpoints, exact resume, several processes, MFU, `model.pt`) is the trainer's (`foundry.training.trainer`).
 
 Training batches come from the `train-*.tar` shards (`foundry.vision.shards`). Each rank reads whole shards (with
 fewer shards than ranks, every world_size-th image of each), in an order and through a shuffle buffer both drawn
@@ -23,16 +23,10 @@ import numpy as np
 import torch
 
 from foundry.config import FoundryConfig
-from foundry.vision.shards import FILE, ShardFile, ShardManifest, decode_png
+from foundry.vision.shards import ShardFile, ShardManifest, decode_png
 from models.vision import AugmentConfig, VisionConfig
 
 SHUFFLE_BUFFER = 4096  # images; `vision.shuffle_buffer` where the config has it
-
-
-def image_shards(data_dir: Path) -> ShardManifest | None:
-    """The shards' manifest of an image dataset; None for a text one.
-    The one switch until DatasetManifest reads modality "image": then ask `manifest.modality == "image"`."""
-    return ShardManifest.read(data_dir) if (Path(data_dir) / FILE).is_file() else None
 
 
 def _chosen(section, names) -> dict:
@@ -70,17 +64,6 @@ def build_vision_module(config: FoundryConfig, shards: ShardManifest, settings: 
         channels_last=on_gpu and args["arch"] == "cnn",
         **settings,
     )
-
-
-def rank0_buffers(module: torch.nn.Module) -> None:
-    """Every rank's buffers (BatchNorm's running statistics) made rank 0's. DDP hands rank 0's buffers to every
-    rank before each forward, so each rank's last step leaves statistics of its own batch, and the replicas'
-    weight digests would differ; rank 0's are the ones `model.pt` keeps and the next forward would have used."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        for buffer in module.buffers():
-            dist.broadcast(buffer.data, src=0)
 
 
 def saved_extra(config: FoundryConfig, shards: ShardManifest) -> dict:

@@ -12,7 +12,7 @@ import torch
 from models.chat import grow_vocabulary
 from models.data import RandomWindows, SequentialWindows
 from models.gpt import GPT, GPTConfig, gpt_from_saved, rotary_angles, rotate, segment_positions
-from models.lit_gpt import warmup_cosine
+from models.lit_base import warmup_cosine
 
 V, BLOCK = 64, 16
 

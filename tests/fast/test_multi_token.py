@@ -7,8 +7,10 @@ import torch
 import torch.nn.functional as F
 from helpers import tiny as tiny_config
 
+from foundry.pretrain.training import vocabulary_only
 from foundry.training.launch import launch
 from foundry.training.trainer import build_module
+from foundry.training.workload import named
 from models.gpt import GPT, GPTConfig, load_gpt
 from models.optim import muon_groups
 
@@ -73,10 +75,11 @@ def test_alignment_keeps_them_frozen(tmp_path):
     would fail the step."""
     config = tiny_config("model.mtp_depth=1")
     vocab = config.tokenizer.vocab_size
-    sft = build_module(config, vocab, "chat")
+    sft = build_module(config, named("chat"), vocabulary_only(vocab, "chat"))
     parent = tmp_path / "model.pt"
     torch.save({"model_args": sft.model.config.to_dict(), "state_dict": sft.model.state_dict()}, parent)
-    dpo = build_module(tiny_config("model.mtp_depth=1", f"train.init_from={parent}"), vocab, "preference")
+    dpo_config = tiny_config("model.mtp_depth=1", f"train.init_from={parent}")
+    dpo = build_module(dpo_config, named("chat"), vocabulary_only(vocab, "preference"))
     for module in (sft, dpo):
         assert [p.requires_grad for p in module.model.ahead.parameters()] == [False]
         assert all(p.requires_grad for p in module.model.blocks.parameters())

@@ -13,7 +13,8 @@ from foundry.cli import main
 from foundry.config import load_config
 from foundry.training.plan import estimate, largest_micro_batch, n_params, parse_bytes
 from models.gpt import GPT, GPTConfig
-from models.lit_gpt import adamw, muon_adamw
+from models.lit_base import adamw
+from models.lit_gpt import muon_adamw
 
 
 def config(*overrides: str):
@@ -25,11 +26,13 @@ def measured_peak_bytes(cfg, tmp_path: Path) -> int:
     from the profiler's memory timeline; the step is run once before so the optimizer state exists."""
     from torch.profiler import ProfilerActivity, profile
 
+    from foundry.pretrain.training import vocabulary_only
     from foundry.training.trainer import build_module
+    from foundry.training.workload import named
 
     torch.manual_seed(0)
     m, t, vocab = cfg.model, cfg.train, cfg.tokenizer.vocab_size
-    module = build_module(cfg, vocab)
+    module = build_module(cfg, named("text"), vocabulary_only(vocab))
     if t.uses_muon:  # what training builds
         optimizer = muon_adamw(module.model, t.learning_rate, t.muon_learning_rate, t.weight_decay)
     else:
@@ -208,7 +211,7 @@ def test_cli_prints_the_plan(capsys):
 
 def test_lora_counts_gradients_and_optimizer_state_for_the_adapters_only():
     """The adapters are what `add_lora` adds to the real model; the frozen weights have no gradients or moments."""
-    from foundry.training.trainer import model_args
+    from foundry.pretrain.training import model_args
     from models.lora import LoRASpec, add_lora, trainable_share
 
     full = config("train.init_from=parent.pt")

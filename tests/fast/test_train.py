@@ -14,6 +14,7 @@ from helpers import digest, tiny
 
 from foundry.checkpointing.manifest import read_manifest
 from foundry.config import ConfigError
+from foundry.pretrain.training import vocabulary_only
 from foundry.training.cpu_features import bf16_in_flags, cpu_has_bf16
 from foundry.training.launch import launch
 from foundry.training.trainer import (
@@ -23,6 +24,7 @@ from foundry.training.trainer import (
     weights_digest,
 )
 from foundry.training.worker import node_layout
+from foundry.training.workload import named
 from models.gpt import load_gpt
 
 # --- where each rank stands ----------------------------------------------------------------------
@@ -91,7 +93,7 @@ def test_a_parent_trained_with_other_model_settings_is_refused_before_training(t
             train(config, tiny_dataset, tmp_path / setting, progress=False)
         assert not list((tmp_path / setting).glob("*.ckpt"))
         with pytest.raises(ValueError, match=re.escape(f"{{'{setting}': ({parents}, {ours})}}")):  # DPO's reference
-            build_module(config, config.tokenizer.vocab_size, "preference")
+            build_module(config, named("chat"), vocabulary_only(config.tokenizer.vocab_size, "preference"))
     same = tiny(f"train.init_from={parent}", "train.max_steps=2")
     assert load_gpt(launch(same, tiny_dataset, tmp_path / "same", None, "v-test")).config == load_gpt(parent).config
 
@@ -188,15 +190,14 @@ def test_fsdp_keeps_full_state_dicts_and_runs_on_gpus_as_lightning_has_it_and_on
 
 
 def test_fsdp_wraps_each_block_of_a_gpt_or_vit_and_a_cnn_whole():
-    from foundry.training.sharding import fsdp_units
     from models.gpt import Block as TextBlock
     from models.vision import Block as VisionBlock
     from models.vision import ImageClassifier, VisionConfig
 
-    assert fsdp_units(build_module(tiny(), 512)) == {TextBlock}
+    assert named("text").fsdp_units(build_module(tiny(), named("text"), vocabulary_only(512))) == {TextBlock}
     vit = ImageClassifier(VisionConfig(num_classes=3, arch="vit", image_size=8, n_layer=1, n_embd=16))
-    assert fsdp_units(vit) == {VisionBlock}
-    assert fsdp_units(ImageClassifier(VisionConfig(num_classes=3, widths=(4,)))) == set()
+    assert named("image").fsdp_units(vit) == {VisionBlock}
+    assert named("image").fsdp_units(ImageClassifier(VisionConfig(num_classes=3, widths=(4,)))) == set()
 
 
 def test_a_compiled_model_on_a_cpu_gets_deterministic_kernels():
@@ -209,7 +210,8 @@ def test_a_compiled_model_on_a_cpu_gets_deterministic_kernels():
 
 
 def test_compile_keeps_parameter_names():
-    plain, compiled = (build_module(tiny(f"train.compile={flag}"), 512) for flag in ("false", "true"))
+    text = vocabulary_only(512)
+    plain, compiled = (build_module(tiny(f"train.compile={flag}"), named("text"), text) for flag in ("false", "true"))
     assert list(compiled.state_dict()) == list(plain.state_dict())
 
 

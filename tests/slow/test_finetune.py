@@ -39,7 +39,8 @@ def weights(model_uri: str, home: Path) -> dict[str, torch.Tensor]:
 
 def random_parent(dataset: Path, tmp_path: Path) -> Path:
     """A seeded, untrained tiny model of the dataset's vocabulary, saved as a fine-tune's `train.init_from`."""
-    from foundry.training.trainer import model_args, save_model
+    from foundry.pretrain.training import model_args
+    from foundry.training.trainer import save_model
     from models.gpt import GPT, GPTConfig
 
     plain = load_config(REPO_ROOT / "configs" / "tiny.yaml")
