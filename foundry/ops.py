@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundry.core.redact import redact_url
-from foundry.runtime.env import TELEMETRY_OFF, foundry_home, mlflow_db_uri, package_versions
+from foundry.runtime.env import TELEMETRY_OFF, foundry_home, mlflow_db_uri, package_versions, private
 
 BIN = Path(sys.executable).parent
 
@@ -57,7 +57,7 @@ def start_prefect(port: int, home: Path, log: Path) -> Server:
     proc = subprocess.Popen(
         [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
         env=env,
-        stdout=open(log, "ab"),
+        stdout=open(log, "ab", opener=private),
         stderr=subprocess.STDOUT,
     )
     return Server("Prefect", url, f"{url}/api/health", proc)
@@ -86,7 +86,7 @@ def start_mlflow(port: int, home: Path, log: Path, artifacts: str | None = None)
         # archival), which Foundry never submits, and it is one more process importing all of MLflow at each
         # start, beside the server's two.
         env={"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ, **TELEMETRY_OFF},
-        stdout=open(log, "ab"),
+        stdout=open(log, "ab", opener=private),
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
@@ -97,7 +97,7 @@ def up(prefect_port: int = 4200, mlflow_port: int = 5000, artifacts: str | None 
     """Start both servers, wait until they answer, return them (the caller owns the processes)."""
     home = foundry_home()
     logs = home / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    logs.mkdir(mode=0o700, parents=True, exist_ok=True)
     servers = [
         start_prefect(prefect_port, home, logs / "prefect-server.log"),
         start_mlflow(mlflow_port, home, logs / "mlflow-server.log", artifacts),

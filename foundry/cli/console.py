@@ -18,11 +18,18 @@ import sys
 import time
 from pathlib import Path
 
-from foundry.runtime.env import foundry_home
+from foundry.runtime.env import foundry_home, private
 
 # Loggers Prefect's logging config gives console handlers of their own (the rest reach the root's).
 CONSOLE_LOGGERS = ("", "uvicorn", "fastapi", "prefect._internal")
 FILE_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(process)d %(threadName)s] %(message)s"
+
+
+class _PrivateFile(logging.FileHandler):
+    """A log file its owner alone reads (0600): it quotes configs, paths and tracebacks."""
+
+    def _open(self):
+        return open(self.baseFilename, self.mode, encoding=self.encoding, errors=self.errors, opener=private)
 
 
 class _WithoutTraceback(logging.Formatter):
@@ -61,9 +68,9 @@ def log_to_file(command: str, verbose: bool) -> Path:
     ensure_logging_setup()
 
     folder = foundry_home() / "logs"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = folder / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    to_file = logging.FileHandler(path, encoding="utf-8", delay=True)
+    to_file = _PrivateFile(path, encoding="utf-8", delay=True)
     to_file.setFormatter(logging.Formatter(FILE_FORMAT))
     for name in CONSOLE_LOGGERS:
         logging.getLogger(name).addHandler(to_file)

@@ -1,7 +1,7 @@
 """Stage A, tokenize: a byte-level BPE trained on the train split, then flat token shards.
 
 Shards are raw little-endian arrays (`np.memmap`-readable), one end-of-text token after every
-document; `manifest.json` lists each shard with its dtype, token count and sha256. Encoding is a
+document and no other (a document's own `<|endoftext|>` is encoded as text); `manifest.json` lists each shard with its dtype, token count and sha256. Encoding is a
 map over byte ranges of the split files (`encode_chunk`, in parallel); `assemble_shards` then cuts
 the chunks' tokens, in order, into shards, so shards do not depend on how the work was divided.
 """
@@ -120,6 +120,10 @@ def encode_chunk(job: EncodeJob) -> list[dict]:
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(job.tokenizer)
+    # A document's text is text: `<|endoftext|>` in it is encoded as those characters, not as the control token,
+    # so the end-of-text tokens in the shards are only those `_encoded` appends, one a document (the gate counts
+    # them). Not saved with the tokenizer: prompts and chat templates keep their special tokens.
+    tokenizer.encode_special_tokens = True
     results = []
     for chunk in job.ranges:
         count = 0

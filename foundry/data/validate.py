@@ -45,6 +45,7 @@ def shard_table(data_dir: Path, manifest: DatasetManifest) -> pd.DataFrame:
                 "file_tokens": whole if size % dtype.itemsize == 0 else -1,
                 "max_token_id": int(tokens.max()),
                 "min_token_id": int(tokens.min()),
+                "end_of_text": int(np.count_nonzero(tokens == manifest.eot_id)) if whole else 0,
                 "sha256_matches": sha256_file(path) == shard.sha256,
             }
         )
@@ -81,12 +82,25 @@ def pii_summary(documents: pd.DataFrame) -> PiiCounts:
 
 
 def split_table(
-    manifest: DatasetManifest, documents: pd.DataFrame, min_holdout_tokens: int, fraction: float, tolerance: float
+    manifest: DatasetManifest,
+    documents: pd.DataFrame,
+    shards: pd.DataFrame,
+    min_holdout_tokens: int,
+    fraction: float,
+    tolerance: float,
 ) -> pd.DataFrame:
     """The split's sizes beside what the config asks: the split guarantees `fraction` of the bytes; tokens
-    follow bytes closely but not exactly, hence the tolerance."""
+    follow bytes closely but not exactly, hence the tolerance. And each split's document boundaries (end-of-text
+    tokens in its shards) beside its documents: one each, none a document's text could forge."""
     tokens = manifest.train_tokens + manifest.holdout_tokens
     by_split = documents.groupby("split")["sha256"].apply(set)
+    listed = documents["split"].value_counts()
+    boundaries = shards.groupby("split")["end_of_text"].sum() if len(shards) else pd.Series(dtype=int)
+    counts = {
+        f"{split}_{what}": int(table.get(split, 0))
+        for split in ("train", "holdout")
+        for what, table in (("documents", listed), ("boundaries", boundaries))
+    }
     shared = len(by_split.get("train", set()) & by_split.get("holdout", set()))
     train_bytes, holdout_bytes = manifest.count("train_bytes"), manifest.holdout_bytes
     return pd.DataFrame(
@@ -100,6 +114,7 @@ def split_table(
                 "holdout_bytes": holdout_bytes,
                 "min_holdout_bytes": math.ceil(fraction * (train_bytes + holdout_bytes)),
                 "documents_in_both_splits": shared,
+                **counts,
             }
         ]
     )
@@ -138,6 +153,8 @@ def _suites(config: FoundryConfig, manifest: DatasetManifest):
             column_A="holdout_token_share", column_B="min_holdout_token_share", or_equal=True
         ),
         gxe.ExpectColumnValuesToBeInSet(column="documents_in_both_splits", value_set=[0]),
+        gxe.ExpectColumnPairValuesToBeEqual(column_A="train_boundaries", column_B="train_documents"),
+        gxe.ExpectColumnPairValuesToBeEqual(column_A="holdout_boundaries", column_B="holdout_documents"),
     ]
     return {"documents": documents, "shards": shards, "splits": splits}
 
@@ -154,12 +171,14 @@ def validate_dataset(
 
         return validate_image_dataset(data_dir, config, report_path, docs_dir, parent)
     documents = document_table(data_dir, config.data.pii_allowed)
+    shards = shard_table(data_dir, manifest)
     tables = {
         "documents": documents,
-        "shards": shard_table(data_dir, manifest),
+        "shards": shards,
         "splits": split_table(
             manifest,
             documents,
+            shards,
             config.model.block_size + 2,
             config.data.holdout_fraction,
             config.data.holdout_tolerance,

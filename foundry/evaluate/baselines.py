@@ -37,6 +37,7 @@ def unigram_by_group(data_dir: Path, vocab_size: int, texts: dict[str, list[str]
 
     log_p = unigram_log_p(data_dir, vocab_size)
     tokenizer = Tokenizer.from_file(str(data_dir / TOKENIZER))
+    tokenizer.encode_special_tokens = True  # a document's own `<|endoftext|>` is text, as in the shards
     eot = tokenizer.token_to_id(EOT)
     found = {}
     for group, documents in texts.items():

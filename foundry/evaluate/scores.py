@@ -310,6 +310,7 @@ def score_model(ref: ModelRef, data_dir: Path, config: FoundryConfig) -> ModelSc
     holdout = holdout_tokens(data_dir, tokenizer_path)
     overall = score(model, holdout, manifest.holdout_bytes, e.batch_size, e.max_tokens, e.window_overlap)
     tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    tokenizer.encode_special_tokens = True  # a document's own `<|endoftext|>` is text, as in the shards
     eot, groups = tokenizer.token_to_id(EOT), {}
     encode = lambda text: [*tokenizer.encode(text).ids, eot]  # noqa: E731  (as the shards hold documents)
     for group, found in holdout_groups(data_dir, encode, e.max_tokens + 1).items():

@@ -35,6 +35,7 @@ def holdout_tokens(data_dir: Path, tokenizer_path: Path):
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    tokenizer.encode_special_tokens = True  # a document's own `<|endoftext|>` is text, as in the shards
     eot = tokenizer.token_to_id(EOT)
     ids: list[int] = []
     for text in iter_texts(data_dir / "holdout.jsonl"):

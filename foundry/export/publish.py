@@ -7,16 +7,21 @@ it again, but only when the tag is exactly the path this exporter would write an
 a tag from an older exporter (another K), one copied from another version or set by hand, or an artifact deleted
 since, is exported again and re-tagged. Registry errors propagate (fail closed): an export never guesses a version,
 writes one it could not resolve, or takes a failed artifact listing for an absent artifact.
+
+`--out` is new, empty, or a previous export's folder holding nothing else: its `MARKER` lists the files that
+export placed, and only those are replaced. A folder with anything more (a user's own script beside the weights)
+is refused, everything unexpected named, nothing deleted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from foundry.core.fs import remove_tree
 from foundry.core.model_uri import ModelUri
@@ -24,7 +29,7 @@ from foundry.export import FORMAT_VERSION
 
 # format -> (module, function(saved, tokenizer_file, out_dir, source=URI) -> Path); imported when asked for
 FORMATS = {"hf": ("foundry.export.hf", "write_hf"), "gguf": ("foundry.export.gguf", "write_gguf")}
-MARKER = "foundry-export.json"  # beside the exported files in --out, never in the logged artifact
+MARKER = "foundry-export.json"  # beside the exported files in --out (and listing them), never in the artifact
 
 
 class ExportRefused(ValueError):
@@ -53,13 +58,73 @@ def writer(fmt: str):
 
 
 def check_out_dir(out_dir: Path) -> None:
-    """An absent or empty folder, or one a previous export wrote (it holds `MARKER`); else `ExportRefused`."""
+    """An absent or empty folder, or one a previous export wrote and nothing else: every entry in it is `MARKER` or
+    a regular file the marker lists, or a folder on the way to one; else `ExportRefused`, naming what is not."""
+    if out_dir.is_symlink():
+        raise ExportRefused(f"--out {out_dir} is a symbolic link: give the folder it points to, or a new one")
     if out_dir.exists() and not out_dir.is_dir():
         raise ExportRefused(f"--out {out_dir} is a file, not a folder")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MARKER).is_file():
+    if not out_dir.is_dir() or not any(out_dir.iterdir()):
+        return
+    if not (out_dir / MARKER).is_file():
         raise ExportRefused(
             f"--out {out_dir} holds files that no export wrote: choose an empty or new folder (nothing was changed)"
         )
+    listed = _listed(out_dir)
+    if listed is None:
+        raise ExportRefused(
+            f"--out {out_dir} holds an export whose {MARKER} lists no files (an older Foundry wrote it): remove "
+            "the folder yourself, keeping what you added, or choose a new one (nothing was changed)"
+        )
+    unexpected = _unexpected(out_dir, listed)
+    if unexpected:
+        shown = ", ".join(unexpected[:10]) + (f" and {len(unexpected) - 10} more" if len(unexpected) > 10 else "")
+        raise ExportRefused(
+            f"--out {out_dir} holds files its previous export did not write: {shown}. Move them out or choose a "
+            "new folder (nothing was changed)"
+        )
+
+
+def _listed(out_dir: Path) -> frozenset[str] | None:
+    """The files (paths relative to `out_dir`, `/`-separated) its marker says the previous export wrote; None when
+    the marker holds no such list. Only compared with what a walk of `out_dir` finds, never used as a path."""
+    try:
+        record = json.loads((out_dir / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    files = record.get("files") if isinstance(record, dict) else None
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return None
+    return frozenset(files)
+
+
+def _entries(out_dir: Path):
+    """(relative name, path) of everything under `out_dir`, links included and never followed."""
+    for root, dirs, files in os.walk(out_dir):  # a link to a folder lands in `dirs` and is not entered
+        for name in sorted(dirs + files):
+            path = Path(root) / name
+            yield path.relative_to(out_dir).as_posix(), path
+
+
+def _unexpected(out_dir: Path, listed: frozenset[str]) -> list[str]:
+    """The entries of `out_dir` an export did not write: anything but `MARKER`, a listed regular file, or a folder
+    holding one (a folder of the user's own is named with a trailing `/`, and its files too)."""
+    keep = listed | {MARKER}
+    folders = {parent.as_posix() for name in keep for parent in PurePosixPath(name).parents}
+    unexpected = []
+    for name, path in _entries(out_dir):
+        if path.is_symlink() or not (path.is_file() or path.is_dir()):
+            unexpected.append(name)
+        elif path.is_dir() and name not in folders:
+            unexpected.append(f"{name}/")
+        elif path.is_file() and name not in keep:
+            unexpected.append(name)
+    return sorted(unexpected)
+
+
+def _written(files: Path) -> list[str]:
+    """The files of an export about to be placed, as its marker lists them."""
+    return sorted(name for name, path in _entries(files) if path.is_file() and not path.is_symlink())
 
 
 def artifact_path(pinned: ModelUri, fmt: str) -> str:
@@ -117,7 +182,7 @@ def export_version(model_uri: str | ModelUri, fmt: str, out_dir: Path, home: Pat
             tracking.log_artifact(version.run_id, files, artifact)
             tracking.client().set_model_version_tag(pinned.name, pinned.version, tag_key(fmt), artifact)
         record = {"model_uri": str(pinned), "format": fmt, "format_version": FORMAT_VERSION, "artifact": artifact}
-        record |= {"run_id": version.run_id}
+        record |= {"run_id": version.run_id, "files": _written(files)}
         (files / MARKER).write_text(json.dumps(record, indent=1) + "\n")
         _replace(files, out_dir)
     finally:
@@ -126,8 +191,30 @@ def export_version(model_uri: str | ModelUri, fmt: str, out_dir: Path, home: Pat
 
 
 def _replace(files: Path, out_dir: Path) -> None:
-    """`out_dir` becomes `files` (same file system): an empty folder or a previous export is replaced."""
+    """`out_dir` becomes `files` (same file system): an empty folder, or a previous export whose files alone are
+    removed (the files its marker lists, then the folders they leave empty), is replaced."""
     check_out_dir(out_dir)  # again: the folder may have gained files while the export was written
     if out_dir.is_dir():
-        remove_tree(out_dir, within=out_dir.parent)
+        _clear(out_dir, (_listed(out_dir) or frozenset()) | {MARKER})
     os.rename(files, out_dir)
+
+
+def _clear(out_dir: Path, listed: frozenset[str]) -> None:
+    """Removes the regular files of `out_dir` named in `listed`, then every folder left empty, then `out_dir`. A
+    file that appeared since the check is kept, and stops the export (ExportRefused)."""
+    entries = list(_entries(out_dir))
+    for name, path in entries:
+        if name in listed and path.is_file() and not path.is_symlink():
+            path.unlink()
+    for _, path in reversed(entries):  # the deepest first
+        if path.is_dir() and not path.is_symlink():
+            with contextlib.suppress(OSError):  # not empty: what it holds is not the export's
+                path.rmdir()
+    try:
+        out_dir.rmdir()
+    except OSError:
+        left = [name for name, _ in _entries(out_dir)]
+        raise ExportRefused(
+            f"--out {out_dir} gained files during the export: {', '.join(left[:10])}. They were kept; the previous "
+            "export's files were removed and the new one was not placed: move them out and export again"
+        ) from None

@@ -9,6 +9,7 @@ its credential (the config keeps it redacted).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import urllib.parse
 from pathlib import Path
@@ -23,6 +24,11 @@ TELEMETRY_OFF = {
     "HF_HUB_OFFLINE": "1",
     "HF_HUB_DISABLE_TELEMETRY": "1",
 }
+
+
+# SQLite gives the files beside a database (its journal, write-ahead log and shared memory) the database's own
+# mode: a private database keeps them private.
+SQLITE_FILES = ("", "-journal", "-wal", "-shm")
 
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout: dvc.yaml, code that makes data, git
@@ -98,7 +104,53 @@ def configure_environment() -> Path:
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
     _tracking_credentials()
-    # SQLite creates database files, not their folders.
-    for folder in (os.environ["PREFECT_HOME"], home / "mlflow"):
-        Path(folder).mkdir(parents=True, exist_ok=True)
+    _private_home(home)
     return home
+
+
+def private(path: str, flags: int) -> int:
+    """An `opener` for `open`: a file created for its owner alone (0600). Logs quote configs, paths, tracebacks."""
+    return os.open(path, flags, 0o600)
+
+
+def _private_home(home: Path) -> None:
+    """The home created 0700 (one that exists keeps the mode its owner chose), and Foundry's state in it private
+    whatever the home's mode: Prefect's and MLflow's folders and DVC's config and site-cache folders 0700, the
+    embedded databases 0600. DVC creates its site cache's `repo/` 0777 under a zero umask, and any missing parent
+    with it (for users sharing one cache): made 0700 first, `makedirs(exist_ok=True)` leaves them as they are."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    prefect = Path(os.environ["PREFECT_HOME"])
+    dvc = [Path(os.environ[name]) for name in ("DVC_GLOBAL_CONFIG_DIR", "DVC_SYSTEM_CONFIG_DIR")]
+    for folder in [prefect, home / "mlflow", home / "logs", *dvc, Path(os.environ["DVC_SITE_CACHE_DIR"]) / "repo"]:
+        if not folder.is_relative_to(home):  # a folder the user pointed elsewhere is theirs to set
+            continue
+        inside = folder.relative_to(home)
+        for step in reversed([inside, *inside.parents][:-1]):  # from the home down, the home itself left out
+            _private(home / step, 0o700)
+    prefect.mkdir(parents=True, exist_ok=True)  # SQLite creates database files, not their folders
+    if os.environ["MLFLOW_TRACKING_URI"] == mlflow_db_uri(home):
+        database = home / "mlflow" / "mlflow.db"
+        os.close(private(str(database), os.O_WRONLY | os.O_CREAT))  # SQLite keeps the mode of a file it finds
+        _private_databases(database)
+    if prefect.is_relative_to(home):
+        _private_databases(prefect / "prefect.db")
+
+
+def _private_databases(database: Path) -> None:
+    """A SQLite database and the files beside it, where they exist, 0600. Prefect's is never made here (purge
+    takes a `prefect.db` for a store holding runs): one its temporary server made is private from the next start
+    on, inside its 0700 folder meanwhile."""
+    for suffix in SQLITE_FILES:
+        if database.with_name(database.name + suffix).is_file():
+            _private(database.with_name(database.name + suffix), 0o600)
+
+
+def _private(path: Path, mode: int) -> None:
+    """`path` (a folder, created when missing, or a file) given `mode`; a symbolic link (its target is elsewhere)
+    or a file another user owns is left as it is."""
+    if path.is_symlink():
+        return
+    if mode == 0o700:
+        path.mkdir(mode=mode, exist_ok=True)
+    with contextlib.suppress(PermissionError):
+        path.chmod(mode)

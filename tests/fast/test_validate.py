@@ -67,7 +67,7 @@ def test_good_dataset_passes(good, tmp_path):
     assert {name: len(suite.results) for name, suite in report.suites.items() if suite.success} == {
         "documents": 7,
         "shards": 6,
-        "splits": 4,
+        "splits": 6,  # the sizes, and the document boundaries of each split against its documents
         "lineage": 3,
     }
     assert ValidationReport.read(report_path) == report
@@ -97,6 +97,7 @@ def test_truncated_shard(copy, tmp_path):
     assert failed_expectations(error.report) == {
         ("shards", "expect_column_pair_values_to_be_equal"),
         ("shards", "expect_column_values_to_be_in_set"),
+        ("splits", "expect_column_pair_values_to_be_equal"),  # the shard's last document lost its end-of-text
     }
     message = str(error)
     assert "expect_column_pair_values_to_be_equal(column_A=manifest_tokens, column_B=file_tokens)" in message
@@ -130,7 +131,10 @@ def test_documents_csv_with_duplicated_sha256(copy, tmp_path):
     duplicated = lines[1].split(",")[0]
     (data_dir / "documents.csv").write_text("\n".join([*lines, lines[1]]) + "\n")
     error = failing(config, data_dir, tmp_path / "report.json")
-    assert failed_expectations(error.report) == {("documents", "expect_column_values_to_be_unique")}
+    assert failed_expectations(error.report) == {
+        ("documents", "expect_column_values_to_be_unique"),
+        ("splits", "expect_column_pair_values_to_be_equal"),  # one document more than the shards' boundaries
+    }
     message = str(error)
     assert "expect_column_values_to_be_unique(column=sha256)" in message
     assert "2 unexpected rows" in message and duplicated in message
