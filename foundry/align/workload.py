@@ -11,7 +11,7 @@ from foundry.training.workload import Workload
 
 if TYPE_CHECKING:
     from foundry.config import FoundryConfig
-    from foundry.contracts import Candidate, SourceManifest
+    from foundry.contracts import Candidate, ParentModel, SourceManifest
     from foundry.data.prepare import Prepared
     from foundry.data.validation_report import ValidationReport
     from foundry.gates.decision import Decision
@@ -74,6 +74,9 @@ class ChatWorkload(Workload):
     ) -> dict[str, int] | None:
         return TEXT.purge_rewrite(files, hit, gone, names, out)
 
+    def finetune_config(self, raw: dict[str, Any], config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
+        return TEXT.finetune_config(raw, config, parent)
+
     def log_served_model(self, run_id: str, checkpoint: Path, tokenizer: Path, config: FoundryConfig) -> str:
         return TEXT.log_served_model(run_id, checkpoint, tokenizer, config)
 
@@ -81,6 +84,9 @@ class ChatWorkload(Workload):
         self, config: FoundryConfig, candidate: Candidate, decision: Decision, run_id: str, git: dict[str, str]
     ) -> str:
         return TEXT.model_card(config, candidate, decision, run_id, git)
+
+    def event_scores(self, metrics: Any) -> dict[str, float]:
+        return TEXT.event_scores(metrics)
 
     def holds(self, data_dir: Path) -> bool:
         return (Path(data_dir) / "manifest.json").is_file() and DatasetManifest.read(data_dir).kind in KINDS

@@ -10,9 +10,10 @@ from foundry.training.workload import Workload
 
 if TYPE_CHECKING:
     from foundry.config import FoundryConfig
-    from foundry.contracts import Candidate, SourceManifest
+    from foundry.contracts import Candidate, ParentModel, SourceManifest
     from foundry.data.prepare import Prepared
     from foundry.data.validation_report import ValidationReport
+    from foundry.evaluation.holdout_metrics import HoldoutMetrics
     from foundry.gates.decision import Decision
     from foundry.purge.data import Matched, VersionFiles
     from foundry.purge.plan import Criterion, DataHit, Location
@@ -94,6 +95,9 @@ class TextWorkload(Workload):
 
         return rewrite_documents(files, hit, gone, names, out)
 
+    def finetune_config(self, raw: dict[str, Any], config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
+        return raw  # the base's model shape and tokenizer: the warm start took them
+
     def log_served_model(self, run_id: str, checkpoint: Path, tokenizer: Path, config: FoundryConfig) -> str:
         from foundry.serving.package import log_model
 
@@ -108,6 +112,9 @@ class TextWorkload(Workload):
         n_params = load_gpt(candidate.checkpoint).num_params()
         manifest = DatasetManifest.read(candidate.data_dir)
         return model_card(config, manifest, candidate.data, candidate.metrics, decision, n_params, run_id, git)
+
+    def event_scores(self, metrics: HoldoutMetrics) -> dict[str, float]:
+        return {metrics.key("bits_per_byte"): metrics.bits_per_byte}
 
     def holds(self, data_dir: Path) -> bool:
         return (Path(data_dir) / "manifest.json").is_file() and DatasetManifest.read(data_dir).is_documents

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the types the methods take: a workload's module imports them, this registry never does
     from foundry.config import FoundryConfig
-    from foundry.contracts import Candidate, SourceManifest
+    from foundry.contracts import Candidate, ParentModel, SourceManifest
     from foundry.data.manifest import DatasetManifest
     from foundry.data.prepare import Prepared
     from foundry.data.validation_report import ValidationReport
@@ -123,6 +123,11 @@ class Workload(ABC):
         by kind; None when a split would be left empty. `ValueError` (`Inconsistent`) when its files disagree."""
 
     @abstractmethod
+    def finetune_config(self, raw: dict[str, Any], config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
+        """A domain fine-tune's config as values (`raw`: `config` warm-started from `parent`, this workload's
+        registered version) with what such a base keeps; `ValueError` for a `finetune` setting it cannot take."""
+
+    @abstractmethod
     def log_served_model(self, run_id: str, checkpoint: Path, tokenizer: Path, config: FoundryConfig) -> str:
         """Log the pyfunc model that serves it (its leaf module in `foundry.serving`) under the run; its URI."""
 
@@ -131,6 +136,10 @@ class Workload(ABC):
         self, config: FoundryConfig, candidate: Candidate, decision: Decision, run_id: str, git: dict[str, str]
     ) -> str:
         """The registered version's description: what it is, what it was trained and judged on."""
+
+    @abstractmethod
+    def event_scores(self, metrics: Any) -> dict[str, float]:
+        """The holdout score a registered version's Prefect event carries, under its MLflow key."""
 
     # --- what it reads ----------------------------------------------------------------------------
 

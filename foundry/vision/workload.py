@@ -12,13 +12,14 @@ FILE = "shards.json"
 
 if TYPE_CHECKING:
     from foundry.config import FoundryConfig
-    from foundry.contracts import Candidate, SourceManifest
+    from foundry.contracts import Candidate, ParentModel, SourceManifest
     from foundry.data.manifest import DatasetManifest
     from foundry.data.prepare import Prepared
     from foundry.data.validation_report import ValidationReport
     from foundry.gates.decision import Decision
     from foundry.purge.data import Matched, VersionFiles
     from foundry.purge.plan import Criterion, DataHit, Location
+    from foundry.vision.metrics import VisionMetrics
     from foundry.vision.shards import ShardManifest
 
 
@@ -97,6 +98,17 @@ class ImageWorkload(Workload):
 
         return images.rewrite(files, hit, gone, names, out)
 
+    def finetune_config(self, raw: dict[str, Any], config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
+        """Its `image` and `vision` sections (the run's own settings where it changed them), fine-tuned whole."""
+        from foundry.vision.finetune import image_sections
+
+        if config.finetune.method != "full":
+            raise ValueError(
+                f"finetune.method {config.finetune.method} adapts a GPT's projections; {parent.uri} is an image "
+                "classifier, fine-tuned whole: set finetune.method to full"
+            )
+        return image_sections(raw, config.model_dump(mode="json"), parent.config)
+
     def log_served_model(self, run_id: str, checkpoint: Path, tokenizer: Path, config: FoundryConfig) -> str:
         """Images in, a label and each class's probability out (`foundry.serving.vision_pyfunc`), bounded by the
         default `IMAGE_LIMITS`: the config's `serving` section bounds text generation. No tokenizer."""
@@ -115,6 +127,9 @@ class ImageWorkload(Workload):
         n_params = classifier_from_saved(saved).num_params()
         data, metrics = candidate.data, candidate.metrics
         return vision_card(config.registry.model_name, saved, data, metrics, decision, n_params, run_id, git)
+
+    def event_scores(self, metrics: VisionMetrics) -> dict[str, float]:
+        return {metrics.key("accuracy"): metrics.accuracy}
 
     def holds(self, data_dir: Path) -> bool:
         return (Path(data_dir) / FILE).is_file()
