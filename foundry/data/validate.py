@@ -150,7 +150,8 @@ def validate_dataset(
     With `docs_dir`, a failure also leaves GX data docs (HTML, `index.html` first) there. With `parent`, the
     data version whose ledger this one was built on, the splits must be the ones its ledger gives. The suites are
     those of the workload whose data the folder holds (`validate_documents` for documents)."""
-    return workload.for_data(data_dir).validate(data_dir, config, report_path, docs_dir, parent)
+    data = workload.for_manifest(DatasetManifest.read(data_dir))
+    return data.validate(data_dir, config, report_path, docs_dir, parent)
 
 
 def validate_documents(

@@ -11,7 +11,7 @@ from foundry.training.workload import Workload
 if TYPE_CHECKING:
     from foundry.config import FoundryConfig
     from foundry.contracts import Candidate, ParentModel, SourceManifest
-    from foundry.data.prepare import Prepared
+    from foundry.data.prepare import Mapper, Prepared
     from foundry.data.validation_report import ValidationReport
     from foundry.evaluation.holdout_metrics import HoldoutMetrics
     from foundry.gates.decision import Decision
@@ -45,7 +45,7 @@ class TextWorkload(Workload):
         purged: frozenset[str] = frozenset(),
         progress: bool = False,
         progress_file: Path | None = None,
-        mapper: Any = None,
+        mapper: Mapper | None = None,
         workers: int = 1,
     ) -> Prepared:
         from foundry.data.prepare import prepare, serial_map

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the types the methods take: a workload's module imports the
     from foundry.config import FoundryConfig
     from foundry.contracts import Candidate, ParentModel, SourceManifest
     from foundry.data.manifest import DatasetManifest
-    from foundry.data.prepare import Prepared
+    from foundry.data.prepare import Mapper, Prepared
     from foundry.data.validation_report import ValidationReport
     from foundry.gates.decision import Decision
     from foundry.purge.data import Matched, VersionFiles
@@ -74,7 +74,7 @@ class Workload(ABC):
         purged: frozenset[str] = frozenset(),
         progress: bool = False,
         progress_file: Path | None = None,
-        mapper: Any = None,
+        mapper: Mapper | None = None,
         workers: int = 1,
     ) -> Prepared:
         """The acquired sources made into a dataset in a fresh `out_dir`: built on the `parent` data version's

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from foundry.config import FoundryConfig
     from foundry.contracts import Candidate, ParentModel, SourceManifest
     from foundry.data.manifest import DatasetManifest
-    from foundry.data.prepare import Prepared
+    from foundry.data.prepare import Mapper, Prepared
     from foundry.data.validation_report import ValidationReport
     from foundry.gates.decision import Decision
     from foundry.purge.data import Matched, VersionFiles
@@ -50,7 +50,7 @@ class ImageWorkload(Workload):
         purged: frozenset[str] = frozenset(),
         progress: bool = False,
         progress_file: Path | None = None,
-        mapper: Any = None,
+        mapper: Mapper | None = None,
         workers: int = 1,
     ) -> Prepared:
         """Decoding and hashing a few thousand images: in this process, with no bars or progress file."""
