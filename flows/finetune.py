@@ -24,6 +24,7 @@ from foundry.runtime.env import foundry_home  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
 from foundry.runtime.tracking import pipeline_run  # noqa: E402
 from foundry.specialists.finetune import specialist_config  # noqa: E402
+from foundry.training import workload  # noqa: E402
 from tasks.artifacts import flow_config, publish_result  # noqa: E402
 from tasks.candidate import trained_candidate  # noqa: E402
 from tasks.data import acquire, dataset  # noqa: E402
@@ -51,7 +52,7 @@ def finetune(model: str, config: FoundryConfig = FoundryConfig()) -> PipelineRes
     with pipeline_run(tuned, runtime.flow_run.name, tags) as run:
         source_manifest = acquire(tuned, run)
         previous = champion_data(tuned, run)  # the specialist's champion: its ledger keeps each document's split
-        if previous is None and tuned.data.modality == "image":
+        if previous is None and workload.for_config(tuned).finetunes_on_base_data:
             previous = base_data(base, run)  # the base's classes keep their indices, its holdout stays holdout
         data = dataset(tuned, source_manifest, run, previous)
         candidate = trained_candidate(tuned, data, run)  # hydrate, train, evaluate

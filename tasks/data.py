@@ -12,6 +12,7 @@ from foundry.config import FoundryConfig
 from foundry.core.contracts import DataVersion, ParentData, RunContext, SourceManifest
 from foundry.data.validation_report import ValidationReport
 from foundry.runtime import tracking
+from foundry.training import workload
 from tasks.locks import FlockLockManager, locks_folder
 
 
@@ -19,14 +20,7 @@ from tasks.locks import FlockLockManager, locks_folder
 def acquire(config: FoundryConfig, run: RunContext) -> SourceManifest:
     """List and fingerprint the source files (or labelled images); the manifest is the DVC dependency of `prepare`."""
     path = run.dir / "source_manifest.json"
-    if config.data.modality == "image":  # imported only then: the image stage brings torch and Pillow
-        from foundry.vision.stage import acquire_images
-
-        manifest = acquire_images(config, path)
-    else:
-        from foundry.data.acquire import acquire_source
-
-        manifest = acquire_source(config.data, path)
+    manifest = workload.for_config(config).acquire(config, path)
     tracking.log_artifact(run.run_id, path, "data")  # what a later retrain compares against
     tracking.set_tags(run.run_id, {"data.source": config.data.source, "data.source_digest": manifest.digest})
     tracking.log_metrics(run.run_id, {"data/source_files": manifest.files, "data/source_bytes": manifest.bytes})
@@ -145,7 +139,7 @@ def hydrate(data: DataVersion, run: RunContext) -> Path:
     data_dir = hydrate_version(data, run.home)
     manifest = dataset_manifest.DatasetManifest.read(data_dir)
     tracking.set_tags(run.run_id, {"data_version": data.data_version, "data.remote": data.remote})
-    tracking.log_metrics(run.run_id, manifest.data_metrics())
+    tracking.log_metrics(run.run_id, workload.for_manifest(manifest).data_metrics(manifest))
     tracking.log_dataset(run.run_id, data, manifest.source)
     for name in (dataset_manifest.TOKENIZER, dataset_manifest.FILE, "shards.json"):
         if (data_dir / name).exists():  # a tokenizer for text, the shards' manifest for images

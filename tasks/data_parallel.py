@@ -20,8 +20,9 @@ from prefect.cache_policies import NO_CACHE
 
 from foundry.config import DataConfig, FoundryConfig
 from foundry.core.contracts import SourceManifest
-from foundry.data.prepare import Prepared, prepare
+from foundry.data.prepare import Prepared
 from foundry.runtime.env import TELEMETRY_OFF
+from foundry.training import workload
 
 # A worker is one core: one task thread, and no library that spreads itself over more. Tokenizers
 # keeps its (one-thread) pool rather than TOKENIZERS_PARALLELISM=false: encoding then runs off the
@@ -134,15 +135,12 @@ def run_prepare(
     """`prepare` in this process (`data.workers` 1, no `data.scheduler`: nothing to start, the fastest on
     a small corpus) or with its map steps on Dask. Either way the output is the same, byte for byte.
     `parent`, `replay`, `progress_file` and `purged` as `prepare` takes them (the ledger to build on, the replay
-    share, where it reports its progress, the documents a purge removed). An image dataset (`data.modality`
-    image) is prepared by `foundry.vision.stage.prepare_image_dataset`, in this process."""
-    if config.data.modality == "image":  # decoding and hashing a few thousand images: this process
-        from foundry.vision.stage import prepare_image_dataset
-
-        return prepare_image_dataset(source_manifest, config, out_dir, parent, replay, purged=purged)
-    lineage = {"parent": parent, "replay_fraction": replay, "progress_file": progress_file, "purged": purged}
-    if config.data.workers == 1 and not config.data.scheduler:
-        return prepare(source_manifest, config, out_dir, progress=progress, **lineage)
+    share, where it reports its progress, the documents a purge removed). The workload `data.modality` names
+    prepares it; one whose map steps cannot run on workers (images) always in this process."""
+    work = workload.for_config(config)
+    lineage = {"parent": parent, "replay": replay, "progress_file": progress_file, "purged": purged}
+    if not work.prepares_on_workers or (config.data.workers == 1 and not config.data.scheduler):
+        return work.prepare(source_manifest, config, out_dir, progress=progress, **lineage)
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     # Task runs travel to the workers with this process's settings. Without an API URL in them,
@@ -152,7 +150,7 @@ def run_prepare(
         temporary_settings({PREFECT_API_URL: PREFECT_API_URL.value() or _api_url()}),
         started(task_runner(config.data)) as runner,
     ):
-        return prepare(
+        return work.prepare(
             source_manifest,
             config,
             out_dir,

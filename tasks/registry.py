@@ -17,9 +17,9 @@ from foundry.core.contracts import (
     SourceManifest,
 )
 from foundry.data.manifest import DatasetManifest
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates.decision import Decision
 from foundry.runtime import tracking
+from foundry.training import workload
 from foundry.vision.metrics import VisionMetrics
 
 
@@ -152,52 +152,17 @@ def register(config: FoundryConfig, candidate: Candidate, decision: Decision, pa
     `challenger`, and `champion` when the gate passed and auto-promotion is on; all of it or nothing."""
     from foundry.registry import versions
     from foundry.registry.lineage import version_tags
-    from foundry.reports.cards import model_card
-    from foundry.serving.package import log_model
-    from models.gpt import load_gpt
-
-    c, run = candidate, candidate.run
-    metrics = c.metrics
-    if isinstance(metrics, VisionMetrics):
-        return _register_images(config, candidate, decision, parent)
-    uri = log_model(run.run_id, c.checkpoint, c.tokenizer, config.serving.model_dump())
-    tracking.link_metrics(run.run_id, sorted(metrics.as_mlflow()), model_id=uri.removeprefix("models:/"))
-    git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
-    manifest = DatasetManifest.read(c.data_dir)
-    n_params = load_gpt(c.checkpoint).num_params()
-    card = model_card(config, manifest, c.data, metrics, decision, n_params, run.run_id, git)
-    tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent)
-    name = config.registry.model_name
-    outcome = versions.publish(uri, name, run.run_id, tags, decision.make_champion, decision.verdict, description=card)
-    payload = {
-        "verdict": decision.verdict,
-        **decision.tags(),
-        HoldoutMetrics.key("bits_per_byte"): metrics.bits_per_byte,
-    }
-    _emit(event_name(outcome, decision), f"models:/{name}/{outcome.version}", run, payload)
-    return outcome
-
-
-def _register_images(config: FoundryConfig, candidate: Candidate, decision: Decision, parent: str) -> Promotion:
-    """`register` for an image classifier: its pyfunc (images in, label and probabilities out) and card."""
-    from foundry.registry import versions
-    from foundry.registry.lineage import version_tags
-    from foundry.reports.vision_card import vision_card
-    from foundry.serving.package import log_vision_model
-    from foundry.vision.evaluate import load_saved
-    from models.vision import classifier_from_saved
 
     c, run, name = candidate, candidate.run, config.registry.model_name
-    uri = log_vision_model(run.run_id, c.checkpoint)
+    manifest = DatasetManifest.read(c.data_dir)
+    served = workload.for_manifest(manifest)  # its pyfunc: text in and out, or images in and labels out
+    uri = served.log_served_model(run.run_id, c.checkpoint, c.tokenizer, config)
     tracking.link_metrics(run.run_id, sorted(c.metrics.as_mlflow()), model_id=uri.removeprefix("models:/"))
     git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
-    saved = load_saved(c.checkpoint)
-    n_params = classifier_from_saved(saved).num_params()
-    card = vision_card(name, saved, c.data, c.metrics, decision, n_params, run.run_id, git)
-    manifest = DatasetManifest.read(c.data_dir)
+    card = served.model_card(config, c, decision, run.run_id, git)
     tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent)
     outcome = versions.publish(uri, name, run.run_id, tags, decision.make_champion, decision.verdict, description=card)
-    payload = {"verdict": decision.verdict, **decision.tags(), VisionMetrics.key("accuracy"): c.metrics.accuracy}
+    payload = {"verdict": decision.verdict, **decision.tags(), **served.event_scores(c.metrics)}
     _emit(event_name(outcome, decision), f"models:/{name}/{outcome.version}", run, payload)
     return outcome
 

@@ -12,12 +12,10 @@ from foundry.runtime.env import foundry_home
 
 
 def cmd_acquire(args: argparse.Namespace) -> int:
-    from foundry.data.acquire import acquire_source
-    from foundry.vision.stage import acquire_images
+    from foundry.training import workload
 
     config = load(args)
-    image = config.data.modality == "image"
-    manifest = acquire_images(config, args.out) if image else acquire_source(config.data, args.out)
+    manifest = workload.for_config(config).acquire(config, args.out)
     print(f"{manifest.files} files, {manifest.bytes} bytes, digest {manifest.digest} -> {args.out}")
     return 0
 
@@ -26,18 +24,14 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     from foundry.core.contracts import SourceManifest
     from foundry.data.purged import purged_documents
     from foundry.data.validate import validate_dataset
+    from foundry.training import workload
     from tasks.data_parallel import run_prepare
 
     config = load(args)
     purged = frozenset(purged_documents(foundry_home()))  # a purge's documents, should the source still hold them
     manifest = run_prepare(SourceManifest.read(args.manifest), config, args.out, purged=purged).manifest
     validate_dataset(args.out, config, args.out.parent / f"{args.out.name}_validation.json")
-    if manifest.is_images:
-        print(
-            f"{manifest.count('train_images')} train / {manifest.count('holdout_images')} holdout images -> {args.out}"
-        )
-    else:
-        print(f"{manifest.train_tokens} train / {manifest.holdout_tokens} holdout tokens -> {args.out}")
+    print(f"{workload.for_config(config).prepared_line(manifest)} -> {args.out}")
     return 0
 
 

@@ -201,13 +201,8 @@ class DatasetManifest(_Value):
         return {s.file: s.sha256 for s in self.shards or []}, sha256_file
 
     def data_metrics(self) -> dict[str, float]:
-        """The counts worth a chart in MLflow: documents (images) in and out, drops by reason, PII replaced, tokens
-        (classes)."""
+        """The counts of every dataset worth a chart in MLflow: documents (images) in and out, drops by reason, PII
+        replaced, source files skipped. A workload adds its own (tokens, classes: `Workload.data_metrics`)."""
         metrics = {f"data/{k}": v for k, v in self.stats.items()}
         metrics.update({f"data/source_{k}": v for k, v in self.source_skipped.items()})
-        if self.is_images:
-            metrics["data/classes"] = len(self.classes)
-            return metrics
-        metrics["data/train_tokens"] = self.train_tokens
-        metrics["data/holdout_tokens"] = self.holdout_tokens
         return metrics

@@ -266,4 +266,8 @@ def _lineage(parent: Path | None, config: FoundryConfig, replay_fraction: float 
 
 def prepare_metrics(manifest: DatasetManifest) -> dict[str, float]:
     """The counts worth a chart in MLflow: documents in and out, drops by reason, PII replaced, tokens."""
-    return manifest.data_metrics()
+    return {
+        **manifest.data_metrics(),
+        "data/train_tokens": manifest.train_tokens,
+        "data/holdout_tokens": manifest.holdout_tokens,
+    }

@@ -22,6 +22,7 @@ from foundry.data.clean import iter_texts
 from foundry.data.manifest import DatasetManifest
 from foundry.data.validate_gx import ValidationFailed, drop_docs_assets, lineage_suite, lineage_table, run_suites
 from foundry.data.validation_report import PiiCounts, ValidationReport
+from foundry.training import workload
 
 log = logging.getLogger(__name__)
 __all__ = ["ValidationFailed", "run_suites", "validate_dataset"]  # the gates' machinery, where callers found it
@@ -164,12 +165,17 @@ def validate_dataset(
 ) -> ValidationReport:
     """Run the gate over a prepared directory; writes the report, raises `ValidationFailed` on failure.
     With `docs_dir`, a failure also leaves GX data docs (HTML, `index.html` first) there. With `parent`, the
-    data version whose ledger this one was built on, the splits must be the ones its ledger gives."""
-    manifest = DatasetManifest.read(data_dir)
-    if manifest.is_images:
-        from foundry.data.validate_images import validate_image_dataset
+    data version whose ledger this one was built on, the splits must be the ones its ledger gives. The suites are
+    those of the workload whose data the folder holds (`validate_documents` for documents)."""
+    data = workload.for_manifest(DatasetManifest.read(data_dir))
+    return data.validate(data_dir, config, report_path, docs_dir, parent)
 
-        return validate_image_dataset(data_dir, config, report_path, docs_dir, parent)
+
+def validate_documents(
+    data_dir: Path, config: FoundryConfig, report_path: Path, docs_dir: Path | None = None, parent: Path | None = None
+) -> ValidationReport:
+    """`validate_dataset` for documents prepared for pretraining (token shards)."""
+    manifest = DatasetManifest.read(data_dir)
     documents = document_table(data_dir, config.data.pii_allowed)
     shards = shard_table(data_dir, manifest)
     tables = {

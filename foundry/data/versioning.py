@@ -22,6 +22,7 @@ from foundry.core.contracts import DataVersion, SourceManifest
 from foundry.core.fs import remove_tree
 from foundry.data.purged import digest as purged_digest
 from foundry.runtime.env import PROJECT_ROOT, s3_endpoint_url
+from foundry.training import workload
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +74,7 @@ def dataset_key(
         "data": config.data.model_dump(mode="json", exclude=NOT_SHAPING),
         "code": code,
     }
-    if config.data.modality == "image":  # images are fitted and sharded by `image`; no tokenizer makes them
-        shaping["image"] = config.image.model_dump(mode="json")
-    else:
-        shaping["tokenizer"] = config.tokenizer.model_dump(mode="json")
-        shaping["block_size"] = config.model.block_size
+    shaping.update(workload.for_config(config).shaping(config))  # text: tokenizer and block size; images: `image`
     if purged:
         shaping["purged"] = purged_digest(purged)
     return "dataset-" + hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()

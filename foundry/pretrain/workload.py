@@ -3,13 +3,118 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from foundry.data.manifest import DatasetManifest
 from foundry.training.workload import Workload
 
+if TYPE_CHECKING:
+    from foundry.config import FoundryConfig
+    from foundry.core.contracts import Candidate, ParentModel, SourceManifest
+    from foundry.data.prepare import Mapper, Prepared
+    from foundry.data.validation_report import ValidationReport
+    from foundry.evaluation.holdout_metrics import HoldoutMetrics
+    from foundry.gates.decision import Decision
+    from foundry.purge.data import Matched, VersionFiles
+    from foundry.purge.plan import Criterion, DataHit, Location
+
 
 class TextWorkload(Workload):
     name = "text"
+
+    # --- data, purge and serving ------------------------------------------------------------------
+
+    prepares_on_workers = True  # cleaning and tokenizing map over the source files
+
+    def reads(self, manifest: DatasetManifest) -> bool:
+        return manifest.is_documents
+
+    def acquire(self, config: FoundryConfig, out: Path) -> SourceManifest:
+        from foundry.data.acquire import acquire_source
+
+        return acquire_source(config.data, out)
+
+    def prepare(
+        self,
+        source: SourceManifest,
+        config: FoundryConfig,
+        out_dir: Path,
+        *,
+        parent: Path | None = None,
+        replay: float | None = None,
+        purged: frozenset[str] = frozenset(),
+        progress: bool = False,
+        progress_file: Path | None = None,
+        mapper: Mapper | None = None,
+        workers: int = 1,
+    ) -> Prepared:
+        from foundry.data.prepare import prepare, serial_map
+
+        lineage = {"parent": parent, "replay_fraction": replay, "progress_file": progress_file, "purged": purged}
+        return prepare(source, config, out_dir, progress, mapper or serial_map, workers, **lineage)
+
+    def validate(
+        self,
+        data_dir: Path,
+        config: FoundryConfig,
+        report_path: Path,
+        docs_dir: Path | None = None,
+        parent: Path | None = None,
+    ) -> ValidationReport:
+        from foundry.data.validate import validate_documents
+
+        return validate_documents(data_dir, config, report_path, docs_dir, parent)
+
+    def shaping(self, config: FoundryConfig) -> dict[str, Any]:
+        return {"tokenizer": config.tokenizer.model_dump(mode="json"), "block_size": config.model.block_size}
+
+    def data_metrics(self, manifest: DatasetManifest) -> dict[str, float]:
+        from foundry.data.prepare import prepare_metrics
+
+        return prepare_metrics(manifest)
+
+    def prepared_line(self, manifest: DatasetManifest) -> str:
+        return f"{manifest.train_tokens} train / {manifest.holdout_tokens} holdout tokens"
+
+    def purge_matching(self, files: VersionFiles, criterion: Criterion) -> Matched:
+        from foundry.purge import data
+
+        return data.matching(files, criterion)
+
+    def purge_locations(
+        self, files: VersionFiles, criterion: Criterion, matched: Matched, shas: set[str], names: set[str]
+    ) -> list[Location]:
+        from foundry.purge import data
+
+        return data.locations(files, criterion, matched, shas, names)
+
+    def purge_rewrite(
+        self, files: VersionFiles, hit: DataHit, gone: set[str], names: set[str], out: Path
+    ) -> dict[str, int] | None:
+        from foundry.purge.rewrite import rewrite_documents
+
+        return rewrite_documents(files, hit, gone, names, out)
+
+    def finetune_config(self, raw: dict[str, Any], config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
+        return raw  # the base's model shape and tokenizer: the warm start took them
+
+    def log_served_model(self, run_id: str, checkpoint: Path, tokenizer: Path, config: FoundryConfig) -> str:
+        from foundry.serving.package import log_model
+
+        return log_model(run_id, checkpoint, tokenizer, config.serving.model_dump())
+
+    def model_card(
+        self, config: FoundryConfig, candidate: Candidate, decision: Decision, run_id: str, git: dict[str, str]
+    ) -> str:
+        from foundry.reports.cards import model_card
+        from models.gpt import load_gpt
+
+        n_params = load_gpt(candidate.checkpoint).num_params()
+        manifest = DatasetManifest.read(candidate.data_dir)
+        return model_card(config, manifest, candidate.data, candidate.metrics, decision, n_params, run_id, git)
+
+    def event_scores(self, metrics: HoldoutMetrics) -> dict[str, float]:
+        return {metrics.key("bits_per_byte"): metrics.bits_per_byte}
 
     def holds(self, data_dir: Path) -> bool:
         return (Path(data_dir) / "manifest.json").is_file() and DatasetManifest.read(data_dir).is_documents

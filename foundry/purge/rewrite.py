@@ -34,10 +34,10 @@ from foundry.data.ledger import LEDGER, SIGNATURES
 from foundry.data.manifest import FILE as MANIFEST
 from foundry.data.manifest import SPLITS, TOKENIZER, DatasetManifest, Shard
 from foundry.purge import data as purge_data
-from foundry.purge import images
 from foundry.purge.cuts import Inconsistent, batched, complement, cut, ragged_without, spans
 from foundry.purge.data import VersionFiles
 from foundry.purge.plan import DataHit, names_in
+from foundry.training import workload
 
 log = logging.getLogger(__name__)
 ENCODE_BATCH = 512
@@ -67,20 +67,8 @@ def rewrite(files: VersionFiles, hit: DataHit, shas: set[str], names: set[str], 
     if any(out.iterdir()):
         raise ValueError(f"{out} is not empty: a purge rewrites a data version into a new folder")
     gone = set(shas) | set(hit.documents) | set(hit.listed)
-    try:
-        manifest = files.manifest()
-        if manifest.is_images:  # labelled images in WebDataset shards
-            removed = images.rewrite(files, hit, gone, names, out)
-            return None if removed is None else Rewritten(out, removed)
-        entries = _entries(files, manifest, gone)
-        missing = set(hit.documents) - set(_table_shas(files, manifest))
-        if missing:
-            raise Inconsistent(f"{len(missing)} document(s) the plan found are not in the version's table")
-        empty = [s for s in SPLITS if not any(e.split == s and not e.gone for e in entries)]
-        if empty:
-            log.warning("purge: %s would hold no %s documents; it is deleted, not rewritten", hit.data_version, empty)
-            return None
-        removed = _Writer(files, manifest, hit, entries, names, out).write(gone)
+    try:  # as the workload of its data rewrites it: documents here (`rewrite_documents`)
+        removed = workload.for_manifest(files.manifest()).purge_rewrite(files, hit, gone, names, out)
     except (ValueError, KeyError) as exc:  # `Inconsistent` too: files that do not agree with one another
         _clear(out)
         log.warning("purge cannot rewrite data version %s: %s", hit.data_version, exc)
@@ -88,7 +76,19 @@ def rewrite(files: VersionFiles, hit: DataHit, shas: set[str], names: set[str], 
     except BaseException:
         _clear(out)  # a failure of this machine (a full disk): the purge stops, and is simply run again
         raise
-    return Rewritten(out, removed)
+    return None if removed is None else Rewritten(out, removed)
+
+
+def rewrite_documents(files: VersionFiles, hit: DataHit, gone: set[str], names: set[str], out: Path) -> dict | None:
+    """`rewrite` for documents or alignment records: what was removed, by kind; None where a split would be empty."""
+    manifest = files.manifest()
+    entries = _entries(files, manifest, gone)
+    if missing := set(hit.documents) - set(_table_shas(files, manifest)):
+        raise Inconsistent(f"{len(missing)} document(s) the plan found are not in the version's table")
+    if empty := [s for s in SPLITS if not any(e.split == s and not e.gone for e in entries)]:
+        log.warning("purge: %s would hold no %s documents; it is deleted, not rewritten", hit.data_version, empty)
+        return None
+    return _Writer(files, manifest, hit, entries, names, out).write(gone)
 
 
 def _clear(out: Path) -> None:

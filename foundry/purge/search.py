@@ -7,10 +7,11 @@ The search (the dry run, and the first step of `--apply`: `purge_apply`) reads a
    and each local DVC remote (the default `$FOUNDRY_HOME/dvc-remote`, `data.remote`, and every remote a version
    or run names), the hydrated copies, the workspace's checked-out version, and those the registry or a run
    names; each is read from the first place that holds it whole;
-3. in each, the matching documents, then every file and position holding them or naming them (`purge_data`):
-   split files, documents table, token shards (decoded, each span verified), ledger and signatures, audit; in
-   an image version (`purge_images`), images by pixel sha256 or source path (a regex: label and source path),
-   their table rows, WebDataset shard members (decoded, each verified), ledger rows and dHash signatures, audit;
+3. in each, as the workload of its data reads it, the matching documents, then every file and position holding
+   them or naming them (`purge_data`): split files, documents table, token shards (decoded, each span verified),
+   ledger and signatures, audit; in an image version (`foundry.purge.images`), images by pixel sha256 or source
+   path (a regex: label and source path), their table rows, WebDataset shard members (decoded, each verified),
+   ledger rows and dHash signatures, audit;
 4. the MLflow artifacts that hold them: the embedded store's files (`purge_artifacts`), or, with a tracking
    server, each experiment's artifact location through MLflow's artifact repository (`purge_served`); and the
    other files under the home and the Prefect artifacts that do (`purge_home`); for an image version, the
@@ -39,13 +40,13 @@ from foundry.gc.refs import RegistryUnreadable
 from foundry.purge import artifacts as purge_artifacts
 from foundry.purge import data as purge_data
 from foundry.purge import home as purge_home
-from foundry.purge import images as purge_images
 from foundry.purge import record, served
 from foundry.purge import registry as purge_registry
 from foundry.purge import unchecked as purge_unchecked
 from foundry.purge.data import Matched, VersionFiles
 from foundry.purge.plan import Criterion, DataHit, PurgePlan, Unchecked, summary
 from foundry.purge.stores import Places
+from foundry.training import workload
 
 log = logging.getLogger(__name__)
 __all__ = ["Criterion", "PurgePlan", "RegistryUnreadable", "Survey", "plan", "summary", "survey"]
@@ -96,8 +97,8 @@ def survey(home: Path, criterion: Criterion, reason: str, remotes: set[str] | No
     # finds their artifact copies by sha256 when run again, with no data version left to read the text from.
     # The image plots of the runs on an image version holding a matched image (or on one an earlier purge
     # removed: a purge stopped before deleting them, run again) may show it: `purge_artifacts.GRIDS`.
-    images = {v for v in now if readable[v].manifest().is_images}
-    grids = purge_registry.evaluated_runs(registry, images | before)
+    plotted = {v for v in now if workload.for_manifest(readable[v].manifest()).plots_show_data}
+    grids = purge_registry.evaluated_runs(registry, plotted | before)
     needles = purge_artifacts.Needles(criterion, texts, names, purged.purged_documents(home), grids)
     artifacts, read, unchecked = _artifacts(home, needles, registry)
     elsewhere = tuple(purge_home.scan(home, needles))
@@ -167,9 +168,8 @@ def _matched(readable: dict[str, VersionFiles], criterion: Criterion) -> tuple[d
     for version, files in list(readable.items()):
         try:
             # An image's `text` is empty: no artifact is searched for it; its table row, shard members and
-            # ledger row are found by its pixels' sha256 or its source path (`purge_images`).
-            reader = purge_images if files.manifest().is_images else purge_data
-            matched[version] = reader.matching(files, criterion)
+            # ledger row are found by its pixels' sha256 or its source path (`foundry.purge.images`).
+            matched[version] = workload.for_manifest(files.manifest()).purge_matching(files, criterion)
         except (OSError, ValueError, KeyError) as exc:
             log.warning("purge cannot read data version %s: %s", version, exc)
             broken[version] = f"cannot be read as a prepared dataset ({type(exc).__name__}: {exc})"
@@ -178,8 +178,7 @@ def _matched(readable: dict[str, VersionFiles], criterion: Criterion) -> tuple[d
 
 
 def _hit(version, files, criterion, matched: Matched, shas, names, places: Places) -> DataHit | None:
-    reader = purge_images if files.manifest().is_images else purge_data
-    locations = tuple(reader.locations(files, criterion, matched, shas, names))
+    locations = tuple(workload.for_manifest(files.manifest()).purge_locations(files, criterion, matched, shas, names))
     if not locations:
         return None
     own = {d.sha256 for d in matched.documents}

@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from foundry.config import FoundryConfig, validate
+from foundry.config import DataConfig, FoundryConfig, validate
 from foundry.config.image import IMAGE_EXTENSIONS
 from foundry.core.contracts import ParentModel
 from foundry.core.model_uri import ModelUri
+from foundry.training import workload
 from foundry.training.warm_start import warm_started, warn_of_train_keys_not_taken
 
 LOOKED_AT = 2000  # files of a local folder whose names tell its modality: enough for a verdict, cheap on a big one
@@ -28,16 +29,8 @@ def specialist_config(config: FoundryConfig, parent: ParentModel) -> FoundryConf
     base = base_modality(parent)
     check_modality(config, parent.uri, base)
     warn_of_train_keys_not_taken(config, "finetune")
-    raw = warm_started(config, parent, config.training_for("finetune"))
-    if base == "image":
-        from foundry.vision.finetune import image_sections
-
-        if config.finetune.method != "full":
-            raise ValueError(
-                f"finetune.method {config.finetune.method} adapts a GPT's projections; {parent.uri} is an image "
-                "classifier, fine-tuned whole: set finetune.method to full"
-            )
-        raw = image_sections(raw, config.model_dump(mode="json"), parent.config)
+    warm = warm_started(config, parent, config.training_for("finetune"))
+    raw = workload.named(base).finetune_config(warm, config, parent)  # what the base's workload keeps of its own
     base_name = ModelUri.parse(parent.uri).name
     raw["registry"]["model_name"] = config.finetune.resolved_model_name(base_name, config.data.source_list[0])
     return validate(raw)
@@ -51,9 +44,9 @@ def base_modality(parent: ParentModel) -> str:
 def check_modality(config: FoundryConfig, base_uri: str, base: str) -> None:
     """Refuse data of the other modality than the base's, naming both. The data's modality is what its sources'
     names say (`source_modality`), else what the config states (image is never the default), else the base's."""
-    said = config.data.modality if config.data.modality != "text" else None
+    said = {config.data.modality} - {DataConfig.model_fields["modality"].default}  # the default states nothing
     found = {source_modality(source, config.data.extensions) for source in config.data.source_list} - {None}
-    data = found.pop() if len(found) == 1 else said or base
+    data = found.pop() if len(found) == 1 else (said or {base}).pop()
     if data != base:
         raise ModalityMismatch(
             f"{base_uri} is {KIND[base]} (data.modality {base}), but data.source {config.data.source!r} holds "

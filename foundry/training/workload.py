@@ -18,7 +18,17 @@ from abc import ABC, abstractmethod
 from functools import cache
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the types the methods take: a workload's module imports them, this registry never does
+    from foundry.config import FoundryConfig
+    from foundry.core.contracts import Candidate, ParentModel, SourceManifest
+    from foundry.data.manifest import DatasetManifest
+    from foundry.data.prepare import Mapper, Prepared
+    from foundry.data.validation_report import ValidationReport
+    from foundry.gates.decision import Decision
+    from foundry.purge.data import Matched, VersionFiles
+    from foundry.purge.plan import Criterion, DataHit, Location
 
 # name -> the module whose `WORKLOAD` is that workload; the order is the order `for_data` asks them in
 REGISTERED: dict[str, str] = {
@@ -32,6 +42,104 @@ class Workload(ABC):
     """One kind of model: what the trainer, the gates, evaluate, purge and serving ask of it."""
 
     name: str  # "text", "chat", "image": the key in REGISTERED
+
+    # --- data, purge and serving ------------------------------------------------------------------
+
+    # Whether `prepare`'s map steps can run on Dask workers (`data.workers`, `data.scheduler`); else in one process.
+    prepares_on_workers: bool = False
+    # Whether a fine-tune with no champion of its own prepares its data on its base's data version (its ledger and
+    # whatever else must stay as the base had it), rather than from scratch.
+    finetunes_on_base_data: bool = False
+    # Whether runs trained or evaluated on its data log plots that show the data itself (a purge deletes them).
+    plots_show_data: bool = False
+
+    @abstractmethod
+    def reads(self, manifest: DatasetManifest) -> bool:
+        """Whether a dataset manifest describes this workload's data (a purge has the manifest, not a folder)."""
+
+    @abstractmethod
+    def acquire(self, config: FoundryConfig, out: Path) -> SourceManifest:
+        """List and fingerprint the sources `config.data` names; the manifest, written to `out`, is the DVC
+        dependency of `prepare`."""
+
+    @abstractmethod
+    def prepare(
+        self,
+        source: SourceManifest,
+        config: FoundryConfig,
+        out_dir: Path,
+        *,
+        parent: Path | None = None,
+        replay: float | None = None,
+        purged: frozenset[str] = frozenset(),
+        progress: bool = False,
+        progress_file: Path | None = None,
+        mapper: Mapper | None = None,
+        workers: int = 1,
+    ) -> Prepared:
+        """The acquired sources made into a dataset in a fresh `out_dir`: built on the `parent` data version's
+        ledger (`replay` the share of its training documents replayed), without the `purged` documents.
+        `progress` (bars), `progress_file`, `mapper` and `workers` (the map steps on Dask) only where it has them."""
+
+    @abstractmethod
+    def validate(
+        self,
+        data_dir: Path,
+        config: FoundryConfig,
+        report_path: Path,
+        docs_dir: Path | None = None,
+        parent: Path | None = None,
+    ) -> ValidationReport:
+        """The data gate over a prepared folder: writes the report, raises `ValidationFailed` on failure (leaving
+        GX data docs in `docs_dir`, if given); with `parent`, the splits must be the ones its ledger gives."""
+
+    @abstractmethod
+    def shaping(self, config: FoundryConfig) -> dict[str, Any]:
+        """The config's sections besides `data` that shape the prepared bytes: part of the dataset's cache key."""
+
+    @abstractmethod
+    def data_metrics(self, manifest: DatasetManifest) -> dict[str, float]:
+        """The counts worth a chart in MLflow for a prepared dataset."""
+
+    @abstractmethod
+    def prepared_line(self, manifest: DatasetManifest) -> str:
+        """What `foundry prepare` prints of what it made: the sizes of the splits."""
+
+    @abstractmethod
+    def purge_matching(self, files: VersionFiles, criterion: Criterion) -> Matched:
+        """The documents of a data version a purge's criterion names."""
+
+    @abstractmethod
+    def purge_locations(
+        self, files: VersionFiles, criterion: Criterion, matched: Matched, shas: set[str], names: set[str]
+    ) -> list[Location]:
+        """Every file and position of a data version holding `matched`, or naming `shas` or `names`."""
+
+    @abstractmethod
+    def purge_rewrite(
+        self, files: VersionFiles, hit: DataHit, gone: set[str], names: set[str], out: Path
+    ) -> dict[str, int] | None:
+        """The data version without the documents `gone`, written into the empty folder `out`: what was removed,
+        by kind; None when a split would be left empty. `ValueError` (`Inconsistent`) when its files disagree."""
+
+    @abstractmethod
+    def finetune_config(self, raw: dict[str, Any], config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
+        """A domain fine-tune's config as values (`raw`: `config` warm-started from `parent`, this workload's
+        registered version) with what such a base keeps; `ValueError` for a `finetune` setting it cannot take."""
+
+    @abstractmethod
+    def log_served_model(self, run_id: str, checkpoint: Path, tokenizer: Path, config: FoundryConfig) -> str:
+        """Log the pyfunc model that serves it (its leaf module in `foundry.serving`) under the run; its URI."""
+
+    @abstractmethod
+    def model_card(
+        self, config: FoundryConfig, candidate: Candidate, decision: Decision, run_id: str, git: dict[str, str]
+    ) -> str:
+        """The registered version's description: what it is, what it was trained and judged on."""
+
+    @abstractmethod
+    def event_scores(self, metrics: Any) -> dict[str, float]:
+        """The holdout score a registered version's Prefect event carries, under its MLflow key."""
 
     # --- what it reads ----------------------------------------------------------------------------
 
@@ -92,3 +200,17 @@ def for_data(data_dir: Path) -> Workload:
         if named(name).holds(Path(data_dir)):
             return named(name)
     raise ValueError(f"{data_dir} holds no prepared data of any workload ({', '.join(REGISTERED)})")
+
+
+def for_manifest(manifest: DatasetManifest) -> Workload:
+    """The workload whose data a dataset manifest describes (a purge reads versions from caches, not folders)."""
+    for name in REGISTERED:
+        if named(name).reads(manifest):
+            return named(name)
+    raise ValueError(f"no workload reads a dataset of kind {manifest.kind!r} ({', '.join(REGISTERED)})")
+
+
+def for_config(config: FoundryConfig) -> Workload:
+    """The workload a run's config asks for, before any data exists: its `data.modality` (chat records are
+    prepared by `foundry align`, from a text config)."""
+    return named(config.data.modality)

@@ -3,18 +3,140 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from foundry.training.workload import Workload
-from foundry.vision.shards import FILE, ShardManifest
+
+# `foundry.vision.shards.FILE`, named here: asking whether a folder holds images must not import torch and Pillow
+FILE = "shards.json"
+
+if TYPE_CHECKING:
+    from foundry.config import FoundryConfig
+    from foundry.core.contracts import Candidate, ParentModel, SourceManifest
+    from foundry.data.manifest import DatasetManifest
+    from foundry.data.prepare import Mapper, Prepared
+    from foundry.data.validation_report import ValidationReport
+    from foundry.gates.decision import Decision
+    from foundry.purge.data import Matched, VersionFiles
+    from foundry.purge.plan import Criterion, DataHit, Location
+    from foundry.vision.metrics import VisionMetrics
+    from foundry.vision.shards import ShardManifest
 
 
 class ImageWorkload(Workload):
     name = "image"
 
+    # --- data, purge and serving ------------------------------------------------------------------
+
+    finetunes_on_base_data = True  # the base's classes keep their indices (its head's rows), its holdout stays holdout
+    plots_show_data = True  # the misclassified-images grids of the runs trained or evaluated on it
+
+    def reads(self, manifest: DatasetManifest) -> bool:
+        return manifest.kind == "classification"
+
+    def acquire(self, config: FoundryConfig, out: Path) -> SourceManifest:
+        from foundry.vision.stage import acquire_images  # torch and Pillow: imported only when images are asked for
+
+        return acquire_images(config, out)
+
+    def prepare(
+        self,
+        source: SourceManifest,
+        config: FoundryConfig,
+        out_dir: Path,
+        *,
+        parent: Path | None = None,
+        replay: float | None = None,
+        purged: frozenset[str] = frozenset(),
+        progress: bool = False,
+        progress_file: Path | None = None,
+        mapper: Mapper | None = None,
+        workers: int = 1,
+    ) -> Prepared:
+        """Decoding and hashing a few thousand images: in this process, with no bars or progress file."""
+        from foundry.vision.stage import prepare_image_dataset
+
+        return prepare_image_dataset(source, config, out_dir, parent, replay, purged=purged)
+
+    def validate(
+        self,
+        data_dir: Path,
+        config: FoundryConfig,
+        report_path: Path,
+        docs_dir: Path | None = None,
+        parent: Path | None = None,
+    ) -> ValidationReport:
+        from foundry.data.validate_images import validate_image_dataset
+
+        return validate_image_dataset(data_dir, config, report_path, docs_dir, parent)
+
+    def shaping(self, config: FoundryConfig) -> dict[str, Any]:
+        return {"image": config.image.model_dump(mode="json")}  # images are fitted and sharded by it; no tokenizer
+
+    def data_metrics(self, manifest: DatasetManifest) -> dict[str, float]:
+        return {**manifest.data_metrics(), "data/classes": len(manifest.classes)}
+
+    def prepared_line(self, manifest: DatasetManifest) -> str:
+        return f"{manifest.count('train_images')} train / {manifest.count('holdout_images')} holdout images"
+
+    def purge_matching(self, files: VersionFiles, criterion: Criterion) -> Matched:
+        from foundry.purge import images
+
+        return images.matching(files, criterion)
+
+    def purge_locations(
+        self, files: VersionFiles, criterion: Criterion, matched: Matched, shas: set[str], names: set[str]
+    ) -> list[Location]:
+        from foundry.purge import images
+
+        return images.locations(files, criterion, matched, shas, names)
+
+    def purge_rewrite(
+        self, files: VersionFiles, hit: DataHit, gone: set[str], names: set[str], out: Path
+    ) -> dict[str, int] | None:
+        from foundry.purge import images
+
+        return images.rewrite(files, hit, gone, names, out)
+
+    def finetune_config(self, raw: dict[str, Any], config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
+        """Its `image` and `vision` sections (the run's own settings where it changed them), fine-tuned whole."""
+        from foundry.vision.finetune import image_sections
+
+        if config.finetune.method != "full":
+            raise ValueError(
+                f"finetune.method {config.finetune.method} adapts a GPT's projections; {parent.uri} is an image "
+                "classifier, fine-tuned whole: set finetune.method to full"
+            )
+        return image_sections(raw, config.model_dump(mode="json"), parent.config)
+
+    def log_served_model(self, run_id: str, checkpoint: Path, tokenizer: Path, config: FoundryConfig) -> str:
+        """Images in, a label and each class's probability out (`foundry.serving.vision_pyfunc`), bounded by the
+        default `IMAGE_LIMITS`: the config's `serving` section bounds text generation. No tokenizer."""
+        from foundry.serving.package import log_vision_model
+
+        return log_vision_model(run_id, checkpoint)
+
+    def model_card(
+        self, config: FoundryConfig, candidate: Candidate, decision: Decision, run_id: str, git: dict[str, str]
+    ) -> str:
+        from foundry.reports.vision_card import vision_card
+        from foundry.vision.evaluate import load_saved
+        from models.vision import classifier_from_saved
+
+        saved = load_saved(candidate.checkpoint)
+        n_params = classifier_from_saved(saved).num_params()
+        data, metrics = candidate.data, candidate.metrics
+        return vision_card(config.registry.model_name, saved, data, metrics, decision, n_params, run_id, git)
+
+    def event_scores(self, metrics: VisionMetrics) -> dict[str, float]:
+        return {metrics.key("accuracy"): metrics.accuracy}
+
     def holds(self, data_dir: Path) -> bool:
         return (Path(data_dir) / FILE).is_file()
 
     def data(self, data_dir: Path) -> ShardManifest:
+        from foundry.vision.shards import ShardManifest
+
         return ShardManifest.read(data_dir)
 
     # --- training ---

@@ -1,0 +1,93 @@
+"""The Workload's data, purge and serving side: which workload a config, a folder or a manifest asks for, and what
+each says of its data (the stages, purge and registration ask these instead of branching on modality)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO_ROOT
+from test_manifest import CHAT, DOCUMENTS, IMAGES
+
+from foundry.config import load_config
+from foundry.data.manifest import DatasetManifest
+from foundry.training import workload
+
+
+@pytest.fixture(scope="module")
+def configs():
+    text = load_config(REPO_ROOT / "configs" / "tiny.yaml")
+    return text, load_config(REPO_ROOT / "configs" / "vision-tiny.yaml")
+
+
+def test_a_config_asks_for_the_workload_its_data_modality_names(configs):
+    text, images = configs
+    assert workload.for_config(text).name == "text"
+    assert workload.for_config(images).name == "image"
+
+
+@pytest.mark.parametrize(("values", "name"), [(DOCUMENTS, "text"), (CHAT, "chat"), (IMAGES, "image")])
+def test_a_manifest_is_read_by_exactly_one_workload(values, name):
+    manifest = DatasetManifest.model_validate(values)
+    assert workload.for_manifest(manifest).name == name
+    assert [n for n in workload.REGISTERED if workload.named(n).reads(manifest)] == [name]
+
+
+def test_each_workload_adds_its_own_counts_to_the_data_metrics():
+    text = workload.named("text").data_metrics(DatasetManifest.model_validate(DOCUMENTS))
+    assert text == {
+        **{f"data/{k}": v for k, v in DOCUMENTS["stats"].items()},
+        "data/source_binary": 1,
+        "data/train_tokens": 2,
+        "data/holdout_tokens": 0,
+    }
+    chat = workload.named("chat").data_metrics(DatasetManifest.model_validate(CHAT))
+    assert chat["data/train_records"] == 2 and "data/train_tokens" in chat
+    images = workload.named("image").data_metrics(DatasetManifest.model_validate(IMAGES))
+    assert images["data/classes"] == 2 and images["data/train_images"] == 2
+    assert not any("tokens" in key for key in images)
+
+
+def test_the_dataset_key_shaping_is_the_workloads_own_sections(configs):
+    text, images = configs
+    assert set(workload.for_config(text).shaping(text)) == {"tokenizer", "block_size"}
+    assert set(workload.for_config(images).shaping(images)) == {"image"}
+
+
+def test_what_prepare_prints_names_tokens_or_images():
+    assert workload.named("text").prepared_line(DatasetManifest.model_validate(DOCUMENTS)) == (
+        "2 train / 0 holdout tokens"
+    )
+    assert workload.named("image").prepared_line(DatasetManifest.model_validate(IMAGES)) == (
+        "2 train / 1 holdout images"
+    )
+
+
+def test_chat_records_are_prepared_by_foundry_align_not_the_data_stage(configs):
+    with pytest.raises(ValueError, match="foundry align"):
+        workload.named("chat").prepare(None, configs[0], REPO_ROOT / "unused")
+
+
+def test_only_images_prepare_on_a_base_s_data_and_plot_what_they_hold():
+    flags = {n: (w.finetunes_on_base_data, w.plots_show_data) for n in workload.REGISTERED if (w := workload.named(n))}
+    assert flags == {"image": (True, True), "chat": (False, False), "text": (False, False)}
+    assert workload.named("text").prepares_on_workers and not workload.named("image").prepares_on_workers
+
+
+def test_the_image_workload_names_the_shards_file_as_the_shards_do():
+    from foundry.vision import shards
+    from foundry.vision import workload as image_workload
+
+    assert image_workload.FILE == shards.FILE
+
+
+def test_asking_for_any_workload_imports_neither_torch_nor_pillow():
+    """The registry is asked for a workload on every data stage and purge: its modules import no heavy library."""
+    program = (
+        "import sys\nfrom foundry.training import workload\n"
+        "[workload.named(n) for n in workload.REGISTERED]\n"
+        "print(sorted(m for m in ('torch', 'PIL') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=REPO_ROOT, check=True)
+    assert done.stdout.strip() == "[]"
