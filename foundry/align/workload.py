@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from foundry.data.manifest import DatasetManifest
 from foundry.training.workload import Workload
+
+if TYPE_CHECKING:
+    from foundry.evaluate.scoring import Scoring
 
 KINDS = ("chat", "preference")
 
@@ -18,6 +22,13 @@ class ChatWorkload(Workload):
 
     def data(self, data_dir: Path) -> DatasetManifest:
         return DatasetManifest.read(data_dir)
+
+    # --- evaluation and gates: its gate is the alignment gate (`foundry.align.gate`) ---
+
+    def scoring(self) -> Scoring:
+        from foundry.align.scoring import SCORING
+
+        return SCORING
 
 
 WORKLOAD = ChatWorkload()
