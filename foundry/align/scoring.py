@@ -184,7 +184,8 @@ def rows(evaluation: Evaluation) -> list[dict[str, str]]:
 
 class ChatScoring(Scoring):
     figure = "Exact match"
-    modality = "text"
+    holding = "text"
+    records = ("chat",)  # preference pairs are not scored: not implemented
     others = "image classifiers"
     elsewhere = "an image data version, an image folder or sklearn://digits"
 

@@ -213,12 +213,13 @@ def hydrated_data(data: str, config: FoundryConfig, home: Path) -> EvaluationDat
 
 
 def described(asked: str, folder: Path, data_version: str | None, remote: str | None) -> EvaluationData:
-    """The prepared data as the steps take it, its kind the workload whose data it is."""
+    """The prepared data as the steps take it, its kind the workload whose data it is; data no workload scores
+    (preference pairs) refused."""
     from foundry.data.manifest import DatasetManifest
-    from foundry.training.workload import for_data
+    from foundry.training.workload import REGISTERED, for_data, named
 
     manifest = DatasetManifest.read(folder)
-    if manifest.kind not in ("text", "chat", "classification"):
+    if not any(manifest.kind in named(name).scoring().records for name in REGISTERED):
         raise ValueError(
             f"{asked} holds {manifest.kind} records: `foundry evaluate` scores documents, chat records and "
             "images (preference pairs are not implemented)"

@@ -55,7 +55,8 @@ class Scoring(ABC):
     """One workload's models scored on a holdout, beside its baselines, and reported."""
 
     figure: str  # what the comparison table ranks by, as its artifact names it ("Bits per byte", "Accuracy", ...)
-    modality: str  # what its data holds, as a refusal names it
+    holding: str  # what its data holds, as a refusal names it ("text", "image")
+    records: tuple[str, ...]  # the data manifest kinds it scores (`DatasetManifest.kind`)
     others: str  # the models that cannot read it, as a refusal names them
     elsewhere: str  # where those are evaluated instead
 
@@ -80,7 +81,7 @@ class Scoring(ABC):
         if other:
             listed = ", ".join(ref.model for ref in other)
             raise ValueError(
-                f"{listed}: {self.others}, and {data_label} holds {self.modality} data: `foundry evaluate` scores "
+                f"{listed}: {self.others}, and {data_label} holds {self.holding} data: `foundry evaluate` scores "
                 f"models on data of their own modality; evaluate them separately, on {self.elsewhere}"
             )
 

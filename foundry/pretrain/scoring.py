@@ -145,7 +145,8 @@ def baselines(data: EvaluationData, config: FoundryConfig) -> Baselines:
 
 class DocumentScoring(Scoring):
     figure = "Bits per byte"
-    modality = "text"
+    holding = "text"
+    records = ("text",)
     others = "image classifiers"
     elsewhere = "an image data version, an image folder or sklearn://digits"
 

@@ -202,7 +202,8 @@ def chart(evaluation: Evaluation, path: Path) -> Path:
 
 class ImageScoring(Scoring):
     figure = "Accuracy"
-    modality = IMAGE
+    holding = IMAGE
+    records = ("classification",)
     others = "language models"
     elsewhere = "text"
 
