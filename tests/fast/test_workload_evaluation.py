@@ -52,3 +52,15 @@ def test_a_source_only_images_come_from_is_read_as_images(tiny_config):
 
     assert source_config(tiny_config, "sklearn://digits").data.modality == "image"
     assert source_config(tiny_config, "/data/tickets").data.modality == tiny_config.data.modality
+
+
+def test_the_gates_rules_import_no_feature():
+    """The pure rules sit below the features that gather their inputs (the align flow, vision, pretraining)."""
+    features = ("foundry.align", "foundry.vision", "foundry.pretrain", "foundry.evaluate", "foundry.registry")
+    found = {
+        f"{path.name}: {line.strip()}"
+        for path in sorted((REPO / "foundry" / "gates").glob("*.py"))
+        for line in path.read_text().splitlines()
+        if line.lstrip().startswith(("from foundry.", "import foundry.")) and line.split()[1].startswith(features)
+    }
+    assert found == set()
