@@ -146,7 +146,7 @@ def evaluate_aligned(
 def judge_aligned(config: FoundryConfig, candidate: Candidate) -> Decision:
     """The alignment gate: the base's scores on the same data beside the aligned model's, and the champion of
     `align.model_name` scored on the same held-out data (the caller holds its promotion lock)."""
-    from foundry.registry.gate import decide_alignment
+    from foundry.align.gate import decide_alignment
 
     decision, run = decide_alignment(config, candidate), candidate.run
     tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})

@@ -10,8 +10,6 @@ from foundry.core.contracts import RunContext
 from foundry.evaluate.scores import Baselines, Evaluation, EvaluationData, ModelRef, ModelScores
 
 COMPARISON = "evaluation-comparison"
-GROUPS = "evaluation-groups"
-HEADLINE = {"chat": "Exact match", "image": "Accuracy"}  # the table's figure by data kind
 
 
 @task(name="resolve-models", cache_policy=NO_CACHE)
@@ -43,8 +41,7 @@ def evaluation_data(data: str, config: FoundryConfig, refs: list[ModelRef], run:
 
 @task(name="baselines", cache_policy=NO_CACHE)
 def baselines(data: EvaluationData, config: FoundryConfig) -> Baselines:
-    """Unigram, gzip, xz, xz -9e and PPMd on the holdout, given the train split: once for every model (none on
-    chat records)."""
+    """The data's baselines on the holdout, once for every model (`Scoring.baselines`)."""
     from foundry.evaluate.steps import baselines as measure
 
     return measure(data, config)
@@ -60,30 +57,22 @@ def score_model(
     from foundry.evaluate.steps import scored_and_logged
 
     scores = scored_and_logged(ref, data, base, config, run)
-    get_run_logger().info("%s: %s (run %s)", ref.model, headline(scores), scores.run_id)
+    get_run_logger().info("%s: %s (run %s)", ref.model, headline(scores, data), scores.run_id)
     return scores
 
 
 @task(name="compare", cache_policy=NO_CACHE)
 def compare(data: EvaluationData, base: Baselines, scores: list[ModelScores], run: RunContext) -> Evaluation:
-    """The comparison (markdown and chart on the run, table artifacts on the run page: overall and per group)."""
+    """The comparison (markdown and chart on the run, table artifacts on the run page: overall, and those the
+    data's workload adds, such as documents' per group of source files)."""
     from prefect.artifacts import create_table_artifact
 
-    from foundry.evaluate.report import group_rows, rows
+    from foundry.evaluate.report import rows
+    from foundry.evaluate.scoring import scoring_of
     from foundry.evaluate.steps import compared
 
-    evaluation = compared(data, base, scores, run)
-    create_table_artifact(
-        rows(evaluation),
-        key=COMPARISON,
-        description=f"{HEADLINE.get(data.kind, 'Bits per byte')} on {data.label}",
-        _sync=True,
-    )
-    if data.kind == "text" and evaluation.groups:  # documents: the same figures per group, beside its baselines
-        create_table_artifact(
-            group_rows(evaluation),
-            key=GROUPS,
-            description=f"Bits per byte by group of source files on {data.label}",
-            _sync=True,
-        )
+    evaluation, scoring = compared(data, base, scores, run), scoring_of(data)
+    create_table_artifact(rows(evaluation), key=COMPARISON, description=f"{scoring.figure} on {data.label}", _sync=True)
+    for table in scoring.tables(evaluation):
+        create_table_artifact(table.rows, key=table.key, description=table.description, _sync=True)
     return evaluation

@@ -1,4 +1,5 @@
-"""An aligned model's scores beside its base's, as one typed value, and the one place that names their MLflow keys.
+"""An aligned model's scores beside its base's, as one typed value, and the one place that names their MLflow keys
+(each model's scores are `foundry.gates.scores.AlignedScores`, which the alignment gate reads).
 
 The align flow logs them on its run as `align/<measure>` (the aligned model) and `base/<measure>` (the base it
 started from); the judge logs the champion it was held to as `incumbent/<measure>`. `as_mlflow()` writes those
@@ -12,25 +13,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-
-class AlignedScores(BaseModel):
-    """One model on the held-out alignment data and on the pretraining holdout; None: not measured."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    response_loss: float | None = None  # nats per assistant token
-    preference_accuracy: float | None = None  # dpo data only
-    preference_margin: float | None = None  # dpo data only
-    pretrain_bits_per_byte: float | None = None
-
-    def as_mlflow(self, who: str) -> dict[str, float]:
-        """The measured scores as `<who>/<measure>` (who: align, base or incumbent)."""
-        return {f"{who}/{name}": float(value) for name, value in self if value is not None}
-
-    @classmethod
-    def from_mlflow(cls, metrics: Mapping[str, float], who: str) -> AlignedScores:
-        """From a run's metrics, `<who>/<measure>`; other keys are ignored."""
-        return cls(**{name: float(metrics[f"{who}/{name}"]) for name in cls.model_fields if f"{who}/{name}" in metrics})
+from foundry.gates.scores import AlignedScores
 
 
 class AlignmentMetrics(BaseModel):

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from foundry.core.contracts import Candidate, ParentModel, SourceManifest
     from foundry.data.prepare import Prepared
     from foundry.data.validation_report import ValidationReport
+    from foundry.evaluate.scoring import Scoring
     from foundry.gates.decision import Decision
     from foundry.purge.data import Matched, VersionFiles
     from foundry.purge.plan import Criterion, DataHit, Location
@@ -127,6 +128,13 @@ class ChatWorkload(Workload):
 
     def retrain_config(self, raw: dict, given: dict, recorded: dict) -> dict:
         return raw  # the model's shape and tokenizer are the parent's already (`warm_started`)
+
+    # --- evaluation and gates: its gate is the alignment gate (`foundry.align.gate`) ---
+
+    def scoring(self) -> Scoring:
+        from foundry.align.scoring import SCORING
+
+        return SCORING
 
 
 WORKLOAD = ChatWorkload()

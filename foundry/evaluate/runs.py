@@ -22,10 +22,10 @@ import time
 from foundry.core.contracts import RunContext
 from foundry.core.redact import redact_url
 from foundry.evaluate.scores import Baselines, EvaluationData, ModelScores
+from foundry.evaluate.scoring import scoring_of
 from foundry.runtime import tracking
 
 PREFIX = "eval/"
-FIELDS = ("loss", "perplexity", "bits_per_byte", "tokens")
 CONTEXT = "evaluation"
 
 
@@ -35,38 +35,6 @@ def metric_key(field: str, group: str | None = None) -> str:
         return PREFIX + field
     safe = re.sub(r"[^A-Za-z0-9_.\- ]", "_", group)
     return f"{PREFIX}group/{safe}/{field}"
-
-
-def chat_metrics(scores: ModelScores) -> dict[str, float]:
-    c = scores.chat
-    if c is None or c.exact_match is None:
-        return {}
-    found = {metric_key("exact_match"): c.exact_match, metric_key("records"): float(c.records)}
-    return found | ({metric_key("response_loss"): c.response_loss} if c.response_loss is not None else {})
-
-
-def model_metrics(scores: ModelScores) -> dict[str, float]:
-    if scores.vision is not None:
-        from foundry.evaluate.images import image_metrics
-
-        return image_metrics(scores)
-    if scores.metrics is None:
-        return chat_metrics(scores)
-    found = {metric_key(f): float(getattr(scores.metrics, f)) for f in FIELDS if getattr(scores.metrics, f) is not None}
-    for group, g in scores.groups.items():
-        found |= {metric_key(f, group): float(getattr(g, f)) for f in ("bits_per_byte", "loss", "tokens")}
-    return found
-
-
-def baseline_metrics(baselines: Baselines) -> dict[str, float]:
-    if not baselines.scores:  # chat records: none
-        return {}
-    found = {f"{PREFIX}baseline/{name}_{baselines.unit}": v for name, v in baselines.scores.items()}
-    if baselines.unit != "bits_per_byte":  # image baselines: no training text
-        return found
-    for group, scores in baselines.groups.items():
-        found |= {metric_key(f"baseline/{name}_bits_per_byte", group): v for name, v in scores.items()}
-    return found | {f"{PREFIX}baseline/train_bytes": float(baselines.train_bytes)}
 
 
 def data_tags(data: EvaluationData) -> dict[str, str]:
@@ -92,7 +60,7 @@ def log_model_run(parent: RunContext, scores: ModelScores, data: EvaluationData,
     """The model's evaluation run, finished; returns its id."""
     from mlflow.entities import LoggedModelInput, Metric
 
-    c = tracking.client()
+    c, scoring = tracking.client(), scoring_of(data)
     experiment = c.get_run(parent.run_id).info.experiment_id
     ref = scores.model
     tags = {
@@ -103,9 +71,8 @@ def log_model_run(parent: RunContext, scores: ModelScores, data: EvaluationData,
         **({"foundry.tokenizer": scores.tokenizer} if scores.tokenizer else {}),  # image classifiers have none
         **data_tags(data),
         **tracking.standard_tags(),
+        **scoring.run_tags(scores),
     }
-    if scores.chat is not None and scores.chat.exact_match is None:
-        tags |= {"foundry.comparable": "false", "foundry.not_comparable": scores.chat.note}
     run = c.create_run(experiment, run_name=f"evaluate {ref.model} on {data.name}", tags=tags)
     run_id = run.info.run_id
     try:
@@ -113,8 +80,8 @@ def log_model_run(parent: RunContext, scores: ModelScores, data: EvaluationData,
         c.log_inputs(run_id, datasets=[dataset_input(data)], models=models)
         now = int(time.time() * 1000)
         linked = {"model_id": ref.model_id, "dataset_name": data.name, "dataset_digest": data.digest}
-        batch = [Metric(k, v, now, 0, **(linked if ref.model_id else {})) for k, v in model_metrics(scores).items()]
-        batch += [Metric(k, v, now, 0) for k, v in baseline_metrics(baselines).items()]
+        batch = [Metric(k, v, now, 0, **(linked if ref.model_id else {})) for k, v in scoring.metrics(scores).items()]
+        batch += [Metric(k, v, now, 0) for k, v in scoring.baseline_metrics(baselines).items()]
         for start in range(0, len(batch), 1000):  # MLflow's batch limit
             c.log_batch(run_id, metrics=batch[start : start + 1000])
     except BaseException:
@@ -132,7 +99,7 @@ def log_comparison(parent: RunContext, data: EvaluationData, baselines: Baseline
     c = tracking.client()
     tracking.set_tags(parent.run_id, {"foundry.stage": "evaluate", **data_tags(data)})
     c.log_inputs(parent.run_id, datasets=[dataset_input(data)])
-    now, batch = int(time.time() * 1000), list(baseline_metrics(baselines).items())
+    now, batch = int(time.time() * 1000), list(scoring_of(data).baseline_metrics(baselines).items())
     for start in range(0, len(batch), 1000):  # MLflow's batch limit
         c.log_batch(parent.run_id, metrics=[Metric(k, v, now, 0) for k, v in batch[start : start + 1000]])
     c.log_text(parent.run_id, text + "\n", "evaluation/comparison.md")

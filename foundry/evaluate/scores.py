@@ -1,33 +1,20 @@
-"""`foundry evaluate`: registered versions scored on data of one's choice, beside the baselines.
+"""`foundry evaluate`'s typed values, the models it scores and the data it scores them on.
 
     foundry evaluate models:/foundry-gpt/3 models:/foundry-gpt-contracts@champion --data /data/tickets
 
 The data is a data version (32 hex digits, hydrated as `reproduce` hydrates one, from `data.remote`) or a source
-that is not one yet (a folder, a URL, `stdlib://...`): that one is acquired and prepared by the pipeline's own
-`prepare` (scrubbing, quality rules, de-duplication, the content-hash holdout of `data.holdout_fraction`) with the
-first model's tokenizer, into the evaluation run's staging folder. It is built on no parent's ledger and never
-versioned, so no model's split ledger changes: its own ledger goes with the staging folder.
-
-Each model is scored on the holdout with its own tokenizer (loss, perplexity, bits per byte), overall and per
-group of source files (the top-level folder of each file's name in the source; with several sources, the
-source's index). The baselines depend on the data alone and are computed once: unigram under the data's
-tokenizer, and gzip, xz, xz -9e and PPMd given the tail of the data's train split before its holdout, as
-registration measures them; unigram, gzip and PPMd per group too (`evaluate_baselines`). Loss and perplexity
-are per token of a model's own tokenizer: models with different tokenizers compare in bits per byte only.
-
-Data holding chat records (an alignment data version, or a source of chat `.jsonl` records, prepared by the align
-flow's own `prepare_aligned` on this home's chat split ledger, read only: `evaluate_chat`) is scored otherwise:
-each aligned model's greedy replies against the holdout's reference replies (exact match) and its response loss; a model without a chat template is
-reported as not comparable.
+that is not one yet (a folder, a URL, `stdlib://...`): that one is acquired and prepared by its workload's own
+pipeline with the first model's settings, into the evaluation run's staging folder, on no parent's ledger and
+never versioned. What the data holds decides its workload (`foundry.training.workload.for_data`), and the workload
+how its models are scored, beside which baselines, and reported (`Workload.scoring()`, `foundry.evaluate.scoring`):
+documents by bits per byte (`foundry.pretrain.scoring`), chat records by exact match (`foundry.align.scoring`),
+images by accuracy (`foundry.vision.scoring`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -40,8 +27,6 @@ from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.vision.metrics import VisionMetrics
 
 log = logging.getLogger(__name__)
-
-TOP_LEVEL = "(top level)"  # the group of files at the root of the source
 
 
 class _Value(BaseModel):
@@ -66,7 +51,7 @@ class EvaluationData(_Value):
     remote: str | None = None
     source: str  # the manifest's source (masked)
     source_digest: str
-    kind: str = "text"  # documents (text), chat records, or image (a classification dataset)
+    kind: str = "text"  # its workload's name (`foundry.training.workload`): text, chat or image
 
     @property
     def name(self) -> str:
@@ -108,7 +93,7 @@ class ModelScores(_Value):
     metrics: HoldoutMetrics | None = None  # loss, perplexity, bits per byte, tokens (on documents)
     groups: dict[str, GroupScore] = {}
     chat: ChatScores | None = None  # on chat records
-    vision: VisionMetrics | None = None  # an image classifier on images (`evaluate_images`)
+    vision: VisionMetrics | None = None  # an image classifier on images (`foundry.vision.scoring`)
     run_id: str = ""  # its evaluation run, once logged
 
 
@@ -116,7 +101,7 @@ class Baselines(_Value):
     scores: dict[str, float]  # by `HoldoutMetrics.BASELINES` name; on images by `VisionMetrics.BASELINES` name
     train_bytes: int  # training text xz -9e and PPMd saw (0 on images)
     unit: str = "bits_per_byte"  # what the scores are: bits per byte, or accuracy on images
-    groups: dict[str, dict[str, float]] = {}  # per group of source files (`evaluate_baselines.GROUP_BASELINES`)
+    groups: dict[str, dict[str, float]] = {}  # per group of source files (`foundry.pretrain.group_baselines`)
 
 
 class Evaluation(_Value):
@@ -208,10 +193,12 @@ def source_config(config: FoundryConfig, data: str) -> FoundryConfig:
     allow-lists judge it as they judge any source); the config itself for a data version."""
     if is_data_version(data):
         return config
+    from foundry.training.workload import REGISTERED, named
+
     raw = config.model_dump()
     raw["data"].update(source=data, sources=[])
-    if data.startswith("sklearn://"):  # only images come from there (`foundry.vision.builtin`)
-        raw["data"]["modality"] = "image"
+    for name in REGISTERED:  # a source only one workload's data comes from is read as that workload's
+        raw["data"].update(named(name).scoring().source_settings(data))
     return validate(raw)
 
 
@@ -225,22 +212,14 @@ def hydrated_data(data: str, config: FoundryConfig, home: Path) -> EvaluationDat
     return described(data, folder, version.data_version, version.remote)
 
 
-def prepared_data(config: FoundryConfig, source, tokenizer: Path, out_dir: Path) -> EvaluationData:
-    """`source` (`config.data.source` acquired) prepared into `out_dir` (a staging folder) with `tokenizer`: the
-    pipeline's cleaning rules, on no parent ledger, never versioned."""
-    from foundry.data.prepare import prepare
-
-    raw = config.model_dump()
-    raw["tokenizer"]["from_file"] = str(tokenizer)
-    prepare(source, validate(raw), out_dir, progress=False)
-    return described(redact_url(config.data.source), out_dir, None, None)
-
-
 def described(asked: str, folder: Path, data_version: str | None, remote: str | None) -> EvaluationData:
+    """The prepared data as the steps take it, its kind the workload whose data it is; data no workload scores
+    (preference pairs) refused."""
     from foundry.data.manifest import DatasetManifest
+    from foundry.training.workload import REGISTERED, for_data, named
 
     manifest = DatasetManifest.read(folder)
-    if manifest.kind not in ("text", "chat", "classification"):
+    if not any(manifest.kind in named(name).scoring().records for name in REGISTERED):
         raise ValueError(
             f"{asked} holds {manifest.kind} records: `foundry evaluate` scores documents, chat records and "
             "images (preference pairs are not implemented)"
@@ -252,77 +231,5 @@ def described(asked: str, folder: Path, data_version: str | None, remote: str | 
         remote=remote,
         source=manifest.source,
         source_digest=manifest.source_digest,
-        kind="image" if manifest.modality == "image" else manifest.kind,
-    )
-
-
-def group_of(source_name: str) -> str:
-    """A document's group: the top-level folder of its file's name within the source."""
-    head, sep, _ = source_name.partition("/")
-    return head if sep else TOP_LEVEL
-
-
-@dataclass
-class GroupTokens:
-    """One group's holdout under a tokenizer: the ids of its first documents (up to the scoring cap), the bytes
-    they hold, and the bytes of the whole group."""
-
-    ids: list[int] = field(default_factory=list)
-    encoded_bytes: int = 0
-    bytes: int = 0
-
-
-def holdout_groups(data_dir: Path, encode, cap: int) -> dict[str, GroupTokens]:
-    """The holdout's documents by group (in order of first appearance), each encoded by `encode` (text to ids,
-    end-of-text included) in corpus order until it holds `cap` tokens; the rest are only counted. One document in
-    memory at a time."""
-    groups: dict[str, GroupTokens] = {}
-    with open(data_dir / "holdout.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            record = json.loads(line)
-            group = groups.setdefault(group_of(record.get("source", "")), GroupTokens())
-            size = len(record["text"].encode("utf-8"))
-            group.bytes += size
-            if len(group.ids) < cap:
-                group.ids += encode(record["text"])
-                group.encoded_bytes += size
-    return groups
-
-
-# --- scores ------------------------------------------------------------------------------------
-
-
-def score_model(ref: ModelRef, data_dir: Path, config: FoundryConfig) -> ModelScores:
-    """The model's loss, perplexity and bits per byte on the holdout read with its own tokenizer, overall (as
-    registration scores it: the first `evaluation.max_tokens`) and per group (the first that many of each)."""
-    import numpy as np
-    from tokenizers import Tokenizer
-
-    from foundry.data.manifest import DatasetManifest
-    from foundry.evaluation.metrics import LN2, group_nats, holdout_tokens, score
-    from models.gpt import load_gpt
-    from models.tokens import EOT
-
-    if ref.artifacts is None:
-        raise ValueError(f"{ref.model}: download its files first (`downloaded`)")
-    e, manifest = config.evaluation, DatasetManifest.read(data_dir)
-    model, tokenizer_path = load_gpt(ref.artifacts / "model.pt"), ref.artifacts / "tokenizer.json"
-    holdout = holdout_tokens(data_dir, tokenizer_path)
-    overall = score(model, holdout, manifest.holdout_bytes, e.batch_size, e.max_tokens, e.window_overlap)
-    tokenizer = Tokenizer.from_file(str(tokenizer_path))
-    tokenizer.encode_special_tokens = True  # a document's own `<|endoftext|>` is text, as in the shards
-    eot, groups = tokenizer.token_to_id(EOT), {}
-    encode = lambda text: [*tokenizer.encode(text).ids, eot]  # noqa: E731  (as the shards hold documents)
-    for group, found in holdout_groups(data_dir, encode, e.max_tokens + 1).items():
-        ids = np.asarray(found.ids, dtype=np.int64)
-        nats, scored = group_nats(model, ids[: e.max_tokens + 1], e.batch_size, e.window_overlap)
-        scored_bytes = found.encoded_bytes * scored / (len(ids) - 1)  # pro-rated when `max_tokens` cut it short
-        groups[group] = GroupScore(
-            bits_per_byte=nats / LN2 / scored_bytes, loss=nats / scored, tokens=scored, bytes=found.bytes
-        )
-    return ModelScores(
-        model=ref,
-        tokenizer=hashlib.sha256(tokenizer_path.read_bytes()).hexdigest()[:12],
-        metrics=HoldoutMetrics(**overall),
-        groups=groups,
+        kind=for_data(folder).name,
     )

@@ -1,5 +1,5 @@
 """`foundry evaluate`'s steps as the flow runs them (`tasks/fleet.py` wraps each), and all of them in a row for
-callers without Prefect (`evaluate_all`)."""
+callers without Prefect (`evaluate_all`). Each step asks the data's workload (`scoring.scoring_of`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,7 @@ from pathlib import Path
 from foundry.config import FoundryConfig
 from foundry.core.contracts import RunContext
 from foundry.core.fs import remove_tree
-from foundry.data.manifest import DatasetManifest
-from foundry.evaluate import baselines as evaluate_baselines
-from foundry.evaluate import chat, report, runs
-from foundry.evaluate import images as evaluate_images
+from foundry.evaluate import report, runs
 from foundry.evaluate.scores import (
     Baselines,
     Evaluation,
@@ -21,87 +18,45 @@ from foundry.evaluate.scores import (
     downloaded,
     hydrated_data,
     is_data_version,
-    prepared_data,
-    score_model,
 )
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
-
-STAGING = "prepared"  # under the run's folder: removed with the run's other staging when it fails
+from foundry.evaluate.scoring import STAGING, Source, scoring_of
+from foundry.training.workload import REGISTERED, named
 
 
 def data_for(data: str, config: FoundryConfig, refs: list[ModelRef], run: RunContext) -> EvaluationData:
     """The data version hydrated, or the source (`config.data.source`, see `evaluate.source_config`) prepared
-    into the run's staging folder: chat records with the first aligned model's tokenizer (`evaluate_chat`),
-    documents with the first model's, images with the first classifier's image settings (`evaluate_images`).
-    Models of another modality than the data are refused here, before any is scored."""
+    into the run's staging folder by the first workload whose data it holds (`Scoring.prepared`, asked in the
+    registry's order: images with the first classifier's image settings, chat records with the first aligned
+    model's tokenizer, documents with the first model's). Models that cannot read the data are refused here,
+    before any is scored."""
     if is_data_version(data):
         found = hydrated_data(data, config, run.home)
     elif refs[0].artifacts is None:
         raise ValueError(f"{refs[0].model}: download its files first: it decides how the source is prepared")
-    elif config.data.modality == evaluate_images.IMAGE or evaluate_images.first_modality(refs) == "image":
-        evaluate_images.refuse_other_modality(refs, evaluate_images.IMAGE, config.data.source)
-        found = evaluate_images.prepared_images(config, refs, run.dir / STAGING)
     else:
-        found = source_data(config, refs, run)
-    modality = evaluate_images.IMAGE if found.kind == "image" else evaluate_images.TEXT
-    evaluate_images.refuse_other_modality(refs, modality, found.label)
-    if modality == evaluate_images.IMAGE:
-        evaluate_images.check_images(refs, found)
+        source = Source(config, refs, run)
+        found = next(d for name in REGISTERED if (d := named(name).scoring().prepared(source)) is not None)
+    scoring_of(found).check_models(refs, found)
     return found
 
 
-def source_data(config: FoundryConfig, refs: list[ModelRef], run: RunContext) -> EvaluationData:
-    """A text source: chat records or documents."""
-    from foundry.data.acquire import acquire_source
-
-    run.dir.mkdir(parents=True, exist_ok=True)
-    source = acquire_source(config.data, run.dir / "source_manifest.json")
-    if chat.holds_chats(source, config):
-        from foundry.align import split_ledger
-
-        ledger = split_ledger.head(run.home)  # the alignments' splits here: what they trained on is not held out
-        return chat.prepared_chats(source, config, refs, run.dir / STAGING, ledger)
-    return prepared_data(config, source, refs[0].artifacts / "tokenizer.json", run.dir / STAGING)
-
-
 def baselines(data: EvaluationData, config: FoundryConfig) -> Baselines:
-    """Unigram under the data's tokenizer; gzip and xz after `evaluation.compression_context_bytes` of the train
-    split's tail, xz -9e and PPMd after `evaluation.strong_context_bytes` of it; unigram, gzip and PPMd per group
-    of source files too (`evaluate_baselines`). None for chat records: exact match has no compressor to compare with."""
-    from foundry.evaluation.compressors import compression_baselines
-    from foundry.evaluation.metrics import unigram_bits_per_byte
-
-    if data.kind == "chat":
-        return Baselines(scores={}, train_bytes=0)
-    if data.kind == "image":
-        return evaluate_images.image_baselines(data, config)
-    e, manifest = config.evaluation, DatasetManifest.read(data.dir)
-    scores = compression_baselines(data.dir, e.compression_context_bytes, e.strong_context_bytes)
-    train_bytes = int(scores.pop("baseline_train_bytes"))
-    scores["unigram_bits_per_byte"] = unigram_bits_per_byte(data.dir, manifest.vocab_size, manifest.holdout_bytes)
-    named = {name: scores[f"{name}_bits_per_byte"] for name in HoldoutMetrics.BASELINES}
-    groups = evaluate_baselines.group_baselines(data.dir, config, named)
-    return Baselines(scores=named, train_bytes=train_bytes, groups=groups)
+    """The data's baselines, once for every model (`Scoring.baselines`): on documents unigram, gzip, xz, xz -9e
+    and PPMd, overall and per group; on images the majority class and the nearest class mean; none on chat."""
+    return scoring_of(data).baselines(data, config)
 
 
 def scored_and_logged(
     ref: ModelRef, data: EvaluationData, base: Baselines, config: FoundryConfig, run: RunContext
 ) -> ModelScores:
-    """One model scored on the data (documents or chat records), its evaluation run logged."""
-    if data.kind == "image":
-        scores = evaluate_images.score_images(ref, data.dir, config, base)
-    else:
-        scores = (chat.score_chats if data.kind == "chat" else score_model)(ref, data.dir, config)
+    """One model scored on the data, its evaluation run logged."""
+    scores = scoring_of(data).score(ref, data, config, base)
     return scores.model_copy(update={"run_id": runs.log_model_run(run, scores, data, base)})
 
 
 def compared(data: EvaluationData, base: Baselines, scores: list[ModelScores], run: RunContext) -> Evaluation:
     """The evaluation as one value, its comparison and chart logged on the run; the staging folder removed."""
-    manifest, chats, images = DatasetManifest.read(data.dir), data.kind == "chat", data.kind == "image"
-    holdout = (data.dir / "holdout.jsonl").stat().st_size if chats else 0 if images else manifest.holdout_bytes
-    records = manifest.stats["holdout_records"] if chats else None
-    if images:  # holdout images
-        records = sum(manifest.image_counts.get("holdout", {}).values())
+    holdout, records = scoring_of(data).holdout(data)
     evaluation = Evaluation(
         data=data, holdout_bytes=holdout, baselines=base, models=scores, run_id=run.run_id, holdout_records=records
     )

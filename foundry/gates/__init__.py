@@ -10,6 +10,8 @@ turns it into the one `Decision` type, with no registry, file or network in sigh
 - `decision`: the one `Decision` every gate returns, with its named checks.
 - `inputs`: the typed `...Inputs` each gate decides on, and the `gate.*` tags that record them.
 - `checks`: the comparisons several gates make, written once.
+- `scores`: the typed scores a feature writes and a gate reads (an aligned model's).
 
-The gathering lives beside the registry (`foundry.registry.gate`, `foundry.specialists.merging`).
+The gathering lives beside the registry (`foundry.registry.gate`, `foundry.specialists.merging`), the alignment
+gate's with alignment (`foundry.align.gate`).
 """

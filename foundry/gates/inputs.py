@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from foundry.align.metrics import AlignedScores
 from foundry.core.contracts import _Value
+from foundry.gates.scores import AlignedScores
 
 
 def _score(value: float | None) -> str:
@@ -241,3 +241,18 @@ class AlignmentInputs(_Value):
     def tags(self) -> dict[str, str]:
         incumbent = {} if self.incumbent_version is None else {"gate.incumbent_version": self.incumbent_version}
         return {"gate.method": self.method, "gate.max_regression": str(self.max_regression)} | incumbent
+
+
+@dataclass(frozen=True)
+class Compared:
+    """What a workload's pretraining and specialist gates compare: the measure, and the typed inputs that hold it
+    (`challenger_<measure>`, `champion_<measure>`, `incumbent_<measure>`), so that one gathering fills either."""
+
+    measure: Measure
+    inputs: type[PretrainInputs | ImageInputs]  # a challenger against the champion of its name
+    old_holdout: type[OldHoldout | OldImageHoldout]  # both on the champion's (or the base's) own holdout
+    specialist: type[SpecialistInputs | ImageSpecialistInputs]  # a fine-tune against its base and its own champion
+
+
+BY_BITS_PER_BYTE = Compared(BITS_PER_BYTE, PretrainInputs, OldHoldout, SpecialistInputs)  # language models
+BY_ACCURACY = Compared(ACCURACY, ImageInputs, OldImageHoldout, ImageSpecialistInputs)  # image classifiers

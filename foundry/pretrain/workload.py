@@ -6,14 +6,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from foundry.data.manifest import DatasetManifest
+from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.gates.inputs import BY_BITS_PER_BYTE, Compared
 from foundry.training.workload import Workload
 
 if TYPE_CHECKING:
     from foundry.config import FoundryConfig
-    from foundry.core.contracts import Candidate, ParentModel, SourceManifest
+    from foundry.core.contracts import Candidate, ParentModel, RunContext, SourceManifest
     from foundry.data.prepare import Mapper, Prepared
     from foundry.data.validation_report import ValidationReport
-    from foundry.evaluation.holdout_metrics import HoldoutMetrics
+    from foundry.evaluate.scoring import Scoring
     from foundry.gates.decision import Decision
     from foundry.purge.data import Matched, VersionFiles
     from foundry.purge.plan import Criterion, DataHit, Location
@@ -153,6 +155,41 @@ class TextWorkload(Workload):
 
     def retrain_config(self, raw: dict, given: dict, recorded: dict) -> dict:
         return raw  # the model's shape and tokenizer are the parent's already (`warm_started`)
+
+    # --- evaluation and gates ---
+
+    def scoring(self) -> Scoring:
+        from foundry.pretrain.scoring import SCORING
+
+        return SCORING
+
+    def validate_model(
+        self, config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunContext
+    ) -> HoldoutMetrics:
+        from foundry.pretrain.validation import validate
+
+        return validate(config, checkpoint, data_dir, run)
+
+    def gate_compares(self) -> Compared:
+        return BY_BITS_PER_BYTE
+
+    def gate_score(self, weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig) -> float:
+        """Bits per byte on the holdout, tokenized with the model's own tokenizer."""
+        from foundry.registry.gate import score
+
+        return score(weights, tokenizer, data_dir, config)
+
+    def recorded_score(self, version, config: FoundryConfig) -> float | None:
+        """Its recorded bits per byte, when scored as this run scores: the same `evaluation.max_tokens` from the
+        holdout's start (a record that names none is taken as it was before) and `evaluation.window_overlap`
+        (`as_recorded` gives older records the 0 they were scored with)."""
+        from foundry.registry.lineage import recorded_config, recorded_metrics
+
+        recorded, e = recorded_config(version).get("evaluation", {}), config.evaluation
+        max_tokens, overlap = recorded.get("max_tokens"), recorded.get("window_overlap", 0.0)
+        if (max_tokens is None or int(max_tokens) == e.max_tokens) and float(overlap) == e.window_overlap:
+            return recorded_metrics(version).get(HoldoutMetrics.key("bits_per_byte"))  # its run's, or older tags
+        return None
 
 
 WORKLOAD = TextWorkload()

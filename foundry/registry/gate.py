@@ -12,13 +12,14 @@ the registry and the holdouts. The pretraining gate's inputs:
 3. No forgetting: both are scored on the champion's own holdout (its data version, hydrated on this node);
    a challenger worse there by more than `evaluation.max_regression` bits per byte is refused.
 
-An image classifier goes through the same rule by holdout accuracy, higher is better (`gather_image`): the
-same footing, the champion's recorded accuracy or a re-scoring, both on the champion's own holdout.
+The candidate's workload (`foundry.training.workload.for_data`) says what is compared (`gate_compares`) and
+scores a model by it (`gate_score`): a language model by bits per byte, an image classifier by holdout accuracy
+(higher is better), through the same footing, recorded-or-re-scored champion and own-holdout guard.
 
 A domain fine-tune is judged against its base and the specialist's own champion (`gather_specialist`); a merge
-against the champion of its name on the parents' holdouts it was scored on (`gather_merge`); an aligned model
-against its base and the champion of its name, on the same held-out alignment data (`gather_alignment`).
-Each looks the champion up with `versions.champion`, which fails closed: a registry error is not "no champion".
+against the champion of its name on the parents' holdouts it was scored on (`gather_merge`). The alignment gate's
+I/O is the align feature's (`foundry.align.gate`). Each looks the champion up with `versions.champion`, which
+fails closed: a registry error is not "no champion".
 """
 
 from __future__ import annotations
@@ -26,26 +27,22 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from foundry.align.metrics import AlignmentMetrics
 from foundry.config import FoundryConfig
 from foundry.core.contracts import Candidate, DataVersion
 from foundry.data.purged import DataPurged, followed, mark_of
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
-from foundry.gates import alignment, pretrain, specialist
+from foundry.gates import pretrain, specialist
 from foundry.gates.decision import Decision
 from foundry.gates.inputs import (
-    AlignedScores,
-    AlignmentInputs,
     HoldoutScore,
     ImageInputs,
+    ImageSpecialistInputs,
     MergeInputs,
-    OldHoldout,
-    OldImageHoldout,
+    OldScores,
     PretrainInputs,
     SpecialistInputs,
 )
 from foundry.registry import versions
-from foundry.registry.lineage import recorded_metrics
+from foundry.training.workload import Workload, for_data
 
 log = logging.getLogger(__name__)
 
@@ -59,30 +56,20 @@ def score(weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig)
     return holdout_metrics(model, tokenizer, data_dir, e.batch_size, e.max_tokens, e.window_overlap).bits_per_byte
 
 
-def champion_bits_per_byte(champion, config: FoundryConfig, data_dir: Path, data: DataVersion, home: Path) -> float:
-    """The champion's score on this holdout: its recorded one if it was evaluated on it alike (`_scored_alike`),
-    else re-scored."""
-    if champion.tags.get("data_version") == data.data_version and _scored_alike(champion, config):
-        recorded = recorded_metrics(champion).get(
-            HoldoutMetrics.key("bits_per_byte")
-        )  # its run's, or tags of older versions
+def champion_score(
+    workload: Workload, champion, config: FoundryConfig, data_dir: Path, data: DataVersion, home: Path
+) -> float:
+    """The champion's score on this holdout by the workload's measure: its recorded one if it was evaluated on
+    this data version alike (`Workload.recorded_score`), else re-scored."""
+    if champion.tags.get("data_version") == data.data_version:
+        recorded = workload.recorded_score(champion, config)  # its run's, or tags of older versions
         if recorded is not None:
             return recorded
     artifacts = versions.download(champion, home)
-    bpb = score(artifacts / "model.pt", artifacts / "tokenizer.json", data_dir, config)
-    log.info("champion v%s re-scored on data %s: %.4f bits/byte", champion.version, data.data_version, bpb)
-    return bpb
-
-
-def _scored_alike(champion, config: FoundryConfig) -> bool:
-    """Whether the champion's recorded holdout score was scored as this run scores: the same
-    `evaluation.max_tokens` from the holdout's start (a record that names none is taken as it was before) and
-    `evaluation.window_overlap` (`as_recorded` gives older records the 0 they were scored with)."""
-    from foundry.registry.lineage import recorded_config
-
-    recorded, e = recorded_config(champion).get("evaluation", {}), config.evaluation
-    max_tokens, overlap = recorded.get("max_tokens"), recorded.get("window_overlap", 0.0)
-    return (max_tokens is None or int(max_tokens) == e.max_tokens) and float(overlap) == e.window_overlap
+    found = workload.gate_score(artifacts / "model.pt", artifacts / "tokenizer.json", data_dir, config)
+    unit = workload.gate_compares().measure.unit
+    log.info("champion v%s re-scored on data %s: %.4f %s", champion.version, data.data_version, found, unit)
+    return found
 
 
 def champion_data(champion) -> DataVersion:
@@ -110,29 +97,32 @@ def own_holdout(champion, home: Path) -> tuple[DataVersion, dict[str, str]]:
     return held, {"replaces": trained.data_version, "purge_record": purge.record}
 
 
-def old_holdout(champion, candidate: Candidate, champion_bpb: float, config: FoundryConfig) -> OldHoldout:
+def old_holdout(
+    workload: Workload, champion, candidate: Candidate, champion_scored: float, config: FoundryConfig
+) -> OldScores:
     """Challenger and champion on the champion's own holdout (`own_holdout`, hydrated once per node)."""
     from foundry.data.hydrate import hydrate_version
 
-    limit, home = config.evaluation.max_regression, candidate.run.home
+    compared, home = workload.gate_compares(), candidate.run.home
     old, purge = own_holdout(champion, home)
     if old.data_version == candidate.data.data_version:  # the same holdout: its scores are the ones above
-        return OldHoldout(
-            data_version=old.data_version,
-            challenger_bits_per_byte=candidate.metrics.bits_per_byte,
-            champion_bits_per_byte=champion_bpb,
-            max_regression=limit,
-            **purge,
-        )
-    old_dir = hydrate_version(old, home)
-    artifacts = versions.download(champion, home)
-    return OldHoldout(
+        challenger, theirs = getattr(candidate.metrics, compared.measure.name), champion_scored
+    else:
+        old_dir = hydrate_version(old, home)
+        artifacts = versions.download(champion, home)
+        challenger = workload.gate_score(candidate.checkpoint, candidate.tokenizer, old_dir, config)
+        theirs = workload.gate_score(artifacts / "model.pt", artifacts / "tokenizer.json", old_dir, config)
+    return compared.old_holdout(
         data_version=old.data_version,
-        challenger_bits_per_byte=score(candidate.checkpoint, candidate.tokenizer, old_dir, config),
-        champion_bits_per_byte=score(artifacts / "model.pt", artifacts / "tokenizer.json", old_dir, config),
-        max_regression=limit,
+        max_regression=config.evaluation.max_regression,
+        **measured(compared.measure.name, challenger=challenger, champion=theirs),
         **purge,
     )
+
+
+def measured(measure: str, **scores: float | None) -> dict[str, float | None]:
+    """Scores as the typed inputs name them: `challenger=` to `challenger_<measure>`, and so on."""
+    return {f"{who}_{measure}": value for who, value in scores.items()}
 
 
 def _footing(champion, built_on: str | None, data: DataVersion, home: Path) -> str:
@@ -153,123 +143,62 @@ def _footing(champion, built_on: str | None, data: DataVersion, home: Path) -> s
     )
 
 
-def gather_pretrain(config: FoundryConfig, candidate: Candidate, built_on: str | None = None) -> PretrainInputs:
+def gather_pretrain(
+    config: FoundryConfig, candidate: Candidate, built_on: str | None = None
+) -> PretrainInputs | ImageInputs:
     """The pretraining gate's inputs for `candidate`, whose data was built on the ledger of data version
-    `built_on` (None: built afresh): the champion scored on its holdout, and both on the champion's own."""
-    c = candidate
+    `built_on` (None: built afresh): the champion scored on its holdout, and both on the champion's own; by the
+    measure of the candidate's workload (`evaluation.min_improvement` and `max_regression` read in it)."""
+    c, workload = candidate, for_data(candidate.data_dir)
+    compared = workload.gate_compares()
+    name = compared.measure.name
     given = {
-        "challenger_bits_per_byte": c.metrics.bits_per_byte,
+        **measured(name, challenger=getattr(c.metrics, name)),
         "min_improvement": config.evaluation.min_improvement,
         "auto_promote": config.registry.auto_promote,
     }
     current = versions.champion(config.registry.model_name)  # fails closed: an error is not "no champion"
     if current is None:
-        return PretrainInputs(**given)
+        return compared.inputs(**given)
     if refusal := _footing(current, built_on, c.data, c.run.home):  # nothing to compare on a fair footing
-        return PretrainInputs(**given, champion_version=str(current.version), footing=refusal)
-    champion_bpb = champion_bits_per_byte(current, config, c.data_dir, c.data, c.run.home)
-    return PretrainInputs(
+        return compared.inputs(**given, champion_version=str(current.version), footing=refusal)
+    theirs = champion_score(workload, current, config, c.data_dir, c.data, c.run.home)
+    return compared.inputs(
         **given,
+        **measured(name, champion=theirs),
         champion_version=str(current.version),
-        champion_bits_per_byte=champion_bpb,
-        old_holdout=old_holdout(current, c, champion_bpb, config),
+        old_holdout=old_holdout(workload, current, c, theirs, config),
     )
 
 
 def decide(config: FoundryConfig, candidate: Candidate, built_on: str | None = None) -> Decision:
-    """The pretraining gate on `candidate`: gathered, then decided by `foundry.gates.pretrain` (an image
-    classifier's inputs by accuracy, a text model's by bits per byte)."""
-    from foundry.vision.metrics import VisionMetrics
-
-    if isinstance(candidate.metrics, VisionMetrics):
-        return pretrain.decide(gather_image(config, candidate, built_on))
+    """The pretraining gate on `candidate`: gathered, then decided by `foundry.gates.pretrain`."""
     return pretrain.decide(gather_pretrain(config, candidate, built_on))
 
 
-# --- image classifiers: the same rule by holdout accuracy ---------------------------------------------
-
-
-def image_accuracy(champion, config: FoundryConfig, data_dir: Path, data: DataVersion, home: Path) -> float:
-    """The champion's accuracy on this holdout: its recorded one when it was evaluated on this data version
-    (the whole holdout is always scored), else re-scored."""
-    from foundry.vision.evaluate import accuracy_on
-    from foundry.vision.metrics import VisionMetrics
-
-    if champion.tags.get("data_version") == data.data_version:
-        recorded = recorded_metrics(champion).get(VisionMetrics.key("accuracy"))
-        if recorded is not None:
-            return recorded
-    artifacts = versions.download(champion, home)
-    accuracy = accuracy_on(artifacts / "model.pt", data_dir, config.evaluation.batch_size)
-    log.info("champion v%s re-scored on data %s: accuracy %.4f", champion.version, data.data_version, accuracy)
-    return accuracy
-
-
-def old_image_holdout(champion, candidate: Candidate, champion_accuracy: float, config: FoundryConfig):
-    """Both classifiers on the champion's own holdout (its data version, hydrated once per node)."""
-    from foundry.data.hydrate import hydrate_version
-    from foundry.vision.evaluate import accuracy_on
-
-    old, purge = own_holdout(champion, candidate.run.home)
-    limit = config.evaluation.max_regression
-    if old.data_version == candidate.data.data_version:
-        challenger, champion_score = candidate.metrics.accuracy, champion_accuracy
-    else:
-        old_dir, batch = hydrate_version(old, candidate.run.home), config.evaluation.batch_size
-        challenger = accuracy_on(candidate.checkpoint, old_dir, batch)
-        champion_score = accuracy_on(versions.download(champion, candidate.run.home) / "model.pt", old_dir, batch)
-    return OldImageHoldout(
-        data_version=old.data_version,
-        challenger_accuracy=challenger,
-        champion_accuracy=champion_score,
-        max_regression=limit,
-        **purge,
-    )
-
-
-def gather_image(config: FoundryConfig, candidate: Candidate, built_on: str | None = None) -> ImageInputs:
-    """`gather_pretrain` for an image classifier: `evaluation.min_improvement` and `max_regression` read as
-    accuracy (a share of the holdout)."""
-    c = candidate
-    given = {
-        "challenger_accuracy": c.metrics.accuracy,
-        "min_improvement": config.evaluation.min_improvement,
-        "auto_promote": config.registry.auto_promote,
-    }
-    current = versions.champion(config.registry.model_name)  # fails closed: an error is not "no champion"
-    if current is None:
-        return ImageInputs(**given)
-    if refusal := _footing(current, built_on, c.data, c.run.home):
-        return ImageInputs(**given, champion_version=str(current.version), footing=refusal)
-    champion_accuracy = image_accuracy(current, config, c.data_dir, c.data, c.run.home)
-    return ImageInputs(
-        **given,
-        champion_version=str(current.version),
-        champion_accuracy=champion_accuracy,
-        old_holdout=old_image_holdout(current, c, champion_accuracy, config),
-    )
-
-
-def gather_specialist(config: FoundryConfig, candidate: Candidate, base_uri: str) -> SpecialistInputs:
-    """A domain fine-tune's inputs: its base re-scored on the domain holdout and both on the base's own (the
-    `champion_*` fields), and the specialist's own champion (`finetune.model_name`) on the domain holdout."""
-    c = candidate
+def gather_specialist(
+    config: FoundryConfig, candidate: Candidate, base_uri: str
+) -> SpecialistInputs | ImageSpecialistInputs:
+    """A domain fine-tune's inputs, by the measure of its workload: its base re-scored on the domain holdout
+    and both on the base's own (the `champion_*` fields), and the specialist's own champion
+    (`finetune.model_name`) on the domain holdout. An image fine-tune's labels the base lacks count as misses."""
+    c, workload = candidate, for_data(candidate.data_dir)
+    compared = workload.gate_compares()
     base = versions.resolve(base_uri)
-    base_bpb = champion_bits_per_byte(base, config, c.data_dir, c.data, c.run.home)
+    on_base = champion_score(workload, base, config, c.data_dir, c.data, c.run.home)
     incumbent = versions.champion(config.registry.model_name)  # fails closed: an error is not "no champion"
-    incumbent_bpb = None
+    theirs = None
     if incumbent is not None:
-        incumbent_bpb = champion_bits_per_byte(incumbent, config, c.data_dir, c.data, c.run.home)
-    return SpecialistInputs(
-        challenger_bits_per_byte=c.metrics.bits_per_byte,
+        theirs = champion_score(workload, incumbent, config, c.data_dir, c.data, c.run.home)
+    return compared.specialist(
+        **measured(compared.measure.name, challenger=getattr(c.metrics, compared.measure.name)),
+        **measured(compared.measure.name, champion=on_base, incumbent=theirs),
         min_improvement=config.evaluation.min_improvement,
         auto_promote=config.registry.auto_promote,
         champion_version=str(base.version),
-        champion_bits_per_byte=base_bpb,
-        old_holdout=old_holdout(base, c, base_bpb, config),
+        old_holdout=old_holdout(workload, base, c, on_base, config),
         base=f"models:/{base.name}/{base.version}",
         incumbent_version=None if incumbent is None else str(incumbent.version),
-        incumbent_bits_per_byte=incumbent_bpb,
     )
 
 
@@ -298,53 +227,3 @@ def gather_merge(config: FoundryConfig, scores: list[HoldoutScore], name: str, h
     shown = [round(s.incumbent_bits_per_byte, 4) for s in rescored]
     log.info("champion v%s of %s on the merge's holdouts: %s bits/byte", current.version, name, shown)
     return given.model_copy(update={"scores": rescored, "incumbent_version": str(current.version)})
-
-
-# --- alignment: the aligned model against its base and the champion of its name ------------------------
-
-
-def alignment_inputs(
-    config: FoundryConfig,
-    metrics: AlignmentMetrics,
-    incumbent_version: str | None = None,
-    incumbent: AlignedScores | None = None,
-) -> AlignmentInputs:
-    """The alignment gate's inputs from the aligned model's and the base's scores, and the champion of
-    `align.model_name` scored on the same held-out data (when there is one)."""
-    return AlignmentInputs(
-        method=config.align.method,
-        aligned=metrics.aligned,
-        base=metrics.base,
-        max_regression=config.evaluation.max_regression,
-        auto_promote=config.registry.auto_promote,
-        incumbent_version=incumbent_version,
-        incumbent=incumbent,
-    )
-
-
-def gather_alignment(config: FoundryConfig, candidate: Candidate) -> AlignmentInputs:
-    """The champion of the name the aligned model registers under, scored on the candidate's held-out
-    alignment data; one with another tokenizer cannot be scored on these tokens and counts as unscored."""
-    from foundry.align.evaluation import heldout_scores
-    from foundry.data.manifest import DatasetManifest
-    from models.gpt import load_gpt
-
-    c, name = candidate, config.registry.model_name
-    current = versions.champion(name)  # fails closed: an error is not "no champion"
-    if current is None:
-        return alignment_inputs(config, c.metrics)
-    artifacts = versions.download(current, c.run.home)
-    scores = None
-    if (artifacts / "tokenizer.json").read_bytes() == c.tokenizer.read_bytes():
-        manifest = DatasetManifest.read(c.data_dir)
-        held = heldout_scores(load_gpt(artifacts / "model.pt"), c.data_dir, manifest, config.evaluation.batch_size)
-        scores = AlignedScores(**held)
-        log.info("champion v%s of %s on this held-out data: %s", current.version, name, held)
-    else:
-        log.warning("champion v%s of %s has another tokenizer: not comparable on this data", current.version, name)
-    return alignment_inputs(config, c.metrics, str(current.version), scores)
-
-
-def decide_alignment(config: FoundryConfig, candidate: Candidate) -> Decision:
-    """The alignment gate on `candidate`: gathered, then decided by `foundry.gates.alignment`."""
-    return alignment.decide(gather_alignment(config, candidate))

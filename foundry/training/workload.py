@@ -185,6 +185,32 @@ class Workload(ABC):
         """A retrain's raw config (`raw`) with what the parent's recorded config fixes of this workload's model and
         inputs; `given`: this run's config as written."""
 
+    # --- evaluation and gates ---------------------------------------------------------------------
+
+    @abstractmethod
+    def scoring(self) -> Any:
+        """How `foundry evaluate` scores its registered models on a holdout, the baselines it sets beside them
+        and how it reports them: a `foundry.evaluate.scoring.Scoring`."""
+
+    def validate_model(self, config: Any, checkpoint: Path, data_dir: Path, run: Any) -> Any:
+        """Stage E: a trained model's holdout metrics beside the baselines, logged on its run with what shows them
+        (generations, plots); returns the metrics."""
+        raise NotImplementedError(f"the {self.name} workload's models are not validated by stage E")
+
+    def gate_compares(self) -> Any:
+        """What its pretraining and specialist gates compare: a `foundry.gates.inputs.Compared`."""
+        raise NotImplementedError(f"the {self.name} workload's models go through no pretraining or specialist gate")
+
+    def gate_score(self, weights: Path, tokenizer: Path, data_dir: Path, config: Any) -> float:
+        """A model's score on the holdout of `data_dir` by the gate's measure (`weights`: its model.pt;
+        `tokenizer`: its tokenizer.json, where it has one)."""
+        raise NotImplementedError(f"the {self.name} workload's models go through no pretraining or specialist gate")
+
+    def recorded_score(self, version: Any, config: Any) -> float | None:
+        """A registered version's recorded holdout score by the gate's measure, when it was scored as `config`
+        scores; None: re-score it."""
+        raise NotImplementedError(f"the {self.name} workload's models go through no pretraining or specialist gate")
+
 
 @cache
 def named(name: str) -> Workload:

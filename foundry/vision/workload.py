@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from foundry.gates.inputs import BY_ACCURACY, Compared
 from foundry.training.workload import Workload
 
 # `foundry.vision.shards.FILE`, named here: asking whether a folder holds images must not import torch and Pillow
@@ -12,10 +13,11 @@ FILE = "shards.json"
 
 if TYPE_CHECKING:
     from foundry.config import FoundryConfig
-    from foundry.core.contracts import Candidate, ParentModel, SourceManifest
+    from foundry.core.contracts import Candidate, ParentModel, RunContext, SourceManifest
     from foundry.data.manifest import DatasetManifest
     from foundry.data.prepare import Mapper, Prepared
     from foundry.data.validation_report import ValidationReport
+    from foundry.evaluate.scoring import Scoring
     from foundry.gates.decision import Decision
     from foundry.purge.data import Matched, VersionFiles
     from foundry.purge.plan import Criterion, DataHit, Location
@@ -180,6 +182,33 @@ class ImageWorkload(Workload):
         from foundry.vision.finetune import image_sections
 
         return image_sections(raw, given, recorded)
+
+    # --- evaluation and gates ---
+
+    def scoring(self) -> Scoring:
+        from foundry.vision.scoring import SCORING
+
+        return SCORING
+
+    def validate_model(self, config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunContext) -> VisionMetrics:
+        from foundry.vision.validation import validate
+
+        return validate(config, checkpoint, data_dir, run)
+
+    def gate_compares(self) -> Compared:
+        return BY_ACCURACY
+
+    def gate_score(self, weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig) -> float:
+        """Holdout accuracy (a classifier has no tokenizer)."""
+        from foundry.vision.evaluate import accuracy_on
+
+        return accuracy_on(weights, data_dir, config.evaluation.batch_size)
+
+    def recorded_score(self, version, config: FoundryConfig) -> float | None:
+        """Its recorded accuracy: the whole holdout is always scored, so any record is scored alike."""
+        from foundry.registry.lineage import recorded_metrics
+
+        return recorded_metrics(version).get(VisionMetrics.key("accuracy"))
 
 
 WORKLOAD = ImageWorkload()

@@ -1,4 +1,4 @@
-"""The alignment gate's refusal forced through its gathering step (`foundry.registry.gate.gather_alignment`) against
+"""The alignment gate's refusal forced through its gathering step (`foundry.align.gate.gather_alignment`) against
 the session's embedded MLflow registry (a local store under the test's $FOUNDRY_HOME, no server): a challenger
 that beats its own base is refused when the champion of the name it registers under scores better on the same
 held-out data, or cannot be scored on it. Tiny random-weight models, registered through Foundry's own functions;
@@ -13,6 +13,7 @@ import torch
 from tokenizers import Tokenizer
 
 from foundry.align.evaluation import heldout_scores
+from foundry.align.gate import decide_alignment
 from foundry.align.metrics import AlignedScores, AlignmentMetrics
 from foundry.align.prepare import prepare_aligned
 from foundry.config import load_config
@@ -20,7 +21,6 @@ from foundry.core.contracts import Candidate, DataVersion, RunContext
 from foundry.data.acquire import acquire_source
 from foundry.data.manifest import DatasetManifest
 from foundry.registry import versions
-from foundry.registry.gate import decide_alignment
 from foundry.runtime import tracking
 from foundry.serving.package import log_model
 from models.chat import ChatTemplate, add_chat_tokens

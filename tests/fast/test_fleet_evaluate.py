@@ -1,4 +1,4 @@
-"""`foundry evaluate`'s logic (foundry/fleet/evaluate*.py) against the session's embedded MLflow registry: tiny
+"""`foundry evaluate`'s logic (foundry/evaluate/) against the session's embedded MLflow registry: tiny
 random-weight models registered through Foundry's own functions (no training), a source in a temporary folder and
 the tiny data version. A uniform model (all logits 0) makes every figure exact: ln V nats a token."""
 
@@ -12,10 +12,12 @@ from helpers import files_under, plain_tokenizer, random_model_files, register_f
 
 from foundry.config import load_config
 from foundry.evaluate import report
-from foundry.evaluate.scores import TOP_LEVEL, resolve_models, source_config
+from foundry.evaluate.scores import resolve_models, source_config
 from foundry.evaluate.steps import evaluate_all
 from foundry.evaluation.compressors import compression_baselines
 from foundry.evaluation.metrics import holdout_metrics
+from foundry.pretrain.group_baselines import TOP_LEVEL
+from foundry.pretrain.report import DIFFERENT_TOKENIZERS
 from foundry.runtime import tracking
 from models.gpt import load_gpt
 
@@ -58,7 +60,7 @@ def test_two_tokenizers_on_a_source_scored_per_group_linked_to_each_version(tiny
 
     # Different tokenizers: bits per byte only.
     text = report.comparison(evaluation)
-    assert not evaluation.one_tokenizer and report.DIFFERENT_TOKENIZERS in text
+    assert not evaluation.one_tokenizer and DIFFERENT_TOKENIZERS in text
     assert "| model | bits_per_byte | tokens |" in text and f"{uniform} (models:/eval-uniform@champion)" in text
 
     # No split ledger changed: nothing versioned, nothing hydrated, the staging folder gone, the source as it was.
@@ -208,9 +210,9 @@ def test_exact_match_is_the_share_of_greedy_replies_equal_to_the_reference(chat_
     from tokenizers import Tokenizer
 
     from foundry.align.evaluation import heldout_scores
+    from foundry.align.scoring import NO_TEMPLATE, prepared_chats, score_chats
     from foundry.data.acquire import acquire_source
     from foundry.data.manifest import DatasetManifest
-    from foundry.evaluate.chat import NO_TEMPLATE, prepared_chats, score_chats
     from foundry.evaluate.scores import ModelRef
     from models.chat import ChatTemplate
     from models.generate import generate_replies
@@ -239,7 +241,7 @@ def test_exact_match_is_the_share_of_greedy_replies_equal_to_the_reference(chat_
 
 
 def test_a_chat_source_is_scored_per_aligned_version_and_a_plain_one_is_not_comparable(chat_case, home):
-    from foundry.evaluate.chat import NO_TEMPLATE
+    from foundry.align.scoring import NO_TEMPLATE
 
     config, files, source = chat_case
     names = [register_files(config, f"chat-{n}", files[n]) for n in ("plain", "hit", "other")]
@@ -326,9 +328,9 @@ def test_each_groups_baselines_are_the_compressors_on_its_holdout_alone_shown_be
     from tokenizers import Tokenizer
 
     from foundry.evaluate import steps
-    from foundry.evaluate.baselines import GROUP_BASELINES
-    from foundry.evaluate.scores import downloaded, group_of
+    from foundry.evaluate.scores import downloaded
     from foundry.evaluation.holdout_metrics import HoldoutMetrics
+    from foundry.pretrain.group_baselines import GROUP_BASELINES, group_of
 
     config = small("data.holdout_fraction=0.3", "evaluation.strong_context_bytes=4096")
     tokenizer = Tokenizer.from_file(str(tiny_dataset / "tokenizer.json"))

@@ -1,4 +1,4 @@
-"""`foundry evaluate` on images (foundry/evaluate/images.py) against the session's embedded MLflow registry:
+"""`foundry evaluate` on images (foundry/vision/scoring.py) against the session's embedded MLflow registry:
 classifiers built by hand (`brightness_classifier`: one right on every image by construction, one of random
 weights) registered as the pipeline registers them, without training, scored on a tiny folder of labelled images."""
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 from synthetic import synthetic_docs
 
+from foundry.align.gate import alignment_inputs
 from foundry.align.metrics import AlignmentMetrics
 from foundry.config import load_config
 from foundry.core.contracts import Candidate, DataVersion, RunContext, SourceManifest
@@ -23,7 +24,7 @@ from foundry.data.versioning import version_dataset
 from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates import alignment
 from foundry.registry import gate, versions
-from foundry.registry.gate import alignment_inputs, score
+from foundry.registry.gate import score
 from foundry.runtime import tracking
 from foundry.serving.package import log_model
 from models.gpt import GPT, GPTConfig, load_gpt

@@ -1,5 +1,6 @@
-"""`foundry evaluate`'s baselines per group of source files: each group's holdout text scored apart, beside each
-model's figures on that group.
+"""`foundry evaluate`'s baselines per group of source files on documents: each group's holdout text scored apart,
+beside each model's figures on that group. A document's group is the top-level folder of its file's name in the
+source (`group_of`; with several sources, the source's index).
 
 Unigram (the train split's token frequencies under the data's tokenizer), gzip and PPMd order 16 are scored per
 group, each given the same training text as the overall baseline (`compressors.baselines_by_holdout`); xz -6 and
@@ -12,9 +13,15 @@ import json
 from pathlib import Path
 
 from foundry.config import FoundryConfig
-from foundry.evaluate.scores import group_of
 
 GROUP_BASELINES = ("unigram", "gzip", "ppmd")  # in the order the group table shows them
+TOP_LEVEL = "(top level)"  # the group of files at the root of the source
+
+
+def group_of(source_name: str) -> str:
+    """A document's group: the top-level folder of its file's name within the source."""
+    head, sep, _ = source_name.partition("/")
+    return head if sep else TOP_LEVEL
 
 
 def holdout_by_group(data_dir: Path) -> dict[str, list[str]]:

@@ -1,4 +1,6 @@
-"""`foundry evaluate` on images: registered image classifiers scored on an image data version or source.
+"""`foundry evaluate` on images: registered image classifiers scored on an image data version or source, and
+reported (accuracy, macro F1 and loss beside the majority and nearest-class-mean baselines, then accuracy per
+class; the chart is accuracy).
 
     foundry evaluate models:/foundry-vision-tiny/1 models:/foundry-vision-tiny@champion --data sklearn://digits
 
@@ -20,11 +22,12 @@ from pathlib import Path
 
 from foundry.config import FoundryConfig, validate
 from foundry.core.redact import redact_url
-from foundry.evaluate.scores import Baselines, EvaluationData, ModelRef, ModelScores, described
+from foundry.evaluate.report import markdown, name_of, runs_lines
+from foundry.evaluate.scores import Baselines, Evaluation, EvaluationData, ModelRef, ModelScores, described
+from foundry.evaluate.scoring import Scoring, Source
 from foundry.vision.metrics import VisionMetrics
 
 IMAGE = "image"
-TEXT = "text"
 CHANNELS = {"gray": 1, "rgb": 3}
 
 
@@ -36,32 +39,14 @@ def saved_of(ref: ModelRef) -> dict:
     return load_saved(ref.artifacts / "model.pt")
 
 
-def modality_of(ref: ModelRef) -> str:
-    """text for a language model (its tokenizer.json travels with it: no need to load its weights), image for a
-    classifier whose model.pt says so."""
+def is_classifier(ref: ModelRef) -> bool:
+    """An image classifier: no tokenizer.json travels with it (a language model's does: no need to load its
+    weights), and its model.pt says so."""
     if ref.artifacts is None:
         raise ValueError(f"{ref.model}: download its files first (`downloaded`)")
     if (ref.artifacts / "tokenizer.json").is_file():
-        return TEXT
-    return IMAGE if saved_of(ref).get("modality") == IMAGE else TEXT
-
-
-def refuse_other_modality(refs: list[ModelRef], data_modality: str, data_label: str) -> None:
-    """Every model must read the data's modality: a language model on images, or a classifier on documents, is
-    refused by name before any model is scored."""
-    other = [ref for ref in refs if modality_of(ref) != data_modality]
-    if other:
-        named = ", ".join(ref.model for ref in other)
-        what = "image classifiers" if data_modality == TEXT else "language models"
-        raise ValueError(
-            f"{named}: {what}, and {data_label} holds {data_modality} data: `foundry evaluate` scores models on "
-            f"data of their own modality; evaluate them separately, on "
-            f"{'an image data version, an image folder or sklearn://digits' if data_modality == TEXT else 'text'}"
-        )
-
-
-def first_modality(refs: list[ModelRef]) -> str:
-    return modality_of(refs[0])
+        return False
+    return saved_of(ref).get("modality") == IMAGE
 
 
 def image_config(config: FoundryConfig, saved: dict) -> FoundryConfig:
@@ -159,3 +144,119 @@ def image_metrics(scores: ModelScores) -> dict[str, float]:
 
     kept = scores.vision.model_copy(update={f"{name}_accuracy": None for name in VisionMetrics.BASELINES})
     return {"eval/" + key.removeprefix(PREFIX): value for key, value in kept.as_mlflow().items()}
+
+
+# --- the report: accuracy (higher is better), per class ------------------------------------------
+
+
+def rows(evaluation: Evaluation) -> list[dict[str, str]]:
+    """One row per model, the most accurate first, then the baselines."""
+    table = []
+    for m in sorted(evaluation.models, key=lambda m: -m.vision.accuracy):
+        v = m.vision
+        row = {"model": name_of(m), "accuracy": f"{v.accuracy:.4f}", "macro_f1": f"{v.macro_f1:.4f}"}
+        table.append(row | {"loss": f"{v.loss:.4f}", "images": f"{v.images:,}"})
+    for name, value in sorted(evaluation.baselines.scores.items(), key=lambda item: -item[1]):
+        row = {"model": f"baseline: {VisionMetrics.LABELS[name]}", "accuracy": f"{value:.4f}"}
+        table.append(row | {"macro_f1": "", "loss": "", "images": ""})
+    return table
+
+
+def class_rows(evaluation: Evaluation) -> list[dict[str, str]]:
+    """Accuracy on each holdout class, one column per model (in the order asked)."""
+    classes: dict[str, None] = {}
+    for m in evaluation.models:
+        classes.update(dict.fromkeys(m.vision.per_class_accuracy))
+    table = []
+    for label in classes:
+        row = {"class": label}
+        for m in evaluation.models:
+            found = m.vision.per_class_accuracy.get(label)
+            row[name_of(m)] = "" if found is None else f"{found:.4f}"
+        table.append(row)
+    return table
+
+
+def comparison(evaluation: Evaluation) -> str:
+    n, data = len(evaluation.models), evaluation.data
+    head = [
+        f"evaluate: {n} model{'s' * (n != 1)} on {data.label} (images)",
+        f"holdout: {evaluation.holdout_records:,} images",
+        "",
+        markdown(rows(evaluation)),
+        "",
+        "accuracy by class:",
+        "",
+        markdown(class_rows(evaluation)),
+    ]
+    return "\n".join(head + runs_lines(evaluation))
+
+
+def chart(evaluation: Evaluation, path: Path) -> Path:
+    from foundry.reports.plots import accuracy_bars
+
+    models = {name_of(m): m.vision.accuracy for m in evaluation.models}
+    baselines = {f"baseline: {VisionMetrics.LABELS[k]}": v for k, v in evaluation.baselines.scores.items()}
+    return accuracy_bars(models, baselines, f"Accuracy on {evaluation.data.label}", path)
+
+
+class ImageScoring(Scoring):
+    figure = "Accuracy"
+    holding = IMAGE
+    records = ("classification",)
+    others = "language models"
+    elsewhere = "text"
+
+    def prepared(self, source: Source) -> EvaluationData | None:
+        """Images, when the config reads the source as images or the first model is a classifier; every model
+        must be one, before the source is prepared."""
+        config = source.config
+        if config.data.modality != IMAGE and not is_classifier(source.refs[0]):
+            return None
+        self.refuse(source.refs, config.data.source)
+        return prepared_images(config, source.refs, source.staging)
+
+    def source_settings(self, source: str) -> dict[str, str]:
+        """Only images come from `sklearn://` (`foundry.vision.builtin`)."""
+        return {"modality": IMAGE} if source.startswith("sklearn://") else {}
+
+    def reads(self, ref: ModelRef) -> bool:
+        return is_classifier(ref)
+
+    def check_models(self, refs: list[ModelRef], data: EvaluationData) -> None:
+        super().check_models(refs, data)
+        check_images(refs, data)
+
+    def baselines(self, data: EvaluationData, config: FoundryConfig) -> Baselines:
+        return image_baselines(data, config)
+
+    def score(self, ref: ModelRef, data: EvaluationData, config: FoundryConfig, base: Baselines) -> ModelScores:
+        return score_images(ref, data.dir, config, base)
+
+    def holdout(self, data: EvaluationData) -> tuple[int, int | None]:
+        """No bytes; the holdout's images."""
+        from foundry.data.manifest import DatasetManifest
+
+        return 0, sum(DatasetManifest.read(data.dir).image_counts.get("holdout", {}).values())
+
+    def metrics(self, scores: ModelScores) -> dict[str, float]:
+        return image_metrics(scores)
+
+    def rows(self, evaluation: Evaluation) -> list[dict[str, str]]:
+        return rows(evaluation)
+
+    def comparison(self, evaluation: Evaluation) -> str:
+        return comparison(evaluation)
+
+    def outcome(self, evaluation: Evaluation) -> str:
+        best = max(evaluation.models, key=lambda m: m.vision.accuracy)
+        return f"best: {best.model.model} at accuracy {best.vision.accuracy:.4f}"
+
+    def headline(self, scores: ModelScores) -> str:
+        return f"accuracy {scores.vision.accuracy:.4f} on {scores.vision.images} images"
+
+    def chart(self, evaluation: Evaluation, path: Path) -> Path:
+        return chart(evaluation, path)
+
+
+SCORING = ImageScoring()

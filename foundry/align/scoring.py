@@ -1,4 +1,5 @@
-"""`foundry evaluate` on chat records: exact match of each aligned model's greedy replies, and its response loss.
+"""`foundry evaluate` on chat records: exact match of each aligned model's greedy replies, and its response loss;
+reported as a table of both (no chart, no baselines: exact match has no compressor to compare with).
 
 The data is an alignment data version of chat records, or a source whose `.jsonl` records are conversations
 (`holds_chats`): that one is prepared by the align flow's own `prepare_aligned` (its checks, scrubbing,
@@ -25,8 +26,16 @@ from pathlib import Path
 from foundry.config import FoundryConfig, validate
 from foundry.core.contracts import SourceManifest
 from foundry.core.redact import redact_url
-from foundry.evaluate.scores import ChatScores, EvaluationData, ModelRef, ModelScores, described
+from foundry.evaluate.report import markdown, name_of, runs_lines
+from foundry.evaluate.runs import metric_key
+from foundry.evaluate.scores import Baselines, ChatScores, Evaluation, EvaluationData, ModelRef, ModelScores, described
+from foundry.evaluate.scoring import Scoring, Source
+from foundry.pretrain.scoring import is_language_model
 
+CHAT_LOSS = (
+    "Exact match: greedy replies through each model's chat template equal to the holdout's reference reply. "
+    "Response loss is per assistant token of each model's own tokenizer."
+)
 NO_TEMPLATE = "not comparable: no chat template (not an aligned version), so it cannot read a conversation"
 
 
@@ -149,3 +158,100 @@ def chat_loss(model, tokenizer, template, chats: list[HeldChat], batch_size: int
         return None
     data = Conversations(Ragged.from_lists([i for i, _ in whole]), Ragged.from_lists([t for _, t in whole]))
     return response_loss(model, data, batch_size, tokenizer.token_to_id(EOT))
+
+
+# --- the report: exact match, best first; models not comparable last ------------------------------
+
+
+def scored(evaluation: Evaluation) -> list[ModelScores]:
+    return [m for m in evaluation.models if m.chat and m.chat.exact_match is not None]
+
+
+def rows(evaluation: Evaluation) -> list[dict[str, str]]:
+    """One row per model, the best exact match first, models that are not comparable last with the reason."""
+    compared = scored(evaluation)
+    table = []
+    for m in sorted(compared, key=lambda m: -m.chat.exact_match):
+        loss = "" if m.chat.response_loss is None else f"{m.chat.response_loss:.4f}"
+        table.append({"model": name_of(m), "exact_match": f"{m.chat.exact_match:.4f}", "response_loss": loss})
+        table[-1] |= {"records": f"{m.chat.records:,}", "note": ""}
+    for m in evaluation.models:
+        if m not in compared:
+            note = m.chat.note if m.chat else ""
+            table.append({"model": name_of(m), "exact_match": "", "response_loss": "", "records": "", "note": note})
+    return table
+
+
+class ChatScoring(Scoring):
+    figure = "Exact match"
+    holding = "text"
+    records = ("chat",)  # preference pairs are not scored: not implemented
+    others = "image classifiers"
+    elsewhere = "an image data version, an image folder or sklearn://digits"
+
+    def prepared(self, source: Source) -> EvaluationData | None:
+        """Chat records, with the first aligned model's tokenizer, on this home's chat split ledger (only read:
+        the alignments' splits here, so what they trained on is not held out)."""
+        from foundry.align import split_ledger
+
+        if not holds_chats(source.acquired, source.config):
+            return None
+        ledger = split_ledger.head(source.run.home)
+        return prepared_chats(source.acquired, source.config, source.refs, source.staging, ledger)
+
+    def reads(self, ref: ModelRef) -> bool:
+        return is_language_model(ref)
+
+    def baselines(self, data: EvaluationData, config: FoundryConfig) -> Baselines:
+        """None: exact match has no compressor to compare with."""
+        return Baselines(scores={}, train_bytes=0)
+
+    def score(self, ref: ModelRef, data: EvaluationData, config: FoundryConfig, base: Baselines) -> ModelScores:
+        return score_chats(ref, data.dir, config)
+
+    def holdout(self, data: EvaluationData) -> tuple[int, int | None]:
+        """The holdout file's bytes, and its conversations."""
+        from foundry.data.manifest import DatasetManifest
+
+        return (data.dir / "holdout.jsonl").stat().st_size, DatasetManifest.read(data.dir).stats["holdout_records"]
+
+    def metrics(self, scores: ModelScores) -> dict[str, float]:
+        """`eval/exact_match`, `eval/records` and `eval/response_loss`; none for a model not comparable."""
+        c = scores.chat
+        if c is None or c.exact_match is None:
+            return {}
+        found = {metric_key("exact_match"): c.exact_match, metric_key("records"): float(c.records)}
+        return found | ({metric_key("response_loss"): c.response_loss} if c.response_loss is not None else {})
+
+    def run_tags(self, scores: ModelScores) -> dict[str, str]:
+        if scores.chat is not None and scores.chat.exact_match is None:
+            return {"foundry.comparable": "false", "foundry.not_comparable": scores.chat.note}
+        return {}
+
+    def rows(self, evaluation: Evaluation) -> list[dict[str, str]]:
+        return rows(evaluation)
+
+    def comparison(self, evaluation: Evaluation) -> str:
+        n, data = len(evaluation.models), evaluation.data
+        head = [
+            f"evaluate: {n} model{'s' * (n != 1)} on {data.label} (chat records)",
+            f"holdout: {evaluation.holdout_records:,} conversations",
+            "",
+            markdown(rows(evaluation)),
+            "",
+            CHAT_LOSS,
+        ]
+        return "\n".join(head + runs_lines(evaluation))
+
+    def outcome(self, evaluation: Evaluation) -> str:
+        if not (compared := scored(evaluation)):
+            return "no model could be compared on chat records"
+        best = max(compared, key=lambda m: m.chat.exact_match)
+        return f"best: {best.model.model} at exact match {best.chat.exact_match:.4f}"
+
+    def headline(self, scores: ModelScores) -> str:
+        c = scores.chat
+        return c.note if c.exact_match is None else f"exact match {c.exact_match:.4f} on {c.records} conversations"
+
+
+SCORING = ChatScoring()
