@@ -59,9 +59,9 @@ def train_with_checkpoints(config, folder: Path) -> dict:
 
     from foundry.checkpointing.manifest import read_manifest
     from foundry.checkpointing.writer import CheckpointEvery, ManifestCheckpointIO
+    from foundry.core.workload import named
     from foundry.pretrain.training import vocabulary_only
     from foundry.training.trainer import _trainer, build_module
-    from foundry.training.workload import named
     from models.data import RandomWindows, SequentialWindows
 
     stalls, writes = [], []

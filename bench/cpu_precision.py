@@ -30,7 +30,7 @@ def time_steps(mode: str, steps: int, overrides: list[str]) -> dict:
     import torch
 
     from foundry.config import load_config
-    from foundry.training.trainer import cpu_threads
+    from foundry.runtime.arithmetic import cpu_threads
     from models.gpt import GPT, GPTConfig
 
     config = load_config(ROOT / "params.yaml", overrides)
@@ -72,9 +72,9 @@ def main() -> int:
         print(json.dumps(time_steps(args.child, args.steps, args.overrides)))
         return 0
     from foundry.config import load_config
-    from foundry.training.cpu_features import cpu_has_bf16
+    from foundry.runtime.arithmetic import resolve_precision
+    from foundry.runtime.cpu_features import cpu_has_bf16
     from foundry.training.cpu_peak import cpu_model
-    from foundry.training.trainer import resolve_precision
 
     sets = [f"--set={o}" for o in args.overrides]
     results = {}

@@ -61,7 +61,8 @@ def main() -> int:
     from foundry.checkpointing.manifest import latest_valid
     from foundry.checkpointing.resume import resume_point
     from foundry.config import load_config
-    from foundry.training.trainer import resolve_precision, train, weights_digest
+    from foundry.runtime.arithmetic import resolve_precision
+    from foundry.training.trainer import train, weights_digest
     from models.gpt import GPT, load_gpt
 
     if not args.cpu and not torch.cuda.is_available():

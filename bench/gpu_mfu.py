@@ -94,9 +94,9 @@ def ours(config, tokens, warmup: int) -> float:
     from lightning.pytorch import Callback
 
     from foundry.checkpointing.writer import ManifestCheckpointIO
+    from foundry.core.workload import named
     from foundry.pretrain.training import vocabulary_only
     from foundry.training.trainer import _trainer, build_module
-    from foundry.training.workload import named
     from models.data import RandomWindows
 
     t, m = config.train, config.model

@@ -25,7 +25,7 @@ def main() -> int:
     from torch.optim._muon import _zeropower_via_newtonschulz
 
     from foundry.config import load_config
-    from foundry.training.trainer import cpu_threads
+    from foundry.runtime.arithmetic import cpu_threads
     from models.gpt import GPT, GPTConfig
     from models.optim import NS_COEFFICIENTS, muon_groups, orthogonalize
 

@@ -116,9 +116,9 @@ def interleaver(raw: RawLoop, warmup: int, block: int):
 def run(config, tokens, warmup: int, block: int, run_id: str | None, folder: Path):
     """`foundry.training.trainer`'s Trainer and LightningModule logging to MLflow, interleaved with the raw loop."""
     from foundry.checkpointing.writer import ManifestCheckpointIO
+    from foundry.core.workload import named
     from foundry.pretrain.training import vocabulary_only
     from foundry.training.trainer import _trainer, build_module
-    from foundry.training.workload import named
     from models.data import SequentialWindows
 
     module = build_module(config, named("text"), vocabulary_only(config.tokenizer.vocab_size))

@@ -309,7 +309,8 @@ def interleaved(plain: PlainLoop, max_steps: int):
 
 
 def training_side(config, data_dir: Path, files) -> dict:
-    from foundry.training.trainer import cpu_threads, train
+    from foundry.runtime.arithmetic import cpu_threads
+    from foundry.training.trainer import train
 
     t = config.train
     torch.set_num_threads(cpu_threads(t))  # the trainer sets the same

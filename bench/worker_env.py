@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 CHILD = """
 import json, sys, time, torch
 from foundry.config import load_config
-from foundry.training.trainer import cpu_threads
+from foundry.runtime.arithmetic import cpu_threads
 from models.gpt import GPT, GPTConfig
 args = json.loads(sys.argv[1])
 config = load_config(args["config"], args["sets"])

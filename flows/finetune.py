@@ -18,13 +18,13 @@ configure_environment()  # an entry point: `foundry finetune` and Prefect worker
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
+from foundry.core import workload  # noqa: E402
 from foundry.core.contracts import PipelineResult  # noqa: E402
 from foundry.core.model_uri import ModelUri  # noqa: E402
 from foundry.runtime.env import foundry_home  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
 from foundry.runtime.tracking import pipeline_run  # noqa: E402
 from foundry.specialists.finetune import specialist_config  # noqa: E402
-from foundry.training import workload  # noqa: E402
 from tasks.artifacts import flow_config, publish_result  # noqa: E402
 from tasks.candidate import trained_candidate  # noqa: E402
 from tasks.data import acquire, dataset  # noqa: E402

@@ -17,7 +17,7 @@ E validation and alignment):
 - `evaluate`: `foundry evaluate`, registered versions scored on data of one's choice
 - `purge`: `foundry purge`, every copy of a person's documents removed, what was trained on them retrained
 - `gc`: `foundry gc`, what nothing refers to any more, deleted
-- `vision`, `pretrain`: the image and text workloads (`training.workload`); `align` is the chat workload
+- `vision`, `pretrain`: the image and text workloads (`core.workload`); `align` is the chat workload
 - `serving`: the registered model's own code, which travels with every version
 - `config`: the one typed config
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from foundry.align.metrics import AlignmentMetrics
 from foundry.config import FoundryConfig
 from foundry.core.contracts import Candidate, DataVersion, ParentModel, Promotion, Replay, RunContext, SourceManifest
+from foundry.core.metrics.aligned import AlignmentMetrics
 from foundry.data.manifest import DatasetManifest
 from foundry.gates.decision import Decision
 from foundry.runtime import tracking

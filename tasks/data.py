@@ -9,10 +9,10 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE, CacheKeyFnPolicy
 
 from foundry.config import FoundryConfig
+from foundry.core import workload
 from foundry.core.contracts import DataVersion, ParentData, RunContext, SourceManifest
 from foundry.data.validation_report import ValidationReport
 from foundry.runtime import tracking
-from foundry.training import workload
 from tasks.locks import FlockLockManager, locks_folder
 
 

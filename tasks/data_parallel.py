@@ -19,10 +19,10 @@ from prefect import task, unmapped
 from prefect.cache_policies import NO_CACHE
 
 from foundry.config import DataConfig, FoundryConfig
+from foundry.core import workload
 from foundry.core.contracts import SourceManifest
 from foundry.data.prepare import Prepared
 from foundry.runtime.env import TELEMETRY_OFF
-from foundry.training import workload
 
 # A worker is one core: one task thread, and no library that spreads itself over more. Tokenizers
 # keeps its (one-thread) pool rather than TOKENIZERS_PARALLELISM=false: encoding then runs off the

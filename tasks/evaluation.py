@@ -10,8 +10,8 @@ from prefect.cache_policies import NO_CACHE
 
 from foundry.config import FoundryConfig
 from foundry.core.contracts import RunContext
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
-from foundry.vision.metrics import VisionMetrics
+from foundry.core.metrics.holdout import HoldoutMetrics
+from foundry.core.metrics.images import VisionMetrics
 
 
 @task(name="evaluate", cache_policy=NO_CACHE)
@@ -21,7 +21,7 @@ def evaluate(
     """Holdout loss, perplexity and bits per byte beside unigram, gzip, xz, xz -9e and PPMd order 16; generations;
     loss curve. An image dataset: accuracy, macro F1 and per-class accuracy beside the majority class and the
     nearest class mean; the confusion matrix and the misclassified images."""
-    from foundry.training.workload import for_data
+    from foundry.core.workload import for_data
 
     metrics = for_data(data_dir).validate_model(config, checkpoint, data_dir, run)
     get_run_logger().info("holdout: %s", {k: round(v, 4) for k, v in metrics.as_mlflow().items()})

@@ -8,6 +8,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from foundry.config import FoundryConfig
+from foundry.core import workload
 from foundry.core.contracts import (
     Candidate,
     ParentData,
@@ -16,11 +17,10 @@ from foundry.core.contracts import (
     RunContext,
     SourceManifest,
 )
+from foundry.core.metrics.images import VisionMetrics
 from foundry.data.manifest import DatasetManifest
 from foundry.gates.decision import Decision
 from foundry.runtime import tracking
-from foundry.training import workload
-from foundry.vision.metrics import VisionMetrics
 
 
 @task(name="champion-data", cache_policy=NO_CACHE)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import logging
 
-from foundry.align.metrics import AlignmentMetrics
 from foundry.config import FoundryConfig
 from foundry.core.contracts import Candidate
+from foundry.core.metrics.aligned import AlignmentMetrics
+from foundry.core.metrics.scores import AlignedScores
 from foundry.gates import alignment
 from foundry.gates.decision import Decision
 from foundry.gates.inputs import AlignmentInputs
-from foundry.gates.scores import AlignedScores
 from foundry.registry import versions
 
 log = logging.getLogger(__name__)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from foundry.core.workload import Workload
 from foundry.data.manifest import DatasetManifest
 from foundry.pretrain.workload import WORKLOAD as TEXT
-from foundry.training.workload import Workload
 
 if TYPE_CHECKING:
     from foundry.config import FoundryConfig

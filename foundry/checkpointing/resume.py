@@ -46,7 +46,7 @@ def resume_key(config: FoundryConfig, data_version: str, replay: Replay | None =
     The arithmetic (resolved thread count, resolved precision, device, world size, torch version, compile) is
     part of it: a re-run on another core count or device trains afresh in its own folder rather than
     resuming checkpoints whose continuation would no longer be bitwise what one run gives."""
-    from foundry.training.trainer import arithmetic
+    from foundry.runtime.arithmetic import arithmetic
 
     train = {k: v for k, v in config.train.model_dump(mode="json").items() if k not in OPERATIONAL_KEYS | RESOLVED_KEYS}
     if train["init_from"] and Path(train["init_from"]).is_file():

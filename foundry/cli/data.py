@@ -12,7 +12,7 @@ from foundry.runtime.env import foundry_home
 
 
 def cmd_acquire(args: argparse.Namespace) -> int:
-    from foundry.training import workload
+    from foundry.core import workload
 
     config = load(args)
     manifest = workload.for_config(config).acquire(config, args.out)
@@ -21,10 +21,10 @@ def cmd_acquire(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
+    from foundry.core import workload
     from foundry.core.contracts import SourceManifest
     from foundry.data.purged import purged_documents
     from foundry.data.validate import validate_dataset
-    from foundry.training import workload
     from tasks.data_parallel import run_prepare
 
     config = load(args)

@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from foundry.align.metrics import AlignmentMetrics
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
-from foundry.vision.metrics import VisionMetrics
+from foundry.core.metrics.aligned import AlignmentMetrics
+from foundry.core.metrics.holdout import HoldoutMetrics
+from foundry.core.metrics.images import VisionMetrics
 
 
 class _Value(BaseModel):

@@ -18,11 +18,11 @@ from pathlib import Path
 import yaml
 
 from foundry.config import FoundryConfig, to_yaml
+from foundry.core import workload
 from foundry.core.contracts import DataVersion, SourceManifest
 from foundry.core.fs import remove_tree
 from foundry.data.purged import digest as purged_digest
 from foundry.runtime.env import PROJECT_ROOT, s3_endpoint_url
-from foundry.training import workload
 
 log = logging.getLogger(__name__)
 

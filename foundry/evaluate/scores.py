@@ -5,7 +5,7 @@
 The data is a data version (32 hex digits, hydrated as `reproduce` hydrates one, from `data.remote`) or a source
 that is not one yet (a folder, a URL, `stdlib://...`): that one is acquired and prepared by its workload's own
 pipeline with the first model's settings, into the evaluation run's staging folder, on no parent's ledger and
-never versioned. What the data holds decides its workload (`foundry.training.workload.for_data`), and the workload
+never versioned. What the data holds decides its workload (`foundry.core.workload.for_data`), and the workload
 how its models are scored, beside which baselines, and reported (`Workload.scoring()`, `foundry.evaluate.scoring`):
 documents by bits per byte (`foundry.pretrain.scoring`), chat records by exact match (`foundry.align.scoring`),
 images by accuracy (`foundry.vision.scoring`).
@@ -21,10 +21,10 @@ from pydantic import BaseModel, ConfigDict
 
 from foundry.config import FoundryConfig, validate
 from foundry.core.contracts import DATA_VERSION
+from foundry.core.metrics.holdout import HoldoutMetrics
+from foundry.core.metrics.images import VisionMetrics
 from foundry.core.model_uri import ModelUri
 from foundry.core.redact import redact_url
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
-from foundry.vision.metrics import VisionMetrics
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class EvaluationData(_Value):
     remote: str | None = None
     source: str  # the manifest's source (masked)
     source_digest: str
-    kind: str = "text"  # its workload's name (`foundry.training.workload`): text, chat or image
+    kind: str = "text"  # its workload's name (`foundry.core.workload`): text, chat or image
 
     @property
     def name(self) -> str:
@@ -193,7 +193,7 @@ def source_config(config: FoundryConfig, data: str) -> FoundryConfig:
     allow-lists judge it as they judge any source); the config itself for a data version."""
     if is_data_version(data):
         return config
-    from foundry.training.workload import REGISTERED, named
+    from foundry.core.workload import REGISTERED, named
 
     raw = config.model_dump()
     raw["data"].update(source=data, sources=[])
@@ -215,8 +215,8 @@ def hydrated_data(data: str, config: FoundryConfig, home: Path) -> EvaluationDat
 def described(asked: str, folder: Path, data_version: str | None, remote: str | None) -> EvaluationData:
     """The prepared data as the steps take it, its kind the workload whose data it is; data no workload scores
     (preference pairs) refused."""
+    from foundry.core.workload import REGISTERED, for_data, named
     from foundry.data.manifest import DatasetManifest
-    from foundry.training.workload import REGISTERED, for_data, named
 
     manifest = DatasetManifest.read(folder)
     if not any(manifest.kind in named(name).scoring().records for name in REGISTERED):

@@ -14,8 +14,8 @@ from typing import Any
 
 from foundry.config import FoundryConfig
 from foundry.core.contracts import RunContext, SourceManifest
+from foundry.core.workload import named
 from foundry.evaluate.scores import Baselines, Evaluation, EvaluationData, ModelRef, ModelScores
-from foundry.training.workload import named
 
 STAGING = "prepared"  # under the run's folder: removed with the run's other staging when it fails
 BASELINE = "eval/baseline/"  # the baselines' MLflow keys: `eval/baseline/<name>_<unit>`

@@ -8,6 +8,7 @@ from pathlib import Path
 from foundry.config import FoundryConfig
 from foundry.core.contracts import RunContext
 from foundry.core.fs import remove_tree
+from foundry.core.workload import REGISTERED, named
 from foundry.evaluate import report, runs
 from foundry.evaluate.scores import (
     Baselines,
@@ -20,7 +21,6 @@ from foundry.evaluate.scores import (
     is_data_version,
 )
 from foundry.evaluate.scoring import STAGING, Source, scoring_of
-from foundry.training.workload import REGISTERED, named
 
 
 def data_for(data: str, config: FoundryConfig, refs: list[ModelRef], run: RunContext) -> EvaluationData:

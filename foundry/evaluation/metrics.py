@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from foundry.core.metrics.holdout import HoldoutMetrics, window_stride
 from foundry.data.clean import iter_texts
 from foundry.data.manifest import TOKENIZER, DatasetManifest
 from foundry.data.shards import load_split, split_parts
 from foundry.evaluation.compressors import compression_bits_per_byte  # noqa: F401  (bench/defaults.py's)
-from foundry.evaluation.holdout_metrics import HoldoutMetrics, window_stride
 from models.data import SequentialWindows
 from models.gpt import GPT
 from models.tokens import EOT

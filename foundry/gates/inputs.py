@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from foundry.core.contracts import _Value
-from foundry.gates.scores import AlignedScores
+from foundry.core.metrics.scores import AlignedScores
 
 
 def _score(value: float | None) -> str:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.evaluate.report import markdown, name_of, runs_lines
 from foundry.evaluate.scores import Evaluation
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.pretrain.group_baselines import GROUP_BASELINES
 
 GROUP_BASELINES_NOTE = (

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from foundry.config import FoundryConfig, validate
+from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.redact import redact_url
 from foundry.evaluate.runs import metric_key
 from foundry.evaluate.scores import (
@@ -32,7 +33,6 @@ from foundry.evaluate.scores import (
     described,
 )
 from foundry.evaluate.scoring import Scoring, Source, Table
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.pretrain import report
 from foundry.pretrain.group_baselines import group_of
 

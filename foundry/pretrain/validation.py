@@ -7,7 +7,7 @@ from pathlib import Path
 
 from foundry.config import FoundryConfig
 from foundry.core.contracts import RunContext
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.runtime import tracking
 
 

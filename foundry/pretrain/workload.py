@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from foundry.core.metrics.holdout import HoldoutMetrics
+from foundry.core.workload import Workload
 from foundry.data.manifest import DatasetManifest
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates.inputs import BY_BITS_PER_BYTE, Compared
-from foundry.training.workload import Workload
 
 if TYPE_CHECKING:
     from foundry.config import FoundryConfig

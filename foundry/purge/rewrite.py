@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from foundry.core import workload
 from foundry.core.digests import fast_digest
 from foundry.core.fs import remove_file
 from foundry.data.ledger import LEDGER, SIGNATURES
@@ -37,7 +38,6 @@ from foundry.purge import data as purge_data
 from foundry.purge.cuts import Inconsistent, batched, complement, cut, ragged_without, spans
 from foundry.purge.data import VersionFiles
 from foundry.purge.plan import DataHit, names_in
-from foundry.training import workload
 
 log = logging.getLogger(__name__)
 ENCODE_BATCH = 512

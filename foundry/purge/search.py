@@ -9,7 +9,7 @@ The search (the dry run, and the first step of `--apply`: `purge_apply`) reads a
    names; each is read from the first place that holds it whole;
 3. in each, as the workload of its data reads it, the matching documents, then every file and position holding
    them or naming them (`purge_data`): split files, documents table, token shards (decoded, each span verified),
-   ledger and signatures, audit; in an image version (`foundry.purge.images`), images by pixel sha256 or source
+   ledger and signatures, audit; in an image version (`foundry.vision.purge`), images by pixel sha256 or source
    path (a regex: label and source path), their table rows, WebDataset shard members (decoded, each verified),
    ledger rows and dHash signatures, audit;
 4. the MLflow artifacts that hold them: the embedded store's files (`purge_artifacts`), or, with a tracking
@@ -34,6 +34,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from foundry.core import workload
 from foundry.data import purged
 from foundry.data.ledger import LEDGER
 from foundry.gc.refs import RegistryUnreadable
@@ -46,7 +47,6 @@ from foundry.purge import unchecked as purge_unchecked
 from foundry.purge.data import Matched, VersionFiles
 from foundry.purge.plan import Criterion, DataHit, PurgePlan, Unchecked, summary
 from foundry.purge.stores import Places
-from foundry.training import workload
 
 log = logging.getLogger(__name__)
 __all__ = ["Criterion", "PurgePlan", "RegistryUnreadable", "Survey", "plan", "summary", "survey"]
@@ -168,7 +168,7 @@ def _matched(readable: dict[str, VersionFiles], criterion: Criterion) -> tuple[d
     for version, files in list(readable.items()):
         try:
             # An image's `text` is empty: no artifact is searched for it; its table row, shard members and
-            # ledger row are found by its pixels' sha256 or its source path (`foundry.purge.images`).
+            # ledger row are found by its pixels' sha256 or its source path (`foundry.vision.purge`).
             matched[version] = workload.for_manifest(files.manifest()).purge_matching(files, criterion)
         except (OSError, ValueError, KeyError) as exc:
             log.warning("purge cannot read data version %s: %s", version, exc)

@@ -12,7 +12,7 @@ the registry and the holdouts. The pretraining gate's inputs:
 3. No forgetting: both are scored on the champion's own holdout (its data version, hydrated on this node);
    a challenger worse there by more than `evaluation.max_regression` bits per byte is refused.
 
-The candidate's workload (`foundry.training.workload.for_data`) says what is compared (`gate_compares`) and
+The candidate's workload (`foundry.core.workload.for_data`) says what is compared (`gate_compares`) and
 scores a model by it (`gate_score`): a language model by bits per byte, an image classifier by holdout accuracy
 (higher is better), through the same footing, recorded-or-re-scored champion and own-holdout guard.
 
@@ -29,6 +29,7 @@ from pathlib import Path
 
 from foundry.config import FoundryConfig
 from foundry.core.contracts import Candidate, DataVersion
+from foundry.core.workload import Workload, for_data
 from foundry.data.purged import DataPurged, followed, mark_of
 from foundry.gates import pretrain, specialist
 from foundry.gates.decision import Decision
@@ -42,7 +43,6 @@ from foundry.gates.inputs import (
     SpecialistInputs,
 )
 from foundry.registry import versions
-from foundry.training.workload import Workload, for_data
 
 log = logging.getLogger(__name__)
 

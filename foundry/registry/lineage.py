@@ -7,16 +7,16 @@ from pathlib import Path
 
 from foundry.config import FoundryConfig, as_recorded
 from foundry.core.contracts import DataVersion, FetchedFile, LineageRecord
+from foundry.core.metrics.holdout import PREFIX as HOLDOUT_PREFIX
+from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.model_uri import ModelUri
 from foundry.data.purged import DataPurged, mark_of
-from foundry.evaluation.holdout_metrics import PREFIX as HOLDOUT_PREFIX
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates.decision import Decision
 from foundry.registry import tags as registry_tags
 from foundry.registry import versions as registry
 from foundry.runtime import tracking
+from foundry.runtime.cpu_features import DEVICE_PRECISIONS, RESOLVED_PRECISION_TAG
 from foundry.runtime.env import foundry_home
-from foundry.training.cpu_features import DEVICE_PRECISIONS, RESOLVED_PRECISION_TAG
 
 
 def version_tags(

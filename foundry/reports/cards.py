@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from foundry.align.metrics import AlignmentMetrics
 from foundry.config import FoundryConfig, TrainConfig
 from foundry.core.contracts import DataVersion
+from foundry.core.metrics.aligned import AlignmentMetrics
+from foundry.core.metrics.holdout import HoldoutMetrics, window_stride
 from foundry.core.redact import redact_url
 from foundry.data.manifest import DatasetManifest
-from foundry.evaluation.holdout_metrics import HoldoutMetrics, window_stride
 from foundry.gates.decision import Decision
 
 

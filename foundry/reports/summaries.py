@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 from foundry.core.contracts import AlignResult, PipelineResult, Reproduction, SearchResult, SkippedRun
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.reports.cards import strongest_baseline_line
 from foundry.specialists.contracts import MergeResult
 
@@ -97,7 +97,7 @@ def pipeline_summary(result: PipelineResult, home: Path) -> str:
         strongest = f"\n        strongest  {strongest_baseline_line(m)}" if m.strongest_baseline() else ""
         holdout = f"loss {m.loss:.4f}  perplexity {m.perplexity:.2f}  bits/byte {m.bits_per_byte:.4f}"
         baselines += f" bits/byte{strongest}"
-    else:  # an image classifier (`foundry.vision.metrics.VisionMetrics`)
+    else:  # an image classifier (`foundry.core.metrics.images.VisionMetrics`)
         holdout = f"accuracy {m.accuracy:.4f}  macro F1 {m.macro_f1 or 0:.4f}  ({m.images} images)"
         baselines = f"majority class {m.majority_accuracy or 0:.4f}  nearest class mean "
         baselines += f"{m.nearest_class_mean_accuracy or 0:.4f} accuracy"

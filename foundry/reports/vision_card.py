@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from foundry.core.contracts import DataVersion
+from foundry.core.metrics.images import VisionMetrics
 from foundry.gates.decision import Decision
-from foundry.vision.metrics import VisionMetrics
 
 
 def vision_summary_table(metrics: VisionMetrics, decision: Decision | None = None) -> pd.DataFrame:

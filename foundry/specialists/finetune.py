@@ -8,9 +8,9 @@ from pathlib import Path
 
 from foundry.config import DataConfig, FoundryConfig, validate
 from foundry.config.image import IMAGE_EXTENSIONS
+from foundry.core import workload
 from foundry.core.contracts import ParentModel
 from foundry.core.model_uri import ModelUri
-from foundry.training import workload
 from foundry.training.warm_start import warm_started, warn_of_train_keys_not_taken
 
 LOOKED_AT = 2000  # files of a local folder whose names tell its modality: enough for a verdict, cheap on a big one

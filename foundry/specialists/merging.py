@@ -10,8 +10,8 @@ import hashlib
 from pathlib import Path
 
 from foundry.config import FoundryConfig
+from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.model_uri import ModelUri
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates.inputs import MergeInputs
 from foundry.registry import tags as registry_tags
 from foundry.registry import versions

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 
 from foundry.config import FoundryConfig, ModelConfig
-from foundry.training.cpu_features import cpu_has_bf16
+from foundry.runtime.cpu_features import cpu_has_bf16
 
 # Saved for backward, per block, in elements of a (micro_batch, block_size, n_embd) tensor:
 # ln_1 input, ln_1 output, q, k, v, attention output (its merged heads share it), ln_2 input,

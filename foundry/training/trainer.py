@@ -4,7 +4,7 @@ Rank 0 logs to the pipeline's MLflow run, named explicitly. Checkpoints (`foundr
 make a resumed run bitwise equal to an uninterrupted one. The result is a self-contained file
 (`model.pt`: model args, weights, config, data version) that rebuilds the model alone; every rank
 also leaves a digest of its final weights (`weights.rank<N>.sha256`), so replicas can be compared.
-What trains is the data's: its `Workload` (`foundry.training.workload`) brings the LightningModule, the loaders,
+What trains is the data's: its `Workload` (`foundry.core.workload`) brings the LightningModule, the loaders,
 the warm start and what `model.pt` holds beside the weights; the trainer never asks which workload it is.
 """
 
@@ -20,10 +20,11 @@ import torch
 
 from foundry.config import FoundryConfig, TrainConfig
 from foundry.core.contracts import Replay
+from foundry.core.workload import Workload, for_data
+from foundry.runtime.arithmetic import arithmetic, cpu_threads, resolve_precision, uses_gpu
+from foundry.runtime.cpu_features import RESOLVED_PRECISION_TAG
 from foundry.training.adapters import lora_spec, save_peft_adapter
-from foundry.training.cpu_features import RESOLVED_PRECISION_TAG, cpu_has_bf16
 from foundry.training.sharding import Rank0Buffers, fsdp_strategy, has_batch_norm
-from foundry.training.workload import Workload, for_data
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +35,6 @@ PEAK_FLOPS = {
     "H100 PCIe": (756e12, 51e12),
     "A100": (312e12, 19.5e12),
 }
-
-
-def uses_gpu(t: TrainConfig) -> bool:
-    return t.accelerator == "gpu" or (t.accelerator == "auto" and torch.cuda.is_available())
-
-
-def resolve_precision(t: TrainConfig) -> str:
-    return t.resolved_precision(uses_gpu(t), cpu_has_bf16())
 
 
 def lookup_peak_flops(device_name: str, precision: str) -> float:
@@ -63,39 +56,6 @@ def peak_flops(t: TrainConfig) -> float:
     from foundry.training.cpu_peak import cpu_peak_flops
 
     return cpu_peak_flops(cpu_threads(t), resolve_precision(t))
-
-
-def cpu_threads(t: TrainConfig) -> int:
-    """Threads for one rank, decided here rather than inherited: float sums depend on the thread
-    count, and a process's environment may say otherwise (Dask's nanny leaves OMP_NUM_THREADS=1 in
-    its parent, which every training process started from there would inherit)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return t.cpu_threads or max(1, cores // t.devices)
-
-
-def device_kind(t: TrainConfig) -> str:
-    """What runs the arithmetic: "cpu", or the GPU's model with the CUDA and cuDNN versions (kernels differ
-    from one GPU model, and one library version, to another)."""
-    if not uses_gpu(t):
-        return "cpu"
-    if not torch.cuda.is_available():
-        return "cuda"
-    return f"cuda:{torch.cuda.get_device_name()} (CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()})"
-
-
-def arithmetic(t: TrainConfig) -> dict[str, str | int | bool]:
-    """What decides the floating-point results of a step besides the config's training values and the
-    data: runs that differ in any of these do not compute the same bits (on a GPU, agreeing on them is
-    necessary but not sufficient: see `train.deterministic`)."""
-    return {
-        "threads": cpu_threads(t),
-        "precision": resolve_precision(t),
-        "device": device_kind(t),
-        "world_size": t.devices * t.num_nodes,
-        "torch": str(torch.__version__),  # a plain str: TorchVersion does not load with weights_only
-        "deterministic": t.deterministic,
-        "compile": t.compile,  # Inductor's kernels round differently from eager's
-    }
 
 
 def _strategy(t: TrainConfig, units: set[type] | None = None):

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from foundry.config import FoundryConfig, TrainConfig, validate
 from foundry.core.contracts import ParentModel
-from foundry.training.workload import named
+from foundry.core.workload import named
 
 log = logging.getLogger(__name__)
 RUN_OF = {"retrain": "a retrain", "finetune": "a fine-tune", "align": "an alignment"}

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from foundry.vision.metrics import (
+from foundry.core.metrics.images import (
     ClassMeans,
     VisionMetrics,
     accuracy_of,

@@ -21,11 +21,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from foundry.config import FoundryConfig, validate
+from foundry.core.metrics.images import VisionMetrics
 from foundry.core.redact import redact_url
 from foundry.evaluate.report import markdown, name_of, runs_lines
 from foundry.evaluate.scores import Baselines, Evaluation, EvaluationData, ModelRef, ModelScores, described
 from foundry.evaluate.scoring import Scoring, Source
-from foundry.vision.metrics import VisionMetrics
 
 IMAGE = "image"
 CHANNELS = {"gray": 1, "rgb": 3}
@@ -98,8 +98,8 @@ def image_baselines(data: EvaluationData, config: FoundryConfig) -> Baselines:
     class indices): once for every model."""
     import numpy as np
 
+    from foundry.core.metrics.images import majority_accuracy
     from foundry.vision.evaluate import batches, class_means
-    from foundry.vision.metrics import majority_accuracy
     from foundry.vision.shards import ShardManifest
 
     shards, batch_size = ShardManifest.read(data.dir), config.evaluation.batch_size
@@ -140,7 +140,7 @@ def score_images(ref: ModelRef, data_dir: Path, config: FoundryConfig, base: Bas
 def image_metrics(scores: ModelScores) -> dict[str, float]:
     """`eval/accuracy`, `eval/macro_f1`, `eval/loss`, `eval/images`, `eval/class_accuracy/<label>` (the
     registration's `holdout/` keys under `eval/`), without the baselines (logged on the run, not the model)."""
-    from foundry.vision.metrics import PREFIX
+    from foundry.core.metrics.images import PREFIX
 
     kept = scores.vision.model_copy(update={f"{name}_accuracy": None for name in VisionMetrics.BASELINES})
     return {"eval/" + key.removeprefix(PREFIX): value for key, value in kept.as_mlflow().items()}

@@ -122,7 +122,7 @@ def _member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 def pack(path: Path, images: Iterable[tuple[bytes, int]]) -> int:
     """One shard of (PNG bytes, class index) pairs, keyed by their place in it; returns how many it holds
-    (a purge writes a shard again through this, without the purged images: `foundry.purge.images`)."""
+    (a purge writes a shard again through this, without the purged images: `foundry.vision.purge`)."""
     count = 0
     with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
         for count, (png, index) in enumerate(images, 1):

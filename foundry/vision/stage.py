@@ -1,6 +1,6 @@
 """The image data stage as the pipeline runs it: acquire (a SourceManifest of the labelled images) and prepare
 (staged images, then WebDataset shards and the dataset's `manifest.json`), for `tasks.data` when
-`data.modality` is image. Validation is `foundry.data.validate_images`; versioning and hydration are text's.
+`data.modality` is image. Validation is `foundry.vision.validate_images`; versioning and hydration are text's.
 
 The prepared folder (flat, as DVC versions it): `manifest.json` (DatasetManifest, modality image), `images.csv`,
 `audit.json`, `ledger.csv`, `ledger_minhash.npy`, `shards.json` and `{train,holdout}-NNNNN.tar`; the staged

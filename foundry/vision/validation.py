@@ -7,8 +7,8 @@ from pathlib import Path
 
 from foundry.config import FoundryConfig
 from foundry.core.contracts import RunContext
+from foundry.core.metrics.images import VisionMetrics
 from foundry.runtime import tracking
-from foundry.vision.metrics import VisionMetrics
 
 
 def validate(config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunContext) -> VisionMetrics:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from foundry.core.workload import Workload
 from foundry.gates.inputs import BY_ACCURACY, Compared
-from foundry.training.workload import Workload
 
 # `foundry.vision.shards.FILE`, named here: asking whether a folder holds images must not import torch and Pillow
 FILE = "shards.json"
@@ -14,6 +14,7 @@ FILE = "shards.json"
 if TYPE_CHECKING:
     from foundry.config import FoundryConfig
     from foundry.core.contracts import Candidate, ParentModel, RunContext, SourceManifest
+    from foundry.core.metrics.images import VisionMetrics
     from foundry.data.manifest import DatasetManifest
     from foundry.data.prepare import Mapper, Prepared
     from foundry.data.validation_report import ValidationReport
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from foundry.gates.decision import Decision
     from foundry.purge.data import Matched, VersionFiles
     from foundry.purge.plan import Criterion, DataHit, Location
-    from foundry.vision.metrics import VisionMetrics
     from foundry.vision.shards import ShardManifest
 
 
@@ -68,7 +68,7 @@ class ImageWorkload(Workload):
         docs_dir: Path | None = None,
         parent: Path | None = None,
     ) -> ValidationReport:
-        from foundry.data.validate_images import validate_image_dataset
+        from foundry.vision.validate_images import validate_image_dataset
 
         return validate_image_dataset(data_dir, config, report_path, docs_dir, parent)
 
@@ -82,21 +82,21 @@ class ImageWorkload(Workload):
         return f"{manifest.count('train_images')} train / {manifest.count('holdout_images')} holdout images"
 
     def purge_matching(self, files: VersionFiles, criterion: Criterion) -> Matched:
-        from foundry.purge import images
+        from foundry.vision import purge as images
 
         return images.matching(files, criterion)
 
     def purge_locations(
         self, files: VersionFiles, criterion: Criterion, matched: Matched, shas: set[str], names: set[str]
     ) -> list[Location]:
-        from foundry.purge import images
+        from foundry.vision import purge as images
 
         return images.locations(files, criterion, matched, shas, names)
 
     def purge_rewrite(
         self, files: VersionFiles, hit: DataHit, gone: set[str], names: set[str], out: Path
     ) -> dict[str, int] | None:
-        from foundry.purge import images
+        from foundry.vision import purge as images
 
         return images.rewrite(files, hit, gone, names, out)
 

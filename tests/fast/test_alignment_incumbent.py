@@ -14,10 +14,10 @@ from tokenizers import Tokenizer
 
 from foundry.align.evaluation import heldout_scores
 from foundry.align.gate import decide_alignment
-from foundry.align.metrics import AlignedScores, AlignmentMetrics
 from foundry.align.prepare import prepare_aligned
 from foundry.config import load_config
 from foundry.core.contracts import Candidate, DataVersion, RunContext
+from foundry.core.metrics.aligned import AlignedScores, AlignmentMetrics
 from foundry.data.acquire import acquire_source
 from foundry.data.manifest import DatasetManifest
 from foundry.registry import versions

@@ -1,4 +1,4 @@
-"""foundry.align.metrics: an aligned model's scores beside its base's name their MLflow keys in one place, read
+"""foundry.core.metrics.aligned: an aligned model's scores beside its base's name their MLflow keys in one place, read
 back equal, and are what the flows hand on (Candidate, AlignResult; PipelineResult holds HoldoutMetrics)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from foundry.align.metrics import AlignedScores, AlignmentMetrics
 from foundry.core.contracts import AlignResult, Candidate, DataVersion, PipelineResult, Promotion, RunContext
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.core.metrics.aligned import AlignedScores, AlignmentMetrics
+from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.reports.summaries import align_summary
 
 # As the align flow logs them on its run (sft on chat data, with a pretraining holdout to compare on).

@@ -15,9 +15,9 @@ from synthetic import synthetic_docs
 
 from foundry.config import load_config
 from foundry.core.contracts import Candidate, DataVersion, PipelineResult, Promotion, RunContext
+from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.data.manifest import DatasetManifest
 from foundry.evaluation.compressors import compression_baselines, ppmd_bits, train_tail
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates import pretrain
 from foundry.gates.inputs import PretrainInputs
 from foundry.reports.cards import model_card, summary_table

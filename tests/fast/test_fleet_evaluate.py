@@ -327,9 +327,9 @@ def test_each_groups_baselines_are_the_compressors_on_its_holdout_alone_shown_be
 
     from tokenizers import Tokenizer
 
+    from foundry.core.metrics.holdout import HoldoutMetrics
     from foundry.evaluate import steps
     from foundry.evaluate.scores import downloaded
-    from foundry.evaluation.holdout_metrics import HoldoutMetrics
     from foundry.pretrain.group_baselines import GROUP_BASELINES, group_of
 
     config = small("data.holdout_fraction=0.3", "evaluation.strong_context_bytes=4096")

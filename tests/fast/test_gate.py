@@ -13,15 +13,15 @@ import torch
 from synthetic import synthetic_docs
 
 from foundry.align.gate import alignment_inputs
-from foundry.align.metrics import AlignmentMetrics
 from foundry.config import load_config
 from foundry.core.contracts import Candidate, DataVersion, RunContext, SourceManifest
+from foundry.core.metrics.aligned import AlignmentMetrics
+from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.data.acquire import acquire_source
 from foundry.data.hydrate import hydrate_version
 from foundry.data.prepare import prepare
 from foundry.data.shards import load_split
 from foundry.data.versioning import version_dataset
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.gates import alignment
 from foundry.registry import gate, versions
 from foundry.registry.gate import score

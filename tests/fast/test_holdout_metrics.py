@@ -1,10 +1,10 @@
-"""foundry.evaluation.holdout_metrics: one value for the holdout scores, one place for their MLflow keys."""
+"""foundry.core.metrics.holdout: one value for the holdout scores, one place for their MLflow keys."""
 
 from __future__ import annotations
 
 import pytest
 
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
+from foundry.core.metrics.holdout import HoldoutMetrics
 
 FULL = HoldoutMetrics(
     loss=3.5,

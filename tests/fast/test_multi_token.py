@@ -7,10 +7,10 @@ import torch
 import torch.nn.functional as F
 from helpers import tiny as tiny_config
 
+from foundry.core.workload import named
 from foundry.pretrain.training import vocabulary_only
 from foundry.training.launch import launch
 from foundry.training.trainer import build_module
-from foundry.training.workload import named
 from models.gpt import GPT, GPTConfig, load_gpt
 from models.optim import muon_groups
 

@@ -26,9 +26,9 @@ def measured_peak_bytes(cfg, tmp_path: Path) -> int:
     from the profiler's memory timeline; the step is run once before so the optimizer state exists."""
     from torch.profiler import ProfilerActivity, profile
 
+    from foundry.core.workload import named
     from foundry.pretrain.training import vocabulary_only
     from foundry.training.trainer import build_module
-    from foundry.training.workload import named
 
     torch.manual_seed(0)
     m, t, vocab = cfg.model, cfg.train, cfg.tokenizer.vocab_size

@@ -29,9 +29,9 @@ from test_purge import (  # noqa: F401  (fixtures: `fleet` and those it is built
 from foundry.align.prepare import align_dataset_key, prepare_aligned
 from foundry.config import load_config
 from foundry.core.contracts import Candidate, DataVersion, RunContext
+from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.data import purged
 from foundry.data.acquire import acquire_source
-from foundry.evaluation.holdout_metrics import HoldoutMetrics
 from foundry.purge import data as purge_data
 from foundry.purge import record as purge_record
 from foundry.purge.data import VersionFiles

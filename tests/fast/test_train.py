@@ -14,17 +14,13 @@ from helpers import digest, tiny
 
 from foundry.checkpointing.manifest import read_manifest
 from foundry.config import ConfigError
+from foundry.core.workload import named
 from foundry.pretrain.training import vocabulary_only
-from foundry.training.cpu_features import bf16_in_flags, cpu_has_bf16
+from foundry.runtime.arithmetic import resolve_precision
+from foundry.runtime.cpu_features import bf16_in_flags, cpu_has_bf16
 from foundry.training.launch import launch
-from foundry.training.trainer import (
-    build_module,
-    lookup_peak_flops,
-    resolve_precision,
-    weights_digest,
-)
+from foundry.training.trainer import build_module, lookup_peak_flops, weights_digest
 from foundry.training.worker import node_layout
-from foundry.training.workload import named
 from models.gpt import load_gpt
 
 # --- where each rank stands ----------------------------------------------------------------------

@@ -22,7 +22,7 @@ from foundry.checkpointing.writer import (
     set_rng_states,
 )
 from foundry.config import load_config
-from foundry.training.trainer import arithmetic
+from foundry.runtime.arithmetic import arithmetic
 
 
 def fake_checkpoint(step: int) -> dict:

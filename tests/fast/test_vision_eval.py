@@ -1,4 +1,4 @@
-"""Evaluating an image classifier (`foundry.vision.metrics`, `foundry.vision.evaluate`): exact figures on
+"""Evaluating an image classifier (`foundry.core.metrics.images`, `foundry.vision.evaluate`): exact figures on
 hand-made arrays, then on a tiny generated image dataset with a classifier right by construction and a
 random-weight one."""
 
@@ -9,8 +9,7 @@ import pytest
 from helpers import brightness_classifier, image_shards
 from PIL import Image
 
-from foundry.vision.evaluate import accuracy_on, evaluate_images, is_image_checkpoint, is_image_dataset
-from foundry.vision.metrics import (
+from foundry.core.metrics.images import (
     ClassMeans,
     VisionMetrics,
     accuracy_of,
@@ -19,6 +18,7 @@ from foundry.vision.metrics import (
     majority_accuracy,
     per_class_accuracy,
 )
+from foundry.vision.evaluate import accuracy_on, evaluate_images, is_image_checkpoint, is_image_dataset
 
 COUNTS = {"train": {"dark": 6, "mid": 3, "bright": 3}, "holdout": {"dark": 4, "mid": 2, "bright": 2}}
 

@@ -11,8 +11,8 @@ from conftest import REPO_ROOT
 from test_manifest import CHAT, DOCUMENTS, IMAGES
 
 from foundry.config import load_config
+from foundry.core import workload
 from foundry.data.manifest import DatasetManifest
-from foundry.training import workload
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def test_the_image_workload_names_the_shards_file_as_the_shards_do():
 def test_asking_for_any_workload_imports_neither_torch_nor_pillow():
     """The registry is asked for a workload on every data stage and purge: its modules import no heavy library."""
     program = (
-        "import sys\nfrom foundry.training import workload\n"
+        "import sys\nfrom foundry.core import workload\n"
         "[workload.named(n) for n in workload.REGISTERED]\n"
         "print(sorted(m for m in ('torch', 'PIL') if m in sys.modules))"
     )

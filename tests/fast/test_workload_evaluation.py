@@ -1,4 +1,4 @@
-"""What `foundry evaluate` and the gates' gathering ask of a workload (`foundry.training.workload`): each
+"""What `foundry evaluate` and the gates' gathering ask of a workload (`foundry.core.workload`): each
 registered workload answers, and the code that asks never branches on what the data holds."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import re
 import pytest
 from conftest import REPO_ROOT as REPO
 
+from foundry.core.workload import REGISTERED, named
 from foundry.evaluate.scoring import Scoring
 from foundry.gates.inputs import ACCURACY, BITS_PER_BYTE
-from foundry.training.workload import REGISTERED, named
 
 # The modules that ask the workload: a branch on the data's kind or modality here is a workload left unasked.
 ASKING = [

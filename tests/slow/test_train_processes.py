@@ -23,8 +23,8 @@ from helpers import digest, tiny, wait_for_checkpoint
 
 from foundry.checkpointing.manifest import MANIFEST, latest_valid, read_manifest
 from foundry.checkpointing.resume import attempt_dir
+from foundry.runtime.arithmetic import cpu_threads
 from foundry.training.launch import SHUTDOWN_GRACE_S, TRAIN_ENTRY, TrainingFailed, launch, launch_local, worker_args
-from foundry.training.trainer import cpu_threads
 from models.gpt import load_gpt
 
 

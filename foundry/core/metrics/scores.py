@@ -1,5 +1,5 @@
 """The typed scores a gate reads that a feature writes: an aligned model's (the align flow measures them, the
-alignment gate compares them). Here, below both, so the gates import no feature; `foundry.align.metrics` pairs
+alignment gate compares them). Here, below both, so the gates import no feature; `foundry.core.metrics.aligned` pairs
 two of them and names their MLflow keys."""
 
 from __future__ import annotations

@@ -18,17 +18,13 @@ from abc import ABC, abstractmethod
 from functools import cache
 from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # the types the methods take: a workload's module imports them, this registry never does
-    from foundry.config import FoundryConfig
-    from foundry.core.contracts import Candidate, ParentModel, SourceManifest
-    from foundry.data.manifest import DatasetManifest
-    from foundry.data.prepare import Mapper, Prepared
-    from foundry.data.validation_report import ValidationReport
-    from foundry.gates.decision import Decision
-    from foundry.purge.data import Matched, VersionFiles
-    from foundry.purge.plan import Criterion, DataHit, Location
+# The types the methods take, by the names a reader knows (`foundry.config.FoundryConfig`, `foundry.data.manifest.
+# DatasetManifest`, `foundry.purge.data.Matched`...). A workload's module imports them; this core module must not: it
+# would reach up into the features that ask it. To a type checker here they are Any.
+FoundryConfig = Candidate = ParentModel = SourceManifest = DatasetManifest = Mapper = Prepared = Any
+ValidationReport = Decision = Matched = VersionFiles = Criterion = DataHit = Location = Any
 
 # name -> the module whose `WORKLOAD` is that workload; the order is the order `for_data` asks them in
 REGISTERED: dict[str, str] = {

@@ -1,6 +1,6 @@
 """An image classifier's scores on a holdout, as one typed value, and the pure functions that compute them.
 
-`VisionMetrics` is to images what `foundry.evaluation.holdout_metrics.HoldoutMetrics` is to text: logged as
+`VisionMetrics` is to images what `foundry.core.metrics.holdout.HoldoutMetrics` is to text: logged as
 `holdout/<field>` metrics on the run (`as_mlflow()`), read back by the gate (`from_mlflow()`). Its gate figure is
 `accuracy`, higher is better; text's is bits per byte, lower is better.
 

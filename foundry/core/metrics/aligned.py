@@ -1,5 +1,5 @@
 """An aligned model's scores beside its base's, as one typed value, and the one place that names their MLflow keys
-(each model's scores are `foundry.gates.scores.AlignedScores`, which the alignment gate reads).
+(each model's scores are `foundry.core.metrics.scores.AlignedScores`, which the alignment gate reads).
 
 The align flow logs them on its run as `align/<measure>` (the aligned model) and `base/<measure>` (the base it
 started from); the judge logs the champion it was held to as `incumbent/<measure>`. `as_mlflow()` writes those
@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from foundry.gates.scores import AlignedScores
+from foundry.core.metrics.scores import AlignedScores
 
 
 class AlignmentMetrics(BaseModel):
