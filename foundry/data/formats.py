@@ -5,7 +5,9 @@ Plain text, markdown and code files hold one document each; `.jsonl` one per lin
 may be gzip-compressed (`NAME.EXT.gz`). Nothing reads more than one document (or one parquet batch)
 into memory, and a line or file too long to become a document is skipped without being read whole. A
 compressed file that inflates past `data.max_inflated_bytes` or `data.max_inflation_ratio` is rejected
-(`inflated_too_large`) as soon as it does, whatever it holds.
+(`inflated_too_large`) as soon as it does, whatever it holds; a parquet file counts as compressed (its pages
+are, and a dictionary page repeats one value for any number of rows): refused when its metadata declares more,
+or once its decoded rows reach the cap, each row measured before it becomes a Python string.
 Bad input is handed to `reject`, which counts it or raises, by `data.on_error`.
 """
 
@@ -28,6 +30,7 @@ Reject = Callable[..., None]  # reject(where, reason, detail="")
 # Errors a damaged file raises while being read: the OS, gzip (OSError, EOFError, zlib.error), pyarrow (ValueError).
 READ_ERRORS = (OSError, EOFError, zlib.error, ValueError)
 PARQUET_BATCH_ROWS = 64
+PARQUET_BATCH_BYTES = 256 << 20  # most bytes a batch of rows may decode to
 SNIFF_BYTES = 8192
 
 
@@ -168,14 +171,50 @@ def _parquet(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[
         if parquet.metadata.num_rows == 0:
             reject(name, "empty_file")
             return
-        row = 0
-        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[column]):
-            for value in batch.column(0).to_pylist():
-                row += 1
-                if value is None:
-                    reject(f"{name}#{row}", "null_text")
-                else:
-                    yield value, f"{name}#{row}"
+        # Parquet compresses (and dictionary-encodes) on its own: the same cap as a .gz, on the source's bytes.
+        limit, key = inflation_limit(cfg, os.path.getsize(path))
+        too_large = f"inflates past {limit} bytes ({key})"
+        chunks = _chunk_sizes(parquet.metadata, schema.get_field_index(column))
+        if sum(chunks) > limit:  # what the file declares: refused before a page is read
+            raise TooLarge(f"{too_large}: its column {column!r} declares {sum(chunks)} bytes")
+        yield from _parquet_rows(parquet, column, name, _batch_rows(max(chunks)), (limit, too_large), cfg, reject)
+
+
+def _chunk_sizes(metadata, index: int) -> list[int]:
+    """The uncompressed bytes the text column declares in each row group."""
+    return [metadata.row_group(g).column(index).total_uncompressed_size for g in range(metadata.num_row_groups)]
+
+
+def _batch_rows(chunk_bytes: int) -> int:
+    """Rows decoded at a time: one value may be as large as its column chunk, and a dictionary page can give
+    it to every row, so a batch of them stays within `PARQUET_BATCH_BYTES` (or one row)."""
+    return max(1, min(PARQUET_BATCH_ROWS, PARQUET_BATCH_BYTES // max(chunk_bytes, 1)))
+
+
+def _parquet_rows(parquet, column: str, name: str, batch_rows: int, cap: tuple[int, str], cfg, reject):
+    """The rows, each measured from the Arrow array's offsets before it becomes a Python string: a row
+    longer than any document is rejected unread, and the file is refused (`TooLarge`) once its decoded
+    bytes pass the cap, whatever its metadata said."""
+    import pyarrow.compute as pc
+
+    row, inflated, longest = 0, 0, max_record_bytes(cfg)
+    for batch in parquet.iter_batches(batch_size=batch_rows, columns=[column]):
+        values = batch.column(0)
+        sizes = pc.binary_length(values).to_pylist()  # None for a null
+        inflated += sum(size or 0 for size in sizes)
+        if inflated > cap[0]:
+            raise TooLarge(cap[1])
+        fits = max(size or 0 for size in sizes) <= longest
+        texts = values.to_pylist() if fits else None  # else each acceptable row alone
+        for i, size in enumerate(sizes):
+            row += 1
+            where = f"{name}#{row}"
+            if size is None:
+                reject(where, "null_text")
+            elif size > longest:
+                reject(where, "oversized_record", f"a value of {size} bytes, more than {longest}")
+            else:
+                yield texts[i] if texts is not None else values[i].as_py(), where
 
 
 # --- records: one JSON object a line, for data that is not plain text (alignment) ---------------------
