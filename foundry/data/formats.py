@@ -32,6 +32,7 @@ READ_ERRORS = (OSError, EOFError, zlib.error, ValueError)
 PARQUET_BATCH_ROWS = 64
 PARQUET_BATCH_BYTES = 256 << 20  # most bytes a batch of rows may decode to
 SNIFF_BYTES = 8192
+MAX_RECORD_DEPTH = 64  # a chat or preference record is 4 deep
 
 
 class BadInputError(RuntimeError):
@@ -97,7 +98,13 @@ def _text(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[tup
         yield text.removeprefix("\ufeff"), name
 
 
-def _lines(fh: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | None]]:
+def _why(exc: Exception) -> str:
+    """Why a line is not a record. Nesting deeper than the stack (`[[[[...`) is one bad record like any other:
+    `json` raises `RecursionError`, which is no `ValueError`."""
+    return "nested too deeply" if isinstance(exc, RecursionError) else repr(exc)
+
+
+def bounded_lines(fh: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | None]]:
     """(line number, line) with None for a line over `limit` bytes, whose rest is skipped unread."""
     lineno = 0
     while line := fh.readline(limit + 1):
@@ -116,7 +123,7 @@ def _jsonl(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[tu
         if b"\x00" in fh.peek(SNIFF_BYTES)[:SNIFF_BYTES]:  # JSON text never holds a NUL byte
             reject(name, "binary")
             return
-        for lineno, line in _lines(fh, limit):
+        for lineno, line in bounded_lines(fh, limit):
             where = f"{name}:{lineno}"
             if line is None:
                 seen = True
@@ -132,8 +139,8 @@ def _jsonl(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[tu
             except UnicodeDecodeError as exc:
                 reject(where, "invalid_utf8", str(exc))
                 continue
-            except (ValueError, KeyError, TypeError, IndexError) as exc:
-                reject(where, "malformed_jsonl", repr(exc))
+            except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
+                reject(where, "malformed_jsonl", _why(exc))
                 continue
             yield value, where
     if not seen:
@@ -235,7 +242,7 @@ def _records(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[
         if b"\x00" in fh.peek(SNIFF_BYTES)[:SNIFF_BYTES]:
             reject(name, "binary")
             return
-        for lineno, line in _lines(fh, limit):
+        for lineno, line in bounded_lines(fh, limit):
             where = f"{name}:{lineno}"
             if line is not None and not line.strip():
                 continue
@@ -248,12 +255,28 @@ def _records(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[
             except UnicodeDecodeError as exc:
                 reject(where, "invalid_utf8", str(exc))
                 continue
-            except ValueError as exc:
-                reject(where, "malformed_jsonl", repr(exc))
+            except (ValueError, RecursionError) as exc:
+                reject(where, "malformed_jsonl", _why(exc))
                 continue
             if not isinstance(value, dict):
                 reject(where, "malformed_jsonl", f"a JSON {type(value).__name__}, not an object")
                 continue
+            if not _nested_within(value, MAX_RECORD_DEPTH):
+                reject(where, "malformed_jsonl", f"nested deeper than {MAX_RECORD_DEPTH}")
+                continue
             yield value, where
     if not seen:
         reject(name, "empty_file")
+
+
+def _nested_within(value, depth: int) -> bool:
+    """Whether no list or object lies more than `depth` deep: `json` parses up to about 1000 levels, and what
+    walks a record recursively (scrubbing, checking its shape) would run out of stack on them."""
+    pending = [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        if level > depth:
+            return False
+        children = item.values() if isinstance(item, dict) else item
+        pending += [(child, level + 1) for child in children if isinstance(child, dict | list)]
+    return True

@@ -131,3 +131,105 @@ def test_an_oversized_parquet_row_is_rejected_before_it_is_a_string(tmp_path, ca
     assert code == 1 and "rows.parquet#4: oversized record a value of 200000 bytes" in err
     code, _, done = stages(tmp_path, src, "data.max_chars=4000", capsys=capsys)
     assert code == 0 and dropped(done, "oversized_record") == 1
+
+
+# --- 2. one hostile record ---------------------------------------------------------------------------------------
+
+
+def test_a_jsonl_line_nested_past_the_stack_is_one_bad_record(tmp_path, capsys):
+    src = corpus(tmp_path / "src")
+    good = json.dumps({"text": synthetic_docs(1, seed=11)[0]}).encode() + b"\n"
+    (src / "records.jsonl").write_bytes(good + NESTED + good.replace(b"the end", b"and the end"))
+
+    code, err, _ = stages(tmp_path, src, "data.on_error=fail", capsys=capsys)
+    assert code == 1 and "records.jsonl:2: malformed jsonl nested too deeply" in err
+
+    code, _, done = stages(tmp_path, src, capsys=capsys)
+    assert code == 0 and dropped(done, "malformed_jsonl") == 1
+    assert done["stats"]["docs_in"] == 32  # the 30 files and the two good records around the bad one
+
+
+def image_index(tmp_path: Path, kind: str, bad: bytes) -> Path:
+    """An index of three labelled PNGs, the second line `bad`."""
+    from PIL import Image
+
+    folder = tmp_path / "src"
+    (folder / "pics").mkdir(parents=True)
+    rows = []
+    for n in range(3):
+        Image.new("RGB", (16, 16), (80 * n, 40, 200 - 60 * n)).save(folder / "pics" / f"{n}.png")
+        rows.append(
+            f"pics/{n}.png,class{n % 2}\n"
+            if kind == "csv"
+            else json.dumps({"path": f"pics/{n}.png", "label": f"class{n % 2}"}) + "\n"
+        )
+    head = b"path,label\n" if kind == "csv" else b""
+    index = folder / f"labels.{kind}"
+    index.write_bytes(head + rows[0].encode() + bad + rows[1].encode() + rows[2].encode())
+    return index
+
+
+BAD_INDEX_LINES = {
+    "csv_field_past_csv_limit": ("csv", b'"pics/' + b"a" * 200_000 + b'.png",x\n', "a line longer than 65536 bytes"),
+    "csv_quoted_field_over_lines": ("csv", b'"pics/' + b"a\n" * 70_000 + b'.png",x\n', "needs string path"),
+    "csv_not_utf8": ("csv", "pics/caf\xe9.png,x\n".encode("latin-1"), "not UTF-8"),
+    "jsonl_nested": ("jsonl", b'{"path": ' + b"[" * 50_000 + b"}\n", "nested too deeply"),
+    "jsonl_not_utf8": ("jsonl", b'{"path": "caf\xe9.png", "label": "x"}\n', "not UTF-8"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INDEX_LINES))
+def test_a_hostile_image_index_line_is_one_bad_row(tmp_path, capsys, case):
+    kind, bad, why = BAD_INDEX_LINES[case]
+    index = image_index(tmp_path, kind, bad)
+    line = 3 if kind == "csv" else 2
+    sets = ["data.modality=image", "data.on_error=fail"]
+    code, err, _ = stages(tmp_path, index, *sets, capsys=capsys)
+    assert code == 1 and f"labels.{kind}:{line}: malformed index row ({why}" in err, err
+
+    manifest = tmp_path / "source_manifest.json"
+    common = ["--config", TINY, "--set", f"data.source={index}", "--set", "data.modality=image"]
+    assert main(["acquire", *common, "--out", str(manifest)]) == 0
+    listed = json.loads(manifest.read_text())
+    assert listed["files"] == 3 and listed["skipped"]["malformed_index_row"] >= 1
+
+
+def test_an_enormous_index_line_is_never_read_whole(tmp_path):
+    """A 64 MiB line in an image index (the review's took 470 MB for 200 MB): skipped as it streams past."""
+    import tracemalloc
+
+    index = image_index(tmp_path, "jsonl", b"")
+    with open(index, "ab") as fh:
+        fh.write(b'{"path": "')
+        for _ in range(64):
+            fh.write(b"p" * (1 << 20))
+        fh.write(b'", "label": "x"}\n')
+    manifest = tmp_path / "source_manifest.json"
+    tracemalloc.start()
+    code = main(["acquire", "--config", TINY, "--set", f"data.source={index}", "--set", "data.modality=image",
+                 "--out", str(manifest)])  # fmt: skip
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert code == 0 and json.loads(manifest.read_text())["skipped"] == {"malformed_index_row": 1}
+    assert peak < 8 << 20, f"peak {peak} bytes"
+
+
+def test_a_failed_prepare_leaves_its_log_with_the_traceback(tmp_path, capsys):
+    """A real `foundry prepare` process (only one sets up the log file) stopped by a bad record under
+    on_error: fail: its log under $FOUNDRY_HOME/logs/ opens with the command and ends with the error."""
+    src = corpus(tmp_path / "src")
+    (src / "records.jsonl").write_bytes(NESTED)
+    common = ["--config", TINY, "--set", f"data.source={src}", "--set", "data.on_error=fail"]
+    assert main(["acquire", *common, "--out", str(tmp_path / "m.json")]) == 0
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    for name in ("MLFLOW_TRACKING_URI", "PREFECT_HOME", "PREFECT_API_URL"):  # the test's home, not the session's
+        env.pop(name, None)
+    command = ["prepare", *common, "--manifest", str(tmp_path / "m.json"), "--out", str(tmp_path / "out")]
+    done = subprocess.run(
+        [sys.executable, "-m", "foundry.cli", *command], cwd=REPO_ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "records.jsonl:1: malformed jsonl nested too deeply" in done.stderr
+    (log,) = (Path(os.environ["FOUNDRY_HOME"]) / "logs").glob("prepare-*.log")
+    text = log.read_text()
+    assert "foundry prepare started" in text.splitlines()[0]
+    assert "Traceback" in text and "BadInputError: records.jsonl:1: malformed jsonl nested too deeply" in text
