@@ -207,13 +207,16 @@ def _parquet_rows(parquet, column: str, name: str, batch_rows: int, cap: tuple[i
     row, inflated, longest = 0, 0, max_record_bytes(cfg)
     for batch in parquet.iter_batches(batch_size=batch_rows, columns=[column]):
         values = batch.column(0)
-        sizes = pc.binary_length(values).to_pylist()  # None for a null
-        inflated += sum(size or 0 for size in sizes)
+        lengths = pc.binary_length(values)  # from the offsets: no value is copied
+        inflated += pc.sum(lengths).as_py() or 0
         if inflated > cap[0]:
             raise TooLarge(cap[1])
-        fits = max(size or 0 for size in sizes) <= longest
-        texts = values.to_pylist() if fits else None  # else each acceptable row alone
-        for i, size in enumerate(sizes):
+        if values.null_count == 0 and (pc.max(lengths).as_py() or 0) <= longest:  # the usual batch
+            for text in values.to_pylist():
+                row += 1
+                yield text, f"{name}#{row}"
+            continue
+        for i, size in enumerate(lengths.to_pylist()):
             row += 1
             where = f"{name}#{row}"
             if size is None:
@@ -221,7 +224,7 @@ def _parquet_rows(parquet, column: str, name: str, batch_rows: int, cap: tuple[i
             elif size > longest:
                 reject(where, "oversized_record", f"a value of {size} bytes, more than {longest}")
             else:
-                yield texts[i] if texts is not None else values[i].as_py(), where
+                yield values[i].as_py(), where
 
 
 # --- records: one JSON object a line, for data that is not plain text (alignment) ---------------------
