@@ -90,6 +90,17 @@ def test_a_parquet_bomb_inside_a_zip_is_refused_the_same_way(tmp_path, capsys, h
     assert code == 1 and "data/bomb.parquet: inflated too large inflates past 1048576 bytes" in err
 
 
+def test_a_gzipped_parquet_bomb_is_held_to_the_gz_file_s_own_size(tmp_path, capsys):
+    """The review's 973-byte `.parquet.gz`: the cap follows the bytes on disk, not the inflated parquet's."""
+    import gzip
+
+    src = corpus(tmp_path / "src")
+    bomb = parquet_bomb(tmp_path / "bomb.parquet", dictionary=True)
+    (src / "bomb.parquet.gz").write_bytes(gzip.compress(bomb.read_bytes()))
+    code, err, _ = stages(tmp_path, src, "data.on_error=fail", capsys=capsys)
+    assert code == 1 and "bomb.parquet.gz: inflated too large inflates past 1048576 bytes" in err
+
+
 def test_the_cap_is_max_inflated_bytes_when_that_is_lower(tmp_path, capsys):
     src = corpus(tmp_path / "src")
     parquet_bomb(src / "bomb.parquet", rows=8)
