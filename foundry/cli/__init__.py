@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from foundry.cli import (
     align,
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_environment()
     standalone = argv is None
     log_file = console.log_to_file(args.command, args.verbose) if standalone and args.command not in LIGHT else None
-    code, message = _run(args)
+    code, message = _run(args, log_file)
     if message:
         if standalone:
             console.quiet_console()
@@ -95,14 +96,18 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def _run(args: argparse.Namespace) -> tuple[int, str]:
-    """The command's exit status, and the message that explains a failure ("" when none)."""
+def _run(args: argparse.Namespace, log_file: Path | None = None) -> tuple[int, str]:
+    """The command's exit status, and the message that explains a failure ("" when none), which goes with its
+    traceback to `log_file` too."""
     try:
         return args.func(args), ""
-    except KeyboardInterrupt:
-        return 130, "foundry: interrupted"
+    except KeyboardInterrupt as exc:
+        code, message, failure = 130, "foundry: interrupted", exc
     except ConfigError as exc:
-        return 2, f"foundry: {redact_text(str(exc))}"
+        code, message, failure = 2, f"foundry: {redact_text(str(exc))}", exc
     except Exception as exc:  # the traceback is in the log file (and on the console with --verbose)
         kind = type(exc).__name__  # a library's message may quote a URL with its password (MLflow's does)
-        return 1, f"foundry: {args.command} failed ({kind}): {redact_text(str(exc))}"
+        code, message, failure = 1, f"foundry: {args.command} failed ({kind}): {redact_text(str(exc))}", exc
+    if log_file is not None:
+        console.log_failure(log_file, message, failure)
+    return code, message

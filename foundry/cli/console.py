@@ -16,8 +16,10 @@ import logging
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 
+from foundry.core.redact import redact_text
 from foundry.runtime.env import foundry_home, private
 
 # Loggers Prefect's logging config gives console handlers of their own (the rest reach the root's).
@@ -74,11 +76,28 @@ def log_to_file(command: str, verbose: bool) -> Path:
     to_file.setFormatter(logging.Formatter(FILE_FORMAT))
     for name in CONSOLE_LOGGERS:
         logging.getLogger(name).addHandler(to_file)
+    # Its first line, whatever the command logs after: a command that logs nothing still leaves its log.
+    to_file.handle(_record(logging.INFO, f"foundry {command} started in {os.getcwd()}"))
     if not verbose:
         for handler in {id(h): h for _, h in _consoles()}.values():  # one handler may serve several loggers
             if not isinstance(handler.formatter, _WithoutTraceback):
                 handler.setFormatter(_WithoutTraceback(handler.formatter or logging.Formatter()))
     return path
+
+
+def _record(level: int, message: str) -> logging.LogRecord:
+    return logging.LogRecord("foundry.cli", level, __file__, 0, message, None, None)
+
+
+def log_failure(path: Path, message: str, exc: BaseException) -> None:
+    """A failed command's message and traceback, into its log file only (the console gets the message once,
+    last). Prefect logs a failed flow's traceback itself; a command without a flow (acquire, prepare) would
+    otherwise leave it nowhere. The traceback is redacted as the message is: an exception may quote a URL."""
+    trace = redact_text("".join(traceback.format_exception(exc)))
+    record = _record(logging.ERROR, f"{message}\n{trace}".rstrip())
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler) and handler.baseFilename == str(path.absolute()):
+            handler.handle(record)
 
 
 def quiet_console() -> None:

@@ -5,7 +5,9 @@ Plain text, markdown and code files hold one document each; `.jsonl` one per lin
 may be gzip-compressed (`NAME.EXT.gz`). Nothing reads more than one document (or one parquet batch)
 into memory, and a line or file too long to become a document is skipped without being read whole. A
 compressed file that inflates past `data.max_inflated_bytes` or `data.max_inflation_ratio` is rejected
-(`inflated_too_large`) as soon as it does, whatever it holds.
+(`inflated_too_large`) as soon as it does, whatever it holds; a parquet file counts as compressed (its pages
+are, and a dictionary page repeats one value for any number of rows): refused when its metadata declares more,
+or once its decoded rows reach the cap, each row measured before it becomes a Python string.
 Bad input is handed to `reject`, which counts it or raises, by `data.on_error`.
 """
 
@@ -28,7 +30,9 @@ Reject = Callable[..., None]  # reject(where, reason, detail="")
 # Errors a damaged file raises while being read: the OS, gzip (OSError, EOFError, zlib.error), pyarrow (ValueError).
 READ_ERRORS = (OSError, EOFError, zlib.error, ValueError)
 PARQUET_BATCH_ROWS = 64
+PARQUET_BATCH_BYTES = 256 << 20  # most bytes a batch of rows may decode to
 SNIFF_BYTES = 8192
+MAX_RECORD_DEPTH = 64  # a chat or preference record is 4 deep
 
 
 class BadInputError(RuntimeError):
@@ -94,7 +98,13 @@ def _text(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[tup
         yield text.removeprefix("\ufeff"), name
 
 
-def _lines(fh: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | None]]:
+def _why(exc: Exception) -> str:
+    """Why a line is not a record. Nesting deeper than the stack (`[[[[...`) is one bad record like any other:
+    `json` raises `RecursionError`, which is no `ValueError`."""
+    return "nested too deeply" if isinstance(exc, RecursionError) else repr(exc)
+
+
+def bounded_lines(fh: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | None]]:
     """(line number, line) with None for a line over `limit` bytes, whose rest is skipped unread."""
     lineno = 0
     while line := fh.readline(limit + 1):
@@ -113,7 +123,7 @@ def _jsonl(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[tu
         if b"\x00" in fh.peek(SNIFF_BYTES)[:SNIFF_BYTES]:  # JSON text never holds a NUL byte
             reject(name, "binary")
             return
-        for lineno, line in _lines(fh, limit):
+        for lineno, line in bounded_lines(fh, limit):
             where = f"{name}:{lineno}"
             if line is None:
                 seen = True
@@ -129,8 +139,8 @@ def _jsonl(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[tu
             except UnicodeDecodeError as exc:
                 reject(where, "invalid_utf8", str(exc))
                 continue
-            except (ValueError, KeyError, TypeError, IndexError) as exc:
-                reject(where, "malformed_jsonl", repr(exc))
+            except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
+                reject(where, "malformed_jsonl", _why(exc))
                 continue
             yield value, where
     if not seen:
@@ -168,14 +178,53 @@ def _parquet(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[
         if parquet.metadata.num_rows == 0:
             reject(name, "empty_file")
             return
-        row = 0
-        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[column]):
-            for value in batch.column(0).to_pylist():
+        # Parquet compresses (and dictionary-encodes) on its own: the same cap as a .gz, on the source's bytes.
+        limit, key = inflation_limit(cfg, os.path.getsize(path))
+        too_large = f"inflates past {limit} bytes ({key})"
+        chunks = _chunk_sizes(parquet.metadata, schema.get_field_index(column))
+        if sum(chunks) > limit:  # what the file declares: refused before a page is read
+            raise TooLarge(f"{too_large}: its column {column!r} declares {sum(chunks)} bytes")
+        yield from _parquet_rows(parquet, column, name, _batch_rows(max(chunks)), (limit, too_large), cfg, reject)
+
+
+def _chunk_sizes(metadata, index: int) -> list[int]:
+    """The uncompressed bytes the text column declares in each row group."""
+    return [metadata.row_group(g).column(index).total_uncompressed_size for g in range(metadata.num_row_groups)]
+
+
+def _batch_rows(chunk_bytes: int) -> int:
+    """Rows decoded at a time: one value may be as large as its column chunk, and a dictionary page can give
+    it to every row, so a batch of them stays within `PARQUET_BATCH_BYTES` (or one row)."""
+    return max(1, min(PARQUET_BATCH_ROWS, PARQUET_BATCH_BYTES // max(chunk_bytes, 1)))
+
+
+def _parquet_rows(parquet, column: str, name: str, batch_rows: int, cap: tuple[int, str], cfg, reject):
+    """The rows, each measured from the Arrow array's offsets before it becomes a Python string: a row
+    longer than any document is rejected unread, and the file is refused (`TooLarge`) once its decoded
+    bytes pass the cap, whatever its metadata said."""
+    import pyarrow.compute as pc
+
+    row, inflated, longest = 0, 0, max_record_bytes(cfg)
+    for batch in parquet.iter_batches(batch_size=batch_rows, columns=[column]):
+        values = batch.column(0)
+        lengths = pc.binary_length(values)  # from the offsets: no value is copied
+        inflated += pc.sum(lengths).as_py() or 0
+        if inflated > cap[0]:
+            raise TooLarge(cap[1])
+        if values.null_count == 0 and (pc.max(lengths).as_py() or 0) <= longest:  # the usual batch
+            for text in values.to_pylist():
                 row += 1
-                if value is None:
-                    reject(f"{name}#{row}", "null_text")
-                else:
-                    yield value, f"{name}#{row}"
+                yield text, f"{name}#{row}"
+            continue
+        for i, size in enumerate(lengths.to_pylist()):
+            row += 1
+            where = f"{name}#{row}"
+            if size is None:
+                reject(where, "null_text")
+            elif size > longest:
+                reject(where, "oversized_record", f"a value of {size} bytes, more than {longest}")
+            else:
+                yield values[i].as_py(), where
 
 
 # --- records: one JSON object a line, for data that is not plain text (alignment) ---------------------
@@ -196,7 +245,7 @@ def _records(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[
         if b"\x00" in fh.peek(SNIFF_BYTES)[:SNIFF_BYTES]:
             reject(name, "binary")
             return
-        for lineno, line in _lines(fh, limit):
+        for lineno, line in bounded_lines(fh, limit):
             where = f"{name}:{lineno}"
             if line is not None and not line.strip():
                 continue
@@ -209,12 +258,29 @@ def _records(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[
             except UnicodeDecodeError as exc:
                 reject(where, "invalid_utf8", str(exc))
                 continue
-            except ValueError as exc:
-                reject(where, "malformed_jsonl", repr(exc))
+            except (ValueError, RecursionError) as exc:
+                reject(where, "malformed_jsonl", _why(exc))
                 continue
             if not isinstance(value, dict):
                 reject(where, "malformed_jsonl", f"a JSON {type(value).__name__}, not an object")
                 continue
+            opened = line.count(b"[") + line.count(b"{")  # at least as many as its depth: mostly, no walk at all
+            if opened > MAX_RECORD_DEPTH and not _nested_within(value, MAX_RECORD_DEPTH):
+                reject(where, "malformed_jsonl", f"nested deeper than {MAX_RECORD_DEPTH}")
+                continue
             yield value, where
     if not seen:
         reject(name, "empty_file")
+
+
+def _nested_within(value, depth: int) -> bool:
+    """Whether no list or object lies more than `depth` deep: `json` parses up to about 1000 levels, and what
+    walks a record recursively (scrubbing, checking its shape) would run out of stack on them."""
+    pending = [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        if level > depth:
+            return False
+        children = item.values() if isinstance(item, dict) else item
+        pending += [(child, level + 1) for child in children if isinstance(child, dict | list)]
+    return True

@@ -1,5 +1,6 @@
 """How far a compressed source may inflate: the `data.max_inflated_bytes` and `data.max_inflation_ratio`
-limits shared by archive extraction (`foundry.data.archives`) and gzip-compressed files (`foundry.data.formats`).
+limits shared by archive extraction (`foundry.data.archives`), gzip-compressed files and parquet files, whose
+pages compress on their own (`foundry.data.formats`).
 
 Both are enforced on the bytes actually produced, never on what a header declares: a zip's sizes and a
 sparse tar member's holes are the attacker's to choose.

@@ -21,10 +21,15 @@ from pathlib import Path
 
 from foundry.config import DataConfig
 from foundry.data.acquire import holding_mirror, local_root
+from foundry.data.formats import bounded_lines
 from foundry.data.remote import SourceError, inside
 from foundry.runtime.env import foundry_home
 from foundry.vision import builtin
 from foundry.vision.config import IMAGE_EXTENSIONS, INDEX_EXTENSIONS, ImageConfig
+
+# An index line holds a path (at most 4096 bytes on Linux) and a label (at most 200 characters): a longer one is
+# skipped unread.
+INDEX_LINE_BYTES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -88,29 +93,44 @@ def _by_folder(root: Path, prefix: str, data: DataConfig, found: Listing) -> Non
                 found.images.append(LabelledImage(path, name, relative.parts[0]))
 
 
-def _index_rows(index: Path) -> Iterator[tuple[int, dict | None]]:
-    with open(index, encoding="utf-8", newline="") as fh:
-        if index.name.endswith(".csv"):
-            for number, row in enumerate(csv.DictReader(fh), start=2):
-                yield number, row
-            return
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
+def _index_rows(index: Path) -> Iterator[tuple[int, dict | None, str]]:
+    """(line number, row, why it is not one) for each line of an index. Each line is read within
+    `INDEX_LINE_BYTES` and parsed alone, so a line too long, not UTF-8, nested past the stack or past csv's
+    field limit is one bad row (skipped or fatal, by `data.on_error`), never the end of the listing."""
+    is_csv, header = index.name.endswith(".csv"), None
+    with open(index, "rb") as fh:
+        for number, raw in bounded_lines(fh, INDEX_LINE_BYTES):
+            if raw is None:
+                yield number, None, f"a line longer than {INDEX_LINE_BYTES} bytes"
                 continue
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                record = None
-            yield number, record if isinstance(record, dict) else None
+                text = raw.decode("utf-8").removeprefix("\ufeff" if number == 1 else "")
+                if not text.strip():
+                    continue
+                if not is_csv:
+                    record = json.loads(text)
+                elif header is None:
+                    header = next(csv.reader([text]))
+                    continue
+                else:
+                    record = dict(zip(header, next(csv.reader([text]))))
+            except UnicodeDecodeError:
+                yield number, None, "not UTF-8"
+            except RecursionError:
+                yield number, None, "nested too deeply"
+            except (ValueError, csv.Error) as exc:
+                yield number, None, f"not {'CSV' if is_csv else 'JSON'}: {exc}"
+            else:
+                yield number, record if isinstance(record, dict) else None, ""
 
 
 def _by_index(index: Path, prefix: str, data: DataConfig, found: Listing) -> None:
     base = index.parent
-    for number, row in _index_rows(index):
+    for number, row, why in _index_rows(index):
         where = f"{prefix}{index.name}:{number}"
         path, label = (row.get("path"), row.get("label")) if row else (None, None)
         if not isinstance(path, str) or not isinstance(label, str) or not path:
-            found.skip("malformed_index_row", where, data.on_error, "needs string path and label")
+            found.skip("malformed_index_row", where, data.on_error, why or "needs string path and label")
             continue
         if problem := _label_problem(label):
             found.skip("bad_label", where, data.on_error, problem)

@@ -59,6 +59,8 @@ BAD = {
         ('{"prompt": "' + "word " * 200 + '", "response": "long"}', "too_long_for_context"),
         ('{"prompt": "a", "chosen": "b", "rejected": "c"}', "wrong_shape"),
         ('{"prompt": "Add: 1 + 2", "response": "3", "extra": 1}', "unknown_shape"),
+        ('{"messages": ' + "[" * 200_000 + "}", "malformed_jsonl"),  # past json's stack: RecursionError (#55)
+        ('{"messages": ' + "[" * 950 + "]" * 950 + "}", "malformed_jsonl"),  # json's, then past the scrubber's
     ],
     "preference": [
         ('{"prompt": "Add: 1 + 1", "chosen": "2", "rejected": "2"}', "identical_pair"),
@@ -134,7 +136,9 @@ def test_bad_records_are_skipped_and_counted_by_reason(kind, chat_tokenizer, tmp
     assert {p.name: p.read_bytes() for p in source.iterdir()} == before  # the source is only ever read
 
 
-@pytest.mark.parametrize(("kind", "index"), [("chat", 3), ("chat", 5), ("preference", 0), ("preference", 2)])
+@pytest.mark.parametrize(
+    ("kind", "index"), [("chat", 3), ("chat", 5), ("chat", 13), ("chat", 14), ("preference", 0), ("preference", 2)]
+)
 def test_on_error_fail_names_file_line_and_reason(kind, index, chat_tokenizer, tmp_path):
     line, reason = BAD[kind][index]
     source = tmp_path / "src"
