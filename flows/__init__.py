@@ -7,6 +7,9 @@
 - `align`: instruction tuning (sft) or preference optimisation (dpo) of a registered version (`foundry align`)
 - `finetune`: a domain specialist of a registered version (`foundry finetune`)
 - `merge`: merging specialists by their parameters (`foundry merge`)
+- `evaluate`: registered versions scored on data of one's choice, beside the baselines (`foundry evaluate`)
+- `gc`: what nothing refers to any more, listed and deleted (`foundry gc`)
+- `purge`: every copy of a person's documents removed, and what was trained on them retrained (`foundry purge`)
 - `deployments`: the deployments `foundry serve` and `prefect.yaml` offer
 - `automations`: Foundry's Prefect events, and an example automation (`foundry serve --automations`)
 

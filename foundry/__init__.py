@@ -18,6 +18,7 @@ E validation and alignment):
 - `purge`: `foundry purge`, every copy of a person's documents removed, what was trained on them retrained
 - `gc`: `foundry gc`, what nothing refers to any more, deleted
 - `vision`, `pretrain`: the image and text workloads (`core.workload`); `align` is the chat workload
+- `export`: registered versions in the formats other tools open (transformers, GGUF, PEFT)
 - `serving`: the registered model's own code, which travels with every version
 - `config`: the one typed config
 

@@ -3,6 +3,7 @@
 - `gpt`: the GPT (nanoGPT-shaped), rotary or learned positions, and `load_gpt`
 - `lit_base`: the Lightning lifecycle every LightningModule shares: optimizer, schedule, clipping, logging windows
 - `lit_gpt`: the LightningModule of pretraining: the next-token loss around `GPT`
+- `decay`: which parameters weight decay applies to
 - `optim`: Muon for the blocks' matrices and AdamW for the rest, as one optimizer
 - `data`: resumable batches of next-token windows over a token array
 - `tokens`: the end-of-text token the model and its tokenizer share

@@ -6,6 +6,7 @@
 - `validate`: the alignment data gate, Great Expectations suites over the prepared records
 - `start`: the version alignment starts from, with the chat template's markers, and the run's config
 - `training`: the LightningModule and loaders for a chat or preference dataset, with pretraining replay
+- `split_ledger`: the sticky split of chat and preference records, kept under the home
 - `evaluation`: held-out conversations and preferences, scored beside the base
 - `metrics`: the aligned model's scores beside its base's, and the one place naming their MLflow keys
 - `gate`: the alignment gate's I/O, the champion of its name scored on the same held-out data

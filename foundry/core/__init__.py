@@ -4,5 +4,7 @@
 - `model_uri`: a registered model's URI, parsed in one place
 - `digests`: file digests, one read per file
 - `fs`: removing folders without ever leaving the folder meant to hold them
+- `metrics`: what a model scored, as typed values (holdout, aligned, images)
+- `workload`: the Workload interface and the registry of workloads (text, chat, image)
 - `redact`: URLs and connection strings as Foundry logs, saves and shows them: credentials masked
 """

@@ -20,6 +20,8 @@
 - `manifest`: a prepared dataset's `manifest.json` as one typed value that owns the file
 - `progress`: preparation's progress for the orchestrator
 - `validate`: the gate, Great Expectations suites over documents, shards, splits and the ledger
+- `validate_gx`: the Great Expectations suites themselves, and the data docs of a failure
+- `purged`: the marks a purge leaves on the data versions it removed, read by every command
 - `validation_report`: what a data gate found, as one typed value that owns its file
 - `versioning`: DVC makes the prepared dataset a content-addressed version
 - `hydrate`: pull exactly one data version onto this node and check every file

@@ -1,5 +1,5 @@
 """Registered versions in formats other tools open: Hugging Face `transformers` folders (`hf`), llama.cpp's GGUF
-(`gguf`) and PEFT adapters. `layout` maps Foundry's weights onto existing architectures; `publish` attaches an
+(`gguf`) and PEFT adapters (`peft`). `layout` maps Foundry's weights onto existing architectures; `publish` attaches an
 export to its registered version."""
 
 # What the exporters write, as a number: bump it whenever a mapping or a written file changes, so that exports a

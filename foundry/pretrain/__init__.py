@@ -1,8 +1,6 @@
-"""Text pretraining as a workload: documents as token shards, a GPT trained on them (`workload`), with the GPT's
-arguments, the token loaders and the blocks FSDP wraps (`training`)."""
-
 """Text pretraining as a workload: documents as token shards, a GPT trained on them (`workload`).
 
+- `training`: the GPT's arguments, the token loaders and the blocks FSDP wraps
 - `validation`: stage E, the holdout metrics beside the compressors, generations and the loss curve
 - `scoring`: `foundry evaluate` on documents (bits per byte, overall and per group); `report`: its comparison
 - `group_baselines`: the baselines per group of source files

@@ -1,7 +1,7 @@
-"""Stage C, the training loop (with B's warm starts), on one process or many.
+"""Stage C, the training loop (with B's warm starts), on one process or many. What it trains comes from the data's
+workload (`foundry.core.workload`).
 
 - `trainer`: build the model from config and train it with Lightning on hydrated shards
-- `workload`: what a kind of model brings (module, loaders, warm start, what `model.pt` keeps), and their registry
 - `sharding`: FSDP's strategy, also on CPU ranks, and BatchNorm's statistics under it
 - `launch`: start the ranks: in this process for one, else under PyTorch's elastic agent
 - `worker`: the entry point of one rank
@@ -10,5 +10,6 @@
 - `progress`: training progress: a bar on a terminal, a small file the orchestrator polls
 - `plan`: `foundry plan`, memory per device and the largest micro-batch that fits
 - `cpu_peak`: a CPU's measured peak FLOP/s, for MFU
+- `adapters`: LoRA's spec from the config, and the adapters written in PEFT's format
 - `warm_start`: training that continues from a registered model (retrain, fine-tune, SFT and DPO)
 """

@@ -1,1 +1,13 @@
-"""The vision workload: labelled images through the same chain as text (acquire, prepare, shards)."""
+"""The image workload: labelled images through the same chain as text (acquire, prepare, shards), a classifier
+trained and scored on them (`workload`, as `foundry.core.workload` asks it).
+
+- `builtin`: image sources every install has offline (`sklearn://digits`)
+- `acquire`: the labelled images of every source, in a stable order; `stage`: the image data stage as the pipeline runs it
+- `decode`: one image decoded and fitted; `neardup`, `dedup`: perceptual near copies and which images are kept
+- `prepare`: labelled images in, a staged folder out; `table`: its typed rows and audit; `shards`: WebDataset shards
+- `validate_images`: stage A's gate for an image dataset
+- `training`: the LightningModule and loaders of an image dataset; `finetune`: a registered classifier's fine-tune
+- `evaluate`: a classifier's pass over the holdout shards; `validation`: stage E's metrics beside the baselines
+- `scoring`: `foundry evaluate` on images; `purge`: purging images from an image data version
+- `config`: the `image` section's old import path
+"""
