@@ -17,7 +17,6 @@ from foundry.core.contracts import (
     RunContext,
     SourceManifest,
 )
-from foundry.core.metrics.images import VisionMetrics
 from foundry.data.manifest import DatasetManifest
 from foundry.gates.decision import Decision
 from foundry.runtime import tracking
@@ -96,53 +95,9 @@ def judge_specialist(config: FoundryConfig, candidate: Candidate, base: ParentMo
 
 
 def _recorded(decision: Decision, candidate: Candidate) -> Decision:
-    """The decision on the run: the summary table, the verdict tags and the forgetting guard's scores."""
-    from foundry.reports.cards import summary_table
-
-    run, gate = candidate.run, decision.inputs
-    if isinstance(candidate.metrics, VisionMetrics):
-        return _recorded_images(decision, candidate)
-    table = summary_table(candidate.metrics, gate.champion_bits_per_byte, decision)
-    tracking.client().log_table(run.run_id, table, "evaluation/summary.json")
-    tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
-    scores = {}
-    if gate.champion_bits_per_byte is not None:  # the champion's, or for a fine-tune its base's
-        scores["gate/champion_bits_per_byte"] = gate.champion_bits_per_byte
-    if gate.old_holdout is not None:
-        old = gate.old_holdout
-        scores |= {
-            "gate/old_holdout_bits_per_byte": old.challenger_bits_per_byte,
-            "gate/champion_old_holdout_bits_per_byte": old.champion_bits_per_byte,
-            "gate/old_holdout_regression": old.regression,
-        }
-    if getattr(gate, "incumbent_bits_per_byte", None) is not None:  # a specialist's own champion, domain holdout
-        scores["gate/incumbent_bits_per_byte"] = gate.incumbent_bits_per_byte
-    if scores:
-        tracking.log_metrics(run.run_id, scores)
-    return decision
-
-
-def _recorded_images(decision: Decision, candidate: Candidate) -> Decision:
-    """`_recorded` for an image classifier: its accuracy table, the verdict, the champion's accuracies."""
-    from foundry.reports.vision_card import vision_summary_table
-
-    run, gate = candidate.run, decision.inputs
-    tracking.client().log_table(
-        run.run_id, vision_summary_table(candidate.metrics, decision), "evaluation/summary.json"
-    )
-    tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
-    scores = {} if gate.champion_accuracy is None else {"gate/champion_accuracy": gate.champion_accuracy}
-    if getattr(gate, "incumbent_accuracy", None) is not None:  # a specialist's own champion, new holdout
-        scores["gate/incumbent_accuracy"] = gate.incumbent_accuracy
-    if gate.old_holdout is not None:
-        old = gate.old_holdout
-        scores |= {
-            "gate/old_holdout_accuracy": old.challenger_accuracy,
-            "gate/champion_old_holdout_accuracy": old.champion_accuracy,
-            "gate/old_holdout_regression": old.regression,
-        }
-    if scores:
-        tracking.log_metrics(run.run_id, scores)
+    """The decision on the run, as the candidate's workload records it (its summary table, the verdict tags and the
+    scores its gate compared)."""
+    workload.for_data(candidate.data_dir).record_gate(decision, candidate)
     return decision
 
 

@@ -193,6 +193,11 @@ class Workload(ABC):
         (generations, plots); returns the metrics."""
         raise NotImplementedError(f"the {self.name} workload's models are not validated by stage E")
 
+    def record_gate(self, decision: Any, candidate: Any) -> None:
+        """What its pretraining or specialist gate leaves on the candidate's run: the summary table, the verdict
+        tags, the scores it compared."""
+        raise NotImplementedError(f"the {self.name} workload's models go through no pretraining or specialist gate")
+
     def gate_compares(self) -> Any:
         """What its pretraining and specialist gates compare: a `foundry.gates.inputs.Compared`."""
         raise NotImplementedError(f"the {self.name} workload's models go through no pretraining or specialist gate")

@@ -170,6 +170,11 @@ class TextWorkload(Workload):
 
         return validate(config, checkpoint, data_dir, run)
 
+    def record_gate(self, decision: Decision, candidate: Candidate) -> None:
+        from foundry.pretrain.gate_record import record_gate
+
+        record_gate(decision, candidate)
+
     def gate_compares(self) -> Compared:
         return BY_BITS_PER_BYTE
 

@@ -195,6 +195,11 @@ class ImageWorkload(Workload):
 
         return validate(config, checkpoint, data_dir, run)
 
+    def record_gate(self, decision: Decision, candidate: Candidate) -> None:
+        from foundry.vision.gate_record import record_gate
+
+        record_gate(decision, candidate)
+
     def gate_compares(self) -> Compared:
         return BY_ACCURACY
 
