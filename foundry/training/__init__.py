@@ -1,6 +1,7 @@
 """Stage C, the training loop (with B's warm starts), on one process or many.
 
 - `trainer`: build the model from config and train it with Lightning on hydrated shards
+- `run`: what one training run reads and writes beside its config (`TrainingRun`)
 - `workload`: what a kind of model brings (module, loaders, warm start, what `model.pt` keeps), and their registry
 - `sharding`: FSDP's strategy, also on CPU ranks, and BatchNorm's statistics under it
 - `launch`: start the ranks: in this process for one, else under PyTorch's elastic agent
