@@ -1,7 +1,8 @@
 """The one typed config: flow parameters, DVC params.yaml and MLflow params all come from here.
 
 One module per group of sections (`data`, `image`, `training`, `evaluation`, `serving`, `align`, `adapt`, `search`);
-`base` is what every section shares, `describe` explains the config to people (comments, `--explain`).
+`base` is what every section shares, `describe` explains the config to people (comments, `--explain`), `variants`
+derives a config from a config (another source, a warm start, a trial's values) and validates it again.
 Defaults in these files are the source of truth; `params.yaml` is written from them
 (`foundry config --defaults --write params.yaml`) and a test keeps the two equal.
 """
