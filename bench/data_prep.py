@@ -40,6 +40,7 @@ kind's peak RSS per process on the scaled corpus against 1x.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -160,9 +161,10 @@ def _timed_steps(timings: dict, dask: bool) -> None:
     prep.assemble_shards = wrap("shards", prep.assemble_shards)
     original = prep.prepare
 
-    def prepare(*args, mapper=prep.serial_map, **kwargs):
+    def prepare(*args, running=prep.IN_PROCESS, **kwargs):
         calls = iter(("clean (map)", "encode (map)"))
-        return original(*args, mapper=wrap_map(mapper, calls), **kwargs)
+        mapper = wrap_map(running.mapper or prep.serial_map, calls)
+        return original(*args, running=dataclasses.replace(running, mapper=mapper), **kwargs)
 
     def wrap_map(mapper, calls):
         return lambda step, jobs: wrap(next(calls), mapper)(step, jobs)

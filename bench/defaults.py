@@ -54,10 +54,11 @@ def timed_training(config, data_dir: Path, checkpoints: Path) -> tuple[Path, flo
     """Train in this (fresh) process with its own, empty compile cache, as `foundry run`'s training child on a
     fresh home does; (model.pt, seconds)."""
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(checkpoints / "torchinductor")
+    from foundry.training.run import TrainingRun
     from foundry.training.trainer import train
 
     start = time.perf_counter()
-    model_pt = train(config, data_dir, checkpoints, progress=False)
+    model_pt = train(config, TrainingRun(data_dir, checkpoints), progress=False)
     return model_pt, time.perf_counter() - start
 
 

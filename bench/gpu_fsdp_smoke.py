@@ -62,6 +62,7 @@ def main() -> int:
     from foundry.checkpointing.resume import resume_point
     from foundry.config import load_config
     from foundry.runtime.arithmetic import resolve_precision
+    from foundry.training.run import TrainingRun
     from foundry.training.trainer import train, weights_digest
     from models.gpt import GPT, load_gpt
 
@@ -88,7 +89,9 @@ def main() -> int:
     probe = Probe()
 
     def run(folder: Path) -> Path:  # as foundry.training.launch runs one process
-        return train(config, args.data_dir, folder, None, "gpu-smoke", False, resume_point(folder), (probe,))
+        return train(
+            config, TrainingRun(args.data_dir, folder, None, "gpu-smoke", resume_point(folder)), False, (probe,)
+        )
 
     work = Path(tempfile.mkdtemp(prefix="fsdp-smoke-"))
     first = work / "uninterrupted"

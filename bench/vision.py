@@ -310,6 +310,7 @@ def interleaved(plain: PlainLoop, max_steps: int):
 
 def training_side(config, data_dir: Path, files) -> dict:
     from foundry.runtime.arithmetic import cpu_threads
+    from foundry.training.run import TrainingRun
     from foundry.training.trainer import train
 
     t = config.train
@@ -320,7 +321,7 @@ def training_side(config, data_dir: Path, files) -> dict:
     plain.times, plain.waits = [], []
     ours = interleaved(plain, t.max_steps)
     start = time.perf_counter()
-    train(config, data_dir, WORK / "checkpoints", progress=False, callbacks=(ours,))
+    train(config, TrainingRun(data_dir, WORK / "checkpoints"), progress=False, callbacks=(ours,))
     end = time.perf_counter()
     pairs = len(ours.times)
     out = {
@@ -343,11 +344,12 @@ def training_side(config, data_dir: Path, files) -> dict:
 
 
 def default_run(config, data_dir: Path):
+    from foundry.training.run import TrainingRun
     from foundry.training.trainer import train
     from foundry.vision.evaluate import evaluate_images
 
     start = time.perf_counter()
-    model = train(config, data_dir, WORK / "default-checkpoints", progress=False)
+    model = train(config, TrainingRun(data_dir, WORK / "default-checkpoints"), progress=False)
     metrics = evaluate_images(config, model, data_dir)
     print(
         f"default run ({config.train.max_steps} steps, {time.perf_counter() - start:.1f} s with evaluation): "

@@ -37,6 +37,7 @@ def prepare(
 ) -> Path:
     """Clean, split (on the parent's ledger) and tokenize into this run's staging folder (on Dask when
     `data.workers` > 1); images (`data.modality` image): decode, de-duplicate, split and shard them."""
+    from foundry.core.preparing import DataBasis
     from foundry.data.progress import PREPARE_PROGRESS, read_preparation
     from foundry.data.purged import purged_documents
     from tasks.artifacts import reported_progress
@@ -49,10 +50,9 @@ def prepare(
             config,
             staged,
             progress=sys.stderr.isatty(),  # bars on a terminal only
-            parent=parent and parent.dir,
-            replay=replay_fraction,
+            # a purge's documents, should a source still hold them
+            basis=DataBasis(parent and parent.dir, replay_fraction, frozenset(purged_documents(run.home))),
             progress_file=report,
-            purged=frozenset(purged_documents(run.home)),  # a purge's documents, should a source still hold them
         )
     for name in ("audit.json", "audit.md"):  # per cleaning rule: counts and examples, never the PII itself
         if (staged / name).exists():  # images: audit.json only

@@ -21,6 +21,7 @@ from prefect.cache_policies import NO_CACHE
 from foundry.config import DataConfig, FoundryConfig
 from foundry.core import workload
 from foundry.core.contracts import SourceManifest
+from foundry.core.preparing import FRESH, DataBasis, PrepareRun
 from foundry.data.prepare import Prepared
 from foundry.runtime.env import TELEMETRY_OFF
 
@@ -127,20 +128,18 @@ def run_prepare(
     config: FoundryConfig,
     out_dir: Path,
     progress: bool = True,
-    parent: Path | None = None,
-    replay: float | None = None,
+    basis: DataBasis = FRESH,
     progress_file: Path | None = None,
-    purged: frozenset[str] = frozenset(),
 ) -> Prepared:
     """`prepare` in this process (`data.workers` 1, no `data.scheduler`: nothing to start, the fastest on
     a small corpus) or with its map steps on Dask. Either way the output is the same, byte for byte.
-    `parent`, `replay`, `progress_file` and `purged` as `prepare` takes them (the ledger to build on, the replay
-    share, where it reports its progress, the documents a purge removed). The workload `data.modality` names
+    `basis` as `prepare` takes it (the ledger to build on, the replay share, the documents a purge removed);
+    `progress_file`: where it reports its progress. The workload `data.modality` names
     prepares it; one whose map steps cannot run on workers (images) always in this process."""
     work = workload.for_config(config)
-    lineage = {"parent": parent, "replay": replay, "progress_file": progress_file, "purged": purged}
     if not work.prepares_on_workers or (config.data.workers == 1 and not config.data.scheduler):
-        return work.prepare(source_manifest, config, out_dir, progress=progress, **lineage)
+        running = PrepareRun(progress_file=progress_file)
+        return work.prepare(source_manifest, config, out_dir, basis=basis, progress=progress, running=running)
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     # Task runs travel to the workers with this process's settings. Without an API URL in them,
@@ -154,8 +153,7 @@ def run_prepare(
             source_manifest,
             config,
             out_dir,
+            basis=basis,
             progress=False,
-            mapper=dask_mapper(runner),
-            workers=config.data.workers,
-            **lineage,
+            running=PrepareRun(dask_mapper(runner), config.data.workers, progress_file),
         )

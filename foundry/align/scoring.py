@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundry.config import FoundryConfig, validate
+from foundry.config import FoundryConfig
 from foundry.core.contracts import SourceManifest
 from foundry.core.redact import redact_url
 from foundry.evaluate.report import markdown, name_of, runs_lines
@@ -87,11 +87,12 @@ def prepared_chats(
             "exact match needs an aligned version (`foundry align`)"
         )
     ref, saved = first
-    raw = config.model_dump()
-    raw["tokenizer"]["from_file"] = str(ref.artifacts / "tokenizer.json")
-    raw["align"]["method"] = "sft"
-    raw["model"]["block_size"] = saved["model_args"]["block_size"]
-    prepare_aligned(source, validate(raw), out_dir, ledger=ledger)
+    read = config.with_keys(
+        tokenizer={"from_file": str(ref.artifacts / "tokenizer.json")},
+        align={"method": "sft"},
+        model={"block_size": saved["model_args"]["block_size"]},
+    )
+    prepare_aligned(source, read, out_dir, ledger=ledger)
     return described(redact_url(config.data.source), out_dir, None, None)
 
 

@@ -7,10 +7,10 @@ import os
 import tempfile
 from pathlib import Path
 
-from foundry.config import FoundryConfig, validate
+from foundry.config import FoundryConfig
 from foundry.core.contracts import ParentModel
 from foundry.core.fs import remove_tree
-from foundry.training.warm_start import warm_started, warn_of_train_keys_not_taken
+from foundry.training.warm_start import warn_of_train_keys_not_taken
 
 
 def align_config(config: FoundryConfig, base: ParentModel) -> FoundryConfig:
@@ -19,9 +19,8 @@ def align_config(config: FoundryConfig, base: ParentModel) -> FoundryConfig:
     `align.dpo_train`) under `align.train`, registered under `align.model_name`. The run's `train` section holds
     what it trains with, so MLflow's `train.*` params and the recorded config show the values used."""
     warn_of_train_keys_not_taken(config, "align")
-    raw = warm_started(config, base, config.training_for("align"))
-    raw["registry"]["model_name"] = config.align.model_name
-    return validate(raw)
+    registry = config.registry.model_copy(update={"model_name": config.align.model_name})
+    return config.warm_started_from(base, config.training_for("align"), registry=registry)
 
 
 def chat_base(parent: ParentModel, home: Path) -> ParentModel:

@@ -75,8 +75,8 @@ class ChatWorkload(Workload):
     ) -> dict[str, int] | None:
         return TEXT.purge_rewrite(files, hit, gone, names, out)
 
-    def finetune_config(self, raw: dict[str, Any], config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
-        return TEXT.finetune_config(raw, config, parent)
+    def finetune_sections(self, config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
+        return TEXT.finetune_sections(config, parent)
 
     def log_served_model(self, run_id: str, checkpoint: Path, tokenizer: Path, config: FoundryConfig) -> str:
         return TEXT.log_served_model(run_id, checkpoint, tokenizer, config)
@@ -126,8 +126,8 @@ class ChatWorkload(Workload):
 
         return gpt_blocks(module)
 
-    def retrain_config(self, raw: dict, given: dict, recorded: dict) -> dict:
-        return raw  # the model's shape and tokenizer are the parent's already (`warm_started`)
+    def retrain_sections(self, config: FoundryConfig, recorded: dict) -> dict[str, Any]:
+        return {}  # the model's shape and tokenizer are the parent's already (`warm_started_from`)
 
     # --- evaluation and gates: its gate is the alignment gate (`foundry.align.gate`) ---
 

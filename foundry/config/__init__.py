@@ -1,7 +1,8 @@
 """The one typed config: flow parameters, DVC params.yaml and MLflow params all come from here.
 
 One module per group of sections (`data`, `image`, `training`, `evaluation`, `serving`, `align`, `adapt`, `search`);
-`base` is what every section shares, `describe` explains the config to people (comments, `--explain`).
+`base` is what every section shares, `describe` explains the config to people (comments, `--explain`), `variants`
+derives a config from a config (another source, a warm start, a trial's values) and validates it again.
 Defaults in these files are the source of truth; `params.yaml` is written from them
 (`foundry config --defaults --write params.yaml`) and a test keeps the two equal.
 """
@@ -11,12 +12,13 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from foundry.config import variants
 from foundry.config.adapt import FinetuneConfig, MergeConfig
 from foundry.config.align import AlignConfig, SftTrain
 from foundry.config.base import _Section
@@ -28,6 +30,9 @@ from foundry.config.search import SearchConfig, search_fits_config
 from foundry.config.serving import ServingConfig
 from foundry.config.training import CheckpointConfig, ModelConfig, TokenizerConfig, TrainConfig
 from foundry.core.redact import redact_text, redact_url
+
+if TYPE_CHECKING:
+    from foundry.core.contracts import ParentModel
 
 __all__ = [
     "PII_KINDS",
@@ -157,6 +162,25 @@ class FoundryConfig(_Section):
             if setting and setting[1] != value and setting[1] == type(setting[2]).model_fields[key].default:
                 not_taken.append((key, value, setting[0], setting[1]))
         return not_taken
+
+    # Configs derived from this one, validated again as a whole (`foundry.config.variants`).
+    def with_sections(self, **sections: _Section | dict[str, Any]) -> FoundryConfig:
+        """This config with whole sections in place of its own (typed, or a record's values)."""
+        return variants.with_sections(self, **sections)
+
+    def with_keys(self, **sections: dict[str, Any]) -> FoundryConfig:
+        """This config with the given keys of each named section set: `with_keys(train={"max_steps": 9})`."""
+        return variants.with_keys(self, **sections)
+
+    def reading(self, source: str, **data: Any) -> FoundryConfig:
+        """This config reading `source` alone, with any other `data` keys given."""
+        return variants.reading(self, source, **data)
+
+    def warm_started_from(
+        self, parent: ParentModel, train: TrainConfig, **sections: _Section | dict[str, Any]
+    ) -> FoundryConfig:
+        """The parent's model shape and tokenizer, trained with `train` from its weights; `sections` in place."""
+        return variants.warm_started_from(self, parent, train, **sections)
 
     def flat(self) -> dict[str, Any]:
         """Dotted keys to scalar values, the form MLflow params take; a nested section's keys get its name too

@@ -1,6 +1,7 @@
 """The small core every feature builds on, importing no feature:
 
 - `contracts`: the typed values the stages hand each other
+- `preparing`: what preparing a dataset builds on, and how it runs
 - `model_uri`: a registered model's URI, parsed in one place
 - `digests`: file digests, one read per file
 - `fs`: removing folders without ever leaving the folder meant to hold them

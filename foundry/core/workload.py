@@ -20,10 +20,12 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
+from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, PrepareRun
+
 # The types the methods take, by the names a reader knows (`foundry.config.FoundryConfig`, `foundry.data.manifest.
 # DatasetManifest`, `foundry.purge.data.Matched`...). A workload's module imports them; this core module must not: it
 # would reach up into the features that ask it. To a type checker here they are Any.
-FoundryConfig = Candidate = ParentModel = SourceManifest = DatasetManifest = Mapper = Prepared = Any
+FoundryConfig = Candidate = ParentModel = SourceManifest = DatasetManifest = Prepared = Any
 ValidationReport = Decision = Matched = VersionFiles = Criterion = DataHit = Location = Any
 
 # name -> the module whose `WORKLOAD` is that workload; the order is the order `for_data` asks them in
@@ -65,17 +67,13 @@ class Workload(ABC):
         config: FoundryConfig,
         out_dir: Path,
         *,
-        parent: Path | None = None,
-        replay: float | None = None,
-        purged: frozenset[str] = frozenset(),
+        basis: DataBasis = FRESH,
         progress: bool = False,
-        progress_file: Path | None = None,
-        mapper: Mapper | None = None,
-        workers: int = 1,
+        running: PrepareRun = IN_PROCESS,
     ) -> Prepared:
-        """The acquired sources made into a dataset in a fresh `out_dir`: built on the `parent` data version's
-        ledger (`replay` the share of its training documents replayed), without the `purged` documents.
-        `progress` (bars), `progress_file`, `mapper` and `workers` (the map steps on Dask) only where it has them."""
+        """The acquired sources made into a dataset in a fresh `out_dir`, on `basis` (the parent data version's
+        ledger, the share of its training documents replayed, the documents a purge removed). `progress` (bars)
+        and `running` (a progress file, the map steps on Dask) only where it has them."""
 
     @abstractmethod
     def validate(
@@ -119,9 +117,10 @@ class Workload(ABC):
         by kind; None when a split would be left empty. `ValueError` (`Inconsistent`) when its files disagree."""
 
     @abstractmethod
-    def finetune_config(self, raw: dict[str, Any], config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
-        """A domain fine-tune's config as values (`raw`: `config` warm-started from `parent`, this workload's
-        registered version) with what such a base keeps; `ValueError` for a `finetune` setting it cannot take."""
+    def finetune_sections(self, config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
+        """What a domain fine-tune of `parent` (this workload's registered version) keeps of such a base: whole
+        sections (typed, or as values) in place of the warm start's (`FoundryConfig.warm_started_from`); `ValueError`
+        for a `finetune` setting it cannot take."""
 
     @abstractmethod
     def log_served_model(self, run_id: str, checkpoint: Path, tokenizer: Path, config: FoundryConfig) -> str:
@@ -177,9 +176,9 @@ class Workload(ABC):
         """The block classes in `module` FSDP wraps one by one; empty for a model without blocks."""
 
     @abstractmethod
-    def retrain_config(self, raw: dict, given: dict, recorded: dict) -> dict:
-        """A retrain's raw config (`raw`) with what the parent's recorded config fixes of this workload's model and
-        inputs; `given`: this run's config as written."""
+    def retrain_sections(self, config: FoundryConfig, recorded: dict) -> dict[str, Any]:
+        """What the parent's recorded config (`recorded`) fixes of this workload's model and inputs in a retrain of
+        it with `config`: whole sections in place of the warm start's (`FoundryConfig.warm_started_from`)."""
 
     # --- evaluation and gates ---------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from foundry.config import DataConfig, FoundryConfig, TokenizerConfig
 from foundry.core.contracts import SourceFile, SourceManifest
 from foundry.core.digests import folder_digests
 from foundry.core.fs import remove_tree
+from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, Mapper, PrepareRun
 from foundry.data import audit as audits
 from foundry.data import ledger as ledgers
 from foundry.data.clean import CleanStats, PartitionJob, Selection, clean_partition, iter_texts, select_documents
@@ -36,7 +37,6 @@ from foundry.data.shards import EncodeJob, assemble_shards, encode_chunk, token_
 from models.tokens import EOT
 
 log = logging.getLogger(__name__)
-Mapper = Callable[[Callable, list], list]
 
 
 class Prepared(BaseModel):
@@ -170,31 +170,26 @@ def prepare(
     config: FoundryConfig,
     out_dir: Path,
     progress: bool = True,
-    mapper: Mapper = serial_map,
-    workers: int = 1,
-    parent: Path | None = None,
-    replay_fraction: float | None = None,
-    progress_file: Path | None = None,
-    purged: frozenset[str] = frozenset(),
+    basis: DataBasis = FRESH,
+    running: PrepareRun = IN_PROCESS,
 ) -> Prepared:
     """Clean, split and tokenize into a fresh `out_dir`; returns the dataset manifest and the `lineage`
     counts against the parent's ledger, which stay out of the dataset so that the same documents on the same
     ledger give the same bytes, hence the same data version.
 
-    `parent` is a data version (folder) whose split ledger this one builds on: its documents keep their
-    splits and new ones are de-duplicated against them. With `replay_fraction` (retraining), the train
-    split holds the new documents and that share of the parent's, drawn by content hash. `progress`: a bar on
-    the terminal; `progress_file`: where preparation reports how far it is (`foundry.data.progress`);
-    `purged`: sha256 of documents a purge removed (`foundry.data.purged.purged_documents`), dropped as "purged".
-    The output is the same, byte for byte, whatever `mapper` and `workers` are."""
-    lineage = _lineage(parent, config, replay_fraction)
+    `basis`: the parent data version whose split ledger this one builds on, the share of its training documents
+    replayed (retraining: the train split holds the new documents and that share of the parent's) and the
+    documents a purge removed. `progress`: a bar on the terminal; `running`: where the map steps run and where
+    preparation reports how far it is. The output is the same, byte for byte, however it runs."""
+    mapper, workers, purged = running.mapper or serial_map, running.workers, basis.purged
+    lineage = _lineage(basis.parent, config, basis.replay_fraction)
     if out_dir.exists():
         remove_tree(out_dir, within=out_dir.parent)
     out_dir.mkdir(parents=True)
     work = _scratch(out_dir)
     try:
         entries = source_manifest.entries
-        counter = PrepareProgress(progress_file, len(entries), config.data.progress_every_s)
+        counter = PrepareProgress(running.progress_file, len(entries), config.data.progress_every_s)
         counter.report()
         parts = partitions(entries, partition_count(entries, config.data, workers)) if entries else []
         here = mapper is serial_map  # a job run elsewhere counts and draws nothing here

@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from foundry.config import FoundryConfig, validate
+from foundry.config import FoundryConfig
 from foundry.core.contracts import DATA_VERSION
 from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.metrics.images import VisionMetrics
@@ -195,11 +196,10 @@ def source_config(config: FoundryConfig, data: str) -> FoundryConfig:
         return config
     from foundry.core.workload import REGISTERED, named
 
-    raw = config.model_dump()
-    raw["data"].update(source=data, sources=[])
+    settings: dict[str, Any] = {}
     for name in REGISTERED:  # a source only one workload's data comes from is read as that workload's
-        raw["data"].update(named(name).scoring().source_settings(data))
-    return validate(raw)
+        settings.update(named(name).scoring().source_settings(data))
+    return config.reading(data, **settings)
 
 
 def hydrated_data(data: str, config: FoundryConfig, home: Path) -> EvaluationData:

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from foundry.config import FoundryConfig, validate
+from foundry.config import FoundryConfig
 from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.redact import redact_url
 from foundry.evaluate.runs import metric_key
@@ -57,9 +57,7 @@ def prepared_data(config: FoundryConfig, source, tokenizer: Path, out_dir: Path)
     pipeline's cleaning rules, on no parent ledger, never versioned."""
     from foundry.data.prepare import prepare
 
-    raw = config.model_dump()
-    raw["tokenizer"]["from_file"] = str(tokenizer)
-    prepare(source, validate(raw), out_dir, progress=False)
+    prepare(source, config.with_keys(tokenizer={"from_file": str(tokenizer)}), out_dir, progress=False)
     return described(redact_url(config.data.source), out_dir, None, None)
 
 

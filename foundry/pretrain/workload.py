@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from foundry.core.metrics.holdout import HoldoutMetrics
+from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, PrepareRun
 from foundry.core.workload import Workload
 from foundry.data.manifest import DatasetManifest
 from foundry.gates.inputs import BY_BITS_PER_BYTE, Compared
@@ -13,7 +14,7 @@ from foundry.gates.inputs import BY_BITS_PER_BYTE, Compared
 if TYPE_CHECKING:
     from foundry.config import FoundryConfig
     from foundry.core.contracts import Candidate, ParentModel, RunContext, SourceManifest
-    from foundry.data.prepare import Mapper, Prepared
+    from foundry.data.prepare import Prepared
     from foundry.data.validation_report import ValidationReport
     from foundry.evaluate.scoring import Scoring
     from foundry.gates.decision import Decision
@@ -42,18 +43,13 @@ class TextWorkload(Workload):
         config: FoundryConfig,
         out_dir: Path,
         *,
-        parent: Path | None = None,
-        replay: float | None = None,
-        purged: frozenset[str] = frozenset(),
+        basis: DataBasis = FRESH,
         progress: bool = False,
-        progress_file: Path | None = None,
-        mapper: Mapper | None = None,
-        workers: int = 1,
+        running: PrepareRun = IN_PROCESS,
     ) -> Prepared:
-        from foundry.data.prepare import prepare, serial_map
+        from foundry.data.prepare import prepare
 
-        lineage = {"parent": parent, "replay_fraction": replay, "progress_file": progress_file, "purged": purged}
-        return prepare(source, config, out_dir, progress, mapper or serial_map, workers, **lineage)
+        return prepare(source, config, out_dir, progress, basis=basis, running=running)
 
     def validate(
         self,
@@ -97,8 +93,8 @@ class TextWorkload(Workload):
 
         return rewrite_documents(files, hit, gone, names, out)
 
-    def finetune_config(self, raw: dict[str, Any], config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
-        return raw  # the base's model shape and tokenizer: the warm start took them
+    def finetune_sections(self, config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
+        return {}  # the base's model shape and tokenizer: the warm start takes them
 
     def log_served_model(self, run_id: str, checkpoint: Path, tokenizer: Path, config: FoundryConfig) -> str:
         from foundry.serving.package import log_model
@@ -153,8 +149,8 @@ class TextWorkload(Workload):
 
         return gpt_blocks(module)
 
-    def retrain_config(self, raw: dict, given: dict, recorded: dict) -> dict:
-        return raw  # the model's shape and tokenizer are the parent's already (`warm_started`)
+    def retrain_sections(self, config: FoundryConfig, recorded: dict) -> dict[str, Any]:
+        return {}  # the model's shape and tokenizer are the parent's already (`warm_started_from`)
 
     # --- evaluation and gates ---
 

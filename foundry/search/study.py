@@ -24,7 +24,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from foundry.config import ConfigError, FoundryConfig, as_recorded, validate
+from foundry.config import ConfigError, FoundryConfig, as_recorded
 from foundry.config.search import SearchConfig, base_values
 from foundry.core.redact import reveal
 
@@ -188,11 +188,11 @@ def with_params(
     config: FoundryConfig, params: dict[str, Any], overrides: dict[str, Any] | None = None
 ) -> FoundryConfig:
     """The config with dotted keys set, validated as a whole (a width its heads do not divide fails here)."""
-    raw = config.model_dump(mode="json")
+    sections: dict[str, dict[str, Any]] = {}
     for key, value in {**params, **(overrides or {})}.items():
         section, _, name = key.partition(".")
-        raw[section][name] = value
-    return validate(raw)
+        sections.setdefault(section, {})[name] = value
+    return config.with_keys(**sections)
 
 
 def trial_config(config: FoundryConfig, params: dict[str, Any]) -> FoundryConfig:

@@ -64,6 +64,7 @@ def run_trial(job: TrialJob) -> TrialOutcome:
 
     from foundry.evaluation.metrics import holdout_metrics
     from foundry.search.callbacks import TimeBox, ValidationReporter
+    from foundry.training.run import TrainingRun
     from foundry.training.trainer import train
     from models.gpt import load_gpt
 
@@ -80,9 +81,8 @@ def run_trial(job: TrialJob) -> TrialOutcome:
     if config.search.trial_time_s:
         callbacks += (TimeBox.for_training(config.search.trial_time_s, config.train),)
     start = time.perf_counter()
-    model_pt = train(
-        config, data_dir, job.checkpoint_dir, job.run_id, job.data.data_version, progress=False, callbacks=callbacks
-    )
+    run = TrainingRun(data_dir, job.checkpoint_dir, job.run_id, job.data.data_version)
+    model_pt = train(config, run, progress=False, callbacks=callbacks)
     seconds = time.perf_counter() - start
     for checkpoint in job.checkpoint_dir.glob("*.ckpt"):  # model.pt stays; a study's optimizer states would not fit
         checkpoint.unlink()

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from foundry.config import DataConfig, FoundryConfig, validate
+from foundry.config import DataConfig, FoundryConfig
 from foundry.config.image import IMAGE_EXTENSIONS
 from foundry.core import workload
 from foundry.core.contracts import ParentModel
 from foundry.core.model_uri import ModelUri
-from foundry.training.warm_start import warm_started, warn_of_train_keys_not_taken
+from foundry.training.warm_start import warn_of_train_keys_not_taken
 
 LOOKED_AT = 2000  # files of a local folder whose names tell its modality: enough for a verdict, cheap on a big one
 KIND = {"text": "a text model", "image": "an image classifier"}
@@ -29,11 +29,11 @@ def specialist_config(config: FoundryConfig, parent: ParentModel) -> FoundryConf
     base = base_modality(parent)
     check_modality(config, parent.uri, base)
     warn_of_train_keys_not_taken(config, "finetune")
-    warm = warm_started(config, parent, config.training_for("finetune"))
-    raw = workload.named(base).finetune_config(warm, config, parent)  # what the base's workload keeps of its own
+    kept = workload.named(base).finetune_sections(config, parent)  # what the base's workload keeps of its own
     base_name = ModelUri.parse(parent.uri).name
-    raw["registry"]["model_name"] = config.finetune.resolved_model_name(base_name, config.data.source_list[0])
-    return validate(raw)
+    name = config.finetune.resolved_model_name(base_name, config.data.source_list[0])
+    registry = config.registry.model_copy(update={"model_name": name})
+    return config.warm_started_from(parent, config.training_for("finetune"), **kept, registry=registry)
 
 
 def base_modality(parent: ParentModel) -> str:

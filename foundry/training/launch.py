@@ -216,6 +216,7 @@ def launch(
     `replay`: the pretraining data an SFT or DPO run replays windows of (its config's replay fraction)."""
     from foundry.checkpointing.resume import resume_point
     from foundry.training.progress import PROGRESS_FILE
+    from foundry.training.run import TrainingRun
     from foundry.training.trainer import peak_flops, train
 
     resume_from = resume_point(checkpoint_dir)
@@ -223,15 +224,6 @@ def launch(
     if world_size(config) == 1:  # no processes to start: the fast path, in this process
         bar = sys.stderr.isatty()  # on a terminal; elsewhere (CI, logs) the task's periodic lines report progress
         report = checkpoint_dir / PROGRESS_FILE
-        return train(
-            config,
-            data_dir,
-            checkpoint_dir,
-            run_id,
-            data_version,
-            bar,
-            resume_from,
-            progress_file=report,
-            replay=replay,
-        )
+        run = TrainingRun(data_dir, checkpoint_dir, run_id, data_version, resume_from, replay)
+        return train(config, run, bar, progress_file=report)
     return launch_local(config, data_dir, checkpoint_dir, run_id, data_version, resume_from, replay)

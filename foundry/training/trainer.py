@@ -19,11 +19,11 @@ from pathlib import Path
 import torch
 
 from foundry.config import FoundryConfig, TrainConfig
-from foundry.core.contracts import Replay
 from foundry.core.workload import Workload, for_data
 from foundry.runtime.arithmetic import arithmetic, cpu_threads, resolve_precision, uses_gpu
 from foundry.runtime.cpu_features import RESOLVED_PRECISION_TAG
 from foundry.training.adapters import lora_spec, save_peft_adapter
+from foundry.training.run import TrainingRun
 from foundry.training.sharding import Rank0Buffers, fsdp_strategy, has_batch_norm
 
 log = logging.getLogger(__name__)
@@ -165,20 +165,14 @@ def build_module(config: FoundryConfig, workload: Workload, data):
 
 def train(
     config: FoundryConfig,
-    data_dir: Path,
-    checkpoint_dir: Path,
-    run_id: str | None = None,
-    data_version: str = "",
+    run: TrainingRun,
     progress: bool = True,
-    resume_from: Path | None = None,
     callbacks: tuple = (),
     progress_file: Path | None = None,
-    replay: Replay | None = None,
 ) -> Path:
-    """Train to `train.max_steps`, from `resume_from` (a verified checkpoint) when given. `callbacks` are
+    """Train `run` to `train.max_steps`, from its `resume_from` (a verified checkpoint) when given. `callbacks` are
     Lightning callbacks added to ours (a search trial's pruning reports and time box). `progress`: a bar on
-    the terminal; `progress_file`: where rank 0 reports its progress for the orchestrator; `replay`: the
-    pretraining data an SFT or DPO run replays windows of (its config's replay fraction)."""
+    the terminal; `progress_file`: where rank 0 reports its progress for the orchestrator."""
     import lightning as L
 
     from foundry.checkpointing.writer import ManifestCheckpointIO
@@ -187,6 +181,7 @@ def train(
     route_library_logs()
     quiet_known_warnings()
 
+    data_dir, checkpoint_dir, run_id, resume_from = run.data_dir, run.checkpoint_dir, run.run_id, run.resume_from
     workload = for_data(data_dir)
     data = workload.data(data_dir)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -203,7 +198,7 @@ def train(
         callbacks = (*callbacks, Rank0Buffers())
     trainer = _trainer(config, run_id, io, progress, progress_file, callbacks, workload.fsdp_units(module))
     rank, world = trainer.global_rank, trainer.world_size
-    train_loader, val_loader = workload.loaders(config, data_dir, data, rank, world, replay)
+    train_loader, val_loader = workload.loaders(config, data_dir, data, rank, world, run.replay)
     if resume_from is not None:
         log.info("resuming from %s", resume_from)
     if run_id is not None and trainer.global_rank == 0:
@@ -222,7 +217,7 @@ def train(
         (checkpoint_dir / f"weights.rank{trainer.global_rank}.sha256").write_text(weights_digest(weights) + "\n")
     if trainer.global_rank == 0:
         extra = workload.saved_extra(config, data)
-        save_model(final, module.model.config.to_dict(), weights, config, data_version, extra)
+        save_model(final, module.model.config.to_dict(), weights, config, run.data_version, extra)
     return final
 
 

@@ -1,27 +1,19 @@
 """Runs that continue from a registered model rather than from random weights (retrain, fine-tune, chat tuning):
 the parent's model shape and tokenizer, its weights as the start. A retrain's config is built here
-(`retrain_config`); the fine-tune's and the chat tuning's in their own folders, with `warm_started`."""
+(`retrain_config`); the fine-tune's and the chat tuning's in their own folders, with
+`FoundryConfig.warm_started_from`."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Literal
 
-from foundry.config import FoundryConfig, TrainConfig, validate
+from foundry.config import FoundryConfig
 from foundry.core.contracts import ParentModel
 from foundry.core.workload import named
 
 log = logging.getLogger(__name__)
 RUN_OF = {"retrain": "a retrain", "finetune": "a fine-tune", "align": "an alignment"}
-
-
-def warm_started(config: FoundryConfig, parent: ParentModel, train: TrainConfig) -> dict[str, Any]:
-    """`config` as raw values with the parent's model shape and tokenizer, trained with `train` from its weights."""
-    raw = config.model_dump(mode="json")
-    raw["model"] = parent.config["model"]
-    raw["tokenizer"] = {**parent.config["tokenizer"], "from_file": parent.tokenizer}
-    raw["train"] = {**train.model_dump(mode="json"), "init_from": parent.weights}
-    return raw
 
 
 def warn_of_train_keys_not_taken(config: FoundryConfig, variant: Literal["retrain", "finetune", "align"]) -> None:
@@ -40,12 +32,12 @@ def warn_of_train_keys_not_taken(config: FoundryConfig, variant: Literal["retrai
 
 def retrain_config(config: FoundryConfig, parent: ParentModel) -> FoundryConfig:
     """A retrain of the champion on this run's data, trained with `train` under `retrain.train`, keeping what the
-    parent's workload fixes of its weights' and inputs' shape (`Workload.retrain_config`: an image classifier's
+    parent's workload fixes of its weights' and inputs' shape (`Workload.retrain_sections`: an image classifier's
     modality and image settings). The parent's workload is named by its recorded `data.modality`."""
     warn_of_train_keys_not_taken(config, "retrain")
-    raw = warm_started(config, parent, config.training_for("retrain"))
     modality = (parent.config.get("data") or {}).get("modality") or "text"  # configs before modality were text
-    return validate(named(modality).retrain_config(raw, config.model_dump(mode="json"), parent.config))
+    kept = named(modality).retrain_sections(config, parent.config)
+    return config.warm_started_from(parent, config.training_for("retrain"), **kept)
 
 
 # The model settings a parent's weights must share with the run that starts from them. Some change what the same

@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     from foundry.config import validate
     from foundry.core.contracts import Replay
     from foundry.training.progress import PROGRESS_FILE
+    from foundry.training.run import TrainingRun
     from foundry.training.trainer import join_process_group, train
 
     config = validate(json.loads(args.config.read_text()))
@@ -84,16 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     join_process_group(config.train)
     # Lightning's MLflow logger is rank-zero-only, so every rank may be handed the run id.
     leader = os.environ.get("RANK", "0") == "0"
+    replay = Replay.read(args.replay) if args.replay else None
+    run = TrainingRun(args.data, args.checkpoints, args.run_id, args.data_version, resume_from, replay)
     train(
         config,
-        args.data,
-        args.checkpoints,
-        run_id=args.run_id,
-        data_version=args.data_version,
+        run,
         progress=leader and sys.stderr.isatty(),
-        resume_from=resume_from,
         progress_file=args.checkpoints / PROGRESS_FILE,  # rank 0's, which the launching task reports
-        replay=Replay.read(args.replay) if args.replay else None,
     )
     return 0
 

@@ -68,13 +68,16 @@ def _section(recorded: dict, given: dict, default: dict, name: str) -> dict:
     return {**base, **changed}
 
 
-def image_sections(raw: dict, given: dict, recorded: dict) -> dict:
-    """`raw` (a warm start's config as values) for an image base: `data.modality` image, and the base's `image`
-    and `vision` sections (`recorded`) with the run's own settings (`given`) where it changed them from the
-    defaults. The GPT's `model` and `tokenizer` sections stay the run's: an image base has neither."""
-    default = FoundryConfig().model_dump(mode="json")
-    tuned = {**raw, "model": given["model"], "tokenizer": given["tokenizer"]}
-    tuned["data"] = {**raw["data"], "modality": "image"}
-    for name in ("image", "vision"):
-        tuned[name] = _section(recorded, given[name], default[name], name)
-    return tuned
+def image_sections(config: FoundryConfig, recorded: dict) -> dict:
+    """The sections a warm start of `config` from an image base (`FoundryConfig.warm_started_from`) takes in place
+    of its own: `data.modality` image, and the base's `image` and `vision` sections (`recorded`) with the run's
+    own settings where it changed them from the defaults. The GPT's `model` and `tokenizer` sections stay the
+    run's: an image base has neither."""
+    default, given = FoundryConfig().model_dump(mode="json"), config.model_dump(mode="json")
+    kept = {name: _section(recorded, given[name], default[name], name) for name in ("image", "vision")}
+    return {
+        "model": config.model,
+        "tokenizer": config.tokenizer,
+        "data": config.data.model_copy(update={"modality": "image"}),
+        **kept,
+    }

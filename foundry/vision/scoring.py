@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from foundry.config import FoundryConfig, validate
+from foundry.config import FoundryConfig
 from foundry.core.metrics.images import VisionMetrics
 from foundry.core.redact import redact_url
 from foundry.evaluate.report import markdown, name_of, runs_lines
@@ -52,10 +52,8 @@ def is_classifier(ref: ModelRef) -> bool:
 def image_config(config: FoundryConfig, saved: dict) -> FoundryConfig:
     """`config` (its `data.source` the source) reading images as the model takes them: data.modality image and
     the model's size, channels and fitting mode."""
-    raw = config.model_dump()
-    raw["data"]["modality"] = IMAGE
-    raw["image"].update({key: saved["image"][key] for key in ("size", "channels", "mode")})
-    return validate(raw)
+    fitted = {key: saved["image"][key] for key in ("size", "channels", "mode")}
+    return config.with_keys(data={"modality": IMAGE}, image=fitted)
 
 
 def prepared_images(config: FoundryConfig, refs: list[ModelRef], out_dir: Path) -> EvaluationData:

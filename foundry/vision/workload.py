@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, PrepareRun
 from foundry.core.workload import Workload
 from foundry.gates.inputs import BY_ACCURACY, Compared
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from foundry.core.contracts import Candidate, ParentModel, RunContext, SourceManifest
     from foundry.core.metrics.images import VisionMetrics
     from foundry.data.manifest import DatasetManifest
-    from foundry.data.prepare import Mapper, Prepared
+    from foundry.data.prepare import Prepared
     from foundry.data.validation_report import ValidationReport
     from foundry.evaluate.scoring import Scoring
     from foundry.gates.decision import Decision
@@ -47,18 +48,14 @@ class ImageWorkload(Workload):
         config: FoundryConfig,
         out_dir: Path,
         *,
-        parent: Path | None = None,
-        replay: float | None = None,
-        purged: frozenset[str] = frozenset(),
+        basis: DataBasis = FRESH,
         progress: bool = False,
-        progress_file: Path | None = None,
-        mapper: Mapper | None = None,
-        workers: int = 1,
+        running: PrepareRun = IN_PROCESS,
     ) -> Prepared:
         """Decoding and hashing a few thousand images: in this process, with no bars or progress file."""
         from foundry.vision.stage import prepare_image_dataset
 
-        return prepare_image_dataset(source, config, out_dir, parent, replay, purged=purged)
+        return prepare_image_dataset(source, config, out_dir, basis.parent, basis.replay_fraction, purged=basis.purged)
 
     def validate(
         self,
@@ -100,7 +97,7 @@ class ImageWorkload(Workload):
 
         return images.rewrite(files, hit, gone, names, out)
 
-    def finetune_config(self, raw: dict[str, Any], config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
+    def finetune_sections(self, config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
         """Its `image` and `vision` sections (the run's own settings where it changed them), fine-tuned whole."""
         from foundry.vision.finetune import image_sections
 
@@ -109,7 +106,7 @@ class ImageWorkload(Workload):
                 f"finetune.method {config.finetune.method} adapts a GPT's projections; {parent.uri} is an image "
                 "classifier, fine-tuned whole: set finetune.method to full"
             )
-        return image_sections(raw, config.model_dump(mode="json"), parent.config)
+        return image_sections(config, parent.config)
 
     def log_served_model(self, run_id: str, checkpoint: Path, tokenizer: Path, config: FoundryConfig) -> str:
         """Images in, a label and each class's probability out (`foundry.serving.vision_pyfunc`), bounded by the
@@ -177,11 +174,11 @@ class ImageWorkload(Workload):
 
         return {type(m) for m in module.modules() if isinstance(m, Block)}
 
-    def retrain_config(self, raw: dict, given: dict, recorded: dict) -> dict:
+    def retrain_sections(self, config: FoundryConfig, recorded: dict) -> dict[str, Any]:
         """The modality and the `image` and `vision` settings that fix the weights' and inputs' shape: the parent's."""
         from foundry.vision.finetune import image_sections
 
-        return image_sections(raw, given, recorded)
+        return image_sections(config, recorded)
 
     # --- evaluation and gates ---
 

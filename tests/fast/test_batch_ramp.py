@@ -14,6 +14,7 @@ from lightning.pytorch import Callback
 from foundry.config import FoundryConfig, as_recorded
 from foundry.reports.cards import steps_line
 from foundry.search.callbacks import TimeBox
+from foundry.training.run import TrainingRun
 from foundry.training.trainer import train
 from foundry.vision.training import vision_loaders
 from models.data import NO_RAMP, BatchRamp, RandomWindows, ramp_rows
@@ -133,11 +134,11 @@ def test_training_follows_the_ramp(tiny_dataset, tmp_path):
     config = tiny(
         "train.max_steps=6", "train.batch_ramp_steps=4", "train.batch_ramp_rows=2", "train.grad_accum_steps=2"
     )
-    model_pt = train(config, tiny_dataset, tmp_path / "ckpt", progress=False, callbacks=(seen,))
+    model_pt = train(config, TrainingRun(tiny_dataset, tmp_path / "ckpt"), progress=False, callbacks=(seen,))
     assert seen.rows == [(step, rows) for step, rows in enumerate([2, 3, 5, 6, 8, 8]) for _ in range(2)]
     warm, seen_warm = config.model_copy(deep=True), BatchRows()
     warm.train.init_from = str(model_pt)
-    train(warm, tiny_dataset, tmp_path / "warm", progress=False, callbacks=(seen_warm,))
+    train(warm, TrainingRun(tiny_dataset, tmp_path / "warm"), progress=False, callbacks=(seen_warm,))
     assert {rows for _, rows in seen_warm.rows} == {8}  # a warm start trains on whole batches
 
 

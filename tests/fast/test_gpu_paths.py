@@ -9,6 +9,7 @@ from conftest import REPO_ROOT
 from lightning.pytorch import Callback
 
 from foundry.config import load_config
+from foundry.training.run import TrainingRun
 from foundry.training.trainer import train
 
 
@@ -38,6 +39,6 @@ def test_gradients_are_clipped_by_norm_with_the_fused_optimizer(precision, optim
         + [f"train.optimizer={optimizer}"],
     )
     norms = GradNorms()
-    train(config, tiny_dataset, tmp_path / "ckpt", progress=False, callbacks=(norms,))
+    train(config, TrainingRun(tiny_dataset, tmp_path / "ckpt"), progress=False, callbacks=(norms,))
     assert len(norms.norms) == 4
     assert all(0 < n <= 0.01 * 1.001 for n in norms.norms), norms.norms

@@ -30,11 +30,12 @@ def test_the_file_is_whole_or_absent(tmp_path):
 
 
 def test_training_draws_a_bar_and_leaves_its_last_report(tiny_config, tiny_dataset, tmp_path, capsys):
+    from foundry.training.run import TrainingRun
     from foundry.training.trainer import train
 
     steps = 10
     config = tiny_config.model_copy(update={"train": tiny_config.train.model_copy(update={"max_steps": steps})})
-    train(config, tiny_dataset, tmp_path / "ckpt", progress=True, progress_file=tmp_path / "progress.json")
+    train(config, TrainingRun(tiny_dataset, tmp_path / "ckpt"), progress=True, progress_file=tmp_path / "progress.json")
     bar = capsys.readouterr().err.replace("\r", "\n").splitlines()
     final = [line for line in bar if line.startswith("train: 100%")][-1]
     assert f"{steps}/{steps}" in final and re.search(r"loss \d+\.\d{4}, [\d,]+ tokens/s", final), final

@@ -285,13 +285,16 @@ def test_a_servers_grid_of_a_run_on_the_data_is_found_and_deleted_through_mlflow
 
 def test_prepare_drops_a_purged_image_a_source_still_holds_and_counts_it_without_its_name(image_home, tmp_path):
     from foundry.core.contracts import SourceManifest
+    from foundry.core.preparing import DataBasis
     from tasks.data_parallel import run_prepare
 
     _, _, planted, config, manifest, *_ = image_home
     sha, name = planted["train"]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("FOUNDRY_HOME", str(tmp_path / "home"))
-        run_prepare(SourceManifest.read(manifest), config, tmp_path / "prepared", False, purged=frozenset({sha}))
+        run_prepare(
+            SourceManifest.read(manifest), config, tmp_path / "prepared", False, DataBasis(purged=frozenset({sha}))
+        )
     assert sha not in {r["sha256"] for r in rows(tmp_path / "prepared")}
     audit = (tmp_path / "prepared" / "audit.json").read_text()
     assert json.loads(audit)["dropped"]["purged"] == {"images": 1, "named": []} and name not in audit

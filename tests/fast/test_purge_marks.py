@@ -19,6 +19,7 @@ from helpers import Snapshot, register_tagged, tiny
 from synthetic import synthetic_docs
 
 from foundry.core.contracts import DataVersion, RunContext
+from foundry.core.preparing import DataBasis
 from foundry.data import purged
 from foundry.data.hydrate import HydrationError, hydrate_version
 from foundry.data.manifest import DatasetManifest
@@ -64,7 +65,7 @@ def built(tmp_path_factory) -> Versions:
     canaries = {sha for sha, name in _documents(root / "before").items() if name in ("doc22.txt", "doc23.txt")}
     assert len(canaries) == 2
     before = version_dataset(config, root / "before", manifest, home)
-    prepare(manifest, config, root / "after", progress=False, purged=frozenset(canaries))
+    prepare(manifest, config, root / "after", progress=False, basis=DataBasis(purged=frozenset(canaries)))
     after = version_dataset(config, root / "after", manifest, home)
     return Versions(home, before, after, canaries, config, manifest)
 

@@ -64,12 +64,14 @@ def test_single_process_trains_and_the_checkpoint_rebuilds_the_model(tiny_datase
 
 def test_a_fresh_training_over_another_runs_folder_replaces_its_checkpoints(tiny_dataset, tmp_path, caplog):
     """Started afresh (no resume point) where another training left later checkpoints: they go, its own stay."""
+    from foundry.training.run import TrainingRun
     from foundry.training.trainer import train
 
     folder = tmp_path / "ckpt"
     launch(tiny("train.max_steps=12", "checkpoint.every_n_steps=5"), tiny_dataset, folder, None, "v-test")
     assert [e.step for e in read_manifest(folder)] == [10, 12]
-    train(tiny("train.max_steps=6", "checkpoint.every_n_steps=5", "train.seed=7"), tiny_dataset, folder, progress=False)
+    config = tiny("train.max_steps=6", "checkpoint.every_n_steps=5", "train.seed=7")
+    train(config, TrainingRun(tiny_dataset, folder), progress=False)
     assert [e.step for e in read_manifest(folder)] == [5, 6]
     assert sorted(p.name for p in folder.glob("*.ckpt")) == ["last.ckpt", "step-000005.ckpt", "step-000006.ckpt"]
     assert (folder / "last.ckpt").samefile(folder / "step-000006.ckpt")
@@ -80,13 +82,14 @@ def test_a_parent_trained_with_other_model_settings_is_refused_before_training(t
     """Other heads or QK-norm leave the weights' names and shapes as they are: loading them would succeed and train
     another function. The warm start names the settings instead, and writes no checkpoint; so does DPO's frozen
     reference, the same parent, which it loads first."""
+    from foundry.training.run import TrainingRun
     from foundry.training.trainer import train
 
     parent = launch(tiny("train.max_steps=2"), tiny_dataset, tmp_path / "parent", None, "v-test")
     for setting, parents, ours in (("n_head", 2, 4), ("qk_norm", False, True), ("n_embd", 32, 64), ("mtp_depth", 0, 1)):
         config = tiny(f"train.init_from={parent}", "train.max_steps=2", f"model.{setting}={str(ours).lower()}")
         with pytest.raises(ValueError, match=re.escape(f"{{'{setting}': ({parents}, {ours})}}")):
-            train(config, tiny_dataset, tmp_path / setting, progress=False)
+            train(config, TrainingRun(tiny_dataset, tmp_path / setting), progress=False)
         assert not list((tmp_path / setting).glob("*.ckpt"))
         with pytest.raises(ValueError, match=re.escape(f"{{'{setting}': ({parents}, {ours})}}")):  # DPO's reference
             build_module(config, named("chat"), vocabulary_only(config.tokenizer.vocab_size, "preference"))

@@ -144,6 +144,8 @@ def test_data_of_the_other_modality_is_refused_before_any_work_naming_both(tmp_p
 def test_the_fine_tunes_data_keeps_the_base_classes_first_and_training_grows_the_head_from_the_base(
     tmp_path, monkeypatch
 ):
+    from foundry.core.preparing import DataBasis
+    from foundry.training.run import TrainingRun
     from foundry.training.trainer import train
     from foundry.vision.stage import acquire_images
     from foundry.vision.training import vision_model_args
@@ -165,10 +167,12 @@ def test_the_fine_tunes_data_keeps_the_base_classes_first_and_training_grows_the
     given = load_config(None, [f"data.source={new}", *exact, *steps, "train.val_batches=1"])
     tuned = specialist_config(given, image_base(base_config, str(tmp_path / "base.pt")))
     source = acquire_images(tuned, tmp_path / "new_source.json")
-    prepared = run_prepare(source, tuned, tmp_path / "data", progress=False, parent=tmp_path / "base_data")
+    prepared = run_prepare(source, tuned, tmp_path / "data", progress=False, basis=DataBasis(tmp_path / "base_data"))
     assert prepared.manifest.classes == ["bright", "dark", "mid", "amber"]
 
-    trained = torch.load(train(tuned, tmp_path / "data", tmp_path / "ckpt", None, "v", False), weights_only=True)
+    trained = torch.load(
+        train(tuned, TrainingRun(tmp_path / "data", tmp_path / "ckpt", None, "v"), False), weights_only=True
+    )
     assert trained["classes"] == ["bright", "dark", "mid", "amber"] and trained["model_args"]["num_classes"] == 4
     head, old = trained["state_dict"]["net.head.weight"], saved["state_dict"]["net.head.weight"]
     assert torch.allclose(head[:3], old, atol=1e-6)  # a step of 1e-12 from the base's rows

@@ -9,6 +9,7 @@ import pytest
 from conftest import REPO_ROOT
 
 from foundry.config import ConfigError, FoundryConfig, as_recorded, load_config, validate
+from foundry.core.preparing import DataBasis
 from foundry.data.hydrate import hydrate_version, verify_dataset
 from foundry.data.manifest import DatasetManifest, WrongModality
 from foundry.data.validate import ValidationFailed, validate_dataset
@@ -77,7 +78,7 @@ def test_a_versioned_image_dataset_hydrates_verified_on_a_fresh_node(digits, vis
 def test_a_child_keeps_the_parents_splits_and_class_order(digits, vision_config, tmp_path, monkeypatch):
     source, prepared = digits
     monkeypatch.setenv("FOUNDRY_HOME", str(tmp_path / "home"))
-    child = run_prepare(source, vision_config, tmp_path / "child", progress=False, parent=prepared).manifest
+    child = run_prepare(source, vision_config, tmp_path / "child", progress=False, basis=DataBasis(prepared)).manifest
     assert child.classes == DatasetManifest.read(prepared).classes
     before = {row.sha256: row.split for row in read_table(prepared)}
     assert {row.sha256: row.split for row in read_table(tmp_path / "child")} == before

@@ -58,11 +58,13 @@ class Losses(Callback):
 
 
 def _train(dataset: Path, folder: Path, *callbacks, resume_from: Path | None = None) -> Path:
+    from foundry.training.run import TrainingRun
     from foundry.training.trainer import train
 
     return train(
         tiny(*SETTINGS),
-        *(dataset, folder, None, "v-img", False, resume_from),
+        TrainingRun(dataset, folder, None, "v-img", resume_from),
+        False,
         callbacks=callbacks,
         progress_file=folder / "progress.json",
     )

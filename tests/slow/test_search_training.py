@@ -98,11 +98,12 @@ class TickingClock:
 
 def _time_boxed(tmp_path, tiny_dataset, box):
     from foundry.search.callbacks import ValidationReporter
+    from foundry.training.run import TrainingRun
     from foundry.training.trainer import train
 
     config = tiny("train.max_steps=100000", "checkpoint.every_n_steps=100000", "train.val_every_n_steps=100000")
     reporter = ValidationReporter(lambda step, value: False, 1.0)
-    train(config, tiny_dataset, tmp_path, progress=False, callbacks=(box, reporter))
+    train(config, TrainingRun(tiny_dataset, tmp_path), progress=False, callbacks=(box, reporter))
     return config, reporter, torch.load(tmp_path / "last.ckpt", map_location="cpu", weights_only=False)
 
 

@@ -1,0 +1,58 @@
+"""Configs derived from a config: another source, a warm start from a registered version, a search trial's values.
+
+Each is the config with some sections (or some of their keys) changed and validated again as a whole, as a loaded
+file is: a section's own checks (a source's allow-lists) and the checks across sections (the search space, a ViT's
+patches) judge the new values, with the same messages (`ConfigError`). `FoundryConfig`'s methods of the same names
+are the way in; the functions here take the config first.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from foundry.config import FoundryConfig
+    from foundry.config.training import TrainConfig
+    from foundry.core.contracts import ParentModel
+
+
+def with_sections(config: FoundryConfig, **sections: BaseModel | dict[str, Any]) -> FoundryConfig:
+    """`config` with whole sections in place of its own: typed sections (`config.data.model_copy(update=...)`)
+    or recorded values (a parent's `model` section as it was logged), validated as a whole."""
+    from foundry.config import validate
+
+    raw = config.model_dump(mode="json")
+    for name, section in sections.items():
+        raw[name] = section.model_dump(mode="json") if isinstance(section, BaseModel) else section
+    return validate(raw)
+
+
+def with_keys(config: FoundryConfig, **sections: dict[str, Any]) -> FoundryConfig:
+    """`config` with the given keys of each named section set (`with_keys(train={"max_steps": 9})`), the section's
+    other keys kept, validated as a whole."""
+    from foundry.config import validate
+
+    raw = config.model_dump(mode="json")
+    for name, keys in sections.items():
+        raw[name] = {**raw[name], **keys}
+    return validate(raw)
+
+
+def reading(config: FoundryConfig, source: str, **data: Any) -> FoundryConfig:
+    """`config` reading `source` (alone: `data.sources` emptied), with any other `data` keys given."""
+    return with_keys(config, data={"source": source, "sources": [], **data})
+
+
+def warm_started_from(
+    config: FoundryConfig, parent: ParentModel, train: TrainConfig, **sections: BaseModel | dict[str, Any]
+) -> FoundryConfig:
+    """`config` with the parent's model shape and tokenizer, trained with `train` from its weights; `sections`:
+    whole sections in place of those (what the parent's workload keeps of its own, the registry a run names)."""
+    warm = {
+        "model": parent.config["model"],
+        "tokenizer": {**parent.config["tokenizer"], "from_file": parent.tokenizer},
+        "train": train.model_copy(update={"init_from": parent.weights}),
+    }
+    return with_sections(config, **{**warm, **sections})

@@ -1,0 +1,109 @@
+"""A config derived by a typed method (`foundry.config.variants`) is exactly the config the edited dict it replaced
+gave: each test builds both, the dict the way the code did before the methods, on the tiny configs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import REPO_ROOT
+
+from foundry.config import ConfigError, FoundryConfig, load_config, validate
+from foundry.core.contracts import ParentModel, SourceManifest
+from foundry.vision.finetune import image_sections
+
+
+def same(new: FoundryConfig, old: FoundryConfig) -> None:
+    assert new == old
+    assert new.model_dump() == old.model_dump() and new.flat() == old.flat()
+
+
+def edited(config: FoundryConfig, **sections: dict[str, Any]) -> FoundryConfig:
+    raw = config.model_dump()
+    for name, keys in sections.items():
+        raw[name].update(keys)
+    return validate(raw)
+
+
+def warm_dict(config: FoundryConfig, parent: ParentModel, train) -> dict[str, Any]:
+    raw = config.model_dump(mode="json")
+    raw["model"] = parent.config["model"]
+    raw["tokenizer"] = {**parent.config["tokenizer"], "from_file": parent.tokenizer}
+    raw["train"] = {**train.model_dump(mode="json"), "init_from": parent.weights}
+    return raw
+
+
+def parent_of(recorded: FoundryConfig, tokenizer: str = "tok.json") -> ParentModel:
+    manifest = SourceManifest(source="s", digest="d", files=0, bytes=0, entries=[])
+    return ParentModel(
+        uri="models:/p/1",
+        weights="model.pt",
+        tokenizer=tokenizer,
+        config=recorded.model_dump(mode="json"),
+        source_manifest=manifest,
+    )
+
+
+@pytest.fixture
+def vision_tiny() -> FoundryConfig:
+    return load_config(REPO_ROOT / "configs" / "vision-tiny.yaml")
+
+
+def test_reading_a_source_is_the_edited_data_section(tiny_config):
+    same(tiny_config.reading("/data/tickets"), edited(tiny_config, data={"source": "/data/tickets", "sources": []}))
+    settings = {"source": "sklearn://digits", "sources": [], "modality": "image"}
+    same(tiny_config.reading("sklearn://digits", modality="image"), edited(tiny_config, data=settings))
+
+
+def test_keys_of_several_sections_are_the_edited_sections(tiny_config, vision_tiny):
+    chats = {"tokenizer": {"from_file": "/t/tokenizer.json"}, "align": {"method": "sft"}, "model": {"block_size": 32}}
+    same(tiny_config.with_keys(**chats), edited(tiny_config, **chats))
+    images = {"data": {"modality": "image"}, "image": {"size": 8, "channels": "gray", "mode": "resize"}}
+    same(vision_tiny.with_keys(**images), edited(vision_tiny, **images))
+
+
+def test_a_trials_values_are_the_edited_keys(tiny_config):
+    params = {"train.learning_rate": 0.002, "model.n_layer": 3, "train.max_steps": 7}
+    raw = tiny_config.model_dump(mode="json")
+    for key, value in params.items():
+        section, _, name = key.partition(".")
+        raw[section][name] = value
+    same(tiny_config.with_keys(train={"learning_rate": 0.002, "max_steps": 7}, model={"n_layer": 3}), validate(raw))
+
+
+def test_an_alignments_warm_start_is_the_edited_dict(tiny_config):
+    parent = parent_of(FoundryConfig())
+    train = tiny_config.training_for("align")
+    raw = warm_dict(tiny_config, parent, train)
+    raw["registry"]["model_name"] = tiny_config.align.model_name
+    registry = tiny_config.registry.model_copy(update={"model_name": tiny_config.align.model_name})
+    same(tiny_config.warm_started_from(parent, train, registry=registry), validate(raw))
+
+
+def test_a_text_retrains_warm_start_is_the_edited_dict(tiny_config):
+    parent = parent_of(tiny_config)
+    train = tiny_config.training_for("retrain")
+    same(tiny_config.warm_started_from(parent, train), validate(warm_dict(tiny_config, parent, train)))
+
+
+def test_an_image_bases_warm_start_is_the_edited_dict(vision_tiny, tmp_path):
+    given = load_config(None, [f"data.source={tmp_path}", "vision.crop_padding=0", "image.min_per_class=4"])
+    parent = parent_of(vision_tiny, tokenizer="")
+    train = given.training_for("finetune")
+    raw, values = warm_dict(given, parent, train), given.model_dump(mode="json")
+    old = {**raw, "model": values["model"], "tokenizer": values["tokenizer"]}
+    old["data"] = {**raw["data"], "modality": "image"}
+    default = FoundryConfig().model_dump(mode="json")
+    for name in ("image", "vision"):
+        old[name] = {**default[name], **parent.config[name]} | {
+            k: v for k, v in values[name].items() if v != default[name][k]
+        }
+    same(given.warm_started_from(parent, train, **image_sections(given, parent.config)), validate(old))
+
+
+def test_a_variant_that_does_not_validate_is_refused_as_the_dict_was(tiny_config):
+    with pytest.raises(ConfigError) as new:
+        tiny_config.with_keys(model={"n_head": 5})
+    with pytest.raises(ConfigError) as old:
+        edited(tiny_config, model={"n_head": 5})
+    assert str(new.value) == str(old.value)
