@@ -402,7 +402,7 @@ def versioned_once(tiny_config, tiny_dataset, tmp_path_factory):
     """The tiny dataset committed and pushed from one home, once: (DataVersion, that home, a Snapshot of it)."""
     import shutil
 
-    from helpers import Snapshot
+    from helpers_snapshots import Snapshot
 
     from foundry.core.contracts import SourceManifest
     from foundry.data.versioning import version_dataset

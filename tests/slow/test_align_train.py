@@ -49,7 +49,7 @@ def aligned_data(tiny_dataset, tmp_path_factory) -> dict:
             [
                 f"data.source={written[method].parent}",
                 f"align.method={method}",
-                "align.replay_fraction=0",  # no pretraining data to replay here (tests/fast/test_dpo_replay.py)
+                "align.replay_fraction=0",  # no pretraining data to replay here (tests/fast/align/test_dpo_replay.py)
                 f"tokenizer.from_file={root / 'tokenizer.json'}",
                 f"train.init_from={root / 'base.pt'}",
                 "model.block_size=48",

@@ -8,7 +8,8 @@ import json
 import re
 
 from conftest import REPO_ROOT, run_page
-from helpers import plain_tokenizer, random_model_files, register_files, word_soup_source
+from helpers_evaluate import random_model_files, register_files, word_soup_source
+from helpers_tokenizers import plain_tokenizer
 
 from foundry.config import load_config
 

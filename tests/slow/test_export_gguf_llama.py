@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import corpus_tokenizer, sharp_gpt
+from helpers_export import corpus_tokenizer, sharp_gpt
 
 from foundry.export.gguf import write_gguf
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 from conftest import REPO_ROOT, run_page
-from helpers import NO_BASELINES, wait_for_checkpoint
+from helpers_configs import NO_BASELINES
+from helpers_training import wait_for_checkpoint
 
 from foundry.config import load_config
 from foundry.runtime import tracking

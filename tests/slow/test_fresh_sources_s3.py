@@ -1,12 +1,12 @@
 """Remote sources stay fresh on S3: objects compared by ETag against a real moto server on 127.0.0.1, and
-deletions followed. The http(s) cases: tests/fast/test_fresh_sources.py."""
+deletions followed. The http(s) cases: tests/fast/data/test_fresh_sources.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from helpers import SHORT_BACKOFF
+from helpers_sources import SHORT_BACKOFF
 
 from foundry.config import DataConfig
 from foundry.data.acquire import acquire_source

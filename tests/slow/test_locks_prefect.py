@@ -1,9 +1,9 @@
 """The promotion lock with a Prefect server: one promotion at a time across homes (the server's global
-concurrency limit; each home has its own file lock). The file locks alone: tests/fast/test_locks.py."""
+concurrency limit; each home has its own file lock). The file locks alone: tests/fast/tasks/test_locks.py."""
 
 from __future__ import annotations
 
-from helpers import holds_then_waits
+from helpers_locks import holds_then_waits
 
 
 def test_with_a_prefect_server_one_promotion_at_a_time_across_homes(prefect_harness, tmp_path):

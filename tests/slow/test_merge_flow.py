@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import REPO_ROOT, run_page
-from helpers import NO_BASELINES
+from helpers_configs import NO_BASELINES
 
 from foundry.config import load_config
 from foundry.runtime import tracking

@@ -4,7 +4,7 @@ artifact, and the run pages' own artifacts are searched and rewritten through th
 from __future__ import annotations
 
 from conftest import tracking_uri
-from helpers import prefect_artifacts_scrubbed
+from helpers_purge import prefect_artifacts_scrubbed
 
 
 def test_the_dry_run_flow_puts_its_summary_on_the_run_page(prefect_harness, tmp_path, monkeypatch):

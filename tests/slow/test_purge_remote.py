@@ -1,6 +1,6 @@
 """`foundry purge --apply` on the places a machine reaches over the network: a DVC remote in S3 (a real
 moto_server on 127.0.0.1, as tests/slow/test_sources_s3.py uses) and a tracking server's artifact store (a real
-MLflow server proxying artifacts: `mlflow-artifacts:` URIs). The canary corpus of tests/fast/test_purge.py,
+MLflow server proxying artifacts: `mlflow-artifacts:` URIs). The canary corpus of tests/fast/purge/test_purge.py,
 prepared and pushed to S3 (the workspace's DVC cache emptied, so the purge reads the version from S3), a tiny
 version registered on it through the server, its run's `train.jsonl` logged there. No training."""
 
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from conftest import tracking_uri
-from helpers import register_tagged, tiny
+from helpers_configs import tiny
+from helpers_registry import register_tagged
 from synthetic import synthetic_docs
 
 from foundry.core.contracts import DataVersion
@@ -36,7 +37,7 @@ def mlflow_artifacts_server(mlflow_server):
 
 
 def corpus(source: Path) -> None:
-    """36 documents of word soup and 6 canaries (as tests/fast/test_purge.py's `canary_home`)."""
+    """36 documents of word soup and 6 canaries (as tests/fast/purge/test_purge.py's `canary_home`)."""
     for i, text in enumerate(synthetic_docs(36, seed=3) + synthetic_docs(6, seed=11)):
         name = f"doc{i:02d}.txt" if i < 36 else f"secret/canary{i - 36}.txt"
         if i >= 36:

@@ -1,5 +1,5 @@
 """The training ranks' lines in the Prefect run: a two-rank tiny training inside a flow, its logs read back
-through the Prefect client. How the follower reads the elastic agent's files: tests/fast/test_rank_logs.py."""
+through the Prefect client. How the follower reads the elastic agent's files: tests/fast/training/test_rank_logs.py."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import optuna
 import pytest
 from conftest import REPO_ROOT, on_every_core, run_page
-from helpers import NO_BASELINES
+from helpers_configs import NO_BASELINES
 from optuna.trial import TrialState
 
 from foundry.config import load_config

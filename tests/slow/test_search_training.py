@@ -1,5 +1,5 @@
 """A search trial's training with the pipeline's own trainer: pruned from its validation reports, and the time
-box. The space and the study's bookkeeping: tests/fast/test_search.py; the flow: tests/slow/test_search_flow.py."""
+box. The space and the study's bookkeeping: tests/fast/search/test_search.py; the flow: tests/slow/test_search_flow.py."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import LR_ONLY, study_config, tiny
+from helpers_configs import tiny
+from helpers_search import LR_ONLY, study_config
 from optuna.trial import TrialState
 
 from foundry.config import FoundryConfig

@@ -1,5 +1,5 @@
 """S3 sources against a real moto server on 127.0.0.1: a prefix listed, a missing bucket alone or among
-several sources, and mixed formats from several sources prepared. The other sources: tests/fast/test_sources.py."""
+several sources, and mixed formats from several sources prepared. The other sources: tests/fast/data/test_sources.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import write
+from helpers_sources import write
 
 from foundry.config import DataConfig, load_config
 from foundry.data.acquire import SourceError, acquire_source, list_source_files

@@ -1,6 +1,6 @@
 """Training beyond a few steps: exact resume after a corrupt checkpoint or kill -9, several ranks as real
 processes, their failures named, the agent's restarts, and compiled training twice. One process and the
-settings: tests/fast/test_train.py."""
+settings: tests/fast/training/test_train.py."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import digest, tiny, wait_for_checkpoint
+from helpers_configs import tiny
+from helpers_training import digest, wait_for_checkpoint
 
 from foundry.checkpointing.manifest import MANIFEST, latest_valid, read_manifest
 from foundry.checkpointing.resume import attempt_dir

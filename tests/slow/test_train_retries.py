@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers import tiny
+from helpers_configs import tiny
 
 from foundry.training.launch import launch
 

@@ -1,5 +1,5 @@
 """DVC versioning end to end: an S3 remote through moto, and `dvc repro` in a fresh checkout giving the
-version the flow committed. The local remote and hydration: tests/fast/test_versioning.py."""
+version the flow committed. The local remote and hydration: tests/fast/data/test_versioning.py."""
 
 from __future__ import annotations
 

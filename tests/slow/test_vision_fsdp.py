@@ -1,6 +1,6 @@
 """The image classifier (a CNN with BatchNorm) under FSDP on two CPU ranks (gloo), started by the launcher the
 pipeline uses: sharded, its kernels and matrices decayed, checkpointed, and resumed bitwise exactly. One process:
-tests/fast/test_vision_train.py; DDP on two ranks: tests/conftest.py `vision_run`; text under FSDP:
+tests/fast/vision/test_vision_train.py; DDP on two ranks: tests/conftest.py `vision_run`; text under FSDP:
 bench/gpu_fsdp_smoke.py on a GPU."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import shutil
 
 import torch
 from conftest import REPO_ROOT
-from helpers import digest, write_image_dataset
+from helpers_images import write_image_dataset
+from helpers_training import digest
 
 from foundry.checkpointing.manifest import latest_valid, read_manifest
 from foundry.config import load_config
@@ -51,7 +52,7 @@ def test_fsdp_on_two_cpu_ranks_checkpoints_and_a_resume_gives_the_uninterrupted_
     # Validation averages both ranks: equal only if rank 1's BatchNorm statistics are rank 0's in both runs.
     losses = [{e.step: e.val_loss for e in read_manifest(d)} for d in (first, resumed)]
     assert losses[0][6] == losses[1][6] and losses[0][6] is not None, losses
-    # Weight decay found its parameters though FSDP had flattened them (tests/fast/test_decay.py): the decayed
+    # Weight decay found its parameters though FSDP had flattened them (tests/fast/models/test_decay.py): the decayed
     # group holds each kernel and matrix, as many as the checkpoint's tensors of two or more dimensions.
     saved = torch.load(first / "step-000003.ckpt", weights_only=True)
     matrices = [name for name, tensor in saved["state_dict"].items() if tensor.dim() >= 2]
