@@ -1,5 +1,5 @@
-"""Registered versions without training (#26: tests/fast/evaluate/, tests/slow/test_evaluate_flow.py), and word soup to
-score them on."""
+"""Registered versions without training (#26: tests/fast/evaluate/, tests/slow/evaluate/test_evaluate_flow.py), and
+word soup to score them on."""
 
 from __future__ import annotations
 

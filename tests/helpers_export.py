@@ -1,4 +1,4 @@
-"""Exported models (#25: tests/fast/export/, tests/slow/test_export_gguf_llama.py): a corpus, its tokenizer, and
+"""Exported models (#25: tests/fast/export/, tests/slow/export/test_export_gguf_llama.py): a corpus, its tokenizer, and
 weights sharp enough that a wrong mapping shows."""
 
 from __future__ import annotations

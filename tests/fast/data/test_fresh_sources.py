@@ -1,5 +1,5 @@
 """Remote sources stay fresh: http(s) files asked again (ETag, Last-Modified, or length and digest), transient
-errors retried with backoff, and what the origin said recorded. S3: tests/slow/test_fresh_sources_s3.py."""
+errors retried with backoff, and what the origin said recorded. S3: tests/slow/data/test_fresh_sources_s3.py."""
 
 from __future__ import annotations
 

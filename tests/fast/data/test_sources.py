@@ -1,5 +1,5 @@
 """Several sources at once; unreachable sources; odd files. S3 against a real moto server:
-tests/slow/test_sources_s3.py."""
+tests/slow/data/test_sources_s3.py."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The flattening is simulated as FSDP with `use_orig_params` (Lightning's setting) leaves a model for
 `configure_optimizers`: each wrapped unit under `_fsdp_wrapped_module`, every parameter a 1-D view.
-Under real FSDP on two CPU ranks (the decayed group in a checkpoint): tests/slow/test_vision_fsdp.py."""
+Under real FSDP on two CPU ranks (the decayed group in a checkpoint): tests/slow/vision/test_vision_fsdp.py."""
 
 from __future__ import annotations
 

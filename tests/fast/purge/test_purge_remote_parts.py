@@ -1,7 +1,7 @@
 """The parts of purging an S3 DVC remote and a tracking server's artifacts that need no server: S3 keys of DVC's
 layout, an S3 remote that does not answer (a closed loopback port) reported as not checked, and artifacts read
 and rewritten through MLflow's own artifact repository on a folder (`file://`, as a server's would be over
-http). The whole path against moto and a real MLflow server: tests/slow/test_purge_remote.py."""
+http). The whole path against moto and a real MLflow server: tests/slow/purge/test_purge_remote.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """$FOUNDRY_HOME is its owner's alone (issue #55, point 5): the home created 0700; DVC's config and site-cache
 folders, Prefect's, MLflow's and the logs' 0700 (DVC made its site cache 0777 without the sticky bit); logs and the
-embedded databases 0600 (they were 0644). Real `foundry` processes on a new home, as in tests/fast/cli/test_cli_errors.py.
+embedded databases 0600 (they were 0644). Real `foundry` processes on a new home, as in
+tests/fast/cli/test_cli_errors.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """foundry.search: the space in the config, the study's bookkeeping across kills, seeding. A trial's training
-(pruning, the time box): tests/slow/test_search_training.py; the whole flow: tests/slow/test_search_flow.py."""
+(pruning, the time box): tests/slow/search/test_search_training.py; the whole flow:
+tests/slow/search/test_search_flow.py."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ scoring server runs for `POST /invocations` (`mlflow.pyfunc.scoring_server.invoc
 of `messages` with `max_tokens`, `temperature`, `model` is one chat; the answer a `chat.completion` whose finish
 reason and token counts are those of the generation. Foundry's rows (`dataframe_records` of `prompt` or
 `messages`) are answered as before, all rows in one generation call. Tiny random-weight models, no training.
-tests/slow/test_serving.py asks a served aligned version the same over HTTP."""
+tests/slow/serving/test_serving.py asks a served aligned version the same over HTTP."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def test_a_bad_chat_completions_request_gets_400_naming_the_field(served, body, 
 
 def test_the_scoring_server_has_no_openai_route_only_invocations(served, monkeypatch):
     """An OpenAI client posts to `{base_url}/chat/completions`: the app `mlflow models serve` runs has no such
-    route (tests/slow/test_serving.py gets its 404 over HTTP)."""
+    route (tests/slow/serving/test_serving.py gets its 404 over HTTP)."""
     from mlflow.environment_variables import _MLFLOW_IS_IN_SERVING_ENVIRONMENT
     from mlflow.pyfunc import scoring_server
 

@@ -1,7 +1,7 @@
 """`foundry serve-model`'s app (foundry/serving/http.py), asked in-process through FastAPI's TestClient: MLflow's
 scoring routes as `mlflow models serve` has them, and OpenAI's `/v1/chat/completions` answering what `/invocations`
 answers for the same body, its refusals in OpenAI's error shape. Tiny random-weight model, no training.
-tests/slow/test_serving.py points the OpenAI SDK at a real `foundry serve-model` process."""
+tests/slow/serving/test_serving.py points the OpenAI SDK at a real `foundry serve-model` process."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The locks that make concurrent runs safe: the promotion lock (a file lock per home) and the kernel-lock
-manager of the dataset cache key. Across homes through a Prefect server: tests/slow/test_locks_prefect.py."""
+manager of the dataset cache key. Across homes through a Prefect server: tests/slow/tasks/test_locks_prefect.py."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """foundry/training/launch.py `_grace_kept` replaces a private method of torch's elastic agent, so that a failed
 group's ranks get SIGKILL SHUTDOWN_GRACE_S after SIGTERM, not torch's fixed 30 s. The torch API it relies on is
 checked here, on a real agent that starts no processes: a torch release that changes it fails this test rather
-than leaving the patch quietly without effect. The timing itself, with processes: tests/slow/test_train_processes.py
-`test_a_stuck_rank_ends_the_group_by_timeout_and_is_named`."""
+than leaving the patch quietly without effect. The timing itself, with processes:
+tests/slow/training/test_train_processes.py `test_a_stuck_rank_ends_the_group_by_timeout_and_is_named`."""
 
 from __future__ import annotations
 

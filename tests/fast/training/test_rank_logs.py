@@ -1,5 +1,5 @@
 """How the follower reads the elastic agent's files: the training ranks' lines, logged with their rank. Two ranks
-in a flow, read back through the Prefect client: tests/slow/test_rank_logs_flow.py."""
+in a flow, read back through the Prefect client: tests/slow/training/test_rank_logs_flow.py."""
 
 from __future__ import annotations
 

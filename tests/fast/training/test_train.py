@@ -1,6 +1,6 @@
 """Training in a few steps: one process in-process and the checkpoint it leaves, where each rank stands, and the
 settings. Several ranks as real processes, exact resume, failures and compiled training twice:
-tests/slow/test_train_processes.py; the train task's retries: tests/slow/test_train_retries.py."""
+tests/slow/training/test_train_processes.py; the train task's retries: tests/slow/training/test_train_retries.py."""
 
 from __future__ import annotations
 

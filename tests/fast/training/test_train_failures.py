@@ -1,7 +1,8 @@
 """What a failed launch says: the rank that failed first, not the peers whose collectives broke after it.
 
 The agent's failure records are built here as it builds them (its ProcessFailure, error files written by
-its ErrorHandler), with the moments a real failure would leave; tests/slow/test_train_processes.py fails real ranks.
+its ErrorHandler), with the moments a real failure would leave; tests/slow/training/test_train_processes.py fails
+real ranks.
 """
 
 from __future__ import annotations

@@ -161,7 +161,8 @@ def test_the_fine_tunes_data_keeps_the_base_classes_first_and_training_grows_the
 
     new = labelled_folder(tmp_path / "new", ["amber", *BRIGHTNESS], seed=5000)
     steps = ["train.max_steps=1", "train.batch_size=8", "finetune.train.learning_rate=1e-12", "train.warmup_steps=0"]
-    steps += ["train.compile=false"]  # the defaults compile: about 30 s here; tests/slow/test_vision_pipeline.py does
+    # The defaults compile: about 30 s here; tests/slow/vision/test_vision_pipeline.py does
+    steps += ["train.compile=false"]
     given = load_config(None, [f"data.source={new}", *exact, *steps, "train.val_batches=1"])
     tuned = specialist_config(given, image_base(base_config, str(tmp_path / "base.pt")))
     source = acquire_images(tuned, tmp_path / "new_source.json")

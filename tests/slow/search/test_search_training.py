@@ -1,5 +1,6 @@
 """A search trial's training with the pipeline's own trainer: pruned from its validation reports, and the time
-box. The space and the study's bookkeeping: tests/fast/search/test_search.py; the flow: tests/slow/test_search_flow.py."""
+box. The space and the study's bookkeeping: tests/fast/search/test_search.py; the flow:
+tests/slow/search/test_search_flow.py."""
 
 from __future__ import annotations
 

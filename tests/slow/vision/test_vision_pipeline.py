@@ -4,7 +4,7 @@ registered classifier that loads with `mlflow.pyfunc.load_model` and classifies 
 `foundry finetune` of that classifier on a new labelled folder (shifted digits and one new class), judged by
 holdout accuracy against it on the new holdout and on its own; then `foundry retrain` of it on its source grown
 by a few images. The classifier is trained on 2 ranks (DDP on CPU) by the session's `vision_run` (tests/conftest.py);
-tests/slow/test_serving.py serves it over HTTP from a bare virtualenv."""
+tests/slow/serving/test_serving.py serves it over HTTP from a bare virtualenv."""
 
 from __future__ import annotations
 

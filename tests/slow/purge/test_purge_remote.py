@@ -1,5 +1,5 @@
 """`foundry purge --apply` on the places a machine reaches over the network: a DVC remote in S3 (a real
-moto_server on 127.0.0.1, as tests/slow/test_sources_s3.py uses) and a tracking server's artifact store (a real
+moto_server on 127.0.0.1, as tests/slow/data/test_sources_s3.py uses) and a tracking server's artifact store (a real
 MLflow server proxying artifacts: `mlflow-artifacts:` URIs). The canary corpus of tests/fast/purge/test_purge.py,
 prepared and pushed to S3 (the workspace's DVC cache emptied, so the purge reads the version from S3), a tiny
 version registered on it through the server, its run's `train.jsonl` logged there. No training."""
