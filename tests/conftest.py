@@ -344,10 +344,10 @@ def aligned_model(base_model, instruction_set):
 @pytest.fixture(scope="session")
 def vision_run(prefect_harness):
     """The vision workload's tiny twin (configs/vision-tiny.yaml) through the train pipeline once per session, trained
-    on 2 ranks (DDP on CPU) and registered as `it-vision` (its champion): tests/slow/test_vision_pipeline.py builds on
-    it, tests/slow/test_serving.py serves it. Returns (config, PipelineResult); tests name the version by the result's
-    `model_uri`. Validation at step 30 of 40: the last steps leave each rank BatchNorm statistics of its own, which
-    the replicas' equal digests then show reconciled."""
+    on 2 ranks (DDP on CPU) and registered as `it-vision` (its champion): tests/slow/vision/test_vision_pipeline.py
+    builds on it, tests/slow/serving/test_serving.py serves it. Returns (config, PipelineResult); tests name the
+    version by the result's `model_uri`. Validation at step 30 of 40: the last steps leave each rank BatchNorm
+    statistics of its own, which the replicas' equal digests then show reconciled."""
     from flows.train_pipeline import train_pipeline
     from foundry.config import load_config
 
@@ -402,7 +402,7 @@ def versioned_once(tiny_config, tiny_dataset, tmp_path_factory):
     """The tiny dataset committed and pushed from one home, once: (DataVersion, that home, a Snapshot of it)."""
     import shutil
 
-    from helpers import Snapshot
+    from helpers_snapshots import Snapshot
 
     from foundry.core.contracts import SourceManifest
     from foundry.data.versioning import version_dataset

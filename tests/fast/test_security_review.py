@@ -17,22 +17,12 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import (
-    CASES,
-    SPLIT,
-    Served,
-    new_run,
-    outside_folder,
-    realpath_limit_attack,
-    register_tagged,
-    sparse_tar,
-    survived,
-    tiny,
-    tiny_served_files,
-    victim,
-    write,
-    zip_bytes,
-)
+from helpers_configs import tiny
+from helpers_hostile import Served, outside_folder, realpath_limit_attack, sparse_tar, survived, victim, zip_bytes
+from helpers_registry import new_run, register_tagged
+from helpers_secrets import CASES, SPLIT
+from helpers_serving import tiny_served_files
+from helpers_sources import write
 from synthetic import synthetic_docs
 
 from foundry.data.acquire import SourceError, acquire_source, list_source_files

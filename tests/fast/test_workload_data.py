@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from conftest import REPO_ROOT
-from test_manifest import CHAT, DOCUMENTS, IMAGES
+from helpers_manifests import CHAT, DOCUMENTS, IMAGES
 
 from foundry.config import load_config
 from foundry.core import workload

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO_ROOT
-from helpers import NO_BASELINES
+from helpers_configs import NO_BASELINES
 from homes import seeded_home
 
 NETAUDIT = REPO_ROOT / "tests" / "netaudit"  # sitecustomize.py (the audit hook) and loopback_up.py
@@ -235,7 +235,7 @@ def assert_the_purge_leaves_no_copy(tmp_path: Path, log: Path, home: Path) -> No
     retrained = model_version(home, "2")
     assert "champion" in retrained["aliases"] and retrained["tags"]["data_version"] == replacement
     # A second search in the same process found nothing ("verified" above); a fresh process's dry run finding
-    # nothing is tests/fast/test_purge.py::test_the_same_purge_again_finds_nothing_and_records_nothing.
+    # nothing is tests/fast/purge/test_purge.py::test_the_same_purge_again_finds_nothing_and_records_nothing.
     return replacement
 
 

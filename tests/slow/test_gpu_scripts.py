@@ -1,5 +1,5 @@
 """The two GPU scripts' own CPU modes, each in a process of its own, so that they still run when a GPU is next
-lent (bench/README.md has their figures). Clipping under bf16-mixed: tests/fast/test_gpu_paths.py."""
+lent (bench/README.md has their figures). Clipping under bf16-mixed: tests/fast/training/test_gpu_paths.py."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import REPO_ROOT, champion_copy, run_page
-from helpers import NO_BASELINES
+from helpers_configs import NO_BASELINES
 from homes import seeded_home
 
 from foundry.config import load_config

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import REPO_ROOT, champion_copy, failing_mlflow_server, prefect_events, run_page
-from helpers import NO_BASELINES
+from helpers_configs import NO_BASELINES
 from synthetic import synthetic_docs
 
 from foundry.config import load_config

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 from conftest import REPO_ROOT
-from helpers import NO_BASELINES
+from helpers_configs import NO_BASELINES
 from homes import seeded_home
 
 PREFECT_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} \| (\w+)\s*\| (.*?) - (.*)$")

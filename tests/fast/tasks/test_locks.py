@@ -1,0 +1,52 @@
+"""The locks that make concurrent runs safe: the promotion lock (a file lock per home) and the kernel-lock
+manager of the dataset cache key. Across homes through a Prefect server: tests/slow/tasks/test_locks_prefect.py."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+from helpers_locks import holds_then_waits
+
+from tasks.locks import FlockLockManager
+
+
+def test_one_promotion_at_a_time_on_one_home(tmp_path):
+    assert holds_then_waits(tmp_path, tmp_path, "lock-home") == ["A in", "A out", "B in"]
+
+
+def test_the_cache_key_lock_is_released_when_its_holder_dies(tmp_path):
+    manager = FlockLockManager(tmp_path / "locks")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from tasks.locks import FlockLockManager; "
+            f"held = FlockLockManager(Path({str(tmp_path / 'locks')!r})); held.acquire_lock('key', 'other'); "
+            "print('held', flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    assert manager.is_locked("key") and not manager.acquire_lock("key", "me", acquire_timeout=0.5)
+    holder.send_signal(signal.SIGKILL)  # no clean-up: Prefect's file-based manager would stay locked for good
+    holder.wait(10)
+    assert manager.acquire_lock("key", "me", acquire_timeout=10) and manager.is_lock_holder("key", "me")
+    manager.release_lock("key", "me")
+    assert not manager.is_locked("key")
+
+
+def test_a_copy_of_the_lock_manager_holds_no_lock_and_the_original_keeps_its_own(tmp_path):
+    """The manager travels with the `dataset` task's context to Dask workers (`data.workers` > 1): it pickles,
+    and the lock stays with the process that took it (tests/slow/test_airgap.py runs that pipeline)."""
+    import pickle
+
+    manager = FlockLockManager(tmp_path)
+    assert manager.acquire_lock("key", "run-1")
+    copy = pickle.loads(pickle.dumps(manager))
+    assert copy.folder == tmp_path and not copy.is_lock_holder("key", "run-1")
+    assert copy.is_locked("key") and not copy.acquire_lock("key", "run-2", acquire_timeout=0.3)
+    manager.release_lock("key", "run-1")
+    assert copy.acquire_lock("key", "run-2", acquire_timeout=5)

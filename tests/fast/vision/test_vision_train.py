@@ -1,0 +1,136 @@
+"""Image classification through the one trainer (`foundry.training.trainer.train`): a dataset folder of image
+shards trains `LitVision` for a few steps on CPU, writes an image `model.pt`, and resumes bitwise exactly;
+the shard loaders give every rank the same number of batches and resume at their position."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers_align import assert_resumes_exactly
+from helpers_configs import tiny
+from helpers_images import IMAGE_CLASSES, write_image_dataset
+from helpers_training import digest
+from lightning.pytorch import Callback
+
+from foundry.checkpointing.manifest import read_manifest
+from foundry.training.progress import read_progress
+from foundry.vision.training import HoldoutBatches, ShardBatches
+from models.vision import classifier_from_saved
+
+CLASSES = IMAGE_CLASSES
+SIZE = 12
+# Every optimizer step from two micro-batches, each augmented: the loader's position, the micro-batch count and
+# the augmentation's seeds all have to come back on resume. 36 training images of 8 a batch: 4 batches an epoch,
+# so step 5 (batch 10) resumes mid-epoch.
+SETTINGS = (
+    "train.max_steps=10",
+    "train.grad_accum_steps=2",
+    "train.learning_rate=0.01",
+    "train.warmup_steps=0",
+    "train.log_every_n_steps=5",
+    "train.val_every_n_steps=5",
+    "checkpoint.every_n_steps=5",
+)
+
+
+@pytest.fixture(scope="module")
+def image_dataset(tmp_path_factory) -> Path:
+    return write_image_dataset(tmp_path_factory.mktemp("images"), SIZE)
+
+
+class StopAt(Callback):
+    """Ends training after optimizer step `step` (after that step's checkpoint), as an interruption would."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step >= self.step:
+            trainer.should_stop = True
+
+
+class Losses(Callback):
+    def __init__(self):
+        self.losses: list[float] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.losses.append(float(outputs["loss"]))
+
+
+def _train(dataset: Path, folder: Path, *callbacks, resume_from: Path | None = None) -> Path:
+    from foundry.training.run import TrainingRun
+    from foundry.training.trainer import train
+
+    return train(
+        tiny(*SETTINGS),
+        TrainingRun(dataset, folder, None, "v-img", resume_from),
+        False,
+        callbacks=callbacks,
+        progress_file=folder / "progress.json",
+    )
+
+
+@pytest.fixture(scope="module")
+def straight(image_dataset, tmp_path_factory) -> tuple[Path, list[float]]:
+    losses = Losses()
+    return _train(image_dataset, tmp_path_factory.mktemp("straight"), losses), losses.losses
+
+
+def test_ten_steps_lower_the_loss_and_model_pt_rebuilds_a_classifier_that_predicts(image_dataset, straight):
+    path, losses = straight
+    assert len(losses) == 20  # 10 steps of 2 micro-batches
+    report = read_progress(path.parent / "progress.json")
+    assert (report.step, report.unit) == (10, "images") and report.tokens_per_sec > 0  # the run page's line
+    assert np.mean(losses[-4:]) < 0.7 * np.mean(losses[:4]), losses
+    saved = torch.load(path, weights_only=True)
+    assert saved["modality"] == "image" and saved["classes"] == list(CLASSES)
+    assert saved["image"] == {"size": SIZE, "channels": "gray", "mode": "resize"}
+    assert saved["data_version"] == "v-img" and saved["model_args"]["num_classes"] == 3
+    model = classifier_from_saved(saved)
+    images, labels = next(iter(HoldoutBatches(image_dataset, 12)))
+    with torch.no_grad():
+        predicted = model(images)[0].argmax(-1)
+    assert (predicted == labels).float().mean().item() >= 0.75, (predicted, labels)
+
+
+def test_five_steps_then_five_resumed_give_the_weights_of_ten_straight(image_dataset, straight, tmp_path):
+    folder = tmp_path / "ckpt"
+    _train(image_dataset, folder, StopAt(5))
+    assert [e.step for e in read_manifest(folder)] == [5]
+    resumed = _train(image_dataset, folder, resume_from=folder / "step-000005.ckpt")
+    assert digest(resumed) == digest(straight[0])
+
+
+def test_every_rank_gets_the_same_batches_an_epoch_and_its_own_images(image_dataset):
+    # 4 shards of 10, 10, 10, 6 over 3 ranks: whole shards, 16, 10 and 10 images; 2 batches of 4 each
+    ranks = [ShardBatches(image_dataset, 4, seed=1, rank=r, world_size=3) for r in range(3)]
+    assert [len(r) for r in ranks] == [2, 2, 2]
+    seen = [[img.numpy().tobytes() for images, _ in r for img in images] for r in ranks]
+    assert [len(s) for s in seen] == [8, 8, 8]
+    assert not set(seen[0]) & set(seen[1]) and not set(seen[1]) & set(seen[2]) and not set(seen[0]) & set(seen[2])
+
+
+def test_fewer_shards_than_ranks_give_each_rank_a_stride_of_every_shard(image_dataset):
+    ranks = [ShardBatches(image_dataset, 2, seed=1, rank=r, world_size=5) for r in range(5)]
+    # 36 images in 4 shards over 5 ranks: images n % 5 == rank of each shard, 7 to 8 a rank
+    assert [len(r) for r in ranks] == [3] * 5
+    seen = [img.numpy().tobytes() for r in ranks for images, _ in r for img in images]
+    assert len(seen) == len(set(seen)) == 30
+
+
+def test_a_loader_resumed_mid_epoch_draws_the_batches_an_uninterrupted_one_draws(image_dataset):
+    assert_resumes_exactly(lambda: ShardBatches(image_dataset, 8, seed=3))
+
+
+def test_each_epoch_draws_another_order(image_dataset):
+    loader = ShardBatches(image_dataset, 8, seed=3)
+    first, second = (torch.cat([labels for _, labels in loader]) for _ in range(2))
+    assert sorted(first.tolist()) != first.tolist() and not torch.equal(first, second)
+
+
+def test_a_batch_larger_than_a_ranks_images_is_refused_by_name(image_dataset):
+    with pytest.raises(ValueError, match="lower train.batch_size"):
+        ShardBatches(image_dataset, 20, seed=0, rank=0, world_size=2)

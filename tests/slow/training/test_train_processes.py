@@ -1,0 +1,272 @@
+"""Training beyond a few steps: exact resume after a corrupt checkpoint or kill -9, several ranks as real
+processes, their failures named, the agent's restarts, and compiled training twice. One process and the
+settings: tests/fast/training/test_train.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers_configs import tiny
+from helpers_training import digest, wait_for_checkpoint
+
+from foundry.checkpointing.manifest import MANIFEST, latest_valid, read_manifest
+from foundry.checkpointing.resume import attempt_dir
+from foundry.runtime.arithmetic import cpu_threads
+from foundry.training.launch import SHUTDOWN_GRACE_S, TRAIN_ENTRY, TrainingFailed, launch, launch_local, worker_args
+from models.gpt import load_gpt
+
+
+def rank_pids() -> dict[int, int]:
+    """{RANK: pid} of the training ranks this process started (its elastic agent runs in it), from /proc."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = stat.read_text().rsplit(")", 1)[1].split()[1]
+            cmdline = (stat.parent / "cmdline").read_text()
+            env = dict(v.split("=", 1) for v in (stat.parent / "environ").read_text().split("\0") if "=" in v)
+        except OSError:  # ended meanwhile
+            continue
+        if parent == str(os.getpid()) and TRAIN_ENTRY in cmdline and "RANK" in env:
+            found[int(env["RANK"])] = int(stat.parent.name)
+    return found
+
+
+@contextmanager
+def launched_in_a_thread(config, data_dir: Path, checkpoints: Path) -> Iterator[tuple[Future, dict[int, int]]]:
+    """`launch` in a worker thread, as a Prefect task may run it; yields it and its ranks' pids once the first
+    checkpoint is written. Whatever the test did, no rank outlives it."""
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(launch, config, data_dir, checkpoints, None, "v")
+        try:
+            wait_for_checkpoint(checkpoints, lambda: not future.done())
+            pids = rank_pids()
+            assert sorted(pids) == list(range(config.train.num_nodes * config.train.devices)), pids
+            yield future, pids
+        finally:
+            for pid in rank_pids().values():
+                os.kill(pid, signal.SIGKILL)
+
+
+# Dropout and gradient accumulation on: the RNG states and the loader position must both be restored.
+RESUMABLE = ("train.max_steps=40", "checkpoint.every_n_steps=10", "model.dropout=0.1", "train.grad_accum_steps=2")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tiny_dataset, tmp_path_factory) -> Path:
+    """The checkpoint folder of one run of RESUMABLE from start to end, never stopped."""
+    folder = tmp_path_factory.mktemp("uninterrupted") / "ckpt"
+    launch(tiny(*RESUMABLE), tiny_dataset, folder, None, "v")
+    return folder
+
+
+def test_corrupt_latest_checkpoint_falls_back_and_the_resume_is_bitwise_exact(
+    uninterrupted, tiny_dataset, tmp_path, caplog
+):
+    folder = shutil.copytree(uninterrupted, tmp_path / "ckpt")
+    latest = folder / "step-000040.ckpt"
+    with open(latest, "r+b") as f:  # a write cut short
+        f.truncate(latest.stat().st_size // 2)
+    (folder / "model.pt").unlink()
+    assert latest_valid(folder).step == 30
+    assert "step-000040.ckpt" in caplog.text and "does not match" in caplog.text
+    assert digest(launch(tiny(*RESUMABLE), tiny_dataset, folder, None, "v")) == digest(uninterrupted / "model.pt")
+    assert [e.step for e in read_manifest(folder)] == [30, 40]  # step 40 written again, intact
+    assert latest_valid(folder).step == 40
+
+
+def test_a_checkpoint_written_with_another_thread_count_is_not_resumed(uninterrupted, tiny_dataset, tmp_path):
+    """Float sums depend on the thread count: continuing such a checkpoint would silently lose exactness."""
+    from foundry.checkpointing.writer import ArithmeticMismatch
+
+    folder = shutil.copytree(uninterrupted, tmp_path / "ckpt")
+    other = cpu_threads(tiny(*RESUMABLE).train) + 1
+    with pytest.raises(ArithmeticMismatch, match="'threads'"):
+        launch(tiny(*RESUMABLE, f"train.cpu_threads={other}"), tiny_dataset, folder, None, "v")
+
+
+def test_kill_9_then_the_same_run_resumes_bitwise_exact(uninterrupted, tiny_dataset, tmp_path, monkeypatch):
+    """The pipeline's train task finds the killed attempt by its key, resumes it and says from where."""
+    from mlflow import MlflowClient
+
+    from foundry.core.contracts import DataVersion, RunContext
+    from foundry.runtime import tracking
+    from tasks.training import train_task
+
+    config = tiny(*RESUMABLE)
+    # What a Dask cluster started earlier in the same process leaves behind (its nanny sets these in
+    # its parent); inherited, they made the killed run sum with one thread and the resumed one with two.
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(name, "1")
+
+    home = tmp_path / "home"
+    version = "6" * 32
+    attempt = attempt_dir(home, config, version)
+    proc = subprocess.Popen([sys.executable, *worker_args(config, tiny_dataset, attempt, None, version, None)])
+    wait_for_checkpoint(attempt, lambda: proc.poll() is None)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL
+    killed_at = latest_valid(attempt).step
+    assert 0 < killed_at < config.train.max_steps
+
+    run_id = tracking.start_pipeline_run(config)
+    run = RunContext(run_id=run_id, dir=tmp_path / "run", home=home)
+    model_pt = train_task.fn(config, tiny_dataset, DataVersion(data_version=version, remote=""), run)
+    assert digest(model_pt) == digest(uninterrupted / "model.pt")
+    client = MlflowClient()
+    tags = client.get_run(run_id).data.tags
+    assert (tags["resumed_from_step"], tags["train.resolved_precision"]) == (str(killed_at), "32-true")
+    assert {a.path for a in client.list_artifacts(run_id, "checkpoints")} == {
+        "checkpoints/last.ckpt",
+        f"checkpoints/{MANIFEST}",
+    }
+    # Finished: moved to the run's folder, so the next identical run starts afresh.
+    assert not attempt.exists() and model_pt == run.dir / "checkpoints" / "model.pt"
+
+
+# --- several processes -----------------------------------------------------------------------------
+
+
+def test_two_nodes_match_one_process_with_the_same_global_batch(tiny_dataset, tmp_path):
+    from foundry.runtime import tracking
+
+    common = ("train.max_steps=20", "train.log_every_n_steps=1", "checkpoint.every_n_steps=10", "train.peak_flops=1e11")
+    runs = {}
+    for name, overrides in (("one", ["train.batch_size=8"]), ("two", ["train.batch_size=4", "train.num_nodes=2"])):
+        config = tiny(*common, *overrides)
+        run_id = tracking.start_pipeline_run(config)
+        runs[name] = (run_id, launch(config, tiny_dataset, tmp_path / name, run_id, "v-ddp"))
+
+    rank_digests = [(tmp_path / "two" / f"weights.rank{r}.sha256").read_text() for r in (0, 1)]
+    assert rank_digests[0] == rank_digests[1]  # replicas bitwise identical
+    # The agent kept each rank's output; rank 1 of the second "node" knew where it stood.
+    (attempt,) = (tmp_path / "two" / "rank-logs").glob("*/attempt_0")
+    assert sorted(p.name for p in attempt.iterdir()) == ["0", "1"]
+    assert "rank 1 of 2: node 1, local rank 0" in (attempt / "1" / "stderr.log").read_text()
+    losses = {name: [v for _, v in tracking.metric_history(run_id, "train/loss")] for name, (run_id, _) in runs.items()}
+    assert len(losses["two"]) == len(losses["one"]) == 20
+    np.testing.assert_allclose(losses["two"], losses["one"], rtol=1e-4)  # only the reduction order differs
+    one, two = (torch.load(p, weights_only=True)["state_dict"] for _, p in runs.values())
+    assert max((one[k] - two[k]).abs().max().item() for k in one) < 1e-4
+
+    metrics = tracking.client().get_run(runs["two"][0]).data.metrics
+    for key in ("train/lr", "train/tokens_per_sec", "train/step_time_ms", "train/data_wait_ms"):
+        assert metrics[key] > 0, key
+    assert 0 < metrics["train/mfu"] < 1
+
+    # The clusters' way, one torchrun agent per node, trains the very same replicas as the local launcher.
+    torchrun_per_node(tiny(*common, "train.batch_size=4", "train.num_nodes=2"), tiny_dataset, tmp_path / "per-node")
+    assert digest(tmp_path / "per-node" / "model.pt") == digest(runs["two"][1])
+
+
+def torchrun_per_node(config, data_dir: Path, checkpoints: Path) -> None:
+    """`torchrun --node-rank N` on every node, meeting at node 0's agent (static rendezvous, as the PyTorchJob)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t = config.train
+    agent = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={t.num_nodes}", f"--nproc-per-node={t.devices}"]
+    agent += ["--master-addr=127.0.0.1", f"--master-port={port}", "--max-restarts=0"]
+    args = worker_args(config, data_dir, checkpoints, None, "v-ddp", None)
+    nodes = [subprocess.Popen([*agent, f"--node-rank={node}", *args]) for node in range(t.num_nodes)]
+    assert [node.wait(timeout=300) for node in nodes] == [0] * t.num_nodes
+
+
+def test_a_stuck_rank_ends_the_group_by_timeout_and_is_named(tiny_dataset, tmp_path):
+    config = tiny(
+        "train.num_nodes=2", "train.max_steps=5000", "train.collective_timeout_s=15", "checkpoint.every_n_steps=5"
+    )  # not shorter: on a loaded machine the ranks' first broadcast alone has taken over 6 s
+    with launched_in_a_thread(config, tiny_dataset, tmp_path / "ckpt") as (training, pids):
+        os.kill(pids[1], signal.SIGSTOP)  # alive but silent, like a node whose network died
+        stopped = time.monotonic()
+        with pytest.raises(TrainingFailed) as failed:
+            training.result(timeout=config.train.collective_timeout_s + 90)  # ends by itself: no hang
+    # Rank 0's collective gave up after the timeout; the agent then stopped rank 1, which ignores SIGTERM
+    # while stopped, with SIGKILL SHUTDOWN_GRACE_S later (not torch's 30 s).
+    message = str(failed.value)
+    assert message.startswith("training rank 0 of 2 exited with code 1: "), message
+    # Gloo words its timeout by where rank 0 waited: in a receive, or on the connection the timeout closed.
+    timed_out = ("Timed out waiting 15000ms", "Application timeout caused pair closure")
+    assert any(words in message for words in timed_out) and "then rank 1 was killed by SIGKILL" in message
+    # 30 s for rank 0 to exit and the agent to notice on a loaded machine, then the grace before SIGKILL.
+    assert time.monotonic() - stopped < config.train.collective_timeout_s + 30 + SHUTDOWN_GRACE_S
+
+
+def test_a_killed_rank_is_named_and_the_others_are_stopped(tiny_dataset, tmp_path):
+    """A rank killed from outside (the OOM killer, kill -9) is the cause, not its peer whose collective broke."""
+    config = tiny("train.num_nodes=2", "train.max_steps=5000", "checkpoint.every_n_steps=5")
+    with launched_in_a_thread(config, tiny_dataset, tmp_path / "ckpt") as (training, pids):
+        os.kill(pids[1], signal.SIGKILL)
+        killed = time.monotonic()
+        with pytest.raises(TrainingFailed, match=r"^training rank 1 of 2 was killed by SIGKILL\nthen rank 0 "):
+            training.result(timeout=60)
+        assert time.monotonic() - killed < 10 and not rank_pids()
+
+
+def test_a_failing_rank_is_named_with_its_traceback(tmp_path):
+    # Both ranks raise; the first to exit makes the agent SIGTERM the other, which may be exiting already.
+    with pytest.raises(
+        TrainingFailed,
+        match=r"^training rank \d of 2 (exited with code 1|failed and then was killed by SIGTERM): FileNotFoundError",
+    ) as failed:
+        launch_local(tiny("train.num_nodes=2"), tmp_path / "no-such-dataset", tmp_path / "ckpt", None, "v")
+    message = str(failed.value)
+    assert "Traceback (most recent call last)" in message and "no-such-dataset/manifest.json" in message
+    assert f"rank logs: {tmp_path / 'ckpt' / 'rank-logs'}" in message
+
+
+def test_an_exception_on_one_rank_reaches_the_error_with_its_traceback(tiny_dataset, tmp_path):
+    """Only rank 0 talks to MLflow: a run deleted before training fails there, and the message says so."""
+    from foundry.runtime import tracking
+
+    config = tiny("train.num_nodes=2")
+    run_id = tracking.start_pipeline_run(config)
+    tracking.client().delete_run(run_id)
+    with pytest.raises(TrainingFailed, match=r"^training rank 0 of 2 exited with code 1: MlflowException: ") as failed:
+        launch(config, tiny_dataset, tmp_path / "ckpt", run_id, "v")
+    message = str(failed.value)
+    assert f"The run {run_id} must be in the 'active' state" in message
+    assert "in _record_start" in message  # the rank's own frames, from its error file
+
+
+def test_the_agent_restarts_the_ranks_from_the_newest_checkpoint(tiny_dataset, tmp_path):
+    """`train.max_restarts`: a rank killed mid-run, every rank restarted by the agent, resuming from the newest
+    intact checkpoint: the weights are bitwise those of a run nothing happened to."""
+    overrides = ("train.num_nodes=2", "train.max_steps=40", "checkpoint.every_n_steps=10", "train.max_restarts=1")
+    config = tiny(*overrides)
+    calm = launch(config, tiny_dataset, tmp_path / "calm", None, "v")
+    with launched_in_a_thread(config, tiny_dataset, tmp_path / "ckpt") as (training, pids):
+        os.kill(pids[1], signal.SIGKILL)
+        restarted = training.result(timeout=300)
+    assert digest(restarted) == digest(calm)
+    (logs,) = (tmp_path / "ckpt" / "rank-logs").iterdir()
+    assert sorted(p.name for p in logs.iterdir()) == ["attempt_0", "attempt_1"]
+
+
+# --- what `make run` trains with ---------------------------------------------------------------------
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("precision", ["bf16-if-native", "bf16-mixed"])
+def test_the_defaults_compiled_training_gives_the_same_weights_twice(precision, tiny_dataset, tmp_path):
+    """What `make run` trains with here (compiled, so deterministic kernels on a CPU; bf16-mixed on a CPU with bf16
+    instructions, else float32), and bf16 on any CPU (the defaults' records of 2026-12-03 and 12-04), on the tiny
+    twin. In the slow lane: the two compiles take tens of seconds."""
+    config = tiny("train.max_steps=3", "train.compile=true", f"train.precision={precision}")
+    assert config.train.deterministic_kernels(on_gpu=False) is True
+    first = launch(config, tiny_dataset, tmp_path / "first", None, "v-test")
+    second = launch(config, tiny_dataset, tmp_path / "second", None, "v-test")
+    assert digest(first) == digest(second)
+    assert load_gpt(first)(torch.zeros(1, 4, dtype=torch.long))[0].shape[-1] == config.tokenizer.vocab_size
