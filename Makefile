@@ -29,7 +29,7 @@ $(VENV)/.installed-llama: $(VENV)/.installed-dev
 	$(BIN)/python -m pip install -q -e '.[dev,llama]' 2>&1 | $(QUIET_PIP)
 	touch $@
 
-# The served model's own requirements as wheels: tests/slow/test_serving.py installs them in a fresh
+# The served model's own requirements as wheels: tests/slow/serving/test_serving.py installs them in a fresh
 # virtualenv with no package index, as a machine without Foundry would.
 $(VENV)/wheelhouse/.complete: foundry/serving/requirements.txt | $(BIN)/python
 	rm -rf $(VENV)/wheelhouse

@@ -12,7 +12,7 @@ models `foundry.export.layout` maps onto (names from `gguf.constants.TENSOR_NAME
 The tokenizer is embedded as llama.cpp's `gpt2` BPE (tokens, types, merges, GPT-2 pre-tokenizer regex), the
 end-of-text token as bos and eos (an aligned model's eos: its template's end marker), neither added by llama.cpp
 (Foundry adds none). llama.cpp computes GELU with the tanh approximation where Foundry uses the exact erf:
-logits differ by ~1e-3 (tests/slow/test_export_gguf_llama.py runs the file in llama.cpp).
+logits differ by ~1e-3 (tests/slow/export/test_export_gguf_llama.py runs the file in llama.cpp).
 """
 
 from __future__ import annotations

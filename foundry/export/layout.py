@@ -1,6 +1,6 @@
 """A Foundry model's weights in the layout of an architecture `transformers` ships: pure functions, no I/O.
 
-Two mappings, checked against transformers 5.24's sources and by the parity tests (tests/fast/test_export_hf.py):
+Two mappings, checked against transformers 5.24's sources and by the parity tests (tests/fast/export/test_export_hf.py):
 - learned positions -> GPT-2 (`GPT2LMHeadModel`). Same block (pre-norm, fused qkv as [q; k; v] over all heads,
   biases, LayerNorm eps 1e-5, tied head). GPT-2's projections are `Conv1D`, weight (in, out): transposed.
   Foundry's MLP uses `F.gelu`, the exact erf GELU: GPT-2's `activation_function="gelu"` (`GELUActivation`),
@@ -25,7 +25,7 @@ from models.gpt import GPTConfig
 
 EOS = "<|endoftext|>"
 # The GPTConfig fields the mappings below translate, written out: a field GPTConfig gains is refused until a
-# mapping handles it (tests/fast/test_export_hf.py checks that these and OFF_ARGS are all of them, so adding one
+# mapping handles it (tests/fast/export/test_export_hf.py checks that these and OFF_ARGS are all of them, so adding one
 # forces the choice).
 # Dropout and mtp_weight are training settings: nothing to map.
 KNOWN_ARGS = frozenset(

@@ -15,7 +15,7 @@ module (embeddings) and about two blocks unsharded while they compute.
 The peak is the larger of the two moments that matter: the start of the backward pass (all
 activations saved, the loss's gradients just created) and the optimizer step (all gradients).
 On CPU with fp32 the estimate is checked against the profiler's allocation timeline
-(tests/fast/test_plan.py); the bf16 and FSDP figures follow the same counts but are not measured here.
+(tests/fast/training/test_plan.py); the bf16 and FSDP figures follow the same counts but are not measured here.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ ATTENTION_DROPOUT_BYTES = 13
 # instead of views of the projection, and one intermediate), 12 B per element measured on CPU in fp32.
 ROTARY_BYTES = 12
 # Muon's step holds about 3.5 copies of the matrix it orthogonalizes (its update, two iterates, the Gram matrices),
-# measured against the profiler on the two optimizer-bound configs of tests/fast/test_plan.py.
+# measured against the profiler on the two optimizer-bound configs of tests/fast/training/test_plan.py.
 MUON_STEP_COPIES = 3.5
 UNITS = {
     "": 1,
