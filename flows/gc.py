@@ -18,6 +18,7 @@ from foundry.gc.collect import summary  # noqa: E402
 from foundry.gc.items import KEEP_LAST, MIN_AGE_S  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
 from tasks.gc import apply_collection, plan_collection, publish_collection  # noqa: E402
+from tasks.policy import fleet_operation_allowed  # noqa: E402
 
 
 @flow(name="gc")
@@ -29,6 +30,7 @@ def collect_garbage(
 ) -> str:
     """List (and with `apply`, delete) what nothing references; the summary goes to the run page."""
     route_library_logs()
+    fleet_operation_allowed("gc", apply)  # a deployment's parameters: only where the worker's operator allows
     plan = plan_collection(experiment, keep_last, min_age_minutes * 60)
     outcome = apply_collection(plan) if apply else None
     text = summary(plan, outcome)

@@ -25,6 +25,7 @@ from foundry.runtime.logs import route_library_logs  # noqa: E402
 from foundry.runtime.tracking import pipeline_run  # noqa: E402
 from tasks.candidate import trained_candidate  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
+from tasks.policy import fleet_operation_allowed  # noqa: E402
 from tasks.purge import publish_purge, remove, search  # noqa: E402
 from tasks.registry import judge, register  # noqa: E402
 
@@ -42,6 +43,7 @@ def purge_documents(
     """Exactly one of `match` (a regular expression), `document` (a sha256) or `source` (a source file's name)
     selects the documents; `reason` is kept in the record; `remote` is one more DVC remote to look in."""
     route_library_logs()
+    fleet_operation_allowed("purge", apply, remote)  # a deployment's parameters: only where the operator allows
     given = [(k, v) for k, v in (("match", match), ("document", document), ("source", source)) if v]
     if len(given) != 1:
         raise ValueError("give exactly one of match, document or source")

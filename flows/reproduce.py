@@ -21,6 +21,7 @@ from foundry.runtime.logs import route_library_logs  # noqa: E402
 from tasks.artifacts import publish_data_stage, publish_summary  # noqa: E402
 from tasks.data import hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402
+from tasks.policy import reproduction_allowed  # noqa: E402
 from tasks.training import train  # noqa: E402
 
 
@@ -35,6 +36,7 @@ def reproduce(model_uri: str, force: bool = False) -> Reproduction:
     lineage.check_commit(record, current, force)
     trained = tracking.client().get_run(lineage.training_run_id(version)).data.tags
     config = validate(lineage.as_trained(record.config, trained))
+    reproduction_allowed(config, data)  # from a deployment: only the files and remote the operator allows
     tags = {
         "prefect.flow_run_id": str(runtime.flow_run.id),
         "foundry.reproduces": record.model,

@@ -13,6 +13,11 @@ worker's operator allowed in its environment:
 - FOUNDRY_ALLOWED_STORAGES    Optuna storages ('' always passes: a journal under $FOUNDRY_HOME/search/)
 - FOUNDRY_SOURCE_ROOTS        folders and URL prefixes sources may lie under, comma-separated
                               (stdlib:// and, for the two model files, $FOUNDRY_HOME always pass)
+- FOUNDRY_ALLOWED_APPLY       the deployments whose runs may delete (`purge`, `gc`), comma-separated; unset: none,
+                              so from the UI they list what they would delete and delete nothing
+
+The purge deployment's `remote` is held to FOUNDRY_ALLOWED_REMOTES, and a reproduction to the lists its recorded
+config and data version meet (its recorded sources aside: it hydrates the data version and reads no source).
 
 Unset, each allows only its defaults; `foundry serve --config FILE` adds that file's own values (the
 operator chose them). The CLI run by the operator on their own machine is trusted and not checked: the
@@ -30,11 +35,12 @@ from pathlib import Path
 from foundry.config import FoundryConfig
 from foundry.core.redact import redact_url, without_credentials
 
-SCHEDULERS, REMOTES, STORAGES, ROOTS = (
+SCHEDULERS, REMOTES, STORAGES, ROOTS, APPLIES = (
     "FOUNDRY_ALLOWED_SCHEDULERS",
     "FOUNDRY_ALLOWED_REMOTES",
     "FOUNDRY_ALLOWED_STORAGES",
     "FOUNDRY_SOURCE_ROOTS",
+    "FOUNDRY_ALLOWED_APPLY",
 )
 
 
@@ -48,6 +54,7 @@ class OperatorSettings:
     remotes: tuple[str, ...] = ()
     storages: tuple[str, ...] = ()
     source_roots: tuple[str, ...] = ()
+    applies: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> OperatorSettings:
@@ -56,7 +63,7 @@ class OperatorSettings:
         def listed(name: str) -> tuple[str, ...]:
             return tuple(item.strip() for item in env.get(name, "").split(",") if item.strip())
 
-        return cls(listed(SCHEDULERS), listed(REMOTES), listed(STORAGES), listed(ROOTS))
+        return cls(listed(SCHEDULERS), listed(REMOTES), listed(STORAGES), listed(ROOTS), listed(APPLIES))
 
 
 def served_config_allowed(config: FoundryConfig, env: dict[str, str]) -> dict[str, str]:
@@ -85,6 +92,33 @@ def _root_of(source: str) -> str:
 def check_deployment_config(config: FoundryConfig, settings: OperatorSettings, home: Path) -> None:
     """Raise `NotAllowed` naming every key of `config` outside `settings`; nothing when all are inside."""
     problems = refusals(config, settings, home)
+    if problems:
+        raise NotAllowed("refused for a run started from a deployment: " + "; ".join(problems))
+
+
+def check_fleet_operation(name: str, apply: bool, remote: str, settings: OperatorSettings) -> None:
+    """A `purge` or `gc` run from a deployment: `remote` (one more DVC remote a purge looks in and rewrites) only
+    where the operator allows remotes, and deleting (`apply`) only for the deployments the operator lists."""
+    problems = []
+    if not _under_any(remote, settings.remotes, {""}):
+        problems.append(
+            f"remote = {redact_url(remote)!r} is not allowed (the worker's operator can allow it in {REMOTES})"
+        )
+    if apply and name not in settings.applies:
+        problems.append(f"apply = true is not allowed for {name} (the worker's operator can allow it in {APPLIES})")
+    if problems:
+        raise NotAllowed("refused for a run started from a deployment: " + "; ".join(problems))
+
+
+def check_reproduction(config: FoundryConfig, remote: str, settings: OperatorSettings, home: Path) -> None:
+    """A reproduction from a deployment: the recorded config as any run's (its sources aside: a reproduction
+    hydrates the data version and reads none) and the remote the data version is pulled from."""
+    problems = [p for p in refusals(config, settings, home) if not p.startswith("data.source ")]
+    if not _under_any(remote, settings.remotes, {"", str(home / "dvc-remote")}):  # or the home's own remote
+        problems.append(
+            f"the data version's remote {redact_url(remote)!r} is not allowed (the worker's operator can allow it in "
+            f"{REMOTES})"
+        )
     if problems:
         raise NotAllowed("refused for a run started from a deployment: " + "; ".join(problems))
 

@@ -234,6 +234,23 @@ def test_a_deployment_run_pointing_outside_the_operators_settings_is_refused(sta
     assert runs == []  # refused before any work: no MLflow run
 
 
+def test_purge_and_gc_deployments_delete_and_read_remotes_only_where_the_operator_allows(stack):
+    """The served worker allows the remote s3://dvc and lists no deployment in FOUNDRY_ALLOWED_APPLY (#55 point 7)."""
+    outside = _run_deployment(
+        stack, "purge/purge", {"reason": "request 7", "match": "canary-7f3a", "remote": "s3://elsewhere/dvc"}
+    )
+    assert outside.state.is_failed()
+    assert "remote = 's3://elsewhere/dvc' is not allowed" in outside.state.message
+    assert "FOUNDRY_ALLOWED_REMOTES" in outside.state.message
+    purge = _run_deployment(stack, "purge/purge", {"reason": "request 7", "match": "canary-7f3a", "apply": True})
+    assert purge.state.is_failed() and "apply = true is not allowed for purge" in purge.state.message
+    assert not (stack["root"] / "worker" / "purged").exists()  # refused before any search: no mark, no key
+    gc = _run_deployment(stack, "gc/gc", {"apply": True})
+    assert gc.state.is_failed() and "apply = true is not allowed for gc" in gc.state.message
+    listed = _run_deployment(stack, "gc/gc", {})  # the dry run, which deletes nothing, stays open to the form
+    assert listed.state.is_completed(), (stack["logs"] / "serve.log").read_text()[-3000:]
+
+
 def test_prefect_yaml_is_written_from_the_served_deployments():
     """One table of deployments: `foundry serve` builds them, prefect.yaml is generated from them."""
     from flows.deployments import DEPLOYMENTS, build_deployments, prefect_yaml

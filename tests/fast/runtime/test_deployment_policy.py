@@ -9,10 +9,11 @@ from foundry.runtime.deployment_policy import (
     NotAllowed,
     OperatorSettings,
     check_deployment_config,
+    check_reproduction,
     refusals,
     served_config_allowed,
 )
-from tasks.policy import allowed_by_operator
+from tasks.policy import allowed_by_operator, fleet_operation_allowed, reproduction_allowed
 
 
 def refused(home, *overrides: str, **env: str) -> list[str]:
@@ -92,3 +93,45 @@ def test_the_flow_task_checks_runs_from_a_deployment_only(tmp_path, monkeypatch)
     monkeypatch.setenv("PREFECT__RUNTIME__DEPLOYMENT__ID", "00000000-0000-0000-0000-000000000001")
     with pytest.raises(NotAllowed, match="data.scheduler = 'tcp://10.0.0.5:8786'"):
         allowed_by_operator.fn(config)
+
+
+# --- purge, gc and reproduce (#55 point 7) -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def from_a_deployment(monkeypatch):
+    monkeypatch.setenv("PREFECT__RUNTIME__DEPLOYMENT__ID", "00000000-0000-0000-0000-000000000001")
+
+
+def test_a_purge_from_a_deployment_reads_only_allowed_remotes_and_deletes_only_when_allowed(
+    from_a_deployment, monkeypatch
+):
+    fleet_operation_allowed.fn("purge", False, "")  # the dry run on the home's own stores
+    with pytest.raises(NotAllowed, match=r"remote = 's3://elsewhere/x' is not allowed .*FOUNDRY_ALLOWED_REMOTES"):
+        fleet_operation_allowed.fn("purge", False, "s3://elsewhere/x")
+    with pytest.raises(NotAllowed, match=r"apply = true is not allowed for purge .*FOUNDRY_ALLOWED_APPLY"):
+        fleet_operation_allowed.fn("purge", True, "")
+    monkeypatch.setenv("FOUNDRY_ALLOWED_REMOTES", "s3://team")
+    monkeypatch.setenv("FOUNDRY_ALLOWED_APPLY", "purge")
+    fleet_operation_allowed.fn("purge", True, "s3://team/dvc")
+    with pytest.raises(NotAllowed, match="apply = true is not allowed for gc"):
+        fleet_operation_allowed.fn("gc", True)
+
+
+def test_the_operators_own_purge_and_gc_are_trusted():
+    fleet_operation_allowed.fn("purge", True, "s3://elsewhere/x")
+    fleet_operation_allowed.fn("gc", True)
+
+
+def test_a_reproduction_from_a_deployment_is_held_to_its_recorded_files_and_data_remote(from_a_deployment, tmp_path):
+    from foundry.core.contracts import DataVersion
+
+    data = DataVersion(data_version="0" * 32, remote="")
+    recorded = load_config(None, ["data.source=/data/elsewhere"])  # not read: the data version is hydrated
+    check_reproduction(recorded, "", OperatorSettings.from_env({}), tmp_path / "home")
+    home_remote = str(tmp_path / "home" / "dvc-remote")  # where a default run pushed it
+    check_reproduction(recorded, home_remote, OperatorSettings.from_env({}), tmp_path / "home")
+    with pytest.raises(NotAllowed, match=r"train.init_from = '/tmp/evil.pt' is not allowed"):
+        reproduction_allowed.fn(load_config(None, ["train.init_from=/tmp/evil.pt"]), data)
+    with pytest.raises(NotAllowed, match=r"the data version's remote 's3://elsewhere/x' is not allowed"):
+        reproduction_allowed.fn(recorded, data.model_copy(update={"remote": "s3://elsewhere/x"}))
