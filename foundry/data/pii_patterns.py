@@ -103,11 +103,9 @@ PATTERNS: dict[str, tuple[re.Pattern, ...]] = {
             r"secondary_?key)[\"']?\s*[=:]\s*[\"']?(?P<span>[A-Za-z0-9+/]{30,}={0,2})(?![A-Za-z0-9+/=])"
         ),
     ),
-    # Classic (ghp_, gho_, ghu_, ghs_, ghr_) and fine-grained (github_pat_) tokens.
+    # Classic (ghp_, gho_, ...) and fine-grained tokens (github_pat_, 82 characters, an underscore in no fixed place).
     "github_token": (
-        re.compile(
-            r"g(?<![A-Za-z0-9_]g)(?:h[pousr]_[A-Za-z0-9]{36}|ithub_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59})(?![A-Za-z0-9_])"
-        ),
+        re.compile(r"g(?<![A-Za-z0-9_]g)(?:h[pousr]_[A-Za-z0-9]{36}|ithub_pat_[A-Za-z0-9_]{49,})(?![A-Za-z0-9_])"),
     ),
     # Personal, deploy, feed, service-account, runner, CI-job, incoming-mail, trigger, agent and OAuth tokens.
     "gitlab_token": (
@@ -334,6 +332,8 @@ def valid(kind: str, value: str, text: str, match: re.Match) -> bool:
         return nino_ok(value) if value[0].isalpha() else ssn_ok(value)
     if kind == "jwt":
         return jwt_ok(value)
+    if kind == "github_token" and value.startswith("github_pat_"):
+        return all(re.search(chars, value[11:]) for chars in (r"\d", "[a-z]", "[A-Z]"))
     if kind == "secret_assignment":
         return secret_value_ok(text, match)
     if kind == "auth_header":

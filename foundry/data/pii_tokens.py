@@ -18,7 +18,7 @@ _VENDORS = (
     r"pypi-AgE[A-Za-z0-9_-]{50,}",  # PyPI and TestPyPI (macaroons)
     r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,50}",  # SendGrid
     r"GOCSPX-[A-Za-z0-9_-]{24,32}|ya29\.[A-Za-z0-9_-]{30,}|1//0[A-Za-z0-9_-]{40,}",  # Google OAuth
-    r"key-[0-9a-f]{32}|[0-9a-f]{32}-us\d{1,2}|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}",  # Mailgun, Mailchimp, Brevo
+    r"key-(?=[0-9a-z]{0,31}\d)[0-9a-z]{32}|[0-9a-f]{32}-us\d{1,2}|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}",  # Mailgun, ...
     r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}",  # Shopify
     r"do[opr]_v1_[a-f0-9]{64}|dapi[a-f0-9]{32}(?:-\d)?|sbp_[a-f0-9]{40}",  # DigitalOcean, Databricks, Supabase
     r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}|hv[sbr]\.[A-Za-z0-9_-]{24,}",  # Postman, HashiCorp Vault
