@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from foundry.data.pii_checks import luhn_ok
 from foundry.data.pii_patterns import ANCHORS, HEX, KINDS, LOCAL_PART, NEEDS, PATTERNS, PLACEHOLDERS, valid
+from foundry.data.pii_tokens import WRAP_MARKERS
 
 __all__ = ["KINDS", "PLACEHOLDERS", "Span", "example", "find", "luhn_ok", "mask", "scrub"]
 MAX_PASSES = 4
@@ -28,6 +29,9 @@ _PLACEHOLDER = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS.values()))
 # backslash-newline: a secret may be split there.
 _GLUE = re.compile(r"(?P<q>[\"'])[ \t]*\+?[ \t]*\\?\r?\n[ \t]*\+?[ \t]*(?P=q)|\\\r?\n[ \t]*")
 _WORDY = re.compile(r"[A-Za-z0-9_+/=-]")
+# A token hard-wrapped (an e-mail, a terminal, a 76-column file): a line that ends in a word holding a token's
+# prefix (`ghp_Ab3De6`), and the next line goes on with no space. Only these lines are joined: words end prose lines.
+_WRAP = re.compile(r"[A-Za-z0-9_.~+/=:-]{3,}(?P<glue>\r?\n[ \t]*)(?=[A-Za-z0-9_-])")
 
 
 @dataclass(frozen=True)
@@ -104,24 +108,32 @@ def _windows(text: str) -> tuple[tuple[str, list[int]], ...]:
 
 
 def _joined_windows(text: str) -> Iterator[tuple[str, list[int]]]:
-    """The lines around each join that cuts a word in two (`"ab"\\n "cd"`, not `"ab "\\n "cd"`), without
-    the joins, and where each of their characters stands in the text."""
-    cuts = [g for g in _GLUE.finditer(text) if _WORDY.match(text, g.start() - 1) and _WORDY.match(text, g.end())]
+    """The lines around each join that cuts a word in two (`"ab"\\n "cd"`, not `"ab "\\n "cd"`, and a hard
+    wrap inside a token), without the joins, and where each of their characters stands in the text."""
+    cuts = [g.span() for g in _GLUE.finditer(text) if _WORDY.match(text, g.start() - 1) and _WORDY.match(text, g.end())]
+    cuts = sorted(cuts + _wraps(text, 0, len(text)))
     while cuts:
         first = last = cuts.pop(0)
-        while cuts and cuts[0].start() <= text.find("\n", last.end()) + 1:  # a chain of continued lines
+        while cuts and cuts[0][0] <= text.find("\n", last[1]) + 1:  # a chain of continued lines
             last = cuts.pop(0)
-        start = text.rfind("\n", 0, first.start()) + 1
-        end = text.find("\n", last.end())
+        start = text.rfind("\n", 0, first[0]) + 1
+        end = text.find("\n", last[1])
         end = len(text) if end < 0 else end
         parts, where, at = [], [], start
-        for glue in _GLUE.finditer(text, start, end):
-            parts.append(text[at : glue.start()])
-            where.extend(range(at, glue.start()))
-            at = glue.end()
+        for glue in sorted([g.span() for g in _GLUE.finditer(text, start, end)] + _wraps(text, start, end)):
+            parts.append(text[at : glue[0]])
+            where.extend(range(at, glue[0]))
+            at = glue[1]
         parts.append(text[at:end])
         where.extend(range(at, end))
         yield "".join(parts), where
+
+
+def _wraps(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    if not any(marker in text for marker in WRAP_MARKERS):
+        return []
+    wraps = (wrap for wrap in _WRAP.finditer(text, start, end) if any(m in wrap.group() for m in WRAP_MARKERS))
+    return [wrap.span("glue") for wrap in wraps]
 
 
 def _extend_ipv6(text: str, colon: int) -> int | None:

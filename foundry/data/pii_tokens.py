@@ -43,6 +43,10 @@ API_TOKEN_MARKERS += ("-us", "xkeysib-", "shp", "_v1_", "dapi", "sbp_", "PMAK-",
 API_TOKEN_MARKERS += ("ATATT3", "ATBB", "glsa_", "glc_", "AGE-SECRET-KEY-", "sq0", "EAAA", ":AA", "sl.", "HRKU-")
 API_TOKEN_MARKERS += ("r8_", "gsk_", "xai-", "pplx-", "lsv2_", "pcsk_", "dp.", "sntry", "NRAK-", "tskey-", "figd_")
 API_TOKEN_MARKERS += ("ntn_", "secret_", "dckr_pat_", "oy2", "rubygems_", "Q~")
+# The start of a token of a known prefix, any kind: a line ending in a word that holds one may be a token wrapped.
+WRAP_MARKERS = ("AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xox", "xapp-")
+WRAP_MARKERS += ("k_live_", "k_test_", "whsec_", "AIza", "eyJ", "sk-", "hf_", "SG.", "r8_", "sq0", "shp")
+WRAP_MARKERS += tuple(m for m in API_TOKEN_MARKERS if len(m) > 3)
 
 # The names of secrets. `token`, `auth`, `pass` and `pwd` (and names ending in them) are weak: their
 # value must look random too (pii_checks.looks_random), so `token = self._next()` stays.

@@ -53,6 +53,8 @@ _PAIR = re.compile(
     r"(?:\"([^\"\n]{1,300})\"|'([^'\n]{1,300})'|([^\s\"',;()\[\]{}<>]{1,300}))"
 )
 _URL = re.compile(r"://(?<=[A-Za-z0-9]://)[^\s\"'<>`]+")
+# A line ending in part of a token (`ghp_Ab3De6`) that the next line continues: a hard wrap, joined.
+_WRAPPED = re.compile(r"([A-Za-z0-9_.~+/=-]{4,})\n[ \t]*(?=[A-Za-z0-9_-])")
 _GLUE = re.compile(r"[\"'][ \t]*\+?[ \t]*\\?\n[ \t]*\+?[ \t]*[\"']|\\\n[ \t]*")
 _SECRET_WORDS = {"password", "passwd", "passphrase", "pwd", "pass", "secret", "token", "credential", "credentials"}
 _SECRET_WORDS |= {"apikey", "auth"}
@@ -67,8 +69,12 @@ def kinds(text: str) -> set[str]:
 
 
 def joined(text: str) -> str:
-    """`text` with string joins (`"ab"\\n "cd"`, a backslash-newline) taken out: what `scan`'s offsets index."""
-    return _GLUE.sub("", text)
+    """`text` with string joins (`"ab"\\n "cd"`, a backslash-newline) and hard wraps inside a token taken out:
+    what `scan`'s offsets index."""
+    flat = _GLUE.sub("", text)
+    if not any(prefix in flat for prefix in _PREFIXES):
+        return flat
+    return _WRAPPED.sub(lambda m: m.group(1) if any(p in m.group(1) for p in _PREFIXES) else m.group(), flat)
 
 
 def scan(text: str) -> Iterator[Finding]:

@@ -90,3 +90,26 @@ def test_the_scrubber_replaces_what_the_detector_flags(kind, value, text):
     scrubbed, counts = pii.scrub(text)
     assert value not in scrubbed and counts[kind] >= 1, (scrubbed, counts)
     assert gate(text) == set(), scrubbed
+
+
+GITHUB = "ghp_" + "Ab3De6Gh9Jk2" * 3
+OPENAI = "sk-proj-" + RAND + "T3BlbkFJ" + RAND[:20]
+WRAPPED = [  # a token cut by a hard wrap: neither half is a token alone
+    (GITHUB, f"Here is the token: {GITHUB[:20]}\n{GITHUB[20:]} keep it safe.\n"),
+    (OPENAI, f'{{"client": {{"value": "{OPENAI[:25]}\n{OPENAI[25:]}"}}}}'),
+    (OPENAI, f"client:\n  value: {OPENAI[:30]}\n    {OPENAI[30:]}\n"),
+    (GITHUB, f'client = Client("{GITHUB[:12]}\n{GITHUB[12:]}")\n'),
+]
+
+
+@pytest.mark.parametrize("value, text", WRAPPED)
+def test_a_hard_wrapped_token_is_replaced_whole(value, text):
+    assert secret_scan.kinds(text), text
+    scrubbed, counts = pii.scrub(text)
+    assert value[:12] not in scrubbed and value[-12:] not in scrubbed and counts, scrubbed
+    assert gate(text) == set(), scrubbed
+
+
+def test_lines_ending_in_a_prefix_that_starts_no_token_are_left_alone():
+    text = "Use a risk-\nbased approach and the hf_\nhub_download helper; ghp_\nprefixed tokens are classic.\n"
+    assert pii.scrub(text)[0] == text and secret_scan.kinds(text) == set()
