@@ -25,11 +25,10 @@ from foundry.data.pii_checks import (
     luhn_ok,
     name_of,
     netrc_line,
-    nino_ok,
-    ssn_ok,
     templated,
     weak_name,
 )
+from foundry.data.pii_ids import ID_ANCHORS, NATIONAL_IDS, national_id_ok
 from foundry.data.pii_tokens import API_TOKEN, API_TOKEN_MARKERS, SECRET_NAME, SECRET_WORDS
 
 __all__ = ["IBAN_LENGTHS", "KINDS", "NEEDS", "PATTERNS", "PLACEHOLDERS", "iban_ok", "jwt_ok", "luhn_ok", "valid"]
@@ -164,12 +163,8 @@ PATTERNS: dict[str, tuple[re.Pattern, ...]] = {
     ),
     # Found from the "@"; the part before it is matched backwards by LOCAL_PART.
     "email": (re.compile(r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-])"),),
-    # US SSN and ITIN (dashed or spaced; nine digits only after "SSN"), UK National Insurance numbers.
-    "national_id": (
-        re.compile(r"\d(?<![\w.+-]\d)\d\d(?P<sep>[- ])\d\d(?P=sep)\d{4}(?![\w-]|\.\d)"),
-        re.compile(r"(?i:ssn|social security(?: number| no\.?)?)\W{1,5}(?P<span>\d{9})(?!\w)"),
-        re.compile(r"[A-Za-z](?<![\w.-][A-Za-z])[A-Za-z] ?\d\d ?\d\d ?\d\d ?[A-Da-d](?!\w)"),
-    ),
+    # US SSN and ITIN, UK National Insurance numbers; after their names, Canadian SIN, Aadhaar, passport (pii_ids).
+    "national_id": NATIONAL_IDS,
     # Country, check digits, then groups of four (optionally one space apart), either case; mod 97 below.
     "iban": (
         re.compile(
@@ -203,7 +198,7 @@ ANCHORS = {
     PATTERNS["azure_key"][0]: ("account", "shared", "azure", "storage", "primary", "secondary"),
     PATTERNS["auth_header"][0]: ("proxy-", "authorization"),
     PATTERNS["auth_header"][1]: ("x-", "private-", "ocp-", "api-"),
-    PATTERNS["national_id"][1]: ("ssn", "social"),
+    **ID_ANCHORS,
 }
 LOCAL_PART = re.compile(r"(?<![\w.%+-])[A-Za-z0-9][\w.%+-]{0,63}\Z")
 HEX = frozenset("0123456789abcdefABCDEF")
@@ -329,7 +324,7 @@ def valid(kind: str, value: str, text: str, match: re.Match) -> bool:
     if kind == "iban":
         return iban_ok(value)
     if kind == "national_id":
-        return nino_ok(value) if value[0].isalpha() else ssn_ok(value)
+        return national_id_ok(value, match)
     if kind == "jwt":
         return jwt_ok(value)
     if kind == "github_token" and value.startswith("github_pat_"):

@@ -1,4 +1,5 @@
-"""The second detector's numbers: card numbers, US SSNs, IBANs and UK National Insurance numbers.
+"""The second detector's numbers: card numbers, US SSNs, IBANs, UK National Insurance numbers, and after
+their names Canadian SINs, Aadhaar and passport numbers.
 
 Part of `secret_scan` (kept apart for size), with its own checks (Luhn, mod 97, the SSN and NINO rules)
 and no code shared with the scrubber's `pii_checks`; each finding is (kind, start, end).
@@ -28,6 +29,11 @@ HU28 IE22 IL23 IQ23 IS26 IT27 JO30 KW30 KZ20 LB28 LC32 LI21 LT20 LU20 LV21 LY25 
 MU30 NI28 NL18 NO15 OM23 PK24 PL28 PS29 PT25 QA29 RO24 RS22 RU33 SA24 SC31 SD18 SE24 SI19 SK24 SM27 SO23 ST25 SV28
 TL23 TN24 TR26 UA29 VA22 VG24 XK20 YE30""".split()
 }
+# A number after its name (`SIN: `, `"aadhaar": "`, `passport no. `): nine or twelve digits alone are constants.
+_NAMED = re.compile(
+    r"(?i:(sin|social[ _-]?insurance|aadhaa?r|passport)(?:[ _-]?(?:number|no|num|card))?)\.?[^\w\n]{1,5}"
+    r"(?:(?:is|was|number|no|#)\.?[^\w\n]{1,5})?([A-Z]?\d[\d -]{6,13}\d)(?![\w-])"
+)
 _NOT_NINO = ("BG", "GB", "NK", "KN", "TN", "NT", "ZZ")
 
 
@@ -66,7 +72,7 @@ def _ssn(digits: str) -> bool:
 
 def ids(text: str) -> Iterator[tuple[str, int, int]]:
     """IBANs (any case, mod 97) and UK National Insurance numbers, found from their first digit (rarer
-    than letters), two letters before it."""
+    than letters), two letters before it; national numbers after their names."""
     for word in _IBAN.finditer(text):
         compact = text[word.start() - 2 : word.end()].replace(" ", "").upper()
         if _IBAN_LENGTHS.get(compact[:2]) == len(compact) and _mod97(compact):
@@ -76,6 +82,40 @@ def ids(text: str) -> Iterator[tuple[str, int, int]]:
         prefix = text[start : start + 2].upper()
         if prefix[0] not in "DFIQUV" and prefix[1] not in "DFIOQUV" and prefix not in _NOT_NINO:
             yield ("national_id", start, nino.end())
+    yield from _named(text)
+
+
+def _named(text: str) -> Iterator[tuple[str, int, int]]:
+    lowered = text.lower()
+    if len(lowered) != len(text):
+        lowered = text
+    starts = sorted({m.start() for cue in ("sin", "social", "aadha", "passport") for m in re.finditer(cue, lowered)})
+    for start in starts:
+        found = _NAMED.match(text, start) if start == 0 or not re.match(r"[\w.]", text[start - 1]) else None
+        if found and _named_ok(found.group(1).lower(), found.group(2)):
+            yield ("national_id", found.start(2), found.end(2))
+
+
+def _named_ok(name: str, value: str) -> bool:
+    digits = value.replace(" ", "").replace("-", "")
+    if name.startswith(("sin", "social")):  # Canada: Luhn, none issued starting 0 or 8
+        return re.fullmatch(r"\d{3}([ -]?)\d{3}\1\d{3}", value) is not None and digits[0] not in "08" and _luhn(digits)
+    if name.startswith("aadha"):
+        return re.fullmatch(r"[2-9]\d{3}([ -]?)\d{4}\1\d{4}", value) is not None and _verhoeff(digits)
+    return (
+        re.fullmatch(r"[A-Z]?\d{8,9}", value) is not None and len(set(digits.lstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ"))) > 1
+    )
+
+
+def _verhoeff(digits: str) -> bool:
+    """Verhoeff's check: each digit permuted by its place, combined in the dihedral group D5."""
+    check = 0
+    for place, ch in enumerate(reversed(digits)):
+        digit = int(ch)
+        for _ in range(place % 8):
+            digit = (1, 5, 7, 6, 2, 8, 3, 0, 9, 4)[digit]
+        check = (check + digit) % 5 + 5 * (digit >= 5) if check < 5 else (check - digit) % 5 + 5 * (digit < 5)
+    return check == 0
 
 
 def _mod97(compact: str) -> bool:

@@ -113,3 +113,43 @@ def test_a_hard_wrapped_token_is_replaced_whole(value, text):
 def test_lines_ending_in_a_prefix_that_starts_no_token_are_left_alone():
     text = "Use a risk-\nbased approach and the hf_\nhub_download helper; ghp_\nprefixed tokens are classic.\n"
     assert pii.scrub(text)[0] == text and secret_scan.kinds(text) == set()
+
+
+SIN, AADHAAR, PASSPORT = "130 692 544", "2345 6789 0124", "C03005988"  # Luhn- and Verhoeff-valid, made up
+NATIONAL = [
+    (SIN, f"My SIN is {SIN}, please keep it."),
+    (SIN, f'{{"sin": "{SIN.replace(" ", "")}"}}'),
+    (SIN, f'sin = "{SIN.replace(" ", "-")}"\n'),
+    (SIN, f"social_insurance_number: {SIN}\n"),
+    (AADHAAR, f"Aadhaar number {AADHAAR} on the form."),
+    (AADHAAR, f'{{"aadhaar": "{AADHAAR.replace(" ", "")}"}}'),
+    (AADHAAR, f'aadhaar_no = "{AADHAAR.replace(" ", "-")}"\n'),
+    (AADHAAR, f"aadhaar: {AADHAAR}\n"),
+    ("123456789", "Passport no. 123456789 was issued in 2019."),
+    (PASSPORT, f'{{"passport_number": "{PASSPORT}"}}'),
+    (PASSPORT, f'passport = "{PASSPORT}"\n'),
+    (PASSPORT, f"passport: {PASSPORT}\n"),
+]
+
+
+@pytest.mark.parametrize("value, text", NATIONAL)
+def test_a_national_number_after_its_name_is_replaced_and_flagged(value, text):
+    assert secret_scan.kinds(text) == {"national_id"}, text
+    scrubbed, counts = pii.scrub(text)
+    assert value not in scrubbed and counts == {"national_id": 1}, scrubbed
+    assert gate(text) == set(), scrubbed
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "y = math.sin(130692544)\n",  # a function, not the name
+        "SIN: 130 692 545\n",  # the check digit disagrees
+        "sin: 046 454 286\n",  # no SIN starts with 0
+        "aadhaar: 2345 6789 0125\n",
+        "passport: 111111111\n",
+        "build 130 692 544 and 2345 6789 0124 and 123456789\n",  # no name beside them
+    ],
+)
+def test_nine_and_twelve_digits_without_their_name_or_check_are_left_alone(text):
+    assert pii.scrub(text)[0] == text and secret_scan.kinds(text) == set()
