@@ -109,7 +109,7 @@ def _placeholder(value: str) -> bool:
     """A template, a mask, markup or a word that stands for no value (`<SECRET>`, `${X}`, `****`, `b`, `null`)."""
     if len(set(value)) <= 1 or value.lower() in ("none", "null", "nil", "true", "false", "undefined", "required"):
         return True
-    return bool(re.search(r"^<|[{}`]|^\$|\$\(|%[sdr(]|^\*+$|^x+$|^\.\.\.|://", value))
+    return bool(re.search(r"^<|[{}`…]|^\$|\$\(|%[sdr(]|^\*+$|^x+$|^\.\.\.|://", value))
 
 
 def _wordy(value: str) -> bool:
@@ -282,7 +282,10 @@ def _urls(text: str) -> Iterator[Finding]:
             password, user = parts.password, parts.username
         except ValueError:
             continue
-        if (password and not _placeholder(password)) or (user and not password and _random(user, 20)):
+        stand_in = password and re.fullmatch(
+            r"[A-Z][A-Z_]*|(?i:(?:my)?(?:password|passwd|pass|pwd|secret|token))", password
+        )
+        if (password and not _placeholder(password) and not stand_in) or (user and not password and _random(user, 20)):
             yield Finding("url_credentials", url.start(), url.end())
             continue
         for name, value in urllib.parse.parse_qsl(parts.query):

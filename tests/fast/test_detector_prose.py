@@ -44,6 +44,9 @@ PROSE = [
     "Merge rh199174 suse493210 and the LZ77 boundary constant.\n",
     "password: required\nmonkey-3ax6xnjp29jd6fds4gc373sgvjxteol0\nkey-value-store and key-abcdefghijklmnopqrstuvwxyzabcdef\n",
     "github_pat_scopes_for_the_ci_service_account_are_listed_in_the_docs_here\n",
+    'Pass "gist://:TOKEN@<gist_id>/file" or gist://username:TOKEN@<gist_id>/file\n',
+    "    postgresql+psycopg2://user:password@/dbname?host=/var/lib/postgresql\n",
+    '    {"access_token": "hf_jwt_…", "expires_in": 3600}\n',
 ]
 
 
