@@ -260,11 +260,11 @@ def _code(value: str, quoted: bool, text: str, pair: re.Match) -> bool:
     spaced = re.search(r"\s=\s", text[pair.start(1) : pair.end()]) is not None
     name = re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", value) is not None
     named = re.search(r"(?i)pass|pwd|secret|token|key|cred|auth", value) is not None
+    if name and (spaced or named or "." in value):
+        return True
     before = text[text.rfind("\n", 0, pair.start()) + 1 : pair.start()]
-    sentence = re.fullmatch(r"[A-Za-z]+[.!?,;:]", value) is not None
-    return (
-        name and (spaced or named or "." in value) or not re.fullmatch(r"[ \t-]*(?:export[ \t]+)?", before) or sentence
-    )
+    setting = re.fullmatch(r"[ \t-]*(?:export[ \t]+)?[\"']?", before) is not None
+    return not setting or re.fullmatch(r"[A-Za-z]+[.!?,;:]", value) is not None
 
 
 def _provider(words: list[str]) -> str:
