@@ -31,7 +31,7 @@ _GLUE = re.compile(r"(?P<q>[\"'])[ \t]*\+?[ \t]*\\?\r?\n[ \t]*\+?[ \t]*(?P=q)|\\
 _WORDY = re.compile(r"[A-Za-z0-9_+/=-]")
 # A token hard-wrapped (an e-mail, a terminal, a 76-column file): a line that ends in a word holding a token's
 # prefix (`ghp_Ab3De6`), and the next line goes on with no space. Only these lines are joined: words end prose lines.
-_WRAP = re.compile(r"[A-Za-z0-9_.~+/=:-]{3,}(?P<glue>\r?\n[ \t]*)(?=[A-Za-z0-9_-])")
+_WRAP = re.compile(r"(?<![\w.~+/=:-])(?P<word>[\w.~+/=:-]{3,})(?P<glue>\r?\n[ \t]*)(?=[A-Za-z0-9_-])", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,8 @@ def _joined_windows(text: str) -> Iterator[tuple[str, list[int]]]:
     """The lines around each join that cuts a word in two (`"ab"\\n "cd"`, not `"ab "\\n "cd"`, and a hard
     wrap inside a token), without the joins, and where each of their characters stands in the text."""
     cuts = [g.span() for g in _GLUE.finditer(text) if _WORDY.match(text, g.start() - 1) and _WORDY.match(text, g.end())]
-    cuts = sorted(cuts + _wraps(text, 0, len(text)))
+    wraps = _wraps(text)
+    cuts = sorted(cuts + wraps)
     while cuts:
         first = last = cuts.pop(0)
         while cuts and cuts[0][0] <= text.find("\n", last[1]) + 1:  # a chain of continued lines
@@ -120,7 +121,9 @@ def _joined_windows(text: str) -> Iterator[tuple[str, list[int]]]:
         end = text.find("\n", last[1])
         end = len(text) if end < 0 else end
         parts, where, at = [], [], start
-        for glue in sorted([g.span() for g in _GLUE.finditer(text, start, end)] + _wraps(text, start, end)):
+        for glue in sorted(
+            [g.span() for g in _GLUE.finditer(text, start, end)] + [w for w in wraps if start < w[0] < end]
+        ):
             parts.append(text[at : glue[0]])
             where.extend(range(at, glue[0]))
             at = glue[1]
@@ -129,10 +132,11 @@ def _joined_windows(text: str) -> Iterator[tuple[str, list[int]]]:
         yield "".join(parts), where
 
 
-def _wraps(text: str, start: int, end: int) -> list[tuple[int, int]]:
+def _wraps(text: str) -> list[tuple[int, int]]:
+    """Where a line ends in a word that starts a token (`ghp_Ab3De6`, `key=sk-proj-Ab`): the hard wraps to join."""
     if not any(marker in text for marker in WRAP_MARKERS):
         return []
-    wraps = (wrap for wrap in _WRAP.finditer(text, start, end) if any(m in wrap.group() for m in WRAP_MARKERS))
+    wraps = (w for w in _WRAP.finditer(text) if re.split("[=:]", w.group("word"))[-1].startswith(WRAP_MARKERS))
     return [wrap.span("glue") for wrap in wraps]
 
 

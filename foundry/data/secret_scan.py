@@ -54,7 +54,7 @@ _PAIR = re.compile(
 )
 _URL = re.compile(r"://(?<=[A-Za-z0-9]://)[^\s\"'<>`]+")
 # A line ending in part of a token (`ghp_Ab3De6`) that the next line continues: a hard wrap, joined.
-_WRAPPED = re.compile(r"([A-Za-z0-9_.~+/=-]{4,})\n[ \t]*(?=[A-Za-z0-9_-])")
+_WRAPPED = re.compile(r"(?<![\w.~+/=:-])([\w.~+/=:-]{4,})\n[ \t]*(?=[A-Za-z0-9_-])", re.ASCII)
 _GLUE = re.compile(r"[\"'][ \t]*\+?[ \t]*\\?\n[ \t]*\+?[ \t]*[\"']|\\\n[ \t]*")
 _SECRET_WORDS = {"password", "passwd", "passphrase", "pwd", "pass", "secret", "token", "credential", "credentials"}
 _SECRET_WORDS |= {"apikey", "auth"}
@@ -74,7 +74,10 @@ def joined(text: str) -> str:
     flat = _GLUE.sub("", text)
     if not any(prefix in flat for prefix in _PREFIXES):
         return flat
-    return _WRAPPED.sub(lambda m: m.group(1) if any(p in m.group(1) for p in _PREFIXES) else m.group(), flat)
+    starts = tuple(_PREFIXES)
+    return _WRAPPED.sub(
+        lambda m: m.group(1) if re.split("[=:]", m.group(1))[-1].startswith(starts) else m.group(), flat
+    )
 
 
 def scan(text: str) -> Iterator[Finding]:
