@@ -31,7 +31,8 @@ _GLUE = re.compile(r"(?P<q>[\"'])[ \t]*\+?[ \t]*\\?\r?\n[ \t]*\+?[ \t]*(?P=q)|\\
 _WORDY = re.compile(r"[A-Za-z0-9_+/=-]")
 # A token hard-wrapped (an e-mail, a terminal, a 76-column file): a line that ends in a word holding a token's
 # prefix (`ghp_Ab3De6`), and the next line goes on with no space. Only these lines are joined: words end prose lines.
-_WRAP = re.compile(r"(?<![\w.~+/=:-])(?P<word>[\w.~+/=:-]{3,})(?P<glue>\r?\n[ \t]*)(?=[A-Za-z0-9_-])", re.ASCII)
+_WORD_TO_LINE_END = re.compile(r"[\w.~+/=:-]+", re.ASCII)
+_WRAP = re.compile(r"\r?\n[ \t]*(?=[A-Za-z0-9_-])")
 
 
 @dataclass(frozen=True)
@@ -133,11 +134,19 @@ def _joined_windows(text: str) -> Iterator[tuple[str, list[int]]]:
 
 
 def _wraps(text: str) -> list[tuple[int, int]]:
-    """Where a line ends in a word that starts a token (`ghp_Ab3De6`, `key=sk-proj-Ab`): the hard wraps to join."""
-    if not any(marker in text for marker in WRAP_MARKERS):
-        return []
-    wraps = (w for w in _WRAP.finditer(text) if re.split("[=:]", w.group("word"))[-1].startswith(WRAP_MARKERS))
-    return [wrap.span("glue") for wrap in wraps]
+    """Where a line ends in a word that starts a token (`ghp_Ab3De6`, `key=sk-proj-Ab`): the hard wraps to join.
+    Found from the markers (rare) with `str.find`, not by an expression tried at every line's end."""
+    wraps = set()
+    for marker in WRAP_MARKERS:
+        at = text.find(marker)
+        while at >= 0:
+            end = text.find("\n", at)
+            starts_word = at == 0 or not (text[at - 1].isalnum() or text[at - 1] == "_")
+            if end > 0 and starts_word and _WORD_TO_LINE_END.fullmatch(text, at, end - (text[end - 1] == "\r")):
+                wrap = _WRAP.match(text, end - (text[end - 1] == "\r"))
+                wraps.update([wrap.span()] if wrap else [])
+            at = text.find(marker, at + 1)
+    return sorted(wraps)
 
 
 def _extend_ipv6(text: str, colon: int) -> int | None:

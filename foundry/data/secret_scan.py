@@ -47,6 +47,7 @@ _PREFIXES = {
     "AGE-SECRET-KEY-1": ("api_token", 74), "xai-": ("api_token", 60), "sq0atp-": ("api_token", 29),
     "LS0tLS1CRUdJTi": ("private_key", 40), "key-": ("api_token", 36),
 }  # fmt: skip
+_PREFIX_AT = re.compile("|".join(re.escape(prefix) for prefix in sorted(_PREFIXES, key=len, reverse=True)))
 _WORD = re.compile(r"[A-Za-z0-9_+/=.~:-]{16,}")
 _PAIR = re.compile(
     r"(?<![\w.$-])([A-Za-z_][\w.-]{1,60})[\"']?[ \t]*(?::=|=>|=|:)[ \t]*"
@@ -54,7 +55,7 @@ _PAIR = re.compile(
 )
 _URL = re.compile(r"://(?<=[A-Za-z0-9]://)[^\s\"'<>`]+")
 # A line ending in part of a token (`ghp_Ab3De6`) that the next line continues: a hard wrap, joined.
-_WRAPPED = re.compile(r"(?<![\w.~+/=:-])([\w.~+/=:-]{4,})\n[ \t]*(?=[A-Za-z0-9_-])", re.ASCII)
+_WRAPPED = re.compile(r"\n[ \t]*(?=[A-Za-z0-9_-])")
 _GLUE = re.compile(r"[\"'][ \t]*\+?[ \t]*\\?\n[ \t]*\+?[ \t]*[\"']|\\\n[ \t]*")
 _SECRET_WORDS = {"password", "passwd", "passphrase", "pwd", "pass", "secret", "token", "credential", "credentials"}
 _SECRET_WORDS |= {"apikey", "auth"}
@@ -72,12 +73,22 @@ def joined(text: str) -> str:
     """`text` with string joins (`"ab"\\n "cd"`, a backslash-newline) and hard wraps inside a token taken out:
     what `scan`'s offsets index."""
     flat = _GLUE.sub("", text)
-    if not any(prefix in flat for prefix in _PREFIXES):
-        return flat
-    starts = tuple(_PREFIXES)
-    return _WRAPPED.sub(
-        lambda m: m.group(1) if re.split("[=:]", m.group(1))[-1].startswith(starts) else m.group(), flat
-    )
+    parts, at = [], 0
+    for end in sorted({end for prefix in _PREFIXES for end in _line_ends_in_token(flat, prefix)}):
+        parts.append(flat[at:end])
+        at = _WRAPPED.match(flat, end).end()
+    return "".join(parts) + flat[at:]
+
+
+def _line_ends_in_token(text: str, prefix: str) -> Iterator[int]:
+    """The newline of each line whose last word starts with `prefix` and that the next line continues."""
+    at = text.find(prefix)
+    while at >= 0:
+        end = text.find("\n", at)
+        whole = at == 0 or not (text[at - 1].isalnum() or text[at - 1] == "_")
+        if whole and end > 0 and re.fullmatch(r"[\w.~+/=:-]+", text[at:end], re.ASCII) and _WRAPPED.match(text, end):
+            yield end
+        at = text.find(prefix, at + 1)
 
 
 def scan(text: str) -> Iterator[Finding]:
@@ -146,9 +157,10 @@ def _tokens(text: str) -> Iterator[Finding]:
         return
     for word in _WORD.finditer(text):
         value = word.group().strip(".:=")
-        for prefix, (kind, least) in _PREFIXES.items():
-            at = value.find(prefix)
-            if at < 0 or (at > 0 and value[at - 1].isalnum()):
+        for found in _PREFIX_AT.finditer(value):  # one expression, not a `find` per prefix: "key-" is common
+            at, prefix = found.start(), found.group()
+            kind, least = _PREFIXES[prefix]
+            if at > 0 and value[at - 1].isalnum():
                 continue
             token = value[at:]
             tail = token[len(prefix) :]
