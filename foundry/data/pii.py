@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from foundry.data.pii_checks import luhn_ok
 from foundry.data.pii_patterns import ANCHORS, HEX, KINDS, LOCAL_PART, NEEDS, PATTERNS, PLACEHOLDERS, valid
+from foundry.data.pii_tokens import WRAP_MARKERS
 
 __all__ = ["KINDS", "PLACEHOLDERS", "Span", "example", "find", "luhn_ok", "mask", "scrub"]
 MAX_PASSES = 4
@@ -28,6 +29,10 @@ _PLACEHOLDER = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS.values()))
 # backslash-newline: a secret may be split there.
 _GLUE = re.compile(r"(?P<q>[\"'])[ \t]*\+?[ \t]*\\?\r?\n[ \t]*\+?[ \t]*(?P=q)|\\\r?\n[ \t]*")
 _WORDY = re.compile(r"[A-Za-z0-9_+/=-]")
+# A token hard-wrapped (an e-mail, a terminal, a 76-column file): a line that ends in a word holding a token's
+# prefix (`ghp_Ab3De6`), and the next line goes on with no space. Only these lines are joined: words end prose lines.
+_WORD_TO_LINE_END = re.compile(r"[\w.~+/=:-]+", re.ASCII)
+_WRAP = re.compile(r"\r?\n[ \t]*(?=[A-Za-z0-9_-])")
 
 
 @dataclass(frozen=True)
@@ -104,24 +109,44 @@ def _windows(text: str) -> tuple[tuple[str, list[int]], ...]:
 
 
 def _joined_windows(text: str) -> Iterator[tuple[str, list[int]]]:
-    """The lines around each join that cuts a word in two (`"ab"\\n "cd"`, not `"ab "\\n "cd"`), without
-    the joins, and where each of their characters stands in the text."""
-    cuts = [g for g in _GLUE.finditer(text) if _WORDY.match(text, g.start() - 1) and _WORDY.match(text, g.end())]
+    """The lines around each join that cuts a word in two (`"ab"\\n "cd"`, not `"ab "\\n "cd"`, and a hard
+    wrap inside a token), without the joins, and where each of their characters stands in the text."""
+    cuts = [g.span() for g in _GLUE.finditer(text) if _WORDY.match(text, g.start() - 1) and _WORDY.match(text, g.end())]
+    wraps = _wraps(text)
+    cuts = sorted(cuts + wraps)
     while cuts:
         first = last = cuts.pop(0)
-        while cuts and cuts[0].start() <= text.find("\n", last.end()) + 1:  # a chain of continued lines
+        while cuts and cuts[0][0] <= text.find("\n", last[1]) + 1:  # a chain of continued lines
             last = cuts.pop(0)
-        start = text.rfind("\n", 0, first.start()) + 1
-        end = text.find("\n", last.end())
+        start = text.rfind("\n", 0, first[0]) + 1
+        end = text.find("\n", last[1])
         end = len(text) if end < 0 else end
         parts, where, at = [], [], start
-        for glue in _GLUE.finditer(text, start, end):
-            parts.append(text[at : glue.start()])
-            where.extend(range(at, glue.start()))
-            at = glue.end()
+        for glue in sorted(
+            [g.span() for g in _GLUE.finditer(text, start, end)] + [w for w in wraps if start < w[0] < end]
+        ):
+            parts.append(text[at : glue[0]])
+            where.extend(range(at, glue[0]))
+            at = glue[1]
         parts.append(text[at:end])
         where.extend(range(at, end))
         yield "".join(parts), where
+
+
+def _wraps(text: str) -> list[tuple[int, int]]:
+    """Where a line ends in a word that starts a token (`ghp_Ab3De6`, `key=sk-proj-Ab`): the hard wraps to join.
+    Found from the markers (rare) with `str.find`, not by an expression tried at every line's end."""
+    wraps = set()
+    for marker in WRAP_MARKERS:
+        at = text.find(marker)
+        while at >= 0:
+            end = text.find("\n", at)
+            starts_word = at == 0 or not (text[at - 1].isalnum() or text[at - 1] == "_")
+            if end > 0 and starts_word and _WORD_TO_LINE_END.fullmatch(text, at, end - (text[end - 1] == "\r")):
+                wrap = _WRAP.match(text, end - (text[end - 1] == "\r"))
+                wraps.update([wrap.span()] if wrap else [])
+            at = text.find(marker, at + 1)
+    return sorted(wraps)
 
 
 def _extend_ipv6(text: str, colon: int) -> int | None:

@@ -25,11 +25,10 @@ from foundry.data.pii_checks import (
     luhn_ok,
     name_of,
     netrc_line,
-    nino_ok,
-    ssn_ok,
     templated,
     weak_name,
 )
+from foundry.data.pii_ids import ID_ANCHORS, NATIONAL_IDS, national_id_ok
 from foundry.data.pii_tokens import API_TOKEN, API_TOKEN_MARKERS, SECRET_NAME, SECRET_WORDS
 
 __all__ = ["IBAN_LENGTHS", "KINDS", "NEEDS", "PATTERNS", "PLACEHOLDERS", "iban_ok", "jwt_ok", "luhn_ok", "valid"]
@@ -103,11 +102,9 @@ PATTERNS: dict[str, tuple[re.Pattern, ...]] = {
             r"secondary_?key)[\"']?\s*[=:]\s*[\"']?(?P<span>[A-Za-z0-9+/]{30,}={0,2})(?![A-Za-z0-9+/=])"
         ),
     ),
-    # Classic (ghp_, gho_, ghu_, ghs_, ghr_) and fine-grained (github_pat_) tokens.
+    # Classic (ghp_, gho_, ...) and fine-grained tokens (github_pat_, 82 characters, an underscore in no fixed place).
     "github_token": (
-        re.compile(
-            r"g(?<![A-Za-z0-9_]g)(?:h[pousr]_[A-Za-z0-9]{36}|ithub_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59})(?![A-Za-z0-9_])"
-        ),
+        re.compile(r"g(?<![A-Za-z0-9_]g)(?:h[pousr]_[A-Za-z0-9]{36}|ithub_pat_[A-Za-z0-9_]{49,})(?![A-Za-z0-9_])"),
     ),
     # Personal, deploy, feed, service-account, runner, CI-job, incoming-mail, trigger, agent and OAuth tokens.
     "gitlab_token": (
@@ -166,12 +163,8 @@ PATTERNS: dict[str, tuple[re.Pattern, ...]] = {
     ),
     # Found from the "@"; the part before it is matched backwards by LOCAL_PART.
     "email": (re.compile(r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-])"),),
-    # US SSN and ITIN (dashed or spaced; nine digits only after "SSN"), UK National Insurance numbers.
-    "national_id": (
-        re.compile(r"\d(?<![\w.+-]\d)\d\d(?P<sep>[- ])\d\d(?P=sep)\d{4}(?![\w-]|\.\d)"),
-        re.compile(r"(?i:ssn|social security(?: number| no\.?)?)\W{1,5}(?P<span>\d{9})(?!\w)"),
-        re.compile(r"[A-Za-z](?<![\w.-][A-Za-z])[A-Za-z] ?\d\d ?\d\d ?\d\d ?[A-Da-d](?!\w)"),
-    ),
+    # US SSN and ITIN, UK National Insurance numbers; after their names, Canadian SIN, Aadhaar, passport (pii_ids).
+    "national_id": NATIONAL_IDS,
     # Country, check digits, then groups of four (optionally one space apart), either case; mod 97 below.
     "iban": (
         re.compile(
@@ -205,7 +198,7 @@ ANCHORS = {
     PATTERNS["azure_key"][0]: ("account", "shared", "azure", "storage", "primary", "secondary"),
     PATTERNS["auth_header"][0]: ("proxy-", "authorization"),
     PATTERNS["auth_header"][1]: ("x-", "private-", "ocp-", "api-"),
-    PATTERNS["national_id"][1]: ("ssn", "social"),
+    **ID_ANCHORS,
 }
 LOCAL_PART = re.compile(r"(?<![\w.%+-])[A-Za-z0-9][\w.%+-]{0,63}\Z")
 HEX = frozenset("0123456789abcdefABCDEF")
@@ -331,9 +324,11 @@ def valid(kind: str, value: str, text: str, match: re.Match) -> bool:
     if kind == "iban":
         return iban_ok(value)
     if kind == "national_id":
-        return nino_ok(value) if value[0].isalpha() else ssn_ok(value)
+        return national_id_ok(value, match)
     if kind == "jwt":
         return jwt_ok(value)
+    if kind == "github_token" and value.startswith("github_pat_"):
+        return all(re.search(chars, value[11:]) for chars in (r"\d", "[a-z]", "[A-Z]"))
     if kind == "secret_assignment":
         return secret_value_ok(text, match)
     if kind == "auth_header":

@@ -18,7 +18,7 @@ _VENDORS = (
     r"pypi-AgE[A-Za-z0-9_-]{50,}",  # PyPI and TestPyPI (macaroons)
     r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,50}",  # SendGrid
     r"GOCSPX-[A-Za-z0-9_-]{24,32}|ya29\.[A-Za-z0-9_-]{30,}|1//0[A-Za-z0-9_-]{40,}",  # Google OAuth
-    r"key-[0-9a-f]{32}|[0-9a-f]{32}-us\d{1,2}|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}",  # Mailgun, Mailchimp, Brevo
+    r"key-(?=[0-9a-z]{0,31}\d)[0-9a-z]{32}|[0-9a-f]{32}-us\d{1,2}|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}",  # Mailgun, ...
     r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}",  # Shopify
     r"do[opr]_v1_[a-f0-9]{64}|dapi[a-f0-9]{32}(?:-\d)?|sbp_[a-f0-9]{40}",  # DigitalOcean, Databricks, Supabase
     r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}|hv[sbr]\.[A-Za-z0-9_-]{24,}",  # Postman, HashiCorp Vault
@@ -43,6 +43,10 @@ API_TOKEN_MARKERS += ("-us", "xkeysib-", "shp", "_v1_", "dapi", "sbp_", "PMAK-",
 API_TOKEN_MARKERS += ("ATATT3", "ATBB", "glsa_", "glc_", "AGE-SECRET-KEY-", "sq0", "EAAA", ":AA", "sl.", "HRKU-")
 API_TOKEN_MARKERS += ("r8_", "gsk_", "xai-", "pplx-", "lsv2_", "pcsk_", "dp.", "sntry", "NRAK-", "tskey-", "figd_")
 API_TOKEN_MARKERS += ("ntn_", "secret_", "dckr_pat_", "oy2", "rubygems_", "Q~")
+# The start of a token of a known prefix, any kind: a line ending in a word that holds one may be a token wrapped.
+WRAP_MARKERS = ("AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xox", "xapp-")
+WRAP_MARKERS += ("k_live_", "k_test_", "whsec_", "AIza", "eyJ", "sk-", "hf_", "SG.", "r8_", "sq0", "shp")
+WRAP_MARKERS += tuple(m for m in API_TOKEN_MARKERS if len(m) > 3)
 
 # The names of secrets. `token`, `auth`, `pass` and `pwd` (and names ending in them) are weak: their
 # value must look random too (pii_checks.looks_random), so `token = self._next()` stays.

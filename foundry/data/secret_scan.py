@@ -20,7 +20,9 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Finding", "kinds", "scan"]
+from foundry.data.secret_scan_numbers import ids, numbers
+
+__all__ = ["Finding", "joined", "kinds", "scan"]
 
 
 @dataclass(frozen=True)
@@ -43,38 +45,22 @@ _PREFIXES = {
     "glsa_": ("api_token", 40), "hvs.": ("api_token", 28), "dckr_pat_": ("api_token", 36), "shpat_": ("api_token", 38),
     "lin_api_": ("api_token", 48), "dop_v1_": ("api_token", 71), "gsk_": ("api_token", 56), "r8_": ("api_token", 40),
     "AGE-SECRET-KEY-1": ("api_token", 74), "xai-": ("api_token", 60), "sq0atp-": ("api_token", 29),
-    "LS0tLS1CRUdJTi": ("private_key", 40),
+    "LS0tLS1CRUdJTi": ("private_key", 40), "key-": ("api_token", 36),
 }  # fmt: skip
+_PREFIX_AT = re.compile("|".join(re.escape(prefix) for prefix in sorted(_PREFIXES, key=len, reverse=True)))
 _WORD = re.compile(r"[A-Za-z0-9_+/=.~:-]{16,}")
 _PAIR = re.compile(
     r"(?<![\w.$-])([A-Za-z_][\w.-]{1,60})[\"']?[ \t]*(?::=|=>|=|:)[ \t]*"
     r"(?:\"([^\"\n]{1,300})\"|'([^'\n]{1,300})'|([^\s\"',;()\[\]{}<>]{1,300}))"
 )
 _URL = re.compile(r"://(?<=[A-Za-z0-9]://)[^\s\"'<>`]+")
+# A line ending in part of a token (`ghp_Ab3De6`) that the next line continues: a hard wrap, joined.
+_WRAPPED = re.compile(r"\n[ \t]*(?=[A-Za-z0-9_-])")
 _GLUE = re.compile(r"[\"'][ \t]*\+?[ \t]*\\?\n[ \t]*\+?[ \t]*[\"']|\\\n[ \t]*")
-_DIGITS = re.compile(r"\d(?<![\w.+/-]\d)[\d .\-/]{7,30}\d(?![\w]|[.\-/]\d)")
-_IBAN = re.compile(
-    r"\d(?<=[A-Za-z]{2}\d)(?<![\w-][A-Za-z]{2}\d)\d(?:[ ]?[A-Za-z0-9]{4}){2,7}(?:[ ]?[A-Za-z0-9]{1,3})?(?![\w-])"
-)
-_NINO = re.compile(
-    r"\d(?:(?<=[A-Za-z]{2}\d)(?<![\w-][A-Za-z]{2}\d)|(?<=[A-Za-z]{2} \d)(?<![\w-][A-Za-z]{2} \d))"
-    r"\d ?\d\d ?\d\d ?[A-Da-d](?![\w-])"
-)
-_NOT_NINO = ("BG", "GB", "NK", "KN", "TN", "NT", "ZZ")
 _SECRET_WORDS = {"password", "passwd", "passphrase", "pwd", "pass", "secret", "token", "credential", "credentials"}
 _SECRET_WORDS |= {"apikey", "auth"}
-_KEY_QUALIFIERS = {
-    "api",
-    "access",
-    "secret",
-    "private",
-    "account",
-    "client",
-    "master",
-    "signing",
-    "encryption",
-    "session",
-}
+_KEY_QUALIFIERS = {"api", "access", "secret", "private", "account", "client", "master", "signing", "encryption"}
+_KEY_QUALIFIERS |= {"session"}
 _QUERY_SECRETS = {"access_token", "refresh_token", "id_token", "token", "api_key", "apikey", "key", "secret", "sig"}
 _QUERY_SECRETS |= {"signature", "client_secret", "password", "x-amz-signature", "x-amz-security-token", "auth"}
 
@@ -83,11 +69,35 @@ def kinds(text: str) -> set[str]:
     return {finding.kind for finding in scan(text)}
 
 
-def scan(text: str) -> Iterator[Finding]:
-    """Every secret or piece of personal data found, by kind; offsets are in `text` with string joins removed."""
+def joined(text: str) -> str:
+    """`text` with string joins (`"ab"\\n "cd"`, a backslash-newline) and hard wraps inside a token taken out:
+    what `scan`'s offsets index."""
     flat = _GLUE.sub("", text)
-    for scanner in (_private_keys, _tokens, _pairs, _settings, _words, _urls, _headers, _emails, _numbers, _ids):
+    parts, at = [], 0
+    for end in sorted({end for prefix in _PREFIXES for end in _line_ends_in_token(flat, prefix)}):
+        parts.append(flat[at:end])
+        at = _WRAPPED.match(flat, end).end()
+    return "".join(parts) + flat[at:]
+
+
+def _line_ends_in_token(text: str, prefix: str) -> Iterator[int]:
+    """The newline of each line whose last word starts with `prefix` and that the next line continues."""
+    at = text.find(prefix)
+    while at >= 0:
+        end = text.find("\n", at)
+        whole = at == 0 or not (text[at - 1].isalnum() or text[at - 1] == "_")
+        if whole and end > 0 and re.fullmatch(r"[\w.~+/=:-]+", text[at:end], re.ASCII) and _WRAPPED.match(text, end):
+            yield end
+        at = text.find(prefix, at + 1)
+
+
+def scan(text: str) -> Iterator[Finding]:
+    """Every secret or piece of personal data found, by kind; offsets are in `joined(text)`."""
+    flat = joined(text)
+    for scanner in (_private_keys, _tokens, _pairs, _settings, _words, _urls, _headers, _emails):
         yield from scanner(flat)
+    for kind, start, end in (*numbers(flat), *ids(flat)):
+        yield Finding(kind, start, end)
 
 
 def _cue_lines(text: str, cues: tuple[str, ...]) -> list[tuple[int, int]]:
@@ -110,17 +120,31 @@ def _entropy(value: str) -> float:
 
 
 def _placeholder(value: str) -> bool:
-    return bool(re.search(r"^<[A-Z_]+>$|[{}]|^\$|\$\(|%[sdr(]|^\*+$|^x+$|^\.\.\.|<[A-Z_]+>", value))
+    """A template, a mask, markup or a word that stands for no value (`<SECRET>`, `${X}`, `****`, `b`, `null`)."""
+    if len(set(value)) <= 1 or value.lower() in ("none", "null", "nil", "true", "false", "undefined", "required"):
+        return True
+    return bool(re.search(r"^<|[{}`…]|^\$|\$\(|%[sdr(]|^\*+$|^x+$|^\.\.\.|://", value))
+
+
+def _wordy(value: str) -> bool:
+    """Words and names, not a random string: `Updated.`, `x-api-key`, `self.password`, `getApplyTensor`, a path."""
+    if re.fullmatch(r"(?:~|\.{1,2})?(?:/[\w.@+-]+){2,}/?|[A-Za-z]:\\.*", value):  # /home/u/src, C:\\Users
+        return True
+    parts = [part for part in re.split(r"[-_.:/]+", value) if part]
+    if not parts or not all(part.isalpha() for part in parts):
+        return False
+    switches = sum(a.islower() != b.islower() for a, b in zip(value, value[1:]) if a.isalpha() and b.isalpha())
+    return len(parts) > 1 or len(value) < 16 or switches < len(value) / 3  # random letters change case often
 
 
 def _random(value: str, least: int = 8) -> bool:
-    """Long enough, no spaces, letters with digits or symbols, entropy of a random string, not a dotted name."""
+    """Long enough, no spaces, letters with digits or symbols, entropy of a random string, not words or a name."""
+    value = value.rstrip(".,;:!?")  # the end of a sentence
     if len(value) < least or _placeholder(value) or " " in value or not re.search(r"[A-Za-z]", value):
         return False
-    if re.fullmatch(r"[A-Za-z_]+|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|0[xob][0-9a-fA-F_]+", value):  # names, literals
+    if _wordy(value) or re.fullmatch(r"0[xob][0-9a-fA-F_]+", value):  # names, paths, literals
         return False
-    mixed = re.search(r"\d", value) or re.search(r"[^A-Za-z]", value) or (value.lower() != value != value.upper())
-    return bool(mixed) and _entropy(value) >= 2.5
+    return _entropy(value) >= 2.5
 
 
 def _private_keys(text: str) -> Iterator[Finding]:
@@ -133,12 +157,14 @@ def _tokens(text: str) -> Iterator[Finding]:
         return
     for word in _WORD.finditer(text):
         value = word.group().strip(".:=")
-        for prefix, (kind, least) in _PREFIXES.items():
-            at = value.find(prefix)
-            if at < 0 or (at > 0 and value[at - 1].isalnum()):
+        for found in _PREFIX_AT.finditer(value):  # one expression, not a `find` per prefix: "key-" is common
+            at, prefix = found.start(), found.group()
+            kind, least = _PREFIXES[prefix]
+            if at > 0 and value[at - 1].isalnum():
                 continue
             token = value[at:]
-            if len(token) >= least and _entropy(token[len(prefix) :]) >= 3 and _prefix_ok(prefix, token):
+            tail = token[len(prefix) :]
+            if len(token) >= least and _entropy(tail) >= 3 and _prefix_ok(prefix, token) and not _wordy(tail):
                 yield Finding(kind, word.start() + at, word.end())
                 break
         if value.count(".") == 2 and value.startswith("eyJ") and _jwt(value):
@@ -148,6 +174,8 @@ def _tokens(text: str) -> Iterator[Finding]:
 def _prefix_ok(prefix: str, token: str) -> bool:
     if prefix == "LS0tLS1CRUdJTi":
         return b"PRIVATE KEY" in _b64(token)
+    if prefix == "key-":  # Mailgun: 32 lowercase letters and digits
+        return re.fullmatch(r"key-[0-9a-z]{32}", token) is not None and re.search(r"\d", token) is not None
     if prefix in ("AKIA", "ASIA"):
         return re.fullmatch(r"[A-Z0-9]{20}", token) is not None
     return re.fullmatch(r"[A-Za-z0-9_./+=~-]+", token) is not None and not token.endswith("_")
@@ -184,9 +212,12 @@ def _pairs(text: str) -> Iterator[Finding]:
 def _settings(text: str) -> Iterator[Finding]:
     """`name=value` items of connection strings (`Server=db;Pwd=...;AccountKey=...`), inside quotes or not."""
     for start, end in _cue_lines(text, (";",)):
-        for item in re.finditer(r"([A-Za-z][\w ]{0,40})=([^;\"'\s]+)", text[start:end]):
-            words = _name_words(item.group(1).strip())
-            if words and words[-1] in ("pwd", "password", "key", "secret") and _random(item.group(2), 6):
+        items = list(re.finditer(r"(?<![^\s;\"'])([A-Za-z][\w ]{0,40})=([^;\"'\s]+)(?![^\s;\"'])", text[start:end]))
+        for item in items if len(items) > 1 else ():  # a connection string has several settings
+            words, value = _name_words(item.group(1).strip()), item.group(2)
+            if "=" in value.rstrip("=") or re.search(r"[,<>()]", value):  # code: `for (key=row->keys,pos=k=0;`
+                continue
+            if words and words[-1] in ("pwd", "password", "key", "secret") and _random(value, 6):
                 yield Finding(_provider(words), start + item.start(), start + item.end())
 
 
@@ -196,12 +227,20 @@ def _words(text: str) -> Iterator[Finding]:
         keyword, value = found.groups()
         if keyword == "aws_secret_access_key" and _random(value, 40):  # aws configure set aws_secret_access_key ...
             yield Finding("aws_secret_key", found.start(), found.end())
-        before = text[max(0, found.start() - 200) : found.start()].split()[-4:]
-        if keyword == "password" and ("machine" in before or "login" in before):
+        if keyword == "password" and _netrc(text[max(0, found.start() - 300) : found.start()].split()):
             if not _placeholder(value) and not re.match(r"[=:(\"',]", value):  # `password = ''` is code
                 yield Finding("secret_assignment", found.start(), found.end())
         elif keyword.startswith("--") and _random(value, 6):
             yield Finding("secret_assignment", found.start(), found.end())
+
+
+def _netrc(before: list[str]) -> bool:
+    """The words before `password` are netrc's own, from its `machine` (`machine h login u`), not prose."""
+    at = max((i for i, word in enumerate(before) if word in ("machine", "default")), default=-1)
+    rest = before[at + (before[at] == "default") :] if at >= 0 else ["prose"]
+    return (
+        len(rest) % 2 == 0 and bool(rest) and all(word in ("machine", "login", "account", "port") for word in rest[::2])
+    )
 
 
 def _pair_kind(words: list[str], value: str, quoted: bool, text: str, pair: re.Match) -> str | None:
@@ -227,9 +266,20 @@ def _pair_kind(words: list[str], value: str, quoted: bool, text: str, pair: re.M
 
 
 def _code(value: str, quoted: bool, text: str, pair: re.Match) -> bool:
-    """A bare identifier after a spaced `=` is Python assigning a variable, not a secret."""
+    """Code or prose, not a setting: a bare identifier after a spaced `=` (Python assigning a variable),
+    a dotted name or one naming a secret (`password=self.password`, `passphrase=passphrase`), a bare value
+    after something other than indentation, a list dash or `export` (`f(user=u, password=p)`, `* passwd:
+    Updated.`), or a word ending a sentence."""
+    if quoted:
+        return False
     spaced = re.search(r"\s=\s", text[pair.start(1) : pair.end()]) is not None
-    return not quoted and spaced and re.fullmatch(r"[A-Za-z_][\w.]*", value) is not None
+    name = re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", value) is not None
+    named = re.search(r"(?i)pass|pwd|secret|token|key|cred|auth", value) is not None
+    if name and (spaced or named or "." in value):
+        return True
+    before = text[text.rfind("\n", 0, pair.start()) + 1 : pair.start()]
+    setting = re.fullmatch(r"[ \t-]*(?:export[ \t]+)?[\"']?", before) is not None
+    return not setting or re.fullmatch(r"[A-Za-z]+[.!?,;:]", value) is not None
 
 
 def _provider(words: list[str]) -> str:
@@ -247,7 +297,10 @@ def _urls(text: str) -> Iterator[Finding]:
             password, user = parts.password, parts.username
         except ValueError:
             continue
-        if (password and not _placeholder(password)) or (user and not password and _random(user, 20)):
+        stand_in = password and re.fullmatch(
+            r"[A-Z][A-Z_]*|(?i:(?:my)?(?:password|passwd|pass|pwd|secret|token))", password
+        )
+        if (password and not _placeholder(password) and not stand_in) or (user and not password and _random(user, 20)):
             yield Finding("url_credentials", url.start(), url.end())
             continue
         for name, value in urllib.parse.parse_qsl(parts.query):
@@ -262,7 +315,7 @@ def _urls(text: str) -> Iterator[Finding]:
 def _headers(text: str) -> Iterator[Finding]:
     pattern = r"(?i)(authorization|x-api-key|api-key|x-auth-token|private-token)[\"']?\s*[:=,]\s*[\"']?((?:bearer|basic|token)\s+)?([A-Za-z0-9._~+/=-]+)(?![(\[\w.])"
     cues = ("authorization", "api-key", "-token")
-    for header in (h for start, end in _cue_lines(text, cues) for h in re.finditer(pattern, text[start:end])):
+    for header in (h for start, end in _cue_lines(text, cues) for h in re.compile(pattern).finditer(text, start, end)):
         value = header.group(3)
         if (header.group(2) or "").strip().lower() == "basic":
             if b":" in _b64(value) and not _placeholder(value):
@@ -276,58 +329,6 @@ def _headers(text: str) -> Iterator[Finding]:
 
 def _emails(text: str) -> Iterator[Finding]:
     for at in re.finditer(r"@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}(?![\w-])", text):
-        local = re.search(r"[A-Za-z0-9][\w.%+-]*\Z", text[max(0, at.start() - 64) : at.start()])
+        local = re.search(r"(?<![\w.%+-])[A-Za-z0-9][\w.%+-]*\Z", text[max(0, at.start() - 64) : at.start()])
         if local is not None:
             yield Finding("email", at.start() - len(local.group()), at.end())
-
-
-def _numbers(text: str) -> Iterator[Finding]:
-    """Digit groups: cards (Luhn, one separator throughout), SSNs (3-2-4) and phones (a leading +)."""
-    for run in _DIGITS.finditer(text):
-        value = run.group().strip()
-        separators = set(re.findall(r"[ .\-/]", value))
-        digits = re.sub(r"\D", "", value)
-        if len(separators) <= 1 and 13 <= len(digits) <= 19 and _luhn(digits) and _card_groups(value):
-            yield Finding("credit_card", run.start(), run.end())
-        elif re.fullmatch(r"\d{3}([- ])\d\d\1\d{4}", value) and _ssn(digits):
-            yield Finding("national_id", run.start(), run.end())
-    for phone in re.finditer(r"\+(?<![\w+]\+)[1-9][\d ().-]{6,20}\d(?![\w.]\d|\w)", text):
-        decimal = re.fullmatch(r"\+\d+\.\d+", phone.group()) is not None  # Decimal('+35236450.6')
-        if 8 <= sum(ch.isdigit() for ch in phone.group()) <= 15 and not decimal:
-            yield Finding("phone", phone.start(), phone.end())
-
-
-def _card_groups(value: str) -> bool:
-    groups = re.split(r"[ .\-/]", value)
-    return len(groups) == 1 or all(len(g) >= 4 for g in groups[:-1])
-
-
-def _luhn(digits: str) -> bool:
-    doubled = [int(d) * (1 + i % 2) for i, d in enumerate(reversed(digits))]
-    return sum(d // 10 + d % 10 for d in doubled) % 10 == 0
-
-
-def _ssn(digits: str) -> bool:
-    return digits[:3] not in ("000", "666") and digits[3:5] != "00" and digits[5:] != "0000" and digits[0] != "9"
-
-
-def _ids(text: str) -> Iterator[Finding]:
-    """IBANs (any case, mod 97) and UK National Insurance numbers, found from their first digit (rarer
-    than letters), two letters before it."""
-    for word in _IBAN.finditer(text):
-        compact = text[word.start() - 2 : word.end()].replace(" ", "").upper()
-        if 15 <= len(compact) <= 34 and _mod97(compact):
-            yield Finding("iban", word.start() - 2, word.end())
-    for nino in _NINO.finditer(text):
-        start = nino.start() - (3 if text[nino.start() - 1] == " " else 2)
-        prefix = text[start : start + 2].upper()
-        if prefix[0] not in "DFIQUV" and prefix[1] not in "DFIOQUV" and prefix not in _NOT_NINO:
-            yield Finding("national_id", start, nino.end())
-
-
-def _mod97(compact: str) -> bool:
-    remainder = 0
-    for ch in compact[4:] + compact[:4]:
-        for digit in str(int(ch, 36)):
-            remainder = (remainder * 10 + int(digit)) % 97
-    return remainder == 1
