@@ -9,7 +9,7 @@ changelogs, documentation and site-packages: each stopped a run before this chan
 from __future__ import annotations
 
 import pytest
-from helpers import RAND, contexts
+from helpers_secrets import RAND, contexts
 
 from foundry.data import pii, secret_scan
 
