@@ -1,4 +1,5 @@
-"""The text workload: documents prepared as token shards (`foundry.data`), a GPT pretrained on them."""
+"""The text workload: documents prepared as token shards (`foundry.data`), a GPT pretrained on them; and
+`GptWorkload`, what it shares with the chat workload (`foundry.align.workload`): a GPT on text sources."""
 
 from __future__ import annotations
 
@@ -21,54 +22,17 @@ if TYPE_CHECKING:
     from foundry.purge.plan import Criterion, DataHit, Location
 
 
-class TextWorkload(Workload):
-    name = "text"
+class GptWorkload(Workload):
+    """A GPT on documents read from text sources: what the text and chat workloads share. Their sources are
+    acquired, purged (`foundry.purge.data` knows documents and records alike), fine-tuned, carded and served as one
+    GPT; only how their data is prepared, validated and trained on is each one's own."""
 
     # --- data, purge and serving ------------------------------------------------------------------
-
-    prepares_on_workers = True  # cleaning and tokenizing map over the source files
-
-    def reads(self, manifest: DatasetManifest) -> bool:
-        return manifest.is_documents
 
     def acquire(self, config: FoundryConfig, out: Path) -> SourceManifest:
         from foundry.data.acquire import acquire_source
 
         return acquire_source(config.data, out)
-
-    def prepare(
-        self,
-        source: SourceManifest,
-        config: FoundryConfig,
-        out_dir: Path,
-        *,
-        parent: Path | None = None,
-        replay: float | None = None,
-        purged: frozenset[str] = frozenset(),
-        progress: bool = False,
-        progress_file: Path | None = None,
-        mapper: Mapper | None = None,
-        workers: int = 1,
-    ) -> Prepared:
-        from foundry.data.prepare import prepare, serial_map
-
-        lineage = {"parent": parent, "replay_fraction": replay, "progress_file": progress_file, "purged": purged}
-        return prepare(source, config, out_dir, progress, mapper or serial_map, workers, **lineage)
-
-    def validate(
-        self,
-        data_dir: Path,
-        config: FoundryConfig,
-        report_path: Path,
-        docs_dir: Path | None = None,
-        parent: Path | None = None,
-    ) -> ValidationReport:
-        from foundry.data.validate import validate_documents
-
-        return validate_documents(data_dir, config, report_path, docs_dir, parent)
-
-    def shaping(self, config: FoundryConfig) -> dict[str, Any]:
-        return {"tokenizer": config.tokenizer.model_dump(mode="json"), "block_size": config.model.block_size}
 
     def data_metrics(self, manifest: DatasetManifest) -> dict[str, float]:
         from foundry.data.prepare import prepare_metrics
@@ -119,10 +83,73 @@ class TextWorkload(Workload):
         return {metrics.key("bits_per_byte"): metrics.bits_per_byte}
 
     def holds(self, data_dir: Path) -> bool:
-        return (Path(data_dir) / "manifest.json").is_file() and DatasetManifest.read(data_dir).is_documents
+        return (Path(data_dir) / "manifest.json").is_file() and self.reads(DatasetManifest.read(data_dir))
 
     def data(self, data_dir: Path) -> DatasetManifest:
         return DatasetManifest.read(data_dir)
+
+    # --- training ---
+
+    def warm_start(self, parent: dict, module, data: DatasetManifest, config) -> dict:
+        from foundry.training.warm_start import text_start
+
+        return text_start(parent, module.model.config)
+
+    def after_fit(self, module) -> None:
+        """Nothing: a GPT has no buffers a rank changes (no running statistics), so DDP and FSDP leave ranks equal."""
+
+    def fsdp_units(self, module) -> set[type]:
+        from foundry.pretrain.training import gpt_blocks
+
+        return gpt_blocks(module)
+
+    def retrain_config(self, raw: dict, given: dict, recorded: dict) -> dict:
+        return raw  # the model's shape and tokenizer are the parent's already (`warm_started`)
+
+
+class TextWorkload(GptWorkload):
+    name = "text"
+
+    # --- data, purge and serving ------------------------------------------------------------------
+
+    prepares_on_workers = True  # cleaning and tokenizing map over the source files
+
+    def reads(self, manifest: DatasetManifest) -> bool:
+        return manifest.is_documents
+
+    def prepare(
+        self,
+        source: SourceManifest,
+        config: FoundryConfig,
+        out_dir: Path,
+        *,
+        parent: Path | None = None,
+        replay: float | None = None,
+        purged: frozenset[str] = frozenset(),
+        progress: bool = False,
+        progress_file: Path | None = None,
+        mapper: Mapper | None = None,
+        workers: int = 1,
+    ) -> Prepared:
+        from foundry.data.prepare import prepare, serial_map
+
+        lineage = {"parent": parent, "replay_fraction": replay, "progress_file": progress_file, "purged": purged}
+        return prepare(source, config, out_dir, progress, mapper or serial_map, workers, **lineage)
+
+    def validate(
+        self,
+        data_dir: Path,
+        config: FoundryConfig,
+        report_path: Path,
+        docs_dir: Path | None = None,
+        parent: Path | None = None,
+    ) -> ValidationReport:
+        from foundry.data.validate import validate_documents
+
+        return validate_documents(data_dir, config, report_path, docs_dir, parent)
+
+    def shaping(self, config: FoundryConfig) -> dict[str, Any]:
+        return {"tokenizer": config.tokenizer.model_dump(mode="json"), "block_size": config.model.block_size}
 
     # --- training ---
 
@@ -137,24 +164,8 @@ class TextWorkload(Workload):
 
         return text_loaders(config, data_dir, rank, world_size)  # pretraining replays nothing: it is the source
 
-    def warm_start(self, parent: dict, module, data: DatasetManifest, config) -> dict:
-        from foundry.training.warm_start import text_start
-
-        return text_start(parent, module.model.config)
-
-    def after_fit(self, module) -> None:
-        """Nothing: a GPT has no buffers a rank changes (no running statistics), so DDP and FSDP leave ranks equal."""
-
     def saved_extra(self, config, data: DatasetManifest) -> dict:
         return {}
-
-    def fsdp_units(self, module) -> set[type]:
-        from foundry.pretrain.training import gpt_blocks
-
-        return gpt_blocks(module)
-
-    def retrain_config(self, raw: dict, given: dict, recorded: dict) -> dict:
-        return raw  # the model's shape and tokenizer are the parent's already (`warm_started`)
 
     # --- evaluation and gates ---
 
