@@ -20,6 +20,7 @@ from foundry.core.contracts import (
 from foundry.core.metrics.images import VisionMetrics
 from foundry.data.manifest import DatasetManifest
 from foundry.gates.decision import Decision
+from foundry.gates.inputs import ImageInputs, ImageSpecialistInputs, PretrainInputs, SpecialistInputs
 from foundry.runtime import tracking
 
 
@@ -96,54 +97,40 @@ def judge_specialist(config: FoundryConfig, candidate: Candidate, base: ParentMo
 
 
 def _recorded(decision: Decision, candidate: Candidate) -> Decision:
-    """The decision on the run: the summary table, the verdict tags and the forgetting guard's scores."""
+    """The decision on the run: the summary table, the verdict tags and the gate's scores (`gate_scores`)."""
     from foundry.reports.cards import summary_table
-
-    run, gate = candidate.run, decision.inputs
-    if isinstance(candidate.metrics, VisionMetrics):
-        return _recorded_images(decision, candidate)
-    table = summary_table(candidate.metrics, gate.champion_bits_per_byte, decision)
-    tracking.client().log_table(run.run_id, table, "evaluation/summary.json")
-    tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
-    scores = {}
-    if gate.champion_bits_per_byte is not None:  # the champion's, or for a fine-tune its base's
-        scores["gate/champion_bits_per_byte"] = gate.champion_bits_per_byte
-    if gate.old_holdout is not None:
-        old = gate.old_holdout
-        scores |= {
-            "gate/old_holdout_bits_per_byte": old.challenger_bits_per_byte,
-            "gate/champion_old_holdout_bits_per_byte": old.champion_bits_per_byte,
-            "gate/old_holdout_regression": old.regression,
-        }
-    if getattr(gate, "incumbent_bits_per_byte", None) is not None:  # a specialist's own champion, domain holdout
-        scores["gate/incumbent_bits_per_byte"] = gate.incumbent_bits_per_byte
-    if scores:
-        tracking.log_metrics(run.run_id, scores)
-    return decision
-
-
-def _recorded_images(decision: Decision, candidate: Candidate) -> Decision:
-    """`_recorded` for an image classifier: its accuracy table, the verdict, the champion's accuracies."""
     from foundry.reports.vision_card import vision_summary_table
 
     run, gate = candidate.run, decision.inputs
-    tracking.client().log_table(
-        run.run_id, vision_summary_table(candidate.metrics, decision), "evaluation/summary.json"
-    )
+    if isinstance(candidate.metrics, VisionMetrics):
+        table = vision_summary_table(candidate.metrics, decision)
+    else:
+        table = summary_table(candidate.metrics, gate.champion_bits_per_byte, decision)
+    tracking.client().log_table(run.run_id, table, "evaluation/summary.json")
     tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
-    scores = {} if gate.champion_accuracy is None else {"gate/champion_accuracy": gate.champion_accuracy}
-    if getattr(gate, "incumbent_accuracy", None) is not None:  # a specialist's own champion, new holdout
-        scores["gate/incumbent_accuracy"] = gate.incumbent_accuracy
-    if gate.old_holdout is not None:
-        old = gate.old_holdout
-        scores |= {
-            "gate/old_holdout_accuracy": old.challenger_accuracy,
-            "gate/champion_old_holdout_accuracy": old.champion_accuracy,
-            "gate/old_holdout_regression": old.regression,
-        }
+    scores = gate_scores(gate)
     if scores:
         tracking.log_metrics(run.run_id, scores)
     return decision
+
+
+def gate_scores(gate: PretrainInputs | SpecialistInputs | ImageInputs | ImageSpecialistInputs) -> dict[str, float]:
+    """A pretraining or specialist gate's figures by the measure it compares (`gate/champion_bits_per_byte`,
+    `gate/old_holdout_accuracy`...): the champion's (for a fine-tune, its base's), a specialist's own champion's
+    on the domain holdout, and the forgetting guard's, both on the champion's own holdout."""
+    measure, scores = gate.measure.name, {}
+    if gate.champion is not None:
+        scores[f"gate/champion_{measure}"] = gate.champion
+    if getattr(gate, f"incumbent_{measure}", None) is not None:  # a specialist's own champion
+        scores[f"gate/incumbent_{measure}"] = getattr(gate, f"incumbent_{measure}")
+    if gate.old_holdout is not None:
+        old = gate.old_holdout
+        scores |= {
+            f"gate/old_holdout_{measure}": old.challenger,
+            f"gate/champion_old_holdout_{measure}": old.champion,
+            "gate/old_holdout_regression": old.regression,
+        }
+    return scores
 
 
 @task(name="register", cache_policy=NO_CACHE)
