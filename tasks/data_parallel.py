@@ -21,6 +21,7 @@ from prefect.cache_policies import NO_CACHE
 from foundry.config import DataConfig, FoundryConfig
 from foundry.core import workload
 from foundry.core.contracts import SourceManifest
+from foundry.core.workload import Preparing
 from foundry.data.prepare import Prepared
 from foundry.runtime.env import TELEMETRY_OFF
 
@@ -140,7 +141,7 @@ def run_prepare(
     work = workload.for_config(config)
     lineage = {"parent": parent, "replay": replay, "progress_file": progress_file, "purged": purged}
     if not work.prepares_on_workers or (config.data.workers == 1 and not config.data.scheduler):
-        return work.prepare(source_manifest, config, out_dir, progress=progress, **lineage)
+        return work.prepare(source_manifest, config, out_dir, Preparing(progress=progress, **lineage))
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     # Task runs travel to the workers with this process's settings. Without an API URL in them,
@@ -150,12 +151,5 @@ def run_prepare(
         temporary_settings({PREFECT_API_URL: PREFECT_API_URL.value() or _api_url()}),
         started(task_runner(config.data)) as runner,
     ):
-        return work.prepare(
-            source_manifest,
-            config,
-            out_dir,
-            progress=False,
-            mapper=dask_mapper(runner),
-            workers=config.data.workers,
-            **lineage,
-        )
+        on_workers = Preparing(progress=False, mapper=dask_mapper(runner), workers=config.data.workers, **lineage)
+        return work.prepare(source_manifest, config, out_dir, on_workers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from foundry.core.workload import FRESH, Preparing
 from foundry.data.manifest import DatasetManifest
 from foundry.pretrain.workload import GptWorkload
 
@@ -28,7 +29,7 @@ class ChatWorkload(GptWorkload):
     def reads(self, manifest: DatasetManifest) -> bool:
         return manifest.kind in KINDS
 
-    def prepare(self, source: SourceManifest, config: FoundryConfig, out_dir: Path, **how: Any) -> Prepared:
+    def prepare(self, source: SourceManifest, config: FoundryConfig, out_dir: Path, how: Preparing = FRESH) -> Prepared:
         raise ValueError(
             "chat and preference records are prepared by `foundry align` (tasks.align.align_dataset, on the split "
             "ledger of $FOUNDRY_HOME/ledgers), not by the data stage: run `foundry align`"

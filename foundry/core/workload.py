@@ -15,6 +15,8 @@ A fourth workload (audio, video frames, tabular) is one new folder with a `WORKL
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
 from pathlib import Path
@@ -32,6 +34,35 @@ REGISTERED: dict[str, str] = {
     "chat": "foundry.align.workload",
     "text": "foundry.pretrain.workload",
 }
+
+
+@dataclass(frozen=True)
+class Preparing:
+    """How `Workload.prepare` makes a dataset: built on the `parent` data version's ledger (`replay` the share of
+    its training documents replayed), without the `purged` documents; `progress` (bars), `progress_file`, `mapper`
+    and `workers` (the map steps on Dask) only where the workload has them."""
+
+    parent: Path | None = None
+    replay: float | None = None
+    purged: frozenset[str] = frozenset()
+    progress: bool = False
+    progress_file: Path | None = None
+    mapper: Mapper | None = None
+    workers: int = 1
+
+
+FRESH = Preparing()  # no parent to build on, nothing purged, in this process, no progress shown
+
+
+@dataclass(frozen=True)
+class Purging:
+    """How a purge goes through a workload's data versions: `matching(files, criterion)` finds what the criterion
+    names, `locations(files, criterion, matched, shas, names)` every place that holds it, `rewrite(files, hit,
+    gone, names, out)` the version without it (what `Workload.purge_*` describe)."""
+
+    matching: Callable[..., Matched]
+    locations: Callable[..., list[Location]]
+    rewrite: Callable[..., dict[str, int] | None]
 
 
 class Workload(ABC):
@@ -59,23 +90,8 @@ class Workload(ABC):
         dependency of `prepare`."""
 
     @abstractmethod
-    def prepare(
-        self,
-        source: SourceManifest,
-        config: FoundryConfig,
-        out_dir: Path,
-        *,
-        parent: Path | None = None,
-        replay: float | None = None,
-        purged: frozenset[str] = frozenset(),
-        progress: bool = False,
-        progress_file: Path | None = None,
-        mapper: Mapper | None = None,
-        workers: int = 1,
-    ) -> Prepared:
-        """The acquired sources made into a dataset in a fresh `out_dir`: built on the `parent` data version's
-        ledger (`replay` the share of its training documents replayed), without the `purged` documents.
-        `progress` (bars), `progress_file`, `mapper` and `workers` (the map steps on Dask) only where it has them."""
+    def prepare(self, source: SourceManifest, config: FoundryConfig, out_dir: Path, how: Preparing = FRESH) -> Prepared:
+        """The acquired sources made into a dataset in a fresh `out_dir`, `how` says on what and with what."""
 
     @abstractmethod
     def validate(
@@ -102,21 +118,25 @@ class Workload(ABC):
         """What `foundry prepare` prints of what it made: the sizes of the splits."""
 
     @abstractmethod
+    def purging(self) -> Purging:
+        """The three functions that purge its data versions (the `purge_*` methods call them)."""
+
     def purge_matching(self, files: VersionFiles, criterion: Criterion) -> Matched:
         """The documents of a data version a purge's criterion names."""
+        return self.purging().matching(files, criterion)
 
-    @abstractmethod
     def purge_locations(
         self, files: VersionFiles, criterion: Criterion, matched: Matched, shas: set[str], names: set[str]
     ) -> list[Location]:
         """Every file and position of a data version holding `matched`, or naming `shas` or `names`."""
+        return self.purging().locations(files, criterion, matched, shas, names)
 
-    @abstractmethod
     def purge_rewrite(
         self, files: VersionFiles, hit: DataHit, gone: set[str], names: set[str], out: Path
     ) -> dict[str, int] | None:
         """The data version without the documents `gone`, written into the empty folder `out`: what was removed,
         by kind; None when a split would be left empty. `ValueError` (`Inconsistent`) when its files disagree."""
+        return self.purging().rewrite(files, hit, gone, names, out)
 
     @abstractmethod
     def finetune_config(self, raw: dict[str, Any], config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:

@@ -7,19 +7,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from foundry.core.metrics.holdout import HoldoutMetrics
-from foundry.core.workload import Workload
+from foundry.core.workload import FRESH, Preparing, Purging, Workload
 from foundry.data.manifest import DatasetManifest
 from foundry.gates.inputs import BY_BITS_PER_BYTE, Compared
 
 if TYPE_CHECKING:
     from foundry.config import FoundryConfig
     from foundry.core.contracts import Candidate, ParentModel, RunContext, SourceManifest
-    from foundry.data.prepare import Mapper, Prepared
+    from foundry.data.prepare import Prepared
     from foundry.data.validation_report import ValidationReport
     from foundry.evaluate.scoring import Scoring
     from foundry.gates.decision import Decision
-    from foundry.purge.data import Matched, VersionFiles
-    from foundry.purge.plan import Criterion, DataHit, Location
 
 
 class GptWorkload(Workload):
@@ -42,24 +40,11 @@ class GptWorkload(Workload):
     def prepared_line(self, manifest: DatasetManifest) -> str:
         return f"{manifest.train_tokens} train / {manifest.holdout_tokens} holdout tokens"
 
-    def purge_matching(self, files: VersionFiles, criterion: Criterion) -> Matched:
+    def purging(self) -> Purging:
         from foundry.purge import data
-
-        return data.matching(files, criterion)
-
-    def purge_locations(
-        self, files: VersionFiles, criterion: Criterion, matched: Matched, shas: set[str], names: set[str]
-    ) -> list[Location]:
-        from foundry.purge import data
-
-        return data.locations(files, criterion, matched, shas, names)
-
-    def purge_rewrite(
-        self, files: VersionFiles, hit: DataHit, gone: set[str], names: set[str], out: Path
-    ) -> dict[str, int] | None:
         from foundry.purge.rewrite import rewrite_documents
 
-        return rewrite_documents(files, hit, gone, names, out)
+        return Purging(data.matching, data.locations, rewrite_documents)
 
     def finetune_config(self, raw: dict[str, Any], config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
         return raw  # the base's model shape and tokenizer: the warm start took them
@@ -117,24 +102,12 @@ class TextWorkload(GptWorkload):
     def reads(self, manifest: DatasetManifest) -> bool:
         return manifest.is_documents
 
-    def prepare(
-        self,
-        source: SourceManifest,
-        config: FoundryConfig,
-        out_dir: Path,
-        *,
-        parent: Path | None = None,
-        replay: float | None = None,
-        purged: frozenset[str] = frozenset(),
-        progress: bool = False,
-        progress_file: Path | None = None,
-        mapper: Mapper | None = None,
-        workers: int = 1,
-    ) -> Prepared:
+    def prepare(self, source: SourceManifest, config: FoundryConfig, out_dir: Path, how: Preparing = FRESH) -> Prepared:
         from foundry.data.prepare import prepare, serial_map
 
-        lineage = {"parent": parent, "replay_fraction": replay, "progress_file": progress_file, "purged": purged}
-        return prepare(source, config, out_dir, progress, mapper or serial_map, workers, **lineage)
+        lineage = {"parent": how.parent, "replay_fraction": how.replay, "progress_file": how.progress_file}
+        mapper = how.mapper or serial_map
+        return prepare(source, config, out_dir, how.progress, mapper, how.workers, purged=how.purged, **lineage)
 
     def validate(
         self,

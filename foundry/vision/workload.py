@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from foundry.core.workload import Workload
+from foundry.core.workload import FRESH, Preparing, Purging, Workload
 from foundry.gates.inputs import BY_ACCURACY, Compared
 
 # `foundry.vision.shards.FILE`, named here: asking whether a folder holds images must not import torch and Pillow
@@ -16,12 +16,10 @@ if TYPE_CHECKING:
     from foundry.core.contracts import Candidate, ParentModel, RunContext, SourceManifest
     from foundry.core.metrics.images import VisionMetrics
     from foundry.data.manifest import DatasetManifest
-    from foundry.data.prepare import Mapper, Prepared
+    from foundry.data.prepare import Prepared
     from foundry.data.validation_report import ValidationReport
     from foundry.evaluate.scoring import Scoring
     from foundry.gates.decision import Decision
-    from foundry.purge.data import Matched, VersionFiles
-    from foundry.purge.plan import Criterion, DataHit, Location
     from foundry.vision.shards import ShardManifest
 
 
@@ -41,24 +39,11 @@ class ImageWorkload(Workload):
 
         return acquire_images(config, out)
 
-    def prepare(
-        self,
-        source: SourceManifest,
-        config: FoundryConfig,
-        out_dir: Path,
-        *,
-        parent: Path | None = None,
-        replay: float | None = None,
-        purged: frozenset[str] = frozenset(),
-        progress: bool = False,
-        progress_file: Path | None = None,
-        mapper: Mapper | None = None,
-        workers: int = 1,
-    ) -> Prepared:
+    def prepare(self, source: SourceManifest, config: FoundryConfig, out_dir: Path, how: Preparing = FRESH) -> Prepared:
         """Decoding and hashing a few thousand images: in this process, with no bars or progress file."""
         from foundry.vision.stage import prepare_image_dataset
 
-        return prepare_image_dataset(source, config, out_dir, parent, replay, purged=purged)
+        return prepare_image_dataset(source, config, out_dir, how.parent, how.replay, purged=how.purged)
 
     def validate(
         self,
@@ -81,24 +66,10 @@ class ImageWorkload(Workload):
     def prepared_line(self, manifest: DatasetManifest) -> str:
         return f"{manifest.count('train_images')} train / {manifest.count('holdout_images')} holdout images"
 
-    def purge_matching(self, files: VersionFiles, criterion: Criterion) -> Matched:
+    def purging(self) -> Purging:
         from foundry.vision import purge as images
 
-        return images.matching(files, criterion)
-
-    def purge_locations(
-        self, files: VersionFiles, criterion: Criterion, matched: Matched, shas: set[str], names: set[str]
-    ) -> list[Location]:
-        from foundry.vision import purge as images
-
-        return images.locations(files, criterion, matched, shas, names)
-
-    def purge_rewrite(
-        self, files: VersionFiles, hit: DataHit, gone: set[str], names: set[str], out: Path
-    ) -> dict[str, int] | None:
-        from foundry.vision import purge as images
-
-        return images.rewrite(files, hit, gone, names, out)
+        return Purging(images.matching, images.locations, images.rewrite)
 
     def finetune_config(self, raw: dict[str, Any], config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
         """Its `image` and `vision` sections (the run's own settings where it changed them), fine-tuned whole."""
