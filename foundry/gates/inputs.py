@@ -113,18 +113,23 @@ class _Scored(_Value):
         return getattr(self, f"champion_{self.measure.name}")
 
     def tags(self) -> dict[str, str]:
-        """The gate's inputs as `gate.*` tags, named by the measure (`gate.champion_bits_per_byte`...)."""
+        """The gate's inputs as `gate.*` tags, named by the measure (`gate.champion_bits_per_byte`...); a
+        specialist's own champion first."""
         old, measure = self.old_holdout, self.measure.name
-        return {
-            f"gate.challenger_{measure}": _score(self.challenger),
-            f"gate.champion_{measure}": _score(self.champion),
-            "gate.champion_version": self.champion_version or "",
-            "gate.min_improvement": str(self.min_improvement),
-            "gate.old_holdout_version": "" if old is None else old.data_version,
-            f"gate.challenger_old_{measure}": "" if old is None else _score(old.challenger),
-            f"gate.champion_old_{measure}": "" if old is None else _score(old.champion),
-            "gate.max_regression": "" if old is None else str(old.max_regression),
-        } | ({} if old is None or not old.replaces else old.purge_tags())
+        return (
+            self.incumbent_tags()
+            | {
+                f"gate.challenger_{measure}": _score(self.challenger),
+                f"gate.champion_{measure}": _score(self.champion),
+                "gate.champion_version": self.champion_version or "",
+                "gate.min_improvement": str(self.min_improvement),
+                "gate.old_holdout_version": "" if old is None else old.data_version,
+                f"gate.challenger_old_{measure}": "" if old is None else _score(old.challenger),
+                f"gate.champion_old_{measure}": "" if old is None else _score(old.champion),
+                "gate.max_regression": "" if old is None else str(old.max_regression),
+            }
+            | ({} if old is None or not old.replaces else old.purge_tags())
+        )
 
     def incumbent_tags(self) -> dict[str, str]:
         """A specialist's own champion as `gate.incumbent_*` tags; none while it has no champion."""
@@ -179,9 +184,6 @@ class SpecialistInputs(_HoldoutInputs):
     incumbent_version: str | None = None  # None: the specialist has no champion yet
     incumbent_bits_per_byte: float | None = None
 
-    def tags(self) -> dict[str, str]:
-        return self.incumbent_tags() | super().tags()
-
 
 class ImageSpecialistInputs(ImageInputs):
     """A fine-tuned image classifier by holdout accuracy, its base (`champion_*`: the base on the new holdout and
@@ -191,9 +193,6 @@ class ImageSpecialistInputs(ImageInputs):
     base: str  # models:/NAME/VERSION the fine-tune started from
     incumbent_version: str | None = None  # None: the specialist has no champion yet
     incumbent_accuracy: float | None = None
-
-    def tags(self) -> dict[str, str]:
-        return self.incumbent_tags() | super().tags()
 
 
 class MergeInputs(_Value):
