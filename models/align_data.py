@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from models.align import IGNORE
+from models.data import ResumableEpochs, check_rank
 
 
 @dataclass(frozen=True)
@@ -109,18 +110,13 @@ def pair_batch(data: Pairs, indices: list[int], pad_id: int):
     return torch.from_numpy(x), torch.from_numpy(y)
 
 
-class _Resumable:
+class _Resumable(ResumableEpochs):
     """A seeded epoch of `steps_per_epoch` global batches, resumable mid-epoch (see `RandomWindows`)."""
 
     def __init__(self, batch_size: int, seed: int, steps_per_epoch: int, rank: int, world_size: int):
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} is outside a world of {world_size}")
+        check_rank(rank, world_size)
         self.batch_size, self.seed, self.steps_per_epoch = batch_size, seed, steps_per_epoch
         self.rank, self.world_size = rank, world_size
-        self.epoch, self.batch_in_epoch = 0, 0
-
-    def __len__(self) -> int:
-        return self.steps_per_epoch
 
     def _units(self, rng_for) -> list:
         """The epoch's global list of units (rows or pairs), at least steps_per_epoch x world x batch long."""
@@ -137,12 +133,6 @@ class _Resumable:
             step = units[i * per_step : (i + 1) * per_step]
             yield self._batch(step[self.rank * self.batch_size : (self.rank + 1) * self.batch_size])
         self.epoch, self.batch_in_epoch = self.epoch + 1, 0
-
-    def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.epoch, self.batch_in_epoch = int(state["epoch"]), int(state["batch_in_epoch"])
 
 
 class PackedConversations(_Resumable):

@@ -34,7 +34,32 @@ class BatchRamp(NamedTuple):
 NO_RAMP = BatchRamp()
 
 
-class RandomWindows:
+def check_rank(rank: int, world_size: int) -> None:
+    """A loader of rank `rank` refuses a rank that is not in its world of `world_size`."""
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is outside a world of {world_size}")
+
+
+class ResumableEpochs:
+    """Where a training loader stands: `batch_in_epoch` batches drawn of epoch `epoch`, `steps_per_epoch` an epoch.
+    Lightning stores `state_dict()` in the checkpoint's fit-loop state, so a resumed run draws exactly the batches
+    the interrupted one would have drawn: text windows, chat rows and images alike."""
+
+    steps_per_epoch: int
+    epoch: int = 0
+    batch_in_epoch: int = 0
+
+    def __len__(self) -> int:
+        return self.steps_per_epoch
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch, self.batch_in_epoch = int(state["epoch"]), int(state["batch_in_epoch"])
+
+
+class RandomWindows(ResumableEpochs):
     """Seeded random windows, `steps_per_epoch` batches an epoch, resumable mid-epoch.
 
     Every rank draws the same global batch of `world_size x batch_size` windows and takes its own
@@ -57,14 +82,10 @@ class RandomWindows:
     ):
         if len(tokens) < block_size + 1:
             raise ValueError(f"{len(tokens)} tokens is too few for windows of {block_size + 1}")
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} is outside a world of {world_size}")
+        check_rank(rank, world_size)
         self.tokens, self.block_size, self.batch_size = tokens, block_size, batch_size
         self.seed, self.rank, self.world_size, self.steps_per_epoch = seed, rank, world_size, steps_per_epoch
-        self.epoch, self.batch_in_epoch, self.ramp = 0, 0, ramp
-
-    def __len__(self) -> int:
-        return self.steps_per_epoch
+        self.ramp = ramp
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         # The 0 (once the rank) keeps one process's stream what it always was.
@@ -87,12 +108,6 @@ class RandomWindows:
     def _rows(self, micro_batch: int) -> int:
         steps, first_rows, grad_accum = self.ramp
         return ramp_rows(micro_batch // grad_accum, self.batch_size, steps, first_rows)
-
-    def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.epoch, self.batch_in_epoch = int(state["epoch"]), int(state["batch_in_epoch"])
 
 
 class SequentialWindows:

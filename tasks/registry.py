@@ -19,6 +19,7 @@ from foundry.core.contracts import (
 )
 from foundry.data.manifest import DatasetManifest
 from foundry.gates.decision import Decision
+from foundry.gates.inputs import ImageInputs, ImageSpecialistInputs, PretrainInputs, SpecialistInputs
 from foundry.runtime import tracking
 
 
@@ -95,10 +96,34 @@ def judge_specialist(config: FoundryConfig, candidate: Candidate, base: ParentMo
 
 
 def _recorded(decision: Decision, candidate: Candidate) -> Decision:
-    """The decision on the run, as the candidate's workload records it (its summary table, the verdict tags and the
-    scores its gate compared)."""
-    workload.for_data(candidate.data_dir).record_gate(decision, candidate)
+    """The decision on the run: the summary table, the verdict tags and the gate's scores (`gate_scores`)."""
+    run, gate = candidate.run, decision.inputs
+    table = workload.for_data(candidate.data_dir).summary_table(candidate.metrics, decision)
+    tracking.client().log_table(run.run_id, table, "evaluation/summary.json")
+    tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
+    scores = gate_scores(gate)
+    if scores:
+        tracking.log_metrics(run.run_id, scores)
     return decision
+
+
+def gate_scores(gate: PretrainInputs | SpecialistInputs | ImageInputs | ImageSpecialistInputs) -> dict[str, float]:
+    """A pretraining or specialist gate's figures by the measure it compares (`gate/champion_bits_per_byte`,
+    `gate/old_holdout_accuracy`...): the champion's (for a fine-tune, its base's), a specialist's own champion's
+    on the domain holdout, and the forgetting guard's, both on the champion's own holdout."""
+    measure, scores = gate.measure.name, {}
+    if gate.champion is not None:
+        scores[f"gate/champion_{measure}"] = gate.champion
+    if getattr(gate, f"incumbent_{measure}", None) is not None:  # a specialist's own champion
+        scores[f"gate/incumbent_{measure}"] = getattr(gate, f"incumbent_{measure}")
+    if gate.old_holdout is not None:
+        old = gate.old_holdout
+        scores |= {
+            f"gate/old_holdout_{measure}": old.challenger,
+            f"gate/champion_old_holdout_{measure}": old.champion,
+            "gate/old_holdout_regression": old.regression,
+        }
+    return scores
 
 
 @task(name="register", cache_policy=NO_CACHE)

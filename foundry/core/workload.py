@@ -15,6 +15,8 @@ A fourth workload (audio, video frames, tabular) is one new folder with a `WORKL
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
 from pathlib import Path
@@ -34,6 +36,17 @@ REGISTERED: dict[str, str] = {
     "chat": "foundry.align.workload",
     "text": "foundry.pretrain.workload",
 }
+
+
+@dataclass(frozen=True)
+class Purging:
+    """How a purge goes through a workload's data versions: `matching(files, criterion)` finds what the criterion
+    names, `locations(files, criterion, matched, shas, names)` every place that holds it, `rewrite(files, hit,
+    gone, names, out)` the version without it (what `Workload.purge_*` describe)."""
+
+    matching: Callable[..., Matched]
+    locations: Callable[..., list[Location]]
+    rewrite: Callable[..., dict[str, int] | None]
 
 
 class Workload(ABC):
@@ -100,21 +113,25 @@ class Workload(ABC):
         """What `foundry prepare` prints of what it made: the sizes of the splits."""
 
     @abstractmethod
+    def purging(self) -> Purging:
+        """The three functions that purge its data versions (the `purge_*` methods call them)."""
+
     def purge_matching(self, files: VersionFiles, criterion: Criterion) -> Matched:
         """The documents of a data version a purge's criterion names."""
+        return self.purging().matching(files, criterion)
 
-    @abstractmethod
     def purge_locations(
         self, files: VersionFiles, criterion: Criterion, matched: Matched, shas: set[str], names: set[str]
     ) -> list[Location]:
         """Every file and position of a data version holding `matched`, or naming `shas` or `names`."""
+        return self.purging().locations(files, criterion, matched, shas, names)
 
-    @abstractmethod
     def purge_rewrite(
         self, files: VersionFiles, hit: DataHit, gone: set[str], names: set[str], out: Path
     ) -> dict[str, int] | None:
         """The data version without the documents `gone`, written into the empty folder `out`: what was removed,
         by kind; None when a split would be left empty. `ValueError` (`Inconsistent`) when its files disagree."""
+        return self.purging().rewrite(files, hit, gone, names, out)
 
     @abstractmethod
     def finetune_sections(self, config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
@@ -192,9 +209,9 @@ class Workload(ABC):
         (generations, plots); returns the metrics."""
         raise NotImplementedError(f"the {self.name} workload's models are not validated by stage E")
 
-    def record_gate(self, decision: Any, candidate: Any) -> None:
-        """What its pretraining or specialist gate leaves on the candidate's run: the summary table, the verdict
-        tags, the scores it compared."""
+    def summary_table(self, metrics: Any, decision: Any) -> Any:
+        """The table a pretraining or specialist gate's decision leaves on the candidate's run
+        (`evaluation/summary.json`, a pandas DataFrame): its metrics beside what the gate compared them with."""
         raise NotImplementedError(f"the {self.name} workload's models go through no pretraining or specialist gate")
 
     def gate_compares(self) -> Any:

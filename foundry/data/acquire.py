@@ -219,7 +219,17 @@ def list_source_files(cfg: DataConfig) -> tuple[list[SourceFile], dict[str, int]
 def source_manifest(cfg: DataConfig, files: list[SourceFile], skipped: dict[str, int]) -> SourceManifest:
     """What was read, content-addressed: the same files give the same digest wherever they live."""
     content = [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in files]
-    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+    return listed_sources(cfg, files, content_digest(content), skipped)
+
+
+def content_digest(content: list[dict]) -> str:
+    """The digest of what identifies the files read (names, sizes, hashes; an image's label): not where they live."""
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def listed_sources(cfg: DataConfig, files: list[SourceFile], digest: str, skipped: dict[str, int]) -> SourceManifest:
+    """The manifest of `files` read from `cfg`'s sources (named redacted), fingerprinted as `digest`; `skipped`:
+    how many were left out, by reason. Text and images alike."""
     sources = [redact_url(source) for source in cfg.source_list]  # the config's own are redacted already
     return SourceManifest(
         source=", ".join(sources),

@@ -21,8 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import field_validator, model_validator
 
+from foundry.core.contracts import _Value
 from foundry.core.digests import fast_digest, sha256_file
 
 FILE = "manifest.json"
@@ -45,10 +46,6 @@ def _file(where: Path) -> Path:
     """A dataset folder's manifest, or `where` itself when it names a .json file."""
     path = Path(where)
     return path if path.suffix == ".json" else path / FILE
-
-
-class _Value(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Shard(_Value):

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from foundry.runtime.progress import read_report, write_report
+from foundry.runtime.progress import percent_done, read_report, report_line, seconds_left, write_report
 
 PREPARE_PROGRESS = "prepare-progress.json"
 
@@ -28,18 +28,17 @@ class Preparation:
 
     @property
     def percent(self) -> float:
-        return 100.0 * min(self.files, self.total) / max(self.total, 1)
+        return percent_done(self.files, self.total)
 
     @property
     def seconds_left(self) -> float | None:
-        return None if self.files <= 0 else self.elapsed_s / self.files * (self.total - self.files)
+        return seconds_left(self.elapsed_s, self.files, self.total - self.files)
 
     def line(self) -> str:
-        left = self.seconds_left if self.step == "cleaning" else None
-        return (
-            f"prepare: {self.step}, {self.files}/{self.total} files cleaned ({self.percent:.0f}%)  "
-            f"{self.documents:,} documents  " + ("" if left is None else f"{left:.0f} s left")
-        ).rstrip()
+        where = f"prepare: {self.step}, {self.files}/{self.total} files cleaned ({self.percent:.0f}%)  "
+        return report_line(
+            where + f"{self.documents:,} documents  ", self.seconds_left if self.step == "cleaning" else None
+        )
 
 
 def read_preparation(path: Path) -> Preparation | None:

@@ -112,6 +112,35 @@ class _Scored(_Value):
     def champion(self) -> float | None:
         return getattr(self, f"champion_{self.measure.name}")
 
+    def tags(self) -> dict[str, str]:
+        """The gate's inputs as `gate.*` tags, named by the measure (`gate.champion_bits_per_byte`...); a
+        specialist's own champion first."""
+        old, measure = self.old_holdout, self.measure.name
+        return (
+            self.incumbent_tags()
+            | {
+                f"gate.challenger_{measure}": _score(self.challenger),
+                f"gate.champion_{measure}": _score(self.champion),
+                "gate.champion_version": self.champion_version or "",
+                "gate.min_improvement": str(self.min_improvement),
+                "gate.old_holdout_version": "" if old is None else old.data_version,
+                f"gate.challenger_old_{measure}": "" if old is None else _score(old.challenger),
+                f"gate.champion_old_{measure}": "" if old is None else _score(old.champion),
+                "gate.max_regression": "" if old is None else str(old.max_regression),
+            }
+            | ({} if old is None or not old.replaces else old.purge_tags())
+        )
+
+    def incumbent_tags(self) -> dict[str, str]:
+        """A specialist's own champion as `gate.incumbent_*` tags; none while it has no champion."""
+        if getattr(self, "incumbent_version", None) is None:
+            return {}
+        incumbent = getattr(self, f"incumbent_{self.measure.name}")
+        return {
+            "gate.incumbent_version": self.incumbent_version,
+            f"gate.incumbent_{self.measure.name}": _score(incumbent),
+        }
+
 
 class _HoldoutInputs(_Scored):
     """A challenger's bits per byte on its holdout beside a reference model's (the champion, or a base)."""
@@ -122,19 +151,6 @@ class _HoldoutInputs(_Scored):
     champion_version: str | None = None  # None: nothing to compare with
     champion_bits_per_byte: float | None = None  # on the challenger's holdout; None when not compared
     old_holdout: OldHoldout | None = None  # None without a champion, or one not compared
-
-    def tags(self) -> dict[str, str]:
-        old = self.old_holdout
-        return {
-            "gate.challenger_bits_per_byte": _score(self.challenger_bits_per_byte),
-            "gate.champion_bits_per_byte": _score(self.champion_bits_per_byte),
-            "gate.champion_version": self.champion_version or "",
-            "gate.min_improvement": str(self.min_improvement),
-            "gate.old_holdout_version": "" if old is None else old.data_version,
-            "gate.challenger_old_bits_per_byte": "" if old is None else _score(old.challenger_bits_per_byte),
-            "gate.champion_old_bits_per_byte": "" if old is None else _score(old.champion_bits_per_byte),
-            "gate.max_regression": "" if old is None else str(old.max_regression),
-        } | ({} if old is None or not old.replaces else old.purge_tags())
 
 
 class PretrainInputs(_HoldoutInputs):
@@ -158,19 +174,6 @@ class ImageInputs(_Scored):
     old_holdout: OldImageHoldout | None = None
     footing: str = ""
 
-    def tags(self) -> dict[str, str]:
-        old = self.old_holdout
-        return {
-            "gate.challenger_accuracy": _score(self.challenger_accuracy),
-            "gate.champion_accuracy": _score(self.champion_accuracy),
-            "gate.champion_version": self.champion_version or "",
-            "gate.min_improvement": str(self.min_improvement),
-            "gate.old_holdout_version": "" if old is None else old.data_version,
-            "gate.challenger_old_accuracy": "" if old is None else _score(old.challenger_accuracy),
-            "gate.champion_old_accuracy": "" if old is None else _score(old.champion_accuracy),
-            "gate.max_regression": "" if old is None else str(old.max_regression),
-        } | ({} if old is None or not old.replaces else old.purge_tags())
-
 
 class SpecialistInputs(_HoldoutInputs):
     """A domain fine-tune, its base (`champion_*`: the base scored on the domain holdout, and on its own) and
@@ -181,15 +184,6 @@ class SpecialistInputs(_HoldoutInputs):
     incumbent_version: str | None = None  # None: the specialist has no champion yet
     incumbent_bits_per_byte: float | None = None
 
-    def tags(self) -> dict[str, str]:
-        incumbent = {}
-        if self.incumbent_version is not None:
-            incumbent = {
-                "gate.incumbent_version": self.incumbent_version,
-                "gate.incumbent_bits_per_byte": _score(self.incumbent_bits_per_byte),
-            }
-        return incumbent | super().tags()
-
 
 class ImageSpecialistInputs(ImageInputs):
     """A fine-tuned image classifier by holdout accuracy, its base (`champion_*`: the base on the new holdout and
@@ -199,15 +193,6 @@ class ImageSpecialistInputs(ImageInputs):
     base: str  # models:/NAME/VERSION the fine-tune started from
     incumbent_version: str | None = None  # None: the specialist has no champion yet
     incumbent_accuracy: float | None = None
-
-    def tags(self) -> dict[str, str]:
-        incumbent = {}
-        if self.incumbent_version is not None:
-            incumbent = {
-                "gate.incumbent_version": self.incumbent_version,
-                "gate.incumbent_accuracy": _score(self.incumbent_accuracy),
-            }
-        return incumbent | super().tags()
 
 
 class MergeInputs(_Value):

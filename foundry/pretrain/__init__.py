@@ -3,6 +3,5 @@
 - `training`: the GPT's arguments, the token loaders and the blocks FSDP wraps
 - `validation`: stage E, the holdout metrics beside the compressors, generations and the loss curve
 - `scoring`: `foundry evaluate` on documents (bits per byte, overall and per group); `report`: its comparison
-- `gate_record`: what its gate leaves on the candidate's run
 - `group_baselines`: the baselines per group of source files
 """

@@ -1,4 +1,5 @@
-"""The text workload: documents prepared as token shards (`foundry.data`), a GPT pretrained on them."""
+"""The text workload: documents prepared as token shards (`foundry.data`), a GPT pretrained on them; and
+`GptWorkload`, what it shares with the chat workload (`foundry.align.workload`): a GPT on text sources."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, PrepareRun
-from foundry.core.workload import Workload
+from foundry.core.workload import Purging, Workload
 from foundry.data.manifest import DatasetManifest
 from foundry.gates.inputs import BY_BITS_PER_BYTE, Compared
 
@@ -18,11 +19,81 @@ if TYPE_CHECKING:
     from foundry.data.validation_report import ValidationReport
     from foundry.evaluate.scoring import Scoring
     from foundry.gates.decision import Decision
-    from foundry.purge.data import Matched, VersionFiles
-    from foundry.purge.plan import Criterion, DataHit, Location
 
 
-class TextWorkload(Workload):
+class GptWorkload(Workload):
+    """A GPT on documents read from text sources: what the text and chat workloads share. Their sources are
+    acquired, purged (`foundry.purge.data` knows documents and records alike), fine-tuned, carded and served as one
+    GPT; only how their data is prepared, validated and trained on is each one's own."""
+
+    # --- data, purge and serving ------------------------------------------------------------------
+
+    def acquire(self, config: FoundryConfig, out: Path) -> SourceManifest:
+        from foundry.data.acquire import acquire_source
+
+        return acquire_source(config.data, out)
+
+    def data_metrics(self, manifest: DatasetManifest) -> dict[str, float]:
+        from foundry.data.prepare import prepare_metrics
+
+        return prepare_metrics(manifest)
+
+    def prepared_line(self, manifest: DatasetManifest) -> str:
+        return f"{manifest.train_tokens} train / {manifest.holdout_tokens} holdout tokens"
+
+    def purging(self) -> Purging:
+        from foundry.purge import data
+        from foundry.purge.rewrite import rewrite_documents
+
+        return Purging(data.matching, data.locations, rewrite_documents)
+
+    def finetune_sections(self, config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
+        return {}  # the base's model shape and tokenizer: the warm start takes them
+
+    def log_served_model(self, run_id: str, checkpoint: Path, tokenizer: Path, config: FoundryConfig) -> str:
+        from foundry.serving.package import log_model
+
+        return log_model(run_id, checkpoint, tokenizer, config.serving.model_dump())
+
+    def model_card(
+        self, config: FoundryConfig, candidate: Candidate, decision: Decision, run_id: str, git: dict[str, str]
+    ) -> str:
+        from foundry.reports.cards import model_card
+        from models.gpt import load_gpt
+
+        n_params = load_gpt(candidate.checkpoint).num_params()
+        manifest = DatasetManifest.read(candidate.data_dir)
+        return model_card(config, manifest, candidate.data, candidate.metrics, decision, n_params, run_id, git)
+
+    def event_scores(self, metrics: HoldoutMetrics) -> dict[str, float]:
+        return {metrics.key("bits_per_byte"): metrics.bits_per_byte}
+
+    def holds(self, data_dir: Path) -> bool:
+        return (Path(data_dir) / "manifest.json").is_file() and self.reads(DatasetManifest.read(data_dir))
+
+    def data(self, data_dir: Path) -> DatasetManifest:
+        return DatasetManifest.read(data_dir)
+
+    # --- training ---
+
+    def warm_start(self, parent: dict, module, data: DatasetManifest, config) -> dict:
+        from foundry.training.warm_start import text_start
+
+        return text_start(parent, module.model.config)
+
+    def after_fit(self, module) -> None:
+        """Nothing: a GPT has no buffers a rank changes (no running statistics), so DDP and FSDP leave ranks equal."""
+
+    def fsdp_units(self, module) -> set[type]:
+        from foundry.pretrain.training import gpt_blocks
+
+        return gpt_blocks(module)
+
+    def retrain_sections(self, config: FoundryConfig, recorded: dict) -> dict[str, Any]:
+        return {}  # the model's shape and tokenizer are the parent's already (`warm_started_from`)
+
+
+class TextWorkload(GptWorkload):
     name = "text"
 
     # --- data, purge and serving ------------------------------------------------------------------
@@ -31,11 +102,6 @@ class TextWorkload(Workload):
 
     def reads(self, manifest: DatasetManifest) -> bool:
         return manifest.is_documents
-
-    def acquire(self, config: FoundryConfig, out: Path) -> SourceManifest:
-        from foundry.data.acquire import acquire_source
-
-        return acquire_source(config.data, out)
 
     def prepare(
         self,
@@ -66,60 +132,6 @@ class TextWorkload(Workload):
     def shaping(self, config: FoundryConfig) -> dict[str, Any]:
         return {"tokenizer": config.tokenizer.model_dump(mode="json"), "block_size": config.model.block_size}
 
-    def data_metrics(self, manifest: DatasetManifest) -> dict[str, float]:
-        from foundry.data.prepare import prepare_metrics
-
-        return prepare_metrics(manifest)
-
-    def prepared_line(self, manifest: DatasetManifest) -> str:
-        return f"{manifest.train_tokens} train / {manifest.holdout_tokens} holdout tokens"
-
-    def purge_matching(self, files: VersionFiles, criterion: Criterion) -> Matched:
-        from foundry.purge import data
-
-        return data.matching(files, criterion)
-
-    def purge_locations(
-        self, files: VersionFiles, criterion: Criterion, matched: Matched, shas: set[str], names: set[str]
-    ) -> list[Location]:
-        from foundry.purge import data
-
-        return data.locations(files, criterion, matched, shas, names)
-
-    def purge_rewrite(
-        self, files: VersionFiles, hit: DataHit, gone: set[str], names: set[str], out: Path
-    ) -> dict[str, int] | None:
-        from foundry.purge.rewrite import rewrite_documents
-
-        return rewrite_documents(files, hit, gone, names, out)
-
-    def finetune_sections(self, config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
-        return {}  # the base's model shape and tokenizer: the warm start takes them
-
-    def log_served_model(self, run_id: str, checkpoint: Path, tokenizer: Path, config: FoundryConfig) -> str:
-        from foundry.serving.package import log_model
-
-        return log_model(run_id, checkpoint, tokenizer, config.serving.model_dump())
-
-    def model_card(
-        self, config: FoundryConfig, candidate: Candidate, decision: Decision, run_id: str, git: dict[str, str]
-    ) -> str:
-        from foundry.reports.cards import model_card
-        from models.gpt import load_gpt
-
-        n_params = load_gpt(candidate.checkpoint).num_params()
-        manifest = DatasetManifest.read(candidate.data_dir)
-        return model_card(config, manifest, candidate.data, candidate.metrics, decision, n_params, run_id, git)
-
-    def event_scores(self, metrics: HoldoutMetrics) -> dict[str, float]:
-        return {metrics.key("bits_per_byte"): metrics.bits_per_byte}
-
-    def holds(self, data_dir: Path) -> bool:
-        return (Path(data_dir) / "manifest.json").is_file() and DatasetManifest.read(data_dir).is_documents
-
-    def data(self, data_dir: Path) -> DatasetManifest:
-        return DatasetManifest.read(data_dir)
-
     # --- training ---
 
     def module(self, config, data: DatasetManifest, settings: dict, on_gpu: bool):
@@ -133,24 +145,8 @@ class TextWorkload(Workload):
 
         return text_loaders(config, data_dir, rank, world_size)  # pretraining replays nothing: it is the source
 
-    def warm_start(self, parent: dict, module, data: DatasetManifest, config) -> dict:
-        from foundry.training.warm_start import text_start
-
-        return text_start(parent, module.model.config)
-
-    def after_fit(self, module) -> None:
-        """Nothing: a GPT has no buffers a rank changes (no running statistics), so DDP and FSDP leave ranks equal."""
-
     def saved_extra(self, config, data: DatasetManifest) -> dict:
         return {}
-
-    def fsdp_units(self, module) -> set[type]:
-        from foundry.pretrain.training import gpt_blocks
-
-        return gpt_blocks(module)
-
-    def retrain_sections(self, config: FoundryConfig, recorded: dict) -> dict[str, Any]:
-        return {}  # the model's shape and tokenizer are the parent's already (`warm_started_from`)
 
     # --- evaluation and gates ---
 
@@ -166,10 +162,10 @@ class TextWorkload(Workload):
 
         return validate(config, checkpoint, data_dir, run)
 
-    def record_gate(self, decision: Decision, candidate: Candidate) -> None:
-        from foundry.pretrain.gate_record import record_gate
+    def summary_table(self, metrics: HoldoutMetrics, decision: Decision) -> Any:
+        from foundry.reports.cards import summary_table
 
-        record_gate(decision, candidate)
+        return summary_table(metrics, decision.inputs.champion_bits_per_byte, decision)
 
     def gate_compares(self) -> Compared:
         return BY_BITS_PER_BYTE

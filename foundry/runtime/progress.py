@@ -26,6 +26,21 @@ class Report(Protocol):
 R = TypeVar("R")
 
 
+def percent_done(done: int, total: int) -> float:
+    """How far along `done` of `total` is, in percent: never past 100, and 0 of a total of 0."""
+    return 100.0 * min(done, total) / max(total, 1)
+
+
+def seconds_left(elapsed_s: float, done: int, to_do: int) -> float | None:
+    """`to_do` more at the pace `done` took `elapsed_s` at; None before anything is done (no pace yet)."""
+    return None if done <= 0 else elapsed_s / done * to_do
+
+
+def report_line(where: str, left: float | None) -> str:
+    """A report's line: where it stands, then the seconds left when they are known."""
+    return (where + ("" if left is None else f"{left:.0f} s left")).rstrip()
+
+
 def write_report(path: Path | None, report: Report) -> None:
     if path is None:
         return

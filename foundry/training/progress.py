@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lightning.pytorch.callbacks import Callback
 
-from foundry.runtime.progress import read_report, write_report
+from foundry.runtime.progress import percent_done, read_report, report_line, seconds_left, write_report
 
 PROGRESS_FILE = "progress.json"
 
@@ -34,20 +34,16 @@ class Progress:
 
     @property
     def percent(self) -> float:
-        return 100.0 * min(self.step, self.total) / max(self.total, 1)
+        return percent_done(self.step, self.total)
 
     @property
     def seconds_left(self) -> float | None:
-        done = self.step - self.first_step
-        return None if done <= 0 else self.elapsed_s / done * (self.total - self.step)
+        return seconds_left(self.elapsed_s, self.step - self.first_step, self.total - self.step)
 
     def line(self) -> str:
-        left = self.seconds_left
         loss = "?" if math.isnan(self.loss) else f"{self.loss:.4f}"
-        return (
-            f"step {self.step}/{self.total} ({self.percent:.0f}%)  loss {loss}  "
-            f"{self.tokens_per_sec:,.0f} {self.unit}/s  " + ("" if left is None else f"{left:.0f} s left")
-        ).rstrip()
+        where = f"step {self.step}/{self.total} ({self.percent:.0f}%)  loss {loss}  "
+        return report_line(where + f"{self.tokens_per_sec:,.0f} {self.unit}/s  ", self.seconds_left)
 
 
 def read_progress(path: Path) -> Progress | None:

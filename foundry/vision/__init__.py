@@ -8,7 +8,6 @@ trained and scored on them (`workload`, as `foundry.core.workload` asks it).
 - `validate_images`: stage A's gate for an image dataset
 - `training`: the LightningModule and loaders of an image dataset; `finetune`: a registered classifier's fine-tune
 - `evaluate`: a classifier's pass over the holdout shards; `validation`: stage E's metrics beside the baselines
-- `gate_record`: what its gate leaves on the candidate's run
 - `scoring`: `foundry evaluate` on images; `purge`: purging images from an image data version
 - `config`: the `image` section's old import path
 """

@@ -3,7 +3,8 @@
 Only the pixels leave this module: the staged PNG is written from a fresh array, so no EXIF, ICC profile,
 XMP or text chunk can travel with it. What the source carried is counted per kind (GPS positions and
 camera serials are personal data) before it is dropped. The EXIF orientation is applied first, so a
-photo is staged the way it is seen.
+photo is staged the way it is seen. Orienting, colouring and fitting are `models.image_input`'s, which serving
+runs on a request's bytes: one code for both, so a served image has the pixels its model was trained on.
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageOps
+from PIL import Image
 
 from foundry.vision.config import ImageConfig
+from models.image_input import FORMATS, coloured, fitted, upright
 
-FORMATS = ["JPEG", "PNG", "WEBP", "BMP"]  # the only decoders Pillow may try: nothing exotic parses untrusted bytes
-GRAY_MODES = {"1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "F"}
 GPS_IFD, EXIF_IFD = 0x8825, 0x8769
 SERIAL_TAGS = {0xA431, 0xA435, 0xC62F}  # BodySerialNumber, LensSerialNumber, CameraSerialNumber (DNG)
 METADATA_KINDS = ("gps", "camera_serial", "exif", "icc_profile", "xmp", "iptc", "comment")
@@ -100,30 +100,6 @@ def _open(path: Path, cfg: ImageConfig) -> Image.Image:
         raise UndecodableImage(f"{type(exc).__name__}: {exc}") from None
 
 
-def _colour(image: Image.Image, channels: str) -> Image.Image:
-    # WebP has no gray mode and palettes may hold only grays: equal channels count as gray for `auto`.
-    gray = image.mode in GRAY_MODES or (image.mode in ("P", "RGB") and _colourless(image))
-    if channels == "gray" or (channels == "auto" and gray):
-        return image.convert("L")
-    return image.convert("RGB")
-
-
-def _colourless(image: Image.Image) -> bool:
-    # One level of tolerance: lossy WebP rounds a gray picture's chroma to +-1.
-    colours = np.asarray(image.convert("RGB"), dtype=np.int16)
-    return bool(np.abs(colours - colours[..., :1]).max(initial=0) <= 1)
-
-
-def fit(image: Image.Image, cfg: ImageConfig) -> Image.Image:
-    """The image at size x size by the policy."""
-    box = (cfg.size, cfg.size)
-    if cfg.mode == "resize":
-        return image.resize(box, Image.Resampling.BICUBIC)
-    if cfg.mode == "center_crop":
-        return ImageOps.fit(image, box, Image.Resampling.BICUBIC, centering=(0.5, 0.5))
-    return ImageOps.pad(image, box, Image.Resampling.BICUBIC, color=0)
-
-
 def pixel_sha256(pixels: np.ndarray) -> str:
     shape = "x".join(str(n) for n in pixels.shape)
     return hashlib.sha256(shape.encode() + b":" + np.ascontiguousarray(pixels).tobytes()).hexdigest()
@@ -133,9 +109,6 @@ def decode(path: Path, cfg: ImageConfig) -> Decoded:
     """The image at `path`, oriented, coloured and fitted; `UndecodableImage` when it cannot be read."""
     with _open(path, cfg) as image:
         kinds = metadata_kinds(image)
-        try:
-            upright = ImageOps.exif_transpose(image)
-        except (OSError, ValueError, SyntaxError):  # a broken EXIF block: the pixels as stored
-            upright = image.copy()
-    pixels = np.array(fit(_colour(upright, cfg.channels), cfg), dtype=np.uint8)
+        fixed = upright(image)
+    pixels = np.array(fitted(coloured(fixed, cfg.channels), cfg.size, cfg.mode), dtype=np.uint8)
     return Decoded(pixels, pixel_sha256(pixels), kinds)

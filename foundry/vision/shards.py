@@ -32,8 +32,8 @@ from typing import Literal
 import numpy as np
 import torch
 from PIL import Image
-from pydantic import BaseModel, ConfigDict
 
+from foundry.core.contracts import _Value
 from foundry.core.digests import sha256_file
 
 FILE = "shards.json"
@@ -48,10 +48,6 @@ class ImageRecord:
     path: str
     label: str
     split: Literal["train", "holdout"]
-
-
-class _Value(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class ShardFile(_Value):

@@ -12,8 +12,6 @@ PNGs are in the shards, so `images/` is dropped.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from pathlib import Path
 
@@ -21,7 +19,7 @@ from foundry.config import FoundryConfig
 from foundry.core.contracts import SourceFile, SourceManifest
 from foundry.core.digests import folder_digests, sha256_file
 from foundry.core.fs import remove_tree
-from foundry.core.redact import redact_url
+from foundry.data.acquire import content_digest, listed_sources
 from foundry.data.manifest import FILE as MANIFEST_FILE
 from foundry.data.manifest import DatasetManifest, LedgerRecord
 from foundry.data.prepare import Prepared
@@ -46,21 +44,13 @@ def _entries(found: Listing) -> tuple[list[SourceFile], str]:
         {"name": e.name, "label": one.label, "size": e.size, "sha256": e.sha256}
         for e, one in zip(entries, found.images)
     ]
-    return entries, hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+    return entries, content_digest(content)
 
 
 def _source_manifest(config: FoundryConfig, found: Listing) -> SourceManifest:
     entries, digest = _entries(found)
-    sources = [redact_url(source) for source in config.data.source_list]
-    return SourceManifest(
-        source=", ".join(sources),
-        sources=sources,
-        digest=digest,
-        files=len(entries),
-        bytes=sum(e.size for e in entries),
-        skipped={reason: len(names) for reason, names in sorted(found.skipped.items())},
-        entries=entries,
-    )
+    skipped = {reason: len(names) for reason, names in sorted(found.skipped.items())}
+    return listed_sources(config.data, entries, digest, skipped)
 
 
 def acquire_images(config: FoundryConfig, manifest_path: Path) -> SourceManifest:

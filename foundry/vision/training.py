@@ -24,6 +24,7 @@ import torch
 
 from foundry.config import FoundryConfig
 from foundry.vision.shards import ShardFile, ShardManifest, decode_png
+from models.data import ResumableEpochs, check_rank
 from models.vision import AugmentConfig, VisionConfig
 
 SHUFFLE_BUFFER = 4096  # images; `vision.shuffle_buffer` where the config has it
@@ -110,7 +111,7 @@ def rank_parts(shards: list[ShardFile], rank: int, world_size: int) -> list[_Par
     return [_Part(s.file, len(range(rank, s.images, world_size)), world_size, rank) for s in shards]
 
 
-class ShardBatches:
+class ShardBatches(ResumableEpochs):
     """Shuffled training batches of one rank, `steps_per_epoch` an epoch, resumable mid-epoch (`state_dict`)."""
 
     def __init__(
@@ -122,8 +123,7 @@ class ShardBatches:
         rank: int = 0,
         world_size: int = 1,
     ):
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} is outside a world of {world_size}")
+        check_rank(rank, world_size)
         self.folder, self.batch_size, self.seed, self.shuffle = Path(folder), batch_size, seed, shuffle
         self.rank = rank
         shards = ShardManifest.read(self.folder).shards_of("train")
@@ -136,10 +136,6 @@ class ShardBatches:
                 f"across {world_size} ranks: lower train.batch_size or the number of processes"
             )
         self.parts = parts[rank]
-        self.epoch, self.batch_in_epoch = 0, 0
-
-    def __len__(self) -> int:
-        return self.steps_per_epoch
 
     def _stream(self, rng: np.random.Generator) -> Iterator[tuple[bytes, int]]:
         for i in rng.permutation(len(self.parts)):
@@ -170,12 +166,6 @@ class ShardBatches:
             self.batch_in_epoch = i + 1
             yield _batch(samples)
         self.epoch, self.batch_in_epoch = self.epoch + 1, 0
-
-    def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.epoch, self.batch_in_epoch = int(state["epoch"]), int(state["batch_in_epoch"])
 
 
 class HoldoutBatches:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, PrepareRun
-from foundry.core.workload import Workload
+from foundry.core.workload import Purging, Workload
 from foundry.gates.inputs import BY_ACCURACY, Compared
 
 # `foundry.vision.shards.FILE`, named here: asking whether a folder holds images must not import torch and Pillow
@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from foundry.data.validation_report import ValidationReport
     from foundry.evaluate.scoring import Scoring
     from foundry.gates.decision import Decision
-    from foundry.purge.data import Matched, VersionFiles
-    from foundry.purge.plan import Criterion, DataHit, Location
     from foundry.vision.shards import ShardManifest
 
 
@@ -78,24 +76,10 @@ class ImageWorkload(Workload):
     def prepared_line(self, manifest: DatasetManifest) -> str:
         return f"{manifest.count('train_images')} train / {manifest.count('holdout_images')} holdout images"
 
-    def purge_matching(self, files: VersionFiles, criterion: Criterion) -> Matched:
+    def purging(self) -> Purging:
         from foundry.vision import purge as images
 
-        return images.matching(files, criterion)
-
-    def purge_locations(
-        self, files: VersionFiles, criterion: Criterion, matched: Matched, shas: set[str], names: set[str]
-    ) -> list[Location]:
-        from foundry.vision import purge as images
-
-        return images.locations(files, criterion, matched, shas, names)
-
-    def purge_rewrite(
-        self, files: VersionFiles, hit: DataHit, gone: set[str], names: set[str], out: Path
-    ) -> dict[str, int] | None:
-        from foundry.vision import purge as images
-
-        return images.rewrite(files, hit, gone, names, out)
+        return Purging(images.matching, images.locations, images.rewrite)
 
     def finetune_sections(self, config: FoundryConfig, parent: ParentModel) -> dict[str, Any]:
         """Its `image` and `vision` sections (the run's own settings where it changed them), fine-tuned whole."""
@@ -192,10 +176,10 @@ class ImageWorkload(Workload):
 
         return validate(config, checkpoint, data_dir, run)
 
-    def record_gate(self, decision: Decision, candidate: Candidate) -> None:
-        from foundry.vision.gate_record import record_gate
+    def summary_table(self, metrics: VisionMetrics, decision: Decision) -> Any:
+        from foundry.reports.vision_card import vision_summary_table
 
-        record_gate(decision, candidate)
+        return vision_summary_table(metrics, decision)
 
     def gate_compares(self) -> Compared:
         return BY_ACCURACY
