@@ -10,6 +10,7 @@ from prefect.cache_policies import NO_CACHE
 from foundry.config import FoundryConfig
 from foundry.core.contracts import Candidate, DataVersion, ParentModel, Promotion, Replay, RunContext, SourceManifest
 from foundry.core.metrics.aligned import AlignmentMetrics
+from foundry.core.model_uri import LoggedModelUri
 from foundry.data.manifest import DatasetManifest
 from foundry.gates.decision import Decision
 from foundry.runtime import tracking
@@ -167,7 +168,7 @@ def register_aligned(config: FoundryConfig, candidate: Candidate, decision: Deci
 
     c, run, metrics = candidate, candidate.run, candidate.metrics
     uri = log_model(run.run_id, c.checkpoint, c.tokenizer, config.serving.model_dump())
-    tracking.link_metrics(run.run_id, sorted(metrics.as_mlflow()), model_id=uri.removeprefix("models:/"))
+    tracking.link_metrics(run.run_id, sorted(metrics.as_mlflow()), model_id=LoggedModelUri.parse(uri).model_id)
     git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
     manifest = DatasetManifest.read(c.data_dir)
     card = alignment_card(config, parent.uri, c.data, manifest, metrics, decision, run.run_id, git)

@@ -10,7 +10,6 @@ version is digits, an alias MLflow's alias characters, a name MLflow's allowed s
 from __future__ import annotations
 
 import re
-
 from typing import Literal, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator

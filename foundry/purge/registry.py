@@ -55,8 +55,9 @@ def read(client) -> Registry:
 def _read(client) -> Registry:
     found = Registry(versions=registered_versions(client), aliases=_aliases(client))
     aliases = {
-        (uri.removeprefix("models:/").rpartition("/")[0], a): uri.rpartition("/")[2]
+        (pinned.name, a): pinned.version
         for uri, names in found.aliases.items()
+        for pinned in [ModelUri.parse(uri)]
         for a in names
     }
     for version in found.versions:
@@ -113,7 +114,7 @@ def _pinned(client, parent: ModelUri, aliases: dict[tuple[str, str], str], versi
             if not absent(exc):
                 raise
             return [str(ModelUri.of(v)) for v in versions if v.name == parent.name]
-    return [f"models:/{parent.name}/{version}"]
+    return [str(ModelUri(name=parent.name, version=version))]
 
 
 def _aliases(client) -> dict[str, tuple[str, ...]]:
@@ -125,7 +126,7 @@ def _aliases(client) -> dict[str, tuple[str, ...]]:
         page = client.search_registered_models(max_results=1000, page_token=token)
         for model in page:
             for alias, version in (model.aliases or {}).items():
-                found.setdefault(f"models:/{model.name}/{version}", []).append(alias)
+                found.setdefault(str(ModelUri(name=model.name, version=str(version))), []).append(alias)
         token = page.token
         if not token:
             return {uri: tuple(sorted(names)) for uri, names in found.items()}

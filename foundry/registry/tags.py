@@ -14,7 +14,7 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from foundry.core.contracts import RUN_ID, DataVersion, check_data_version
-from foundry.core.model_uri import ModelUri, check_version
+from foundry.core.model_uri import FORMS, ModelUri, check_version
 
 T = TypeVar("T")
 
@@ -30,7 +30,7 @@ def checked(version, key: str, kind: str, check: Callable[[str], T]) -> T:
         return check(value)
     except (ValueError, ValidationError):
         raise BadTag(
-            f"models:/{version.name}/{version.version} tag {key}={value!r} is not {kind}: refusing to use it "
+            f"{ModelUri.of(version)} tag {key}={value!r} is not {kind}: refusing to use it "
             "(fix or delete the tag in the registry)"
         ) from None
 
@@ -59,7 +59,7 @@ def parent_models(version) -> list[ModelUri]:
     fine-tune, several for a merge, none for a model trained from scratch."""
     if "parent_model" not in version.tags:
         return []
-    return checked(version, "parent_model", f"a comma-separated list of {_FORMS}", _uris)
+    return checked(version, "parent_model", f"a comma-separated list of {FORMS}", _uris)
 
 
 def run_id(version) -> str:
@@ -76,9 +76,6 @@ def replaced_version(version, which: str) -> str:
     if not version.tags.get(key):
         return ""
     return checked(version, key, "a model version (digits)", check_version)
-
-
-_FORMS = "models:/NAME/VERSION or models:/NAME@ALIAS"
 
 
 def _uris(text: str) -> list[ModelUri]:
