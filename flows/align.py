@@ -14,6 +14,7 @@ from prefect import flow, runtime  # noqa: E402
 
 from foundry.align.start import align_config  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
+from foundry.core import version_tags as tag  # noqa: E402
 from foundry.core.contracts import AlignResult, Candidate  # noqa: E402
 from foundry.reports.summaries import align_summary  # noqa: E402
 from foundry.runtime.env import foundry_home  # noqa: E402
@@ -54,8 +55,8 @@ def align(model_uri: str, config: FoundryConfig = FoundryConfig()) -> AlignResul
     tags = {
         "prefect.flow_run_id": str(runtime.flow_run.id),
         "foundry.stage": "align",
-        "parent_model": parent.uri,
-        "align.method": config.align.method,
+        tag.PARENT_MODEL: parent.uri,
+        tag.ALIGN_METHOD: config.align.method,
     }
     if replay is not None:
         tags["align.replay_source"] = replay.data.data_version

@@ -173,9 +173,14 @@ def register_aligned(config: FoundryConfig, candidate: Candidate, decision: Deci
     manifest = DatasetManifest.read(c.data_dir)
     card = alignment_card(config, parent.uri, c.data, manifest, metrics, decision, run.run_id, git)
     tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent.uri)
-    tags["align.method"] = config.align.method
+    aligned = {"align_method": config.align.method}
     if parent.pretrain_data is not None:  # what the next alignment from this version must not forget either
-        tags["pretrain.data_version"] = parent.pretrain_data.data_version
-        tags["pretrain.data.remote"] = parent.pretrain_data.remote
+        aligned |= {
+            "pretrain_data_version": parent.pretrain_data.data_version,
+            "pretrain_data_remote": parent.pretrain_data.remote,
+        }
+    tags = tags.model_copy(update=aligned)
     name = config.registry.model_name
-    return versions.publish(uri, name, run.run_id, tags, decision.make_champion, decision.verdict, description=card)
+    return versions.publish(
+        uri, name, run.run_id, tags.as_tags(), decision.make_champion, decision.verdict, description=card
+    )

@@ -161,7 +161,7 @@ def register(config: FoundryConfig, candidate: Candidate, decision: Decision, pa
     tracking.link_metrics(run.run_id, sorted(c.metrics.as_mlflow()), model_id=LoggedModelUri.parse(uri).model_id)
     git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
     card = served.model_card(config, c, decision, run.run_id, git)
-    tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent)
+    tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent).as_tags()
     outcome = versions.publish(uri, name, run.run_id, tags, decision.make_champion, decision.verdict, description=card)
     payload = {"verdict": decision.verdict, **decision.tags(), **served.event_scores(c.metrics)}
     _emit(event_name(outcome, decision), str(ModelUri(name=name, version=outcome.version)), run, payload)

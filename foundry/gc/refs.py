@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from foundry.config import ConfigError
+from foundry.core import version_tags as tag
 from foundry.core.contracts import DATA_VERSION, check_data_version
 from foundry.core.model_uri import LoggedModelUri, ModelUri
 from foundry.data.remote import digest_of
@@ -56,7 +57,7 @@ class Kept:
 
 def data_tags(tags: dict[str, str]) -> list[str]:
     """Every data version a set of tags names: `data_version`, `pretrain.data_version`, `parent_data_version`…"""
-    return [value for key, value in tags.items() if key.endswith("data_version") and value]
+    return [value for key, value in tags.items() if key.endswith(tag.DATA_VERSION) and value]
 
 
 def run_sources(params: dict[str, str]) -> list[str]:

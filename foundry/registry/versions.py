@@ -20,6 +20,7 @@ from pathlib import Path
 from foundry.core.contracts import Promotion
 from foundry.core.fs import remove_tree
 from foundry.core.model_uri import LoggedModelUri, ModelUri
+from foundry.core.version_tags import REPLACES
 from foundry.registry import tags as registry_tags
 from foundry.runtime.tracking import client
 
@@ -142,7 +143,7 @@ def publish(
     marks = {PUBLICATION: "pending", "gate.promoted": "false"}
     for which in ALIASES:
         previous = alias(name, which)
-        marks[f"foundry.replaces_{which}"] = "" if previous is None else str(previous.version)
+        marks[REPLACES + which] = "" if previous is None else str(previous.version)
     version = register(model_uri, name, run_id, {**tags, **marks}, description)
     try:
         c.set_registered_model_alias(name, "challenger", version)
