@@ -93,8 +93,10 @@ class ModelUri(BaseModel):
         if not isinstance(text, str) or not text.startswith(PREFIX):
             raise ValueError(f"{text!r} is not a model URI; use {FORMS}")
         rest = text.removeprefix(PREFIX)
-        if logged and LoggedModelUri.matches(text):
-            return LoggedModelUri(model_id=rest)
+        if LoggedModelUri.matches(text):
+            if logged:
+                return LoggedModelUri(model_id=rest)
+            raise ValueError(f"{text!r} is a logged model, not a registered version: register it, then use {FORMS}")
         if "@" in rest:
             name, alias = rest.split("@", 1)
             parts = {"name": name, "alias": alias}

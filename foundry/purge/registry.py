@@ -166,8 +166,8 @@ def affected_models(registry: Registry, affected_data: set[str]) -> list[ModelHi
 
 
 def order(uri: str) -> tuple[str, int]:
-    name, _, version = uri.removeprefix("models:/").rpartition("/")
-    return name, int(version) if version.isdigit() else 0
+    pinned = ModelUri.parse(uri)
+    return pinned.name, int(pinned.version or 0)
 
 
 def affected_runs(registry: Registry, affected_data: set[str]) -> list[str]:

@@ -178,8 +178,9 @@ def test_a_logged_model_uri_parses_into_its_id_and_prints_back():
 
 
 def test_a_logged_model_uri_is_not_a_registered_version():
-    with pytest.raises(ValueError, match="names no version"):
+    with pytest.raises(ValueError, match="is a logged model, not a registered version") as refused:
         ModelUri.parse(LOGGED)  # where a registered version is wanted
+    assert "models:/NAME/VERSION or models:/NAME@ALIAS" in str(refused.value)
 
 
 @pytest.mark.parametrize(
