@@ -12,8 +12,8 @@ configure_environment()  # an entry point: `foundry reproduce` and Prefect worke
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import validate  # noqa: E402
-from foundry.core import version_tags as tag  # noqa: E402
 from foundry.core.contracts import Reproduction  # noqa: E402
+from foundry.core.version_tags import GIT_COMMIT, GIT_DIRTY  # noqa: E402
 from foundry.registry import lineage  # noqa: E402
 from foundry.registry.versions import resolve  # noqa: E402
 from foundry.reports.summaries import reproduce_summary  # noqa: E402
@@ -52,8 +52,8 @@ def reproduce(model_uri: str, force: bool = False) -> Reproduction:
         run_id=run.run_id,
         comparison=comparison,
         identical=lineage.identical(comparison),
-        commit_matches=record.git_commit == current[tag.GIT_COMMIT],
-        tree_clean=record.git_dirty == current[tag.GIT_DIRTY] == "false",
+        commit_matches=record.git_commit == current[GIT_COMMIT],
+        tree_clean=record.git_dirty == current[GIT_DIRTY] == "false",
     )
     outcome = "identical holdout metrics" if result.identical else "holdout metrics differ"
     publish_summary(reproduce_summary(result), f"reproduce {record.model}", outcome, result.run_id)
