@@ -15,6 +15,7 @@ from prefect import flow, runtime  # noqa: E402
 from foundry.align.start import align_config  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.core.contracts import AlignResult, Candidate  # noqa: E402
+from foundry.core.version_tags import ALIGN_METHOD, PARENT_MODEL  # noqa: E402
 from foundry.reports.summaries import align_summary  # noqa: E402
 from foundry.runtime.env import foundry_home  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
@@ -54,8 +55,8 @@ def align(model_uri: str, config: FoundryConfig = FoundryConfig()) -> AlignResul
     tags = {
         "prefect.flow_run_id": str(runtime.flow_run.id),
         "foundry.stage": "align",
-        "parent_model": parent.uri,
-        "align.method": config.align.method,
+        PARENT_MODEL: parent.uri,
+        ALIGN_METHOD: config.align.method,
     }
     if replay is not None:
         tags["align.replay_source"] = replay.data.data_version

@@ -13,6 +13,7 @@ from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import validate  # noqa: E402
 from foundry.core.contracts import Reproduction  # noqa: E402
+from foundry.core.version_tags import GIT_COMMIT, GIT_DIRTY  # noqa: E402
 from foundry.registry import lineage  # noqa: E402
 from foundry.registry.versions import resolve  # noqa: E402
 from foundry.reports.summaries import reproduce_summary  # noqa: E402
@@ -53,8 +54,8 @@ def reproduce(model_uri: str, force: bool = False) -> Reproduction:
         run_id=run.run_id,
         comparison=comparison,
         identical=lineage.identical(comparison),
-        commit_matches=record.git_commit == current["git_commit"],
-        tree_clean=record.git_dirty == current["git_dirty"] == "false",
+        commit_matches=record.git_commit == current[GIT_COMMIT],
+        tree_clean=record.git_dirty == current[GIT_DIRTY] == "false",
     )
     outcome = "identical holdout metrics" if result.identical else "holdout metrics differ"
     publish_summary(reproduce_summary(result), f"reproduce {record.model}", outcome, result.run_id)

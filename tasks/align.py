@@ -10,6 +10,7 @@ from prefect.cache_policies import NO_CACHE
 from foundry.config import FoundryConfig
 from foundry.core.contracts import Candidate, DataVersion, ParentModel, Promotion, Replay, RunContext, SourceManifest
 from foundry.core.metrics.aligned import AlignmentMetrics
+from foundry.core.model_uri import LoggedModelUri
 from foundry.data.manifest import DatasetManifest
 from foundry.gates.decision import Decision
 from foundry.runtime import tracking
@@ -167,14 +168,19 @@ def register_aligned(config: FoundryConfig, candidate: Candidate, decision: Deci
 
     c, run, metrics = candidate, candidate.run, candidate.metrics
     uri = log_model(run.run_id, c.checkpoint, c.tokenizer, config.serving.model_dump())
-    tracking.link_metrics(run.run_id, sorted(metrics.as_mlflow()), model_id=uri.removeprefix("models:/"))
+    tracking.link_metrics(run.run_id, sorted(metrics.as_mlflow()), model_id=LoggedModelUri.parse(uri).model_id)
     git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
     manifest = DatasetManifest.read(c.data_dir)
     card = alignment_card(config, parent.uri, c.data, manifest, metrics, decision, run.run_id, git)
     tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent.uri)
-    tags["align.method"] = config.align.method
+    aligned = {"align_method": config.align.method}
     if parent.pretrain_data is not None:  # what the next alignment from this version must not forget either
-        tags["pretrain.data_version"] = parent.pretrain_data.data_version
-        tags["pretrain.data.remote"] = parent.pretrain_data.remote
+        aligned |= {
+            "pretrain_data_version": parent.pretrain_data.data_version,
+            "pretrain_data_remote": parent.pretrain_data.remote,
+        }
+    tags = tags.model_copy(update=aligned)
     name = config.registry.model_name
-    return versions.publish(uri, name, run.run_id, tags, decision.make_champion, decision.verdict, description=card)
+    return versions.publish(
+        uri, name, run.run_id, tags.as_tags(), decision.make_champion, decision.verdict, description=card
+    )

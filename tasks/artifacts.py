@@ -24,6 +24,7 @@ from prefect.context import FlowRunContext, TaskRunContext
 
 from foundry.config import FoundryConfig
 from foundry.core.contracts import PipelineResult
+from foundry.core.model_uri import ModelUri
 from foundry.runtime import tracking
 from foundry.runtime.periodic import every
 from foundry.runtime.progress import Report
@@ -83,7 +84,9 @@ def publish_summary(
     create_markdown_artifact(body, key=SUMMARY, description=description, _sync=True)
     create_link_artifact(links.run, f"MLflow run {run_id}", key=MLFLOW_RUN, _sync=True)
     if links.version:
-        create_link_artifact(links.version, f"models:/{model_name}/{version}", key=MODEL_VERSION, _sync=True)
+        create_link_artifact(
+            links.version, str(ModelUri(name=model_name, version=str(version))), key=MODEL_VERSION, _sync=True
+        )
 
 
 def publish_result(result: PipelineResult, home: Path) -> None:

@@ -9,6 +9,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE, CacheKeyFnPolicy
 
 from foundry.config import FoundryConfig
+from foundry.core import version_tags as tag
 from foundry.core import workload
 from foundry.core.contracts import DataVersion, ParentData, RunContext, SourceManifest
 from foundry.data.validation_report import ValidationReport
@@ -22,7 +23,7 @@ def acquire(config: FoundryConfig, run: RunContext) -> SourceManifest:
     path = run.dir / "source_manifest.json"
     manifest = workload.for_config(config).acquire(config, path)
     tracking.log_artifact(run.run_id, path, "data")  # what a later retrain compares against
-    tracking.set_tags(run.run_id, {"data.source": config.data.source, "data.source_digest": manifest.digest})
+    tracking.set_tags(run.run_id, {tag.DATA_SOURCE: config.data.source, tag.SOURCE_DIGEST: manifest.digest})
     tracking.log_metrics(run.run_id, {"data/source_files": manifest.files, "data/source_bytes": manifest.bytes})
     return manifest
 
@@ -138,7 +139,7 @@ def hydrate(data: DataVersion, run: RunContext) -> Path:
 
     data_dir = hydrate_version(data, run.home)
     manifest = dataset_manifest.DatasetManifest.read(data_dir)
-    tracking.set_tags(run.run_id, {"data_version": data.data_version, "data.remote": data.remote})
+    tracking.set_tags(run.run_id, {tag.DATA_VERSION: data.data_version, tag.DATA_REMOTE: data.remote})
     tracking.log_metrics(run.run_id, workload.for_manifest(manifest).data_metrics(manifest))
     tracking.log_dataset(run.run_id, data, manifest.source)
     for name in (dataset_manifest.TOKENIZER, dataset_manifest.FILE, "shards.json"):

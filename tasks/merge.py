@@ -10,6 +10,7 @@ from prefect.cache_policies import NO_CACHE
 
 from foundry.config import FoundryConfig
 from foundry.core.contracts import Promotion, RunContext
+from foundry.core.version_tags import GIT_COMMIT, GIT_DIRTY, MERGE_BASE, PARENT_MODEL, VersionTags
 from foundry.gates.decision import Decision
 from foundry.runtime import tracking
 from foundry.specialists.contracts import HoldoutScore
@@ -23,7 +24,7 @@ def merge_base(model_uris: list[str], config: FoundryConfig, run: RunContext) ->
 
     parents = [canonical(uri) for uri in model_uris]
     base = choose_base(parents, config)
-    tracking.set_tags(run.run_id, {"merge.base": base, "parent_model": ",".join(parents)})
+    tracking.set_tags(run.run_id, {MERGE_BASE: base, PARENT_MODEL: ",".join(parents)})
     get_run_logger().info("merging %s onto %s by %s", ", ".join(parents), base, config.merge.method)
     return parents, base
 
@@ -82,18 +83,20 @@ def register_merge(
     uri = log_model(run.run_id, merged / "model.pt", merged / "tokenizer.json", config.serving.model_dump())
     run_tags = tracking.client().get_run(run.run_id).data.tags
     base_data = registry_tags.recorded_data(base_version)  # checked: a bad tag stops the publication
-    tags = {
-        "run_id": run.run_id,
-        "data_version": "" if base_data is None else base_data.data_version,
-        "data.remote": "" if base_data is None else base_data.remote,
-        "data.source": f"merge of {', '.join(parents)}",
+    git = tracking.run_git(run_tags)
+    tags = VersionTags(
+        run_id=run.run_id,
+        data_version="" if base_data is None else base_data.data_version,
+        data_remote="" if base_data is None else base_data.remote,
+        data_source=f"merge of {', '.join(parents)}",
         # the config is the run's params and config.json, the scores its metrics, the packages its tags
-        **tracking.run_git(run_tags),
-        **decision.tags(),
-        "parent_model": ",".join(parents),
-        "merge.base": base,
-        "merge.recipe": json.dumps(made),
-    }
+        git_commit=git.get(GIT_COMMIT),
+        git_dirty=git.get(GIT_DIRTY),
+        gate=decision.tags(),
+        parent_model=",".join(parents),
+        merge_base=base,
+        merge_recipe=json.dumps(made),
+    ).as_tags()
     card = merge_card(name, made, decision, load_gpt(merged / "model.pt").num_params(), run.run_id)
     outcome = versions.publish(uri, name, run.run_id, tags, decision.make_champion, decision.verdict, card)
     return name, outcome

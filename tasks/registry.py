@@ -17,6 +17,7 @@ from foundry.core.contracts import (
     RunContext,
     SourceManifest,
 )
+from foundry.core.model_uri import LoggedModelUri, ModelUri
 from foundry.data.manifest import DatasetManifest
 from foundry.gates.decision import Decision
 from foundry.gates.inputs import ImageInputs, ImageSpecialistInputs, PretrainInputs, SpecialistInputs
@@ -137,13 +138,13 @@ def register(config: FoundryConfig, candidate: Candidate, decision: Decision, pa
     manifest = DatasetManifest.read(c.data_dir)
     served = workload.for_manifest(manifest)  # its pyfunc: text in and out, or images in and labels out
     uri = served.log_served_model(run.run_id, c.checkpoint, c.tokenizer, config)
-    tracking.link_metrics(run.run_id, sorted(c.metrics.as_mlflow()), model_id=uri.removeprefix("models:/"))
+    tracking.link_metrics(run.run_id, sorted(c.metrics.as_mlflow()), model_id=LoggedModelUri.parse(uri).model_id)
     git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
     card = served.model_card(config, c, decision, run.run_id, git)
-    tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent)
+    tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent).as_tags()
     outcome = versions.publish(uri, name, run.run_id, tags, decision.make_champion, decision.verdict, description=card)
     payload = {"verdict": decision.verdict, **decision.tags(), **served.event_scores(c.metrics)}
-    _emit(event_name(outcome, decision), f"models:/{name}/{outcome.version}", run, payload)
+    _emit(event_name(outcome, decision), str(ModelUri(name=name, version=outcome.version)), run, payload)
     return outcome
 
 
@@ -157,8 +158,6 @@ def event_name(outcome: Promotion, decision: Decision) -> str:
 def _emit(event: str, model_uri: str, run: RunContext, payload: dict) -> None:
     """A Prefect event about a registered model (its URI is the resource), for automations to act on."""
     from prefect.events import emit_event
-
-    from foundry.core.model_uri import ModelUri
 
     uri = ModelUri.parse(model_uri)
     name, version = uri.name, uri.version

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from foundry.cli.common import model_uri
+from foundry.core.model_uri import ModelUri
 from foundry.runtime.env import foundry_home
 
 
@@ -19,7 +20,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     with promotion_lock(name, foundry_home()):  # not while a flow judges and publishes the same model
         record = promote_manually(args.model_uri, args.reason, args.who or getpass.getuser())
     print(
-        f"models:/{record['name']}/{record['version']} is now champion "
+        f"{ModelUri(name=record['name'], version=str(record['version']))} is now champion "
         f"(was: {record['replaced_champion'] or 'none'}; by {record['promoted_by']}: {record['promotion_reason']})"
     )
     return 0
@@ -30,7 +31,9 @@ def cmd_reregister(args: argparse.Namespace) -> int:
 
     name = model_uri(args.model_uri).name
     version = reregister(args.model_uri, foundry_home())
-    print(f"models:/{name}/{version} holds the weights of {args.model_uri} and carries its code; aliases unchanged")
+    print(
+        f"{ModelUri(name=name, version=version)} holds the weights of {args.model_uri} and carries its code; aliases unchanged"
+    )
     return 0
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from foundry.core.metrics.aligned import AlignmentMetrics
 from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.metrics.images import VisionMetrics
+from foundry.core.model_uri import ModelUri
 
 
 class _Value(BaseModel):
@@ -182,7 +183,7 @@ class PipelineResult(_Value):
 
     @property
     def model_uri(self) -> str:
-        return f"models:/{self.model_name}/{self.model_version}"
+        return str(ModelUri(name=self.model_name, version=self.model_version))
 
     @classmethod
     def of(cls, candidate: Candidate, model_name: str, outcome: Promotion, parent: str = "") -> PipelineResult:
@@ -265,7 +266,7 @@ class AlignResult(_Value):
 
     @property
     def model_uri(self) -> str:
-        return f"models:/{self.model_name}/{self.model_version}"
+        return str(ModelUri(name=self.model_name, version=self.model_version))
 
 
 # --- hyperparameter search (flows/search.py) ---------------------------------------------------------

@@ -1,4 +1,5 @@
-"""A registered model's URI, `models:/NAME/VERSION` or `models:/NAME@ALIAS`, parsed in one place.
+"""A registered model's URI, `models:/NAME/VERSION` or `models:/NAME@ALIAS`, and MLflow 3's logged model's,
+`models:/m-ID`, parsed in one place.
 
 URIs come from the command line and from registry tags (`parent_model`, `merge.base`), and their parts end
 up in registry queries and in paths (`$FOUNDRY_HOME/models/NAME-vVERSION/`), so each part is checked: a
@@ -9,6 +10,7 @@ version is digits, an alias MLflow's alias characters, a name MLflow's allowed s
 from __future__ import annotations
 
 import re
+from typing import Literal, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
@@ -16,6 +18,7 @@ PREFIX = "models:/"
 FORMS = "models:/NAME/VERSION or models:/NAME@ALIAS"
 _VERSION = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit() takes '²' too
 _ALIAS = re.compile(r"[A-Za-z0-9_\-]+")
+_MODEL_ID = re.compile(r"m-[0-9a-f]{32}")  # as MLflow makes them: "m-" and a uuid4's hex
 
 
 def check_name(name: str) -> str:
@@ -75,12 +78,25 @@ class ModelUri(BaseModel):
             raise ValueError("a model URI names either a version or an alias")
         return self
 
+    @overload
     @classmethod
-    def parse(cls, text: str) -> ModelUri:
-        """`models:/NAME/VERSION` or `models:/NAME@ALIAS`; anything else is a ValueError naming `text`."""
+    def parse(cls, text: str, *, logged: Literal[False] = False) -> ModelUri: ...
+
+    @overload
+    @classmethod
+    def parse(cls, text: str, *, logged: Literal[True]) -> ModelUri | LoggedModelUri: ...
+
+    @classmethod
+    def parse(cls, text: str, *, logged: bool = False) -> ModelUri | LoggedModelUri:
+        """`models:/NAME/VERSION` or `models:/NAME@ALIAS`, and with `logged` also a logged model's
+        `models:/m-ID`; anything else is a ValueError naming `text`."""
         if not isinstance(text, str) or not text.startswith(PREFIX):
             raise ValueError(f"{text!r} is not a model URI; use {FORMS}")
         rest = text.removeprefix(PREFIX)
+        if LoggedModelUri.matches(text):
+            if logged:
+                return LoggedModelUri(model_id=rest)
+            raise ValueError(f"{text!r} is a logged model, not a registered version: register it, then use {FORMS}")
         if "@" in rest:
             name, alias = rest.split("@", 1)
             parts = {"name": name, "alias": alias}
@@ -115,3 +131,39 @@ class ModelUri(BaseModel):
         return (
             f"{PREFIX}{self.name}/{self.version}" if self.version is not None else f"{PREFIX}{self.name}@{self.alias}"
         )
+
+
+class LoggedModelUri(BaseModel):
+    """MLflow 3's logged model, `models:/m-ID`: what logging a model returns and a registered version's source
+    (no name, no version: the registry gives those)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model_id: str
+
+    @field_validator("model_id")
+    @classmethod
+    def _model_id(cls, value: str) -> str:
+        if not _MODEL_ID.fullmatch(value):
+            raise ValueError(f"{value!r} is not a logged model id: 'm-' and 32 lowercase hex digits")
+        return value
+
+    @staticmethod
+    def matches(text: str) -> bool:
+        """Whether `text` is exactly a logged model's URI."""
+        return isinstance(text, str) and text.startswith(PREFIX) and bool(_MODEL_ID.fullmatch(text[len(PREFIX) :]))
+
+    @classmethod
+    def parse(cls, text: str) -> LoggedModelUri:
+        """`models:/m-ID`; anything else is a ValueError naming `text`."""
+        if not cls.matches(text):
+            raise ValueError(f"{text!r} is not a logged model's URI: use models:/m-ID (32 lowercase hex digits)")
+        return cls(model_id=text.removeprefix(PREFIX))
+
+    @classmethod
+    def id_in(cls, text: str | None) -> str | None:
+        """The logged model id when `text` is a logged model's URI (a version's source may be one), else None."""
+        return text.removeprefix(PREFIX) if text and cls.matches(text) else None
+
+    def __str__(self) -> str:
+        return f"{PREFIX}{self.model_id}"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import time
 
+from foundry.core import version_tags as tag
 from foundry.core.contracts import RunContext
 from foundry.core.redact import redact_url
 from foundry.evaluate.scores import Baselines, EvaluationData, ModelScores
@@ -40,8 +41,8 @@ def metric_key(field: str, group: str | None = None) -> str:
 def data_tags(data: EvaluationData) -> dict[str, str]:
     """The data as run tags: its version and remote, or the source and its digest."""
     if data.data_version:
-        return {"data_version": data.data_version, "data.remote": redact_url(data.remote or "")}
-    return {"data.source": data.source, "data.source_digest": data.source_digest}
+        return {tag.DATA_VERSION: data.data_version, tag.DATA_REMOTE: redact_url(data.remote or "")}
+    return {tag.DATA_SOURCE: data.source, tag.SOURCE_DIGEST: data.source_digest}
 
 
 def dataset_input(data: EvaluationData):

@@ -24,7 +24,7 @@ from foundry.config import FoundryConfig
 from foundry.core.contracts import DATA_VERSION
 from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.metrics.images import VisionMetrics
-from foundry.core.model_uri import ModelUri
+from foundry.core.model_uri import LoggedModelUri, ModelUri
 from foundry.core.redact import redact_url
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ def model_id_of(version) -> str | None:
     if found:
         return found
     source = version.source or ""
-    return source.removeprefix("models:/") if source.startswith("models:/m-") else None
+    return LoggedModelUri.id_in(source)
 
 
 def resolve_models(uris: list[str]) -> list[ModelRef]:
@@ -158,7 +158,7 @@ def resolve_models(uris: list[str]) -> list[ModelRef]:
             if versions.absent(exc):
                 raise LookupError(f"{text}: the registry has no such version or alias; nothing was evaluated") from exc
             raise
-        model = f"models:/{version.name}/{version.version}"
+        model = str(ModelUri.of(version))
         if model in refs:
             log.info("%s is %s, already listed: scored once", text, model)
             continue

@@ -16,8 +16,9 @@ from pathlib import Path
 import yaml
 
 from foundry.config import ConfigError
+from foundry.core import version_tags as tag
 from foundry.core.contracts import DATA_VERSION, check_data_version
-from foundry.core.model_uri import ModelUri
+from foundry.core.model_uri import LoggedModelUri, ModelUri
 from foundry.data.remote import digest_of
 from foundry.registry import tags as registry_tags
 from foundry.registry.versions import PURGE_EXPERIMENT as PURGES
@@ -26,7 +27,6 @@ from foundry.runtime.run_owner import owner_gone
 PAGE = 1000
 PARENT = "mlflow.parentRunId"
 RUN_SOURCE = re.compile(r"runs:/([0-9a-f]{32})(/|$)")
-LOGGED_MODEL_SOURCE = re.compile(r"models:/(m-[0-9a-f]{32})$")
 
 
 class RegistryUnreadable(RuntimeError):
@@ -57,7 +57,7 @@ class Kept:
 
 def data_tags(tags: dict[str, str]) -> list[str]:
     """Every data version a set of tags names: `data_version`, `pretrain.data_version`, `parent_data_version`…"""
-    return [value for key, value in tags.items() if key.endswith("data_version") and value]
+    return [value for key, value in tags.items() if key.endswith(tag.DATA_VERSION) and value]
 
 
 def run_sources(params: dict[str, str]) -> list[str]:
@@ -95,8 +95,8 @@ def _keep_registered(client, kept: Kept) -> None:
         source = version.source or ""
         if match := RUN_SOURCE.match(source):
             kept.runs.setdefault(match.group(1), why)
-        if match := LOGGED_MODEL_SOURCE.match(source):
-            kept.logged_models.add(match.group(1))
+        if model_id := LoggedModelUri.id_in(source):
+            kept.logged_models.add(model_id)
 
 
 def experiment_runs(client, experiment_id: str) -> list:

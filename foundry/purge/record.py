@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from foundry.core.model_uri import ModelUri
 from foundry.purge.plan import Criterion, ModelHit, table
 from foundry.purge.registry import PURGE_TAG as TAG
 from foundry.registry.versions import PURGE_EXPERIMENT
@@ -119,7 +120,8 @@ def tag_models(client, record: str, models: tuple[ModelHit, ...], keep_models: b
     left (tags and alias deletions are idempotent)."""
     lost = []
     for model in models:
-        name, _, version = model.model.removeprefix("models:/").rpartition("/")
+        uri = ModelUri.parse(model.model)
+        name, version = uri.name, uri.version
         client.set_model_version_tag(name, version, TAG, record)
         if keep_models:
             continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from foundry.core import version_tags as tag
 from foundry.core.contracts import check_data_version
 from foundry.core.model_uri import ModelUri
 from foundry.gc.refs import RegistryUnreadable, data_tags, experiment_runs, registered_versions
@@ -55,8 +56,9 @@ def read(client) -> Registry:
 def _read(client) -> Registry:
     found = Registry(versions=registered_versions(client), aliases=_aliases(client))
     aliases = {
-        (uri.removeprefix("models:/").rpartition("/")[0], a): uri.rpartition("/")[2]
+        (pinned.name, a): pinned.version
         for uri, names in found.aliases.items()
+        for pinned in [ModelUri.parse(uri)]
         for a in names
     }
     for version in found.versions:
@@ -67,7 +69,7 @@ def _read(client) -> Registry:
             for parent in registry_tags.parent_models(version)
             for pinned in _pinned(client, parent, aliases, found.versions)
         ]
-        found.remotes |= {v for k, v in version.tags.items() if k.endswith("data.remote") and v}
+        found.remotes |= {v for k, v in version.tags.items() if k.endswith(tag.DATA_REMOTE) and v}
     for experiment in _experiments(client):
         runs = experiment_runs(client, experiment.experiment_id)
         if runs:
@@ -77,7 +79,7 @@ def _read(client) -> Registry:
             named = {v for v in data_tags(tags) if _looks_like_version(v)}
             if named:
                 found.runs[run.info.run_id] = named
-            found.remotes |= {v for k, v in tags.items() if k.endswith("data.remote") and v}
+            found.remotes |= {v for k, v in tags.items() if k.endswith(tag.DATA_REMOTE) and v}
     return found
 
 
@@ -113,7 +115,7 @@ def _pinned(client, parent: ModelUri, aliases: dict[tuple[str, str], str], versi
             if not absent(exc):
                 raise
             return [str(ModelUri.of(v)) for v in versions if v.name == parent.name]
-    return [f"models:/{parent.name}/{version}"]
+    return [str(ModelUri(name=parent.name, version=version))]
 
 
 def _aliases(client) -> dict[str, tuple[str, ...]]:
@@ -125,7 +127,7 @@ def _aliases(client) -> dict[str, tuple[str, ...]]:
         page = client.search_registered_models(max_results=1000, page_token=token)
         for model in page:
             for alias, version in (model.aliases or {}).items():
-                found.setdefault(f"models:/{model.name}/{version}", []).append(alias)
+                found.setdefault(str(ModelUri(name=model.name, version=str(version))), []).append(alias)
         token = page.token
         if not token:
             return {uri: tuple(sorted(names)) for uri, names in found.items()}
@@ -164,8 +166,8 @@ def affected_models(registry: Registry, affected_data: set[str]) -> list[ModelHi
 
 
 def order(uri: str) -> tuple[str, int]:
-    name, _, version = uri.removeprefix("models:/").rpartition("/")
-    return name, int(version) if version.isdigit() else 0
+    pinned = ModelUri.parse(uri)
+    return pinned.name, int(pinned.version or 0)
 
 
 def affected_runs(registry: Registry, affected_data: set[str]) -> list[str]:

@@ -28,7 +28,9 @@ import logging
 from pathlib import Path
 
 from foundry.config import FoundryConfig
+from foundry.core import version_tags as tag
 from foundry.core.contracts import Candidate, DataVersion
+from foundry.core.model_uri import ModelUri
 from foundry.core.workload import Workload, for_data
 from foundry.data.purged import DataPurged, followed, mark_of
 from foundry.gates import pretrain, specialist
@@ -61,7 +63,7 @@ def champion_score(
 ) -> float:
     """The champion's score on this holdout by the workload's measure: its recorded one if it was evaluated on
     this data version alike (`Workload.recorded_score`), else re-scored."""
-    if champion.tags.get("data_version") == data.data_version:
+    if champion.tags.get(tag.DATA_VERSION) == data.data_version:
         recorded = workload.recorded_score(champion, config)  # its run's, or tags of older versions
         if recorded is not None:
             return recorded
@@ -81,7 +83,7 @@ def champion_data(champion) -> DataVersion:
         return tags.data_version(champion)
     except KeyError as missing:
         raise ValueError(
-            f"champion models:/{champion.name}/{champion.version} records no {missing} tag: its holdout cannot "
+            f"champion {ModelUri.of(champion)} records no {missing} tag: its holdout cannot "
             "be found, so nothing can be compared with it; promote a version the pipeline registered"
         ) from None
 
@@ -197,7 +199,7 @@ def gather_specialist(
         auto_promote=config.registry.auto_promote,
         champion_version=str(base.version),
         old_holdout=old_holdout(workload, base, c, on_base, config),
-        base=f"models:/{base.name}/{base.version}",
+        base=str(ModelUri.of(base)),
         incumbent_version=None if incumbent is None else str(incumbent.version),
     )
 

@@ -10,6 +10,7 @@ from foundry.core.contracts import DataVersion, FetchedFile, LineageRecord
 from foundry.core.metrics.holdout import PREFIX as HOLDOUT_PREFIX
 from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.model_uri import ModelUri
+from foundry.core.version_tags import GIT_COMMIT, GIT_DIRTY, VersionTags
 from foundry.data.purged import DataPurged, mark_of
 from foundry.gates.decision import Decision
 from foundry.registry import tags as registry_tags
@@ -27,20 +28,21 @@ def version_tags(
     decision: Decision,
     git: dict[str, str],
     parent: str = "",
-) -> dict[str, str]:
+) -> VersionTags:
     """The tags a model version carries, the few a reviewer reads in the registry's list: lineage (the
     training run, data version and source, commit, parent) and the gate's record. Metrics stay metrics (on
     the run and its logged model), the config stays the run's params and `config.json`."""
-    return {
-        "run_id": run_id,  # the training run; a re-registered version's own run only logged the files again
-        "data_version": data.data_version,
-        "data.remote": data.remote,
-        "data.source": config.data.source,
-        "data.source_digest": source_digest,
-        **git,
-        **decision.tags(),
-        **({"parent_model": parent} if parent else {}),
-    }
+    return VersionTags(
+        run_id=run_id,
+        data_version=data.data_version,
+        data_remote=data.remote,
+        data_source=config.data.source,
+        source_digest=source_digest,
+        git_commit=git.get(GIT_COMMIT),
+        git_dirty=git.get(GIT_DIRTY),
+        gate=decision.tags(),
+        parent_model=parent,
+    )
 
 
 def training_run_id(version) -> str:
@@ -107,7 +109,7 @@ def as_trained(config: dict, run_tags: dict[str, str]) -> dict:
 def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:
     """The model version's record, then its parents' (the one it was fine-tuned from, or those it merges), and so on."""
     version = registry.resolve(model_uri)
-    tags = version.tags
+    tags = registry_tags.read(version)
     parents = registry_tags.parent_models(version)  # checked before they are followed
     run = tracking.client().get_run(version.run_id)
     record = LineageRecord(
@@ -115,18 +117,18 @@ def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:
         aliases=list(version.aliases or []),
         run_id=version.run_id,
         run_status=run.info.status,
-        data_version=tags.get("data_version", ""),
-        data_remote=tags.get("data.remote", ""),
-        data_source=tags.get("data.source", ""),
-        data_source_digest=tags.get("data.source_digest", ""),
-        git_commit=tags.get("git_commit", ""),  # the version's own tags: the commit of the code that trained it
-        git_dirty=tags.get("git_dirty", ""),
-        parent_model=tags.get("parent_model", ""),
+        data_version=tags.data_version,
+        data_remote=tags.data_remote,
+        data_source=tags.data_source,
+        data_source_digest=tags.source_digest or "",
+        git_commit=tags.git_commit or "",  # the version's own tags: the commit of the code that trained it
+        git_dirty=tags.git_dirty or "",
+        parent_model=tags.parent_model,
         packages={k.removeprefix("version."): v for k, v in run.data.tags.items() if k.startswith("version.")},
         config=recorded_config(version),
         holdout_bits_per_byte=_formatted(getattr(recorded_holdout(version), "bits_per_byte", None)),
         remote_files=remote_files(version.run_id),
-        merge_recipe=tags.get("merge.recipe", ""),
+        merge_recipe=tags.merge_recipe,
     )
     chain = [record]
     if depth > 1:  # a merge has several parents (comma-separated); an ancestor they share is listed once
@@ -205,9 +207,9 @@ def check_commit(record: LineageRecord, current: dict[str, str], force: bool) ->
     if force:
         return
     model, recorded = record.model, record.git_commit
-    if recorded != current["git_commit"]:
+    if recorded != current[GIT_COMMIT]:
         raise CommitMismatch(
-            f"{model} was trained at commit {recorded}, this code is at {current['git_commit']}: "
+            f"{model} was trained at commit {recorded}, this code is at {current[GIT_COMMIT]}: "
             f"check out {recorded} to reproduce it exactly, or pass --force to re-train anyway"
         )
     if record.git_dirty != "false":
@@ -215,7 +217,7 @@ def check_commit(record: LineageRecord, current: dict[str, str], force: bool) ->
             f"{model} was trained from a tree with uncommitted changes (git_dirty={record.git_dirty or 'unknown'}) "
             f"on top of {recorded}: the code that trained it is not known exactly; pass --force to re-train anyway"
         )
-    if current["git_dirty"] != "false":
+    if current[GIT_DIRTY] != "false":
         raise CommitMismatch(
             f"this checkout has uncommitted changes or untracked files under the code paths "
             f"(git status -- foundry flows tasks models dvc.yaml pyproject.toml): commit or stash them to "

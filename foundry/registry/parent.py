@@ -7,6 +7,7 @@ from pathlib import Path
 
 from foundry.core.contracts import DataVersion, ParentData, ParentModel, SourceManifest
 from foundry.core.model_uri import ModelUri
+from foundry.core.version_tags import DATA_VERSION, PRETRAIN
 from foundry.data.purged import followed
 from foundry.registry import tags as registry_tags
 from foundry.registry import versions
@@ -74,5 +75,5 @@ def pretrain_data(version) -> DataVersion | None:
     """The data the base a version descends from was pretrained on: its `pretrain.*` tags for an aligned
     version, its own data tags otherwise; None when it records none. A tag that is not a data version stops
     the run (`tags.BadTag`), never a fallback."""
-    prefix = "pretrain." if version.tags.get("pretrain.data_version") else ""
+    prefix = PRETRAIN if version.tags.get(PRETRAIN + DATA_VERSION) else ""
     return registry_tags.recorded_data(version, prefix)

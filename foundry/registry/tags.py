@@ -13,8 +13,10 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
+from foundry.core import version_tags as tag
 from foundry.core.contracts import RUN_ID, DataVersion, check_data_version
-from foundry.core.model_uri import ModelUri, check_version
+from foundry.core.model_uri import FORMS, ModelUri, check_version
+from foundry.core.version_tags import VersionTags
 
 T = TypeVar("T")
 
@@ -30,15 +32,21 @@ def checked(version, key: str, kind: str, check: Callable[[str], T]) -> T:
         return check(value)
     except (ValueError, ValidationError):
         raise BadTag(
-            f"models:/{version.name}/{version.version} tag {key}={value!r} is not {kind}: refusing to use it "
+            f"{ModelUri.of(version)} tag {key}={value!r} is not {kind}: refusing to use it "
             "(fix or delete the tag in the registry)"
         ) from None
+
+
+def read(version) -> VersionTags:
+    """Everything Foundry tagged `version` with, as text (for showing: a value acted on is checked by the
+    functions below)."""
+    return VersionTags.from_tags(version.tags or {})
 
 
 def data_version(version, prefix: str = "") -> DataVersion:
     """The data version a registered version's `<prefix>data_version` and `<prefix>data.remote` tags name;
     `KeyError` naming the tag when one is missing, `BadTag` when the version is not 32 hex digits."""
-    key, remote = f"{prefix}data_version", f"{prefix}data.remote"
+    key, remote = prefix + tag.DATA_VERSION, prefix + tag.DATA_REMOTE
     for needed in (key, remote):
         if needed not in version.tags:
             raise KeyError(needed)
@@ -49,7 +57,7 @@ def data_version(version, prefix: str = "") -> DataVersion:
 def recorded_data(version, prefix: str = "") -> DataVersion | None:
     """`data_version(version, prefix)`, or None when the version records no such data (either tag absent or
     empty); a tag that is there is checked all the same."""
-    if not (version.tags.get(f"{prefix}data_version") and version.tags.get(f"{prefix}data.remote")):
+    if not (version.tags.get(prefix + tag.DATA_VERSION) and version.tags.get(prefix + tag.DATA_REMOTE)):
         return None
     return data_version(version, prefix)
 
@@ -57,28 +65,25 @@ def recorded_data(version, prefix: str = "") -> DataVersion | None:
 def parent_models(version) -> list[ModelUri]:
     """The versions a registered version was built from (`parent_model`, comma-separated): one for a
     fine-tune, several for a merge, none for a model trained from scratch."""
-    if "parent_model" not in version.tags:
+    if tag.PARENT_MODEL not in version.tags:
         return []
-    return checked(version, "parent_model", f"a comma-separated list of {_FORMS}", _uris)
+    return checked(version, tag.PARENT_MODEL, f"a comma-separated list of {FORMS}", _uris)
 
 
 def run_id(version) -> str:
     """The training run a version came from: its `run_id` tag (a re-registered version names the original run
     there), else the run that registered it."""
-    if not version.tags.get("run_id"):
+    if not version.tags.get(tag.RUN_ID):
         return version.run_id
-    return checked(version, "run_id", "an MLflow run id", _run_id)
+    return checked(version, tag.RUN_ID, "an MLflow run id", _run_id)
 
 
 def replaced_version(version, which: str) -> str:
     """The version that alias `which` pointed to before this one took it ('' for none), as publication noted."""
-    key = f"foundry.replaces_{which}"
+    key = tag.REPLACES + which
     if not version.tags.get(key):
         return ""
     return checked(version, key, "a model version (digits)", check_version)
-
-
-_FORMS = "models:/NAME/VERSION or models:/NAME@ALIAS"
 
 
 def _uris(text: str) -> list[ModelUri]:

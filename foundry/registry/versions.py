@@ -19,7 +19,8 @@ from pathlib import Path
 
 from foundry.core.contracts import Promotion
 from foundry.core.fs import remove_tree
-from foundry.core.model_uri import ModelUri
+from foundry.core.model_uri import LoggedModelUri, ModelUri
+from foundry.core.version_tags import REPLACES
 from foundry.registry import tags as registry_tags
 from foundry.runtime.tracking import client
 
@@ -39,7 +40,7 @@ def refuse_purged(version, refused: str, hint: str = "") -> None:
     """`PurgedModel` naming the purge record when a purge tagged `version`; `refused` says what it cannot be."""
     if record := (version.tags or {}).get(PURGE_TAG):
         raise PurgedModel(
-            f"models:/{version.name}/{version.version} was trained on (or built from) data that purge record {record} "
+            f"{ModelUri.of(version)} was trained on (or built from) data that purge record {record} "
             f"removed: it cannot be {refused}; train a new version on the purged data (`foundry purge --retrain`)"
             + hint
         )
@@ -106,7 +107,7 @@ def register(model_uri: str, name: str, run_id: str, tags: dict[str, str], descr
     """A new version of `name` carrying `tags` and no alias, created in one call (whole or not at all)."""
     _ensure_model(name)
     # A tracking server insists on the logged model's id beside its models:/m-... source.
-    model_id = model_uri.removeprefix("models:/") if model_uri.startswith("models:/m-") else None
+    model_id = LoggedModelUri.id_in(model_uri)
     created = client().create_model_version(
         name,
         source=model_uri,
@@ -142,7 +143,7 @@ def publish(
     marks = {PUBLICATION: "pending", "gate.promoted": "false"}
     for which in ALIASES:
         previous = alias(name, which)
-        marks[f"foundry.replaces_{which}"] = "" if previous is None else str(previous.version)
+        marks[REPLACES + which] = "" if previous is None else str(previous.version)
     version = register(model_uri, name, run_id, {**tags, **marks}, description)
     try:
         c.set_registered_model_alias(name, "challenger", version)
@@ -155,7 +156,7 @@ def publish(
             withdraw(c.get_model_version(name, version))
         except Exception as again:
             raise PublicationFailed(
-                f"models:/{name}/{version} could not take its aliases ({exc}) nor be withdrawn ({again}); it is "
+                f"{ModelUri(name=name, version=version)} could not take its aliases ({exc}) nor be withdrawn ({again}); it is "
                 f"tagged {PUBLICATION}=pending and the next run that judges {name} withdraws it"
             ) from exc
         raise
@@ -175,7 +176,7 @@ def withdraw(version) -> None:
             else:
                 c.delete_registered_model_alias(version.name, which)
     c.delete_model_version(version.name, str(version.version))
-    log.warning("models:/%s/%s was left half-published: withdrawn", version.name, version.version)
+    log.warning("%s was left half-published: withdrawn", ModelUri.of(version))
 
 
 def recover(name: str) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from foundry.config import FoundryConfig, TrainConfig
+from foundry.core import version_tags as tag
 from foundry.core.contracts import DataVersion
 from foundry.core.metrics.aligned import AlignmentMetrics
 from foundry.core.metrics.holdout import HoldoutMetrics, window_stride
@@ -138,7 +139,7 @@ Loss {metrics.loss:.4f} nats/token, perplexity {metrics.perplexity:.2f}, on {met
 ## Model and training
 - {m.n_layer} layers, {m.n_head} heads, width {m.n_embd}, context {m.block_size}, {m.positions} positions, dropout {m.dropout}{f", a {m.bigram_buckets}-row bigram table" if m.bigram_buckets else ""}{", QK-norm" if m.qk_norm else ""}{", ReLU-squared MLP" if m.mlp_activation == "relu2" else ""}{", value embeddings" if m.value_embeddings else ""}{f", trained to predict {m.mtp_depth} more token(s) ahead" if m.mtp_depth else ""}
 - {steps_line(config.train, m.block_size)} on {config.train.num_nodes * config.train.devices} process(es), {optimizer_line(config.train)}
-- MLflow run `{run_id}`, git commit `{git.get("git_commit", "unknown")}` (dirty: {git.get("git_dirty", "unknown")})
+- MLflow run `{run_id}`, git commit `{git.get(tag.GIT_COMMIT, "unknown")}` (dirty: {git.get(tag.GIT_DIRTY, "unknown")})
 
 ## Use
 ```python
@@ -178,7 +179,7 @@ def alignment_card(
 ## Data and training
 - {manifest.kind} records, version `{data.data_version}` in `{data.remote}`: {manifest.count("train_records")} train / {manifest.count("holdout_records")} held out
 - {config.train.max_steps} steps of {config.train.batch_size} {"packed rows" if a.method == "sft" else "pairs"}, peak learning rate {config.train.learning_rate}{f", beta {a.beta}, sft weight {a.sft_weight}" if a.method == "dpo" else ""}
-- MLflow run `{run_id}`, git commit `{git.get("git_commit", "unknown")}` (dirty: {git.get("git_dirty", "unknown")})
+- MLflow run `{run_id}`, git commit `{git.get(tag.GIT_COMMIT, "unknown")}` (dirty: {git.get(tag.GIT_DIRTY, "unknown")})
 
 ## Use
 ```python

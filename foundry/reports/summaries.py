@@ -8,6 +8,7 @@ from pathlib import Path
 
 from foundry.core.contracts import AlignResult, PipelineResult, Reproduction, SearchResult, SkippedRun
 from foundry.core.metrics.holdout import HoldoutMetrics
+from foundry.core.model_uri import ModelUri
 from foundry.reports.cards import strongest_baseline_line
 from foundry.specialists.contracts import MergeResult
 
@@ -102,7 +103,9 @@ def pipeline_summary(result: PipelineResult, home: Path) -> str:
         baselines = f"majority class {m.majority_accuracy or 0:.4f}  nearest class mean "
         baselines += f"{m.nearest_class_mean_accuracy or 0:.4f} accuracy"
     status = "champion" if result.promoted else "challenger"
-    loadable = f"models:/{result.model_name}@champion" if result.promoted else result.model_uri  # refused: no alias
+    loadable = (
+        str(ModelUri(name=result.model_name, alias="champion")) if result.promoted else result.model_uri
+    )  # refused: no alias
     return textwrap.dedent(f"""
         ── Foundry pipeline finished ─────────────────────────────────────────
         model      {result.model_uri}  (alias: {status}; {result.verdict})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from foundry.core import version_tags as tag
 from foundry.core.contracts import DataVersion
 from foundry.core.metrics.images import VisionMetrics
 from foundry.gates.decision import Decision
@@ -78,7 +79,7 @@ Macro F1 {metrics.macro_f1:.4f}, loss {metrics.loss:.4f} nats/image, on {metrics
 ## Data and model
 - version `{data.data_version}` in `{data.remote}`; {len(saved["classes"])} classes
 - images fitted to {image["size"]}x{image["size"]} ({image["mode"]}, channels {image["channels"]}); {args["in_channels"]} channel(s) in
-- MLflow run `{run_id}`, git commit `{git.get("git_commit", "unknown")}` (dirty: {git.get("git_dirty", "unknown")})
+- MLflow run `{run_id}`, git commit `{git.get(tag.GIT_COMMIT, "unknown")}` (dirty: {git.get(tag.GIT_DIRTY, "unknown")})
 
 ## Use
 ```python

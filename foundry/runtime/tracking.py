@@ -18,6 +18,7 @@ from typing import NamedTuple
 from urllib.parse import quote
 
 from foundry.config import FoundryConfig
+from foundry.core import version_tags as tag
 from foundry.core.contracts import DataVersion, RunContext
 from foundry.core.redact import redact_text, redact_url, without_credentials
 from foundry.runtime import run_owner
@@ -88,8 +89,8 @@ def git_state(root: Path = PROJECT_ROOT) -> dict[str, str]:
             check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return {"git_commit": "unknown", "git_dirty": "unknown"}
-    return {"git_commit": commit, "git_dirty": str(bool(dirty)).lower()}
+        return {tag.GIT_COMMIT: "unknown", tag.GIT_DIRTY: "unknown"}
+    return {tag.GIT_COMMIT: commit, tag.GIT_DIRTY: str(bool(dirty)).lower()}
 
 
 def version_tags() -> dict[str, str]:
@@ -107,15 +108,15 @@ def standard_tags() -> dict[str, str]:
 
     git = git_state()
     tags = resolve_tags()
-    if git["git_commit"] != "unknown":
-        tags[GIT_COMMIT] = git["git_commit"]
-    return {**tags, "git_dirty": git["git_dirty"]}
+    if git[tag.GIT_COMMIT] != "unknown":
+        tags[GIT_COMMIT] = git[tag.GIT_COMMIT]
+    return {**tags, tag.GIT_DIRTY: git[tag.GIT_DIRTY]}
 
 
 def run_git(run_tags: dict[str, str]) -> dict[str, str]:
     """{"git_commit", "git_dirty"} as a run recorded them (either tag name)."""
-    commit = run_tags.get(GIT_COMMIT) or run_tags.get("git_commit", "unknown")
-    return {"git_commit": commit, "git_dirty": run_tags.get("git_dirty", "unknown")}
+    commit = run_tags.get(GIT_COMMIT) or run_tags.get(tag.GIT_COMMIT, "unknown")
+    return {tag.GIT_COMMIT: commit, tag.GIT_DIRTY: run_tags.get(tag.GIT_DIRTY, "unknown")}
 
 
 def start_pipeline_run(config: FoundryConfig, run_name: str | None = None) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from foundry.core.contracts import _Value
+from foundry.core.model_uri import ModelUri
 from foundry.gates.decision import Decision
 from foundry.gates.inputs import HoldoutScore
 
@@ -24,4 +25,4 @@ class MergeResult(_Value):
 
     @property
     def model_uri(self) -> str:
-        return f"models:/{self.model_name}/{self.model_version}"
+        return str(ModelUri(name=self.model_name, version=self.model_version))

@@ -13,7 +13,7 @@ from helpers_registry import register_tagged
 
 from foundry.core.contracts import DataVersion, RunContext
 from foundry.core.fs import OutsideFolder, remove_tree
-from foundry.core.model_uri import ModelUri
+from foundry.core.model_uri import LoggedModelUri, ModelUri
 from foundry.registry.tags import BadTag
 
 DIGEST = "0123456789abcdef0123456789abcdef"  # the shape of DVC's md5 of a `.dir` listing
@@ -166,6 +166,44 @@ def test_a_resolved_version_names_its_folder():
     assert str(ModelUri.of(Version)) == "models:/foundry-gpt/3" and ModelUri.of(Version).folder == "foundry-gpt-v3"
     with pytest.raises(ValueError, match="resolve it first"):
         _ = ModelUri.parse("models:/foundry-gpt@champion").folder
+
+
+LOGGED = "models:/m-" + "0123456789abcdef" * 2
+
+
+def test_a_logged_model_uri_parses_into_its_id_and_prints_back():
+    uri = ModelUri.parse(LOGGED, logged=True)
+    assert isinstance(uri, LoggedModelUri) and uri.model_id == LOGGED.removeprefix("models:/") and str(uri) == LOGGED
+    assert LoggedModelUri.parse(LOGGED) == uri and LoggedModelUri.id_in(LOGGED) == uri.model_id
+    assert ModelUri.parse("models:/m-abc/3", logged=True) == ModelUri(name="m-abc", version="3")  # a name like it
+
+
+def test_a_logged_model_uri_is_not_a_registered_version():
+    with pytest.raises(ValueError, match="is a logged model, not a registered version") as refused:
+        ModelUri.parse(LOGGED)  # where a registered version is wanted
+    assert "models:/NAME/VERSION or models:/NAME@ALIAS" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "models:/m-",
+        "models:/m-0123456789abcdef",  # too short
+        LOGGED + "0",  # too long
+        LOGGED.upper().replace("MODELS", "models"),  # MLflow writes lowercase hex
+        LOGGED[:-1] + "g",
+        LOGGED + "/",
+        LOGGED + "\n",
+        "runs:/" + LOGGED.removeprefix("models:/"),
+        LOGGED.removeprefix("models:/"),
+    ],
+)
+def test_a_malformed_logged_model_uri_is_refused(text):
+    assert LoggedModelUri.id_in(text) is None
+    with pytest.raises(ValueError, match="not a logged model"):
+        LoggedModelUri.parse(text)
+    with pytest.raises(ValueError):
+        ModelUri.parse(text, logged=True)
 
 
 # --- hostile tags on a real registry ----------------------------------------------------------------

@@ -1,0 +1,95 @@
+"""The MLflow tags Foundry sets on a registered version (and on the runs behind it), their keys named here once.
+
+Versions registered by every earlier layout keep loading: the keys and values written stay byte for byte what
+they were, and reading takes whichever of them a version has (`foundry.registry.tags` checks a value before
+anything acts on it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict
+
+RUN_ID = "run_id"  # the training run; a re-registered version's own run only logged the files again
+DATA_VERSION = "data_version"
+DATA_REMOTE = "data.remote"
+DATA_SOURCE = "data.source"
+SOURCE_DIGEST = "data.source_digest"
+GIT_COMMIT = "git_commit"
+GIT_DIRTY = "git_dirty"
+PARENT_MODEL = "parent_model"  # comma-separated: one parent for a fine-tune, several for a merge
+MERGE_BASE = "merge.base"
+MERGE_RECIPE = "merge.recipe"
+ALIGN_METHOD = "align.method"
+PRETRAIN = "pretrain."  # before DATA_VERSION and DATA_REMOTE: the data an alignment must not forget
+GATE = "gate."  # the gate's record: `gate.verdict`, `gate.passed` and its inputs
+REPLACES = "foundry.replaces_"  # then an alias: the version it pointed to before publication moved it
+
+
+class VersionTags(BaseModel):
+    """A registered version's lineage and gate record as its tags hold them (text, as written). A value of
+    None, or an empty one where noted, is a tag the version does not carry."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    data_version: str = ""
+    data_remote: str = ""
+    data_source: str = ""
+    source_digest: str | None = None  # None: not written (a merge has no source of its own)
+    git_commit: str | None = None
+    git_dirty: str | None = None
+    gate: dict[str, str] = {}  # `gate.*`, as `Decision.tags()` gives them
+    parent_model: str = ""  # empty: not written (trained from scratch)
+    merge_base: str = ""  # the merge tags, empty for anything but a merge
+    merge_recipe: str = ""
+    align_method: str = ""  # the alignment tags, empty for anything but an alignment
+    pretrain_data_version: str = ""
+    pretrain_data_remote: str = ""
+
+    def as_tags(self) -> dict[str, str]:
+        """The tags to write: always the run and the data; the others only when set."""
+        optional = {
+            SOURCE_DIGEST: self.source_digest,
+            GIT_COMMIT: self.git_commit,
+            GIT_DIRTY: self.git_dirty,
+        }
+        tags = {
+            RUN_ID: self.run_id,
+            DATA_VERSION: self.data_version,
+            DATA_REMOTE: self.data_remote,
+            DATA_SOURCE: self.data_source,
+            **{k: v for k, v in optional.items() if v is not None},
+            **self.gate,
+        }
+        rest = {
+            PARENT_MODEL: self.parent_model,
+            MERGE_BASE: self.merge_base,
+            MERGE_RECIPE: self.merge_recipe,
+            ALIGN_METHOD: self.align_method,
+            PRETRAIN + DATA_VERSION: self.pretrain_data_version,
+            PRETRAIN + DATA_REMOTE: self.pretrain_data_remote,
+        }
+        return tags | {k: v for k, v in rest.items() if v}
+
+    @classmethod
+    def from_tags(cls, tags: Mapping[str, str]) -> VersionTags:
+        """What a version's tags hold, as text, unchecked ("" or None where a tag is absent): for showing. A
+        value used to act on goes through `foundry.registry.tags`, which checks it."""
+        return cls(
+            run_id=tags.get(RUN_ID, ""),
+            data_version=tags.get(DATA_VERSION, ""),
+            data_remote=tags.get(DATA_REMOTE, ""),
+            data_source=tags.get(DATA_SOURCE, ""),
+            source_digest=tags.get(SOURCE_DIGEST),
+            git_commit=tags.get(GIT_COMMIT),
+            git_dirty=tags.get(GIT_DIRTY),
+            gate={k: v for k, v in tags.items() if k.startswith(GATE)},
+            parent_model=tags.get(PARENT_MODEL, ""),
+            merge_base=tags.get(MERGE_BASE, ""),
+            merge_recipe=tags.get(MERGE_RECIPE, ""),
+            align_method=tags.get(ALIGN_METHOD, ""),
+            pretrain_data_version=tags.get(PRETRAIN + DATA_VERSION, ""),
+            pretrain_data_remote=tags.get(PRETRAIN + DATA_REMOTE, ""),
+        )

@@ -1,0 +1,102 @@
+"""`VersionTags` writes exactly the tags versions carried before it existed, and reads every earlier layout."""
+
+from __future__ import annotations
+
+import json
+
+from foundry.core.contracts import DataVersion
+from foundry.core.version_tags import VersionTags
+from foundry.gates.decision import Check, Decision
+from foundry.gates.inputs import PretrainInputs
+from foundry.registry import tags as registry_tags
+from foundry.registry.lineage import version_tags
+
+RUN = "0123456789abcdef0123456789abcdef"
+DATA = DataVersion(data_version="fedcba9876543210fedcba9876543210", remote="s3://bucket/dvc")
+GIT = {"git_commit": "abc123", "git_dirty": "false"}
+
+
+def decision() -> Decision:
+    inputs = PretrainInputs(
+        champion_bits_per_byte=1.5,
+        champion_version="3",
+        challenger_bits_per_byte=1.4,
+        min_improvement=0.01,
+        auto_promote=True,
+    )
+    return Decision.of(inputs, {"beats_champion": Check(passed=True)}, "better")
+
+
+def test_a_trained_versions_tags_are_the_literal_dict_they_always_were(tiny_config):
+    gate = decision()
+    written = version_tags(tiny_config, RUN, DATA, "d1g35t", gate, GIT, "models:/foundry-gpt/3").as_tags()
+    assert written == {
+        "run_id": RUN,
+        "data_version": DATA.data_version,
+        "data.remote": "s3://bucket/dvc",
+        "data.source": tiny_config.data.source,
+        "data.source_digest": "d1g35t",
+        "git_commit": "abc123",
+        "git_dirty": "false",
+        **gate.tags(),
+        "parent_model": "models:/foundry-gpt/3",
+    }
+    assert "gate.verdict" in written and written["gate.passed"] == "true"
+
+
+def test_a_version_trained_from_scratch_carries_no_parent_tag(tiny_config):
+    written = version_tags(tiny_config, RUN, DATA, "", decision(), GIT).as_tags()
+    assert "parent_model" not in written and written["data.source_digest"] == ""  # an empty digest is written
+
+
+def test_a_merges_tags_are_the_literal_dict_they_always_were():
+    gate, recipe = decision(), json.dumps({"method": "ties"})
+    written = VersionTags(
+        run_id=RUN,
+        data_source="merge of models:/legal/1, models:/medical/1",
+        git_commit="abc123",
+        git_dirty="true",
+        gate=gate.tags(),
+        parent_model="models:/legal/1,models:/medical/1",
+        merge_base="models:/foundry-gpt/3",
+        merge_recipe=recipe,
+    ).as_tags()
+    assert written == {
+        "run_id": RUN,
+        "data_version": "",
+        "data.remote": "",
+        "data.source": "merge of models:/legal/1, models:/medical/1",
+        "git_commit": "abc123",
+        "git_dirty": "true",
+        **gate.tags(),
+        "parent_model": "models:/legal/1,models:/medical/1",
+        "merge.base": "models:/foundry-gpt/3",
+        "merge.recipe": recipe,
+    }
+
+
+def test_an_aligned_versions_tags_add_its_method_and_the_pretraining_data(tiny_config):
+    base = version_tags(tiny_config, RUN, DATA, "d", decision(), GIT, "models:/foundry-gpt/3")
+    aligned = base.model_copy(
+        update={"align_method": "dpo", "pretrain_data_version": "ab" * 16, "pretrain_data_remote": "/remote"}
+    )
+    extra = {"align.method": "dpo", "pretrain.data_version": "ab" * 16, "pretrain.data.remote": "/remote"}
+    assert aligned.as_tags() == base.as_tags() | extra
+
+
+def test_tags_read_back_are_what_was_written_and_an_older_layout_reads_with_blanks(tiny_config):
+    class Version:
+        name, version, run_id = "foundry-gpt", "4", RUN
+        tags = version_tags(tiny_config, RUN, DATA, "d", decision(), GIT, "models:/foundry-gpt/3").as_tags()
+
+    read = registry_tags.read(Version)
+    assert read == VersionTags.from_tags(Version.tags) and read.as_tags() == Version.tags
+    older = VersionTags.from_tags({"data_version": DATA.data_version, "data.remote": "r", "git_commit": "c"})
+    assert (older.run_id, older.parent_model, older.source_digest, older.git_dirty) == ("", "", None, None)
+    assert older.as_tags() == {
+        "run_id": "",
+        "data_version": DATA.data_version,
+        "data.remote": "r",
+        "data.source": "",
+        "git_commit": "c",
+    }
