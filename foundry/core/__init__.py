@@ -6,6 +6,7 @@
 - `digests`: file digests, one read per file
 - `fs`: removing folders without ever leaving the folder meant to hold them
 - `metrics`: what a model scored, as typed values (holdout, aligned, images)
+- `version_tags`: the MLflow tags Foundry sets on a run and a registered version, named and written in one place
 - `workload`: the Workload interface and the registry of workloads (text, chat, image)
 - `redact`: URLs and connection strings as Foundry logs, saves and shows them: credentials masked
 """

@@ -1,19 +1,23 @@
 """What a kind of model brings to Foundry, and the registry that finds it.
 
-The trainer, the gates' gathering, `foundry evaluate`, purge and serving ask a `Workload`; none of them branches
-on modality. Each workload lives in its own folder and is registered here by module path, imported only when it
+The trainer, the data stage, the gates' gathering and records, `foundry evaluate`, purge's search and rewrite,
+fine-tuning and registration ask a `Workload` instead of branching on modality. Each workload lives in its own folder and is registered here by module path, imported only when it
 is asked for (an image workload brings Pillow, a chat one the alignment losses):
 
 - `text` (`foundry.pretrain.workload`): documents as token shards, a GPT pretrained on them
 - `chat` (`foundry.align.workload`): conversations or preference pairs, a GPT aligned on them
 - `image` (`foundry.vision.workload`): labelled images in WebDataset shards, a classifier trained on them
 
-A fourth workload (audio, video frames, tabular) is one new folder with a `WORKLOAD` value and one line in
-`REGISTERED`. After torchtitan's `TrainSpec`: checkpointing and resilience are the trainer's, not the workload's.
+A fourth workload (audio, video frames, tabular) is a new folder with a `WORKLOAD` value and a line in `REGISTERED`;
+today it would also add its name to `data.modality`'s values and its manifest's kind, and its metrics and gate
+inputs to the typed unions that name the three (`foundry.core.contracts`, `foundry.gates.inputs`). After
+torchtitan's `TrainSpec`: checkpointing and resilience are the trainer's, not the workload's.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -238,10 +242,14 @@ def named(name: str) -> Workload:
 
 
 def for_data(data_dir: Path) -> Workload:
-    """The workload whose data a prepared data folder holds."""
+    """The workload whose data a prepared data folder holds. A folder without a manifest (nothing prepared, a
+    wrong path) is a `FileNotFoundError` naming the manifest, an input error no retry mends, as reading it was."""
     for name in REGISTERED:
         if named(name).holds(Path(data_dir)):
             return named(name)
+    manifest = Path(data_dir) / "manifest.json"
+    if not manifest.is_file():
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(manifest))
     raise ValueError(f"{data_dir} holds no prepared data of any workload ({', '.join(REGISTERED)})")
 
 
