@@ -67,9 +67,9 @@ def plain_loop(entries: list, config, out: Path) -> dict:
     from datasketch import MinHash, MinHashLSH
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from foundry.data import pii
     from foundry.data.clean import holdout_set, normalise
     from foundry.data.dedup import shingles
+    from foundry.data.privacy import pii
     from foundry.data.quality import quality_problem
 
     d = config.data

@@ -1,4 +1,4 @@
-"""Secrets and personal data (#30 point 3: tests/fast/data/test_secret_kinds.py, tests/fast/test_security_review.py)."""
+"""Secrets and personal data (#30 point 3: tests/fast/data/privacy/test_secret_kinds.py, tests/fast/test_security_review.py)."""
 
 from __future__ import annotations
 

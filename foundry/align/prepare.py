@@ -26,12 +26,12 @@ from foundry.core.contracts import SourceManifest
 from foundry.core.digests import folder_digests, sha256_file
 from foundry.core.fs import remove_tree
 from foundry.data import audit as audits
-from foundry.data import pii
 from foundry.data.audit import Audit
 from foundry.data.formats import BadInputError, read_records
 from foundry.data.ledger import Ledger, holdout_set
 from foundry.data.manifest import FILE as MANIFEST_FILE
 from foundry.data.manifest import DatasetManifest
+from foundry.data.privacy import pii
 from models.chat import ChatTemplate
 from models.tokens import EOT
 
@@ -44,7 +44,7 @@ CODE = (
     "foundry/align/records.py",
     "foundry/align/split_ledger.py",
     "foundry/data/formats.py",
-    "foundry/data/pii.py",
+    "foundry/data/privacy/pii.py",
     "models/chat.py",
 )
 

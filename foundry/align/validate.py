@@ -17,8 +17,8 @@ import pandas as pd
 
 from foundry.align.records import FIELDS, context_tokens, load_field
 from foundry.config import FoundryConfig
-from foundry.data import pii
 from foundry.data.manifest import DatasetManifest
+from foundry.data.privacy import pii
 from foundry.data.validate import ValidationFailed, run_suites
 from foundry.data.validation_report import ValidationReport
 from models.chat import ROLES, ChatTemplate

@@ -8,10 +8,8 @@
 - `limits`: how far a compressed source may inflate (archives and `.gz` files)
 - `formats`: documents out of text, code, `.jsonl` and `.parquet` files (any `.gz`), one at a time
 - `clean`: decode, normalise, scrub, filter, de-duplicate and split documents, streaming
-- `pii`, `pii_patterns`: the personal-data and secret scrubber, and what each detector matches
-- `pii_checks`, `pii_tokens`, `pii_ids`: the checks behind the detectors (Luhn, mod 97, entropy), vendor token
-  prefixes, national numbers
-- `secret_scan`, `secret_scan_numbers`: the gate's second, independent detector of personal data and secrets
+- `privacy`: personal data and secrets: the scrubber (`pii` and its detectors) and the gate's second,
+  independent detector (`secret_scan`)
 - `quality`: Gopher- and C4-style quality rules
 - `dedup`: exact de-duplication by content hash, near by MinHash LSH
 - `ledger`: sticky splits: the ledger of which split each document was given

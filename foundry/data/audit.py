@@ -12,7 +12,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from foundry.data import pii, quality
+from foundry.data import quality
+from foundry.data.privacy import pii
 
 log = logging.getLogger(__name__)
 

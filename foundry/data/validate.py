@@ -18,9 +18,9 @@ import pandas as pd
 from foundry.config import FoundryConfig
 from foundry.core import workload
 from foundry.core.digests import sha256_file
-from foundry.data import pii, secret_scan
 from foundry.data.clean import iter_texts
 from foundry.data.manifest import DatasetManifest
+from foundry.data.privacy import pii, secret_scan
 from foundry.data.validate_gx import ValidationFailed, drop_docs_assets, lineage_suite, lineage_table, run_suites
 from foundry.data.validation_report import PiiCounts, ValidationReport
 

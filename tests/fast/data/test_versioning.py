@@ -169,4 +169,4 @@ def test_the_prepare_stage_names_every_project_module_that_makes_the_data():
     }
     making = {f for f in making if not f.endswith("__init__.py")}
     deps = set(yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())["stages"]["prepare"]["deps"])
-    assert "foundry/data/pii_patterns.py" in making and not making - deps, sorted(making - deps)
+    assert "foundry/data/privacy/pii_patterns.py" in making and not making - deps, sorted(making - deps)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from foundry.data.pii_checks import (
+from foundry.data.privacy.pii_checks import (
     IBAN_LENGTHS,
     basic_auth_ok,
     iban_ok,
@@ -28,8 +28,8 @@ from foundry.data.pii_checks import (
     templated,
     weak_name,
 )
-from foundry.data.pii_ids import ID_ANCHORS, NATIONAL_IDS, national_id_ok
-from foundry.data.pii_tokens import API_TOKEN, API_TOKEN_MARKERS, SECRET_NAME, SECRET_WORDS
+from foundry.data.privacy.pii_ids import ID_ANCHORS, NATIONAL_IDS, national_id_ok
+from foundry.data.privacy.pii_tokens import API_TOKEN, API_TOKEN_MARKERS, SECRET_NAME, SECRET_WORDS
 
 __all__ = ["IBAN_LENGTHS", "KINDS", "NEEDS", "PATTERNS", "PLACEHOLDERS", "iban_ok", "jwt_ok", "luhn_ok", "valid"]
 

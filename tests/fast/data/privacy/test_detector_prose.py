@@ -1,4 +1,4 @@
-"""#55 points 10 and 8: the gate's second detector (foundry.data.secret_scan) flags a value only when it
+"""#55 points 10 and 8: the gate's second detector (foundry.data.privacy.secret_scan) flags a value only when it
 looks like one, so ordinary prose and code do not stop a run; and the secrets the scrubber missed
 (fine-grained GitHub tokens, Mailgun keys) are replaced by it, in prose, code, JSON and YAML.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from helpers_secrets import RAND, contexts
 
-from foundry.data import pii, secret_scan
+from foundry.data.privacy import pii, secret_scan
 
 
 def gate(text: str) -> set[str]:

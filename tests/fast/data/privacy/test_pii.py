@@ -1,4 +1,4 @@
-"""foundry.data.pii: each detector on what it must replace and what it must leave alone (code above all)."""
+"""foundry.data.privacy.pii: each detector on what it must replace and what it must leave alone (code above all)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from foundry.config import PII_KINDS, DataConfig
 from foundry.core.contracts import SourceFile
 from foundry.data import audit as audits
-from foundry.data import pii
 from foundry.data.clean import PartitionJob, clean_partition, select_documents
+from foundry.data.privacy import pii
 
 # Test data only: documentation-style values, a Luhn-valid test card, AWS's documented example key,
 # the IBANs of the ISO 13616 examples; tokens are assembled from parts, in the providers' shapes.
@@ -133,7 +133,7 @@ def test_secret_assignments_replace_the_value_and_keep_the_name():
 
 
 def test_iban_check():
-    from foundry.data.pii_patterns import iban_ok
+    from foundry.data.privacy.pii_patterns import iban_ok
 
     assert iban_ok("GB82WEST12345698765432") and iban_ok("DE89 3704 0044 0532 0130 00")
     assert not iban_ok("GB82WEST12345698765433") and not iban_ok("GB82WEST1234569876543")

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from foundry.data.secret_scan_numbers import ids, numbers
+from foundry.data.privacy.secret_scan_numbers import ids, numbers
 
 __all__ = ["Finding", "joined", "kinds", "scan"]
 

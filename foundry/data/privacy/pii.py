@@ -5,7 +5,7 @@ PyPI, SendGrid and more by prefix), JWTs, authorization headers, credentials in 
 and `password = ...`-style assignments (code, JSON, YAML, .env, INI, netrc, connection strings) become
 typed placeholders such as `<EMAIL>`.
 
-Detectors (`foundry/data/pii_patterns.py`) are regular expressions, most with a check behind them (Luhn
+Detectors (`foundry/data/privacy/pii_patterns.py`) are regular expressions, most with a check behind them (Luhn
 for card numbers, mod 97 for IBANs, the `ipaddress` module for addresses, a JSON header for JWTs). The
 scrubber in `clean` runs the kinds `data.pii` names; the validation gate searches with every kind.
 """
@@ -18,9 +18,9 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from foundry.data.pii_checks import luhn_ok
-from foundry.data.pii_patterns import ANCHORS, HEX, KINDS, LOCAL_PART, NEEDS, PATTERNS, PLACEHOLDERS, valid
-from foundry.data.pii_tokens import WRAP_MARKERS
+from foundry.data.privacy.pii_checks import luhn_ok
+from foundry.data.privacy.pii_patterns import ANCHORS, HEX, KINDS, LOCAL_PART, NEEDS, PATTERNS, PLACEHOLDERS, valid
+from foundry.data.privacy.pii_tokens import WRAP_MARKERS
 
 __all__ = ["KINDS", "PLACEHOLDERS", "Span", "example", "find", "luhn_ok", "mask", "scrub"]
 MAX_PASSES = 4

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from foundry.data.pii_checks import luhn_ok, nino_ok, ssn_ok
+from foundry.data.privacy.pii_checks import luhn_ok, nino_ok, ssn_ok
 
 # A name, then up to five characters of punctuation (`": "`, ` = '`), or a short verb (`SIN is 046...`).
 _THEN = r"[^\w\n]{1,5}(?:(?:is|was|number|no\.?|#)[^\w\n]{1,5})?"

@@ -1,5 +1,5 @@
 """Each kind of secret and personal data, in prose, code (Python, JS, shell), JSON and YAML: the scrubber
-(foundry.data.pii) replaces the value, the gate's independent second detector (foundry.data.secret_scan)
+(foundry.data.privacy.pii) replaces the value, the gate's independent second detector (foundry.data.privacy.secret_scan)
 flags it, and what the scrubber leaves passes the second detector. Ordinary code stays untouched by both.
 
 Decided here: hex digests (sha256 in lock files), UUIDs, version strings and OIDs are not secrets, unless
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from helpers_secrets import CASES, OPENAI, SPLIT
 
-from foundry.data import pii, secret_scan, secret_scan_numbers
+from foundry.data.privacy import pii, secret_scan, secret_scan_numbers
 
 
 @pytest.mark.parametrize("kind, value, text", CASES + SPLIT)
@@ -75,7 +75,7 @@ def test_the_second_detector_shares_no_code_with_the_scrubber():
         tree = ast.parse(inspect.getsource(module))
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        own = {"foundry.data.secret_scan_numbers"}  # its own part, held to the same rule
+        own = {"foundry.data.privacy.secret_scan_numbers"}  # its own part, held to the same rule
         assert not any(name.startswith("foundry") for name in imported - own), (module.__name__, imported)
 
 
