@@ -56,7 +56,7 @@ def judge_merge(scores: list[HoldoutScore], name: str, config: FoundryConfig, ru
     """The merge gate (`foundry.gates.merge`) on the scores and the champion of `name` scored on the same
     holdouts (the caller holds its promotion lock); its verdict and inputs tagged on the run."""
     from foundry.gates import merge as gate
-    from foundry.registry.gate import gather_merge
+    from foundry.specialists.gate import gather_merge
 
     decision = gate.decide(gather_merge(config, scores, name, run.home))
     tracking.set_tags(run.run_id, decision.tags())

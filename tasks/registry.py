@@ -91,7 +91,7 @@ def judge(config: FoundryConfig, candidate: Candidate, parent: ParentData | None
 def judge_specialist(config: FoundryConfig, candidate: Candidate, base: ParentModel) -> Decision:
     """A domain fine-tune's gate: better than its base on the domain holdout, not forgetting the base's (bits
     per byte for a language model, holdout accuracy for an image classifier)."""
-    from foundry.registry.gate import decide_specialist
+    from foundry.specialists.gate import decide_specialist
 
     return _recorded(decide_specialist(config, candidate, base.uri), candidate)
 

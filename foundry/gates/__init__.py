@@ -12,6 +12,7 @@ turns it into the one `Decision` type, with no registry, file or network in sigh
 - `checks`: the comparisons several gates make, written once.
 - `scores`: the typed scores a feature writes and a gate reads (an aligned model's).
 
-The gathering lives beside the registry (`foundry.registry.gate`, `foundry.specialists.merging`), the alignment
-gate's with alignment (`foundry.align.gate`).
+The gathering lives with the feature each gate judges: the pretraining gate's beside the registry
+(`foundry.registry.gate`), the specialist and merge gates' with the specialists (`foundry.specialists.gate`), the
+alignment gate's with alignment (`foundry.align.gate`).
 """

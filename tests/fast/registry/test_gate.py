@@ -273,8 +273,8 @@ def test_a_merge_is_held_to_the_champion_of_its_name_rescored_on_the_same_holdou
     """`gather_merge` scores the champion of the merge's name on each holdout the merge was scored on (here the
     champion's own); a merge that passes its own checks but scores worse is refused."""
     from foundry.gates import merge
-    from foundry.registry.gate import gather_merge
     from foundry.specialists.contracts import HoldoutScore
+    from foundry.specialists.gate import gather_merge
 
     data, folder = old_data
     config = named(tiny_config, "gate-merged")
