@@ -26,32 +26,13 @@ from foundry.core.metrics.images import (
     majority_accuracy,
     per_class_accuracy,
 )
-from foundry.vision.shards import FILE, ShardDataset, ShardManifest
+from foundry.vision.shards import ShardDataset, ShardManifest
 
-MODALITY = "image"
 MISCLASSIFIED_SHOWN = 36  # images in the grid: enough to see a pattern, small enough to read
-
-
-def is_image_dataset(data_dir: Path) -> bool:
-    """A prepared image dataset holds `shards.json`, or a manifest whose modality is image."""
-    data_dir = Path(data_dir)
-    if (data_dir / FILE).is_file():
-        return True
-    manifest = data_dir / "manifest.json"
-    if not manifest.is_file():
-        return False
-    import json
-
-    return json.loads(manifest.read_text()).get("modality") == MODALITY
 
 
 def load_saved(checkpoint: Path) -> dict:
     return torch.load(checkpoint, map_location="cpu", weights_only=True)
-
-
-def is_image_checkpoint(checkpoint: Path) -> bool:
-    """Whether a `model.pt` holds an image classifier (its "modality" key; text's carry none)."""
-    return load_saved(checkpoint).get("modality") == MODALITY
 
 
 @dataclass

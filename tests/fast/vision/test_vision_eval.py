@@ -18,7 +18,11 @@ from foundry.core.metrics.images import (
     majority_accuracy,
     per_class_accuracy,
 )
-from foundry.vision.evaluate import accuracy_on, evaluate_images, is_image_checkpoint, is_image_dataset
+from foundry.core.workload import for_data
+from foundry.evaluate.scores import ModelRef
+from foundry.pretrain.scoring import is_language_model
+from foundry.vision.evaluate import accuracy_on, evaluate_images
+from foundry.vision.scoring import is_classifier
 
 COUNTS = {"train": {"dark": 6, "mid": 3, "bright": 3}, "holdout": {"dark": 4, "mid": 2, "bright": 2}}
 
@@ -93,9 +97,11 @@ def test_a_random_classifier_is_scored_consistently_and_its_mistakes_are_drawn(s
 
 
 def test_an_image_dataset_and_checkpoint_are_told_from_text_ones(shards, tmp_path, tiny_dataset):
+    """As the code asks: a data folder's workload (`for_data`), and a model's files in `foundry evaluate`."""
     checkpoint = brightness_classifier(tmp_path / "model.pt")
-    assert is_image_dataset(shards) and not is_image_dataset(tiny_dataset)
-    assert is_image_checkpoint(checkpoint)
+    assert for_data(shards).name == "image" and for_data(tiny_dataset).name == "text"
+    ref = ModelRef(asked="classifier", model="models:/classifier/1", model_id=None, artifacts=checkpoint.parent)
+    assert is_classifier(ref) and not is_language_model(ref)
 
 
 def test_a_model_of_other_classes_is_refused(shards, tmp_path, tiny_config):
