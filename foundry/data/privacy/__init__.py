@@ -6,6 +6,5 @@ cleaned; the data gate asks the scrubber and a second, independent detector, and
 - `pii_checks`: the checks behind the detectors (Luhn, mod 97, entropy, decoding)
 - `pii_tokens`: vendor token prefixes and the words that name a secret
 - `pii_ids`: national identity numbers and their checks
-- `secret_scan`: the gate's second detector, which shares no code with the scrubber
-- `secret_scan_numbers`: the second detector's card, account and identity numbers
+- `secret_scan`: the gate's second detector, which shares no code with the scrubber (its own number checks too)
 """
