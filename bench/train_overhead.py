@@ -56,7 +56,7 @@ class RawLoop:
 
         from models.gpt import GPT, GPTConfig
         from models.lit_base import warmup_cosine
-        from models.lit_gpt import muon_adamw
+        from models.optim import muon_adamw
 
         t = self.train = config.train
         torch.manual_seed(t.seed)

@@ -11,7 +11,7 @@ import time
 import lightning as L
 import torch
 
-from models.optim import MuonAdamW
+from models.optim import muon_adamw
 
 
 def warmup_cosine(step: int, warmup: int, total: int, floor: float) -> float:
@@ -78,10 +78,11 @@ SETTINGS = (
 class LitBase(L.LightningModule):
     """The shared lifecycle. A subclass takes the `SETTINGS` as keywords (`**settings`, handed here to be checked),
     calls `save_hyperparameters()` in its own `__init__`, sets `self.model` (with `optimizer_groups(weight_decay)`),
-    counts each micro-batch with `_count` and says what Muon trains (`_muon`) and what one unit costs
+    counts each micro-batch with `_count` and says what Muon trains (`muon_blocks`) and what one unit costs
     (`_flops_per_unit`)."""
 
     throughput_unit = "tokens"  # what the progress line counts a second: `train/<unit>_per_sec`
+    muon_blocks = "blocks."  # the names of the matrices Muon trains start so (`models.optim.muon_groups`)
 
     def __init__(self, settings: dict):
         super().__init__()
@@ -96,9 +97,6 @@ class LitBase(L.LightningModule):
         self._validation_start = 0.0
 
     # --- what a subclass brings ---
-
-    def _muon(self, learning_rate: float, muon_learning_rate: float, weight_decay: float) -> MuonAdamW:
-        raise NotImplementedError
 
     def _flops_per_unit(self) -> float:
         raise NotImplementedError
@@ -170,7 +168,9 @@ class LitBase(L.LightningModule):
     def configure_optimizers(self):
         hp = self.hparams
         if hp.optimizer == "muon":
-            optimizer = self._muon(hp.learning_rate, hp.muon_learning_rate, hp.weight_decay)
+            optimizer = muon_adamw(
+                self.model, hp.learning_rate, hp.muon_learning_rate, hp.weight_decay, self.muon_blocks
+            )
         else:
             optimizer = adamw(self.model, hp.learning_rate, hp.weight_decay, self.trainer.precision)
         return scheduled(optimizer, hp)

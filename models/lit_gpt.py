@@ -8,11 +8,6 @@ import torch
 from models.gpt import GPT, GPTConfig
 from models.lit_base import LitBase
 from models.lora import LoRASpec, adapter_state_dict, add_lora, merge_lora, trainable_share
-from models.optim import MuonAdamW, muon_groups
-
-
-def muon_adamw(model: GPT, learning_rate: float, muon_learning_rate: float, weight_decay: float) -> MuonAdamW:
-    return MuonAdamW(muon_groups(model, weight_decay, muon_learning_rate), lr=learning_rate, betas=(0.9, 0.95))
 
 
 class LitGPT(LitBase):
@@ -47,9 +42,6 @@ class LitGPT(LitBase):
         x, y = batch
         _, loss = self.model(x, y)
         self.log("val/loss", loss, prog_bar=True, sync_dist=True)
-
-    def _muon(self, learning_rate: float, muon_learning_rate: float, weight_decay: float) -> MuonAdamW:
-        return muon_adamw(self.model, learning_rate, muon_learning_rate, weight_decay)
 
     def _flops_per_unit(self) -> float:
         return self.model.flops_per_token()

@@ -10,20 +10,12 @@ import numpy as np
 import torch
 
 from models.lit_base import LitBase
-from models.optim import MuonAdamW, muon_groups
 from models.vision import AugmentConfig, ImageClassifier, VisionConfig, augment
-
-
-def muon_adamw(
-    model: ImageClassifier, learning_rate: float, muon_learning_rate: float, weight_decay: float
-) -> MuonAdamW:
-    """Muon for the ViT blocks' matrices (a CNN has none: its kernels are 4-D), AdamW for everything else."""
-    groups = muon_groups(model, weight_decay, muon_learning_rate, blocks="net.blocks.")
-    return MuonAdamW(groups, lr=learning_rate, betas=(0.9, 0.95))
 
 
 class LitVision(LitBase):
     throughput_unit = "images"  # what the progress line counts a second
+    muon_blocks = "net.blocks."  # Muon for the ViT blocks' matrices (a CNN has none: its kernels are 4-D)
 
     # No defaults: the values come from the one config, never from here (as `LitGPT`'s).
     def __init__(self, model_args: dict, *, augment: dict, seed: int, channels_last: bool, **settings):
@@ -70,9 +62,6 @@ class LitVision(LitBase):
         accuracy = (logits.argmax(-1) == targets).float().mean()
         self.log("val/loss", loss, prog_bar=True, sync_dist=True, batch_size=len(targets))
         self.log("val/accuracy", accuracy, sync_dist=True, batch_size=len(targets))
-
-    def _muon(self, learning_rate: float, muon_learning_rate: float, weight_decay: float) -> MuonAdamW:
-        return muon_adamw(self.model, learning_rate, muon_learning_rate, weight_decay)
 
     def _flops_per_unit(self) -> float:
         return self.model.flops_per_image()

@@ -96,3 +96,15 @@ def muon_groups(model: torch.nn.Module, weight_decay: float, muon_lr: float, blo
     if hidden:
         groups.append({"params": hidden, "muon": True, "lr": muon_lr, "weight_decay": weight_decay})
     return groups
+
+
+def muon_adamw(
+    model: torch.nn.Module,
+    learning_rate: float,
+    muon_learning_rate: float,
+    weight_decay: float,
+    blocks: str = "blocks.",
+) -> MuonAdamW:
+    """The optimizer training builds with Muon: Muon for the trainable matrices under `blocks` (a GPT's `blocks.`,
+    a ViT's `net.blocks.`; a CNN has none, its kernels are 4-D), AdamW for everything else (`muon_groups`)."""
+    return MuonAdamW(muon_groups(model, weight_decay, muon_learning_rate, blocks), lr=learning_rate, betas=(0.9, 0.95))

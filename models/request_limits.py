@@ -1,4 +1,5 @@
-"""Defaults and bounds of one generation request to the served model; no torch, so the config reads them too."""
+"""Defaults and bounds of one request to a served model (text or image), and the bounds a version was logged with;
+no torch, so the config reads them too."""
 
 # Sampling defaults of the served model (its signature's parameters).
 DEFAULTS = {"max_new_tokens": 64, "temperature": 0.8, "top_k": 40, "seed": 0}
@@ -16,3 +17,10 @@ CHAT_COMPLETION_FIELDS = {
 }
 # Bounds of one request to a served image classifier, saved with each version as its `model_config`.
 IMAGE_LIMITS = {"max_rows": 64, "max_image_bytes": 10 * 2**20, "max_pixels": 25_000_000}
+
+
+def saved_limits(model_config: dict | None, limits: dict[str, int] = LIMITS) -> dict[str, int]:
+    """The bounds a version was logged with (its `model_config`), each one it lacks at its default in `limits`
+    (`LIMITS`, or `IMAGE_LIMITS` for an image classifier): a version logged before there were any serves with these."""
+    saved = model_config or {}
+    return {key: int(saved.get(key, default)) for key, default in limits.items()}

@@ -26,7 +26,7 @@ from pathlib import Path
 from foundry.config import FoundryConfig
 from foundry.core.contracts import SourceManifest
 from foundry.core.redact import redact_url
-from foundry.evaluate.report import markdown, name_of, runs_lines
+from foundry.evaluate.report import best, head, name_of, runs_lines
 from foundry.evaluate.runs import metric_key
 from foundry.evaluate.scores import Baselines, ChatScores, Evaluation, EvaluationData, ModelRef, ModelScores, described
 from foundry.evaluate.scoring import Scoring, Source
@@ -233,22 +233,14 @@ class ChatScoring(Scoring):
         return rows(evaluation)
 
     def comparison(self, evaluation: Evaluation) -> str:
-        n, data = len(evaluation.models), evaluation.data
-        head = [
-            f"evaluate: {n} model{'s' * (n != 1)} on {data.label} (chat records)",
-            f"holdout: {evaluation.holdout_records:,} conversations",
-            "",
-            markdown(rows(evaluation)),
-            "",
-            CHAT_LOSS,
-        ]
-        return "\n".join(head + runs_lines(evaluation))
+        held = f"{evaluation.holdout_records:,} conversations"
+        opening = head(evaluation, rows(evaluation), held, "chat records")
+        return "\n".join([*opening, CHAT_LOSS, *runs_lines(evaluation)])
 
     def outcome(self, evaluation: Evaluation) -> str:
         if not (compared := scored(evaluation)):
             return "no model could be compared on chat records"
-        best = max(compared, key=lambda m: m.chat.exact_match)
-        return f"best: {best.model.model} at exact match {best.chat.exact_match:.4f}"
+        return best(compared, lambda m: m.chat.exact_match, "exact match {:.4f}")
 
     def headline(self, scores: ModelScores) -> str:
         c = scores.chat

@@ -4,6 +4,7 @@ on documents, exact match on chat records, accuracy on images), from the helpers
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from foundry.evaluate.scores import Evaluation, EvaluationData, ModelScores
@@ -22,6 +23,26 @@ def markdown(table: list[dict[str, str]], numeric_from: int = 1) -> str:
     align = ["---" if i < numeric_from else "---:" for i in range(len(header))]
     lines = [header, align, *([row.get(key, "") for key in header] for row in table)]
     return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+
+
+def head(evaluation: Evaluation, table: list[dict[str, str]], holdout: str, kind: str = "") -> list[str]:
+    """The comparison's opening, alike for every workload: how many models on which data (and of what `kind`),
+    the holdout's size, then the overall `table`."""
+    n, of = len(evaluation.models), f" ({kind})" if kind else ""
+    return [
+        f"evaluate: {n} model{'s' * (n != 1)} on {evaluation.data.label}{of}",
+        f"holdout: {holdout}",
+        "",
+        markdown(table),
+        "",
+    ]
+
+
+def best(models: list[ModelScores], figure: Callable[[ModelScores], float], shown: str, lowest: bool = False) -> str:
+    """The flow's one-line outcome: the model whose `figure` is highest (`lowest`: lowest), with the figure as
+    `shown` formats it (`"accuracy {:.4f}"`)."""
+    chosen = (min if lowest else max)(models, key=figure)
+    return f"best: {chosen.model.model} at {shown.format(figure(chosen))}"
 
 
 def runs_lines(evaluation: Evaluation) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from foundry.core.metrics.holdout import HoldoutMetrics
-from foundry.evaluate.report import markdown, name_of, runs_lines
+from foundry.evaluate.report import head, markdown, name_of, runs_lines
 from foundry.evaluate.scores import Evaluation
 from foundry.pretrain.group_baselines import GROUP_BASELINES
 
@@ -65,19 +65,13 @@ def group_rows(evaluation: Evaluation) -> list[dict[str, str]]:
 
 def comparison(evaluation: Evaluation) -> str:
     """Overall, then per group, then the runs."""
-    data, n = evaluation.data, len(evaluation.models)
-    head = [
-        f"evaluate: {n} model{'s' * (n != 1)} on {data.label}",
-        f"holdout: {evaluation.holdout_bytes:,} bytes in {len(evaluation.groups)} group(s) of source files",
-        "",
-        markdown(rows(evaluation)),
-        "",
-    ]
+    held = f"{evaluation.holdout_bytes:,} bytes in {len(evaluation.groups)} group(s) of source files"
+    opening = head(evaluation, rows(evaluation), held)
     if not evaluation.one_tokenizer:
-        head += [DIFFERENT_TOKENIZERS, ""]
+        opening += [DIFFERENT_TOKENIZERS, ""]
     groups = ["bits per byte by group of source files (top-level folder):", "", markdown(group_rows(evaluation), 1)]
     groups += ["", GROUP_BASELINES_NOTE]
-    return "\n".join(head + groups + runs_lines(evaluation))
+    return "\n".join(opening + groups + runs_lines(evaluation))
 
 
 def chart(evaluation: Evaluation, path: Path) -> Path:

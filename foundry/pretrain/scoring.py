@@ -22,6 +22,7 @@ from pathlib import Path
 from foundry.config import FoundryConfig
 from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.redact import redact_url
+from foundry.evaluate.report import best
 from foundry.evaluate.runs import metric_key
 from foundry.evaluate.scores import (
     Baselines,
@@ -190,8 +191,7 @@ class DocumentScoring(Scoring):
         return report.comparison(evaluation)
 
     def outcome(self, evaluation: Evaluation) -> str:
-        best = min(evaluation.models, key=lambda m: m.metrics.bits_per_byte)
-        return f"best: {best.model.model} at {best.metrics.bits_per_byte:.4f} bits/byte"
+        return best(evaluation.models, lambda m: m.metrics.bits_per_byte, "{:.4f} bits/byte", lowest=True)
 
     def headline(self, scores: ModelScores) -> str:
         return f"{scores.metrics.bits_per_byte:.4f} bits/byte"

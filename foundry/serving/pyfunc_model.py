@@ -32,7 +32,7 @@ from models.chat import ROLES, saved_template
 from models.chat_completion import complete_chat
 from models.generate import generate_replies, generate_texts, prompt_ids
 from models.gpt import gpt_from_saved, load_saved
-from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS
+from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS, saved_limits
 
 SEEDS = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
 
@@ -48,12 +48,6 @@ def _present(value) -> bool:
 def _plain(value):
     """A numpy scalar (what a frame holds) as Python's own, so that a message shows `2`, not `np.int64(2)`."""
     return value.item() if hasattr(value, "item") and pd.api.types.is_scalar(value) else value
-
-
-def saved_limits(model_config: dict | None) -> dict[str, int]:
-    """The limits a version was logged with; a version logged before there were any serves with `LIMITS`."""
-    saved = model_config or {}
-    return {key: int(saved.get(key, default)) for key, default in LIMITS.items()}
 
 
 def _whole(value, field: str) -> int:

@@ -27,17 +27,12 @@ from mlflow.exceptions import MlflowException
 from mlflow.models import set_model
 
 from models.image_input import NotAnImage, pixels
-from models.request_limits import IMAGE_LIMITS
+from models.request_limits import IMAGE_LIMITS, saved_limits
 from models.vision import classifier_from_saved
 
 
 def refused(message: str) -> MlflowException:
     return MlflowException.invalid_parameter_value(message)
-
-
-def saved_limits(model_config: dict | None) -> dict[str, int]:
-    saved = model_config or {}
-    return {key: int(saved.get(key, default)) for key, default in IMAGE_LIMITS.items()}
 
 
 def image_values(model_input) -> list:
@@ -99,7 +94,7 @@ class ImageClassifierModel(mlflow.pyfunc.PythonModel):
         # `auto` staged every training image with the channels the model takes: a request gets the same.
         self.channels = channels if channels != "auto" else ("gray" if in_channels == 1 else "rgb")
         self.size, self.mode = int(image["size"]), image.get("mode", "resize")
-        self.limits = saved_limits(getattr(context, "model_config", None))
+        self.limits = saved_limits(getattr(context, "model_config", None), IMAGE_LIMITS)
 
     def batch(self, model_input) -> torch.Tensor:
         """The request's images as the uint8 batch (B, C, H, W) training fed the model, every row checked."""

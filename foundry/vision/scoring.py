@@ -23,7 +23,7 @@ from pathlib import Path
 from foundry.config import FoundryConfig
 from foundry.core.metrics.images import VisionMetrics
 from foundry.core.redact import redact_url
-from foundry.evaluate.report import markdown, name_of, runs_lines
+from foundry.evaluate.report import best, head, markdown, name_of, runs_lines
 from foundry.evaluate.scores import Baselines, Evaluation, EvaluationData, ModelRef, ModelScores, described
 from foundry.evaluate.scoring import Scoring, Source
 
@@ -176,18 +176,9 @@ def class_rows(evaluation: Evaluation) -> list[dict[str, str]]:
 
 
 def comparison(evaluation: Evaluation) -> str:
-    n, data = len(evaluation.models), evaluation.data
-    head = [
-        f"evaluate: {n} model{'s' * (n != 1)} on {data.label} (images)",
-        f"holdout: {evaluation.holdout_records:,} images",
-        "",
-        markdown(rows(evaluation)),
-        "",
-        "accuracy by class:",
-        "",
-        markdown(class_rows(evaluation)),
-    ]
-    return "\n".join(head + runs_lines(evaluation))
+    opening = head(evaluation, rows(evaluation), f"{evaluation.holdout_records:,} images", "images")
+    by_class = ["accuracy by class:", "", markdown(class_rows(evaluation))]
+    return "\n".join(opening + by_class + runs_lines(evaluation))
 
 
 def chart(evaluation: Evaluation, path: Path) -> Path:
@@ -247,8 +238,7 @@ class ImageScoring(Scoring):
         return comparison(evaluation)
 
     def outcome(self, evaluation: Evaluation) -> str:
-        best = max(evaluation.models, key=lambda m: m.vision.accuracy)
-        return f"best: {best.model.model} at accuracy {best.vision.accuracy:.4f}"
+        return best(evaluation.models, lambda m: m.vision.accuracy, "accuracy {:.4f}")
 
     def headline(self, scores: ModelScores) -> str:
         return f"accuracy {scores.vision.accuracy:.4f} on {scores.vision.images} images"

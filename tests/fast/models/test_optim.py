@@ -105,11 +105,12 @@ def test_muon_groups_of_a_gpt_are_the_ones_the_shape_rule_gave(positions, lora):
 
 @pytest.mark.parametrize("arch", ["vit", "cnn"])
 def test_muon_adamw_of_an_image_classifier_groups_as_the_shape_rule_did(arch):
-    from models.lit_vision import muon_adamw
+    from models.lit_vision import LitVision
+    from models.optim import muon_adamw
     from models.vision import ImageClassifier, VisionConfig
 
     model = ImageClassifier(VisionConfig(num_classes=3, arch=arch, image_size=8, n_layer=2, n_embd=16, widths=(4, 8)))
-    ours = muon_adamw(model, 1e-3, 0.02, 0.1).param_groups
+    ours = muon_adamw(model, 1e-3, 0.02, 0.1, LitVision.muon_blocks).param_groups
     before = MuonAdamW(old_rule(model, "net.blocks.", ("net.pos",)), lr=1e-3, betas=(0.9, 0.95)).param_groups
     assert shown(ours) == shown(before) and len(ours) == (3 if arch == "vit" else 2)
 

@@ -14,7 +14,7 @@ from foundry.config import load_config
 from foundry.training.plan import estimate, largest_micro_batch, n_params, parse_bytes
 from models.gpt import GPT, GPTConfig
 from models.lit_base import adamw
-from models.lit_gpt import muon_adamw
+from models.optim import muon_adamw
 
 
 def config(*overrides: str):
@@ -34,7 +34,7 @@ def measured_peak_bytes(cfg, tmp_path: Path) -> int:
     m, t, vocab = cfg.model, cfg.train, cfg.tokenizer.vocab_size
     module = build_module(cfg, named("text"), vocabulary_only(vocab))
     if t.uses_muon:  # what training builds
-        optimizer = muon_adamw(module.model, t.learning_rate, t.muon_learning_rate, t.weight_decay)
+        optimizer = muon_adamw(module.model, t.learning_rate, t.muon_learning_rate, t.weight_decay, module.muon_blocks)
     else:
         optimizer = adamw(module.model, t.learning_rate, t.weight_decay, "32-true")
         assert optimizer.defaults["fused"]
