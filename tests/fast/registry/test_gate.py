@@ -2,52 +2,33 @@
 remote, without Prefect: the comparison on the new holdout, the forgetting guard on the champion's own
 holdout, and the refusal of a champion the data was not built on."""
 
+# ruff: noqa: F811  (the fixtures imported from helpers_gate are test arguments here)
 from __future__ import annotations
 
-import json
-import shutil
-
-import numpy as np
 import pytest
-import torch
+from helpers_gate import (  # noqa: F401  (fixtures)
+    champion_checkpoint,
+    fit,
+    named,
+    old_data,
+    register_champion,
+    save,
+)
 from synthetic import synthetic_docs
 
 from foundry.align.gate import alignment_inputs
 from foundry.config import load_config
-from foundry.core.contracts import Candidate, DataVersion, RunContext, SourceManifest
+from foundry.core.contracts import Candidate, DataVersion, RunContext
 from foundry.core.metrics.aligned import AlignmentMetrics
 from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.preparing import DataBasis
 from foundry.data.acquire import acquire_source
-from foundry.data.hydrate import hydrate_version
 from foundry.data.prepare import prepare
 from foundry.data.shards import load_split
-from foundry.data.versioning import version_dataset
 from foundry.gates import alignment
-from foundry.registry import gate, versions
+from foundry.registry import gate
 from foundry.registry.gate import score
-from foundry.runtime import tracking
-from foundry.serving.package import log_model
-from models.gpt import GPT, GPTConfig, load_gpt
-
-
-def named(config, name: str, **evaluation):
-    return config.model_copy(
-        update={
-            "registry": config.registry.model_copy(update={"model_name": name}),
-            "evaluation": config.evaluation.model_copy(update=evaluation),
-        }
-    )
-
-
-@pytest.fixture(scope="module")
-def old_data(tiny_config, tiny_dataset, foundry_home, tmp_path_factory):
-    """The tiny dataset as a real data version in the session's DVC remote, hydrated: a champion's data."""
-    staged = tmp_path_factory.mktemp("old-data") / "prepared"
-    shutil.copytree(tiny_dataset, staged)
-    manifest = SourceManifest.read(tiny_dataset.parent / "source_manifest.json")
-    data = version_dataset(tiny_config, staged, manifest, foundry_home)
-    return data, hydrate_version(data, foundry_home)
+from models.gpt import load_gpt
 
 
 def decide(config, checkpoint, metrics: dict, data_dir, data, home, built_on=None):
@@ -65,48 +46,6 @@ def decide_alignment(config, metrics: dict):
 
 def passed(decision) -> dict[str, bool]:
     return {name: check.passed for name, check in decision.checks.items()}
-
-
-def save(model: GPT, path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"model_args": model.config.to_dict(), "state_dict": model.state_dict()}, path)
-    return path
-
-
-def fit(model: GPT, tokens: np.ndarray, steps: int, lr: float, seed: int = 0) -> GPT:
-    """A plain training loop on random windows: enough to make a model know (or forget) a corpus."""
-    generator = torch.Generator().manual_seed(seed)
-    block = model.config.block_size
-    data = torch.from_numpy(np.asarray(tokens, dtype=np.int64))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    model.train()
-    for _ in range(steps):
-        starts = torch.randint(0, len(data) - block - 1, (16,), generator=generator)
-        x = torch.stack([data[s : s + block] for s in starts])
-        y = torch.stack([data[s + 1 : s + block + 1] for s in starts])
-        _, loss = model(x, y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return model.eval()
-
-
-@pytest.fixture(scope="module")
-def champion_checkpoint(tiny_config, old_data, tmp_path_factory):
-    """A small model trained briefly on the old data's train split, saved as training saves `model.pt`."""
-    _, folder = old_data
-    vocab = json.loads((folder / "manifest.json").read_text())["vocab_size"]
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=vocab, **tiny_config.model.model_dump()))
-    fit(model, load_split(folder, "train"), steps=60, lr=3e-3)
-    return save(model, tmp_path_factory.mktemp("champion") / "model.pt")
-
-
-def register_champion(config, checkpoint, tokenizer, tags: dict) -> str:
-    name = config.registry.model_name
-    run_id = tracking.start_pipeline_run(config, run_name=f"gate-{name}")
-    uri = log_model(run_id, checkpoint, tokenizer)
-    return versions.publish(uri, name, run_id, tags, True, "seeded for the test").version
 
 
 def test_no_champion_passes(tiny_config, tiny_dataset, champion_checkpoint, foundry_home):
@@ -265,34 +204,6 @@ def test_a_gain_below_min_improvement_is_refused(tiny_config, old_data, champion
     assert not small.passed and not small.make_champion and "by 0.2" in small.verdict
     large = decide(config, champion_checkpoint, {"holdout/bits_per_byte": 2.25}, folder, data, foundry_home)
     assert large.passed and large.make_champion
-
-
-def test_a_merge_is_held_to_the_champion_of_its_name_rescored_on_the_same_holdouts(
-    tiny_config, old_data, champion_checkpoint, foundry_home
-):
-    """`gather_merge` scores the champion of the merge's name on each holdout the merge was scored on (here the
-    champion's own); a merge that passes its own checks but scores worse is refused."""
-    from foundry.gates import merge
-    from foundry.specialists.contracts import HoldoutScore
-    from foundry.specialists.gate import gather_merge
-
-    data, folder = old_data
-    config = named(tiny_config, "gate-merged")
-    tags = {"data_version": data.data_version, "data.remote": data.remote}
-    version = register_champion(config, champion_checkpoint, folder / "tokenizer.json", tags)
-    expected = score(champion_checkpoint, folder / "tokenizer.json", folder, config)
-    worse = expected + 0.01  # beats the base and stays within max_gap of the specialist, not the champion
-    held = HoldoutScore(
-        holdout_of=f"models:/gate-merged/{version}",
-        data_version=data.data_version,
-        merged_bits_per_byte=worse,
-        base_bits_per_byte=worse + 1.0,
-        specialist_bits_per_byte=worse,
-    )
-    inputs = gather_merge(config, [held], "gate-merged", foundry_home)
-    assert inputs.scores[0].incumbent_bits_per_byte == pytest.approx(expected, rel=1e-9)
-    decision = merge.decide(inputs)
-    assert [n for n, c in decision.checks.items() if not c.passed] == ["beats_incumbent"] and not decision.passed
 
 
 # --- alignment: the aligned model against its base, no registry needed -------------------------------
