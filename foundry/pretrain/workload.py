@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +24,22 @@ if TYPE_CHECKING:
 
 class GptWorkload(Workload):
     """A GPT on documents read from text sources: what the text and chat workloads share. Their sources are
-    acquired, purged (`foundry.purge.data` knows documents and records alike), fine-tuned, carded and served as one
-    GPT; only how their data is prepared, validated and trained on is each one's own."""
+    acquired, purged (`foundry.purge.data`, by the attributes below), fine-tuned, carded and served as one GPT; only
+    how their data is prepared, validated and trained on is each one's own."""
+
+    describes = "a text model"
 
     # --- data, purge and serving ------------------------------------------------------------------
+
+    # How a purge reads a data version (`foundry.purge.data`, `foundry.purge.rewrite`):
+    documents_table: str  # the table listing its documents, row for row with `<split>.jsonl`
+    unit: str  # what the manifest's stats call them: `train_docs`, `records_out`
+    tokens_in_shards: bool  # each one's tokens a run in its split's shards, ended by end-of-text; else ragged arrays
+
+    @abstractmethod
+    def document_text(self, line: dict) -> str:
+        """What a purge's criterion is matched against in one line of `<split>.jsonl` (its bytes are what the
+        manifest's `<split>_bytes` count, where it has them)."""
 
     def acquire(self, config: FoundryConfig, out: Path) -> SourceManifest:
         from foundry.data.acquire import acquire_source
@@ -99,6 +112,10 @@ class TextWorkload(GptWorkload):
     # --- data, purge and serving ------------------------------------------------------------------
 
     prepares_on_workers = True  # cleaning and tokenizing map over the source files
+    documents_table, unit, tokens_in_shards = "documents.csv", "docs", True
+
+    def document_text(self, line: dict) -> str:
+        return line["text"]
 
     def reads(self, manifest: DatasetManifest) -> bool:
         return manifest.is_documents
