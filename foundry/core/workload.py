@@ -117,6 +117,11 @@ class Workload(ABC):
         """What `foundry prepare` prints of what it made: the sizes of the splits."""
 
     @abstractmethod
+    def data_stage(self, data_dir: Path) -> tuple[list[dict], str]:
+        """What the data stage did, from a prepared folder's audit: the rows of the run page's table (what came in,
+        what was kept, drops by reason) and the line the flow logs."""
+
+    @abstractmethod
     def purging(self) -> Purging:
         """The three functions that purge its data versions (the `purge_*` methods call them)."""
 

@@ -54,6 +54,15 @@ class GptWorkload(Workload):
     def prepared_line(self, manifest: DatasetManifest) -> str:
         return f"{manifest.train_tokens} train / {manifest.holdout_tokens} holdout tokens"
 
+    def data_stage(self, data_dir: Path) -> tuple[list[dict], str]:
+        """Documents (or records) in and kept, drops by reason and PII replaced by kind (`foundry.data.audit`)."""
+        import json
+
+        from foundry.data.audit import stage_summary, stage_table
+
+        audit = json.loads((Path(data_dir) / "audit.json").read_text())
+        return stage_table(audit), stage_summary(audit)
+
     def purging(self) -> Purging:
         from foundry.purge import data
         from foundry.purge.rewrite import rewrite_documents

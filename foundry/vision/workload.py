@@ -76,6 +76,15 @@ class ImageWorkload(Workload):
     def prepared_line(self, manifest: DatasetManifest) -> str:
         return f"{manifest.count('train_images')} train / {manifest.count('holdout_images')} holdout images"
 
+    def data_stage(self, data_dir: Path) -> tuple[list[dict], str]:
+        """Images in and kept, drops by reason, metadata stripped, images per split and label (`ImageAudit`)."""
+        import json
+
+        from foundry.vision.table import AUDIT, ImageAudit, stage_summary, stage_table
+
+        audit = ImageAudit.model_validate(json.loads((Path(data_dir) / AUDIT).read_text()))
+        return stage_table(audit), stage_summary(audit)
+
     def purging(self) -> Purging:
         from foundry.vision import purge as images
 
