@@ -57,6 +57,7 @@ class Workload(ABC):
     """One kind of model: what the trainer, the gates, evaluate, purge and serving ask of it."""
 
     name: str  # "text", "chat", "image": the key in REGISTERED
+    describes: str  # what its models are, as a refusal names them: "a text model", "an image classifier"
 
     # --- data, purge and serving ------------------------------------------------------------------
 
@@ -71,6 +72,12 @@ class Workload(ABC):
     @abstractmethod
     def reads(self, manifest: DatasetManifest) -> bool:
         """Whether a dataset manifest describes this workload's data (a purge has the manifest, not a folder)."""
+
+    @abstractmethod
+    def file_holds(self, name: str, extensions: list[str], alone: bool) -> bool:
+        """Whether a source file of this name holds this workload's data, by its type (`extensions`: the text types
+        `data.extensions` reads; `alone`: the source names this file, not a folder that holds it). What a
+        fine-tune's sources hold is known from their names before they are read."""
 
     @abstractmethod
     def acquire(self, config: FoundryConfig, out: Path) -> SourceManifest:

@@ -41,6 +41,10 @@ class GptWorkload(Workload):
         """What a purge's criterion is matched against in one line of `<split>.jsonl` (its bytes are what the
         manifest's `<split>_bytes` count, where it has them)."""
 
+    def file_holds(self, name: str, extensions: list[str], alone: bool) -> bool:
+        """A text type `data.extensions` reads, gzip-compressed or not."""
+        return Path(name.lower().removesuffix(".gz")).suffix in extensions
+
     def acquire(self, config: FoundryConfig, out: Path) -> SourceManifest:
         from foundry.data.acquire import acquire_source
 

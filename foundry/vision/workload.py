@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 class ImageWorkload(Workload):
     name = "image"
+    describes = "an image classifier"
 
     # --- data, purge and serving ------------------------------------------------------------------
 
@@ -34,6 +35,14 @@ class ImageWorkload(Workload):
 
     def reads(self, manifest: DatasetManifest) -> bool:
         return manifest.kind == "classification"
+
+    def file_holds(self, name: str, extensions: list[str], alone: bool) -> bool:
+        """An image (gzip-compressed or not), or, named alone, a .csv that is not a text type: an index of images."""
+        from foundry.config.image import IMAGE_EXTENSIONS
+
+        if Path(name.lower().removesuffix(".gz")).suffix in IMAGE_EXTENSIONS:
+            return True
+        return alone and Path(name).suffix.lower() == ".csv" and ".csv" not in extensions
 
     def acquire(self, config: FoundryConfig, out: Path) -> SourceManifest:
         from foundry.vision.stage import acquire_images  # torch and Pillow: imported only when images are asked for
