@@ -113,7 +113,7 @@ class ImageWorkload(Workload):
     def log_served_model(self, run_id: str, checkpoint: Path, tokenizer: Path, config: FoundryConfig) -> str:
         """Images in, a label and each class's probability out (`foundry.serving.vision_pyfunc`), bounded by the
         default `IMAGE_LIMITS`: the config's `serving` section bounds text generation. No tokenizer."""
-        from foundry.serving.package import log_vision_model
+        from foundry.vision.package import log_vision_model
 
         return log_vision_model(run_id, checkpoint)
 
