@@ -1,15 +1,16 @@
 """Inside one data version: which documents a purge matches, and every file and position that holds them.
 
 A prepared dataset writes its documents in step: its GPT workload's table (`documents.csv`, `records.csv` for
-alignment records: `GptWorkload.documents_table`) has one row per document in write order, and `<split>.jsonl` the same documents of that split in the same order; so the
-n-th line of `train.jsonl` is the n-th `train` row. Token shards hold each split's documents in that order too,
-one end-of-text token after each: the n-th document is the n-th run of tokens between end-of-text tokens. That is
-how a span is found; it is then decoded with the version's own `tokenizer.json` and compared with the document's
-text ("verified"). Where a document's own text encodes an end-of-text token (the literal `<|endoftext|>`), the
-runs do not line up, and every document of the split is encoded again in order to count its tokens instead.
-Alignment records keep their tokens in ragged arrays (`<split>.<field>.npy` with `.offsets.npy`): record n is
-values `offsets[n]` to `offsets[n+1]`. The ledger (`ledger.csv`, `ledger_minhash.npy`) lists documents by
-sha256 and name, row for row; the audit names documents in its examples.
+alignment records: `GptWorkload.documents_table`) has one row per document in write order, and `<split>.jsonl` the
+same documents of that split in the same order; so the n-th line of `train.jsonl` is the n-th `train` row. Token
+shards hold each split's documents in that order too, one end-of-text token after each: the n-th document is the
+n-th run of tokens between end-of-text tokens. That is how a span is found; it is then decoded with the version's
+own `tokenizer.json` and compared with the document's text ("verified"). Where a document's own text encodes an
+end-of-text token (the literal `<|endoftext|>`), the runs do not line up, and every document of the split is encoded
+again in order to count its tokens instead. Alignment records keep their tokens in ragged arrays
+(`<split>.<field>.npy` with `.offsets.npy`): record n is values `offsets[n]` to `offsets[n+1]`. The ledger
+(`ledger.csv`, `ledger_minhash.npy`) lists documents by sha256 and name, row for row; the audit names documents in
+its examples.
 """
 
 from __future__ import annotations
