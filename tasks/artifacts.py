@@ -5,7 +5,6 @@ Artifacts are keyed (lowercase, dashes) so the Artifacts page lists each kind wi
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext, TaskRunContext
 
 from foundry.config import FoundryConfig
+from foundry.core import workload
 from foundry.core.contracts import PipelineResult
 from foundry.core.model_uri import ModelUri
 from foundry.runtime import tracking
@@ -58,17 +58,9 @@ def name_flow_run(name: str) -> None:
 def publish_data_stage(data_dir: Path) -> None:
     """Documents in and kept, drops by reason and PII replaced by kind, as a table; the summary line in the log
     (whether or not this run prepared the data: the cache may have served it)."""
-    from foundry.data import audit as documents
-    from foundry.vision import table as images
-
-    audit = json.loads((data_dir / "audit.json").read_text())
-    if "images_in" in audit:  # an image dataset's audit (`foundry.vision.table.ImageAudit`)
-        audit = images.ImageAudit.model_validate(audit)
-        stage_table, stage_summary = images.stage_table, images.stage_summary
-    else:
-        stage_table, stage_summary = documents.stage_table, documents.stage_summary
-    create_table_artifact(stage_table(audit), key=DATA_STAGE, description=f"Data stage of {data_dir.name}", _sync=True)
-    get_run_logger().info(stage_summary(audit))
+    table, summary = workload.for_data(data_dir).data_stage(data_dir)  # as the data's workload audits it
+    create_table_artifact(table, key=DATA_STAGE, description=f"Data stage of {data_dir.name}", _sync=True)
+    get_run_logger().info(summary)
 
 
 @task(name="report", cache_policy=NO_CACHE)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,9 +23,17 @@ KINDS = ("chat", "preference")
 class ChatWorkload(GptWorkload):
     name = "chat"
 
+    describes = "an aligned text model"
+
     # --- data, purge and serving ------------------------------------------------------------------
-    # Records are read from text sources, purged as documents are (`foundry.purge.data` knows both tables) and an
-    # aligned GPT is served as any GPT (`GptWorkload`). Only their preparation is their own: `foundry align`'s.
+    # Records are read from text sources, purged as documents are (from their own table, their tokens in ragged
+    # arrays) and an aligned GPT is served as any GPT (`GptWorkload`). Their preparation is `foundry align`'s.
+
+    documents_table, unit, tokens_in_shards = "records.csv", "records", False
+
+    def document_text(self, line: dict) -> str:
+        """Every string of the record (its messages, prompt, chosen and rejected answers), one a line."""
+        return "\n".join(_strings(line))
 
     def reads(self, manifest: DatasetManifest) -> bool:
         return manifest.kind in KINDS
@@ -83,6 +92,17 @@ class ChatWorkload(GptWorkload):
         from foundry.align.scoring import SCORING
 
         return SCORING
+
+
+def _strings(value) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 WORKLOAD = ChatWorkload()

@@ -128,12 +128,9 @@ class FoundryConfig(_Section):
 
     @model_validator(mode="after")
     def _image_fits_vision(self) -> FoundryConfig:
-        # A ViT cuts the fitted image into whole patches: a size that does not divide fails here, not in training.
-        if self.data.modality == "image" and self.vision.arch == "vit" and self.image.size % self.vision.patch_size:
-            raise PydanticCustomError(
-                "named_key",
-                f"image.size ({self.image.size}) must be a multiple of vision.patch_size ({self.vision.patch_size})",
-            )
+        # An image size the classifier cannot take fails here, not in training.
+        if problem := self.vision.misfit(self.image, self.data.modality):
+            raise PydanticCustomError("named_key", problem)
         return self
 
     def training_for(self, variant: Literal["retrain", "finetune", "align"]) -> TrainConfig:

@@ -16,6 +16,13 @@ credit_card ipv6 ipv4 phone"""
 PII_KINDS = Literal[tuple(_PII_NAMES.split())]  # type: ignore[misc]
 
 
+# The built-in sources: the modality each holds, and why a config of another modality cannot read it.
+BUILTIN_SOURCES: dict[str, tuple[str, str]] = {
+    "stdlib://": ("text", "stdlib:// is text: an image source is a folder, an index, an archive or sklearn://digits"),
+    "sklearn://": ("image", "sklearn:// sources are images: set data.modality to image"),
+}
+
+
 class DataConfig(_Section):
     modality: Literal["text", "image"] = Field(
         "text",
@@ -203,10 +210,9 @@ class DataConfig(_Section):
                 f"near_dup_threshold ({self.near_dup_threshold}) must be at most 0.95, or 1 to keep near duplicates"
             )
         listed = self.source_list
-        if self.modality == "image" and any(source.startswith("stdlib://") for source in listed):
-            raise ValueError("stdlib:// is text: an image source is a folder, an index, an archive or sklearn://digits")
-        if self.modality == "text" and any(source.startswith("sklearn://") for source in listed):
-            raise ValueError("sklearn:// sources are images: set data.modality to image")
+        for scheme, (holds, why) in BUILTIN_SOURCES.items():
+            if holds != self.modality and any(source.startswith(scheme) for source in listed):
+                raise ValueError(why)
         if not listed:
             raise ValueError("no source: set data.source or data.sources")
         if len(set(listed)) != len(listed):

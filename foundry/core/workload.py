@@ -1,17 +1,23 @@
 """What a kind of model brings to Foundry, and the registry that finds it.
 
-The trainer, the data stage, the gates' gathering and records, `foundry evaluate`, purge's search and rewrite,
-fine-tuning and registration ask a `Workload` instead of branching on modality. Each workload lives in its own folder and is registered here by module path, imported only when it
-is asked for (an image workload brings Pillow, a chat one the alignment losses):
+The trainer, the data stage and its run-page artifact, the gates' gathering and records, `foundry evaluate`, purge's
+search and rewrite, fine-tuning (and its refusal of data of another modality) and registration ask a `Workload`
+instead of branching on modality; `foundry run`'s summary asks the metrics' own type (`summary_rows`). A test keeps
+modality branches inside the workload folders (`tests/fast/test_workload_branches.py`). Each workload lives in its
+own folder and is registered here by module path, imported only when it is asked for (an image workload brings
+Pillow, a chat one the alignment losses):
 
 - `text` (`foundry.pretrain.workload`): documents as token shards, a GPT pretrained on them
 - `chat` (`foundry.align.workload`): conversations or preference pairs, a GPT aligned on them
 - `image` (`foundry.vision.workload`): labelled images in WebDataset shards, a classifier trained on them
 
-A fourth workload (audio, video frames, tabular) is a new folder with a `WORKLOAD` value and a line in `REGISTERED`;
-today it would also add its name to `data.modality`'s values and its manifest's kind, and its metrics and gate
-inputs to the typed unions that name the three (`foundry.core.contracts`, `foundry.gates.inputs`). After
-torchtitan's `TrainSpec`: checkpointing and resilience are the trainer's, not the workload's.
+A fourth workload (audio, video frames, tabular) is a new folder with a `WORKLOAD` value and a line in `REGISTERED`.
+Outside that folder it still adds values to tables, and no branch: its modality to `data.modality`'s values (and
+any built-in source scheme of its own to `foundry.config.data.BUILTIN_SOURCES`), its dataset kind and the fields
+only its datasets have to the manifest (`foundry.data.manifest`: `MODALITY_OF_KIND`), its config sections, if any,
+to `FoundryConfig`, and its metrics type (with the `summary_rows` `foundry run` prints) and gate inputs to the
+typed unions that name the three (`foundry.core.contracts`, `foundry.gates.inputs`). After torchtitan's
+`TrainSpec`: checkpointing and resilience are the trainer's, not the workload's.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ class Workload(ABC):
     """One kind of model: what the trainer, the gates, evaluate, purge and serving ask of it."""
 
     name: str  # "text", "chat", "image": the key in REGISTERED
+    describes: str  # what its models are, as a refusal names them: "a text model", "an image classifier"
 
     # --- data, purge and serving ------------------------------------------------------------------
 
@@ -71,6 +78,12 @@ class Workload(ABC):
     @abstractmethod
     def reads(self, manifest: DatasetManifest) -> bool:
         """Whether a dataset manifest describes this workload's data (a purge has the manifest, not a folder)."""
+
+    @abstractmethod
+    def file_holds(self, name: str, extensions: list[str], alone: bool) -> bool:
+        """Whether a source file of this name holds this workload's data, by its type (`extensions`: the text types
+        `data.extensions` reads; `alone`: the source names this file, not a folder that holds it). What a
+        fine-tune's sources hold is known from their names before they are read."""
 
     @abstractmethod
     def acquire(self, config: FoundryConfig, out: Path) -> SourceManifest:
@@ -115,6 +128,11 @@ class Workload(ABC):
     @abstractmethod
     def prepared_line(self, manifest: DatasetManifest) -> str:
         """What `foundry prepare` prints of what it made: the sizes of the splits."""
+
+    @abstractmethod
+    def data_stage(self, data_dir: Path) -> tuple[list[dict], str]:
+        """What the data stage did, from a prepared folder's audit: the rows of the run page's table (what came in,
+        what was kept, drops by reason) and the line the flow logs."""
 
     @abstractmethod
     def purging(self) -> Purging:

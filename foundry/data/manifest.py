@@ -38,6 +38,10 @@ _MODALITY_OF = {
 }
 
 
+# The modality of each kind of dataset: documents and alignment records are text, labelled images are images.
+MODALITY_OF_KIND = {"text": "text", "chat": "text", "preference": "text", "classification": "image"}
+
+
 class WrongModality(ValueError):
     """A reader asked a dataset for a field its modality does not have (tokens of images, classes of text)."""
 
@@ -110,13 +114,13 @@ class DatasetManifest(_Value):
     @model_validator(mode="after")
     def _fields_of_its_modality(self) -> DatasetManifest:
         values = self.__dict__  # plain reads: the guarded attributes raise on the other modality's fields
-        mine = [name for name, modality in _MODALITY_OF.items() if modality == values["modality"]]
-        theirs = [name for name, modality in _MODALITY_OF.items() if modality != values["modality"]]
+        mine = [name for name, of in _MODALITY_OF.items() if of == values["modality"]]
+        theirs = [name for name, of in _MODALITY_OF.items() if of != values["modality"]]
         if missing := [name for name in mine if values[name] is None]:
             raise ValueError(f"the manifest of a {values['modality']!r} dataset needs {', '.join(missing)}")
         if extra := [name for name in theirs if values[name] is not None]:
             raise ValueError(f"the manifest of a {values['modality']!r} dataset has no {', '.join(extra)}")
-        if (values["modality"] == "image") != (values["kind"] == "classification"):
+        if MODALITY_OF_KIND[values["kind"]] != values["modality"]:
             raise ValueError(f"kind {values['kind']!r} does not go with modality {values['modality']!r}")
         return self
 
@@ -164,12 +168,13 @@ class DatasetManifest(_Value):
 
     @property
     def is_images(self) -> bool:
-        """Labelled images (shards of PNGs), rather than text."""
-        return self.modality == "image"
+        """Labelled images (shards of PNGs), rather than text (for the workloads: `foundry.vision.workload`)."""
+        return self.kind == "classification"
 
     @property
     def is_documents(self) -> bool:
-        """Documents for pretraining (token shards), rather than alignment records."""
+        """Documents for pretraining (token shards), rather than alignment records (for the workloads:
+        `foundry.pretrain.workload`)."""
         return self.kind == "text"
 
     @property

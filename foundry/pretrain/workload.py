@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +24,26 @@ if TYPE_CHECKING:
 
 class GptWorkload(Workload):
     """A GPT on documents read from text sources: what the text and chat workloads share. Their sources are
-    acquired, purged (`foundry.purge.data` knows documents and records alike), fine-tuned, carded and served as one
-    GPT; only how their data is prepared, validated and trained on is each one's own."""
+    acquired, purged (`foundry.purge.data`, by the attributes below), fine-tuned, carded and served as one GPT; only
+    how their data is prepared, validated and trained on is each one's own."""
+
+    describes = "a text model"
 
     # --- data, purge and serving ------------------------------------------------------------------
+
+    # How a purge reads a data version (`foundry.purge.data`, `foundry.purge.rewrite`):
+    documents_table: str  # the table listing its documents, row for row with `<split>.jsonl`
+    unit: str  # what the manifest's stats call them: `train_docs`, `records_out`
+    tokens_in_shards: bool  # each one's tokens a run in its split's shards, ended by end-of-text; else ragged arrays
+
+    @abstractmethod
+    def document_text(self, line: dict) -> str:
+        """What a purge's criterion is matched against in one line of `<split>.jsonl` (its bytes are what the
+        manifest's `<split>_bytes` count, where it has them)."""
+
+    def file_holds(self, name: str, extensions: list[str], alone: bool) -> bool:
+        """A text type `data.extensions` reads, gzip-compressed or not."""
+        return Path(name.lower().removesuffix(".gz")).suffix in extensions
 
     def acquire(self, config: FoundryConfig, out: Path) -> SourceManifest:
         from foundry.data.acquire import acquire_source
@@ -40,6 +57,15 @@ class GptWorkload(Workload):
 
     def prepared_line(self, manifest: DatasetManifest) -> str:
         return f"{manifest.train_tokens} train / {manifest.holdout_tokens} holdout tokens"
+
+    def data_stage(self, data_dir: Path) -> tuple[list[dict], str]:
+        """Documents (or records) in and kept, drops by reason and PII replaced by kind (`foundry.data.audit`)."""
+        import json
+
+        from foundry.data.audit import stage_summary, stage_table
+
+        audit = json.loads((Path(data_dir) / "audit.json").read_text())
+        return stage_table(audit), stage_summary(audit)
 
     def purging(self) -> Purging:
         from foundry.purge import data
@@ -99,6 +125,10 @@ class TextWorkload(GptWorkload):
     # --- data, purge and serving ------------------------------------------------------------------
 
     prepares_on_workers = True  # cleaning and tokenizing map over the source files
+    documents_table, unit, tokens_in_shards = "documents.csv", "docs", True
+
+    def document_text(self, line: dict) -> str:
+        return line["text"]
 
     def reads(self, manifest: DatasetManifest) -> bool:
         return manifest.is_documents

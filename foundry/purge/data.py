@@ -1,15 +1,16 @@
 """Inside one data version: which documents a purge matches, and every file and position that holds them.
 
-A prepared dataset writes its documents in step: `documents.csv` (`records.csv` for alignment records) has one
-row per document in write order, and `<split>.jsonl` the same documents of that split in the same order; so the
-n-th line of `train.jsonl` is the n-th `train` row. Token shards hold each split's documents in that order too,
-one end-of-text token after each: the n-th document is the n-th run of tokens between end-of-text tokens. That is
-how a span is found; it is then decoded with the version's own `tokenizer.json` and compared with the document's
-text ("verified"). Where a document's own text encodes an end-of-text token (the literal `<|endoftext|>`), the
-runs do not line up, and every document of the split is encoded again in order to count its tokens instead.
-Alignment records keep their tokens in ragged arrays (`<split>.<field>.npy` with `.offsets.npy`): record n is
-values `offsets[n]` to `offsets[n+1]`. The ledger (`ledger.csv`, `ledger_minhash.npy`) lists documents by
-sha256 and name, row for row; the audit names documents in its examples.
+A prepared dataset writes its documents in step: its GPT workload's table (`documents.csv`, `records.csv` for
+alignment records: `GptWorkload.documents_table`) has one row per document in write order, and `<split>.jsonl` the
+same documents of that split in the same order; so the n-th line of `train.jsonl` is the n-th `train` row. Token
+shards hold each split's documents in that order too, one end-of-text token after each: the n-th document is the
+n-th run of tokens between end-of-text tokens. That is how a span is found; it is then decoded with the version's
+own `tokenizer.json` and compared with the document's text ("verified"). Where a document's own text encodes an
+end-of-text token (the literal `<|endoftext|>`), the runs do not line up, and every document of the split is encoded
+again in order to count its tokens instead. Alignment records keep their tokens in ragged arrays
+(`<split>.<field>.npy` with `.offsets.npy`): record n is values `offsets[n]` to `offsets[n+1]`. The ledger
+(`ledger.csv`, `ledger_minhash.npy`) lists documents by sha256 and name, row for row; the audit names documents in
+its examples.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from foundry.core import workload
 from foundry.data.ledger import LEDGER, SIGNATURES
 from foundry.data.manifest import FILE as MANIFEST
 from foundry.data.manifest import SPLITS, TOKENIZER, DatasetManifest
@@ -66,31 +68,17 @@ class Matched:
         return {d.sha256: d.text for d in self.documents}
 
 
-def _table(manifest: DatasetManifest) -> str:
-    return "documents.csv" if manifest.is_documents else "records.csv"
-
-
-def _text(line: str, documents: bool) -> str:
-    """What a criterion is matched against: a document's text, or every string of an alignment record."""
-    value = json.loads(line)
-    return value["text"] if documents else "\n".join(_strings(value))
-
-
-def _strings(value) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
+def gpt(manifest: DatasetManifest):
+    """The GPT workload whose data version this is (`foundry.pretrain.workload.GptWorkload`): the table that lists
+    its documents, what a criterion matches in a line, where their tokens lie."""
+    return workload.for_manifest(manifest)
 
 
 def documents(files: VersionFiles, manifest: DatasetManifest) -> Iterator[Document]:
     """Every document of the version, split by split, each with its table row; a table and split files that do
     not agree are a ValueError (a purge does not guess which line is which document)."""
-    with open(files.path(_table(manifest)), encoding="utf-8", newline="") as fh:
+    own = gpt(manifest)
+    with open(files.path(own.documents_table), encoding="utf-8", newline="") as fh:
         rows = list(csv.DictReader(fh))
     for split in SPLITS:
         numbered = [(n, r) for n, r in enumerate(rows, 2) if r["split"] == split]  # row 1 is the header
@@ -100,9 +88,12 @@ def documents(files: VersionFiles, manifest: DatasetManifest) -> Iterator[Docume
                 if count > len(numbered):
                     break
                 row_no, row = numbered[count - 1]
-                yield Document(row["sha256"], split, count, row_no, row["source"], _text(line, manifest.is_documents))
+                text = own.document_text(json.loads(line))
+                yield Document(row["sha256"], split, count, row_no, row["source"], text)
         if count != len(numbered):
-            raise ValueError(f"{split}.jsonl holds {count} lines but {_table(manifest)} {len(numbered)} {split} rows")
+            raise ValueError(
+                f"{split}.jsonl holds {count} lines but {own.documents_table} {len(numbered)} {split} rows"
+            )
 
 
 def matching(files: VersionFiles, criterion: Criterion) -> Matched:
@@ -121,7 +112,7 @@ def locations(
     hits = matched.documents
     found = []
     if hits:
-        found.append(files.location(_table(manifest), "row", [f"row {d.row}" for d in hits]))
+        found.append(files.location(gpt(manifest).documents_table, "row", [f"row {d.row}" for d in hits]))
         for split in SPLITS:
             mine = [d for d in hits if d.split == split]
             if mine:
@@ -198,7 +189,7 @@ def _audit(files: VersionFiles, criterion: Criterion, names: set[str]) -> list[L
 
 
 def _tokens(files: VersionFiles, manifest: DatasetManifest, split: str, hits: list[Document]) -> list[Location]:
-    if not manifest.is_documents:
+    if not gpt(manifest).tokens_in_shards:
         return _record_tokens(files, split, hits)
     shards = manifest.shards_of(split)
     parts = [np.memmap(files.path(s.file), dtype=np.dtype(s.dtype).newbyteorder("<"), mode="r") for s in shards]

@@ -99,12 +99,8 @@ def _clear(out: Path) -> None:
             path.rmdir()
 
 
-def _table(manifest: DatasetManifest) -> str:
-    return "documents.csv" if manifest.is_documents else "records.csv"
-
-
 def _table_shas(files: VersionFiles, manifest: DatasetManifest) -> Iterator[str]:
-    with open(files.path(_table(manifest)), encoding="utf-8", newline="") as fh:
+    with open(files.path(purge_data.gpt(manifest).documents_table), encoding="utf-8", newline="") as fh:
         yield from (row["sha256"] for row in csv.DictReader(fh))
 
 
@@ -118,6 +114,7 @@ class _Writer:
 
     def __init__(self, files, manifest, hit, entries, names, out):
         self.files, self.manifest, self.hit, self.entries, self.out = files, manifest, hit, entries, out
+        self.gpt = purge_data.gpt(manifest)  # its workload: the documents' table, text and tokens
         # Audit examples name documents by their source (`file` or `file:line`), as ledgers do.
         self.names = {n for n in set(names) | {e.source for e in entries if e.gone} if n}
         self.removed: dict[str, int] = {}
@@ -129,16 +126,17 @@ class _Writer:
         self.removed[what] = self.removed.get(what, 0) + int(n)
 
     def write(self, gone: set[str]) -> dict[str, int]:
-        self.rows = [row for _, row in self._csv(_table(self.manifest), lambda row: row["sha256"] not in gone)]
+        table = self.gpt.documents_table
+        self.rows = [row for _, row in self._csv(table, lambda row: row["sha256"] not in gone)]
         if len(self.rows) != sum(1 for e in self.entries if e.gone):
-            raise Inconsistent(f"{_table(self.manifest)} lists a document twice")
+            raise Inconsistent(f"{table} lists a document twice")
         self.count("documents", len(self.rows))
         shards = list(self.manifest.shards or [])
         for split in SPLITS:
             lines = {e.line for e in self.entries if e.gone and e.split == split}
             self.count(f"{split} documents", len(lines))
             self._lines(split, lines)
-            if lines and self.manifest.is_documents:
+            if lines and self.gpt.tokens_in_shards:
                 shards = self._shards(split, shards)
             elif lines:
                 self._ragged(split, lines)
@@ -182,8 +180,8 @@ class _Writer:
             for count, line in enumerate(src, 1):
                 if count not in gone:
                     dst.write(line)
-                elif self.manifest.is_documents:
-                    self.sizes[split] += len(json.loads(line)["text"].encode("utf-8"))
+                else:  # the stats count documents' bytes (`_subtract` skips a stat records do not keep)
+                    self.sizes[split] += len(self.gpt.document_text(json.loads(line)).encode("utf-8"))
         expected = sum(1 for e in self.entries if e.split == split)
         if count != expected:
             raise Inconsistent(f"{name} holds {count} lines as bytes, {expected} as text")
@@ -304,7 +302,7 @@ class _Writer:
     def _manifest(self, shards: list[Shard], ledger: int | None) -> None:
         old = self.manifest
         stats = dict(old.stats)
-        unit = "docs" if old.is_documents else "records"
+        unit = self.gpt.unit
         for split in SPLITS:
             mine = [r for r in self.rows if r["split"] == split]
             _subtract(stats, f"{split}_{unit}", len(mine))
@@ -312,7 +310,7 @@ class _Writer:
         _subtract(stats, f"{unit}_out", len(self.rows))
         if self.rows:
             stats["purged"] = stats.get("purged", 0) + len(self.rows)
-        if old.is_documents:
+        if self.gpt.tokens_in_shards:
             tokens = {s: sum(sh.tokens for sh in shards if sh.split == s) for s in SPLITS}
         else:
             tokens = {s: old.tokens(s) - sum(int(r["tokens"]) for r in self.rows if r["split"] == s) for s in SPLITS}

@@ -22,7 +22,7 @@ def summary_table(
     rows = [{"model": "this model", "bits_per_byte": metrics.bits_per_byte}]
     strongest = metrics.strongest_baseline()
     rows += [
-        {"model": baseline_label(name, metrics, strongest=(name, value) == strongest), "bits_per_byte": value}
+        {"model": metrics.baseline_label(name, strongest=(name, value) == strongest), "bits_per_byte": value}
         for name, value in metrics.baselines().items()
     ]
     gate = decision.inputs if decision is not None else None
@@ -33,28 +33,6 @@ def summary_table(
         label = f"specialist's champion v{gate.incumbent_version}"
         rows.append({"model": label, "bits_per_byte": gate.incumbent_bits_per_byte})
     return pd.DataFrame(rows)
-
-
-def baseline_label(name: str, metrics: HoldoutMetrics, strongest: bool = False) -> str:
-    """A baseline's row: the compressor, the training text the strong ones saw, and whether it is the strongest."""
-    label = HoldoutMetrics.LABELS[name]
-    if name in ("xz9e", "ppmd") and metrics.baseline_train_bytes is not None:
-        label += f", given {metrics.baseline_train_bytes / 2**20:.1f} MiB of training text"
-    return label + (" (strongest baseline)" if strongest else "")
-
-
-def strongest_baseline_line(metrics: HoldoutMetrics) -> str:
-    """The strongest baseline measured and the model against it, in a sentence; empty when none was measured."""
-    strongest = metrics.strongest_baseline()
-    if strongest is None:
-        return ""
-    name, value = strongest
-    gap = metrics.bits_per_byte - value
-    side = "behind" if gap > 0 else "ahead of"
-    return (
-        f"{baseline_label(name, metrics)}, {value:.4f} bits/byte; this model is "
-        f"{abs(gap):.4f} bits/byte ({abs(gap) / value:.1%}) {side} it."
-    )
 
 
 def forgetting(decision: Decision) -> str:
@@ -124,7 +102,7 @@ def model_card(
 |---|---|
 {rows}
 
-Strongest baseline: {strongest_baseline_line(metrics) or "none measured."}
+Strongest baseline: {metrics.strongest_baseline_line() or "none measured."}
 
 Loss {metrics.loss:.4f} nats/token, perplexity {metrics.perplexity:.2f}, on {metrics.tokens} holdout tokens, {windows_line(config.evaluation.window_overlap, m.block_size)}.
 

@@ -3,13 +3,10 @@ artifact."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 from foundry.core.contracts import AlignResult, PipelineResult, Reproduction, SearchResult, SkippedRun
-from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.model_uri import ModelUri
-from foundry.reports.cards import strongest_baseline_line
 from foundry.specialists.contracts import MergeResult
 
 
@@ -91,29 +88,22 @@ def skipped_summary(result: SkippedRun) -> str:
 
 
 def pipeline_summary(result: PipelineResult, home: Path) -> str:
-    """What `foundry run` prints at the end, and the run page's summary artifact shows."""
-    m = result.metrics
-    if isinstance(m, HoldoutMetrics):
-        baselines = "  ".join(f"{HoldoutMetrics.LABELS[name]} {value:.4f}" for name, value in m.baselines().items())
-        strongest = f"\n        strongest  {strongest_baseline_line(m)}" if m.strongest_baseline() else ""
-        holdout = f"loss {m.loss:.4f}  perplexity {m.perplexity:.2f}  bits/byte {m.bits_per_byte:.4f}"
-        baselines += f" bits/byte{strongest}"
-    else:  # an image classifier (`foundry.core.metrics.images.VisionMetrics`)
-        holdout = f"accuracy {m.accuracy:.4f}  macro F1 {m.macro_f1 or 0:.4f}  ({m.images} images)"
-        baselines = f"majority class {m.majority_accuracy or 0:.4f}  nearest class mean "
-        baselines += f"{m.nearest_class_mean_accuracy or 0:.4f} accuracy"
+    """What `foundry run` prints at the end, and the run page's summary artifact shows; what the holdout and the
+    baselines gave, as the metrics' own type puts them (`summary_rows`)."""
     status = "champion" if result.promoted else "challenger"
     loadable = (
         str(ModelUri(name=result.model_name, alias="champion")) if result.promoted else result.model_uri
     )  # refused: no alias
-    return textwrap.dedent(f"""
-        ── Foundry pipeline finished ─────────────────────────────────────────
-        model      {result.model_uri}  (alias: {status}; {result.verdict})
-        data       version {result.data_version}
-        holdout    {holdout}
-        baselines  {baselines}
-        MLflow run {result.run_id}
-        MLflow UI  .venv/bin/mlflow ui --backend-store-uri sqlite:///{home}/mlflow/mlflow.db --host 127.0.0.1 --port 5000
-        Prefect UI PREFECT_HOME={home}/prefect .venv/bin/prefect server start --host 127.0.0.1 --port 4200
-        load it    mlflow.pyfunc.load_model("{loadable}")
-    """).strip("\n")
+    return "\n".join(
+        [
+            "── Foundry pipeline finished ─────────────────────────────────────────",
+            f"model      {result.model_uri}  (alias: {status}; {result.verdict})",
+            f"data       version {result.data_version}",
+            *(f"{label:10s} {line}" for label, line in result.metrics.summary_rows()),
+            f"MLflow run {result.run_id}",
+            f"MLflow UI  .venv/bin/mlflow ui --backend-store-uri sqlite:///{home}/mlflow/mlflow.db --host 127.0.0.1 "
+            "--port 5000",
+            f"Prefect UI PREFECT_HOME={home}/prefect .venv/bin/prefect server start --host 127.0.0.1 --port 4200",
+            f'load it    mlflow.pyfunc.load_model("{loadable}")',
+        ]
+    )

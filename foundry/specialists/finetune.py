@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import get_args
 
 from foundry.config import DataConfig, FoundryConfig
-from foundry.config.image import IMAGE_EXTENSIONS
+from foundry.config.data import BUILTIN_SOURCES
 from foundry.core import workload
 from foundry.core.contracts import ParentModel
 from foundry.core.model_uri import ModelUri
 from foundry.training.warm_start import warn_of_train_keys_not_taken
 
 LOOKED_AT = 2000  # files of a local folder whose names tell its modality: enough for a verdict, cheap on a big one
-KIND = {"text": "a text model", "image": "an image classifier"}
+# The data modalities (`data.modality`'s values), in the order `workload.for_data` asks their workloads.
+MODALITIES = [name for name in workload.REGISTERED if name in get_args(DataConfig.model_fields["modality"].annotation)]
 
 
 class ModalityMismatch(ValueError):
@@ -49,27 +51,26 @@ def check_modality(config: FoundryConfig, base_uri: str, base: str) -> None:
     data = found.pop() if len(found) == 1 else (said or {base}).pop()
     if data != base:
         raise ModalityMismatch(
-            f"{base_uri} is {KIND[base]} (data.modality {base}), but data.source {config.data.source!r} holds "
-            f"{data} data (data.modality {data}): fine-tune a {base} model on {base} data, or pick {KIND[data]} "
-            "as the base"
+            f"{base_uri} is {workload.named(base).describes} (data.modality {base}), but data.source "
+            f"{config.data.source!r} holds {data} data (data.modality {data}): fine-tune a {base} model on {base} "
+            f"data, or pick {workload.named(data).describes} as the base"
         )
 
 
 def source_modality(source: str, text_extensions: list[str]) -> str | None:
-    """ "image" or "text" where a source's names tell: the built-in schemes; a local folder whose files are all of
-    one kind (images, or the text types `data.extensions` reads); a local file by its type (a .csv indexes images).
-    Else None: a mixed folder, a remote or an archive is known once read."""
-    if source.startswith("sklearn://"):
-        return "image"
-    if source.startswith("stdlib://"):
-        return "text"
+    """The data modality a source holds where its names tell: a built-in scheme's (`BUILTIN_SOURCES`); a local
+    folder whose files are all of one modality's types, or a local file by its type, as the modalities' workloads
+    say (`Workload.file_holds`: images, an index of them, or the text types `data.extensions` reads). Else None: a
+    mixed folder, a remote or an archive is known once read."""
+    for scheme, (holds, _) in BUILTIN_SOURCES.items():
+        if source.startswith(scheme):
+            return holds
     if "://" in source or any(c in source for c in "*?["):
         return None
     path = Path(source).expanduser()
-    if path.is_file() and path.suffix.lower() == ".csv" and ".csv" not in text_extensions:
-        return "image"
-    names = [path.name] if path.is_file() else _names(path) if path.is_dir() else []
-    kinds = {_kind(name, text_extensions) for name in names} - {None}
+    alone = path.is_file()
+    names = [path.name] if alone else _names(path) if path.is_dir() else []
+    kinds = {_kind(name, text_extensions, alone) for name in names} - {None}
     return kinds.pop() if len(kinds) == 1 else None
 
 
@@ -82,8 +83,6 @@ def _names(folder: Path) -> list[str]:
     return names
 
 
-def _kind(name: str, text_extensions: list[str]) -> str | None:
-    suffix = Path(name.lower().removesuffix(".gz")).suffix
-    if suffix in IMAGE_EXTENSIONS:
-        return "image"
-    return "text" if suffix in text_extensions else None
+def _kind(name: str, text_extensions: list[str], alone: bool) -> str | None:
+    """The first data modality whose workload holds a file of this name (images before text, as `for_data` asks)."""
+    return next((m for m in MODALITIES if workload.named(m).file_holds(name, text_extensions, alone)), None)

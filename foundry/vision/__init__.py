@@ -9,5 +9,6 @@ trained and scored on them (`workload`, as `foundry.core.workload` asks it).
 - `training`: the LightningModule and loaders of an image dataset; `finetune`: a registered classifier's fine-tune
 - `evaluate`: a classifier's pass over the holdout shards; `validation`: stage E's metrics beside the baselines
 - `scoring`: `foundry evaluate` on images; `purge`: purging images from an image data version
+- `package`: logging a classifier as a served model (its leaf is `foundry.serving.vision_pyfunc`)
 - `config`: the `image` section's old import path
 """

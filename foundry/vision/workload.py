@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 class ImageWorkload(Workload):
     name = "image"
+    describes = "an image classifier"
 
     # --- data, purge and serving ------------------------------------------------------------------
 
@@ -34,6 +35,14 @@ class ImageWorkload(Workload):
 
     def reads(self, manifest: DatasetManifest) -> bool:
         return manifest.kind == "classification"
+
+    def file_holds(self, name: str, extensions: list[str], alone: bool) -> bool:
+        """An image (gzip-compressed or not), or, named alone, a .csv that is not a text type: an index of images."""
+        from foundry.config.image import IMAGE_EXTENSIONS
+
+        if Path(name.lower().removesuffix(".gz")).suffix in IMAGE_EXTENSIONS:
+            return True
+        return alone and Path(name).suffix.lower() == ".csv" and ".csv" not in extensions
 
     def acquire(self, config: FoundryConfig, out: Path) -> SourceManifest:
         from foundry.vision.stage import acquire_images  # torch and Pillow: imported only when images are asked for
@@ -76,6 +85,15 @@ class ImageWorkload(Workload):
     def prepared_line(self, manifest: DatasetManifest) -> str:
         return f"{manifest.count('train_images')} train / {manifest.count('holdout_images')} holdout images"
 
+    def data_stage(self, data_dir: Path) -> tuple[list[dict], str]:
+        """Images in and kept, drops by reason, metadata stripped, images per split and label (`ImageAudit`)."""
+        import json
+
+        from foundry.vision.table import AUDIT, ImageAudit, stage_summary, stage_table
+
+        audit = ImageAudit.model_validate(json.loads((Path(data_dir) / AUDIT).read_text()))
+        return stage_table(audit), stage_summary(audit)
+
     def purging(self) -> Purging:
         from foundry.vision import purge as images
 
@@ -95,7 +113,7 @@ class ImageWorkload(Workload):
     def log_served_model(self, run_id: str, checkpoint: Path, tokenizer: Path, config: FoundryConfig) -> str:
         """Images in, a label and each class's probability out (`foundry.serving.vision_pyfunc`), bounded by the
         default `IMAGE_LIMITS`: the config's `serving` section bounds text generation. No tokenizer."""
-        from foundry.serving.package import log_vision_model
+        from foundry.vision.package import log_vision_model
 
         return log_vision_model(run_id, checkpoint)
 

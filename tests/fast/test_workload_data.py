@@ -3,6 +3,7 @@ each says of its data (the stages, purge and registration ask these instead of b
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -91,3 +92,42 @@ def test_asking_for_any_workload_imports_neither_torch_nor_pillow():
     )
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=REPO_ROOT, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_each_workload_renders_the_data_stage_from_its_own_audit(tmp_path):
+    """What the run page's data-stage table and log line show: documents for text, images for images."""
+    (tmp_path / "text").mkdir()
+    rules = {"short": {"stage": "filter", "documents": 1}, "email": {"stage": "pii", "documents": 1, "spans": 2}}
+    (tmp_path / "text" / "audit.json").write_text(json.dumps({"docs_in": 3, "docs_out": 2, "rules": rules}))
+    rows, line = workload.named("text").data_stage(tmp_path / "text")
+    assert rows[0] == {"what": "documents in", "reason": "", "documents": 3, "spans": ""}
+    assert line == "data: kept 2 of 3 documents; dropped by reason: short 1; PII replaced: email 2 spans in 1 documents"
+    (tmp_path / "images").mkdir()
+    audit = {"images_in": 4, "images_out": 3, "dropped": {"blank": {"images": 1}}, "labels": {"a": 2, "b": 1}}
+    (tmp_path / "images" / "audit.json").write_text(json.dumps(audit))
+    rows, line = workload.named("image").data_stage(tmp_path / "images")
+    assert rows[:3] == [
+        {"what": "images in", "reason": "", "images": 4},
+        {"what": "images kept", "reason": "", "images": 3},
+        {"what": "dropped", "reason": "blank", "images": 1},
+    ]
+    assert line.startswith("data: kept 3 of 4 images in 2 classes; dropped by reason: blank 1")
+
+
+def test_a_gpt_workload_says_how_a_purge_reads_its_documents():
+    text, chat = workload.named("text"), workload.named("chat")
+    assert (text.documents_table, text.unit, text.tokens_in_shards) == ("documents.csv", "docs", True)
+    assert (chat.documents_table, chat.unit, chat.tokens_in_shards) == ("records.csv", "records", False)
+    assert text.document_text({"text": "a quokka", "source": "x.txt"}) == "a quokka"
+    record = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a quokka"}]}
+    assert chat.document_text(record) == "user\nhi\nassistant\na quokka"
+
+
+def test_each_workload_says_what_it_is_and_which_files_hold_its_data():
+    text, images = workload.named("text"), workload.named("image")
+    assert (text.describes, images.describes) == ("a text model", "an image classifier")
+    assert text.file_holds("notes.MD.gz", [".md"], alone=False) and not text.file_holds("a.png", [".md"], False)
+    assert images.file_holds("a.PNG", [".md"], alone=False) and images.file_holds("b.webp.gz", [], alone=False)
+    assert images.file_holds("index.csv", [".md"], alone=True)  # an index of images, named by the source itself
+    assert not images.file_holds("index.csv", [".md"], alone=False)  # in a folder: a table beside the images
+    assert not images.file_holds("index.csv", [".csv"], alone=True)  # a text type this config reads

@@ -97,3 +97,34 @@ class HoldoutMetrics(BaseModel):
     def compared(self) -> dict[str, float]:
         """The figures a reproduction checks, under their MLflow keys, for those that were measured."""
         return {self.key(name): float(getattr(self, name)) for name in self.COMPARED if getattr(self, name) is not None}
+
+    def baseline_label(self, name: str, strongest: bool = False) -> str:
+        """A baseline's name on a card: the compressor, the training text the strong ones saw, and whether it is
+        the strongest."""
+        label = self.LABELS[name]
+        if name in ("xz9e", "ppmd") and self.baseline_train_bytes is not None:
+            label += f", given {self.baseline_train_bytes / 2**20:.1f} MiB of training text"
+        return label + (" (strongest baseline)" if strongest else "")
+
+    def strongest_baseline_line(self) -> str:
+        """The strongest baseline measured and the model against it, in a sentence; empty when none was measured."""
+        strongest = self.strongest_baseline()
+        if strongest is None:
+            return ""
+        name, value = strongest
+        gap = self.bits_per_byte - value
+        side = "behind" if gap > 0 else "ahead of"
+        return (
+            f"{self.baseline_label(name)}, {value:.4f} bits/byte; this model is "
+            f"{abs(gap):.4f} bits/byte ({abs(gap) / value:.1%}) {side} it."
+        )
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        """What `foundry run`'s summary prints of them, (label, line) a row: the holdout, the baselines and the
+        strongest of them, where one was measured."""
+        baselines = "  ".join(f"{self.LABELS[name]} {value:.4f}" for name, value in self.baselines().items())
+        rows = [
+            ("holdout", f"loss {self.loss:.4f}  perplexity {self.perplexity:.2f}  bits/byte {self.bits_per_byte:.4f}"),
+            ("baselines", f"{baselines} bits/byte"),
+        ]
+        return rows + ([("strongest", self.strongest_baseline_line())] if self.strongest_baseline() else [])

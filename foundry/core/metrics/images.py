@@ -45,6 +45,17 @@ class VisionMetrics(BaseModel):
             raise KeyError(f"VisionMetrics has no scalar field {field!r}; it has {', '.join(sorted(scalars))}")
         return PREFIX + field
 
+    def summary_rows(self) -> list[tuple[str, str]]:
+        """What `foundry run`'s summary prints of them, (label, line) a row: the holdout and the baselines."""
+        return [
+            ("holdout", f"accuracy {self.accuracy:.4f}  macro F1 {self.macro_f1 or 0:.4f}  ({self.images} images)"),
+            (
+                "baselines",
+                f"majority class {self.majority_accuracy or 0:.4f}  nearest class mean "
+                f"{self.nearest_class_mean_accuracy or 0:.4f} accuracy",
+            ),
+        ]
+
     @staticmethod
     def class_key(label: str) -> str:
         """MLflow takes letters, digits and `_-. /` in a key: anything else in a label becomes `_`."""

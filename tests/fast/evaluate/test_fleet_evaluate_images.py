@@ -52,7 +52,7 @@ def model_pt(root, name: str):
 def register_classifier(config, name: str, model_pt) -> str:
     """A classifier's version logged and published as the pipeline does (its vision pyfunc), champion."""
     from foundry.registry import versions
-    from foundry.serving.package import log_vision_model
+    from foundry.vision.package import log_vision_model
 
     run_id = tracking.start_pipeline_run(config, run_name=f"seed-{name}")
     uri = log_vision_model(run_id, model_pt)

@@ -164,3 +164,17 @@ def test_the_run_summary_compares_the_model_with_the_strongest_baseline(tmp_path
 def test_a_summary_without_baselines_has_no_strongest_line(tmp_path):
     held = HoldoutMetrics(bits_per_byte=2.5, loss=1.7, perplexity=math.exp(1.7), tokens=512)
     assert not any(line.startswith("strongest") for line in summary(held, tmp_path).splitlines())
+
+
+def test_an_image_classifiers_summary_gives_its_accuracy_beside_its_baselines(tmp_path):
+    from foundry.core.metrics.images import VisionMetrics
+
+    held = VisionMetrics(
+        accuracy=0.9, macro_f1=0.85, images=40, majority_accuracy=0.25, nearest_class_mean_accuracy=0.6
+    )
+    lines = summary(held, tmp_path).splitlines()
+    assert lines[3:6] == [
+        "holdout    accuracy 0.9000  macro F1 0.8500  (40 images)",
+        "baselines  majority class 0.2500  nearest class mean 0.6000 accuracy",
+        "MLflow run r1",
+    ]

@@ -16,7 +16,7 @@ from helpers_images import BRIGHTNESS, brightness_classifier, gray_png
 from mlflow.exceptions import MlflowException
 from PIL import Image
 
-from foundry.serving.package import vision_model_kwargs
+from foundry.vision.package import vision_model_kwargs
 from models.image_input import pixels
 
 LIMITS = {"max_rows": 4, "max_image_bytes": 2000, "max_pixels": 32 * 32}

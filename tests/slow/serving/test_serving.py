@@ -255,7 +255,7 @@ def test_the_image_classifier_served_over_http_labels_a_png_and_refuses_a_bad_im
     import mlflow
     from sklearn.datasets import load_digits
 
-    from foundry.serving.package import vision_requirements
+    from foundry.vision.package import vision_requirements
 
     _, result = vision_run
     python, _ = fresh_venv
