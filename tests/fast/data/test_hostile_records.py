@@ -244,3 +244,38 @@ def test_a_failed_prepare_leaves_its_log_with_the_traceback(tmp_path, capsys):
     text = log.read_text()
     assert "foundry prepare started" in text.splitlines()[0]
     assert "Traceback" in text and "BadInputError: records.jsonl:1: malformed jsonl" in text
+
+
+# --- 9. a file refused at the cap contributes nothing ------------------------------------------------------------
+
+
+def kept_docs(done: dict) -> int:
+    return sum(v for k, v in done["stats"].items() if k.endswith("_docs") and not k.startswith("dropped"))
+
+
+def test_a_jsonl_gz_refused_at_the_cap_contributes_none_of_its_documents(tmp_path, capsys):
+    """Its first 20 lines are ordinary documents; then lines of one letter inflate it past the cap."""
+    import gzip
+
+    src = corpus(tmp_path / "src")
+    _, _, clean = stages(tmp_path / "clean", src, capsys=capsys)
+    lines = [json.dumps({"text": text}) for text in synthetic_docs(20, seed=9)]
+    lines += [json.dumps({"text": "y" * 60_000})] * 40  # 2.4 MB of text, past the 1 MiB cap (100x a few KB)
+    (src / "mixed.jsonl.gz").write_bytes(gzip.compress("\n".join(lines).encode()))
+
+    code, _, done = stages(tmp_path / "run", src, capsys=capsys)
+    assert code == 0 and dropped(done, "inflated_too_large") == 1
+    assert kept_docs(done) == kept_docs(clean) > 0  # none of its 20 documents got in
+
+
+def test_a_parquet_whose_dictionary_hides_the_bomb_contributes_none_of_its_rows(tmp_path, capsys):
+    """A row group of ordinary rows, then one whose dictionary page declares its one value once."""
+    src = corpus(tmp_path / "src")
+    _, _, clean = stages(tmp_path / "clean", src, capsys=capsys)
+    with pq.ParquetWriter(src / "mixed.parquet", pa.schema([("text", pa.string())]), compression="zstd") as out:
+        out.write_table(pa.table({"text": list(synthetic_docs(80, seed=9))}))  # past one batch of 64
+        out.write_table(pa.table({"text": ["x" * ROW] * 64}))  # declares 256 KiB, decodes to 16 MiB
+
+    code, _, done = stages(tmp_path / "run", src, capsys=capsys)
+    assert code == 0 and dropped(done, "inflated_too_large") == 1
+    assert kept_docs(done) == kept_docs(clean) > 0
