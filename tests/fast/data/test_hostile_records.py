@@ -279,3 +279,30 @@ def test_a_parquet_whose_dictionary_hides_the_bomb_contributes_none_of_its_rows(
     code, _, done = stages(tmp_path / "run", src, capsys=capsys)
     assert code == 0 and dropped(done, "inflated_too_large") == 1
     assert kept_docs(done) == kept_docs(clean) > 0
+
+
+# --- 9. a URL that names no file, or a name no disk takes ---------------------------------------------------------
+
+
+def parts_left() -> list[Path]:
+    return list(Path(os.environ["FOUNDRY_HOME"]).rglob("*.part"))
+
+
+def test_a_url_ending_in_dot_dot_is_mirrored_as_an_index(tmp_path, capsys, http_folder):
+    folder, base = http_folder
+    corpus(folder / "sub")
+    manifest = tmp_path / "source_manifest.json"
+    code = main(["acquire", "--config", TINY, "--set", f"data.source={base}/sub/..", "--out", str(manifest)])
+    assert code == 0, capsys.readouterr().err
+    assert [entry["name"] for entry in json.loads(manifest.read_text())["entries"]] == ["index.txt"]
+    assert parts_left() == []
+
+
+def test_a_file_name_too_long_for_the_disk_is_a_clear_error(tmp_path, capsys, http_folder):
+    folder, base = http_folder
+    name = "d" * 300 + ".txt"  # past the 255 bytes a file name may have
+    manifest = tmp_path / "source_manifest.json"
+    code = main(["acquire", "--config", TINY, "--set", f"data.source={base}/{name}", "--out", str(manifest)])
+    err = capsys.readouterr().err
+    assert code == 1 and f"cannot download {base}/{name}: its file name is longer than the 255 bytes" in err
+    assert "Traceback" not in err and parts_left() == []
