@@ -12,6 +12,7 @@ from pathlib import Path
 
 from foundry.core.redact import redact_url
 from foundry.runtime.env import TELEMETRY_OFF, foundry_home, mlflow_db_uri, package_versions, private
+from foundry.runtime.log_retention import Retention, roll_over
 
 BIN = Path(sys.executable).parent
 
@@ -98,6 +99,8 @@ def up(prefect_port: int = 4200, mlflow_port: int = 5000, artifacts: str | None 
     home = foundry_home()
     logs = home / "logs"
     logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for log in ("prefect-server.log", "mlflow-server.log"):
+        roll_over(logs / log, Retention.from_env())
     servers = [
         start_prefect(prefect_port, home, logs / "prefect-server.log"),
         start_mlflow(mlflow_port, home, logs / "mlflow-server.log", artifacts),

@@ -17,6 +17,7 @@ from PIL import Image, ImageOps
 
 FORMATS = ["JPEG", "PNG", "WEBP", "BMP"]  # the only decoders Pillow may try: nothing exotic parses untrusted bytes
 GRAY_MODES = {"1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "F"}
+WIDE_GRAY_MODES = {"I", "I;16", "I;16B", "I;16L"}  # 16-bit samples: scaled to 8 bits, not clipped
 MODES = ("resize", "center_crop", "pad")
 
 
@@ -53,8 +54,18 @@ def colourless(image: Image.Image) -> bool:
     return bool(np.abs(colours - colours[..., :1]).max(initial=0) <= 1)
 
 
+def eight_bit(image: Image.Image) -> Image.Image:
+    """A 16-bit grayscale image (PNG's "I;16", or "I" as older Pillow opens it) scaled to 8 bits; Pillow's own
+    `convert("L")` clips instead, so everything above 255 of 65,535 would turn white. Other modes as they are."""
+    if image.mode not in WIDE_GRAY_MODES:
+        return image
+    wide = np.clip(np.asarray(image, dtype=np.int64), 0, 65535)
+    return Image.fromarray(((wide * 255 + 32767) // 65535).astype(np.uint8), mode="L")
+
+
 def coloured(image: Image.Image, channels: str) -> Image.Image:
     """gray, rgb, or auto: gray for a grayscale image (equal channels count as gray), else RGB."""
+    image = eight_bit(image)
     gray = image.mode in GRAY_MODES or (image.mode in ("P", "RGB") and colourless(image))
     if channels == "gray" or (channels == "auto" and gray):
         return image.convert("L")

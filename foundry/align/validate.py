@@ -18,7 +18,7 @@ import pandas as pd
 from foundry.align.records import FIELDS, context_tokens, load_field
 from foundry.config import FoundryConfig
 from foundry.data.manifest import DatasetManifest
-from foundry.data.privacy import pii
+from foundry.data.privacy import pii, secret_scan
 from foundry.data.validate import ValidationFailed, run_suites
 from foundry.data.validation_report import ValidationReport
 from models.chat import ROLES, ChatTemplate
@@ -55,9 +55,14 @@ def _record_row(line: str, split: str, tokenizer, template: ChatTemplate, allowe
         "assistant_turns": len(replies),
         "empty_contents": sum(1 for c in contents if not c.strip()),
         "tokens": tokens,
-        # Every detector, whatever `data.pii` scrubbed, as the pretraining gate; `data.pii_allowed` lets kinds by.
-        "pii_found": ",".join(sorted({s.kind for c in contents for s in pii.find(c)} - set(allowed))),
+        # Every detector, whatever `data.pii` scrubbed, as the pretraining gate: the scrubber's own and the
+        # independent secret scanner (two opinions); `data.pii_allowed` lets kinds by.
+        "pii_found": ",".join(sorted(_found(contents) - set(allowed))),
     }
+
+
+def _found(contents: list[str]) -> set[str]:
+    return {s.kind for c in contents for s in pii.find(c)} | {kind for c in contents for kind in secret_scan.kinds(c)}
 
 
 def record_table(data_dir: Path, config: FoundryConfig) -> pd.DataFrame:

@@ -85,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_environment()
     standalone = argv is None
-    log_file = console.log_to_file(args.command, args.verbose) if standalone and args.command not in LIGHT else None
+    try:
+        log_file = console.log_to_file(args.command, args.verbose) if standalone and args.command not in LIGHT else None
+    except ValueError as exc:  # FOUNDRY_LOG_KEEP_DAYS or _MB set to something that bounds nothing
+        print(f"foundry: {exc}", file=sys.stderr)
+        return 2
     code, message = _run(args, log_file)
     if message:
         if standalone:

@@ -6,11 +6,12 @@ import argparse
 from pathlib import Path
 
 from foundry.align.instructions import TRAIN_PER_TASK
-from foundry.cli.common import config_args, load
+from foundry.cli.common import allow_purged_arg, config_args, load, refuse_purged
 
 
 def cmd_align(args: argparse.Namespace) -> int:
     config = load(args)
+    refuse_purged([args.model_uri], args.allow_purged, "aligned")
     from flows.align import align
     from foundry.reports.summaries import align_summary
 
@@ -33,6 +34,7 @@ def add_commands(commands) -> None:
     )
     align.add_argument("model_uri", help="models:/NAME/VERSION or models:/NAME@ALIAS to start from")
     config_args(align)
+    allow_purged_arg(align, "align")
     align.set_defaults(func=cmd_align)
 
     instructions = commands.add_parser(

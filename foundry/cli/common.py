@@ -31,6 +31,30 @@ def load(args: argparse.Namespace) -> FoundryConfig:
     return load_config(path, args.overrides)
 
 
+def allow_purged_arg(parser: argparse.ArgumentParser, doing: str) -> None:
+    """`--allow-purged`: a version a purge tagged is refused by every command that reads it, unless the user says
+    so (a version kept with `foundry purge --apply --keep-models`)."""
+    parser.add_argument(
+        "--allow-purged",
+        action="store_true",
+        help=f"{doing} a version tagged `foundry.purge` (trained on documents a purge removed; refused by default): "
+        "for a version kept with `foundry purge --apply --keep-models`",
+    )
+
+
+def refuse_purged(uris: list[str], allowed: bool, refused: str) -> None:
+    """`PurgedModel` naming the purge record for the first of `uris` a purge tagged, unless `allowed`; what each
+    alias names now is what is checked, and a registry that cannot be read stops the command (fail closed)."""
+    if allowed:
+        return
+    from foundry.registry.versions import refuse_purged as refuse
+    from foundry.registry.versions import resolve
+
+    hint = "; to use it anyway (it was kept with `purge --apply --keep-models`), pass --allow-purged"
+    for uri in uris:
+        refuse(resolve(str(model_uri(uri))), refused, hint)
+
+
 def model_uri(text: str):
     """A MODEL_URI argument, parsed; a malformed one is a usage error naming the forms accepted."""
     from foundry.core.model_uri import ModelUri

@@ -13,6 +13,7 @@ their process's logging as it was.
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import os
 import sys
 import time
@@ -21,14 +22,16 @@ from pathlib import Path
 
 from foundry.core.redact import redact_text
 from foundry.runtime.env import foundry_home, private
+from foundry.runtime.log_retention import Retention, prune
 
 # Loggers Prefect's logging config gives console handlers of their own (the rest reach the root's).
 CONSOLE_LOGGERS = ("", "uvicorn", "fastapi", "prefect._internal")
 FILE_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(process)d %(threadName)s] %(message)s"
 
 
-class _PrivateFile(logging.FileHandler):
-    """A log file its owner alone reads (0600): it quotes configs, paths and tracebacks."""
+class _PrivateFile(logging.handlers.RotatingFileHandler):
+    """A log file its owner alone reads (0600): it quotes configs, paths and tracebacks. It rolls over at its
+    share of the logs folder's bound (`foundry.runtime.log_retention`), keeping its three latest parts."""
 
     def _open(self):
         return open(self.baseFilename, self.mode, encoding=self.encoding, errors=self.errors, opener=private)
@@ -71,8 +74,10 @@ def log_to_file(command: str, verbose: bool) -> Path:
 
     folder = foundry_home() / "logs"
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    retention = Retention.from_env()
+    prune(folder, retention)
     path = folder / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    to_file = _PrivateFile(path, encoding="utf-8", delay=True)
+    to_file = _PrivateFile(path, maxBytes=retention.file_bytes, backupCount=3, encoding="utf-8", delay=True)
     to_file.setFormatter(logging.Formatter(FILE_FORMAT))
     for name in CONSOLE_LOGGERS:
         logging.getLogger(name).addHandler(to_file)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from foundry.cli.common import config_args, load, model_uri
+from foundry.cli.common import allow_purged_arg, config_args, load, model_uri, refuse_purged
 from foundry.config import ConfigError
 
 DATA_HELP = (
@@ -23,6 +23,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if not args.data.strip():
         raise ConfigError("--data: give a data version or a source")
     config = load(args)
+    refuse_purged(args.models, args.allow_purged, "evaluated")
     from flows.evaluate import evaluate
     from foundry.evaluate.report import comparison
 
@@ -40,4 +41,5 @@ def add_commands(commands) -> None:
         "--data", required=True, metavar="DATA_VERSION|DIR|URL|stdlib://PART|sklearn://digits", help=DATA_HELP
     )
     config_args(evaluate)
+    allow_purged_arg(evaluate, "evaluate")
     evaluate.set_defaults(func=cmd_evaluate)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from foundry.cli.common import config_args, load, summary_text
+from foundry.cli.common import allow_purged_arg, config_args, load, refuse_purged, summary_text
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -31,6 +31,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    refuse_purged([args.model_uri], args.allow_purged, "reproduced")  # it would train on the purged documents again
     from flows.reproduce import reproduce
     from foundry.reports.summaries import reproduce_summary
 
@@ -51,4 +52,5 @@ def add_commands(commands) -> None:
     reproduce = commands.add_parser("reproduce", help="hydrate a model's data version and re-train it with its config")
     reproduce.add_argument("model_uri", help="models:/NAME/VERSION or models:/NAME@ALIAS")
     reproduce.add_argument("--force", action="store_true", help="re-train even when the code's commit differs")
+    allow_purged_arg(reproduce, "reproduce")
     reproduce.set_defaults(func=cmd_reproduce)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from foundry.cli.common import model_uri
+from foundry.cli.common import allow_purged_arg, model_uri, refuse_purged
 from foundry.config import ConfigError
 
 
@@ -17,7 +17,7 @@ def cmd_serve_model(args: argparse.Namespace) -> int:
         http.check_host(args.host, args.allow_remote)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    _refuse_purged(uri, args.allow_purged)
+    refuse_purged([uri], args.allow_purged, "served")
     base = f"http://{args.host}:{args.port}"
     print(
         f"serving {uri} on {base}: /invocations as `mlflow models serve`; OpenAI clients use base_url {base}/v1 "
@@ -26,17 +26,6 @@ def cmd_serve_model(args: argparse.Namespace) -> int:
     )
     http.serve(uri, args.host, args.port, args.model_name, args.allow_remote)
     return 0
-
-
-def _refuse_purged(uri: str, allowed: bool) -> None:
-    """A version a purge tagged is served only when the user says so (`--allow-purged`)."""
-    from foundry.registry.versions import refuse_purged, resolve
-
-    if allowed:
-        return
-    version = resolve(uri)  # what the alias names now; a registry that cannot be read stops it (fail closed)
-    hint = "; to serve it anyway (it was kept with `purge --apply --keep-models`), pass --allow-purged"
-    refuse_purged(version, "served", hint)
 
 
 def add_commands(commands) -> None:
@@ -58,10 +47,5 @@ def add_commands(commands) -> None:
         action="store_true",
         help="allow a --host that is not loopback: there is no authentication, anyone who reaches it can generate",
     )
-    serve.add_argument(
-        "--allow-purged",
-        action="store_true",
-        help="serve a version tagged `foundry.purge` (trained on documents a purge removed; refused by default): "
-        "for a version kept with `foundry purge --apply --keep-models`",
-    )
+    allow_purged_arg(serve, "serve")
     serve.set_defaults(func=cmd_serve_model)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from foundry.cli.common import config_args, load, summary_text
+from foundry.cli.common import allow_purged_arg, config_args, load, refuse_purged, summary_text
 
 
 def add_commands(commands) -> None:
@@ -13,6 +13,7 @@ def add_commands(commands) -> None:
     )
     finetune.add_argument("model", metavar="MODEL_URI", help="models:/NAME/VERSION or models:/NAME@ALIAS to start from")
     config_args(finetune)
+    allow_purged_arg(finetune, "fine-tune")
     finetune.set_defaults(func=cmd_finetune)
     merge = commands.add_parser(
         "merge", help="merge two or more registered versions of one architecture by their parameters (no training)"
@@ -23,11 +24,13 @@ def add_commands(commands) -> None:
     merge.add_argument("--base", metavar="MODEL_URI", help="merge.base (default: the models' common ancestor)")
     merge.add_argument("--weights", type=float, nargs="+", metavar="W", help="merge.weights, one per model")
     merge.add_argument("--force", action="store_true", help="merge onto --base even if it is not their ancestor")
+    allow_purged_arg(merge, "merge")
     merge.set_defaults(func=cmd_merge)
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
     config = load(args)
+    refuse_purged([args.model], args.allow_purged, "fine-tuned")
     from flows.finetune import finetune
 
     result = finetune(model=args.model, config=config)
@@ -40,6 +43,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     shorthands = {"method": args.method, "base": args.base, "weights": args.weights, "force": args.force or None}
     args.overrides += [f"merge.{key}={value}" for key, value in shorthands.items() if value is not None]
     config = load(args)
+    refuse_purged([*args.models, *([args.base] if args.base else [])], args.allow_purged, "merged")
     from flows.merge import merge
     from foundry.reports.summaries import merge_summary
 

@@ -58,7 +58,12 @@ def _open(path: str, name: str, cfg: DataConfig) -> Iterator[IO[bytes]]:
             yield fh
         return
     limit, key = inflation_limit(cfg, os.path.getsize(path))
-    with gzip.open(path, "rb") as raw, capped(raw, limit, f"inflates past {limit} bytes ({key})") as fh:
+    too_large = f"inflates past {limit} bytes ({key})"
+    # Inflated once to the end first: a file refused at the cap contributes nothing, not the documents before it.
+    with gzip.open(path, "rb") as raw, capped(raw, limit, too_large) as fh:
+        while fh.read(1 << 20):
+            pass
+    with gzip.open(path, "rb") as raw, capped(raw, limit, too_large) as fh:
         yield fh
 
 
@@ -184,7 +189,9 @@ def _parquet(path: str, name: str, cfg: DataConfig, reject: Reject) -> Iterator[
         chunks = _chunk_sizes(parquet.metadata, schema.get_field_index(column))
         if sum(chunks) > limit:  # what the file declares: refused before a page is read
             raise TooLarge(f"{too_large}: its column {column!r} declares {sum(chunks)} bytes")
-        yield from _parquet_rows(parquet, column, name, _batch_rows(max(chunks)), (limit, too_large), cfg, reject)
+        batch_rows = _batch_rows(max(chunks))
+        _measure_parquet(parquet, column, batch_rows, (limit, too_large))
+        yield from _parquet_rows(parquet, column, name, batch_rows, cfg, reject)
 
 
 def _chunk_sizes(metadata, index: int) -> list[int]:
@@ -198,19 +205,28 @@ def _batch_rows(chunk_bytes: int) -> int:
     return max(1, min(PARQUET_BATCH_ROWS, PARQUET_BATCH_BYTES // max(chunk_bytes, 1)))
 
 
-def _parquet_rows(parquet, column: str, name: str, batch_rows: int, cap: tuple[int, str], cfg, reject):
-    """The rows, each measured from the Arrow array's offsets before it becomes a Python string: a row
-    longer than any document is rejected unread, and the file is refused (`TooLarge`) once its decoded
-    bytes pass the cap, whatever its metadata said."""
+def _measure_parquet(parquet, column: str, batch_rows: int, cap: tuple[int, str]) -> None:
+    """`TooLarge` once the text column's decoded bytes pass the cap, whatever its metadata said (a dictionary
+    page declares a value once and repeats it per row). Measured to the end before a row is read, so a file
+    refused contributes no rows; from the Arrow arrays' offsets, so no value is copied."""
     import pyarrow.compute as pc
 
-    row, inflated, longest = 0, 0, max_record_bytes(cfg)
+    inflated = 0
+    for batch in parquet.iter_batches(batch_size=batch_rows, columns=[column]):
+        inflated += pc.sum(pc.binary_length(batch.column(0))).as_py() or 0
+        if inflated > cap[0]:
+            raise TooLarge(cap[1])
+
+
+def _parquet_rows(parquet, column: str, name: str, batch_rows: int, cfg, reject):
+    """The rows, each measured from the Arrow array's offsets before it becomes a Python string: a row
+    longer than any document is rejected unread."""
+    import pyarrow.compute as pc
+
+    row, longest = 0, max_record_bytes(cfg)
     for batch in parquet.iter_batches(batch_size=batch_rows, columns=[column]):
         values = batch.column(0)
         lengths = pc.binary_length(values)  # from the offsets: no value is copied
-        inflated += pc.sum(lengths).as_py() or 0
-        if inflated > cap[0]:
-            raise TooLarge(cap[1])
         if values.null_count == 0 and (pc.max(lengths).as_py() or 0) <= longest:  # the usual batch
             for text in values.to_pylist():
                 row += 1

@@ -26,7 +26,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
 from foundry.config import DataConfig
@@ -152,11 +152,34 @@ def _request(url: str, conditional: dict[str, str]) -> urllib.request.Request:
     return request
 
 
+def copy_name(url: str) -> str:
+    """The local copy's file name: the URL path's last segment. A path ending in `/` or `..` names a folder,
+    not a file (`..` would name the mirror's parent), so its copy is `index.txt`."""
+    name = PurePosixPath(urllib.parse.urlparse(url).path).name
+    return "index.txt" if name in ("", "..") else name
+
+
 def fetch_http(url: str, folder: Path, cfg: DataConfig) -> tuple[Path, bool, dict[str, str]]:
     """The file at `url`, mirrored in `folder`: (local copy, whether it changed, what the origin said)."""
     shown = redact_url(url)  # what is recorded and said: the request alone holds a credential
-    name = Path(urllib.parse.urlparse(url).path).name or "index.txt"
-    target, part = folder / name, folder / f"{name}.part"
+    name = copy_name(url)
+    part = folder / f"{name}.part"
+    longest = os.pathconf(folder, "PC_NAME_MAX")
+    if len(os.fsencode(part.name)) > longest:
+        raise SourceError(
+            f"cannot download {shown}: its file name is longer than the {longest} bytes a name here takes"
+        )
+    try:
+        return _mirror(url, shown, folder / name, part, cfg)
+    except SourceError:
+        raise
+    except OSError as exc:  # the copy could not be written (a name too long, a full disk): no .part is left
+        part.unlink(missing_ok=True)
+        raise SourceError(f"cannot download {shown} to {folder / name}: {exc.strerror or exc}") from None
+
+
+def _mirror(url: str, shown: str, target: Path, part: Path, cfg: DataConfig) -> tuple[Path, bool, dict[str, str]]:
+    folder = target.parent
     with locked(folder):
         state = _read_state(folder) if target.exists() else {}
         headers = {}

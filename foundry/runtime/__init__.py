@@ -2,6 +2,7 @@
 
 - `env`: where state lives and the switches that keep every library offline
 - `logs`: each log line once, third-party loggers routed through the process's handlers
+- `log_retention`: how long and how large `$FOUNDRY_HOME/logs/` may grow
 - `progress`: progress as a small JSON file the orchestrator reads
 - `periodic`: doing something every few seconds while a stage runs
 - `arithmetic`: what decides a step's floating-point results on this machine; `cpu_features`: its bf16 support

@@ -221,6 +221,24 @@ def test_the_gate_searches_with_every_detector_and_lets_only_allowed_kinds_throu
     validate_aligned(out, allowed, tmp_path / "report.json")
 
 
+def test_the_gate_asks_the_independent_secret_scanner_too(prepared_chat, tmp_path):
+    """#55 point 8: alignment data gets the second detector the pretraining gate has. `db_pass := VALUE` is a
+    secret only the scanner (`foundry.data.secret_scan`) finds: the scrubber's patterns miss it."""
+    import hashlib
+
+    from foundry.data import pii, secret_scan
+
+    leak = "db_pass := Zx9Qw2Lm8Rt5Vb3Nc7HjK4pW"
+    assert not list(pii.find(leak)) and secret_scan.kinds(leak) == {"secret_assignment"}
+    out, config = prepared_chat
+    before = hashlib.sha256((out / "train.jsonl").read_text().splitlines()[0].encode()).hexdigest()
+    _edit_first_record(out, lambda r: {"messages": [{**m, "content": leak} for m in r["messages"]]})
+    after = hashlib.sha256((out / "train.jsonl").read_text().splitlines()[0].encode()).hexdigest()
+    (out / "records.csv").write_text((out / "records.csv").read_text().replace(before, after))  # still listed
+    with pytest.raises(ValidationFailed, match="column=pii_found"):
+        validate_aligned(out, config, tmp_path / "report.json")
+
+
 def test_the_gate_checks_the_arrays_against_the_vocabulary_and_the_records(prepared_chat, tmp_path):
     out, config = prepared_chat
     offsets = np.load(out / "train.tokens.offsets.npy")

@@ -244,3 +244,65 @@ def test_a_failed_prepare_leaves_its_log_with_the_traceback(tmp_path, capsys):
     text = log.read_text()
     assert "foundry prepare started" in text.splitlines()[0]
     assert "Traceback" in text and "BadInputError: records.jsonl:1: malformed jsonl" in text
+
+
+# --- 9. a file refused at the cap contributes nothing ------------------------------------------------------------
+
+
+def kept_docs(done: dict) -> int:
+    return sum(v for k, v in done["stats"].items() if k.endswith("_docs") and not k.startswith("dropped"))
+
+
+def test_a_jsonl_gz_refused_at_the_cap_contributes_none_of_its_documents(tmp_path, capsys):
+    """Its first 20 lines are ordinary documents; then lines of one letter inflate it past the cap."""
+    import gzip
+
+    src = corpus(tmp_path / "src")
+    _, _, clean = stages(tmp_path / "clean", src, capsys=capsys)
+    lines = [json.dumps({"text": text}) for text in synthetic_docs(20, seed=9)]
+    lines += [json.dumps({"text": "y" * 60_000})] * 40  # 2.4 MB of text, past the 1 MiB cap (100x a few KB)
+    (src / "mixed.jsonl.gz").write_bytes(gzip.compress("\n".join(lines).encode()))
+
+    code, _, done = stages(tmp_path / "run", src, capsys=capsys)
+    assert code == 0 and dropped(done, "inflated_too_large") == 1
+    assert kept_docs(done) == kept_docs(clean) > 0  # none of its 20 documents got in
+
+
+def test_a_parquet_whose_dictionary_hides_the_bomb_contributes_none_of_its_rows(tmp_path, capsys):
+    """A row group of ordinary rows, then one whose dictionary page declares its one value once."""
+    src = corpus(tmp_path / "src")
+    _, _, clean = stages(tmp_path / "clean", src, capsys=capsys)
+    with pq.ParquetWriter(src / "mixed.parquet", pa.schema([("text", pa.string())]), compression="zstd") as out:
+        out.write_table(pa.table({"text": list(synthetic_docs(80, seed=9))}))  # past one batch of 64
+        out.write_table(pa.table({"text": ["x" * ROW] * 64}))  # declares 256 KiB, decodes to 16 MiB
+
+    code, _, done = stages(tmp_path / "run", src, capsys=capsys)
+    assert code == 0 and dropped(done, "inflated_too_large") == 1
+    assert kept_docs(done) == kept_docs(clean) > 0
+
+
+# --- 9. a URL that names no file, or a name no disk takes ---------------------------------------------------------
+
+
+def parts_left() -> list[Path]:
+    return list(Path(os.environ["FOUNDRY_HOME"]).rglob("*.part"))
+
+
+def test_a_url_ending_in_dot_dot_is_mirrored_as_an_index(tmp_path, capsys, http_folder):
+    folder, base = http_folder
+    corpus(folder / "sub")
+    manifest = tmp_path / "source_manifest.json"
+    code = main(["acquire", "--config", TINY, "--set", f"data.source={base}/sub/..", "--out", str(manifest)])
+    assert code == 0, capsys.readouterr().err
+    assert [entry["name"] for entry in json.loads(manifest.read_text())["entries"]] == ["index.txt"]
+    assert parts_left() == []
+
+
+def test_a_file_name_too_long_for_the_disk_is_a_clear_error(tmp_path, capsys, http_folder):
+    folder, base = http_folder
+    name = "d" * 300 + ".txt"  # past the 255 bytes a file name may have
+    manifest = tmp_path / "source_manifest.json"
+    code = main(["acquire", "--config", TINY, "--set", f"data.source={base}/{name}", "--out", str(manifest)])
+    err = capsys.readouterr().err
+    assert code == 1 and f"cannot download {base}/{name}: its file name is longer than the 255 bytes" in err
+    assert "Traceback" not in err and parts_left() == []

@@ -22,7 +22,7 @@ from test_purge import (  # noqa: F401  (fixtures: `fleet` and those it is built
 )
 
 from foundry.cli import main
-from foundry.cli.serving import _refuse_purged
+from foundry.cli.common import refuse_purged
 from foundry.purge import record as purge_record
 from foundry.registry.versions import PurgedModel
 from foundry.runtime import tracking
@@ -52,9 +52,32 @@ def test_serve_model_refuses_a_purged_version_kept_serving_unless_allowed(fleet,
     assert main(["serve-model", "models:/purge-canary@challenger"]) == 1
     assert f"purge record {RECORD}" in capsys.readouterr().err
     with pytest.raises(PurgedModel, match=RECORD):
-        _refuse_purged("models:/purge-canary@champion", allowed=False)
-    assert _refuse_purged("models:/purge-canary@champion", allowed=True) is None
-    assert _refuse_purged("models:/purge-other/1", allowed=False) is None  # not purged: served as before
+        refuse_purged(["models:/purge-canary@champion"], allowed=False, refused="served")
+    assert refuse_purged(["models:/purge-canary@champion"], allowed=True, refused="served") is None
+    assert refuse_purged(["models:/purge-other/1"], allowed=False, refused="served") is None  # not purged: as before
+
+
+@pytest.mark.parametrize(
+    ("command", "refused"),
+    [
+        (["export", "models:/purge-canary/1", "--format", "hf", "--out", "OUT"], "exported"),
+        (["finetune", "models:/purge-canary/1"], "fine-tuned"),
+        (["merge", "models:/purge-other/1", "models:/purge-canary/1"], "merged"),
+        (["merge", "models:/purge-other/1", "models:/purge-other/1", "--base", "models:/purge-canary/1"], "merged"),
+        (["align", "models:/purge-canary/1"], "aligned"),
+        (["evaluate", "models:/purge-canary/1", "--data", "0" * 32], "evaluated"),
+        (["reproduce", "models:/purge-canary/1"], "reproduced"),
+    ],
+    ids=["export", "finetune", "merge", "merge-base", "align", "evaluate", "reproduce"],
+)
+def test_every_command_that_reads_a_version_refuses_a_purged_one(fleet, tmp_path, capsys, command, refused):
+    """#55 point 6: not only serve-model and promote. Refused before anything runs: no flow, no file written."""
+    tracking.client().set_model_version_tag("purge-canary", "1", purge_record.TAG, RECORD)
+    out = tmp_path / "export"
+    assert main([part.replace("OUT", str(out)) for part in command]) == 1
+    err = capsys.readouterr().err
+    assert f"purge record {RECORD}" in err and f"cannot be {refused}" in err and "--allow-purged" in err
+    assert not out.exists()
 
 
 def test_apply_refuses_an_artifact_it_cannot_read_naming_it(fleet, tmp_path, capsys):
