@@ -136,6 +136,33 @@ def test_kill_9_then_the_same_run_resumes_bitwise_exact(uninterrupted, tiny_data
     assert not attempt.exists() and model_pt == run.dir / "checkpoints" / "model.pt"
 
 
+@contextmanager
+def small_filesystem(folder: Path, size: int) -> Iterator[Path]:
+    """`folder` as a tmpfs of `size` bytes (rounded up to pages), unmounted however the test ends."""
+    folder.mkdir(parents=True)
+    pages = -(-size // 4096) * 4096
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={pages},mode=0700", "tmpfs", str(folder)], check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def test_a_full_disk_stops_the_run_naming_the_folder_and_the_checkpoint_before_resumes(
+    uninterrupted, tiny_dataset, tmp_path
+):
+    """#56 point 5: room for one checkpoint and a half. The save of step 20 fails: the run stops naming the
+    folder and its free space, leaves no partial file, and step 10 resumes bitwise once there is room."""
+    checkpoint = (uninterrupted / "step-000040.ckpt").stat().st_size
+    with small_filesystem(tmp_path / "small", checkpoint * 3 // 2) as folder:
+        with pytest.raises(Exception, match=f"no space left in {folder} to write step-000020.ckpt: \\d+ bytes free"):
+            launch(tiny(*RESUMABLE), tiny_dataset, folder, None, "v")
+        assert latest_valid(folder).step == 10
+        assert sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp")) == []
+        moved = shutil.copytree(folder, tmp_path / "room", symlinks=False)
+    assert digest(launch(tiny(*RESUMABLE), tiny_dataset, moved, None, "v")) == digest(uninterrupted / "model.pt")
+
+
 # --- several processes -----------------------------------------------------------------------------
 
 
