@@ -231,6 +231,51 @@ def test_a_stuck_rank_ends_the_group_by_timeout_and_is_named(tiny_dataset, tmp_p
     assert time.monotonic() - stopped < config.train.collective_timeout_s + 30 + SHUTDOWN_GRACE_S
 
 
+@contextmanager
+def cpu_share(pid: int, share: float) -> Iterator[None]:
+    """`pid` held to `share` of one CPU by a CFS quota (a cgroup of the test's own: v1's `cpu` controller, or
+    v2's `cpu.max`), as a node that is busy with something else; undone however the test ends."""
+    period = 30_000  # microseconds
+    v1 = Path("/sys/fs/cgroup/cpu")
+    group = (v1 if v1.is_dir() else Path("/sys/fs/cgroup")) / f"foundry-test-{os.getpid()}"
+    group.mkdir()
+    try:
+        if v1.is_dir():
+            (group / "cpu.cfs_period_us").write_text(str(period))
+            (group / "cpu.cfs_quota_us").write_text(str(int(period * share)))
+        else:
+            (group / "cpu.max").write_text(f"{int(period * share)} {period}")
+        (group / "cgroup.procs").write_text(str(pid))
+        yield
+    finally:
+        for task in (group / "cgroup.procs").read_text().split():
+            (group.parent / "cgroup.procs").write_text(task)
+        group.rmdir()
+
+
+def test_a_rank_held_to_a_tenth_of_a_cpu_is_reported_by_name_and_host(tiny_dataset, tmp_path, caplog):
+    """#56 point 6: rank 1 held to a tenth of a CPU by a CFS quota (a third was within the noise of a machine whose
+    two cores the other tests share). Each rank's forward time reaches the run's metrics, and a warning names
+    rank 1 and its host."""
+    from mlflow import MlflowClient
+
+    from foundry.runtime import tracking
+
+    overrides = ("train.num_nodes=2", "train.max_steps=20", "train.log_every_n_steps=10", "train.cpu_threads=1")
+    config = tiny(*overrides, "checkpoint.every_n_steps=5")
+    run_id = tracking.start_pipeline_run(config)
+    with ThreadPoolExecutor(1) as pool:
+        training = pool.submit(launch, config, tiny_dataset, tmp_path / "ckpt", run_id, "v")
+        wait_for_checkpoint(tmp_path / "ckpt", lambda: not training.done())
+        with cpu_share(rank_pids()[1], 1 / 10):
+            training.result(timeout=600)
+    client = MlflowClient()
+    paces = {r: client.get_metric_history(run_id, f"pace/rank_{r}_forward_ms") for r in (0, 1)}
+    assert [m.step for m in paces[0]] == [m.step for m in paces[1]] == [10, 20]
+    assert paces[1][-1].value > 1.5 * paces[0][-1].value, (paces[0], paces[1])
+    assert f"rank 1 on {socket.gethostname()} is a straggler" in caplog.text
+
+
 def test_a_killed_rank_is_named_and_the_others_are_stopped(tiny_dataset, tmp_path):
     """A rank killed from outside (the OOM killer, kill -9) is the cause, not its peer whose collective broke."""
     config = tiny("train.num_nodes=2", "train.max_steps=5000", "checkpoint.every_n_steps=5")
