@@ -14,10 +14,12 @@ state intact.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -75,17 +77,51 @@ class _HashingWriter:
         self.f.flush()
 
 
+class DiskFull(OSError):
+    """A checkpoint (or the manifest) did not fit: the message names the folder and its free space."""
+
+
 def write_atomic(path: Path, write: Callable[[Any], None]) -> tuple[str, int]:
-    """Write through a temporary name, fsync, rename, fsync the folder; returns (sha256, bytes)."""
+    """Write through a temporary name, fsync, rename, fsync the folder; returns (sha256, bytes). A write that
+    fails leaves no temporary file (a partial one would hold the space the next try needs), and a full disk
+    is `DiskFull`; the files already there are untouched either way."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        writer = _HashingWriter(f)
-        write(writer)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            writer = _HashingWriter(f)
+            write(writer)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if _out_of_space(exc):
+            raise _disk_full(path) from exc
+        raise
     _fsync_dir(path.parent)
     return writer.sha.hexdigest(), writer.bytes
+
+
+def _out_of_space(exc: BaseException | None) -> bool:
+    """Whether `exc` or what it was raised from is a full disk or quota: torch.save reports one as a
+    `RuntimeError` ("unexpected pos") raised while handling the `OSError`."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _disk_full(path: Path) -> DiskFull:
+    usage = shutil.disk_usage(path.parent)
+    return DiskFull(
+        errno.ENOSPC,
+        f"no space left in {path.parent} to write {path.name}: {usage.free} bytes free of {usage.total}; the "
+        "checkpoints written before it are intact: free space there (or lower checkpoint.keep_last) and run "
+        "again to resume from the newest",
+    )
 
 
 def write_manifest(directory: Path, entries: list[Entry]) -> None:

@@ -23,6 +23,7 @@ from foundry.core.fs import remove_tree
 from foundry.data.manifest import FILE as MANIFEST_FILE
 from foundry.data.manifest import DatasetManifest
 from foundry.data.purged import mark_of
+from foundry.data.remote_reach import RemoteUnreachable, wait_for_remote
 from foundry.data.versioning import REMOTE_NAME, init_dvc
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,12 @@ def hydrate_version(version: DataVersion, home: Path) -> Path:
         log.warning("hydrated copy of %s is corrupt or unverifiable; fetching it again", version.data_version)
         remove_tree(target, within=hydrated)
         remove_tree(cache, within=hydrated, ignore_errors=True)  # hard-linked: the cached copy is corrupt too
+    try:
+        wait_for_remote(version.remote)
+    except RemoteUnreachable as exc:
+        raise HydrationError(
+            f"node {os.uname().nodename} cannot hydrate data version {version.data_version}: {exc}"
+        ) from None
     scratch = hydrated / f".pull-{uuid.uuid4().hex[:8]}"
     scratch.mkdir(parents=True)
     try:

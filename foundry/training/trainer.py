@@ -103,6 +103,7 @@ def _trainer(
 
     from foundry.checkpointing.writer import CheckpointEvery
     from foundry.training.progress import ProgressReport
+    from foundry.training.stragglers import RankPace
 
     t = config.train
     loggers = []
@@ -129,6 +130,7 @@ def _trainer(
         callbacks=[
             CheckpointEvery(io, config.checkpoint.every_n_steps, arithmetic(t)),
             ProgressReport(progress_file, bar=progress, every_s=min(t.progress_every_s, 5.0)),
+            RankPace(t.log_every_n_steps),
             *callbacks,
         ],
         enable_checkpointing=False,

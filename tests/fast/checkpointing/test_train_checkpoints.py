@@ -42,6 +42,25 @@ def test_write_atomic_renames_into_place_and_hashes_what_it_wrote(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["blob"]  # no temporary left behind
 
 
+def test_a_write_that_fails_leaves_no_temporary_file_and_a_full_disk_names_the_folder(tmp_path):
+    import errno
+
+    from foundry.checkpointing.manifest import DiskFull
+
+    def full(f):
+        f.write(b"partial")
+        raise RuntimeError("unexpected pos") from OSError(errno.ENOSPC, "No space left on device")
+
+    def broken(f):
+        raise ValueError("not a disk problem")
+
+    with pytest.raises(DiskFull, match=f"no space left in {tmp_path} to write a.ckpt: \\d+ bytes free of \\d+"):
+        write_atomic(tmp_path / "a.ckpt", full)
+    with pytest.raises(ValueError, match="not a disk problem"):
+        write_atomic(tmp_path / "a.ckpt", broken)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_retained_keeps_the_last_k_and_the_best():
     entries = [Entry(f"s{s}", s, "x", 1, loss) for s, loss in ((10, 3.0), (20, 2.0), (30, 2.5), (40, None), (50, None))]
     assert [e.step for e in retained(entries, 2)] == [20, 40, 50]

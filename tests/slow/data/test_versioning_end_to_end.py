@@ -35,6 +35,37 @@ def test_a_missing_bucket_is_a_clear_hydration_error(s3_env, tmp_path):
         hydrate_version(DataVersion(data_version="1" * 32, remote="s3://no-such-bucket/dvc"), tmp_path / "node")
 
 
+def test_hydrate_from_an_s3_endpoint_nobody_listens_on_retries_then_names_the_remote(tmp_path):
+    """#56 point 5, through `foundry hydrate` (what every SLURM node runs): 5 asks over 15 s, then the remote named.
+    DVC's pull alone took 42 s here to say "1 files failed to download"."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO_ROOT
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "FOUNDRY_HOME": str(tmp_path / "node"), "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+    env.update(AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", PYTHONPATH=str(REPO_ROOT))
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "foundry.cli", "hydrate", "2" * 32, "--remote", "s3://foundry-data/dvc"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    took = time.monotonic() - started
+    assert done.returncode == 1
+    assert "the DVC remote s3://foundry-data/dvc did not answer 5 times over 15 s: Could not connect" in done.stderr
+    assert done.stderr.count("asking again in") == 4 and 15 <= took < 40, took
+    assert not (tmp_path / "node" / "hydrated" / ("2" * 32)).exists()
+
+
 def test_dvc_repro_in_a_fresh_checkout_rebuilds_the_same_version(versioned, tiny_config, tmp_path):
     """The stages of dvc.yaml, run by DVC itself, give the version the flow committed."""
     import os

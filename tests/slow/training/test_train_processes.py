@@ -136,6 +136,33 @@ def test_kill_9_then_the_same_run_resumes_bitwise_exact(uninterrupted, tiny_data
     assert not attempt.exists() and model_pt == run.dir / "checkpoints" / "model.pt"
 
 
+@contextmanager
+def small_filesystem(folder: Path, size: int) -> Iterator[Path]:
+    """`folder` as a tmpfs of `size` bytes (rounded up to pages), unmounted however the test ends."""
+    folder.mkdir(parents=True)
+    pages = -(-size // 4096) * 4096
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={pages},mode=0700", "tmpfs", str(folder)], check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def test_a_full_disk_stops_the_run_naming_the_folder_and_the_checkpoint_before_resumes(
+    uninterrupted, tiny_dataset, tmp_path
+):
+    """#56 point 5: room for one checkpoint and a half. The save of step 20 fails: the run stops naming the
+    folder and its free space, leaves no partial file, and step 10 resumes bitwise once there is room."""
+    checkpoint = (uninterrupted / "step-000040.ckpt").stat().st_size
+    with small_filesystem(tmp_path / "small", checkpoint * 3 // 2) as folder:
+        with pytest.raises(Exception, match=f"no space left in {folder} to write step-000020.ckpt: \\d+ bytes free"):
+            launch(tiny(*RESUMABLE), tiny_dataset, folder, None, "v")
+        assert latest_valid(folder).step == 10
+        assert sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp")) == []
+        moved = shutil.copytree(folder, tmp_path / "room", symlinks=False)
+    assert digest(launch(tiny(*RESUMABLE), tiny_dataset, moved, None, "v")) == digest(uninterrupted / "model.pt")
+
+
 # --- several processes -----------------------------------------------------------------------------
 
 
@@ -202,6 +229,51 @@ def test_a_stuck_rank_ends_the_group_by_timeout_and_is_named(tiny_dataset, tmp_p
     assert any(words in message for words in timed_out) and "then rank 1 was killed by SIGKILL" in message
     # 30 s for rank 0 to exit and the agent to notice on a loaded machine, then the grace before SIGKILL.
     assert time.monotonic() - stopped < config.train.collective_timeout_s + 30 + SHUTDOWN_GRACE_S
+
+
+@contextmanager
+def cpu_share(pid: int, share: float) -> Iterator[None]:
+    """`pid` held to `share` of one CPU by a CFS quota (a cgroup of the test's own: v1's `cpu` controller, or
+    v2's `cpu.max`), as a node that is busy with something else; undone however the test ends."""
+    period = 30_000  # microseconds
+    v1 = Path("/sys/fs/cgroup/cpu")
+    group = (v1 if v1.is_dir() else Path("/sys/fs/cgroup")) / f"foundry-test-{os.getpid()}"
+    group.mkdir()
+    try:
+        if v1.is_dir():
+            (group / "cpu.cfs_period_us").write_text(str(period))
+            (group / "cpu.cfs_quota_us").write_text(str(int(period * share)))
+        else:
+            (group / "cpu.max").write_text(f"{int(period * share)} {period}")
+        (group / "cgroup.procs").write_text(str(pid))
+        yield
+    finally:
+        for task in (group / "cgroup.procs").read_text().split():
+            (group.parent / "cgroup.procs").write_text(task)
+        group.rmdir()
+
+
+def test_a_rank_held_to_a_tenth_of_a_cpu_is_reported_by_name_and_host(tiny_dataset, tmp_path, caplog):
+    """#56 point 6: rank 1 held to a tenth of a CPU by a CFS quota (a third was within the noise of a machine whose
+    two cores the other tests share). Each rank's forward time reaches the run's metrics, and a warning names
+    rank 1 and its host."""
+    from mlflow import MlflowClient
+
+    from foundry.runtime import tracking
+
+    overrides = ("train.num_nodes=2", "train.max_steps=20", "train.log_every_n_steps=10", "train.cpu_threads=1")
+    config = tiny(*overrides, "checkpoint.every_n_steps=5")
+    run_id = tracking.start_pipeline_run(config)
+    with ThreadPoolExecutor(1) as pool:
+        training = pool.submit(launch, config, tiny_dataset, tmp_path / "ckpt", run_id, "v")
+        wait_for_checkpoint(tmp_path / "ckpt", lambda: not training.done())
+        with cpu_share(rank_pids()[1], 1 / 10):
+            training.result(timeout=600)
+    client = MlflowClient()
+    paces = {r: client.get_metric_history(run_id, f"pace/rank_{r}_forward_ms") for r in (0, 1)}
+    assert [m.step for m in paces[0]] == [m.step for m in paces[1]] == [10, 20]
+    assert paces[1][-1].value > 1.5 * paces[0][-1].value, (paces[0], paces[1])
+    assert f"rank 1 on {socket.gethostname()} is a straggler" in caplog.text
 
 
 def test_a_killed_rank_is_named_and_the_others_are_stopped(tiny_dataset, tmp_path):
