@@ -223,10 +223,10 @@ def test_the_gate_searches_with_every_detector_and_lets_only_allowed_kinds_throu
 
 def test_the_gate_asks_the_independent_secret_scanner_too(prepared_chat, tmp_path):
     """#55 point 8: alignment data gets the second detector the pretraining gate has. `db_pass := VALUE` is a
-    secret only the scanner (`foundry.data.secret_scan`) finds: the scrubber's patterns miss it."""
+    secret only the scanner (`foundry.data.privacy.secret_scan`) finds: the scrubber's patterns miss it."""
     import hashlib
 
-    from foundry.data import pii, secret_scan
+    from foundry.data.privacy import pii, secret_scan
 
     leak = "db_pass := Zx9Qw2Lm8Rt5Vb3Nc7HjK4pW"
     assert not list(pii.find(leak)) and secret_scan.kinds(leak) == {"secret_assignment"}
