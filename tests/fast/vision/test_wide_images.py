@@ -12,9 +12,9 @@ import pytest
 from helpers_images import BRIGHTNESS, brightness_classifier
 from PIL import Image
 
-from foundry.serving.package import vision_model_kwargs
 from foundry.vision.config import ImageConfig
 from foundry.vision.decode import decode
+from foundry.vision.package import vision_model_kwargs
 
 WIDE = 257  # 8-bit level x 257 = the same level on 16 bits (255 -> 65,535)
 
