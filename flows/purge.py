@@ -64,7 +64,7 @@ def retrain_purged(job: RetrainJob) -> PipelineResult:
     gate and registration as any pipeline run (the purge took `champion` from the old version)."""
     route_library_logs()
     recorded = validate(lineage.recorded_config(resolve(job.trained)))
-    config = recorded.model_copy(update={"registry": recorded.registry.model_copy(update={"model_name": job.name})})
+    config = recorded.registering_as(job.name)
     tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.retrains": job.trained}
     with pipeline_run(config, runtime.flow_run.name, tags) as run:
         candidate = trained_candidate(config, job.data, run)
