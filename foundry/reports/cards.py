@@ -9,6 +9,7 @@ from foundry.core import version_tags as tag
 from foundry.core.contracts import DataVersion
 from foundry.core.metrics.aligned import AlignmentMetrics
 from foundry.core.metrics.holdout import HoldoutMetrics, window_stride
+from foundry.core.model_uri import ModelUri
 from foundry.core.redact import redact_url
 from foundry.data.manifest import DatasetManifest
 from foundry.gates.decision import Decision
@@ -144,7 +145,7 @@ Loss {metrics.loss:.4f} nats/token, perplexity {metrics.perplexity:.2f}, on {met
 ## Use
 ```python
 import mlflow, pandas as pd
-model = mlflow.pyfunc.load_model("models:/{name}@champion")
+model = mlflow.pyfunc.load_model("{ModelUri(name=name, alias="champion")}")
 model.predict(pd.DataFrame({{"prompt": ["def "]}}), params={{"max_new_tokens": 64}})
 ```
 """
@@ -184,7 +185,7 @@ def alignment_card(
 ## Use
 ```python
 import mlflow, pandas as pd
-model = mlflow.pyfunc.load_model("models:/{name}@champion")
+model = mlflow.pyfunc.load_model("{ModelUri(name=name, alias="champion")}")
 model.predict(pd.DataFrame({{"messages": [[{{"role": "user", "content": "Add: 2 + 3"}}]]}}))
 ```
 """

@@ -8,6 +8,7 @@ import pandas as pd
 from foundry.core import version_tags as tag
 from foundry.core.contracts import DataVersion
 from foundry.core.metrics.images import VisionMetrics
+from foundry.core.model_uri import ModelUri
 from foundry.gates.decision import Decision
 
 
@@ -84,7 +85,7 @@ Macro F1 {metrics.macro_f1:.4f}, loss {metrics.loss:.4f} nats/image, on {metrics
 ## Use
 ```python
 import mlflow, pandas as pd
-model = mlflow.pyfunc.load_model("models:/{name}@champion")
+model = mlflow.pyfunc.load_model("{ModelUri(name=name, alias="champion")}")
 model.predict(pd.DataFrame({{"image": [open("picture.png", "rb").read()]}}))  # label, probability, probabilities
 ```
 """

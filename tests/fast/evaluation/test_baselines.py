@@ -120,6 +120,7 @@ def test_the_card_names_the_strongest_baseline_and_the_training_text_it_saw():
     assert "| PPMd order 16, given 10.0 MiB of training text (strongest baseline) | 1.3364 |" in text
     assert "| xz -9e, given 10.0 MiB of training text | 1.5119 |" in text
     assert "this model is 0.2236 bits/byte (16.7%) behind it." in text
+    assert 'model = mlflow.pyfunc.load_model("models:/foundry-gpt@champion")' in text  # the champion's URI
 
 
 @pytest.mark.parametrize(

@@ -134,3 +134,4 @@ def test_the_model_card_shows_accuracy_beside_the_baselines_and_the_champion(tmp
     assert "**Verdict:** 0.9500 beats champion's 0.9000 accuracy" in card
     assert "| majority class (strongest baseline) | 0.5000 |" in card and "| current champion | 0.9000 |" in card
     assert "worse by 0.0100, within the 0.02 allowed" in card
+    assert 'model = mlflow.pyfunc.load_model("models:/digits@champion")' in card
