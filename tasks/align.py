@@ -150,7 +150,7 @@ def judge_aligned(config: FoundryConfig, candidate: Candidate) -> Decision:
     from foundry.align.gate import decide_alignment
 
     decision, run = decide_alignment(config, candidate), candidate.run
-    tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
+    tracking.set_tags(run.run_id, decision.run_tags())
     if decision.inputs.incumbent is not None:  # the champion it was held to, on this held-out data
         tracking.log_metrics(run.run_id, decision.inputs.incumbent.as_mlflow("incumbent"))
     return decision

@@ -8,7 +8,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from foundry.config import FoundryConfig
-from foundry.core import workload
+from foundry.core import run_tags, workload
 from foundry.core.contracts import (
     Candidate,
     ParentData,
@@ -32,7 +32,7 @@ def champion_data(config: FoundryConfig, run: RunContext) -> ParentData | None:
 
     found = parents.champion_data(config.registry.model_name, run.home)
     if found is not None:
-        tracking.set_tags(run.run_id, {"parent_data_version": found.data.data_version})
+        tracking.set_tags(run.run_id, {run_tags.PARENT_DATA_VERSION: found.data.data_version})
     return found
 
 
@@ -45,7 +45,7 @@ def base_data(base: ParentModel, run: RunContext) -> ParentData:
     from foundry.registry import versions
 
     found = parents.data_of(versions.resolve(base.uri), run.home)
-    tracking.set_tags(run.run_id, {"parent_data_version": found.data.data_version})
+    tracking.set_tags(run.run_id, {run_tags.PARENT_DATA_VERSION: found.data.data_version})
     return found
 
 
@@ -70,7 +70,7 @@ def whats_new(source_manifest: SourceManifest, parent: ParentModel, run: RunCont
     """Source files the parent never saw; recorded on the run either way, and announced when there are none."""
     fresh = source_manifest.new_since(parent.source_manifest)
     tracking.log_metrics(run.run_id, {"retrain/new_files": len(fresh)})
-    tracking.set_tags(run.run_id, {"retrain.skipped": str(not fresh).lower()})
+    tracking.set_tags(run.run_id, {run_tags.RETRAIN_SKIPPED: str(not fresh).lower()})
     get_run_logger().info("%d new source files since %s", len(fresh), parent.uri)
     if not fresh:
         _emit("foundry.retrain.nothing-new", parent.uri, run, {"source_digest": source_manifest.digest})
@@ -101,7 +101,7 @@ def _recorded(decision: Decision, candidate: Candidate) -> Decision:
     run, gate = candidate.run, decision.inputs
     table = workload.for_data(candidate.data_dir).summary_table(candidate.metrics, decision)
     tracking.client().log_table(run.run_id, table, "evaluation/summary.json")
-    tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
+    tracking.set_tags(run.run_id, decision.run_tags())
     scores = gate_scores(gate)
     if scores:
         tracking.log_metrics(run.run_id, scores)

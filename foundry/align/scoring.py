@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundry.config import FoundryConfig
+from foundry.core import run_tags
 from foundry.core.contracts import SourceManifest
 from foundry.core.redact import redact_url
 from foundry.evaluate.report import markdown, name_of, runs_lines
@@ -226,7 +227,7 @@ class ChatScoring(Scoring):
 
     def run_tags(self, scores: ModelScores) -> dict[str, str]:
         if scores.chat is not None and scores.chat.exact_match is None:
-            return {"foundry.comparable": "false", "foundry.not_comparable": scores.chat.note}
+            return {run_tags.COMPARABLE: "false", run_tags.NOT_COMPARABLE: scores.chat.note}
         return {}
 
     def rows(self, evaluation: Evaluation) -> list[dict[str, str]]:
