@@ -171,7 +171,6 @@ def register_aligned(config: FoundryConfig, candidate: Candidate, decision: Deci
     tracking.link_metrics(run.run_id, sorted(metrics.as_mlflow()), model_id=LoggedModelUri.parse(uri).model_id)
     git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
     manifest = DatasetManifest.read(c.data_dir)
-    card = alignment_card(config, parent.uri, c.data, manifest, metrics, decision, run.run_id, git)
     tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent.uri)
     aligned = {"align_method": config.align.method}
     if parent.pretrain_data is not None:  # what the next alignment from this version must not forget either
@@ -180,6 +179,7 @@ def register_aligned(config: FoundryConfig, candidate: Candidate, decision: Deci
             "pretrain_data_remote": parent.pretrain_data.remote,
         }
     tags = tags.model_copy(update=aligned)
+    card = alignment_card(config, manifest, metrics, decision, tags)
     name = config.registry.model_name
     return versions.publish(
         uri, name, run.run_id, tags.as_tags(), decision.make_champion, decision.verdict, description=card

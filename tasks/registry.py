@@ -140,9 +140,10 @@ def register(config: FoundryConfig, candidate: Candidate, decision: Decision, pa
     uri = served.log_served_model(run.run_id, c.checkpoint, c.tokenizer, config)
     tracking.link_metrics(run.run_id, sorted(c.metrics.as_mlflow()), model_id=LoggedModelUri.parse(uri).model_id)
     git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
-    card = served.model_card(config, c, decision, run.run_id, git)
-    tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent).as_tags()
-    outcome = versions.publish(uri, name, run.run_id, tags, decision.make_champion, decision.verdict, description=card)
+    tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent)
+    card = served.model_card(config, c, decision, tags)
+    made, verdict = decision.make_champion, decision.verdict
+    outcome = versions.publish(uri, name, run.run_id, tags.as_tags(), made, verdict, description=card)
     payload = {"verdict": decision.verdict, **decision.tags(), **served.event_scores(c.metrics)}
     _emit(event_name(outcome, decision), str(ModelUri(name=name, version=outcome.version)), run, payload)
     return outcome

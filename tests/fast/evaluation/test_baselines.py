@@ -16,6 +16,7 @@ from synthetic import synthetic_docs
 from foundry.config import load_config
 from foundry.core.contracts import Candidate, DataVersion, PipelineResult, Promotion, RunContext
 from foundry.core.metrics.holdout import HoldoutMetrics
+from foundry.core.version_tags import VersionTags
 from foundry.data.manifest import DatasetManifest
 from foundry.evaluation.compressors import compression_baselines, ppmd_bits, train_tail
 from foundry.gates import pretrain
@@ -111,8 +112,8 @@ def card(metrics: HoldoutMetrics, *overrides: str) -> str:
     decision = pretrain.decide(
         PretrainInputs(challenger_bits_per_byte=metrics.bits_per_byte, min_improvement=0.0, auto_promote=True)
     )
-    data = DataVersion(data_version="a" * 32, remote="r")
-    return model_card(load_config(None, list(overrides)), manifest, data, metrics, decision, 1_000_000, "run1", {})
+    tags = VersionTags(run_id="run1", data_version="a" * 32, data_remote="r")
+    return model_card(load_config(None, list(overrides)), manifest, metrics, decision, 1_000_000, tags)
 
 
 def test_the_card_names_the_strongest_baseline_and_the_training_text_it_saw():
@@ -121,6 +122,8 @@ def test_the_card_names_the_strongest_baseline_and_the_training_text_it_saw():
     assert "| xz -9e, given 10.0 MiB of training text | 1.5119 |" in text
     assert "this model is 0.2236 bits/byte (16.7%) behind it." in text
     assert 'model = mlflow.pyfunc.load_model("models:/foundry-gpt@champion")' in text  # the champion's URI
+    assert f"- version `{'a' * 32}` in `r`\n" in text
+    assert "- MLflow run `run1`, git commit `unknown` (dirty: unknown)" in text  # a version whose run had no git
 
 
 @pytest.mark.parametrize(
