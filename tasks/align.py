@@ -115,7 +115,7 @@ def evaluate_aligned(
     from foundry.data.hydrate import hydrate_version
     from foundry.evaluation.metrics import holdout_metrics
     from models.chat import saved_template
-    from models.generate import generate_replies
+    from models.generate import Sampling, generate_replies
     from models.gpt import gpt_from_saved, load_gpt, load_saved
 
     e, manifest = config.evaluation, DatasetManifest.read(data_dir)
@@ -126,7 +126,9 @@ def evaluate_aligned(
         model = gpt_from_saved(saved)
         scores[who] = heldout_scores(model, data_dir, manifest, e.batch_size)
         template = saved_template(saved)
-        replies[who] = generate_replies(model, tokenizer, template, chats, config.align.max_new_tokens, top_k=1)
+        replies[who] = generate_replies(
+            model, tokenizer, template, chats, Sampling(config.align.max_new_tokens, top_k=1)
+        )
     if parent.pretrain_data is not None:  # else the gate's forgetting check fails: nothing to compare on
         pretrain = hydrate_version(parent.pretrain_data, run.home)
         for who, model, tokens in (

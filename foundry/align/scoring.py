@@ -142,9 +142,9 @@ def score_chats(ref: ModelRef, data_dir: Path, config: FoundryConfig) -> ModelSc
 
 def exact_matches(model, tokenizer, template, chats: list[HeldChat], max_new_tokens: int) -> list[bool]:
     """Whether each greedy reply is its reference, surrounding whitespace aside."""
-    from models.generate import generate_replies
+    from models.generate import Sampling, generate_replies
 
-    replies = generate_replies(model, tokenizer, template, [c.prompt for c in chats], max_new_tokens, top_k=1)
+    replies = generate_replies(model, tokenizer, template, [c.prompt for c in chats], Sampling(max_new_tokens, top_k=1))
     return [reply.strip() == c.reference.strip() for reply, c in zip(replies, chats, strict=True)]
 
 
