@@ -39,7 +39,8 @@ SEARCH_CORES = "search.cores"  # the CPU cores a trial ran on
 SEARCH_BEST_TRIAL = "search.best_trial"
 SEARCH_BEST_RUN = "search.best_run_id"
 SEARCH_PLOT = "search.plot."  # then a plot's name
-OPTUNA_VERSION = "version.optuna"
+PACKAGE_VERSION = "version."  # then a package's name: the versions the run used (`version.torch`)
+OPTUNA_VERSION = PACKAGE_VERSION + "optuna"
 
 
 class RunTags(BaseModel):

@@ -10,6 +10,7 @@ from foundry.core.contracts import DataVersion, FetchedFile, LineageRecord
 from foundry.core.metrics.holdout import PREFIX as HOLDOUT_PREFIX
 from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.model_uri import ModelUri
+from foundry.core.run_tags import PACKAGE_VERSION
 from foundry.core.version_tags import CONFIG, GIT_COMMIT, GIT_DIRTY, VersionTags
 from foundry.data.purged import DataPurged, mark_of
 from foundry.gates.decision import Decision
@@ -124,7 +125,9 @@ def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:
         git_commit=tags.git_commit or "",  # the version's own tags: the commit of the code that trained it
         git_dirty=tags.git_dirty or "",
         parent_model=tags.parent_model,
-        packages={k.removeprefix("version."): v for k, v in run.data.tags.items() if k.startswith("version.")},
+        packages={
+            k.removeprefix(PACKAGE_VERSION): v for k, v in run.data.tags.items() if k.startswith(PACKAGE_VERSION)
+        },
         config=recorded_config(version),
         holdout_bits_per_byte=_formatted(getattr(recorded_holdout(version), "bits_per_byte", None)),
         remote_files=remote_files(version.run_id),

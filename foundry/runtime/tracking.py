@@ -21,7 +21,7 @@ from foundry.config import FoundryConfig
 from foundry.core import version_tags as tag
 from foundry.core.contracts import DataVersion, RunContext
 from foundry.core.redact import redact_text, redact_url, without_credentials
-from foundry.core.run_tags import MLFLOW_GIT_COMMIT, STAGE
+from foundry.core.run_tags import MLFLOW_GIT_COMMIT, PACKAGE_VERSION, STAGE
 from foundry.runtime import run_owner
 from foundry.runtime.env import PROJECT_ROOT, foundry_home, package_versions, uses_embedded_mlflow
 
@@ -95,7 +95,7 @@ def git_state(root: Path = PROJECT_ROOT) -> dict[str, str]:
 
 
 def version_tags() -> dict[str, str]:
-    return {f"version.{name}": version for name, version in package_versions().items()}
+    return {PACKAGE_VERSION + name: version for name, version in package_versions().items()}
 
 
 GIT_COMMIT = MLFLOW_GIT_COMMIT  # MLflow's own field; runs before it carried a `git_commit` tag

@@ -184,5 +184,6 @@ def test_the_single_run_tags_keep_their_keys():
         (run_tags.SEARCH_BEST_RUN, "search.best_run_id"),
         (run_tags.SEARCH_PLOT, "search.plot."),
         (run_tags.OPTUNA_VERSION, "version.optuna"),
+        (run_tags.PACKAGE_VERSION, "version."),
     ]
     assert [key for key, _ in named] == [recorded for _, recorded in named]
