@@ -168,3 +168,38 @@ def test_the_run_summary_compares_the_model_with_the_strongest_baseline(tmp_path
 def test_a_summary_without_baselines_has_no_strongest_line(tmp_path):
     held = HoldoutMetrics(bits_per_byte=2.5, loss=1.7, perplexity=math.exp(1.7), tokens=512)
     assert not any(line.startswith("strongest") for line in summary(held, tmp_path).splitlines())
+
+
+def test_an_aligned_versions_card_names_its_base_data_and_run_from_its_tags():
+    from foundry.core.metrics.aligned import AlignmentMetrics
+    from foundry.core.metrics.scores import AlignedScores
+    from foundry.gates.decision import Decision
+    from foundry.gates.inputs import AlignmentInputs
+    from foundry.reports.cards import alignment_card
+
+    config = load_config(None, ["align.method=sft"])
+    manifest = DatasetManifest(
+        kind="chat",
+        source="chat/",
+        source_digest="0" * 64,
+        source_skipped={},
+        stats={"train_records": 9, "holdout_records": 2},
+        holdout_fraction=0.1,
+        vocab_size=300,
+        eot_id=0,
+        dtype="uint16",
+        shards=[],
+        train_tokens=100,
+        holdout_tokens=10,
+    )
+    scores = AlignedScores(response_loss=1.0, pretrain_bits_per_byte=1.5)
+    metrics = AlignmentMetrics(aligned=scores, base=scores)
+    inputs = AlignmentInputs(method="sft", aligned=scores, base=scores, max_regression=0.1, auto_promote=True)
+    decision = Decision.of(inputs, {}, "aligned")
+    git = {"git_commit": "abc123", "git_dirty": "true"}
+    tags = VersionTags(run_id="run1", data_version="b" * 32, data_remote="/r", parent_model="models:/base/3", **git)
+    card = alignment_card(config, manifest, metrics, decision, tags)
+    assert card.startswith(f"# {config.registry.model_name}: SFT of models:/base/3\n")
+    assert f"- chat records, version `{'b' * 32}` in `/r`: 9 train / 2 held out\n" in card
+    assert "- MLflow run `run1`, git commit `abc123` (dirty: true)\n" in card
+    assert f'load_model("models:/{config.registry.model_name}@champion")' in card
