@@ -15,7 +15,7 @@ from prefect import flow, runtime  # noqa: E402
 from foundry.align.start import align_config  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.core.contracts import AlignResult, Candidate  # noqa: E402
-from foundry.core.version_tags import ALIGN_METHOD, PARENT_MODEL  # noqa: E402
+from foundry.core.run_tags import RunTags  # noqa: E402
 from foundry.reports.summaries import align_summary  # noqa: E402
 from foundry.runtime.env import foundry_home  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
@@ -52,14 +52,13 @@ def align(model_uri: str, config: FoundryConfig = FoundryConfig()) -> AlignResul
     base = chat_base(parent, foundry_home())
     tuned = align_config(config, base)
     replay = replay_source(tuned, parent, foundry_home())  # None, or the base's pretraining data, hydrated
-    tags = {
-        "prefect.flow_run_id": str(runtime.flow_run.id),
-        "foundry.stage": "align",
-        PARENT_MODEL: parent.uri,
-        ALIGN_METHOD: config.align.method,
-    }
-    if replay is not None:
-        tags["align.replay_source"] = replay.data.data_version
+    tags = RunTags(
+        flow_run=str(runtime.flow_run.id),
+        stage="align",
+        parent_model=parent.uri,
+        align_method=config.align.method,
+        replay_source="" if replay is None else replay.data.data_version,
+    ).as_tags()
     with pipeline_run(tuned, runtime.flow_run.name, tags) as run:
         source_manifest = acquire(tuned, run)
         data = align_dataset(tuned, source_manifest, run)  # check, scrub, encode, validate, version: cached

@@ -15,6 +15,7 @@ configure_environment()  # an entry point: `foundry evaluate` and Prefect worker
 from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
+from foundry.core.run_tags import RunTags  # noqa: E402
 from foundry.evaluate.report import comparison, outcome  # noqa: E402
 from foundry.evaluate.scores import Evaluation, run_label, source_config  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
@@ -33,7 +34,7 @@ def evaluate(models: list[str], data: str, config: FoundryConfig = FoundryConfig
     config = source_config(config, data)  # a source is `data.source`: the operator's allow-lists judge it
     allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
     refs = resolve_models(models)  # fails closed, before any run or data exists
-    tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.stage": "evaluate"}
+    tags = RunTags(flow_run=str(runtime.flow_run.id), stage="evaluate").as_tags()
     with pipeline_run(config, runtime.flow_run.name, tags) as run:
         refs = download_models(refs, run)
         prepared = evaluation_data(data, config, refs, run)

@@ -21,7 +21,7 @@ from foundry.config import FoundryConfig  # noqa: E402
 from foundry.core import workload  # noqa: E402
 from foundry.core.contracts import PipelineResult  # noqa: E402
 from foundry.core.model_uri import ModelUri  # noqa: E402
-from foundry.core.version_tags import PARENT_MODEL  # noqa: E402
+from foundry.core.run_tags import RunTags  # noqa: E402
 from foundry.runtime.env import foundry_home  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
 from foundry.runtime.tracking import pipeline_run  # noqa: E402
@@ -49,7 +49,7 @@ def finetune(model: str, config: FoundryConfig = FoundryConfig()) -> PipelineRes
     allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
     base = base_model(model, foundry_home())  # fails closed: a registry error stops here
     tuned = specialist_config(config, base)
-    tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.stage": "finetune", PARENT_MODEL: base.uri}
+    tags = RunTags(flow_run=str(runtime.flow_run.id), stage="finetune", parent_model=base.uri).as_tags()
     with pipeline_run(tuned, runtime.flow_run.name, tags) as run:
         source_manifest = acquire(tuned, run)
         previous = champion_data(tuned, run)  # the specialist's champion: its ledger keeps each document's split

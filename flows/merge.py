@@ -15,6 +15,7 @@ from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.core.model_uri import ModelUri  # noqa: E402
+from foundry.core.run_tags import RunTags  # noqa: E402
 from foundry.reports.summaries import merge_summary  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
 from foundry.runtime.tracking import pipeline_run  # noqa: E402
@@ -33,7 +34,7 @@ def merge(models: list[str], config: FoundryConfig = FoundryConfig()) -> MergeRe
     allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
     if len(models) < 2:
         raise ValueError(f"a merge needs at least two models, got {models}")
-    tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.stage": "merge"}
+    tags = RunTags(flow_run=str(runtime.flow_run.id), stage="merge").as_tags()
     with pipeline_run(config, runtime.flow_run.name, tags) as run:
         parents, base = merge_base(models, config, run)
         merged = merge_weights(parents, base, config, run)

@@ -16,6 +16,7 @@ from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import validate  # noqa: E402
 from foundry.core.contracts import PipelineResult  # noqa: E402
+from foundry.core.run_tags import RunTags  # noqa: E402
 from foundry.purge import record  # noqa: E402
 from foundry.purge.plan import Criterion, summary  # noqa: E402
 from foundry.purge.retrain import RetrainJob  # noqa: E402
@@ -64,8 +65,8 @@ def retrain_purged(job: RetrainJob) -> PipelineResult:
     gate and registration as any pipeline run (the purge took `champion` from the old version)."""
     route_library_logs()
     recorded = validate(lineage.recorded_config(resolve(job.trained)))
-    config = recorded.model_copy(update={"registry": recorded.registry.model_copy(update={"model_name": job.name})})
-    tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.retrains": job.trained}
+    config = recorded.registering_as(job.name)
+    tags = RunTags(flow_run=str(runtime.flow_run.id), retrains=job.trained).as_tags()
     with pipeline_run(config, runtime.flow_run.name, tags) as run:
         candidate = trained_candidate(config, job.data, run)
         with promotion_lock(job.name, run.home):

@@ -13,6 +13,7 @@ from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import validate  # noqa: E402
 from foundry.core.contracts import Reproduction  # noqa: E402
+from foundry.core.run_tags import RunTags  # noqa: E402
 from foundry.core.version_tags import GIT_COMMIT, GIT_DIRTY  # noqa: E402
 from foundry.registry import lineage  # noqa: E402
 from foundry.registry.versions import resolve  # noqa: E402
@@ -38,11 +39,7 @@ def reproduce(model_uri: str, force: bool = False) -> Reproduction:
     trained = tracking.client().get_run(lineage.training_run_id(version)).data.tags
     config = validate(lineage.as_trained(record.config, trained))
     reproduction_allowed(config, data)  # from a deployment: only the files and remote the operator allows
-    tags = {
-        "prefect.flow_run_id": str(runtime.flow_run.id),
-        "foundry.reproduces": record.model,
-        "foundry.stage": "reproduce",
-    }
+    tags = RunTags(flow_run=str(runtime.flow_run.id), reproduces=record.model, stage="reproduce").as_tags()
     with tracking.pipeline_run(config, f"reproduce {record.model}", tags) as run:
         data_dir = hydrate(data, run)
         publish_data_stage(data_dir)

@@ -15,7 +15,7 @@ from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.core.contracts import PipelineResult, SkippedRun  # noqa: E402
-from foundry.core.version_tags import PARENT_MODEL  # noqa: E402
+from foundry.core.run_tags import RunTags  # noqa: E402
 from foundry.reports.summaries import skipped_summary  # noqa: E402
 from foundry.runtime.env import foundry_home  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
@@ -37,7 +37,7 @@ def retrain(config: FoundryConfig = FoundryConfig()) -> PipelineResult | Skipped
     allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
     parent = champion_parent(config, foundry_home())  # fails closed: a registry error is not "no champion"
     tuned = retrain_config(config, parent)
-    tags = {"prefect.flow_run_id": str(runtime.flow_run.id), "foundry.stage": "retrain", PARENT_MODEL: parent.uri}
+    tags = RunTags(flow_run=str(runtime.flow_run.id), stage="retrain", parent_model=parent.uri).as_tags()
     with pipeline_run(tuned, runtime.flow_run.name, tags) as run:
         source_manifest = acquire(tuned, run)
         if not whats_new(source_manifest, parent, run):

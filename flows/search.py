@@ -19,6 +19,7 @@ from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.core.contracts import SearchResult, TrialData  # noqa: E402
+from foundry.core.run_tags import RunTags  # noqa: E402
 from foundry.reports.summaries import search_summary  # noqa: E402
 from foundry.search.records import study_run  # noqa: E402
 from foundry.search.study import data_key, data_variants  # noqa: E402
@@ -33,7 +34,7 @@ def search(config: FoundryConfig = FoundryConfig()) -> SearchResult:
     """Acquire, then prepare, validate, version and hydrate each dataset the space needs; run the trials;
     record the study and write the best config."""
     allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
-    tags = {"prefect.flow_run_id": str(runtime.flow_run.id)}
+    tags = RunTags(flow_run=str(runtime.flow_run.id)).as_tags()
     with study_run(config, runtime.flow_run.name, tags) as (run, study):
         source_manifest = acquire(config, run)
         datasets = {}

@@ -16,6 +16,7 @@ from prefect import flow, runtime  # noqa: E402
 
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.core.contracts import PipelineResult  # noqa: E402
+from foundry.core.run_tags import RunTags  # noqa: E402
 from foundry.runtime.env import foundry_home  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
 from foundry.runtime.tracking import pipeline_run  # noqa: E402
@@ -32,7 +33,7 @@ def train_pipeline(config: FoundryConfig = FoundryConfig()) -> PipelineResult:
     """Acquire, prepare, validate, version, hydrate, train, evaluate, judge, register and promote."""
     route_library_logs()  # each line once, our INFO lines included
     allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
-    with pipeline_run(config, runtime.flow_run.name, {"prefect.flow_run_id": str(runtime.flow_run.id)}) as run:
+    with pipeline_run(config, runtime.flow_run.name, RunTags(flow_run=str(runtime.flow_run.id)).as_tags()) as run:
         source_manifest = acquire(config, run)
         parent = champion_data(config, run)  # the champion's data: its ledger keeps each document's split
         data = dataset(config, source_manifest, run, parent)  # prepare, validate, version: cached by content

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from models.generate import generate_ids, prompt_ids
+from models.generate import Sampling, generate_ids, prompt_ids
 from models.gpt import GPT
 
 
@@ -32,16 +32,14 @@ def complete_chat(
     tokenizer,
     template,
     messages: list[dict],
-    max_new_tokens: int,
-    temperature: float,
-    top_k: int | None,
-    seed: int,
+    sampling: Sampling,
 ) -> Reply:
-    """The assistant's next reply to `messages`, generated until the end marker or `max_new_tokens`."""
+    """The assistant's next reply to `messages`, generated until the end marker or `sampling.max_new_tokens`."""
     ids = prompt_ids(model, tokenizer, template, messages)
     end = template.token_id(tokenizer, template.end)
-    [content] = generate_ids(model, [ids], max_new_tokens, temperature, top_k, seed, end)
-    stopped = len(content) < max_new_tokens  # `generate_ids` leaves the end marker out; only it ends a row early
+    s = sampling
+    [content] = generate_ids(model, [ids], s.max_new_tokens, s.temperature, s.top_k, s.seed, end)
+    stopped = len(content) < s.max_new_tokens  # `generate_ids` leaves the end marker out; only it ends a row early
     return Reply(
         text=template.decode_reply(tokenizer, content),
         finish_reason="stop" if stopped else "length",

@@ -5,12 +5,25 @@ each with its own random generator seeded with `seed`: a prompt's completion is 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from models.gpt import GPT, sampling_probs
 from models.kv_cache import Decoder
 from models.request_limits import DEFAULTS
 from models.tokens import EOT
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How a request's tokens are drawn: up to `max_new_tokens`, at `temperature`, from the `top_k` likeliest
+    (None: all; 1: greedy), each row's generator seeded with `seed`. The defaults are the served model's."""
+
+    max_new_tokens: int = DEFAULTS["max_new_tokens"]
+    temperature: float = DEFAULTS["temperature"]
+    top_k: int | None = DEFAULTS["top_k"]
+    seed: int = DEFAULTS["seed"]
 
 
 class RowDraws:
@@ -85,15 +98,13 @@ def generate_texts(
     model: GPT,
     tokenizer,
     prompts: list[str],
-    max_new_tokens: int = DEFAULTS["max_new_tokens"],
-    temperature: float = DEFAULTS["temperature"],
-    top_k: int | None = DEFAULTS["top_k"],
-    seed: int = DEFAULTS["seed"],
+    sampling: Sampling = Sampling(),
 ) -> list[str]:
     """One completion per prompt (the prompt itself excluded), stopping at end-of-text."""
     eot = tokenizer.token_to_id(EOT)
     encoded = [tokenizer.encode(str(prompt)).ids or [eot] for prompt in prompts]
-    generated = generate_ids(model, encoded, max_new_tokens, temperature, top_k, seed, eot)
+    s = sampling
+    generated = generate_ids(model, encoded, s.max_new_tokens, s.temperature, s.top_k, s.seed, eot)
     return [tokenizer.decode(ids) for ids in generated]
 
 
@@ -111,14 +122,12 @@ def generate_replies(
     tokenizer,
     template,
     conversations: list[list[dict]],
-    max_new_tokens: int = DEFAULTS["max_new_tokens"],
-    temperature: float = DEFAULTS["temperature"],
-    top_k: int | None = DEFAULTS["top_k"],
-    seed: int = DEFAULTS["seed"],
+    sampling: Sampling = Sampling(),
 ) -> list[str]:
     """The assistant's next reply to each conversation, rendered through the chat template (`models.chat`);
     generation stops at the template's end marker. `top_k=1` is greedy decoding."""
     end = template.token_id(tokenizer, template.end)
     encoded = [prompt_ids(model, tokenizer, template, messages) for messages in conversations]
-    generated = generate_ids(model, encoded, max_new_tokens, temperature, top_k, seed, end)
+    s = sampling
+    generated = generate_ids(model, encoded, s.max_new_tokens, s.temperature, s.top_k, s.seed, end)
     return [template.decode_reply(tokenizer, ids) for ids in generated]

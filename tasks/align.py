@@ -115,7 +115,7 @@ def evaluate_aligned(
     from foundry.data.hydrate import hydrate_version
     from foundry.evaluation.metrics import holdout_metrics
     from models.chat import saved_template
-    from models.generate import generate_replies
+    from models.generate import Sampling, generate_replies
     from models.gpt import gpt_from_saved, load_gpt, load_saved
 
     e, manifest = config.evaluation, DatasetManifest.read(data_dir)
@@ -126,7 +126,9 @@ def evaluate_aligned(
         model = gpt_from_saved(saved)
         scores[who] = heldout_scores(model, data_dir, manifest, e.batch_size)
         template = saved_template(saved)
-        replies[who] = generate_replies(model, tokenizer, template, chats, config.align.max_new_tokens, top_k=1)
+        replies[who] = generate_replies(
+            model, tokenizer, template, chats, Sampling(config.align.max_new_tokens, top_k=1)
+        )
     if parent.pretrain_data is not None:  # else the gate's forgetting check fails: nothing to compare on
         pretrain = hydrate_version(parent.pretrain_data, run.home)
         for who, model, tokens in (
@@ -150,7 +152,7 @@ def judge_aligned(config: FoundryConfig, candidate: Candidate) -> Decision:
     from foundry.align.gate import decide_alignment
 
     decision, run = decide_alignment(config, candidate), candidate.run
-    tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
+    tracking.set_tags(run.run_id, decision.run_tags())
     if decision.inputs.incumbent is not None:  # the champion it was held to, on this held-out data
         tracking.log_metrics(run.run_id, decision.inputs.incumbent.as_mlflow("incumbent"))
     return decision
@@ -171,7 +173,6 @@ def register_aligned(config: FoundryConfig, candidate: Candidate, decision: Deci
     tracking.link_metrics(run.run_id, sorted(metrics.as_mlflow()), model_id=LoggedModelUri.parse(uri).model_id)
     git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
     manifest = DatasetManifest.read(c.data_dir)
-    card = alignment_card(config, parent.uri, c.data, manifest, metrics, decision, run.run_id, git)
     tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent.uri)
     aligned = {"align_method": config.align.method}
     if parent.pretrain_data is not None:  # what the next alignment from this version must not forget either
@@ -180,6 +181,7 @@ def register_aligned(config: FoundryConfig, candidate: Candidate, decision: Deci
             "pretrain_data_remote": parent.pretrain_data.remote,
         }
     tags = tags.model_copy(update=aligned)
+    card = alignment_card(config, manifest, metrics, decision, tags)
     name = config.registry.model_name
     return versions.publish(
         uri, name, run.run_id, tags.as_tags(), decision.make_champion, decision.verdict, description=card

@@ -8,7 +8,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from foundry.config import FoundryConfig
-from foundry.core import workload
+from foundry.core import run_tags, workload
 from foundry.core.contracts import (
     Candidate,
     ParentData,
@@ -32,7 +32,7 @@ def champion_data(config: FoundryConfig, run: RunContext) -> ParentData | None:
 
     found = parents.champion_data(config.registry.model_name, run.home)
     if found is not None:
-        tracking.set_tags(run.run_id, {"parent_data_version": found.data.data_version})
+        tracking.set_tags(run.run_id, {run_tags.PARENT_DATA_VERSION: found.data.data_version})
     return found
 
 
@@ -45,7 +45,7 @@ def base_data(base: ParentModel, run: RunContext) -> ParentData:
     from foundry.registry import versions
 
     found = parents.data_of(versions.resolve(base.uri), run.home)
-    tracking.set_tags(run.run_id, {"parent_data_version": found.data.data_version})
+    tracking.set_tags(run.run_id, {run_tags.PARENT_DATA_VERSION: found.data.data_version})
     return found
 
 
@@ -70,7 +70,7 @@ def whats_new(source_manifest: SourceManifest, parent: ParentModel, run: RunCont
     """Source files the parent never saw; recorded on the run either way, and announced when there are none."""
     fresh = source_manifest.new_since(parent.source_manifest)
     tracking.log_metrics(run.run_id, {"retrain/new_files": len(fresh)})
-    tracking.set_tags(run.run_id, {"retrain.skipped": str(not fresh).lower()})
+    tracking.set_tags(run.run_id, {run_tags.RETRAIN_SKIPPED: str(not fresh).lower()})
     get_run_logger().info("%d new source files since %s", len(fresh), parent.uri)
     if not fresh:
         _emit("foundry.retrain.nothing-new", parent.uri, run, {"source_digest": source_manifest.digest})
@@ -101,7 +101,7 @@ def _recorded(decision: Decision, candidate: Candidate) -> Decision:
     run, gate = candidate.run, decision.inputs
     table = workload.for_data(candidate.data_dir).summary_table(candidate.metrics, decision)
     tracking.client().log_table(run.run_id, table, "evaluation/summary.json")
-    tracking.set_tags(run.run_id, {"gate.verdict": decision.verdict, "gate.passed": str(decision.passed).lower()})
+    tracking.set_tags(run.run_id, decision.run_tags())
     scores = gate_scores(gate)
     if scores:
         tracking.log_metrics(run.run_id, scores)
@@ -140,9 +140,10 @@ def register(config: FoundryConfig, candidate: Candidate, decision: Decision, pa
     uri = served.log_served_model(run.run_id, c.checkpoint, c.tokenizer, config)
     tracking.link_metrics(run.run_id, sorted(c.metrics.as_mlflow()), model_id=LoggedModelUri.parse(uri).model_id)
     git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
-    card = served.model_card(config, c, decision, run.run_id, git)
-    tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent).as_tags()
-    outcome = versions.publish(uri, name, run.run_id, tags, decision.make_champion, decision.verdict, description=card)
+    tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent)
+    card = served.model_card(config, c, decision, tags)
+    made, verdict = decision.make_champion, decision.verdict
+    outcome = versions.publish(uri, name, run.run_id, tags.as_tags(), made, verdict, description=card)
     payload = {"verdict": decision.verdict, **decision.tags(), **served.event_scores(c.metrics)}
     _emit(event_name(outcome, decision), str(ModelUri(name=name, version=outcome.version)), run, payload)
     return outcome

@@ -215,7 +215,7 @@ def prepare_aligned(
     _write_csv(out_dir / "records.csv", rows)
     tokenizer.save(str(out_dir / "tokenizer.json"))
     audits.write(audit, read, len(kept), out_dir)
-    return _manifest(out_dir, source, config, kind, tokenizer, audit, read, rows, template)
+    return _manifest(out_dir, source, config, tokenizer, audit, read, rows)
 
 
 def audit_counts(audit: Audit) -> Counter:
@@ -229,7 +229,8 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
-def _manifest(out_dir, source, config, kind, tokenizer, audit, read, rows, template) -> DatasetManifest:
+def _manifest(out_dir, source, config, tokenizer, audit, read, rows) -> DatasetManifest:
+    kind = KIND_OF[config.align.method]
     count = Counter(r["split"] for r in rows)
     tokens = {s: sum(r["tokens"] for r in rows if r["split"] == s) for s in SPLITS}
     stats = {"records_in": read, "records_out": len(rows), **{f"{s}_records": count[s] for s in SPLITS}}
@@ -246,7 +247,7 @@ def _manifest(out_dir, source, config, kind, tokenizer, audit, read, rows, templ
         block_size=config.model.block_size,
         vocab_size=tokenizer.get_vocab_size(),
         eot_id=tokenizer.token_to_id(EOT),
-        chat_template=template.to_dict(),
+        chat_template=ChatTemplate().to_dict(),  # the one `prepare` encoded with
         train_tokens=tokens["train"],
         holdout_tokens=tokens["holdout"],
         files=folder_digests(out_dir, skip=MANIFEST_FILE),

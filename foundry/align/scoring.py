@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundry.config import FoundryConfig
+from foundry.core import run_tags
 from foundry.core.contracts import SourceManifest
 from foundry.core.redact import redact_url
 from foundry.evaluate.report import best, head, name_of, runs_lines
@@ -141,9 +142,9 @@ def score_chats(ref: ModelRef, data_dir: Path, config: FoundryConfig) -> ModelSc
 
 def exact_matches(model, tokenizer, template, chats: list[HeldChat], max_new_tokens: int) -> list[bool]:
     """Whether each greedy reply is its reference, surrounding whitespace aside."""
-    from models.generate import generate_replies
+    from models.generate import Sampling, generate_replies
 
-    replies = generate_replies(model, tokenizer, template, [c.prompt for c in chats], max_new_tokens, top_k=1)
+    replies = generate_replies(model, tokenizer, template, [c.prompt for c in chats], Sampling(max_new_tokens, top_k=1))
     return [reply.strip() == c.reference.strip() for reply, c in zip(replies, chats, strict=True)]
 
 
@@ -226,7 +227,7 @@ class ChatScoring(Scoring):
 
     def run_tags(self, scores: ModelScores) -> dict[str, str]:
         if scores.chat is not None and scores.chat.exact_match is None:
-            return {"foundry.comparable": "false", "foundry.not_comparable": scores.chat.note}
+            return {run_tags.COMPARABLE: "false", run_tags.NOT_COMPARABLE: scores.chat.note}
         return {}
 
     def rows(self, evaluation: Evaluation) -> list[dict[str, str]]:

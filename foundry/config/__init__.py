@@ -173,6 +173,10 @@ class FoundryConfig(_Section):
         """This config reading `source` alone, with any other `data` keys given."""
         return variants.reading(self, source, **data)
 
+    def registering_as(self, name: str) -> FoundryConfig:
+        """This config registering its versions as `name`."""
+        return variants.registering_as(self, name)
+
     def warm_started_from(
         self, parent: ParentModel, train: TrainConfig, **sections: _Section | dict[str, Any]
     ) -> FoundryConfig:

@@ -1,4 +1,5 @@
-"""Configs derived from a config: another source, a warm start from a registered version, a search trial's values.
+"""Configs derived from a config: another source, another registered name, a warm start from a registered version,
+a search trial's values.
 
 Each is the config with some sections (or some of their keys) changed and validated again as a whole, as a loaded
 file is: a section's own checks (a source's allow-lists) and the checks across sections (the search space, a ViT's
@@ -43,6 +44,11 @@ def with_keys(config: FoundryConfig, **sections: dict[str, Any]) -> FoundryConfi
 def reading(config: FoundryConfig, source: str, **data: Any) -> FoundryConfig:
     """`config` reading `source` (alone: `data.sources` emptied), with any other `data` keys given."""
     return with_keys(config, data={"source": source, "sources": [], **data})
+
+
+def registering_as(config: FoundryConfig, name: str) -> FoundryConfig:
+    """`config` registering its versions as `name` (`registry.model_name`), validated as a whole."""
+    return with_keys(config, registry={"model_name": name})
 
 
 def warm_started_from(

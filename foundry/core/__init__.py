@@ -7,6 +7,8 @@
 - `fs`: removing folders without ever leaving the folder meant to hold them
 - `metrics`: what a model scored, as typed values (holdout, aligned, images)
 - `version_tags`: the MLflow tags Foundry sets on a run and a registered version, named and written in one place
+- `gate_tags`: the `gate.*` tags recording a gate's decision and its inputs, named in one place
+- `run_tags`: the MLflow tags Foundry sets on its runs (stage, flow run, search, run owner), named in one place
 - `workload`: the Workload interface and the registry of workloads (text, chat, image)
 - `redact`: URLs and connection strings as Foundry logs, saves and shows them: credentials masked
 """

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict
 
+from foundry.core import gate_tags
+
 RUN_ID = "run_id"  # the training run; a re-registered version's own run only logged the files again
 DATA_VERSION = "data_version"
 DATA_REMOTE = "data.remote"
@@ -23,8 +25,20 @@ MERGE_BASE = "merge.base"
 MERGE_RECIPE = "merge.recipe"
 ALIGN_METHOD = "align.method"
 PRETRAIN = "pretrain."  # before DATA_VERSION and DATA_REMOTE: the data an alignment must not forget
-GATE = "gate."  # the gate's record: `gate.verdict`, `gate.passed` and its inputs
+GATE = gate_tags.PREFIX  # the gate's record: `gate.verdict`, `gate.passed` and its inputs (`foundry.core.gate_tags`)
 REPLACES = "foundry.replaces_"  # then an alias: the version it pointed to before publication moved it
+PUBLICATION = "foundry.publication"  # PENDING until the version has all its aliases, then COMPLETE
+PENDING, COMPLETE = "pending", "complete"
+PURGE = "foundry.purge"  # the purge record a version (and its runs) were tagged with (`foundry purge --apply`)
+PURGE_WHO = "foundry.purge.who"  # beside it on the purge record's own run
+PURGE_CRITERION = "foundry.purge.criterion"
+EXPORT = "foundry.export."  # then a format (`hf`, `gguf`): the artifact `foundry export` wrote for the version
+REREGISTERED_FROM = "reregistered_from"  # on a re-registered version and its run: the original
+CONFIG = "config"  # the training config, on versions registered when the config was a tag (now the run's file)
+PROMOTED_BY = "promoted_by"  # a reviewer's promotion (`PromotionTags`)
+PROMOTION_REASON = "promotion_reason"
+PROMOTED_AT = "promoted_at"
+REPLACED_CHAMPION = "replaced_champion"
 
 
 class VersionTags(BaseModel):
@@ -92,4 +106,50 @@ class VersionTags(BaseModel):
             align_method=tags.get(ALIGN_METHOD, ""),
             pretrain_data_version=tags.get(PRETRAIN + DATA_VERSION, ""),
             pretrain_data_remote=tags.get(PRETRAIN + DATA_REMOTE, ""),
+        )
+
+
+class Publication(BaseModel):
+    """The marks a version is created with: publication `pending`, not promoted, and the versions its aliases
+    pointed to before (`replaces`: alias to version, '' for none) so that a failed publication gives them back."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    replaces: dict[str, str]
+
+    def as_tags(self) -> dict[str, str]:
+        marks = {PUBLICATION: PENDING, gate_tags.PROMOTED: gate_tags.flag(False)}
+        return marks | {REPLACES + alias: version for alias, version in self.replaces.items()}
+
+
+class PromotionTags(BaseModel):
+    """A reviewer's promotion as the version records it: who, why, when, and the champion it replaced ('' none)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    promoted_by: str
+    promotion_reason: str
+    promoted_at: str  # ISO 8601, UTC, to the second
+    replaced_champion: str = ""
+
+    def as_tags(self) -> dict[str, str]:
+        """In the order they were always set, `gate.promoted` among them."""
+        return {
+            PROMOTED_BY: self.promoted_by,
+            PROMOTION_REASON: self.promotion_reason,
+            gate_tags.PROMOTED: gate_tags.flag(True),
+            PROMOTED_AT: self.promoted_at,
+            REPLACED_CHAMPION: self.replaced_champion,
+        }
+
+    @classmethod
+    def from_tags(cls, tags: Mapping[str, str]) -> PromotionTags | None:
+        """The reviewer's promotion a version's tags record, or None when no reviewer promoted it."""
+        if PROMOTED_BY not in tags:
+            return None
+        return cls(
+            promoted_by=tags[PROMOTED_BY],
+            promotion_reason=tags.get(PROMOTION_REASON, ""),
+            promoted_at=tags.get(PROMOTED_AT, ""),
+            replaced_champion=tags.get(REPLACED_CHAMPION, ""),
         )

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, PrepareRun
+from foundry.core.version_tags import VersionTags
 
 # The types the methods take, by the names a reader knows (`foundry.config.FoundryConfig`, `foundry.data.manifest.
 # DatasetManifest`, `foundry.purge.data.Matched`...). A workload's module imports them; this core module must not: it
@@ -166,10 +167,9 @@ class Workload(ABC):
         """Log the pyfunc model that serves it (its leaf module in `foundry.serving`) under the run; its URI."""
 
     @abstractmethod
-    def model_card(
-        self, config: FoundryConfig, candidate: Candidate, decision: Decision, run_id: str, git: dict[str, str]
-    ) -> str:
-        """The registered version's description: what it is, what it was trained and judged on."""
+    def model_card(self, config: FoundryConfig, candidate: Candidate, decision: Decision, tags: VersionTags) -> str:
+        """The registered version's description: what it is, what it was trained and judged on (`tags`: the
+        version's own, its run, data and commit)."""
 
     @abstractmethod
     def event_scores(self, metrics: Any) -> dict[str, float]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import time
 
+from foundry.core import run_tags
 from foundry.core import version_tags as tag
 from foundry.core.contracts import RunContext
 from foundry.core.redact import redact_url
@@ -65,11 +66,11 @@ def log_model_run(parent: RunContext, scores: ModelScores, data: EvaluationData,
     experiment = c.get_run(parent.run_id).info.experiment_id
     ref = scores.model
     tags = {
-        "mlflow.parentRunId": parent.run_id,
-        "foundry.stage": "evaluate",
-        "foundry.evaluates": ref.model,
-        "foundry.core.model_uri": ref.asked,
-        **({"foundry.tokenizer": scores.tokenizer} if scores.tokenizer else {}),  # image classifiers have none
+        run_tags.PARENT_RUN: parent.run_id,
+        run_tags.STAGE: "evaluate",
+        run_tags.EVALUATES: ref.model,
+        run_tags.ASKED: ref.asked,
+        **({run_tags.TOKENIZER: scores.tokenizer} if scores.tokenizer else {}),  # image classifiers have none
         **data_tags(data),
         **tracking.standard_tags(),
         **scoring.run_tags(scores),
@@ -98,7 +99,7 @@ def log_comparison(parent: RunContext, data: EvaluationData, baselines: Baseline
     from mlflow.entities import Metric
 
     c = tracking.client()
-    tracking.set_tags(parent.run_id, {"foundry.stage": "evaluate", **data_tags(data)})
+    tracking.set_tags(parent.run_id, {run_tags.STAGE: "evaluate", **data_tags(data)})
     c.log_inputs(parent.run_id, datasets=[dataset_input(data)])
     now, batch = int(time.time() * 1000), list(scoring_of(data).baseline_metrics(baselines).items())
     for start in range(0, len(batch), 1000):  # MLflow's batch limit

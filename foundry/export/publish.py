@@ -23,6 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from foundry.core import version_tags as tag
 from foundry.core.fs import remove_tree
 from foundry.core.model_uri import ModelUri
 from foundry.export import FORMAT_VERSION
@@ -47,7 +48,7 @@ class Export:
 
 
 def tag_key(fmt: str) -> str:
-    return f"foundry.export.{fmt}"
+    return tag.EXPORT + fmt
 
 
 def writer(fmt: str):

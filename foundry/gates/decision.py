@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from foundry.core import gate_tags
 from foundry.core.contracts import _Value
 from foundry.gates.inputs import (
     AlignmentInputs,
@@ -59,7 +60,11 @@ class Decision(_Value):
 
     def tags(self) -> dict[str, str]:
         """The `gate.*` tags of a registered version (`foundry lineage` and the tests read them)."""
-        tags = {"gate.verdict": self.verdict, "gate.passed": str(self.passed).lower(), **self.inputs.tags()}
+        tags = {**self.run_tags(), **self.inputs.tags()}
         if isinstance(self.inputs, AlignmentInputs):  # its checks are named measures a reviewer reads one by one
-            tags |= {f"gate.check.{name}": str(check.passed).lower() for name, check in self.checks.items()}
+            tags |= {gate_tags.CHECK + name: gate_tags.flag(check.passed) for name, check in self.checks.items()}
         return tags
+
+    def run_tags(self) -> dict[str, str]:
+        """The verdict and whether it passed: what the run that judged records (a version records `tags`)."""
+        return gate_tags.verdict(self.verdict, self.passed)

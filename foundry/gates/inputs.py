@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from foundry.core import gate_tags
 from foundry.core.contracts import _Value
 from foundry.core.metrics.scores import AlignedScores
 
@@ -53,7 +54,7 @@ class OldScores(_Value):
         )
 
     def purge_tags(self) -> dict[str, str]:
-        return {"gate.old_holdout_replaces": self.replaces, "gate.old_holdout_purge": self.purge_record}
+        return {gate_tags.OLD_HOLDOUT_REPLACES: self.replaces, gate_tags.OLD_HOLDOUT_PURGE: self.purge_record}
 
     @property
     def challenger(self) -> float:
@@ -119,14 +120,14 @@ class _Scored(_Value):
         return (
             self.incumbent_tags()
             | {
-                f"gate.challenger_{measure}": _score(self.challenger),
-                f"gate.champion_{measure}": _score(self.champion),
-                "gate.champion_version": self.champion_version or "",
-                "gate.min_improvement": str(self.min_improvement),
-                "gate.old_holdout_version": "" if old is None else old.data_version,
-                f"gate.challenger_old_{measure}": "" if old is None else _score(old.challenger),
-                f"gate.champion_old_{measure}": "" if old is None else _score(old.champion),
-                "gate.max_regression": "" if old is None else str(old.max_regression),
+                gate_tags.challenger(measure): _score(self.challenger),
+                gate_tags.champion(measure): _score(self.champion),
+                gate_tags.CHAMPION_VERSION: self.champion_version or "",
+                gate_tags.MIN_IMPROVEMENT: str(self.min_improvement),
+                gate_tags.OLD_HOLDOUT_VERSION: "" if old is None else old.data_version,
+                gate_tags.challenger_old(measure): "" if old is None else _score(old.challenger),
+                gate_tags.champion_old(measure): "" if old is None else _score(old.champion),
+                gate_tags.MAX_REGRESSION: "" if old is None else str(old.max_regression),
             }
             | ({} if old is None or not old.replaces else old.purge_tags())
         )
@@ -137,8 +138,8 @@ class _Scored(_Value):
             return {}
         incumbent = getattr(self, f"incumbent_{self.measure.name}")
         return {
-            "gate.incumbent_version": self.incumbent_version,
-            f"gate.incumbent_{self.measure.name}": _score(incumbent),
+            gate_tags.INCUMBENT_VERSION: self.incumbent_version,
+            gate_tags.incumbent(self.measure.name): _score(incumbent),
         }
 
 
@@ -206,8 +207,8 @@ class MergeInputs(_Value):
     incumbent_version: str | None = None  # None: no champion of this name yet
 
     def tags(self) -> dict[str, str]:
-        incumbent = {} if self.incumbent_version is None else {"gate.incumbent_version": self.incumbent_version}
-        return {"gate.max_gap": str(self.max_gap)} | incumbent
+        incumbent = {} if self.incumbent_version is None else {gate_tags.INCUMBENT_VERSION: self.incumbent_version}
+        return {gate_tags.MAX_GAP: str(self.max_gap)} | incumbent
 
 
 class AlignmentInputs(_Value):
@@ -224,8 +225,8 @@ class AlignmentInputs(_Value):
     incumbent: AlignedScores | None = None  # its scores on this held-out data (None: could not be scored)
 
     def tags(self) -> dict[str, str]:
-        incumbent = {} if self.incumbent_version is None else {"gate.incumbent_version": self.incumbent_version}
-        return {"gate.method": self.method, "gate.max_regression": str(self.max_regression)} | incumbent
+        incumbent = {} if self.incumbent_version is None else {gate_tags.INCUMBENT_VERSION: self.incumbent_version}
+        return {gate_tags.METHOD: self.method, gate_tags.MAX_REGRESSION: str(self.max_regression)} | incumbent
 
 
 @dataclass(frozen=True)

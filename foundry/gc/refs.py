@@ -19,13 +19,14 @@ from foundry.config import ConfigError
 from foundry.core import version_tags as tag
 from foundry.core.contracts import DATA_VERSION, check_data_version
 from foundry.core.model_uri import LoggedModelUri, ModelUri
+from foundry.core.run_tags import PARENT_RUN
 from foundry.data.remote import digest_of
 from foundry.registry import tags as registry_tags
 from foundry.registry.versions import PURGE_EXPERIMENT as PURGES
 from foundry.runtime.run_owner import owner_gone
 
 PAGE = 1000
-PARENT = "mlflow.parentRunId"
+PARENT = PARENT_RUN
 RUN_SOURCE = re.compile(r"runs:/([0-9a-f]{32})(/|$)")
 
 

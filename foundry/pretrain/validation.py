@@ -17,7 +17,7 @@ def validate(config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunCo
     from foundry.evaluation.compressors import compression_baselines
     from foundry.evaluation.metrics import holdout_metrics
     from foundry.reports.plots import loss_curve
-    from models.generate import generate_texts
+    from models.generate import Sampling, generate_texts
     from models.gpt import load_gpt
 
     e = config.evaluation
@@ -28,7 +28,9 @@ def validate(config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunCo
     metrics = metrics.with_scores(compression_baselines(data_dir, e.compression_context_bytes, e.strong_context_bytes))
     tracking.log_metrics(run.run_id, metrics.as_mlflow())
     tokenizer = Tokenizer.from_file(str(data_dir / "tokenizer.json"))
-    completions = generate_texts(model, tokenizer, e.prompts, e.max_new_tokens, seed=e.generation_seed)
+    completions = generate_texts(
+        model, tokenizer, e.prompts, Sampling(max_new_tokens=e.max_new_tokens, seed=e.generation_seed)
+    )
     tracking.client().log_table(
         run.run_id, {"prompt": e.prompts, "completion": completions}, "evaluation/generations.json"
     )

@@ -16,6 +16,7 @@ from foundry.gates.inputs import BY_BITS_PER_BYTE, Compared
 if TYPE_CHECKING:
     from foundry.config import FoundryConfig
     from foundry.core.contracts import Candidate, ParentModel, RunContext, SourceManifest
+    from foundry.core.version_tags import VersionTags
     from foundry.data.prepare import Prepared
     from foundry.data.validation_report import ValidationReport
     from foundry.evaluate.scoring import Scoring
@@ -81,15 +82,13 @@ class GptWorkload(Workload):
 
         return log_model(run_id, checkpoint, tokenizer, config.serving.model_dump())
 
-    def model_card(
-        self, config: FoundryConfig, candidate: Candidate, decision: Decision, run_id: str, git: dict[str, str]
-    ) -> str:
+    def model_card(self, config: FoundryConfig, candidate: Candidate, decision: Decision, tags: VersionTags) -> str:
         from foundry.reports.cards import model_card
         from models.gpt import load_gpt
 
         n_params = load_gpt(candidate.checkpoint).num_params()
         manifest = DatasetManifest.read(candidate.data_dir)
-        return model_card(config, manifest, candidate.data, candidate.metrics, decision, n_params, run_id, git)
+        return model_card(config, manifest, candidate.metrics, decision, n_params, tags)
 
     def event_scores(self, metrics: HoldoutMetrics) -> dict[str, float]:
         return {metrics.key("bits_per_byte"): metrics.bits_per_byte}

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from foundry.core import version_tags as tag
 from foundry.core.model_uri import ModelUri
 from foundry.purge.plan import Criterion, ModelHit, table
 from foundry.purge.registry import PURGE_TAG as TAG
@@ -143,7 +144,7 @@ def keep(client, record: PurgeRecord) -> PurgeRecord:
     from foundry.runtime import tracking
 
     experiment = tracking.experiment_id(EXPERIMENT)
-    tags = {TAG: record.record, "foundry.purge.who": record.who, "foundry.purge.criterion": record.criterion}
+    tags = {TAG: record.record, tag.PURGE_WHO: record.who, tag.PURGE_CRITERION: record.criterion}
     run = client.create_run(experiment, run_name=record.record, tags=tags)
     kept = record.model_copy(update={"mlflow_run_id": run.info.run_id})
     client.log_param(run.info.run_id, "reason", record.reason[:6000])

@@ -10,7 +10,8 @@ from foundry.core.contracts import DataVersion, FetchedFile, LineageRecord
 from foundry.core.metrics.holdout import PREFIX as HOLDOUT_PREFIX
 from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.model_uri import ModelUri
-from foundry.core.version_tags import GIT_COMMIT, GIT_DIRTY, VersionTags
+from foundry.core.run_tags import PACKAGE_VERSION
+from foundry.core.version_tags import CONFIG, GIT_COMMIT, GIT_DIRTY, VersionTags
 from foundry.data.purged import DataPurged, mark_of
 from foundry.gates.decision import Decision
 from foundry.registry import tags as registry_tags
@@ -85,8 +86,8 @@ def recorded_config(version) -> dict:
     """The config that trained a version: its `config` tag for versions registered when the config was one,
     else its training run's `config.json`; {} when the run recorded none (errors reading it propagate). Keys the
     record predates get the values it trained with (`foundry.config.as_recorded`)."""
-    if "config" in version.tags:
-        return as_recorded(json.loads(version.tags["config"]))
+    if CONFIG in version.tags:
+        return as_recorded(json.loads(version.tags[CONFIG]))
     import mlflow
 
     run_id = training_run_id(version)
@@ -124,7 +125,9 @@ def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:
         git_commit=tags.git_commit or "",  # the version's own tags: the commit of the code that trained it
         git_dirty=tags.git_dirty or "",
         parent_model=tags.parent_model,
-        packages={k.removeprefix("version."): v for k, v in run.data.tags.items() if k.startswith("version.")},
+        packages={
+            k.removeprefix(PACKAGE_VERSION): v for k, v in run.data.tags.items() if k.startswith(PACKAGE_VERSION)
+        },
         config=recorded_config(version),
         holdout_bits_per_byte=_formatted(getattr(recorded_holdout(version), "bits_per_byte", None)),
         remote_files=remote_files(version.run_id),

@@ -17,10 +17,13 @@ import logging
 import re
 from pathlib import Path
 
+from foundry.core import gate_tags
+from foundry.core import version_tags as tag
 from foundry.core.contracts import Promotion
 from foundry.core.fs import remove_tree
 from foundry.core.model_uri import LoggedModelUri, ModelUri
-from foundry.core.version_tags import REPLACES
+from foundry.core.run_tags import RunTags
+from foundry.core.version_tags import COMPLETE, PENDING, PUBLICATION, PromotionTags, Publication
 from foundry.registry import tags as registry_tags
 from foundry.runtime.tracking import client
 
@@ -28,7 +31,7 @@ log = logging.getLogger(__name__)
 ALIASES = ("challenger", "champion")  # the order they are set in: champion last
 
 
-PURGE_TAG = "foundry.purge"  # the purge record a version was tagged with (`foundry purge --apply`)
+PURGE_TAG = tag.PURGE  # the purge record a version was tagged with (`foundry purge --apply`)
 PURGE_EXPERIMENT = "foundry-purges"  # where the purge records are kept, one MLflow run each (never collected)
 
 
@@ -80,7 +83,7 @@ def champion(name: str):
     publication withdraws it (`recover`)."""
     current = alias(name, "champion")
     for _ in range(100):  # a chain of dead publications, newest first; bounded against a cycle in bad tags
-        if current is None or current.tags.get(PUBLICATION) != "pending":
+        if current is None or current.tags.get(PUBLICATION) != PENDING:
             return current
         replaced = registry_tags.replaced_version(current, "champion")
         current = client().get_model_version(name, replaced) if replaced else None
@@ -119,9 +122,6 @@ def register(model_uri: str, name: str, run_id: str, tags: dict[str, str], descr
     return str(created.version)
 
 
-PUBLICATION = "foundry.publication"  # pending until the version has all its aliases, then complete
-
-
 def publish(
     model_uri: str,
     name: str,
@@ -140,17 +140,15 @@ def publish(
     if withdrawn := recover(name):
         log.warning("withdrew versions %s of %s, left half-published", withdrawn, name)
     c = client()
-    marks = {PUBLICATION: "pending", "gate.promoted": "false"}
-    for which in ALIASES:
-        previous = alias(name, which)
-        marks[REPLACES + which] = "" if previous is None else str(previous.version)
-    version = register(model_uri, name, run_id, {**tags, **marks}, description)
+    previous = {which: alias(name, which) for which in ALIASES}
+    marks = Publication(replaces={which: "" if v is None else str(v.version) for which, v in previous.items()})
+    version = register(model_uri, name, run_id, {**tags, **marks.as_tags()}, description)
     try:
         c.set_registered_model_alias(name, "challenger", version)
         if make_champion:
             c.set_registered_model_alias(name, "champion", version)
-            c.set_model_version_tag(name, version, "gate.promoted", "true")
-        c.set_model_version_tag(name, version, PUBLICATION, "complete")
+            c.set_model_version_tag(name, version, gate_tags.PROMOTED, gate_tags.flag(True))
+        c.set_model_version_tag(name, version, PUBLICATION, COMPLETE)
     except Exception as exc:
         try:
             withdraw(c.get_model_version(name, version))
@@ -183,7 +181,7 @@ def recover(name: str) -> list[str]:
     """Withdraw the versions of `name` that a run left pending (it died, or its tracking server did, mid-way).
     Exact when called under the model's promotion lock, which every publication of the model holds."""
     c = client()
-    left = [v for v in c.search_model_versions(f"name = '{name}'") if v.tags.get(PUBLICATION) == "pending"]
+    left = [v for v in c.search_model_versions(f"name = '{name}'") if v.tags.get(PUBLICATION) == PENDING]
     for version in sorted(left, key=lambda v: -int(v.version)):  # newest first: aliases go back in order
         withdraw(version)
     return [str(v.version) for v in left]
@@ -234,19 +232,18 @@ def promote_manually(model_uri: str, reason: str, who: str) -> dict:
     previous = champion(version.name)
     c = client()
     c.set_registered_model_alias(version.name, "champion", str(version.version))
-    record = {
-        "promoted_by": who,
-        "promotion_reason": reason,
-        "gate.promoted": "true",
-        "promoted_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "replaced_champion": "" if previous is None else str(previous.version),
-    }
+    record = PromotionTags(
+        promoted_by=who,
+        promotion_reason=reason,
+        promoted_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        replaced_champion="" if previous is None else str(previous.version),
+    ).as_tags()
     for key, value in record.items():
         c.set_model_version_tag(version.name, str(version.version), key, value)
     return {"name": version.name, "version": str(version.version), **record}
 
 
-_NOT_COPIED = "foundry.export."  # foundry.export.publish.tag_key's tags
+_NOT_COPIED = tag.EXPORT  # foundry.export.publish.tag_key's tags
 
 
 def reregister(model_uri: str, home: Path) -> str:
@@ -267,13 +264,13 @@ def reregister(model_uri: str, home: Path) -> str:
     run = client().create_run(
         experiment,
         run_name=f"reregister {old.name}/{old.version}",
-        tags={"foundry.stage": "reregister", "reregistered_from": model_uri},
+        tags=RunTags(stage="reregister", reregistered_from=model_uri).as_tags(),
     )
     try:
         limits = Model.load(str(artifacts.parent)).flavors["python_function"].get(MODEL_CONFIG)
         uri = log_model(run.info.run_id, artifacts / "model.pt", artifacts / "tokenizer.json", limits)
         tags = {k: v for k, v in old.tags.items() if not k.startswith(_NOT_COPIED)}
-        tags["reregistered_from"] = str(ModelUri.of(old))
+        tags[tag.REREGISTERED_FROM] = str(ModelUri.of(old))
         version = register(uri, old.name, run.info.run_id, tags, description=old.description or "")
     except Exception:
         tracking.end_run(run.info.run_id, ok=False)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pandas as pd
 
 from foundry.config import FoundryConfig, TrainConfig
-from foundry.core import version_tags as tag
-from foundry.core.contracts import DataVersion
 from foundry.core.metrics.aligned import AlignmentMetrics
 from foundry.core.metrics.holdout import HoldoutMetrics, window_stride
+from foundry.core.model_uri import ModelUri
 from foundry.core.redact import redact_url
+from foundry.core.version_tags import VersionTags
 from foundry.data.manifest import DatasetManifest
 from foundry.gates.decision import Decision
 
@@ -79,17 +79,27 @@ def optimizer_line(t: TrainConfig) -> str:
     return f"AdamW, peak learning rate {t.learning_rate}"
 
 
+def run_line(tags: VersionTags) -> str:
+    """The run and the commit a version's tags record, as a card's line."""
+    commit = "unknown" if tags.git_commit is None else tags.git_commit
+    dirty = "unknown" if tags.git_dirty is None else tags.git_dirty
+    return f"- MLflow run `{tags.run_id}`, git commit `{commit}` (dirty: {dirty})"
+
+
+def data_line(tags: VersionTags) -> str:
+    return f"version `{tags.data_version}` in `{tags.data_remote}`"
+
+
 def model_card(
     config: FoundryConfig,
     manifest: DatasetManifest,
-    data: DataVersion,
     metrics: HoldoutMetrics,
     decision: Decision,
     n_params: int,
-    run_id: str,
-    git: dict[str, str],
+    tags: VersionTags,
 ) -> str:
-    """Markdown for the model version's description in the MLflow registry."""
+    """Markdown for the model version's description in the MLflow registry; `tags` the version's own (its run,
+    data and commit)."""
     m, name = config.model, config.registry.model_name
     table = summary_table(metrics, decision.inputs.champion_bits_per_byte, decision)
     rows = "\n".join(f"| {r.model} | {r.bits_per_byte:.4f} |" for r in table.itertuples())
@@ -110,42 +120,36 @@ Loss {metrics.loss:.4f} nats/token, perplexity {metrics.perplexity:.2f}, on {met
 {forgetting(decision)}
 
 ## Data
-- version `{data.data_version}` in `{data.remote}`
+- {data_line(tags)}
 - source `{redact_url(manifest.source)}` (manifest digest `{manifest.source_digest[:16]}`)
 - {manifest.count("train_docs")} train / {manifest.count("holdout_docs")} holdout documents; {manifest.train_tokens} / {manifest.holdout_tokens} tokens; BPE vocabulary {manifest.vocab_size}
 
 ## Model and training
 - {m.n_layer} layers, {m.n_head} heads, width {m.n_embd}, context {m.block_size}, {m.positions} positions, dropout {m.dropout}{f", a {m.bigram_buckets}-row bigram table" if m.bigram_buckets else ""}{", QK-norm" if m.qk_norm else ""}{", ReLU-squared MLP" if m.mlp_activation == "relu2" else ""}{", value embeddings" if m.value_embeddings else ""}{f", trained to predict {m.mtp_depth} more token(s) ahead" if m.mtp_depth else ""}
 - {steps_line(config.train, m.block_size)} on {config.train.num_nodes * config.train.devices} process(es), {optimizer_line(config.train)}
-- MLflow run `{run_id}`, git commit `{git.get(tag.GIT_COMMIT, "unknown")}` (dirty: {git.get(tag.GIT_DIRTY, "unknown")})
+{run_line(tags)}
 
 ## Use
 ```python
 import mlflow, pandas as pd
-model = mlflow.pyfunc.load_model("models:/{name}@champion")
+model = mlflow.pyfunc.load_model("{ModelUri(name=name, alias="champion")}")
 model.predict(pd.DataFrame({{"prompt": ["def "]}}), params={{"max_new_tokens": 64}})
 ```
 """
 
 
 def alignment_card(
-    config: FoundryConfig,
-    parent: str,
-    data: DataVersion,
-    manifest: DatasetManifest,
-    metrics: AlignmentMetrics,
-    decision,
-    run_id: str,
-    git: dict[str, str],
+    config: FoundryConfig, manifest: DatasetManifest, metrics: AlignmentMetrics, decision, tags: VersionTags
 ) -> str:
-    """Markdown for an aligned version's description: the base beside it on the same held-out data."""
+    """Markdown for an aligned version's description: the base (`tags.parent_model`) beside it on the same
+    held-out data."""
     a = config.align
     rows = "\n".join(
         f"| {measure} | {float('nan') if base is None else base:.4f} | {aligned:.4f} |"
         for measure, (base, aligned) in metrics.compared().items()
     )
     name = config.registry.model_name
-    return f"""# {name}: {a.method.upper()} of {parent}
+    return f"""# {name}: {a.method.upper()} of {tags.parent_model}
 
 **Verdict:** {decision.verdict}
 
@@ -155,14 +159,14 @@ def alignment_card(
 {rows}
 
 ## Data and training
-- {manifest.kind} records, version `{data.data_version}` in `{data.remote}`: {manifest.count("train_records")} train / {manifest.count("holdout_records")} held out
+- {manifest.kind} records, {data_line(tags)}: {manifest.count("train_records")} train / {manifest.count("holdout_records")} held out
 - {config.train.max_steps} steps of {config.train.batch_size} {"packed rows" if a.method == "sft" else "pairs"}, peak learning rate {config.train.learning_rate}{f", beta {a.beta}, sft weight {a.sft_weight}" if a.method == "dpo" else ""}
-- MLflow run `{run_id}`, git commit `{git.get(tag.GIT_COMMIT, "unknown")}` (dirty: {git.get(tag.GIT_DIRTY, "unknown")})
+{run_line(tags)}
 
 ## Use
 ```python
 import mlflow, pandas as pd
-model = mlflow.pyfunc.load_model("models:/{name}@champion")
+model = mlflow.pyfunc.load_model("{ModelUri(name=name, alias="champion")}")
 model.predict(pd.DataFrame({{"messages": [[{{"role": "user", "content": "Add: 2 + 3"}}]]}}))
 ```
 """

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from foundry.core import version_tags as tag
-from foundry.core.contracts import DataVersion
 from foundry.core.metrics.images import VisionMetrics
+from foundry.core.model_uri import ModelUri
+from foundry.core.version_tags import VersionTags
 from foundry.gates.decision import Decision
+from foundry.reports.cards import data_line, run_line
 
 
 def vision_summary_table(metrics: VisionMetrics, decision: Decision | None = None) -> pd.DataFrame:
@@ -46,14 +47,13 @@ def forgetting_line(decision: Decision) -> str:
 def vision_card(
     name: str,
     saved: dict,
-    data: DataVersion,
     metrics: VisionMetrics,
     decision: Decision,
     n_params: int,
-    run_id: str,
-    git: dict[str, str],
+    tags: VersionTags,
 ) -> str:
-    """Markdown for an image classifier's version description; `saved` is its model.pt's dict (weights aside)."""
+    """Markdown for an image classifier's version description; `saved` is its model.pt's dict (weights aside),
+    `tags` the version's own (its run, data and commit)."""
     args, image = saved["model_args"], saved["image"]
     table = vision_summary_table(metrics, decision)
     rows = "\n".join(f"| {r.model} | {r.accuracy:.4f} |" for r in table.itertuples())
@@ -77,14 +77,14 @@ Macro F1 {metrics.macro_f1:.4f}, loss {metrics.loss:.4f} nats/image, on {metrics
 {forgetting_line(decision)}
 
 ## Data and model
-- version `{data.data_version}` in `{data.remote}`; {len(saved["classes"])} classes
+- {data_line(tags)}; {len(saved["classes"])} classes
 - images fitted to {image["size"]}x{image["size"]} ({image["mode"]}, channels {image["channels"]}); {args["in_channels"]} channel(s) in
-- MLflow run `{run_id}`, git commit `{git.get(tag.GIT_COMMIT, "unknown")}` (dirty: {git.get(tag.GIT_DIRTY, "unknown")})
+{run_line(tags)}
 
 ## Use
 ```python
 import mlflow, pandas as pd
-model = mlflow.pyfunc.load_model("models:/{name}@champion")
+model = mlflow.pyfunc.load_model("{ModelUri(name=name, alias="champion")}")
 model.predict(pd.DataFrame({{"image": [open("picture.png", "rb").read()]}}))  # label, probability, probabilities
 ```
 """

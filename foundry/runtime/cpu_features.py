@@ -7,10 +7,12 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+from foundry.core import run_tags
+
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 # `train.precision` values that resolve by the machine; a training run tags what they resolved to there.
 DEVICE_PRECISIONS = ("auto", "bf16-if-native")
-RESOLVED_PRECISION_TAG = "train.resolved_precision"
+RESOLVED_PRECISION_TAG = run_tags.RESOLVED_PRECISION
 
 
 def bf16_in_flags(cpuinfo: str) -> bool:

@@ -16,11 +16,10 @@ import socket
 from pathlib import Path
 
 from foundry.core.fs import OutsideFolder, remove_tree
+from foundry.core.run_tags import FAILURE, HOST, PID, STARTED
 
 log = logging.getLogger(__name__)
 
-HOST, PID, STARTED = "foundry.host", "foundry.pid", "foundry.pid_started"
-FAILURE = "foundry.failure"  # why a run was marked FAILED by someone other than its own process
 SCRATCH = ("prepared", "merged")  # a run's staging folders: moved into place when it succeeds, junk otherwise
 
 

@@ -21,6 +21,7 @@ from foundry.config import FoundryConfig
 from foundry.core import version_tags as tag
 from foundry.core.contracts import DataVersion, RunContext
 from foundry.core.redact import redact_text, redact_url, without_credentials
+from foundry.core.run_tags import MLFLOW_GIT_COMMIT, PACKAGE_VERSION, STAGE
 from foundry.runtime import run_owner
 from foundry.runtime.env import PROJECT_ROOT, foundry_home, package_versions, uses_embedded_mlflow
 
@@ -94,10 +95,10 @@ def git_state(root: Path = PROJECT_ROOT) -> dict[str, str]:
 
 
 def version_tags() -> dict[str, str]:
-    return {f"version.{name}": version for name, version in package_versions().items()}
+    return {PACKAGE_VERSION + name: version for name, version in package_versions().items()}
 
 
-GIT_COMMIT = "mlflow.source.git.commit"  # MLflow's own field; runs before it carried a `git_commit` tag
+GIT_COMMIT = MLFLOW_GIT_COMMIT  # MLflow's own field; runs before it carried a `git_commit` tag
 
 
 def standard_tags() -> dict[str, str]:
@@ -125,7 +126,7 @@ def start_pipeline_run(config: FoundryConfig, run_name: str | None = None) -> st
     from mlflow.entities import Param
 
     c = client()
-    tags = {"foundry.stage": "pipeline", **standard_tags(), **version_tags(), **run_owner.owner_tags()}
+    tags = {STAGE: "pipeline", **standard_tags(), **version_tags(), **run_owner.owner_tags()}
     experiment = experiment_id(config.registry.experiment)
     run_owner.mark_stale_runs(c, experiment, foundry_home())  # runs whose process was killed
     run = c.create_run(experiment, run_name=run_name, tags=tags)

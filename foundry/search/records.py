@@ -14,6 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from foundry.config import FoundryConfig, to_yaml
+from foundry.core import run_tags
 from foundry.core.contracts import RunContext, SearchResult
 from foundry.runtime import run_owner, tracking
 from foundry.runtime.env import foundry_home
@@ -58,8 +59,10 @@ def _parent_run(study: optuna.Study, config: FoundryConfig, run_name: str, tags:
         tracking.client().update_run(recorded, status="RUNNING")
         return recorded
     run_id = tracking.start_pipeline_run(config, run_name=f"search-{study.study_name}")
-    search_tags = {"foundry.stage": "search", "search.study": study.study_name, "version.optuna": optuna.__version__}
-    tracking.set_tags(run_id, {**search_tags, "search.storage": storage_url(foundry_home(), config.search), **tags})
+    search_tags = {run_tags.STAGE: "search", run_tags.SEARCH_STUDY: study.study_name}
+    search_tags |= {run_tags.OPTUNA_VERSION: optuna.__version__}
+    storage = {run_tags.SEARCH_STORAGE: storage_url(foundry_home(), config.search)}
+    tracking.set_tags(run_id, {**search_tags, **storage, **tags})
     study.set_user_attr(RUN_ATTR, run_id)
     return run_id
 
@@ -81,10 +84,10 @@ def start_trial_run(config: FoundryConfig, study: optuna.Study, trial: optuna.Tr
     tracking.set_tags(
         run_id,
         {
-            "mlflow.parentRunId": parent_id,
-            "foundry.stage": "search-trial",
-            "search.study": study.study_name,
-            "search.trial": str(trial.number),
+            run_tags.PARENT_RUN: parent_id,
+            run_tags.STAGE: "search-trial",
+            run_tags.SEARCH_STUDY: study.study_name,
+            run_tags.SEARCH_TRIAL: str(trial.number),
         },
     )
     trial.set_user_attr(RUN_ATTR, run_id)
@@ -92,7 +95,7 @@ def start_trial_run(config: FoundryConfig, study: optuna.Study, trial: optuna.Tr
 
 
 def end_trial_run(run_id: str, state: str, ok: bool) -> None:
-    tracking.set_tags(run_id, {"search.state": state})
+    tracking.set_tags(run_id, {run_tags.SEARCH_STATE: state})
     tracking.end_run(run_id, ok)
 
 
@@ -170,9 +173,9 @@ def record_study(config: FoundryConfig, study: optuna.Study, run: RunContext) ->
         tracking.log_metrics(run.run_id, {"search/best_bits_per_byte": best.value})
         tracking.set_tags(
             run.run_id,
-            {"search.best_trial": str(best.number), "search.best_run_id": best.user_attrs.get(RUN_ATTR, "")},
+            {run_tags.SEARCH_BEST_TRIAL: str(best.number), run_tags.SEARCH_BEST_RUN: best.user_attrs.get(RUN_ATTR, "")},
         )
-    tracking.set_tags(run.run_id, {f"search.plot.{name}": made for name, made in plots.items()})
+    tracking.set_tags(run.run_id, {run_tags.SEARCH_PLOT + name: made for name, made in plots.items()})
     result = SearchResult(
         study_name=study.study_name,
         storage=storage_url(foundry_home(), config.search),

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from foundry.config import FoundryConfig
+from foundry.core import run_tags
 from foundry.core import version_tags as tag
 from foundry.core.contracts import TrialJob, TrialOutcome
 from foundry.data.manifest import DatasetManifest
@@ -73,7 +74,7 @@ def run_trial(job: TrialJob) -> TrialOutcome:
     mlflow.set_tracking_uri(job.tracking_uri)
     tags = {tag.DATA_VERSION: job.data.data_version}
     if hasattr(os, "sched_getaffinity"):  # where it ran, as the kernel sees it
-        tags["search.cores"] = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+        tags[run_tags.SEARCH_CORES] = ",".join(map(str, sorted(os.sched_getaffinity(0))))
     tracking.set_tags(job.run_id, tags)
     config = FoundryConfig.model_validate(job.config)
     data_dir = job.data.data_dir

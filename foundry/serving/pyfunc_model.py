@@ -30,7 +30,7 @@ from mlflow.models import set_model
 
 from models.chat import ROLES, saved_template
 from models.chat_completion import complete_chat
-from models.generate import generate_replies, generate_texts, prompt_ids
+from models.generate import Sampling, generate_replies, generate_texts, prompt_ids
 from models.gpt import gpt_from_saved, load_saved
 from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS, saved_limits
 
@@ -60,10 +60,9 @@ def _whole(value, field: str) -> int:
     return number
 
 
-def sampling(
-    params: dict | None, limits: dict[str, int], length: tuple[str, object] | None = None
-) -> tuple[int, float, int | None, int]:
-    """(max_new_tokens, temperature, top_k, seed) of a request, checked; absent ones take their defaults.
+def sampling(params: dict | None, limits: dict[str, int], length: tuple[str, object] | None = None) -> Sampling:
+    """The sampling a request asks for (max_new_tokens, temperature, top_k, seed), checked; absent ones take their
+    defaults.
     `length`: (field, value) of a chat-completions request's `max_tokens`, which then stands for max_new_tokens."""
     given = {**DEFAULTS, "max_new_tokens": min(DEFAULTS["max_new_tokens"], limits["max_new_tokens"])}
     given.update({k: v for k, v in (params or {}).items() if v is not None})
@@ -86,7 +85,7 @@ def sampling(
         raise refused(f"params.top_k = {top_k}: must be >= 1, or 0 for no top-k cut")
     if not SEEDS[0] <= seed <= SEEDS[1]:
         raise refused(f"params.seed = {seed}: must be between {SEEDS[0]} and {SEEDS[1]}")
-    return max_new_tokens, temperature, top_k or None, seed
+    return Sampling(max_new_tokens, temperature, top_k or None, seed)
 
 
 def _messages(row: int, messages) -> list[dict]:
@@ -209,24 +208,22 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
                 raise refused(f"row {i}: {next(iter(row))}: {exc}") from None
         return chats
 
-    def _generate(self, rows: list[dict], sampling: tuple) -> list[str]:
+    def _generate(self, rows: list[dict], sampling: Sampling) -> list[str]:
         if self.template is not None:
-            return generate_replies(self.model, self.tokenizer, self.template, self._chats(rows), *sampling)
+            return generate_replies(self.model, self.tokenizer, self.template, self._chats(rows), sampling)
         for i, row in enumerate(rows):
             if "messages" in row:
                 raise refused(
                     f"row {i}: messages: this version was never aligned and has no chat template; send a prompt"
                 )
-        return generate_texts(self.model, self.tokenizer, [row["prompt"] for row in rows], *sampling)
+        return generate_texts(self.model, self.tokenizer, [row["prompt"] for row in rows], sampling)
 
     def _complete(self, model_input: pd.DataFrame, request: dict, params, limits: dict[str, int]) -> dict:
         if self.template is None:
             raise refused("messages: this version was never aligned and has no chat template: it answers prompts only")
         chosen = sampling(params, limits, request["length"])
         [chat] = self._chats(checked_rows(model_input, limits))
-        return chat_completion(
-            complete_chat(self.model, self.tokenizer, self.template, chat, *chosen), request["model"]
-        )
+        return chat_completion(complete_chat(self.model, self.tokenizer, self.template, chat, chosen), request["model"])
 
     # Hinted as a DataFrame, which MLflow does not infer from: the explicit signature applies.
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame | dict:

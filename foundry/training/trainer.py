@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from foundry.config import FoundryConfig, TrainConfig
+from foundry.core import run_tags
 from foundry.core.workload import Workload, for_data
 from foundry.runtime.arithmetic import arithmetic, cpu_threads, resolve_precision, uses_gpu
 from foundry.runtime.cpu_features import RESOLVED_PRECISION_TAG
@@ -232,7 +233,7 @@ def _record_start(run_id: str, resume_from: Path | None, precision: str, share: 
     client = MlflowClient()
     entries = [] if resume_from is None else read_manifest(resume_from.parent)
     step = 0 if resume_from is None else next(e.step for e in entries if e.file == resume_from.name)
-    client.set_tag(run_id, "resumed_from_step", str(step))
+    client.set_tag(run_id, run_tags.RESUMED_FROM_STEP, str(step))
     client.set_tag(run_id, RESOLVED_PRECISION_TAG, precision)
     if share is not None:
         client.log_metric(run_id, "finetune/trainable_params", share[0])

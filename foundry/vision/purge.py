@@ -208,7 +208,7 @@ def rewrite(files: VersionFiles, hit: DataHit, gone: set[str], names: set[str], 
     for name in files.listing:  # everything else, byte for byte
         if name != MANIFEST and name not in dropped and not (out / name).exists():
             shutil.copyfile(files.path(name), out / name)
-    _manifest(manifest, shards, kept, removed, ledger, changed, dropped, out)
+    _manifest(manifest, shards, removed, ledger, changed, dropped, out)
     return removed
 
 
@@ -301,7 +301,7 @@ def _mentions(entry: str, names: set[str]) -> bool:
     return any(names_in(entry, name) for name in names)
 
 
-def _manifest(old: DatasetManifest, shards, kept, removed, ledger, changed, dropped, out: Path) -> None:
+def _manifest(old: DatasetManifest, shards, removed, ledger, changed, dropped, out: Path) -> None:
     stats = dict(old.stats)
     for key, n in (("images_out", removed["images"]), *((f"{s}_images", removed[f"{s} images"]) for s in SPLITS)):
         if key in stats:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import tarfile
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,12 +27,7 @@ from foundry.vision.shards import ShardFile, ShardManifest, decode_png
 from models.data import ResumableEpochs, check_rank
 from models.vision import AugmentConfig, VisionConfig
 
-SHUFFLE_BUFFER = 4096  # images; `vision.shuffle_buffer` where the config has it
-
-
-def _chosen(section, names) -> dict:
-    """The keys of a config section (None: no section) among `names`; absent ones keep the dataclass's defaults."""
-    return {n: getattr(section, n) for n in names if section is not None and hasattr(section, n)}
+SHUFFLE_BUFFER = 4096  # images; fixed: no config section has a key for it
 
 
 def vision_model_args(config: FoundryConfig, shards: ShardManifest) -> dict:
@@ -40,16 +35,12 @@ def vision_model_args(config: FoundryConfig, shards: ShardManifest) -> dict:
     channels, height, width = shards.shape
     if height != width:
         raise ValueError(f"images are {height}x{width}: the classifiers take square images (image.size fits them)")
-    names = {f.name for f in fields(VisionConfig)} - {"num_classes", "in_channels", "image_size"}
-    chosen = _chosen(getattr(config, "vision", None), sorted(names))
-    return VisionConfig(num_classes=len(shards.classes), in_channels=channels, image_size=height, **chosen).to_dict()
+    return VisionConfig(**config.vision.classifier_args(len(shards.classes), channels, height)).to_dict()
 
 
 def augment_args(config: FoundryConfig) -> dict:
-    """`AugmentConfig` as a dict, from `config.vision.augment` (or the keys in `config.vision` itself)."""
-    vision = getattr(config, "vision", None)
-    section = getattr(vision, "augment", vision)
-    return asdict(AugmentConfig(**_chosen(section, [f.name for f in fields(AugmentConfig)])))
+    """`AugmentConfig` as a dict, from `config.vision`'s augmentation keys."""
+    return asdict(AugmentConfig(**config.vision.augment_args()))
 
 
 def build_vision_module(config: FoundryConfig, shards: ShardManifest, settings: dict, on_gpu: bool = False):
@@ -71,8 +62,7 @@ def saved_extra(config: FoundryConfig, shards: ShardManifest) -> dict:
     """What `model.pt` of an image model holds besides the weights: the labels in index order and the
     preprocessing a request needs (`image.size` square pixels, gray or rgb, fitted by `image.mode`)."""
     channels, size, _ = shards.shape
-    mode = getattr(getattr(config, "image", None), "mode", "resize")
-    image = {"size": size, "channels": "gray" if channels == 1 else "rgb", "mode": mode}
+    image = {"size": size, "channels": "gray" if channels == 1 else "rgb", "mode": config.image.mode}
     return {"modality": "image", "classes": list(shards.classes), "image": image}
 
 
@@ -193,6 +183,5 @@ def vision_loaders(config: FoundryConfig, data_dir: Path, rank: int, world_size:
     """(train, validation) loaders of an image dataset, for the trainer: batch_size images from the first step
     (the batch ramp, measured on text pretraining only, is not applied)."""
     t = config.train
-    shuffle = getattr(getattr(config, "vision", None), "shuffle_buffer", SHUFFLE_BUFFER)
-    train = ShardBatches(data_dir, t.batch_size, t.seed, shuffle, rank, world_size)
+    train = ShardBatches(data_dir, t.batch_size, t.seed, SHUFFLE_BUFFER, rank, world_size)
     return train, HoldoutBatches(data_dir, t.batch_size, t.val_batches)

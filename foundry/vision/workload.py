@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from foundry.config import FoundryConfig
     from foundry.core.contracts import Candidate, ParentModel, RunContext, SourceManifest
     from foundry.core.metrics.images import VisionMetrics
+    from foundry.core.version_tags import VersionTags
     from foundry.data.manifest import DatasetManifest
     from foundry.data.prepare import Prepared
     from foundry.data.validation_report import ValidationReport
@@ -117,17 +118,14 @@ class ImageWorkload(Workload):
 
         return log_vision_model(run_id, checkpoint)
 
-    def model_card(
-        self, config: FoundryConfig, candidate: Candidate, decision: Decision, run_id: str, git: dict[str, str]
-    ) -> str:
+    def model_card(self, config: FoundryConfig, candidate: Candidate, decision: Decision, tags: VersionTags) -> str:
         from foundry.reports.vision_card import vision_card
         from foundry.vision.evaluate import load_saved
         from models.vision import classifier_from_saved
 
         saved = load_saved(candidate.checkpoint)
         n_params = classifier_from_saved(saved).num_params()
-        data, metrics = candidate.data, candidate.metrics
-        return vision_card(config.registry.model_name, saved, data, metrics, decision, n_params, run_id, git)
+        return vision_card(config.registry.model_name, saved, candidate.metrics, decision, n_params, tags)
 
     def event_scores(self, metrics: VisionMetrics) -> dict[str, float]:
         return {metrics.key("accuracy"): metrics.accuracy}

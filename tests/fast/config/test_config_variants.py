@@ -107,3 +107,15 @@ def test_a_variant_that_does_not_validate_is_refused_as_the_dict_was(tiny_config
     with pytest.raises(ConfigError) as old:
         edited(tiny_config, model={"n_head": 5})
     assert str(new.value) == str(old.value)
+
+
+def test_registering_as_another_name_is_the_edited_registry_section(tiny_config, vision_tiny):
+    for config in (tiny_config, vision_tiny):
+        renamed = config.registering_as("foundry-gpt-contracts")
+        same(renamed, edited(config, registry={"model_name": "foundry-gpt-contracts"}))
+        assert renamed.registry.model_name == "foundry-gpt-contracts" and renamed.data == config.data
+
+
+def test_registering_as_a_name_the_registry_refuses_is_a_config_error(tiny_config):
+    with pytest.raises(ConfigError, match="model_name"):
+        tiny_config.registering_as("a/b")

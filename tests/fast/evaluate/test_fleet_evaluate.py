@@ -173,7 +173,7 @@ def chat_case(tmp_path_factory):
     from tokenizers import Tokenizer
 
     from models.chat import ChatTemplate, add_chat_tokens
-    from models.generate import generate_replies
+    from models.generate import Sampling, generate_replies
     from models.gpt import load_saved
 
     root, config = tmp_path_factory.mktemp("chat-case"), small("data.holdout_fraction=0.4", "align.max_new_tokens=6")
@@ -190,7 +190,7 @@ def chat_case(tmp_path_factory):
     files["plain"] = random_model_files(config, plain_tokenizer(), root / "plain", 1.0)
     chats = [[{"role": "user", "content": p}] for p in PROMPTS]
     tok = Tokenizer.from_file(str(files["hit"][1]))
-    answers = generate_replies(load_gpt(files["hit"][0]), tok, ChatTemplate(), chats, 6, top_k=1)
+    answers = generate_replies(load_gpt(files["hit"][0]), tok, ChatTemplate(), chats, Sampling(6, top_k=1))
     kept = [(c, a) for c, a in zip(chats, answers) if a.strip()]  # an empty reply is no record
     assert len(kept) >= 4
     source = root / "chats"
@@ -217,7 +217,7 @@ def test_exact_match_is_the_share_of_greedy_replies_equal_to_the_reference(chat_
     from foundry.data.manifest import DatasetManifest
     from foundry.evaluate.scores import ModelRef
     from models.chat import ChatTemplate
-    from models.generate import generate_replies
+    from models.generate import Sampling, generate_replies
 
     config, files, source = chat_case
     config = source_config(config, str(source))
@@ -233,7 +233,7 @@ def test_exact_match_is_the_share_of_greedy_replies_equal_to_the_reference(chat_
     assert (hit.chat.exact_match, hit.chat.records) == (1.0, len(chats))  # its own replies are the references
     tokenizer = Tokenizer.from_file(str(files["other"][1]))
     replies = generate_replies(
-        load_gpt(files["other"][0]), tokenizer, ChatTemplate(), [p for p, _ in chats], 6, top_k=1
+        load_gpt(files["other"][0]), tokenizer, ChatTemplate(), [p for p, _ in chats], Sampling(6, top_k=1)
     )
     expected = sum(r.strip() == a.strip() for r, (_, a) in zip(replies, chats)) / len(chats)
     assert other.chat.exact_match == pytest.approx(expected)

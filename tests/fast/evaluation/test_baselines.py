@@ -16,6 +16,7 @@ from synthetic import synthetic_docs
 from foundry.config import load_config
 from foundry.core.contracts import Candidate, DataVersion, PipelineResult, Promotion, RunContext
 from foundry.core.metrics.holdout import HoldoutMetrics
+from foundry.core.version_tags import VersionTags
 from foundry.data.manifest import DatasetManifest
 from foundry.evaluation.compressors import compression_baselines, ppmd_bits, train_tail
 from foundry.gates import pretrain
@@ -111,8 +112,8 @@ def card(metrics: HoldoutMetrics, *overrides: str) -> str:
     decision = pretrain.decide(
         PretrainInputs(challenger_bits_per_byte=metrics.bits_per_byte, min_improvement=0.0, auto_promote=True)
     )
-    data = DataVersion(data_version="a" * 32, remote="r")
-    return model_card(load_config(None, list(overrides)), manifest, data, metrics, decision, 1_000_000, "run1", {})
+    tags = VersionTags(run_id="run1", data_version="a" * 32, data_remote="r")
+    return model_card(load_config(None, list(overrides)), manifest, metrics, decision, 1_000_000, tags)
 
 
 def test_the_card_names_the_strongest_baseline_and_the_training_text_it_saw():
@@ -120,6 +121,9 @@ def test_the_card_names_the_strongest_baseline_and_the_training_text_it_saw():
     assert "| PPMd order 16, given 10.0 MiB of training text (strongest baseline) | 1.3364 |" in text
     assert "| xz -9e, given 10.0 MiB of training text | 1.5119 |" in text
     assert "this model is 0.2236 bits/byte (16.7%) behind it." in text
+    assert 'model = mlflow.pyfunc.load_model("models:/foundry-gpt@champion")' in text  # the champion's URI
+    assert f"- version `{'a' * 32}` in `r`\n" in text
+    assert "- MLflow run `run1`, git commit `unknown` (dirty: unknown)" in text  # a version whose run had no git
 
 
 @pytest.mark.parametrize(
@@ -178,3 +182,38 @@ def test_an_image_classifiers_summary_gives_its_accuracy_beside_its_baselines(tm
         "baselines  majority class 0.2500  nearest class mean 0.6000 accuracy",
         "MLflow run r1",
     ]
+
+
+def test_an_aligned_versions_card_names_its_base_data_and_run_from_its_tags():
+    from foundry.core.metrics.aligned import AlignmentMetrics
+    from foundry.core.metrics.scores import AlignedScores
+    from foundry.gates.decision import Decision
+    from foundry.gates.inputs import AlignmentInputs
+    from foundry.reports.cards import alignment_card
+
+    config = load_config(None, ["align.method=sft"])
+    manifest = DatasetManifest(
+        kind="chat",
+        source="chat/",
+        source_digest="0" * 64,
+        source_skipped={},
+        stats={"train_records": 9, "holdout_records": 2},
+        holdout_fraction=0.1,
+        vocab_size=300,
+        eot_id=0,
+        dtype="uint16",
+        shards=[],
+        train_tokens=100,
+        holdout_tokens=10,
+    )
+    scores = AlignedScores(response_loss=1.0, pretrain_bits_per_byte=1.5)
+    metrics = AlignmentMetrics(aligned=scores, base=scores)
+    inputs = AlignmentInputs(method="sft", aligned=scores, base=scores, max_regression=0.1, auto_promote=True)
+    decision = Decision.of(inputs, {}, "aligned")
+    git = {"git_commit": "abc123", "git_dirty": "true"}
+    tags = VersionTags(run_id="run1", data_version="b" * 32, data_remote="/r", parent_model="models:/base/3", **git)
+    card = alignment_card(config, manifest, metrics, decision, tags)
+    assert card.startswith(f"# {config.registry.model_name}: SFT of models:/base/3\n")
+    assert f"- chat records, version `{'b' * 32}` in `/r`: 9 train / 2 held out\n" in card
+    assert "- MLflow run `run1`, git commit `abc123` (dirty: true)\n" in card
+    assert f'load_model("models:/{config.registry.model_name}@champion")' in card

@@ -9,7 +9,7 @@ import torch
 from helpers_tokenizers import plain_tokenizer
 
 from models.chat import ChatTemplate, add_chat_tokens
-from models.generate import RowDraws, choose, generate_ids, generate_replies, generate_texts
+from models.generate import RowDraws, Sampling, choose, generate_ids, generate_replies, generate_texts
 from models.gpt import GPT, GPTConfig, sampling_probs
 from models.kv_cache import Decoder
 
@@ -186,16 +186,18 @@ def test_generate_replies_batched_is_one_by_one(chat_tokenizer, top_k):
         [{"role": "system", "content": "river"}, {"role": "user", "content": "stone light, add two: five"}],
         [{"role": "user", "content": "five"}],
     ]
-    one_by_one = [generate_replies(model, chat_tokenizer, template, [c], 16, 0.8, top_k, 11)[0] for c in chats]
+    one_by_one = [
+        generate_replies(model, chat_tokenizer, template, [c], Sampling(16, 0.8, top_k, 11))[0] for c in chats
+    ]
     assert len(set(one_by_one)) == len(chats)
-    assert generate_replies(model, chat_tokenizer, template, chats, 16, 0.8, top_k, 11) == one_by_one
+    assert generate_replies(model, chat_tokenizer, template, chats, Sampling(16, 0.8, top_k, 11)) == one_by_one
 
 
 def test_generate_texts_batched_is_one_by_one(chat_tokenizer):
     model = lively("learned", block=64, vocab=chat_tokenizer.get_vocab_size(), seed=2)
     prompts = ["river stone", "", "add two and three: five, river stone light"]
-    one_by_one = [generate_texts(model, chat_tokenizer, [p], 12, 0.8, 40, 4)[0] for p in prompts]
-    assert generate_texts(model, chat_tokenizer, prompts, 12, 0.8, 40, 4) == one_by_one
+    one_by_one = [generate_texts(model, chat_tokenizer, [p], Sampling(12, 0.8, 40, 4))[0] for p in prompts]
+    assert generate_texts(model, chat_tokenizer, prompts, Sampling(12, 0.8, 40, 4)) == one_by_one
     eot = chat_tokenizer.token_to_id("<|endoftext|>")
     today = [
         chat_tokenizer.decode(alone(model, chat_tokenizer.encode(p).ids or [eot], 12, 0.8, 40, 4, eot)) for p in prompts

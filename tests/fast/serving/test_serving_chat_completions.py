@@ -20,7 +20,7 @@ from foundry.config import load_config
 from foundry.serving.package import log_model
 from models.chat import ChatTemplate
 from models.chat_completion import complete_chat
-from models.generate import generate_replies
+from models.generate import Sampling, generate_replies
 from models.gpt import gpt_from_saved, load_saved
 
 LIMITED = {"max_new_tokens": 8, "max_prompt_chars": 200, "max_rows": 3}
@@ -153,16 +153,16 @@ def _tiny(files, end_logit: float | None = None):
 
 def test_the_finish_reason_is_the_generations(files):
     template = ChatTemplate()
-    stops = complete_chat(*_tiny(files, 100.0), template, CHAT, 8, 0.0, None, 0)
-    runs_on = complete_chat(*_tiny(files, -100.0), template, CHAT, 8, 0.0, None, 0)
+    stops = complete_chat(*_tiny(files, 100.0), template, CHAT, Sampling(8, 0.0, None, 0))
+    runs_on = complete_chat(*_tiny(files, -100.0), template, CHAT, Sampling(8, 0.0, None, 0))
     assert (stops.finish_reason, stops.completion_tokens, stops.text) == ("stop", 1, "")
     assert (runs_on.finish_reason, runs_on.completion_tokens) == ("length", 8)
 
 
 def test_a_chat_completion_says_what_generate_replies_says(files):
     model, tokenizer = _tiny(files)
-    reply = complete_chat(model, tokenizer, ChatTemplate(), CHAT, 6, 0.7, 5, 3)
-    assert reply.text == generate_replies(model, tokenizer, ChatTemplate(), [CHAT], 6, 0.7, 5, 3)[0]
+    reply = complete_chat(model, tokenizer, ChatTemplate(), CHAT, Sampling(6, 0.7, 5, 3))
+    assert reply.text == generate_replies(model, tokenizer, ChatTemplate(), [CHAT], Sampling(6, 0.7, 5, 3))[0]
     assert reply.prompt_tokens == len(ChatTemplate().encode_prompt(tokenizer, CHAT))
 
 

@@ -117,7 +117,7 @@ def test_a_model_of_other_classes_is_refused(shards, tmp_path, tiny_config):
 def test_the_model_card_shows_accuracy_beside_the_baselines_and_the_champion(tmp_path):
     import torch
 
-    from foundry.core.contracts import DataVersion
+    from foundry.core.version_tags import VersionTags
     from foundry.gates import pretrain
     from foundry.gates.inputs import ImageInputs, OldImageHoldout
     from foundry.reports.vision_card import vision_card
@@ -135,8 +135,12 @@ def test_the_model_card_shows_accuracy_beside_the_baselines_and_the_champion(tmp
         old_holdout=old,
     )
     saved = torch.load(brightness_classifier(tmp_path / "model.pt"), weights_only=True)
-    data = DataVersion(data_version="a" * 32, remote="/tmp/remote")
-    card = vision_card("digits", saved, data, m, pretrain.decide(inputs), 1234, "run1", {})
+    git = {"git_commit": "abc123", "git_dirty": "false"}
+    tags = VersionTags(run_id="run1", data_version="a" * 32, data_remote="/tmp/remote", **git)
+    card = vision_card("digits", saved, m, pretrain.decide(inputs), 1234, tags)
     assert "**Verdict:** 0.9500 beats champion's 0.9000 accuracy" in card
     assert "| majority class (strongest baseline) | 0.5000 |" in card and "| current champion | 0.9000 |" in card
     assert "worse by 0.0100, within the 0.02 allowed" in card
+    assert 'model = mlflow.pyfunc.load_model("models:/digits@champion")' in card
+    assert f"- version `{'a' * 32}` in `/tmp/remote`; 3 classes" in card
+    assert "- MLflow run `run1`, git commit `abc123` (dirty: false)" in card

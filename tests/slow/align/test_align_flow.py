@@ -94,7 +94,7 @@ def test_batched_greedy_replies_are_the_one_at_a_time_ones(aligned_model, instru
 
     from foundry.align.evaluation import greedy_replies
     from models.chat import ChatTemplate
-    from models.generate import generate_replies
+    from models.generate import Sampling, generate_replies
     from models.gpt import load_gpt
 
     _, result = aligned_model
@@ -107,7 +107,7 @@ def test_batched_greedy_replies_are_the_one_at_a_time_ones(aligned_model, instru
     fits = model.config.block_size - 8  # one at a time refuses prompts the context cannot hold with the reply
     chats = [c for c in chats if len(ChatTemplate().encode_prompt(tokenizer, c)) <= fits]
     assert len({len(ChatTemplate().encode_prompt(tokenizer, c)) for c in chats}) > 1 and len(chats) > 4
-    alone = generate_replies(model, tokenizer, ChatTemplate(), chats, 8, top_k=1)
+    alone = generate_replies(model, tokenizer, ChatTemplate(), chats, Sampling(8, top_k=1))
     assert greedy_replies(model, tokenizer, ChatTemplate(), chats, 8, batch=4) == alone
 
 

@@ -1,0 +1,71 @@
+"""The MLflow tags Foundry sets on its runs (beside the lineage a version shares with its run,
+`foundry.core.version_tags`), their keys named here once.
+
+The keys and values stay what runs of every earlier layout carry. MLflow's own keys (`mlflow.parentRunId`) are
+named here too, so that no caller spells one.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from foundry.core import version_tags as tag
+
+FLOW_RUN = "prefect.flow_run_id"  # the Prefect flow run that started the MLflow run
+STAGE = "foundry.stage"  # pipeline, retrain, finetune, align, merge, evaluate, reproduce, reregister, search...
+PARENT_RUN = "mlflow.parentRunId"  # MLflow's: a nested run (an evaluated model, a search trial) under its flow's
+MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"  # MLflow's; runs before Foundry wrote it carried `git_commit`
+HOST, PID, STARTED = "foundry.host", "foundry.pid", "foundry.pid_started"  # the process that owns the run
+FAILURE = "foundry.failure"  # why a run was marked FAILED by someone other than its own process
+REPLAY_SOURCE = "align.replay_source"  # the pretraining data an alignment replays
+REPRODUCES = "foundry.reproduces"
+RETRAINS = "foundry.retrains"  # the version a purge's retraining trains again
+PARENT_DATA_VERSION = "parent_data_version"  # the data the parent was trained on (retraining, fine-tuning)
+RETRAIN_SKIPPED = "retrain.skipped"  # `true`: no new documents, nothing trained
+RESUMED_FROM_STEP = "resumed_from_step"
+RESOLVED_PRECISION = "train.resolved_precision"  # what `train.precision` resolved to on the machine that trained
+# An evaluated model's run
+EVALUATES = "foundry.evaluates"  # models:/NAME/VERSION
+ASKED = "foundry.core.model_uri"  # the URI as asked (an alias): the 3ea52ca move renamed `foundry.model_uri`
+TOKENIZER = "foundry.tokenizer"
+COMPARABLE = "foundry.comparable"
+NOT_COMPARABLE = "foundry.not_comparable"  # why not
+# A hyperparameter search's run and its trials' nested runs
+SEARCH_STUDY = "search.study"
+SEARCH_STORAGE = "search.storage"
+SEARCH_TRIAL = "search.trial"
+SEARCH_STATE = "search.state"
+SEARCH_CORES = "search.cores"  # the CPU cores a trial ran on
+SEARCH_BEST_TRIAL = "search.best_trial"
+SEARCH_BEST_RUN = "search.best_run_id"
+SEARCH_PLOT = "search.plot."  # then a plot's name
+PACKAGE_VERSION = "version."  # then a package's name: the versions the run used (`version.torch`)
+OPTUNA_VERSION = PACKAGE_VERSION + "optuna"
+
+
+class RunTags(BaseModel):
+    """What a flow's run is and where it came from; a field left empty is a tag the run does not carry."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    flow_run: str = ""
+    stage: str = ""
+    parent_model: str = ""  # models:/NAME/VERSION a retrain, fine-tune or alignment starts from
+    align_method: str = ""
+    replay_source: str = ""
+    reproduces: str = ""
+    retrains: str = ""
+    reregistered_from: str = ""
+
+    def as_tags(self) -> dict[str, str]:
+        tags = {
+            FLOW_RUN: self.flow_run,
+            STAGE: self.stage,
+            tag.PARENT_MODEL: self.parent_model,
+            tag.ALIGN_METHOD: self.align_method,
+            REPLAY_SOURCE: self.replay_source,
+            REPRODUCES: self.reproduces,
+            RETRAINS: self.retrains,
+            tag.REREGISTERED_FROM: self.reregistered_from,
+        }
+        return {k: v for k, v in tags.items() if v}
