@@ -8,6 +8,7 @@ workload (`foundry.core.workload`).
 - `worker`: the entry point of one rank
 - `failures`: what a failed multi-rank launch reports: the rank that failed first and its traceback
 - `rank_logs`: the ranks' output, line by line, through this process's logging
+- `hosts`: where the ranks ran, the run's `train.hosts` tag
 - `progress`: training progress: a bar on a terminal, a small file the orchestrator polls
 - `plan`: `foundry plan`, memory per device and the largest micro-batch that fits
 - `cpu_peak`: a CPU's measured peak FLOP/s, for MFU

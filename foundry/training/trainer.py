@@ -102,6 +102,7 @@ def _trainer(
     from lightning.pytorch.plugins.environments import LightningEnvironment
 
     from foundry.checkpointing.writer import CheckpointEvery
+    from foundry.training.hosts import RecordHosts
     from foundry.training.progress import ProgressReport
 
     t = config.train
@@ -129,6 +130,7 @@ def _trainer(
         callbacks=[
             CheckpointEvery(io, config.checkpoint.every_n_steps, arithmetic(t)),
             ProgressReport(progress_file, bar=progress, every_s=min(t.progress_every_s, 5.0)),
+            RecordHosts(run_id),  # every rank: it gathers the ranks' hosts to rank 0
             *callbacks,
         ],
         enable_checkpointing=False,
