@@ -7,19 +7,19 @@
 #   infra/slurm/local-cluster.sh down    # cancel the jobs, stop every daemon `up` started
 #   infra/slurm/local-cluster.sh status  # the daemons `up` started that are running (exit 1: none)
 #
-# Both are idempotent. Everything lives in one state folder, FOUNDRY_SLURM_DIR (default: /tmp/foundry-slurm):
+# Both are idempotent. Everything lives in one state folder, LOCAL_CLUSTER_DIR (default: /tmp/foundry-slurm):
 # slurm.conf, cgroup.conf, a munge key of its own, the daemons' pid files, logs, spool and state save folders;
 # nothing is written under /etc. The two nodes are two slurmd on this host (`slurmd -N node1` and `-N node2`),
 # each on a port of its own on 127.0.0.1, so jobs see two node names (SLURMD_NODENAME) on one kernel: no network
 # namespaces, no cgroups (proctrack/linuxproc, task/none). Each node declares 8 CPUs whatever the machine has,
 # so that train.sbatch's `--cpus-per-task=8` fits. The daemons run as root: run this as root (or it uses sudo).
-# Ports: FOUNDRY_SLURM_PORT (default 16817) for slurmctld, the next two for the nodes.
+# Ports: LOCAL_CLUSTER_PORT (default 16817) for slurmctld, the next two for the nodes.
 #
 # The client commands read the cluster's slurm.conf from SLURM_CONF: `up` prints the line to export.
 set -euo pipefail
 
-STATE=${FOUNDRY_SLURM_DIR:-/tmp/foundry-slurm}
-PORT=${FOUNDRY_SLURM_PORT:-16817}
+STATE=${LOCAL_CLUSTER_DIR:-/tmp/foundry-slurm}
+PORT=${LOCAL_CLUSTER_PORT:-16817}
 NODES=(node1 node2)
 CONF=$STATE/slurm.conf
 MUNGE_SOCKET=$STATE/munge/munge.socket.2
@@ -32,7 +32,7 @@ die() {
 
 if [[ $(id -u) -ne 0 ]]; then
     command -v sudo >/dev/null || die "the SLURM daemons run as root; run this as root"
-    exec sudo FOUNDRY_SLURM_DIR="$STATE" FOUNDRY_SLURM_PORT="$PORT" "$0" "$@"
+    exec sudo LOCAL_CLUSTER_DIR="$STATE" LOCAL_CLUSTER_PORT="$PORT" "$0" "$@"
 fi
 
 install_packages() {
