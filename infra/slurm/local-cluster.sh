@@ -22,7 +22,8 @@ STATE=${LOCAL_CLUSTER_DIR:-/tmp/foundry-slurm}
 PORT=${LOCAL_CLUSTER_PORT:-16817}
 NODES=(node1 node2)
 CONF=$STATE/slurm.conf
-MUNGE_SOCKET=$STATE/munge/munge.socket.2
+MUNGE_SOCKET=$STATE/munge/munge.socket.2 # readable by every user: the client commands talk to it
+MUNGE_KEY=$STATE/munge-key/munge.key      # root's alone
 export SLURM_CONF=$CONF
 
 die() {
@@ -42,7 +43,8 @@ install_packages() {
     done
     if ((${#missing[@]})); then
         echo "local-cluster: installing ${missing[*]}"
-        # The packages' own services (systemd units, init scripts) are not used: stop any that started.
+        # The packages' own services are not used (they read /etc); where the package manager starts one, it
+        # stays as the package set it up.
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     fi
 }
@@ -56,11 +58,12 @@ alive() {
 }
 
 write_config() {
-    mkdir -p "$STATE"/{munge,log,ctld} "${NODES[@]/#/$STATE/spool-}"
-    chmod 700 "$STATE/munge"
-    if [[ ! -s $STATE/munge/munge.key ]]; then
-        head -c 1024 /dev/urandom >"$STATE/munge/munge.key"
-        chmod 400 "$STATE/munge/munge.key"
+    mkdir -p "$STATE"/{munge,munge-key,log,ctld} "${NODES[@]/#/$STATE/spool-}"
+    chmod 755 "$STATE" "$STATE/munge"
+    chmod 700 "$STATE/munge-key"
+    if [[ ! -s $MUNGE_KEY ]]; then
+        head -c 1024 /dev/urandom >"$MUNGE_KEY"
+        chmod 400 "$MUNGE_KEY"
     fi
     local host i node_lines=""
     host=$(hostname -s)
@@ -125,11 +128,11 @@ up() {
     install_packages
     write_config
     if ! alive "$STATE/munged.pid" munged >/dev/null; then
-        munged --force --socket="$MUNGE_SOCKET" --key-file="$STATE/munge/munge.key" \
-            --pid-file="$STATE/munged.pid" --log-file="$STATE/log/munged.log" --seed-file="$STATE/munge/munged.seed"
+        munged --force --socket="$MUNGE_SOCKET" --key-file="$MUNGE_KEY" \
+            --pid-file="$STATE/munged.pid" --log-file="$STATE/log/munged.log" --seed-file="$STATE/munge-key/munged.seed"
     fi
     if ! alive "$STATE/slurmctld.pid" slurmctld >/dev/null; then
-        slurmctld -f "$CONF" -i  # -i: a new cluster, nothing to recover from an earlier state
+        slurmctld -f "$CONF" -i  # -i: a state file of an earlier `up` that does not read is skipped, not fatal
     fi
     local node
     for node in "${NODES[@]}"; do
