@@ -145,17 +145,22 @@ up() {
     echo "export SLURM_CONF=$CONF"
 }
 
+# Stops daemons `up` started, given as PIDFILE:NAME pairs: SIGTERM to all at once, SIGKILL to any left after 20 s.
 stop() {
-    local pidfile=$1 name=$2 pid deadline
-    pid=$(alive "$pidfile" "$name") || return 0
-    kill "$pid"
-    deadline=$((SECONDS + 20))
-    while kill -0 "$pid" 2>/dev/null; do
-        ((SECONDS < deadline)) || {
-            kill -KILL "$pid" 2>/dev/null || true
-            break
-        }
-        sleep 0.2
+    local pair pid pids=() deadline=$((SECONDS + 20))
+    for pair in "$@"; do
+        pid=$(alive "${pair%%:*}" "${pair#*:}") && pids+=("$pid")
+    done
+    ((${#pids[@]})) || return 0
+    kill "${pids[@]}" 2>/dev/null || true
+    for pid in "${pids[@]}"; do
+        while kill -0 "$pid" 2>/dev/null; do
+            if ((SECONDS >= deadline)); then
+                kill -KILL "$pid" 2>/dev/null || true
+                break
+            fi
+            sleep 0.1
+        done
     done
 }
 
@@ -167,24 +172,21 @@ down() {
             sleep 0.5
         done
     fi
-    local node
+    local node slurmds=()
     for node in "${NODES[@]}"; do
-        stop "$STATE/slurmd-$node.pid" slurmd
+        slurmds+=("$STATE/slurmd-$node.pid:slurmd")
     done
-    stop "$STATE/slurmctld.pid" slurmctld
-    stop "$STATE/munged.pid" munged
+    stop "${slurmds[@]}"
+    stop "$STATE/slurmctld.pid:slurmctld"
+    stop "$STATE/munged.pid:munged"
     echo "local-cluster: down"
 }
 
 status() {
-    local found=1 pid node
-    for pair in munged:munged slurmctld:slurmctld "${NODES[@]/#/slurmd-}"; do
-        if [[ $pair == slurmd-* ]]; then
-            pid=$(alive "$STATE/$pair.pid" slurmd) || continue
-        else
-            pid=$(alive "$STATE/${pair%%:*}.pid" "${pair#*:}") || continue
-        fi
-        echo "${pair%%:*} $pid"
+    local found=1 daemon pid
+    for daemon in munged slurmctld "${NODES[@]/#/slurmd-}"; do
+        pid=$(alive "$STATE/$daemon.pid" "${daemon%%-*}") || continue
+        echo "$daemon $pid"
         found=0
     done
     return $found
