@@ -46,6 +46,10 @@ def route_library_logs() -> None:
 
 
 def quiet_known_warnings() -> None:
-    """Lightning 2.6 builds a torch `LeafSpec` that torch 2.13 deprecates, once per fit: nothing a user can act
-    on, and it goes away with a Lightning release. Only that message is silenced."""
+    """Two warnings nothing a user does mends, each silenced by its message alone. Lightning 2.6 builds a torch
+    `LeafSpec` that torch 2.13 deprecates, once per fit; it goes away with a Lightning release. And on any machine
+    with SLURM's `srun` (a cluster's login node, infra/slurm/local-cluster.sh), every fresh fit advises launching
+    under `srun`: Foundry's ranks run under torchrun's agent with Lightning's plain environment, which
+    infra/slurm/train.sbatch starts with `srun`, one agent per node."""
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+    warnings.filterwarnings("ignore", message=r"The `srun` command is available on your system but is not used")

@@ -13,12 +13,13 @@ on all of them and no straggler can be singled out.
 from __future__ import annotations
 
 import logging
-import socket
 import statistics
 import time
 
 import torch
 from lightning.pytorch import Callback
+
+from foundry.training.hosts import rank_hosts
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ class RankPace(Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         if trainer.world_size > 1:
-            self.hosts = _hosts(trainer.world_size)
+            self.hosts = rank_hosts()
             model = pl_module.model
             self._hooks = [model.register_forward_pre_hook(self._start), model.register_forward_hook(self._stop)]
 
@@ -63,14 +64,6 @@ class RankPace(Callback):
         paces = [float(v) for v in trainer.strategy.all_gather(mine).reshape(-1)]
         if trainer.global_rank == 0:
             report(paces, self.hosts, step, trainer.loggers)
-
-
-def _hosts(world_size: int) -> list[str]:
-    import torch.distributed as dist
-
-    hosts: list[str] = [""] * world_size
-    dist.all_gather_object(hosts, socket.gethostname())
-    return hosts
 
 
 def stragglers(paces: list[float], ratio: float = STRAGGLER_RATIO) -> list[int]:

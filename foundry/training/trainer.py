@@ -103,6 +103,7 @@ def _trainer(
     from lightning.pytorch.plugins.environments import LightningEnvironment
 
     from foundry.checkpointing.writer import CheckpointEvery
+    from foundry.training.hosts import RecordHosts
     from foundry.training.progress import ProgressReport
     from foundry.training.stragglers import RankPace
 
@@ -132,6 +133,7 @@ def _trainer(
             CheckpointEvery(io, config.checkpoint.every_n_steps, arithmetic(t)),
             ProgressReport(progress_file, bar=progress, every_s=min(t.progress_every_s, 5.0)),
             RankPace(t.log_every_n_steps),
+            RecordHosts(run_id),  # every rank: it gathers the ranks' hosts to rank 0
             *callbacks,
         ],
         enable_checkpointing=False,

@@ -27,7 +27,11 @@ for ((i = 0; i < SLURM_JOB_NUM_NODES; i++)); do
 done
 """
 FAKE_SCONTROL = """#!/bin/bash
-[[ "$1 $2" == "show hostnames" ]] && printf '%s\\n' gpu01 gpu02 gpu03
+case "$1 $2 $3" in
+"show hostnames "*) printf '%s\\n' gpu01 gpu02 gpu03 ;;
+"show node gpu01") echo "   NodeAddr=10.0.0.1 NodeHostName=gpu01 Version=22.05.8" ;;
+*) exit 1 ;;
+esac
 """
 
 
@@ -145,7 +149,7 @@ def test_sbatch_runs_one_torchrun_per_node_after_each_node_hydrates(stand_ins, t
     launch, args = torchrun(agents[0]["argv"][2:], monkeypatch)
     assert (launch.min_nodes, launch.max_nodes, launch.nproc_per_node, launch.max_restarts) == (3, 3, per_node, 0)
     assert (launch.rdzv_backend, launch.run_id) == ("c10d", "77")
-    assert launch.rdzv_endpoint == f"gpu01:{29500 + 77}"
+    assert launch.rdzv_endpoint == f"10.0.0.1:{29500 + 77}"  # the first node's NodeAddr: its name may not resolve
     assert launch.logs_specs.root_log_dir == f"{run_dir}/checkpoints/rank-logs"
     assert args == [
         "--config",

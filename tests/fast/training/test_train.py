@@ -63,6 +63,24 @@ def test_single_process_trains_and_the_checkpoint_rebuilds_the_model(tiny_datase
     assert (tmp_path / "ckpt" / "weights.rank0.sha256").read_text().strip() == digest(path)
 
 
+def test_the_run_is_tagged_with_the_host_of_each_rank(tiny_dataset, tmp_path, monkeypatch):
+    """`train.hosts`: the SLURM node where SLURM started the rank (several share a machine on
+    infra/slurm/local-cluster.sh), else the machine; two ranks on two nodes: tests/slow/cluster/test_slurm.py."""
+    import socket
+
+    from mlflow import MlflowClient
+
+    from foundry.runtime import tracking
+    from foundry.training.hosts import rank_hosts
+
+    assert rank_hosts() == [socket.gethostname()]
+    config = tiny("train.max_steps=2", "checkpoint.every_n_steps=2", "train.peak_flops=1e11")  # no CPU peak measured
+    run_id = tracking.start_pipeline_run(config)
+    monkeypatch.setenv("SLURMD_NODENAME", "node7")
+    launch(config, tiny_dataset, tmp_path / "ckpt", run_id, "v-test")
+    assert MlflowClient().get_run(run_id).data.tags["train.hosts"] == "node7"
+
+
 def test_a_fresh_training_over_another_runs_folder_replaces_its_checkpoints(tiny_dataset, tmp_path, caplog):
     """Started afresh (no resume point) where another training left later checkpoints: they go, its own stay."""
     from foundry.training.run import TrainingRun
