@@ -26,7 +26,7 @@ RESUMED_FROM_STEP = "resumed_from_step"
 RESOLVED_PRECISION = "train.resolved_precision"  # what `train.precision` resolved to on the machine that trained
 # An evaluated model's run
 EVALUATES = "foundry.evaluates"  # models:/NAME/VERSION
-ASKED = "foundry.core.model_uri"  # the URI as asked (an alias): the 3ea52ca move renamed `foundry.model_uri`
+ASKED = "foundry.model_uri"  # the URI as asked (an alias), on an evaluated model's run
 TOKENIZER = "foundry.tokenizer"
 COMPARABLE = "foundry.comparable"
 NOT_COMPARABLE = "foundry.not_comparable"  # why not

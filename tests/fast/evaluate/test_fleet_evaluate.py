@@ -74,7 +74,7 @@ def test_two_tokenizers_on_a_source_scored_per_group_linked_to_each_version(tiny
         child = c.get_run(scores.run_id)
         tags = child.data.tags
         assert (tags["mlflow.parentRunId"], tags["foundry.evaluates"]) == (evaluation.run_id, scores.model.model)
-        assert (tags["foundry.core.model_uri"], tags["data.source_digest"]) == (
+        assert (tags["foundry.model_uri"], tags["data.source_digest"]) == (
             scores.model.asked,
             evaluation.data.source_digest,
         )

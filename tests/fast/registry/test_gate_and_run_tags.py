@@ -171,7 +171,7 @@ def test_the_single_run_tags_keep_their_keys():
         (run_tags.RESUMED_FROM_STEP, "resumed_from_step"),
         (run_tags.RESOLVED_PRECISION, "train.resolved_precision"),
         (run_tags.EVALUATES, "foundry.evaluates"),
-        (run_tags.ASKED, "foundry.core.model_uri"),
+        (run_tags.ASKED, "foundry.model_uri"),
         (run_tags.TOKENIZER, "foundry.tokenizer"),
         (run_tags.COMPARABLE, "foundry.comparable"),
         (run_tags.NOT_COMPARABLE, "foundry.not_comparable"),
