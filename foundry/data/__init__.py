@@ -23,5 +23,6 @@
 - `purged`: the marks a purge leaves on the data versions it removed, read by every command
 - `validation_report`: what a data gate found, as one typed value that owns its file
 - `versioning`: DVC makes the prepared dataset a content-addressed version
+- `remote_reach`: whether a DVC remote answers, asked with backoff before a pull
 - `hydrate`: pull exactly one data version onto this node and check every file
 """
