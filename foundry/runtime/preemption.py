@@ -48,6 +48,7 @@ class _Request:
         self.at: float | None = None
         self.grace_s = 60.0
         self.armed = False
+        self.timer: threading.Timer | None = None
         self.folder: Path | None = None
         self.lock = threading.Lock()
 
@@ -83,9 +84,9 @@ def request() -> None:
             return
         _REQUEST.at = time.monotonic()
         # The children get CHILDREN_GRACE_S of it at a hard exit, and the exit itself a little.
-        timer = threading.Timer(max(0.0, _REQUEST.grace_s - CHILDREN_GRACE_S - 0.5), _out_of_time)
-        timer.daemon = True
-        timer.start()
+        _REQUEST.timer = threading.Timer(max(0.0, _REQUEST.grace_s - CHILDREN_GRACE_S - 0.5), _out_of_time)
+        _REQUEST.timer.daemon = True
+        _REQUEST.timer.start()
     # os.write: a handler may run while the main thread is inside a write to stderr, which print would re-enter.
     os.write(2, f"SIGTERM: stopping at the next step with a checkpoint, within {_REQUEST.grace_s:g} s\n".encode())
 
