@@ -169,7 +169,7 @@ def _sigterm_starts_the_grace() -> Iterator[None]:
     saved = api._terminate_process_handler
 
     def handler(signum: int, frame) -> None:
-        if signum == signal.SIGTERM:
+        if signum == signal.SIGTERM and preemption.armed():  # elsewhere (a deployment's run) as before
             preemption.request()
         saved(signum, frame)
 
@@ -205,7 +205,7 @@ def run_ranks(config: FoundryConfig, args: list[str], log_dir: Path) -> None:
         ):
             elastic_launch(spec, sys.executable)(*args)
     except SignalException as exc:
-        if exc.sigval != signal.SIGTERM:
+        if exc.sigval != signal.SIGTERM or not preemption.armed():
             raise
         raise preemption.stopped() from exc
     except ChildFailedError as exc:
