@@ -1,7 +1,8 @@
 """Preemption: SIGTERM, which SLURM, Kubernetes and systemd send before SIGKILL, ends training with a checkpoint.
 
 `arm(grace_s)` makes the first SIGTERM a request (`requested()`) and starts the grace period
-(`train.preempt_grace_s`). Training answers it after its next optimizer step, where its regular checkpoints are
+(`train.preempt_grace_s`); outside `training(folder)` there is nothing to save, and the process ends at once, as
+`hard_exit` ends it. Training answers it after its next optimizer step, where its regular checkpoints are
 written (`foundry.checkpointing.writer.CheckpointEvery`): every rank stops at the same step, writes the
 checkpoint there as any other, and `Preempted` ends the fit naming it. A re-run resumes from it as from any
 checkpoint, bitwise. Whatever still runs when the grace period ends is ended (`hard_exit`): this process's children
@@ -17,6 +18,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -32,7 +35,10 @@ class Preempted(Exception):
     def __init__(self, checkpoint: Path | None, step: int | None = None):
         self.checkpoint, self.step = checkpoint, step
         if checkpoint is None:
-            text = "preempted (SIGTERM) before training wrote a checkpoint: the same command trains from the start"
+            text = (
+                "preempted (SIGTERM) before training wrote a checkpoint: the same command starts again (from the "
+                "newest checkpoint an earlier run of it left, if any)"
+            )
         else:
             at = f" at step {step}" if step is not None else ""
             text = (
@@ -48,9 +54,10 @@ class _Request:
         self.at: float | None = None
         self.grace_s = 60.0
         self.armed = False
+        self.training = False
         self.timer: threading.Timer | None = None
         self.folder: Path | None = None
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # a second SIGTERM may arrive while the first one's handler holds it
 
 
 _REQUEST = _Request()
@@ -73,8 +80,11 @@ def armed() -> bool:
 
 
 def on_sigterm(signum: int, frame) -> None:
-    """The handler: no exception in the middle of a step, only the request (training looks at step boundaries)."""
+    """The handler: no exception in the middle of a step, only the request (training looks at step boundaries);
+    outside training, the exit."""
     request()
+    if not _REQUEST.training:
+        _exit_now("")
 
 
 def request() -> None:
@@ -87,17 +97,23 @@ def request() -> None:
         _REQUEST.timer = threading.Timer(max(0.0, _REQUEST.grace_s - CHILDREN_GRACE_S - 0.5), _out_of_time)
         _REQUEST.timer.daemon = True
         _REQUEST.timer.start()
-    # os.write: a handler may run while the main thread is inside a write to stderr, which print would re-enter.
-    os.write(2, f"SIGTERM: stopping at the next step with a checkpoint, within {_REQUEST.grace_s:g} s\n".encode())
+    if _REQUEST.training:  # os.write: a handler may run inside a write to stderr, which print would re-enter
+        os.write(2, f"SIGTERM: stopping at the next step with a checkpoint, within {_REQUEST.grace_s:g} s\n".encode())
 
 
 def requested() -> bool:
     return _REQUEST.at is not None
 
 
-def watch(folder: Path) -> None:
-    """`folder` holds this process's checkpoints: a hard exit names its newest."""
-    _REQUEST.folder = folder
+@contextmanager
+def training(folder: Path) -> Iterator[None]:
+    """While this process trains into `folder`: SIGTERM waits for training's checkpoint, and every exit names the
+    newest in `folder`."""
+    _REQUEST.folder, _REQUEST.training = folder, True
+    try:
+        yield
+    finally:
+        _REQUEST.training = False
 
 
 def stopped() -> Preempted:
@@ -111,8 +127,13 @@ def stopped() -> Preempted:
 
 
 def _out_of_time() -> None:
-    late = stopped()
-    print(f"foundry: {late} (the grace period, {_REQUEST.grace_s:g} s, ran out first)", file=sys.stderr, flush=True)
+    _exit_now(f" (the grace period, {_REQUEST.grace_s:g} s, ran out first)")
+
+
+def _exit_now(why: str) -> NoReturn:
+    message = f"foundry: {stopped()}{why}"
+    os.write(2, f"{message}\n".encode())  # os.write: this may run in a signal handler, inside another write
+    log.warning(message)
     hard_exit()
 
 

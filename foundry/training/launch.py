@@ -256,15 +256,15 @@ def launch(
     from foundry.training.trainer import peak_flops, train
 
     resume_from = resume_point(checkpoint_dir)
-    preemption.watch(checkpoint_dir)  # a preemption names its newest checkpoint
     peak_flops(config.train)  # a CPU's peak is measured once, here, not by every rank at the same time
-    if world_size(config) == 1:  # no processes to start: the fast path, in this process
-        bar = sys.stderr.isatty()  # on a terminal; elsewhere (CI, logs) the task's periodic lines report progress
-        report = checkpoint_dir / PROGRESS_FILE
-        run = TrainingRun(data_dir, checkpoint_dir, run_id, data_version, resume_from, replay)
-        final = train(config, run, bar, progress_file=report)
-    else:
-        final = launch_local(config, data_dir, checkpoint_dir, run_id, data_version, resume_from, replay)
-    if preemption.requested():  # SIGTERM after the last step: the run stops here, its last checkpoint named
-        raise preemption.stopped()
+    with preemption.training(checkpoint_dir):  # SIGTERM: a checkpoint first, named
+        if world_size(config) == 1:  # no processes to start: the fast path, in this process
+            bar = sys.stderr.isatty()  # on a terminal; elsewhere (CI, logs) the task's periodic lines report progress
+            report = checkpoint_dir / PROGRESS_FILE
+            run = TrainingRun(data_dir, checkpoint_dir, run_id, data_version, resume_from, replay)
+            final = train(config, run, bar, progress_file=report)
+        else:
+            final = launch_local(config, data_dir, checkpoint_dir, run_id, data_version, resume_from, replay)
+        if preemption.requested():  # SIGTERM after the last step: the run stops here, its last checkpoint named
+            raise preemption.stopped()
     return final

@@ -77,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     config = validate(json.loads(args.config.read_text()))
     from foundry.runtime import preemption
 
-    preemption.arm(config.train.preempt_grace_s)
-    preemption.watch(args.checkpoints)
+    preemption.arm(config.train.preempt_grace_s)  # before training, SIGTERM ends this rank at once
     if "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun's agent, not by hand
         os.environ.update(node_layout(os.environ, config.train.devices, config.train.num_nodes))
         print(
@@ -94,12 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     replay = Replay.read(args.replay) if args.replay else None
     run = TrainingRun(args.data, args.checkpoints, args.run_id, args.data_version, resume_from, replay)
     try:
-        train(
-            config,
-            run,
-            progress=leader and sys.stderr.isatty(),
-            progress_file=args.checkpoints / PROGRESS_FILE,  # rank 0's, which the launching task reports
-        )
+        with preemption.training(args.checkpoints):
+            train(
+                config,
+                run,
+                progress=leader and sys.stderr.isatty(),
+                progress_file=args.checkpoints / PROGRESS_FILE,  # rank 0's, which the launching task reports
+            )
     except preemption.Preempted as stopped:
         print(f"rank {os.environ.get('RANK', '0')}: {stopped}", file=sys.stderr, flush=True)
         return preemption.EXIT_CODE

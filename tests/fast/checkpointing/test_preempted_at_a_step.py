@@ -32,7 +32,8 @@ class SigtermAfter(Callback):
 
 def test_sigterm_mid_accumulation_stops_after_that_step_with_its_checkpoint(tiny_dataset, tmp_path, monkeypatch):
     request = preemption._Request()
-    request.armed, request.grace_s = True, 3600  # as `foundry run` arms it; the grace's end far away
+    # As `foundry run` arms it and `launch` trains: SIGTERM waits for the step; the grace's end far away.
+    request.armed, request.training, request.grace_s = True, True, 3600
     monkeypatch.setattr(preemption, "_REQUEST", request)
     config = tiny("train.max_steps=12", "checkpoint.every_n_steps=5", "train.grad_accum_steps=2")
     # Two micro-batches a step: batch 5 ends step 3, batch 6 begins step 4, and batch 7 ends it.

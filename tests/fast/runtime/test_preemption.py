@@ -14,38 +14,51 @@ from foundry.runtime import preemption
 
 REPO = Path(__file__).resolve().parents[3]
 
-# A process that arms preemption, starts a child, takes SIGTERM and then never looks at the request: the grace
-# period's end must stop it and its child anyway.
+# A process that arms preemption, starts a child and takes SIGTERM: while it trains (argv[2] "training") it is
+# given the grace period, here to no avail, since it never looks at the request; before training, nothing waits.
 STUCK = """
 import os, signal, subprocess, sys, time
+from pathlib import Path
+from contextlib import nullcontext
 from foundry.runtime import preemption
 preemption.arm(float(sys.argv[1]))
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
 print(child.pid, flush=True)
-os.kill(os.getpid(), signal.SIGTERM)
-assert preemption.requested()
-time.sleep(120)
+with preemption.training(Path(sys.argv[3])) if sys.argv[2] == "training" else nullcontext():
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert preemption.requested()
+    time.sleep(120)
 """
 
 
-def test_a_process_that_ignores_the_request_ends_with_its_children_within_the_grace():
-    grace = 4.0
+def stuck(grace: float, training: bool, folder: Path) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-c", STUCK, str(grace)],
+        [sys.executable, "-c", STUCK, str(grace), "training" if training else "starting", str(folder)],
         capture_output=True,
         text=True,
         timeout=60,
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
     )
-    took = time.monotonic() - started
     assert proc.returncode == preemption.EXIT_CODE == 143, proc.stderr  # 128 + SIGTERM, as a shell reports it
-    assert took < grace + 3, took  # the interpreter's start included
-    assert "SIGTERM: stopping at the next step with a checkpoint, within 4 s" in proc.stderr
-    assert "preempted (SIGTERM) before training wrote a checkpoint" in proc.stderr
-    assert "the grace period, 4 s, ran out first" in proc.stderr
     child = int(proc.stdout.split()[0])
     assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+    return proc, time.monotonic() - started
+
+
+def test_a_training_that_ignores_the_request_ends_with_its_children_within_the_grace(tmp_path):
+    proc, took = stuck(6.0, True, tmp_path)
+    assert took < 6.0 + 2, took  # the interpreter's start included
+    assert "SIGTERM: stopping at the next step with a checkpoint, within 6 s" in proc.stderr
+    assert "preempted (SIGTERM) before training wrote a checkpoint" in proc.stderr
+    assert "the grace period, 6 s, ran out first" in proc.stderr
+
+
+def test_before_training_sigterm_ends_the_process_and_its_children_at_once(tmp_path):
+    proc, took = stuck(30.0, False, tmp_path)
+    assert took < 10, took  # not the 30 s grace
+    assert "preempted (SIGTERM) before training wrote a checkpoint" in proc.stderr
+    assert "ran out" not in proc.stderr
 
 
 def test_the_message_names_the_checkpoint_and_its_step():
