@@ -46,9 +46,13 @@ class Preempted(Exception):
             )
         super().__init__(text)
 
+    def __reduce__(self):  # pickled (Prefect keeps a failed task's exception) with its checkpoint, not its text
+        return type(self), (self.checkpoint, self.step)
+
 
 class _Request:
-    """The first SIGTERM's time, the grace period it started and the folder whose newest checkpoint a late exit names."""
+    """The first SIGTERM's time and the grace period it started; whether the entry point armed preemption and whether
+    training runs; the folder whose newest checkpoint an exit names."""
 
     def __init__(self) -> None:
         self.at: float | None = None

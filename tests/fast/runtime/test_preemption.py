@@ -3,6 +3,7 @@ checkpoint at a step, then the exit, `foundry run` and ranks): tests/slow/traini
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 import time
@@ -67,3 +68,5 @@ def test_the_message_names_the_checkpoint_and_its_step():
         "preempted (SIGTERM): training stopped at step 12, checkpoint /ckpt/step-000012.ckpt; "
         "the same command resumes from it"
     )
+    copy = pickle.loads(pickle.dumps(stopped))
+    assert (copy.checkpoint, copy.step, str(copy)) == (stopped.checkpoint, 12, str(stopped))
