@@ -33,8 +33,10 @@ def train(
 def unless_the_input_is_wrong(task, task_run, state) -> bool:
     """Retry a crash (a rank killed, a disk or a service failing): the retry resumes from the last checkpoint.
     Not an error in what the run was given (a config, a parent of other settings: ValueError, TypeError), which a
-    retry would only repeat after the same setup."""
-    return not isinstance(state.result(raise_on_failure=False), (ValueError, TypeError))
+    retry would only repeat after the same setup, nor a preemption (SIGTERM), which asked the run to stop."""
+    from foundry.runtime.preemption import Preempted
+
+    return not isinstance(state.result(raise_on_failure=False), (ValueError, TypeError, Preempted))
 
 
 @task(name="train", cache_policy=NO_CACHE)

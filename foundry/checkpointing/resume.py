@@ -25,7 +25,14 @@ log = logging.getLogger(__name__)
 
 # Train settings that change how a run is operated, not the weights it computes: a re-run that
 # differs only in these still resumes the same attempt.
-OPERATIONAL_KEYS = {"retries", "max_restarts", "collective_timeout_s", "log_every_n_steps", "peak_flops"}
+OPERATIONAL_KEYS = {
+    "retries",
+    "max_restarts",
+    "collective_timeout_s",
+    "preempt_grace_s",
+    "log_every_n_steps",
+    "peak_flops",
+}
 # Settings the key holds as what they resolve to on this machine (`arithmetic`): `cpu_threads: 0` is
 # "the cores this process may use", `precision: auto` and `accelerator: auto` depend on the device.
 RESOLVED_KEYS = {"cpu_threads", "precision", "accelerator"}

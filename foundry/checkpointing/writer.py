@@ -20,6 +20,7 @@ from lightning.pytorch import Callback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from foundry.checkpointing.manifest import LAST, Entry, read_manifest, retained, write_atomic, write_manifest
+from foundry.runtime import preemption
 
 log = logging.getLogger(__name__)
 
@@ -187,11 +188,18 @@ class CheckpointEvery(Callback):
     every checkpoint, and resuming one written under other arithmetic is refused: its continuation would
     not be bitwise what one run gives. Locally the resume key already keeps such runs apart; this catches
     a relaunch into the same folder on a cluster.
+
+    Preemption (`foundry.runtime.preemption`): after each optimizer step, where the regular saves happen, the
+    ranks ask together whether any got SIGTERM; if one did, all save this step (unless just saved) and raise
+    `Preempted`, so the emergency checkpoint resumes as exactly as any other. While fitting, SIGTERM is the
+    preemption's handler, not Lightning's (its SignalConnector's): Lightning's stops at any micro-batch, in the
+    middle of an accumulation, broadcasts from inside the handler, where a collective can cut into the step's
+    all-reduce, and calls the handler before it (Prefect's, which raises in the middle of a step).
     """
 
     def __init__(self, io: ManifestCheckpointIO, every_n_steps: int, arithmetic: dict | None = None):
         self.io, self.every_n_steps, self.arithmetic = io, every_n_steps, arithmetic
-        self._saved_step = -1
+        self._saved_step = self._seen_step = -1
         self._rng_to_restore: dict | None = None
 
     def state_dict(self) -> dict:
@@ -214,14 +222,27 @@ class CheckpointEvery(Callback):
         if self._rng_to_restore is not None:
             set_rng_states(self._rng_to_restore)
             self._rng_to_restore = None
-        self._saved_step = trainer.global_step
+        self._saved_step = self._seen_step = trainer.global_step
         if trainer.is_global_zero:
             self.io.start_at(trainer.global_step)
+        if preemption.armed():  # this process's entry point asked for preemption; Lightning installed its own handler
+            preemption.arm()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
         if step > self._saved_step and step % self.every_n_steps == 0:
             self.save(trainer)
+        if step != self._seen_step:  # the first batch end after an optimizer step: a step boundary
+            self._seen_step = step
+            # "any rank": one collective a step, where Lightning's own check broadcasts one every batch.
+            if trainer.strategy.reduce_boolean_decision(preemption.requested(), all=False):
+                self._stop(trainer)
+
+    def _stop(self, trainer) -> None:
+        if self._saved_step != trainer.global_step:
+            self.save(trainer)
+        self.io.wait()
+        raise preemption.Preempted(self.io.directory / f"step-{trainer.global_step:06d}.ckpt", trainer.global_step)
 
     def on_validation_end(self, trainer, pl_module) -> None:
         loss = trainer.callback_metrics.get("val/loss")
@@ -240,3 +261,5 @@ class CheckpointEvery(Callback):
     def save(self, trainer) -> None:
         self._saved_step = trainer.global_step
         trainer.save_checkpoint(self.io.directory / f"step-{trainer.global_step:06d}.ckpt", weights_only=False)
+        if preemption.requested():
+            log.warning("preempted: checkpoint of step %d written", trainer.global_step)

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from foundry.cli import (
 )
 from foundry.config import ConfigError
 from foundry.core.redact import redact_text
+from foundry.runtime import preemption
 from foundry.runtime.env import configure_environment
 
 DOMAINS = (
@@ -91,12 +93,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"foundry: {exc}", file=sys.stderr)
         return 2
     code, message = _run(args, log_file)
+    if preemption.requested():  # SIGTERM: say where training stopped, then leave without Prefect's shutdown
+        code, message = preemption.EXIT_CODE, f"foundry: {preemption.stopped()}"
     if message:
         if standalone:
             console.quiet_console()
         if log_file is not None and log_file.exists():
             print(f"(the whole log, tracebacks included: {log_file})", file=sys.stderr)
         print(message, file=sys.stderr)  # one paragraph for people, and the last thing on stderr
+    if standalone and preemption.requested():
+        logging.getLogger("foundry.cli").warning(message)
+        preemption.hard_exit(code)
     return code
 
 
@@ -112,6 +119,10 @@ def _run(args: argparse.Namespace, log_file: Path | None = None) -> tuple[int, s
     except Exception as exc:  # the traceback is in the log file (and on the console with --verbose)
         kind = type(exc).__name__  # a library's message may quote a URL with its password (MLflow's does)
         code, message, failure = 1, f"foundry: {args.command} failed ({kind}): {redact_text(str(exc))}", exc
+    except BaseException as exc:  # Prefect's TerminationSignal: SIGTERM came before training took the signal over
+        if not preemption.requested():  # SystemExit and the like
+            raise
+        code, message, failure = preemption.EXIT_CODE, f"foundry: {args.command} stopped by SIGTERM", exc
     if log_file is not None:
         console.log_failure(log_file, message, failure)
     return code, message

@@ -1,14 +1,17 @@
-"""`foundry run`, `retrain` and `reproduce`: the training flows from the command line."""
+"""`foundry run`, `retrain` and `reproduce`: the training flows from the command line. SIGTERM to `run` or `retrain`
+is a preemption (`foundry.runtime.preemption`): a checkpoint, then the exit, within `train.preempt_grace_s`."""
 
 from __future__ import annotations
 
 import argparse
 
 from foundry.cli.common import allow_purged_arg, config_args, load, refuse_purged, summary_text
+from foundry.runtime import preemption
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     config = load(args)
+    preemption.arm(config.train.preempt_grace_s)
     from flows.train_pipeline import train_pipeline
 
     print(summary_text(train_pipeline(config=config)))
@@ -17,6 +20,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_retrain(args: argparse.Namespace) -> int:
     config = load(args)
+    preemption.arm(config.train.preempt_grace_s)
     from flows.retrain import retrain
     from foundry.core.contracts import SkippedRun
 

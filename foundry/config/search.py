@@ -35,6 +35,7 @@ NOT_SEARCHABLE = {
     "train.init_from",
     "train.retries",
     "train.max_restarts",
+    "train.preempt_grace_s",
     "train.cpu_threads",
     "train.val_every_n_steps",
     "train.val_batches",

@@ -11,9 +11,8 @@ from foundry.config.base import _Section
 
 # AdamW's peak rate as the study chose it for every parameter (bench/README.md, "The study"): fine-tunes keep it.
 ADAMW_LEARNING_RATE = 0.005907607550907612
-# Under Muon, AdamW trains only the token table (the head's too) and the vectors: of 1.5x to 5x the study's rate,
-# 4x scored best at the defaults' steps, 0.0152 bits per byte under it (bench/README.md, "The embeddings' learning
-# rate...").
+# Under Muon, AdamW trains only the token table (the head's too) and the vectors: of 1.5x to 5x the study's rate, 4x
+# scored best at the defaults' steps, 0.0152 bits per byte under it (bench/README.md, "The embeddings' learning rate").
 MUON_SHARE_LEARNING_RATE = 0.0236
 
 
@@ -254,6 +253,7 @@ class TrainConfig(_Section):
         description="Times the elastic agent restarts every rank after one fails (several processes only), each "
         "restart resuming from the newest intact checkpoint; Prefect retries act on top of these.",
     )
+    preempt_grace_s: float = Field(60.0, gt=0, description="Seconds from SIGTERM to exit, a checkpoint written first.")
 
     @model_validator(mode="after")
     def _fsdp_needs_adamw(self) -> TrainConfig:

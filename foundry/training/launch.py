@@ -7,12 +7,15 @@ stops the ranks and keeps each rank's output in `<checkpoints>/rank-logs/`, whos
 process's logging (a Prefect task run's logs) while the ranks run; a rank that raises writes its
 traceback to its error file, and `TrainingFailed` carries it; with `train.max_restarts` it restarts every
 rank after a failure, each resuming from the newest intact checkpoint. What the library lacks stays here:
-naming the rank that failed first, the replica check, and the resume point.
+naming the rank that failed first, the replica check, and the resume point. SIGTERM to this process (a
+preemption) reaches the ranks through the agent, which gives them `train.preempt_grace_s` to stop at a step with a
+checkpoint (`foundry.runtime.preemption`); `Preempted` then names it.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from foundry.config import FoundryConfig
 from foundry.core.contracts import Replay
+from foundry.runtime import preemption
 from foundry.training.failures import TrainingFailed, describe
 
 if TYPE_CHECKING:  # torch loads when a launch needs it, not when this module is imported
@@ -36,7 +40,8 @@ __all__ = ["TrainingFailed", "check_replicas", "launch", "launch_local", "worker
 TRAIN_ENTRY = "foundry.training.worker"
 # The signals the agent takes over in the main thread (its default TORCHELASTIC_SIGNALS_TO_HANDLE).
 AGENT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
-# Seconds between SIGTERM and SIGKILL when the agent stops the ranks (torch: 30 s).
+# Seconds between SIGTERM and SIGKILL when the agent stops the ranks after one failed (torch: 30 s); when it stops
+# them because it was sent SIGTERM, they get `train.preempt_grace_s` to write their checkpoint.
 SHUTDOWN_GRACE_S = 5
 
 
@@ -88,8 +93,9 @@ def launch_config(config: FoundryConfig, log_dir: Path, tee: bool = True) -> Lau
         max_restarts=config.train.max_restarts,
         # A failure is noticed within 0.1 s; the agent then sends the other ranks SIGTERM, and SIGKILL
         # SHUTDOWN_GRACE_S later (`_grace_kept`): a rank stuck where SIGTERM cannot reach it costs that long.
+        # Preempted (SIGTERM to the agent), the ranks get the preemption's grace to checkpoint and exit.
         monitor_interval=0.1,
-        shutdown_timeout=SHUTDOWN_GRACE_S,
+        shutdown_timeout=math.ceil(config.train.preempt_grace_s),
         logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=Std.ALL, tee=Std.ALL if tee else Std.NONE),
         log_line_prefix_template="[rank${rank}]: ",
     )
@@ -119,12 +125,13 @@ def _signals_kept() -> Iterator[None]:
 @contextmanager
 def _grace_kept() -> Iterator[None]:
     """torch's agent stops a failed group with its own fixed 30 s between SIGTERM and SIGKILL, whatever
-    `shutdown_timeout` says (that one it keeps for its final shutdown); here both use `shutdown_timeout`. A rank
-    killed early loses nothing saved: checkpoints are written whole, then renamed."""
+    `shutdown_timeout` says (that one, the preemption's grace, it keeps for its final shutdown, a SIGTERM's too);
+    here a failed group gets SHUTDOWN_GRACE_S. A rank killed early loses nothing saved: checkpoints are written
+    whole, then renamed."""
     from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
 
     saved = LocalElasticAgent._stop_workers
-    LocalElasticAgent._stop_workers = lambda self, worker_group, *args: self._shutdown(timeout=self._shutdown_timeout)
+    LocalElasticAgent._stop_workers = lambda self, worker_group, *args: self._shutdown(timeout=SHUTDOWN_GRACE_S)
     try:
         yield
     finally:
@@ -153,10 +160,32 @@ def _no_name_lookups() -> Iterator[None]:
         api._get_fq_hostname, LocalElasticAgent._get_fq_hostname, errors.socket = saved
 
 
+@contextmanager
+def _sigterm_starts_the_grace() -> Iterator[None]:
+    """The agent's handler raises its SignalException, on which it stops the ranks; first, here, it starts the
+    preemption's grace period, at whose end whatever still runs is ended (`preemption.hard_exit`)."""
+    from torch.distributed.elastic.multiprocessing import api
+
+    saved = api._terminate_process_handler
+
+    def handler(signum: int, frame) -> None:
+        if signum == signal.SIGTERM and preemption.armed():  # elsewhere (a deployment's run) as before
+            preemption.request()
+        saved(signum, frame)
+
+    api._terminate_process_handler = handler
+    try:
+        yield
+    finally:
+        api._terminate_process_handler = saved
+
+
 def run_ranks(config: FoundryConfig, args: list[str], log_dir: Path) -> None:
-    """`python <args>` as every rank; waits for all, and raises TrainingFailed naming the rank that failed first.
+    """`python <args>` as every rank; waits for all, and raises TrainingFailed naming the rank that failed first,
+    or Preempted naming the newest checkpoint when SIGTERM stopped them (the ranks' exit status says so).
     Where logging is set up (a Prefect run, the CLI), the ranks' lines go through it while they run
     (`foundry.training.rank_logs`); elsewhere the agent copies them onto this process's output."""
+    from torch.distributed.elastic.multiprocessing import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
 
@@ -171,10 +200,17 @@ def run_ranks(config: FoundryConfig, args: list[str], log_dir: Path) -> None:
             _signals_kept(),
             _no_name_lookups(),
             _grace_kept(),
+            _sigterm_starts_the_grace(),
             forwarded(log_dir, spec.run_id) if logged else nullcontext(),
         ):
             elastic_launch(spec, sys.executable)(*args)
+    except SignalException as exc:
+        if exc.sigval != signal.SIGTERM or not preemption.armed():
+            raise
+        raise preemption.stopped() from exc
     except ChildFailedError as exc:
+        if all(f.exitcode == preemption.EXIT_CODE for f in exc.failures.values()):  # each rank stopped on SIGTERM
+            raise preemption.stopped() from exc
         raise TrainingFailed(describe(exc.failures, world_size(config), log_dir)) from exc
 
 
@@ -221,9 +257,14 @@ def launch(
 
     resume_from = resume_point(checkpoint_dir)
     peak_flops(config.train)  # a CPU's peak is measured once, here, not by every rank at the same time
-    if world_size(config) == 1:  # no processes to start: the fast path, in this process
-        bar = sys.stderr.isatty()  # on a terminal; elsewhere (CI, logs) the task's periodic lines report progress
-        report = checkpoint_dir / PROGRESS_FILE
-        run = TrainingRun(data_dir, checkpoint_dir, run_id, data_version, resume_from, replay)
-        return train(config, run, bar, progress_file=report)
-    return launch_local(config, data_dir, checkpoint_dir, run_id, data_version, resume_from, replay)
+    with preemption.training(checkpoint_dir):  # SIGTERM: a checkpoint first, named
+        if world_size(config) == 1:  # no processes to start: the fast path, in this process
+            bar = sys.stderr.isatty()  # on a terminal; elsewhere (CI, logs) the task's periodic lines report progress
+            report = checkpoint_dir / PROGRESS_FILE
+            run = TrainingRun(data_dir, checkpoint_dir, run_id, data_version, resume_from, replay)
+            final = train(config, run, bar, progress_file=report)
+        else:
+            final = launch_local(config, data_dir, checkpoint_dir, run_id, data_version, resume_from, replay)
+        if preemption.requested():  # SIGTERM after the last step: the run stops here, its last checkpoint named
+            raise preemption.stopped()
+    return final

@@ -8,7 +8,9 @@ Locally, `foundry.training.launch` runs PyTorch's elastic agent in-process. On a
 
 The agent sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT; an uncaught exception is written to
 its error file (`@record`), so the launcher reports this rank's traceback, not only its exit code.
-A re-launched job resumes from the newest intact checkpoint in --checkpoints (a shared folder).
+A re-launched job resumes from the newest intact checkpoint in --checkpoints (a shared folder). SIGTERM (the agent
+passing on a preemption, or a scheduler's) stops every rank at the same step with a checkpoint, within
+`train.preempt_grace_s`, and the rank exits with status 143 naming it (`foundry.runtime.preemption`).
 Only rank 0 logs to MLflow, to the run id it is given (never one inherited from the environment).
 """
 
@@ -73,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     from foundry.training.trainer import join_process_group, train
 
     config = validate(json.loads(args.config.read_text()))
+    from foundry.runtime import preemption
+
+    preemption.arm(config.train.preempt_grace_s)  # before training, SIGTERM ends this rank at once
     if "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun's agent, not by hand
         os.environ.update(node_layout(os.environ, config.train.devices, config.train.num_nodes))
         print(
@@ -87,12 +92,17 @@ def main(argv: list[str] | None = None) -> int:
     leader = os.environ.get("RANK", "0") == "0"
     replay = Replay.read(args.replay) if args.replay else None
     run = TrainingRun(args.data, args.checkpoints, args.run_id, args.data_version, resume_from, replay)
-    train(
-        config,
-        run,
-        progress=leader and sys.stderr.isatty(),
-        progress_file=args.checkpoints / PROGRESS_FILE,  # rank 0's, which the launching task reports
-    )
+    try:
+        with preemption.training(args.checkpoints):
+            train(
+                config,
+                run,
+                progress=leader and sys.stderr.isatty(),
+                progress_file=args.checkpoints / PROGRESS_FILE,  # rank 0's, which the launching task reports
+            )
+    except preemption.Preempted as stopped:
+        print(f"rank {os.environ.get('RANK', '0')}: {stopped}", file=sys.stderr, flush=True)
+        return preemption.EXIT_CODE
     return 0
 
 

@@ -17,6 +17,8 @@ from foundry.cli import main
         ("train.muon_learning_rate=-.inf", "train.muon_learning_rate"),
         ("train.max_steps=1.0e+23", "train.max_steps"),
         ("registry.model_name=a..b", "registry.model_name"),
+        ("train.preempt_grace_s=0", "train.preempt_grace_s"),  # no time to write the checkpoint
+        ("train.preempt_grace_s=-.inf", "train.preempt_grace_s"),
     ],
 )
 def test_foundry_run_refuses_a_value_that_cannot_train_before_any_work(setting, named, tmp_path, monkeypatch, capsys):
@@ -29,5 +31,7 @@ def test_foundry_run_refuses_a_value_that_cannot_train_before_any_work(setting, 
 
 def test_values_at_their_bounds_still_load(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(["config", "--set", "train.max_steps=1000000000", "--set", "registry.model_name=a.b-c_1"]) == 0
-    assert "max_steps: 1000000000" in capsys.readouterr().out
+    settings = ("train.max_steps=1000000000", "registry.model_name=a.b-c_1", "train.preempt_grace_s=0.5")
+    assert main(["config", *(arg for s in settings for arg in ("--set", s))]) == 0
+    out = capsys.readouterr().out
+    assert "max_steps: 1000000000" in out and "preempt_grace_s: 0.5" in out

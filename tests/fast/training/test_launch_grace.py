@@ -1,5 +1,6 @@
 """foundry/training/launch.py `_grace_kept` replaces a private method of torch's elastic agent, so that a failed
-group's ranks get SIGKILL SHUTDOWN_GRACE_S after SIGTERM, not torch's fixed 30 s. The torch API it relies on is
+group's ranks get SIGKILL SHUTDOWN_GRACE_S after SIGTERM, not torch's fixed 30 s (a preempted group's get the
+preemption's grace, the agent's `shutdown_timeout`). The torch API it relies on is
 checked here, on a real agent that starts no processes: a torch release that changes it fails this test rather
 than leaving the patch quietly without effect. The timing itself, with processes:
 tests/slow/training/test_train_processes.py `test_a_stuck_rank_ends_the_group_by_timeout_and_is_named`."""
@@ -38,7 +39,7 @@ def test_the_agent_api_the_grace_patch_replaces_has_the_shape_it_expects(tmp_pat
     assert list(inspect.signature(LocalElasticAgent._stop_workers).parameters) == ["self", "worker_group"]
     assert {"death_sig", "timeout"} <= set(inspect.signature(LocalElasticAgent._shutdown).parameters)
     assert "shutdown_timeout=config.shutdown_timeout" in inspect.getsource(launch_agent)  # LaunchConfig's reaches it
-    assert agent(tmp_path)._shutdown_timeout == SHUTDOWN_GRACE_S
+    assert agent(tmp_path)._shutdown_timeout == 60  # a SIGTERM's (a preemption's) shutdown: train.preempt_grace_s
     unpatched = agent(tmp_path)
     unpatched._stop_workers(None)
     assert unpatched.shutdowns == [(signal.SIGTERM, 30)]  # torch's own: the 30 s the patch replaces
