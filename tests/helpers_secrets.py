@@ -88,6 +88,9 @@ CASES += [
     ("credit_card", "4111.1111.1111.1111", "card: 4111.1111.1111.1111\n"),
     ("credit_card", "5500/0000/0000/0004", "paid with 5500/0000/0000/0004 today"),
     ("email", "jane.doe@example.org", '{"email": "jane.doe@example.org"}'),
+    ("birth_date", "12 March 1985", "Jane Doe, born 12 March 1985, joined in 2010."),
+    ("birth_date", "1985-03-12", '{"name": "Jane Doe", "date_of_birth": "1985-03-12"}'),
+    ("birth_date", "03/12/1985", "patient:\n  dob: 03/12/1985\n"),
 ]
 # Keys split across lines: string concatenation in Python and JS, a shell line continuation.
 SPLIT = [

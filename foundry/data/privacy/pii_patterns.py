@@ -28,7 +28,14 @@ from foundry.data.privacy.pii_checks import (
     templated,
     weak_name,
 )
-from foundry.data.privacy.pii_ids import ID_ANCHORS, NATIONAL_IDS, national_id_ok
+from foundry.data.privacy.pii_ids import (
+    BIRTH_ANCHORS,
+    BIRTH_DATE,
+    ID_ANCHORS,
+    NATIONAL_IDS,
+    birth_date_ok,
+    national_id_ok,
+)
 from foundry.data.privacy.pii_tokens import API_TOKEN, API_TOKEN_MARKERS, SECRET_NAME, SECRET_WORDS
 
 __all__ = ["IBAN_LENGTHS", "KINDS", "NEEDS", "PATTERNS", "PLACEHOLDERS", "iban_ok", "jwt_ok", "luhn_ok", "valid"]
@@ -51,6 +58,7 @@ PLACEHOLDERS = {
     "secret_assignment": "<SECRET>",
     "email": "<EMAIL>",
     "national_id": "<NATIONAL_ID>",
+    "birth_date": "<BIRTH_DATE>",
     "iban": "<IBAN>",
     "credit_card": "<CREDIT_CARD>",
     "ipv6": "<IPV6>",
@@ -165,6 +173,8 @@ PATTERNS: dict[str, tuple[re.Pattern, ...]] = {
     "email": (re.compile(r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-])"),),
     # US SSN and ITIN, UK National Insurance numbers; after their names, Canadian SIN, Aadhaar, passport (pii_ids).
     "national_id": NATIONAL_IDS,
+    # A date after "born", "date of birth", "DOB" or "birthday" (pii_ids); dates elsewhere are left alone.
+    "birth_date": (BIRTH_DATE,),
     # Country, check digits, then groups of four (optionally one space apart), either case; mod 97 below.
     "iban": (
         re.compile(
@@ -199,6 +209,7 @@ ANCHORS = {
     PATTERNS["auth_header"][0]: ("proxy-", "authorization"),
     PATTERNS["auth_header"][1]: ("x-", "private-", "ocp-", "api-"),
     **ID_ANCHORS,
+    BIRTH_DATE: BIRTH_ANCHORS,
 }
 LOCAL_PART = re.compile(r"(?<![\w.%+-])[A-Za-z0-9][\w.%+-]{0,63}\Z")
 HEX = frozenset("0123456789abcdefABCDEF")
@@ -236,6 +247,7 @@ NEEDS: dict[str, Callable[[str], bool]] = {
     "url_credentials": _has("://", "?", "&"),
     "secret_assignment": _has_lower(*SECRET_WORDS),
     "email": _has("@"),
+    "birth_date": _has_lower("born", "birth", "dob", "d.o.b"),
 }
 
 
@@ -325,6 +337,8 @@ def valid(kind: str, value: str, text: str, match: re.Match) -> bool:
         return iban_ok(value)
     if kind == "national_id":
         return national_id_ok(value, match)
+    if kind == "birth_date":
+        return birth_date_ok(value)
     if kind == "jwt":
         return jwt_ok(value)
     if kind == "github_token" and value.startswith("github_pat_"):

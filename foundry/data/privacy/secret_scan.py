@@ -15,6 +15,7 @@ Placeholders the scrubber wrote (`<SECRET>`) and templates (`${TOKEN}`, `{passwo
 from __future__ import annotations
 
 import base64
+import datetime
 import math
 import re
 import urllib.parse
@@ -96,7 +97,7 @@ def scan(text: str) -> Iterator[Finding]:
     flat = joined(text)
     for scanner in (_private_keys, _tokens, _pairs, _settings, _words, _urls, _headers, _emails):
         yield from scanner(flat)
-    for kind, start, end in (*_numbers(flat), *_ids(flat)):
+    for kind, start, end in (*_numbers(flat), *_ids(flat), *_births(flat)):
         yield Finding(kind, start, end)
 
 
@@ -449,3 +450,41 @@ def _mod97(compact: str) -> bool:
         for digit in str(int(ch, 36)):
             remainder = (remainder * 10 + int(digit)) % 97
     return remainder == 1
+
+
+# Dates of birth: a calendar date (read by `datetime.strptime`) right after a word that says so.
+_BIRTH_CUES = ("born", "birth", "dob", "d.o.b")
+_BIRTH_GAP = re.compile(r"[\w.]*[^\w\n]{0,5}(?:(?:is|was|on|of)[^\w\n]{1,5})?")
+_DATE_WORDS = re.compile(r"[^\s<>\"']+(?:[ ][^\s<>\"']+){0,3}")
+_DATE_FORMATS = ("%Y-%m-%d", "%d/%m/%Y", "%m/%d/%Y", "%d.%m.%Y", "%d-%m-%Y", "%m-%d-%Y", "%d/%m/%y", "%m/%d/%y")
+_DATE_FORMATS += ("%d.%m.%y", "%d %B %Y", "%d %b %Y", "%B %d %Y", "%b %d %Y", "%d of %B %Y")
+
+
+def _births(text: str) -> Iterator[tuple[str, int, int]]:
+    lowered = text.lower() if len(text.lower()) == len(text) else text
+    for cue in _BIRTH_CUES:
+        for found in re.finditer(re.escape(cue), lowered):
+            if found.start() and (text[found.start() - 1].isalnum() or text[found.start() - 1] == "."):
+                continue  # `reborn`, `stubborn`
+            at = _BIRTH_GAP.match(text, found.end()).end()
+            if span := _date_at(text, at):
+                yield ("birth_date", *span)
+
+
+def _date_at(text: str, at: int) -> tuple[int, int] | None:
+    """The longest run of one to four words at `at` that is a calendar date from 1900 to 2100."""
+    words = _DATE_WORDS.match(text, at)
+    if words is None:
+        return None
+    parts = words.group().split(" ")
+    for n in range(len(parts), 0, -1):
+        phrase = " ".join(parts[:n]).rstrip(".,;:)")
+        cleaned = re.sub(r"(?<=\d)(?:st|nd|rd|th)\b", "", phrase).replace(",", "")
+        for form in _DATE_FORMATS:
+            try:
+                when = datetime.datetime.strptime(cleaned.rstrip("."), form)
+            except ValueError:
+                continue
+            if 1900 <= when.year <= 2100:
+                return at, at + len(phrase)
+    return None

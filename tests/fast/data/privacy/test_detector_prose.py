@@ -156,3 +156,40 @@ def test_a_national_number_after_its_name_is_replaced_and_flagged(value, text):
 )
 def test_nine_and_twelve_digits_without_their_name_or_check_are_left_alone(text):
     assert pii.scrub(text)[0] == text and secret_scan.kinds(text) == set()
+
+
+BIRTH = [
+    ("12 March 1985", "Jane Doe, born 12 March 1985, lives in Leeds."),
+    ("March 3rd, 1990", "She was born on March 3rd, 1990."),
+    ("1985-03-12", "Date of birth: 1985-03-12\n"),
+    ("03/12/1985", "DOB 03/12/1985, MRN 4471"),
+    ("1985-03-12", '{"name": "Jane Doe", "date_of_birth": "1985-03-12"}'),
+    ("12/31/1985", "date_of_birth = '12/31/1985'\n"),
+    ("28.02.1999", "birthday: 28.02.1999\n"),
+    ("1/2/85", "Born: 1/2/85"),
+]
+
+
+@pytest.mark.parametrize("value, text", BIRTH)
+def test_a_date_after_the_words_that_make_it_a_birth_date_is_replaced_and_flagged(value, text):
+    """#55 point 8: both detectors, each its own way (the scrubber's expressions, the scanner's `strptime`)."""
+    assert secret_scan.kinds(text) == {"birth_date"}, text
+    scrubbed, counts = pii.scrub(text)
+    assert value not in scrubbed and counts == {"birth_date": 1}, scrubbed
+    assert gate(text) == set(), scrubbed
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "He was born in 1985 in Leeds.\n",  # a year alone
+        "Updated on 2021-03-04 by the release script.\n",  # no word that makes it a birth date
+        "The project was reborn 2020-01-01 as a fork.\n",
+        "A stubborn 2020-01-01 timestamp.\n",
+        "birthday: 31.02.1999\n",  # no such day
+        "dob=13/13/2000\n",
+        "born_at = datetime(1985, 3, 12)\n",  # code: the date is not written as one
+    ],
+)
+def test_dates_that_are_no_birth_date_are_left_alone(text):
+    assert pii.scrub(text)[0] == text and secret_scan.kinds(text) == set()
