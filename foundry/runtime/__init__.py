@@ -8,5 +8,6 @@
 - `arithmetic`: what decides a step's floating-point results on this machine; `cpu_features`: its bf16 support
 - `tracking`: MLflow bookkeeping: the experiment, the pipeline run, its lineage
 - `run_owner`: which process owns a pipeline run, so a run whose process died is marked FAILED
+- `preemption`: SIGTERM ends training at its next step with a checkpoint, within `train.preempt_grace_s`
 - `deployment_policy`: what a run started from a deployment may point at: the operator's allow-lists
 """
