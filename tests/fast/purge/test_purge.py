@@ -342,3 +342,12 @@ def test_a_bad_criterion_is_a_usage_error(home, capsys):
     assert main(["purge", "--match", "(unclosed", "--reason", "r"]) == 2
     err = capsys.readouterr().err
     assert "64 lower-case hex digits" in err and "not a regular expression" in err
+
+
+def test_a_generated_sample_repeating_a_document_is_found_by_match_not_by_document(fleet):
+    """#55 point 6, as docs/fleet.md says: `--document` finds the document and what names it; a completion that
+    repeats part of its text (evaluation/gen.json) is found only by `--match` with a phrase of it."""
+    sha = next(iter(fleet.canaries))
+    by_document = {a.path.split("/artifacts/", 1)[1] for a in dry_run(fleet, document=sha).artifacts}
+    by_match = {a.path.split("/artifacts/", 1)[1] for a in dry_run(fleet, match=CANARY).artifacts}
+    assert "evaluation/gen.json" not in by_document and "evaluation/gen.json" in by_match
