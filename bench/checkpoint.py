@@ -62,7 +62,7 @@ def train_with_checkpoints(config, folder: Path) -> dict:
     from foundry.core.workload import named
     from foundry.pretrain.training import vocabulary_only
     from foundry.training.trainer import _trainer, build_module
-    from models.data import RandomWindows, SequentialWindows
+    from models.data import RandomWindows, RankDraw, SequentialWindows
 
     stalls, writes = [], []
     originals = timed(CheckpointEvery, "save", stalls), timed(ManifestCheckpointIO, "_save", writes)
@@ -71,7 +71,7 @@ def train_with_checkpoints(config, folder: Path) -> dict:
         tokens = np.random.default_rng(0).integers(0, config.tokenizer.vocab_size, 1_000_000, dtype=np.uint16)
         io = ManifestCheckpointIO(folder, config.checkpoint.keep_last, config.checkpoint.async_save)
         trainer = _trainer(config, None, io, progress=False)
-        loader = RandomWindows(tokens, m.block_size, t.batch_size, t.seed, steps_per_epoch=10**6)
+        loader = RandomWindows(tokens, m.block_size, t.batch_size, RankDraw(t.seed, steps_per_epoch=10**6))
         start = time.perf_counter()
         trainer.fit(
             build_module(config, named("text"), vocabulary_only(config.tokenizer.vocab_size)),

@@ -62,7 +62,7 @@ def raw_loop(config, tokens, warmup: int, device: str) -> float:
     """Seconds per step of a plain loop: the same model, optimizer, precision and batches."""
     import torch
 
-    from models.data import RandomWindows
+    from models.data import RandomWindows, RankDraw
     from models.gpt import GPT, GPTConfig
 
     t, m = config.train, config.model
@@ -72,7 +72,7 @@ def raw_loop(config, tokens, warmup: int, device: str) -> float:
         model.optimizer_groups(t.weight_decay), lr=t.learning_rate, betas=(0.9, 0.95), fused=True
     )
     step_model = torch.compile(model) if t.compile else model
-    batches = iter(RandomWindows(tokens, m.block_size, t.batch_size, t.seed, steps_per_epoch=10**6))
+    batches = iter(RandomWindows(tokens, m.block_size, t.batch_size, RankDraw(t.seed, steps_per_epoch=10**6)))
     bf16 = device == "cuda"
     for step in range(1, t.max_steps + 1):
         x, y = (b.to(device, non_blocking=True) for b in next(batches))
@@ -97,7 +97,7 @@ def ours(config, tokens, warmup: int) -> float:
     from foundry.core.workload import named
     from foundry.pretrain.training import vocabulary_only
     from foundry.training.trainer import _trainer, build_module
-    from models.data import RandomWindows
+    from models.data import RandomWindows, RankDraw
 
     t, m = config.train, config.model
 
@@ -111,7 +111,7 @@ def ours(config, tokens, warmup: int) -> float:
     with tempfile.TemporaryDirectory() as folder:
         trainer = _trainer(config, None, ManifestCheckpointIO(Path(folder), 1), progress=False)
         trainer.callbacks.append(timer)
-        loader = RandomWindows(tokens, m.block_size, t.batch_size, t.seed, steps_per_epoch=10**6)
+        loader = RandomWindows(tokens, m.block_size, t.batch_size, RankDraw(t.seed, steps_per_epoch=10**6))
         trainer.fit(build_module(config, named("text"), vocabulary_only(config.tokenizer.vocab_size)), loader)
     return (timer.end - timer.start) / (t.max_steps - warmup)
 

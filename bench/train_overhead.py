@@ -42,10 +42,10 @@ def synthetic_tokens(vocab_size: int, n: int = 4_000_000, seed: int = 0):
 
 
 def loader(config, tokens):
-    from models.data import RandomWindows
+    from models.data import RandomWindows, RankDraw
 
     t, m = config.train, config.model
-    return RandomWindows(tokens, m.block_size, t.batch_size, t.seed, steps_per_epoch=10**6)
+    return RandomWindows(tokens, m.block_size, t.batch_size, RankDraw(t.seed, steps_per_epoch=10**6))
 
 
 class RawLoop:

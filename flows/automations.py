@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from foundry.core.model_uri import MODELS_GLOB
+
 REPRODUCE_NEW_CHAMPIONS = "foundry: reproduce each new champion"
 
 
@@ -27,7 +29,7 @@ def reproduce_new_champions(deployment_id: UUID):
         description="Re-train each new champion from its recorded data version and config, and compare.",
         trigger=EventTrigger(
             expect={"foundry.model.promoted"},
-            match={"prefect.resource.id": "models:/*"},
+            match={"prefect.resource.id": MODELS_GLOB},
             posture=Posture.Reactive,
             threshold=1,
         ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -40,6 +41,20 @@ def check_rank(rank: int, world_size: int) -> None:
         raise ValueError(f"rank {rank} is outside a world of {world_size}")
 
 
+@dataclass(frozen=True)
+class RankDraw:
+    """Where one rank's batches come from: the `seed` of every epoch's draw, `steps_per_epoch` batches an epoch,
+    and this rank's slice (`rank` of `world_size`) of each global batch."""
+
+    seed: int
+    steps_per_epoch: int
+    rank: int = 0
+    world_size: int = 1
+
+    def __post_init__(self) -> None:
+        check_rank(self.rank, self.world_size)
+
+
 class ResumableEpochs:
     """Where a training loader stands: `batch_in_epoch` batches drawn of epoch `epoch`, `steps_per_epoch` an epoch.
     Lightning stores `state_dict()` in the checkpoint's fit-loop state, so a resumed run draws exactly the batches
@@ -74,17 +89,14 @@ class RandomWindows(ResumableEpochs):
         tokens: np.ndarray,
         block_size: int,
         batch_size: int,
-        seed: int,
-        steps_per_epoch: int,
-        rank: int = 0,
-        world_size: int = 1,
+        draw: RankDraw,
         ramp: BatchRamp = NO_RAMP,
     ):
         if len(tokens) < block_size + 1:
             raise ValueError(f"{len(tokens)} tokens is too few for windows of {block_size + 1}")
-        check_rank(rank, world_size)
         self.tokens, self.block_size, self.batch_size = tokens, block_size, batch_size
-        self.seed, self.rank, self.world_size, self.steps_per_epoch = seed, rank, world_size, steps_per_epoch
+        self.seed, self.rank, self.world_size = draw.seed, draw.rank, draw.world_size
+        self.steps_per_epoch = draw.steps_per_epoch
         self.ramp = ramp
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:

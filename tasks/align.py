@@ -174,13 +174,9 @@ def register_aligned(config: FoundryConfig, candidate: Candidate, decision: Deci
     git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
     manifest = DatasetManifest.read(c.data_dir)
     tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent.uri)
-    aligned = {"align_method": config.align.method}
+    tags = tags.with_align_method(config.align.method)
     if parent.pretrain_data is not None:  # what the next alignment from this version must not forget either
-        aligned |= {
-            "pretrain_data_version": parent.pretrain_data.data_version,
-            "pretrain_data_remote": parent.pretrain_data.remote,
-        }
-    tags = tags.model_copy(update=aligned)
+        tags = tags.with_pretrain_data(parent.pretrain_data.data_version, parent.pretrain_data.remote)
     card = alignment_card(config, manifest, metrics, decision, tags)
     name = config.registry.model_name
     return versions.publish(

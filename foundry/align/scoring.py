@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundry.config import FoundryConfig
+from foundry.config import FoundryConfig, variants
 from foundry.core import run_tags
 from foundry.core.contracts import SourceManifest
 from foundry.core.redact import redact_url
@@ -88,11 +88,7 @@ def prepared_chats(
             "exact match needs an aligned version (`foundry align`)"
         )
     ref, saved = first
-    read = config.with_keys(
-        tokenizer={"from_file": str(ref.artifacts / "tokenizer.json")},
-        align={"method": "sft"},
-        model={"block_size": saved["model_args"]["block_size"]},
-    )
+    read = variants.preparing_chats_for(config, ref.artifacts / "tokenizer.json", saved["model_args"]["block_size"])
     prepare_aligned(source, read, out_dir, ledger=ledger)
     return described(redact_url(config.data.source), out_dir, None, None)
 

@@ -19,8 +19,7 @@ def align_config(config: FoundryConfig, base: ParentModel) -> FoundryConfig:
     `align.dpo_train`) under `align.train`, registered under `align.model_name`. The run's `train` section holds
     what it trains with, so MLflow's `train.*` params and the recorded config show the values used."""
     warn_of_train_keys_not_taken(config, "align")
-    registry = config.registry.model_copy(update={"model_name": config.align.model_name})
-    return config.warm_started_from(base, config.training_for("align"), registry=registry)
+    return config.registering_as(config.align.model_name).warm_started_from(base, config.training_for("align"))
 
 
 def chat_base(parent: ParentModel, home: Path) -> ParentModel:

@@ -113,7 +113,7 @@ def replay_windows(
 ):
     """Seeded windows of the pretraining training split, in the base's token ids (the chat tokens only add ids)."""
     from foundry.data.shards import load_split
-    from models.data import RandomWindows
+    from models.data import RandomWindows, RankDraw
 
     source = replay.dir
     pretraining = DatasetManifest.read(source)
@@ -124,4 +124,4 @@ def replay_windows(
         )
     tokens, block = load_split(source, "train"), config.model.block_size
     steps = max(1, len(tokens) // (rows * world_size * block))
-    return RandomWindows(tokens, block, rows, config.train.seed + 1, steps, rank, world_size)
+    return RandomWindows(tokens, block, rows, RankDraw(config.train.seed + 1, steps, rank, world_size))

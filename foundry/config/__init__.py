@@ -177,6 +177,10 @@ class FoundryConfig(_Section):
         """This config registering its versions as `name`."""
         return variants.registering_as(self, name)
 
+    def tokenizer_from(self, path: str | Path) -> FoundryConfig:
+        """This config tokenizing with the tokenizer file at `path`."""
+        return variants.tokenizer_from(self, path)
+
     def warm_started_from(
         self, parent: ParentModel, train: TrainConfig, **sections: _Section | dict[str, Any]
     ) -> FoundryConfig:

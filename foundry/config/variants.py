@@ -4,17 +4,24 @@ a search trial's values.
 Each is the config with some sections (or some of their keys) changed and validated again as a whole, as a loaded
 file is: a section's own checks (a source's allow-lists) and the checks across sections (the search space, a ViT's
 patches) judge the new values, with the same messages (`ConfigError`). `FoundryConfig`'s methods of the same names
-are the way in; the functions here take the config first.
+are the way in; the functions here take the config first. A variant one feature alone asks for (reading images as
+a model takes them, preparing chats for one) is called here, and one of the `data` section alone
+(`image_data`, `fetching_images`) takes and gives that section, validated as the section.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
+
+from foundry.config.image import IMAGE_EXTENSIONS, INDEX_EXTENSIONS
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from foundry.config import FoundryConfig
+    from foundry.config.data import DataConfig
     from foundry.config.training import TrainConfig
     from foundry.core.contracts import ParentModel
 
@@ -49,6 +56,48 @@ def reading(config: FoundryConfig, source: str, **data: Any) -> FoundryConfig:
 def registering_as(config: FoundryConfig, name: str) -> FoundryConfig:
     """`config` registering its versions as `name` (`registry.model_name`), validated as a whole."""
     return with_keys(config, registry={"model_name": name})
+
+
+def tokenizer_from(config: FoundryConfig, path: str | Path) -> FoundryConfig:
+    """`config` tokenizing with the tokenizer file at `path` (`tokenizer.from_file`), validated as a whole."""
+    return with_keys(config, tokenizer={"from_file": str(path)})
+
+
+def reading_images(config: FoundryConfig, size: int, channels: str, mode: str) -> FoundryConfig:
+    """`config` reading images (`data.modality` image) at `size`, in `channels`, fitted by `mode`: as a model
+    trained on them takes them."""
+    return with_keys(config, data={"modality": "image"}, image={"size": size, "channels": channels, "mode": mode})
+
+
+def preparing_chats_for(config: FoundryConfig, tokenizer: str | Path, block_size: int) -> FoundryConfig:
+    """`config` preparing chat records as an aligned model with this tokenizer and context reads them: one
+    response a record (sft's preparation), whichever method the config aligns with."""
+    return with_keys(
+        config, tokenizer={"from_file": str(tokenizer)}, align={"method": "sft"}, model={"block_size": block_size}
+    )
+
+
+def image_data(data: DataConfig) -> DataConfig:
+    """The `data` section reading images (`modality` image), its other keys kept."""
+    return _data_with(data, modality="image")
+
+
+def fetching_images(data: DataConfig) -> DataConfig:
+    """The `data` section fetching image files and the index files that label them (`extensions`): what an image
+    source's listing fetches, where the text fetcher keeps `extensions` alone."""
+    return _data_with(data, extensions=[*IMAGE_EXTENSIONS, *INDEX_EXTENSIONS])
+
+
+def _data_with(data: DataConfig, **keys: Any) -> DataConfig:
+    # Validated as the section, with the message a whole config's `data` keys give (`ConfigError`).
+    from foundry.config import ConfigError, _describe
+
+    raw = {**data.model_dump(mode="json"), **keys}
+    try:
+        return type(data).model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(_describe({**e, "loc": ("data", *e["loc"])}, {"data": raw}) for e in exc.errors())
+        raise ConfigError(f"invalid config: {problems}") from None
 
 
 def warm_started_from(

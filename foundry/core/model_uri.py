@@ -1,5 +1,5 @@
-"""A registered model's URI, `models:/NAME/VERSION` or `models:/NAME@ALIAS`, and MLflow 3's logged model's,
-`models:/m-ID`, parsed in one place.
+"""A registered model's URI, `models:/NAME/VERSION` or `models:/NAME@ALIAS`, MLflow 3's logged model's,
+`models:/m-ID`, and a run's artifact's, `runs:/RUN_ID/PATH`, built and parsed in one place.
 
 URIs come from the command line and from registry tags (`parent_model`, `merge.base`), and their parts end
 up in registry queries and in paths (`$FOUNDRY_HOME/models/NAME-vVERSION/`), so each part is checked: a
@@ -16,6 +16,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 PREFIX = "models:/"
 FORMS = "models:/NAME/VERSION or models:/NAME@ALIAS"
+MODELS_GLOB = PREFIX + "*"  # every model URI, as a Prefect event's resource matches them
+RUNS_PREFIX = "runs:/"
+_RUN_ID = re.compile(r"[0-9a-f]{32}")  # as MLflow makes them: a uuid4's hex
+_RUN_SOURCE = re.compile(r"runs:/([0-9a-f]{32})(/|$)")
 _VERSION = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit() takes '²' too
 _ALIAS = re.compile(r"[A-Za-z0-9_\-]+")
 _MODEL_ID = re.compile(r"m-[0-9a-f]{32}")  # as MLflow makes them: "m-" and a uuid4's hex
@@ -167,3 +171,52 @@ class LoggedModelUri(BaseModel):
 
     def __str__(self) -> str:
         return f"{PREFIX}{self.model_id}"
+
+
+class RunsUri(BaseModel):
+    """A file or folder among a run's artifacts, `runs:/RUN_ID/PATH` (`runs:/RUN_ID`: all of them): where MLflow
+    reads a run's recorded config and source manifest, and a version's source when it was registered from a run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    path: str = ""
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, value: str) -> str:
+        if not _RUN_ID.fullmatch(value):
+            raise ValueError(f"{value!r} is not a run id: 32 lowercase hex digits")
+        return value
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        parts = value.split("/")
+        if value and (value.startswith("/") or "\\" in value or any(p in ("", ".", "..") for p in parts)):
+            raise ValueError(f"{value!r} is not a path among a run's artifacts: relative, '/'-separated, no '..'")
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ValueError(f"{value!r} holds control characters")
+        return value
+
+    @classmethod
+    def parse(cls, text: str) -> RunsUri:
+        """`runs:/RUN_ID/PATH` or `runs:/RUN_ID`; anything else is a ValueError naming `text`."""
+        if not isinstance(text, str) or not text.startswith(RUNS_PREFIX):
+            raise ValueError(f"{text!r} is not a run's URI; use runs:/RUN_ID/PATH")
+        run_id, _, path = text.removeprefix(RUNS_PREFIX).partition("/")
+        try:
+            return cls(run_id=run_id, path=path)
+        except ValidationError as exc:
+            reasons = "; ".join(error["msg"].removeprefix("Value error, ") for error in exc.errors())
+            raise ValueError(f"{text!r} is not a run's URI ({reasons}); use runs:/RUN_ID/PATH") from None
+
+    @staticmethod
+    def run_id_in(text: str | None) -> str | None:
+        """The run a version's source names when it is `runs:/RUN_ID` or `runs:/RUN_ID/...`, whatever follows;
+        else None (a logged model's `models:/m-ID`, a path)."""
+        match = _RUN_SOURCE.match(text) if isinstance(text, str) else None
+        return match.group(1) if match else None
+
+    def __str__(self) -> str:
+        return f"{RUNS_PREFIX}{self.run_id}/{self.path}" if self.path else f"{RUNS_PREFIX}{self.run_id}"

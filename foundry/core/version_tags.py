@@ -87,6 +87,14 @@ class VersionTags(BaseModel):
         }
         return tags | {k: v for k, v in rest.items() if v}
 
+    def with_align_method(self, method: str) -> VersionTags:
+        """These tags on a version an alignment (`sft`, `dpo`) produced."""
+        return self.model_copy(update={"align_method": method})
+
+    def with_pretrain_data(self, data_version: str, remote: str) -> VersionTags:
+        """These tags naming the pretraining data an alignment replays, which the next one must not forget."""
+        return self.model_copy(update={"pretrain_data_version": data_version, "pretrain_data_remote": remote})
+
     @classmethod
     def from_tags(cls, tags: Mapping[str, str]) -> VersionTags:
         """What a version's tags hold, as text, unchecked ("" or None where a tag is absent): for showing. A

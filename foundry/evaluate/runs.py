@@ -54,7 +54,7 @@ def dataset_input(data: EvaluationData):
 
     where = f"dvc+{redact_url(data.remote or '')}#{data.data_version}" if data.data_version else data.source
     dataset = MetaDataset(source=HTTPDatasetSource(where), name=data.name, digest=data.digest)
-    tags = [InputTag("mlflow.data.context", CONTEXT), InputTag("source", data.source)]
+    tags = [InputTag(run_tags.DATASET_CONTEXT, CONTEXT), InputTag(run_tags.DATASET_SOURCE, data.source)]
     return DatasetInput(dataset._to_mlflow_entity(), tags=tags)
 
 

@@ -9,7 +9,6 @@ what cannot be seen might be referenced.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import yaml
 from foundry.config import ConfigError
 from foundry.core import version_tags as tag
 from foundry.core.contracts import DATA_VERSION, check_data_version
-from foundry.core.model_uri import LoggedModelUri, ModelUri
+from foundry.core.model_uri import LoggedModelUri, ModelUri, RunsUri
 from foundry.core.run_tags import PARENT_RUN
 from foundry.data.remote import digest_of
 from foundry.registry import tags as registry_tags
@@ -27,7 +26,6 @@ from foundry.runtime.run_owner import owner_gone
 
 PAGE = 1000
 PARENT = PARENT_RUN
-RUN_SOURCE = re.compile(r"runs:/([0-9a-f]{32})(/|$)")
 
 
 class RegistryUnreadable(RuntimeError):
@@ -94,8 +92,8 @@ def _keep_registered(client, kept: Kept) -> None:
                 raise registry_tags.BadTag(f"{uri} names data version {value!r}, not 32 hex digits") from None
         kept.model_folders.add(uri.folder)
         source = version.source or ""
-        if match := RUN_SOURCE.match(source):
-            kept.runs.setdefault(match.group(1), why)
+        if run_id := RunsUri.run_id_in(source):
+            kept.runs.setdefault(run_id, why)
         if model_id := LoggedModelUri.id_in(source):
             kept.logged_models.add(model_id)
 

@@ -58,7 +58,7 @@ def prepared_data(config: FoundryConfig, source, tokenizer: Path, out_dir: Path)
     pipeline's cleaning rules, on no parent ledger, never versioned."""
     from foundry.data.prepare import prepare
 
-    prepare(source, config.with_keys(tokenizer={"from_file": str(tokenizer)}), out_dir, progress=False)
+    prepare(source, config.tokenizer_from(tokenizer), out_dir, progress=False)
     return described(redact_url(config.data.source), out_dir, None, None)
 
 

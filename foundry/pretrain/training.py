@@ -19,13 +19,14 @@ def text_loaders(config: FoundryConfig, data_dir: Path, rank: int, world_size: i
     """(train, validation) loaders of a token dataset: seeded random windows of the training split, every rank
     its own, the batch ramped up over `train.ramp_steps`; the holdout's first windows in order."""
     from foundry.data.shards import load_split
-    from models.data import BatchRamp, RandomWindows, SequentialWindows
+    from models.data import BatchRamp, RandomWindows, RankDraw, SequentialWindows
 
     t, m = config.train, config.model
     train_tokens, holdout_tokens = load_split(data_dir, "train"), load_split(data_dir, "holdout")
     steps_per_epoch = max(1, len(train_tokens) // (t.batch_size * world_size * m.block_size))
     ramp = BatchRamp(t.ramp_steps, t.batch_ramp_rows, t.grad_accum_steps)
-    train = RandomWindows(train_tokens, m.block_size, t.batch_size, t.seed, steps_per_epoch, rank, world_size, ramp)
+    draw = RankDraw(t.seed, steps_per_epoch, rank, world_size)
+    train = RandomWindows(train_tokens, m.block_size, t.batch_size, draw, ramp)
     val = SequentialWindows(holdout_tokens, m.block_size, t.batch_size, max_batches=t.val_batches)
     return train, val
 

@@ -9,7 +9,7 @@ from foundry.config import FoundryConfig, as_recorded
 from foundry.core.contracts import DataVersion, FetchedFile, LineageRecord
 from foundry.core.metrics.holdout import PREFIX as HOLDOUT_PREFIX
 from foundry.core.metrics.holdout import HoldoutMetrics
-from foundry.core.model_uri import ModelUri
+from foundry.core.model_uri import ModelUri, RunsUri
 from foundry.core.run_tags import PACKAGE_VERSION
 from foundry.core.version_tags import CONFIG, GIT_COMMIT, GIT_DIRTY, VersionTags
 from foundry.data.purged import DataPurged, mark_of
@@ -93,7 +93,8 @@ def recorded_config(version) -> dict:
     run_id = training_run_id(version)
     if "config.json" not in {a.path for a in tracking.client().list_artifacts(run_id)}:
         return {}
-    return as_recorded(json.loads(mlflow.artifacts.load_text(f"runs:/{run_id}/config.json")))
+    recorded = mlflow.artifacts.load_text(str(RunsUri(run_id=run_id, path="config.json")))
+    return as_recorded(json.loads(recorded))
 
 
 def as_trained(config: dict, run_tags: dict[str, str]) -> dict:
@@ -151,7 +152,8 @@ def remote_files(run_id: str) -> list[FetchedFile]:
     from mlflow.exceptions import MlflowException
 
     try:
-        manifest = json.loads(mlflow.artifacts.load_text(f"runs:/{run_id}/data/source_manifest.json"))
+        uri = RunsUri(run_id=run_id, path="data/source_manifest.json")
+        manifest = json.loads(mlflow.artifacts.load_text(str(uri)))
     except (MlflowException, OSError):
         return []
     keys = FetchedFile.model_fields

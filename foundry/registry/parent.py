@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from foundry.core.contracts import DataVersion, ParentData, ParentModel, SourceManifest
-from foundry.core.model_uri import ModelUri
+from foundry.core.model_uri import ModelUri, RunsUri
 from foundry.core.version_tags import DATA_VERSION, PRETRAIN
 from foundry.data.purged import followed
 from foundry.registry import tags as registry_tags
@@ -61,7 +61,7 @@ def _downloaded(version, run_id: str, home: Path) -> ParentModel:
     import mlflow
 
     artifacts = versions.download(version, home)
-    manifest = mlflow.artifacts.load_text(f"runs:/{run_id}/data/source_manifest.json")
+    manifest = mlflow.artifacts.load_text(str(RunsUri(run_id=run_id, path="data/source_manifest.json")))
     return ParentModel(
         uri=str(ModelUri.of(version)),
         weights=str(artifacts / "model.pt"),

@@ -21,7 +21,7 @@ from foundry.config import FoundryConfig
 from foundry.core import version_tags as tag
 from foundry.core.contracts import DataVersion, RunContext
 from foundry.core.redact import redact_text, redact_url, without_credentials
-from foundry.core.run_tags import MLFLOW_GIT_COMMIT, PACKAGE_VERSION, STAGE
+from foundry.core.run_tags import DATASET_CONTEXT, DATASET_SOURCE, MLFLOW_GIT_COMMIT, PACKAGE_VERSION, STAGE
 from foundry.runtime import run_owner
 from foundry.runtime.env import PROJECT_ROOT, foundry_home, package_versions, uses_embedded_mlflow
 
@@ -171,7 +171,7 @@ def log_dataset(run_id: str, data: DataVersion, prepared_from: str) -> None:
 
     source = HTTPDatasetSource(f"dvc+{redact_url(data.remote)}#{data.data_version}")  # a URI, not fetched
     dataset = MetaDataset(source=source, name=f"prepared-{data.data_version[:8]}", digest=data.data_version[:32])
-    tags = [InputTag("mlflow.data.context", "training"), InputTag("source", redact_text(prepared_from))]
+    tags = [InputTag(DATASET_CONTEXT, "training"), InputTag(DATASET_SOURCE, redact_text(prepared_from))]
     client().log_inputs(run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(), tags=tags)])
 
 

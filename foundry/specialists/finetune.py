@@ -34,8 +34,7 @@ def specialist_config(config: FoundryConfig, parent: ParentModel) -> FoundryConf
     kept = workload.named(base).finetune_sections(config, parent)  # what the base's workload keeps of its own
     base_name = ModelUri.parse(parent.uri).name
     name = config.finetune.resolved_model_name(base_name, config.data.source_list[0])
-    registry = config.registry.model_copy(update={"model_name": name})
-    return config.warm_started_from(parent, config.training_for("finetune"), **kept, registry=registry)
+    return config.registering_as(name).warm_started_from(parent, config.training_for("finetune"), **kept)
 
 
 def base_modality(parent: ParentModel) -> str:

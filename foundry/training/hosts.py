@@ -10,7 +10,7 @@ import socket
 
 from lightning.pytorch.callbacks import Callback
 
-HOSTS_TAG = "train.hosts"
+from foundry.core.run_tags import HOSTS
 
 
 def this_host() -> str:
@@ -41,4 +41,4 @@ class RecordHosts(Callback):
         if self.run_id is not None and trainer.global_rank == 0:
             from mlflow import MlflowClient
 
-            MlflowClient().set_tag(self.run_id, HOSTS_TAG, ",".join(hosts))
+            MlflowClient().set_tag(self.run_id, HOSTS, ",".join(hosts))

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from foundry.config import DataConfig
+from foundry.config.variants import fetching_images
 from foundry.data.acquire import holding_mirror, local_root
 from foundry.data.formats import bounded_lines
 from foundry.data.remote import SourceError, inside
@@ -48,11 +49,6 @@ class Listing:
         if on_error == "fail":
             raise SourceError(f"{name}: {reason.replace('_', ' ')}{f' ({detail})' if detail else ''}")
         self.skipped.setdefault(reason, []).append(name)
-
-
-def _fetch_config(data: DataConfig) -> DataConfig:
-    # The text fetcher filters S3 keys by `extensions`: here, images and index files.
-    return data.model_copy(update={"extensions": [*IMAGE_EXTENSIONS, *INDEX_EXTENSIONS]})
 
 
 def is_image(name: str) -> bool:
@@ -152,7 +148,7 @@ def _root(source: str, data: DataConfig, found: Listing) -> Path:
     if builtin.is_builtin(source):
         return builtin.materialise(source, cache)
     skipped: dict[str, int] = {}
-    root, _ = local_root(source, cache, _fetch_config(data), skipped)
+    root, _ = local_root(source, cache, fetching_images(data), skipped)
     for reason, count in skipped.items():  # archive members left out (links, special files)
         found.skipped.setdefault(reason, []).extend([source] * count)
     if isinstance(root, str):

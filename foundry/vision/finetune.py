@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from foundry.config import FoundryConfig
+from foundry.config import FoundryConfig, variants
 
 HEAD = ("net.head.weight", "net.head.bias")  # the linear head of both architectures (models.vision)
 
@@ -78,6 +78,6 @@ def image_sections(config: FoundryConfig, recorded: dict) -> dict:
     return {
         "model": config.model,
         "tokenizer": config.tokenizer,
-        "data": config.data.model_copy(update={"modality": "image"}),
+        "data": variants.image_data(config.data),
         **kept,
     }

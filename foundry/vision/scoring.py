@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from foundry.config import FoundryConfig
+from foundry.config import FoundryConfig, variants
 from foundry.core.metrics.images import VisionMetrics
 from foundry.core.redact import redact_url
 from foundry.evaluate.report import best, head, markdown, name_of, runs_lines
@@ -52,8 +52,8 @@ def is_classifier(ref: ModelRef) -> bool:
 def image_config(config: FoundryConfig, saved: dict) -> FoundryConfig:
     """`config` (its `data.source` the source) reading images as the model takes them: data.modality image and
     the model's size, channels and fitting mode."""
-    fitted = {key: saved["image"][key] for key in ("size", "channels", "mode")}
-    return config.with_keys(data={"modality": IMAGE}, image=fitted)
+    fitted = saved["image"]
+    return variants.reading_images(config, fitted["size"], fitted["channels"], fitted["mode"])
 
 
 def prepared_images(config: FoundryConfig, refs: list[ModelRef], out_dir: Path) -> EvaluationData:

@@ -15,14 +15,14 @@ from foundry.config import load_config
 from foundry.core.contracts import DataVersion, Replay
 from models.align import IGNORE
 from models.align_data import PackedConversations, WithReplay
-from models.data import RandomWindows
+from models.data import RandomWindows, RankDraw
 
 PRETRAINING = np.arange(100, 160, dtype=np.uint16)  # ids no conversation holds: a replayed row is plain to see
 
 
 def replaying(batch_size: int = 3, replay_rows: int = 1, windows_per_epoch: int = 2) -> WithReplay:
     conversations = PackedConversations(many_conversations(), 16, batch_size, 7, 0)
-    return WithReplay(conversations, RandomWindows(PRETRAINING, 16, replay_rows, 3, windows_per_epoch))
+    return WithReplay(conversations, RandomWindows(PRETRAINING, 16, replay_rows, RankDraw(3, windows_per_epoch)))
 
 
 def test_each_batch_is_its_conversations_then_whole_pretraining_windows_every_token_trained():

@@ -15,7 +15,7 @@ from foundry.core.contracts import DataVersion, Replay
 from foundry.data.manifest import DatasetManifest
 from models.align import IGNORE
 from models.align_data import Pairs, PairsWithReplay, PreferenceBatches, Ragged, pair_batch
-from models.data import RandomWindows
+from models.data import RandomWindows, RankDraw
 from models.gpt import GPT, GPTConfig
 from models.lit_align import LitDPO
 
@@ -36,12 +36,12 @@ def as_pairs(records: list[dict[str, list[int]]]) -> Pairs:
 
 def replaying(pairs_per_batch: int = 3, windows: int = 1, windows_per_epoch: int = 2) -> PairsWithReplay:
     pairs = PreferenceBatches(as_pairs(pair_records()), pairs_per_batch, 7, 0)
-    return PairsWithReplay(pairs, RandomWindows(PRETRAINING, 16, windows, 3, windows_per_epoch))
+    return PairsWithReplay(pairs, RandomWindows(PRETRAINING, 16, windows, RankDraw(3, windows_per_epoch)))
 
 
 def test_each_dpo_batch_is_the_pairs_alone_beside_the_windows_alone():
     alone_pairs = list(PreferenceBatches(as_pairs(pair_records()), 3, 7, 0))
-    alone_windows = RandomWindows(PRETRAINING, 16, 1, 3, 2)
+    alone_windows = RandomWindows(PRETRAINING, 16, 1, RankDraw(3, 2))
     windows = list(alone_windows) + list(alone_windows)  # the windows' epoch (2) ends inside the pairs' (4)
     expected = [(*p, *w) for p, w in zip(alone_pairs, windows, strict=True)]
     assert as_lists(replaying()) == as_lists(expected)

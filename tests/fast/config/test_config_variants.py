@@ -3,13 +3,20 @@ gave: each test builds both, the dict the way the code did before the methods, o
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import REPO_ROOT
 
-from foundry.config import ConfigError, FoundryConfig, load_config, validate
+from foundry.align.start import align_config
+from foundry.config import ConfigError, FoundryConfig, load_config, validate, variants
+from foundry.config.image import IMAGE_EXTENSIONS, INDEX_EXTENSIONS
+from foundry.config.variants import fetching_images, image_data
+from foundry.core import workload
 from foundry.core.contracts import ParentModel, SourceManifest
+from foundry.core.model_uri import ModelUri
+from foundry.specialists.finetune import specialist_config
 from foundry.vision.finetune import image_sections
 
 
@@ -119,3 +126,49 @@ def test_registering_as_another_name_is_the_edited_registry_section(tiny_config,
 def test_registering_as_a_name_the_registry_refuses_is_a_config_error(tiny_config):
     with pytest.raises(ConfigError, match="model_name"):
         tiny_config.registering_as("a/b")
+
+
+def test_an_alignments_config_is_the_old_registry_copy_warm_started(tiny_config):
+    parent = parent_of(FoundryConfig())
+    registry = tiny_config.registry.model_copy(update={"model_name": tiny_config.align.model_name})
+    old = tiny_config.warm_started_from(parent, tiny_config.training_for("align"), registry=registry)
+    same(align_config(tiny_config, parent), old)
+    assert old.registry.model_name == tiny_config.align.model_name != tiny_config.registry.model_name
+
+
+def old_specialist_config(config: FoundryConfig, parent: ParentModel, base: str) -> FoundryConfig:
+    kept = workload.named(base).finetune_sections(config, parent)
+    name = config.finetune.resolved_model_name(ModelUri.parse(parent.uri).name, config.data.source_list[0])
+    registry = config.registry.model_copy(update={"model_name": name})
+    return config.warm_started_from(parent, config.training_for("finetune"), **kept, registry=registry)
+
+
+def test_a_specialists_config_is_the_old_registry_copy_warm_started(tiny_config, vision_tiny, tmp_path):
+    text = parent_of(tiny_config)
+    same(specialist_config(tiny_config, text), old_specialist_config(tiny_config, text, "text"))
+    given = load_config(None, [f"data.source={tmp_path}", "vision.crop_padding=0", "image.min_per_class=4"])
+    image = parent_of(vision_tiny, tokenizer="")
+    new = specialist_config(given, image)
+    same(new, old_specialist_config(given, image, "image"))
+    assert new.data.modality == "image" and new.registry.model_name != given.registry.model_name
+
+
+def test_the_data_sections_image_variants_are_the_old_copies_validated(tiny_config, tmp_path):
+    data = tiny_config.reading(str(tmp_path)).data
+    assert image_data(data) == data.model_copy(update={"modality": "image"})
+    fetched = data.model_copy(update={"extensions": [*IMAGE_EXTENSIONS, *INDEX_EXTENSIONS]})
+    assert fetching_images(data) == fetched and fetched.extensions != data.extensions
+    with pytest.raises(ConfigError, match="stdlib:// is text"):  # the copy took it; the variant checks it
+        image_data(tiny_config.reading("stdlib://shakespeare").data)
+
+
+def test_the_scoring_variants_are_the_edited_sections(tiny_config, vision_tiny):
+    same(
+        tiny_config.tokenizer_from(Path("/m/tokenizer.json")),
+        edited(tiny_config, tokenizer={"from_file": "/m/tokenizer.json"}),
+    )
+    chats = {"tokenizer": {"from_file": "/m/tokenizer.json"}, "align": {"method": "sft"}, "model": {"block_size": 32}}
+    same(variants.preparing_chats_for(tiny_config, Path("/m/tokenizer.json"), 32), edited(tiny_config, **chats))
+    fitted = {"size": 8, "channels": "gray", "mode": "resize"}
+    images = {"data": {"modality": "image"}, "image": fitted}
+    same(variants.reading_images(vision_tiny, **fitted), edited(vision_tiny, **images))

@@ -7,7 +7,7 @@ from foundry.core import gate_tags, run_tags
 from foundry.core import version_tags as tag
 from foundry.core.metrics.scores import AlignedScores
 from foundry.core.run_tags import RunTags
-from foundry.core.version_tags import PromotionTags, Publication
+from foundry.core.version_tags import PromotionTags, Publication, VersionTags
 from foundry.gates.decision import Check, Decision
 from foundry.gates.inputs import (
     AlignmentInputs,
@@ -134,6 +134,18 @@ def test_the_other_version_tags_keep_their_keys():
     )
 
 
+def test_an_aligned_versions_tags_add_the_keys_recorded_today():
+    base = VersionTags(run_id="r", data_version="d", data_remote="s3://b", data_source="chat.jsonl")
+    aligned = base.with_align_method("dpo").with_pretrain_data("ab" * 16, "s3://pretrain")
+    assert aligned.as_tags() == base.as_tags() | {
+        "align.method": "dpo",
+        "pretrain.data_version": "ab" * 16,
+        "pretrain.data.remote": "s3://pretrain",
+    }
+    assert base.with_align_method("sft").as_tags() == base.as_tags() | {"align.method": "sft"}
+    assert base.as_tags() == {"run_id": "r", "data_version": "d", "data.remote": "s3://b", "data.source": "chat.jsonl"}
+
+
 def test_every_field_of_a_flows_run_tags_writes_the_key_recorded_today():
     every = RunTags(
         flow_run="f",
@@ -170,6 +182,9 @@ def test_the_single_run_tags_keep_their_keys():
         (run_tags.RETRAIN_SKIPPED, "retrain.skipped"),
         (run_tags.RESUMED_FROM_STEP, "resumed_from_step"),
         (run_tags.RESOLVED_PRECISION, "train.resolved_precision"),
+        (run_tags.HOSTS, "train.hosts"),
+        (run_tags.DATASET_CONTEXT, "mlflow.data.context"),
+        (run_tags.DATASET_SOURCE, "source"),
         (run_tags.EVALUATES, "foundry.evaluates"),
         (run_tags.ASKED, "foundry.model_uri"),
         (run_tags.TOKENIZER, "foundry.tokenizer"),

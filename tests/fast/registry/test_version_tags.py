@@ -77,9 +77,7 @@ def test_a_merges_tags_are_the_literal_dict_they_always_were():
 
 def test_an_aligned_versions_tags_add_its_method_and_the_pretraining_data(tiny_config):
     base = version_tags(tiny_config, RUN, DATA, "d", decision(), GIT, "models:/foundry-gpt/3")
-    aligned = base.model_copy(
-        update={"align_method": "dpo", "pretrain_data_version": "ab" * 16, "pretrain_data_remote": "/remote"}
-    )
+    aligned = base.with_align_method("dpo").with_pretrain_data("ab" * 16, "/remote")
     extra = {"align.method": "dpo", "pretrain.data_version": "ab" * 16, "pretrain.data.remote": "/remote"}
     assert aligned.as_tags() == base.as_tags() | extra
 

@@ -18,12 +18,12 @@ from foundry.search.callbacks import TimeBox
 from foundry.training.run import TrainingRun
 from foundry.training.trainer import train
 from foundry.vision.training import vision_loaders
-from models.data import NO_RAMP, BatchRamp, RandomWindows, ramp_rows
+from models.data import NO_RAMP, BatchRamp, RandomWindows, RankDraw, ramp_rows
 
 
-def windows(ramp: BatchRamp = NO_RAMP, **kw) -> RandomWindows:
-    args = dict(tokens=np.arange(500, dtype=np.uint16), block_size=8, batch_size=8, seed=7, steps_per_epoch=5)
-    return RandomWindows(**{**args, **kw}, ramp=ramp)
+def windows(ramp: BatchRamp = NO_RAMP, batch_size: int = 8, rank: int = 0, world_size: int = 1) -> RandomWindows:
+    draw = RankDraw(seed=7, steps_per_epoch=5, rank=rank, world_size=world_size)
+    return RandomWindows(np.arange(500, dtype=np.uint16), 8, batch_size, draw, ramp=ramp)
 
 
 def test_rows_grow_linearly_to_the_batch_size_then_stay():
