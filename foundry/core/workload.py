@@ -3,7 +3,7 @@
 The trainer, the data stage and its run-page artifact, the gates' gathering and records, `foundry evaluate`, purge's
 search and rewrite, fine-tuning (and its refusal of data of another modality) and registration ask a `Workload`
 instead of branching on modality; `foundry run`'s summary asks the metrics' own type (`summary_rows`). A test keeps
-modality branches inside the workload folders (`tests/fast/test_workload_branches.py`). Each workload lives in its
+modality branches inside the workload folders (`tests/fast/core/test_workload_branches.py`). Each workload lives in its
 own folder and is registered here by module path, imported only when it is asked for (an image workload brings
 Pillow, a chat one the alignment losses):
 
