@@ -75,6 +75,10 @@ class Workload(ABC):
     finetunes_on_base_data: bool = False
     # Whether runs trained or evaluated on its data log plots that show the data itself (a purge deletes them).
     plots_show_data: bool = False
+    # What a run logs under `data/` of a prepared folder: the files in which the data stage reports what it dropped
+    # (per cleaning rule: counts and examples, never the PII itself), and those a data version is read by.
+    audit_files: tuple[str, ...] = ()
+    data_files: tuple[str, ...] = ()
 
     @abstractmethod
     def reads(self, manifest: DatasetManifest) -> bool:
