@@ -73,12 +73,18 @@ class Workload(ABC):
     # Whether a fine-tune with no champion of its own prepares its data on its base's data version (its ledger and
     # whatever else must stay as the base had it), rather than from scratch.
     finetunes_on_base_data: bool = False
-    # Whether runs trained or evaluated on its data log plots that show the data itself (a purge deletes them).
-    plots_show_data: bool = False
+    # The plots (file names) that runs trained or evaluated on its data log and that show the data itself: a purge
+    # deletes them whole (`foundry.purge.artifacts`).
+    data_plots: tuple[str, ...] = ()
     # What a run logs under `data/` of a prepared folder: the files in which the data stage reports what it dropped
     # (per cleaning rule: counts and examples, never the PII itself), and those a data version is read by.
     audit_files: tuple[str, ...] = ()
     data_files: tuple[str, ...] = ()
+
+    @property
+    def plots_show_data(self) -> bool:
+        """Whether runs trained or evaluated on its data log plots that show the data itself."""
+        return bool(self.data_plots)
 
     @abstractmethod
     def reads(self, manifest: DatasetManifest) -> bool:
@@ -261,6 +267,12 @@ def named(name: str) -> Workload:
     if name not in REGISTERED:
         raise ValueError(f"no workload {name!r}: the registered ones are {', '.join(REGISTERED)}")
     return import_module(REGISTERED[name]).WORKLOAD
+
+
+def data_plots() -> frozenset[str]:
+    """The plots, by file name, that show data in any registered workload's runs (a purge of a version whose
+    workload it no longer knows, its data gone, looks for them all)."""
+    return frozenset().union(*(named(name).data_plots for name in REGISTERED))
 
 
 def for_data(data_dir: Path) -> Workload:

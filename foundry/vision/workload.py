@@ -33,7 +33,7 @@ class ImageWorkload(Workload):
     # --- data, purge and serving ------------------------------------------------------------------
 
     finetunes_on_base_data = True  # the base's classes keep their indices (its head's rows), its holdout stays holdout
-    plots_show_data = True  # the misclassified-images grids of the runs trained or evaluated on it
+    data_plots = ("misclassified.png",)  # the misclassified-images grids (`foundry.vision.evaluate`)
     audit_files = ("audit.json",)
     data_files = (MANIFEST, FILE)  # the shards' manifest beside the dataset's
 
