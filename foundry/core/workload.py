@@ -26,6 +26,7 @@ import errno
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
@@ -58,6 +59,15 @@ class Purging:
     matching: Callable[..., Matched]
     locations: Callable[..., list[Location]]
     rewrite: Callable[..., dict[str, int] | None]
+
+
+@dataclass(frozen=True)
+class HomeLedger:
+    """A split ledger a workload keeps under `$FOUNDRY_HOME/ledgers/` rather than in a data version: the folder of
+    its generations, and the lock a rewrite of it holds against a preparation extending it meanwhile."""
+
+    folder: Path
+    locked: Callable[[], AbstractContextManager]
 
 
 class Workload(ABC):
@@ -144,6 +154,11 @@ class Workload(ABC):
     def data_stage(self, data_dir: Path) -> tuple[list[dict], str]:
         """What the data stage did, from a prepared folder's audit: the rows of the run page's table (what came in,
         what was kept, drops by reason) and the line the flow logs."""
+
+    def home_ledgers(self, home: Path) -> tuple[HomeLedger, ...]:
+        """The split ledgers it keeps in the home `home` outside its data versions (a purge renames the rows that
+        name a purged document); none by default."""
+        return ()
 
     @abstractmethod
     def purging(self) -> Purging:
