@@ -36,7 +36,7 @@ $(VENV)/wheelhouse/.complete: foundry/serving/requirements.txt | $(BIN)/python
 	$(BIN)/python -m pip download -q -d $(VENV)/wheelhouse -r foundry/serving/requirements.txt 2>&1 | $(QUIET_PIP)
 	touch $@
 
-# tests/slow/test_browser.py drives Debian's Chromium through Playwright (Playwright's own browser download needs
+# tests/slow/pipeline/test_browser.py drives Debian's Chromium through Playwright (Playwright's own browser download needs
 # the internet, Debian's package does not), so the test setup installs it when it is missing.
 browser:
 	@if [ ! -x /usr/bin/chromium ]; then \

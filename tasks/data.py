@@ -55,9 +55,8 @@ def prepare(
             basis=DataBasis(parent and parent.dir, replay_fraction, frozenset(purged_documents(run.home))),
             progress_file=report,
         )
-    for name in ("audit.json", "audit.md"):  # per cleaning rule: counts and examples, never the PII itself
-        if (staged / name).exists():  # images: audit.json only
-            tracking.log_artifact(run.run_id, staged / name, "data")
+    for name in workload.for_config(config).audit_files:
+        tracking.log_artifact(run.run_id, staged / name, "data")
     tracking.log_metrics(run.run_id, {f"data/{k}": v for k, v in prepared.lineage.items()})
     if parent is not None:  # the drops and PII by reason are in the data-stage report
         get_run_logger().info("prepared against %s: %s", parent.model_uri, prepared.lineage)
@@ -140,9 +139,9 @@ def hydrate(data: DataVersion, run: RunContext) -> Path:
     data_dir = hydrate_version(data, run.home)
     manifest = dataset_manifest.DatasetManifest.read(data_dir)
     tracking.set_tags(run.run_id, {tag.DATA_VERSION: data.data_version, tag.DATA_REMOTE: data.remote})
-    tracking.log_metrics(run.run_id, workload.for_manifest(manifest).data_metrics(manifest))
+    kind = workload.for_manifest(manifest)
+    tracking.log_metrics(run.run_id, kind.data_metrics(manifest))
     tracking.log_dataset(run.run_id, data, manifest.source)
-    for name in (dataset_manifest.TOKENIZER, dataset_manifest.FILE, "shards.json"):
-        if (data_dir / name).exists():  # a tokenizer for text, the shards' manifest for images
-            tracking.log_artifact(run.run_id, data_dir / name, "data")
+    for name in kind.data_files:
+        tracking.log_artifact(run.run_id, data_dir / name, "data")
     return data_dir

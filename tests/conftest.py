@@ -213,7 +213,7 @@ def base_model(prefect_harness):
     from foundry.config import load_config
 
     # Progress every 0.2 s: on a quiet machine the tiny training ends within tiny.yaml's 2 s, and
-    # tests/slow/test_run_page.py wants a report from the middle of it.
+    # tests/slow/reports/test_run_page.py wants a report from the middle of it.
     config = load_config(
         REPO_ROOT / "configs" / "tiny.yaml", ["registry.model_name=it-gpt", "train.progress_every_s=0.2"]
     )

@@ -4,7 +4,7 @@ The first Prefect server a home sees creates its database by running every migra
 and several slow tests each start from a home of their own. `seeded_home` copies in one database that Prefect
 made once per session, in a child process configured the way Foundry configures its own: the same schema the
 server would have made, so the server finds nothing to migrate. Tests about a home's very first start (two runs
-racing on a fresh home, tests/slow/test_concurrency.py) do not use it."""
+racing on a fresh home, tests/slow/pipeline/test_concurrency.py) do not use it."""
 
 from __future__ import annotations
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, PrepareRun
+from foundry.core.workload import HomeLedger
 from foundry.data.manifest import DatasetManifest
 from foundry.pretrain.workload import GptWorkload
 
@@ -67,6 +69,13 @@ class ChatWorkload(GptWorkload):
 
     def shaping(self, config: FoundryConfig) -> dict[str, Any]:
         raise ValueError("a chat dataset's cache key is foundry.align.prepare.align_dataset_key's: run `foundry align`")
+
+    def home_ledgers(self, home: Path) -> tuple[HomeLedger, ...]:
+        """The alignment ledger (`foundry.align.split_ledger`): the sticky splits of every alignment preparation on
+        the home, one generation a folder, locked while a preparation extends it."""
+        from foundry.align import split_ledger
+
+        return (HomeLedger(split_ledger.store(home), partial(split_ledger.locked, home)),)
 
     # --- training ---
 

@@ -3,7 +3,7 @@
 The trainer, the data stage and its run-page artifact, the gates' gathering and records, `foundry evaluate`, purge's
 search and rewrite, fine-tuning (and its refusal of data of another modality) and registration ask a `Workload`
 instead of branching on modality; `foundry run`'s summary asks the metrics' own type (`summary_rows`). A test keeps
-modality branches inside the workload folders (`tests/fast/test_workload_branches.py`). Each workload lives in its
+modality branches inside the workload folders (`tests/fast/core/test_workload_branches.py`). Each workload lives in its
 own folder and is registered here by module path, imported only when it is asked for (an image workload brings
 Pillow, a chat one the alignment losses):
 
@@ -26,6 +26,7 @@ import errno
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
@@ -60,6 +61,15 @@ class Purging:
     rewrite: Callable[..., dict[str, int] | None]
 
 
+@dataclass(frozen=True)
+class HomeLedger:
+    """A split ledger a workload keeps under `$FOUNDRY_HOME/ledgers/` rather than in a data version: the folder of
+    its generations, and the lock a rewrite of it holds against a preparation extending it meanwhile."""
+
+    folder: Path
+    locked: Callable[[], AbstractContextManager]
+
+
 class Workload(ABC):
     """One kind of model: what the trainer, the gates, evaluate, purge and serving ask of it."""
 
@@ -73,8 +83,18 @@ class Workload(ABC):
     # Whether a fine-tune with no champion of its own prepares its data on its base's data version (its ledger and
     # whatever else must stay as the base had it), rather than from scratch.
     finetunes_on_base_data: bool = False
-    # Whether runs trained or evaluated on its data log plots that show the data itself (a purge deletes them).
-    plots_show_data: bool = False
+    # The plots (file names) that runs trained or evaluated on its data log and that show the data itself: a purge
+    # deletes them whole (`foundry.purge.artifacts`).
+    data_plots: tuple[str, ...] = ()
+    # What a run logs under `data/` of a prepared folder: the files in which the data stage reports what it dropped
+    # (per cleaning rule: counts and examples, never the PII itself), and those a data version is read by.
+    audit_files: tuple[str, ...] = ()
+    data_files: tuple[str, ...] = ()
+
+    @property
+    def plots_show_data(self) -> bool:
+        """Whether runs trained or evaluated on its data log plots that show the data itself."""
+        return bool(self.data_plots)
 
     @abstractmethod
     def reads(self, manifest: DatasetManifest) -> bool:
@@ -134,6 +154,11 @@ class Workload(ABC):
     def data_stage(self, data_dir: Path) -> tuple[list[dict], str]:
         """What the data stage did, from a prepared folder's audit: the rows of the run page's table (what came in,
         what was kept, drops by reason) and the line the flow logs."""
+
+    def home_ledgers(self, home: Path) -> tuple[HomeLedger, ...]:
+        """The split ledgers it keeps in the home `home` outside its data versions (a purge renames the rows that
+        name a purged document); none by default."""
+        return ()
 
     @abstractmethod
     def purging(self) -> Purging:
@@ -257,6 +282,12 @@ def named(name: str) -> Workload:
     if name not in REGISTERED:
         raise ValueError(f"no workload {name!r}: the registered ones are {', '.join(REGISTERED)}")
     return import_module(REGISTERED[name]).WORKLOAD
+
+
+def data_plots() -> frozenset[str]:
+    """The plots, by file name, that show data in any registered workload's runs (a purge of a version whose
+    workload it no longer knows, its data gone, looks for them all)."""
+    return frozenset().union(*(named(name).data_plots for name in REGISTERED))
 
 
 def for_data(data_dir: Path) -> Workload:

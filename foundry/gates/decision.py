@@ -60,10 +60,8 @@ class Decision(_Value):
 
     def tags(self) -> dict[str, str]:
         """The `gate.*` tags of a registered version (`foundry lineage` and the tests read them)."""
-        tags = {**self.run_tags(), **self.inputs.tags()}
-        if isinstance(self.inputs, AlignmentInputs):  # its checks are named measures a reviewer reads one by one
-            tags |= {gate_tags.CHECK + name: gate_tags.flag(check.passed) for name, check in self.checks.items()}
-        return tags
+        passed = {name: check.passed for name, check in self.checks.items()}
+        return {**self.run_tags(), **self.inputs.tags(), **self.inputs.check_tags(passed)}
 
     def run_tags(self) -> dict[str, str]:
         """The verdict and whether it passed: what the run that judged records (a version records `tags`)."""

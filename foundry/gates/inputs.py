@@ -32,6 +32,14 @@ BITS_PER_BYTE = Measure("bits_per_byte", "bits/byte", higher_is_better=False)
 ACCURACY = Measure("accuracy", "accuracy", higher_is_better=True)
 
 
+class _GateInputs(_Value):
+    """What every gate's inputs bring to a registered version's `gate.*` tags besides their own figures."""
+
+    def check_tags(self, passed: dict[str, bool]) -> dict[str, str]:
+        """The named checks' outcomes (`passed`: by check name) as tags; none here: the verdict names them."""
+        return {}
+
+
 class OldScores(_Value):
     """The forgetting guard's rule over any measure: `challenger` and `champion` on the champion's own holdout."""
 
@@ -100,7 +108,7 @@ class HoldoutScore(_Value):
     incumbent_bits_per_byte: float | None = None  # the champion of the merge's name, when there is one
 
 
-class _Scored(_Value):
+class _Scored(_GateInputs):
     """Inputs whose challenger and champion are scored by one `measure`: what the pretraining rule reads."""
 
     measure: ClassVar[Measure] = BITS_PER_BYTE
@@ -196,7 +204,7 @@ class ImageSpecialistInputs(ImageInputs):
     incumbent_accuracy: float | None = None
 
 
-class MergeInputs(_Value):
+class MergeInputs(_GateInputs):
     """A merge scored beside the base and each specialist on every parent's holdout, then on the base's own,
     and beside the champion of the name it registers under on those same holdouts."""
 
@@ -211,7 +219,7 @@ class MergeInputs(_Value):
         return {gate_tags.MAX_GAP: str(self.max_gap)} | incumbent
 
 
-class AlignmentInputs(_Value):
+class AlignmentInputs(_GateInputs):
     """An aligned model beside the base it started from (same held-out data, the base's pretraining holdout)
     and beside the champion of the name it registers under (same held-out data)."""
 
@@ -227,6 +235,10 @@ class AlignmentInputs(_Value):
     def tags(self) -> dict[str, str]:
         incumbent = {} if self.incumbent_version is None else {gate_tags.INCUMBENT_VERSION: self.incumbent_version}
         return {gate_tags.METHOD: self.method, gate_tags.MAX_REGRESSION: str(self.max_regression)} | incumbent
+
+    def check_tags(self, passed: dict[str, bool]) -> dict[str, str]:
+        """Each check a tag: its checks are named measures a reviewer reads one by one."""
+        return {gate_tags.CHECK + name: gate_tags.flag(ok) for name, ok in passed.items()}
 
 
 @dataclass(frozen=True)

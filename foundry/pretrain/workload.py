@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, PrepareRun
 from foundry.core.workload import Purging, Workload
-from foundry.data.manifest import DatasetManifest
+from foundry.data.manifest import FILE, TOKENIZER, DatasetManifest
 from foundry.gates.inputs import BY_BITS_PER_BYTE, Compared
 
 if TYPE_CHECKING:
@@ -31,6 +31,9 @@ class GptWorkload(Workload):
     describes = "a text model"
 
     # --- data, purge and serving ------------------------------------------------------------------
+
+    audit_files = ("audit.json", "audit.md")
+    data_files = (TOKENIZER, FILE)  # its tokenizer beside the manifest
 
     # How a purge reads a data version (`foundry.purge.data`, `foundry.purge.rewrite`):
     documents_table: str  # the table listing its documents, row for row with `<split>.jsonl`

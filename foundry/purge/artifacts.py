@@ -12,7 +12,8 @@ code (`CONFIG`: a logged model's `MLmodel`, environment files, `config.json`, in
 of a requirement or a path: only documents' texts, sha256s and names count there.
 
 An image version's documents are pixels, which no text search finds; a run evaluated on one keeps a grid of its
-misclassified holdout images (`GRIDS`, `foundry.vision.evaluate`): each such plot of a run in `Needles.grid_runs`
+misclassified holdout images (`grids`: the plots a workload names as showing its data, `Workload.data_plots`,
+here `foundry.vision.evaluate`'s): each such plot of a run in `Needles.grid_runs`
 (the runs trained or evaluated on an affected image version) is a hit that holds "image". A plot is derived from
 the data, not data, and is not decoded: `--apply` deletes it whole (`delete`), here, in a run's folder under the
 home (`purge_home`) and on a tracking server (`purge_served`).
@@ -27,12 +28,13 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from foundry.core import workload
 from foundry.gc.scan import MD5
 from foundry.purge.plan import ArtifactHit, Criterion, names_in
 
 TEXT = {".json", ".jsonl", ".txt", ".md", ".csv", ".tsv", ".html", ".css", ".js", ".svg", ".yaml", ".yml", ".log"}
 # Files known to hold no document text, passed over: weights, arrays, pickles, pictures (an image plot of data
-# is `GRIDS`), the fonts of validation docs, and what MLflow logs with a model (its code, `registered_model_meta`).
+# is one of `grids`), the fonts of validation docs, and what MLflow logs with a model (its code, `registered_model_meta`).
 # Any other file (`unread`: a compressed table, an archive) is listed as not checked, and `--apply` refuses.
 KNOWN = {".pt", ".pth", ".ckpt", ".safetensors", ".gguf", ".npy", ".npz", ".bin", ".pkl", ".py", ".pyc"}
 KNOWN |= {".png", ".jpg", ".jpeg", ".gif", ".ico", ".woff", ".woff2", ".ttf", ".eot"}
@@ -43,9 +45,12 @@ NOT_TEXT = {"tokenizer.json"}
 # Configuration and code: read for exact texts, sha256s and names, never rewritten by the regex.
 CONFIG = {"config.json", "MLmodel", "conda.yaml", "python_env.yaml", "requirements.txt"}
 CONFIG |= {"params.yaml", "dvc.yaml", "dvc.lock"}  # the workspace's
-# Plots that show data images themselves (tasks/evaluation.py logs them under `evaluation/`); a confusion matrix
-# or a loss curve shows none.
-GRIDS = {"misclassified.png"}
+
+
+def grids() -> frozenset[str]:
+    """The plots, by file name, that show data images themselves (tasks/evaluation.py logs them under
+    `evaluation/`): those the workloads name (`Workload.data_plots`); a confusion matrix or a loss curve shows none."""
+    return workload.data_plots()
 
 
 def is_config(relative: str | Path) -> bool:
@@ -126,7 +131,7 @@ class Needles:
         grid_runs: set[str] = frozenset(),
     ):
         """`shas`: more document sha256s to find (those earlier purges removed, whose data may be gone);
-        `grid_runs`: the runs whose image plots (`GRIDS`) may show a matched image."""
+        `grid_runs`: the runs whose image plots (`grids`) may show a matched image."""
         self.grid_runs = frozenset(grid_runs)
         self.criterion = criterion
         self.texts = [t for t in texts.values() if t.strip()]
@@ -165,9 +170,9 @@ def run_of(relative: Path) -> str:
 
 def is_grid(relative: str | Path, needles: Needles) -> bool:
     """Whether a file (below the artifact store or the home) is an image plot of a run that may show a matched
-    image: named as one (`GRIDS`), under a run of `needles.grid_runs`."""
+    image: named as one (`grids`), under a run of `needles.grid_runs`."""
     relative = Path(relative)
-    return relative.name in GRIDS and run_of(relative) in needles.grid_runs
+    return relative.name in grids() and run_of(relative) in needles.grid_runs
 
 
 def scan(root: Path, needles: Needles) -> tuple[list[ArtifactHit], int]:

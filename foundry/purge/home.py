@@ -51,7 +51,7 @@ from foundry.purge.prefect_runs import PrefectUnreadable
 __all__ = ["HomeHit", "PrefectUnreadable", "scan", "scrub", "vacuum", "vacuum_embedded"]
 PLACES = {"runs": "run files", "sources": "source mirror", "logs": "log"}  # folder -> `HomeHit.place`
 SCRATCH = ("prepared", "merged")  # `foundry.runtime.run_owner.SCRATCH`
-# What the record counts an image plot deleted under: derived plots, deleted whole (`purge_artifacts.GRIDS`).
+# What the record counts an image plot deleted under: derived plots, deleted whole (`purge_artifacts.grids`).
 GRID_PLACE = "run image plot (derived, deleted)"
 GRID_ARTIFACT = "mlflow image plot (derived, deleted)"
 

@@ -1,5 +1,6 @@
-"""The split ledgers Foundry keeps under `$FOUNDRY_HOME/ledgers/` rather than in a data version: the alignment
-ledger (`foundry.align.split_ledger`: one `ledger.csv` per generation, rows `sha256,split,name`, the name
+"""The split ledgers Foundry keeps under `$FOUNDRY_HOME/ledgers/` rather than in a data version, those the workloads
+name (`Workload.home_ledgers`): the alignment ledger (`foundry.align.split_ledger`: one `ledger.csv` per generation,
+rows `sha256,split,name`, the name
 `<data version>:<file>:<line>` where a prompt was first assigned). A row's name names the source file a record
 was read from, which may be a person's name.
 
@@ -10,7 +11,7 @@ the prompt's user turns, not text) and the split stay, so that a record asking t
 keeps its sticky split (dropping the row would let it move) and the signatures (one row each) still line up.
 The generation keeps its folder name: `split_ledger.digest` only keys the align data task's cache, whose key
 changes with the purged records anyway. Rewritten under the alignment lock, so a preparation running meanwhile
-extends the rewritten ledger, never the old one.
+extends the rewritten ledger, never the old one (the lock is the one the workload names with its ledger).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ import io
 import os
 import re
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
+from foundry.core import workload
 from foundry.purge.artifacts import PURGED, Needles, regular_files
 from foundry.purge.plan import names_in
 
@@ -66,17 +69,23 @@ def _renamed(name: str) -> str:
     return f"{version}:{PURGED}" if VERSION.fullmatch(version) else PURGED
 
 
+def _lock(home: Path, path: Path) -> AbstractContextManager:
+    """The lock of the workload's ledger that `path` is a file of; none for a ledger no workload names."""
+    for name in workload.REGISTERED:
+        for ledger in workload.named(name).home_ledgers(home):
+            if path.is_relative_to(ledger.folder.resolve()):
+                return ledger.locked()
+    return nullcontext()
+
+
 def rewrite(home: Path, relative: str, needles: Needles) -> int:
     """One ledger (`relative` to the home) with each row naming a matched document or source renamed, under
-    the alignment lock for the alignment ledger; how many rows were. A ledger naming none is left untouched."""
-    from contextlib import nullcontext
-
-    from foundry.align import split_ledger
+    the lock its workload names (the alignment lock for the alignment ledger); how many rows were. A ledger naming
+    none is left untouched."""
     from foundry.core.fs import confined
 
     path = confined(home / relative, home / ROOT)
-    held = split_ledger.locked(home) if path.is_relative_to(split_ledger.store(home).resolve()) else nullcontext()
-    with held:
+    with _lock(home, path):
         if not path.is_file():
             return 0
         raw = path.read_bytes()

@@ -127,7 +127,7 @@ class ArtifactHit(_Value):
     # The artifact location it lies under when that is not the embedded store (a tracking server's
     # `mlflow-artifacts:/1`, an `s3://…` bucket): read and rewritten through MLflow's artifact repository.
     store: str = ""
-    # image: a plot drawn from data images (an image run's misclassified-images grid, `purge_artifacts.GRIDS`),
+    # image: a plot drawn from data images (an image run's misclassified-images grid, `purge_artifacts.grids`),
     # derived from the data, not data: deleted whole, never rewritten; `strings` is then 1.
     holds: Literal["text", "image"] = "text"
 

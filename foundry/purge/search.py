@@ -96,7 +96,7 @@ def survey(home: Path, criterion: Criterion, reason: str, remotes: set[str] | No
     # Every document an earlier purge removed counts too: a purge that failed after its data versions went
     # finds their artifact copies by sha256 when run again, with no data version left to read the text from.
     # The image plots of the runs on an image version holding a matched image (or on one an earlier purge
-    # removed: a purge stopped before deleting them, run again) may show it: `purge_artifacts.GRIDS`.
+    # removed: a purge stopped before deleting them, run again) may show it: `purge_artifacts.grids`.
     plotted = {v for v in now if workload.for_manifest(readable[v].manifest()).plots_show_data}
     grids = purge_registry.evaluated_runs(registry, plotted | before)
     needles = purge_artifacts.Needles(criterion, texts, names, purged.purged_documents(home), grids)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, PrepareRun
 from foundry.core.workload import Purging, Workload
+from foundry.data.manifest import FILE as MANIFEST
 from foundry.gates.inputs import BY_ACCURACY, Compared
 
 # `foundry.vision.shards.FILE`, named here: asking whether a folder holds images must not import torch and Pillow
@@ -32,7 +33,9 @@ class ImageWorkload(Workload):
     # --- data, purge and serving ------------------------------------------------------------------
 
     finetunes_on_base_data = True  # the base's classes keep their indices (its head's rows), its holdout stays holdout
-    plots_show_data = True  # the misclassified-images grids of the runs trained or evaluated on it
+    data_plots = ("misclassified.png",)  # the misclassified-images grids (`foundry.vision.evaluate`)
+    audit_files = ("audit.json",)
+    data_files = (MANIFEST, FILE)  # the shards' manifest beside the dataset's
 
     def reads(self, manifest: DatasetManifest) -> bool:
         return manifest.kind == "classification"

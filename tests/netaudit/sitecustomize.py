@@ -1,6 +1,6 @@
 """Every Python process of an air-gap test run records its attempts to reach beyond loopback.
 
-tests/slow/test_airgap.py puts this folder first on PYTHONPATH, and Python imports `sitecustomize` at
+tests/slow/pipeline/test_airgap.py puts this folder first on PYTHONPATH, and Python imports `sitecustomize` at
 start-up from the path, so every Python process of the run (the CLI, the temporary Prefect server,
 Dask workers, training ranks, any subprocess they start) installs this audit hook. It appends to
 the file `$FOUNDRY_NET_AUDIT` one JSON line per process when it starts, and one per attempt: a

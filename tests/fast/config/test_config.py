@@ -348,49 +348,6 @@ def test_flat_values_are_scalars_lists_as_json():
     assert all(isinstance(v, (str, int, float, bool)) for v in flat.values())
 
 
-def test_the_flow_parameter_is_the_config_form():
-    """Prefect renders the flow's parameters from this schema: the config's sections and defaults."""
-    from prefect.utilities.callables import parameter_schema
-
-    from flows.train_pipeline import train_pipeline
-
-    schema = parameter_schema(train_pipeline).model_dump()
-    assert list(schema["properties"]) == ["config"]
-    definitions = schema["definitions"]
-    assert set(definitions["FoundryConfig"]["properties"]) == {
-        "data",
-        "image",
-        "tokenizer",
-        "model",
-        "vision",
-        "train",
-        "checkpoint",
-        "evaluation",
-        "registry",
-        "serving",
-        "retrain",
-        "align",
-        "finetune",
-        "merge",
-        "search",
-    }
-    train = definitions["TrainConfig"]["properties"]
-    assert train["max_steps"]["default"] == FoundryConfig().train.max_steps
-    assert definitions["DataConfig"]["properties"]["on_error"]["enum"] == ["skip", "fail"]
-
-
-def test_the_align_flow_takes_a_version_and_the_config_form():
-    from prefect.utilities.callables import parameter_schema
-
-    from flows.align import align
-
-    schema = parameter_schema(align).model_dump()
-    assert list(schema["properties"]) == ["model_uri", "config"] and schema["required"] == ["model_uri"]
-    align_section = schema["definitions"]["AlignConfig"]["properties"]
-    assert align_section["method"]["enum"] == ["sft", "dpo"]
-    assert align_section["beta"]["default"] == FoundryConfig().align.beta
-
-
 def test_the_align_section_rejects_unknown_keys_and_methods():
     with pytest.raises(ConfigError, match="align.methd: unknown key; allowed here: method"):
         load_config(None, ["align.methd=dpo"])
@@ -428,16 +385,3 @@ def test_specialist_and_merge_names_derive_from_the_base():
     assert config.finetune.resolved_model_name("g", "s3://bucket/a b+c.jsonl") == "g-a-b-c.jsonl"
     assert load_config(None, ["finetune.model_name=legal"]).finetune.resolved_model_name("g", "/x") == "legal"
     assert config.merge.resolved_model_name("foundry-gpt") == "foundry-gpt-merged"
-
-
-def test_the_finetune_and_merge_flows_take_their_models_and_the_config_form():
-    from prefect.utilities.callables import parameter_schema
-
-    from flows.finetune import finetune
-    from flows.merge import merge
-
-    for flow, models in ((finetune, "model"), (merge, "models")):
-        schema = parameter_schema(flow).model_dump()
-        assert list(schema["properties"]) == [models, "config"] and schema["required"] == [models]
-        assert schema["definitions"]["FinetuneConfig"]["properties"]["method"]["enum"] == ["full", "lora"]
-        assert "ties" in schema["definitions"]["MergeConfig"]["properties"]["method"]["enum"]

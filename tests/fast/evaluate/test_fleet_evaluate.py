@@ -143,20 +143,6 @@ def test_the_cli_refuses_a_malformed_model_uri_before_any_work(capsys):
     assert "models:/NAME/VERSION" in capsys.readouterr().err
 
 
-def test_the_evaluate_deployment_asks_for_models_data_and_the_config():
-    from prefect.utilities.callables import parameter_schema
-
-    from flows.deployments import DEPLOYMENTS
-    from flows.evaluate import evaluate
-
-    assert ("evaluate", "flows/evaluate.py:evaluate", True) in {
-        (d.name, d.entrypoint, d.takes_config) for d in DEPLOYMENTS
-    }
-    schema = parameter_schema(evaluate).model_dump()
-    assert list(schema["properties"]) == ["models", "data", "config"]
-    assert schema["required"] == ["models", "data"]
-
-
 # --- chat records (exact match of aligned versions) ---------------------------------------------
 
 PROMPTS = ["add two and three", "river stone", "light five", "add four and four", "stone light", "two and three"]

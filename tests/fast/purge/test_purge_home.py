@@ -196,3 +196,32 @@ def test_vacuum_leaves_no_old_row_in_a_sqlite_file_or_its_log(tmp_path):
     assert holding(tmp_path, CANARY.encode()) == []
     assert reader.execute("SELECT count(*) FROM artifact").fetchone() == (51,)  # an open connection sees it all
     reader.close()
+
+
+def test_a_ledger_is_rewritten_under_the_lock_its_workload_names_and_only_chat_keeps_one(tmp_path):
+    """The alignment ledger's rows are renamed under the alignment lock, which a preparation extending the ledger
+    holds too; a ledger no workload names is rewritten under none."""
+    import fcntl
+
+    from foundry.align import split_ledger
+    from foundry.core import workload
+    from foundry.purge import ledgers
+
+    home = tmp_path / "home"
+    assert [n for n in workload.REGISTERED if workload.named(n).home_ledgers(home)] == ["chat"]
+    (ledger,) = workload.named("chat").home_ledgers(home)
+    assert ledger.folder == split_ledger.store(home)
+
+    def lock_is_free() -> bool:
+        with open(split_ledger.store(home) / ".lock", "a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            return True
+
+    with ledgers._lock(home, (split_ledger.store(home) / ("0" * 64) / "ledger.csv").resolve()):
+        assert not lock_is_free()
+    with ledgers._lock(home, (home / "ledgers" / "other" / "ledger.csv").resolve()):
+        assert lock_is_free()

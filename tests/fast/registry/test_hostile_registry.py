@@ -2,8 +2,9 @@
 
 The fault: the champion's `data_version` tag became `hydrated/<tag>/`, removed when it did not verify, so a
 tag of `../victim` deleted a folder outside the hydration cache (`..` would have wiped the home). Now a data
-version is 32 hex digits, a model URI parses, a tag that fails stops the run naming the version and the tag,
-and no removal leaves the folder it is confined to. The registry tests use the real embedded MLflow store."""
+version is 32 hex digits, a model URI parses (tests/fast/core/test_model_uri.py), a tag that fails stops the run
+naming the version and the tag, and no removal leaves the folder it is confined to. The registry tests use the
+real embedded MLflow store."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from helpers_registry import register_tagged
 
 from foundry.core.contracts import DataVersion, RunContext
 from foundry.core.fs import OutsideFolder, remove_tree
-from foundry.core.model_uri import LoggedModelUri, ModelUri
 from foundry.registry.tags import BadTag
 
 DIGEST = "0123456789abcdef0123456789abcdef"  # the shape of DVC's md5 of a `.dir` listing
@@ -115,95 +115,6 @@ def test_a_checkpoint_manifest_naming_a_file_outside_its_folder_is_refused(tmp_p
     with pytest.raises(ValueError, match="is not a file name in its folder"):
         read_manifest(folder)
     assert survived(outside)
-
-
-# --- model URIs -------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "name", "version", "alias"),
-    [
-        ("models:/foundry-gpt/3", "foundry-gpt", "3", None),
-        ("models:/foundry-gpt@champion", "foundry-gpt", None, "champion"),
-        ("models:/legal_v2-merged/12", "legal_v2-merged", "12", None),
-    ],
-)
-def test_a_model_uri_parses_into_its_parts_and_prints_back(text, name, version, alias):
-    uri = ModelUri.parse(text)
-    assert (uri.name, uri.version, uri.alias) == (name, version, alias) and str(uri) == text
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "",
-        "runs:/abc/model",
-        "models:/only-a-name",
-        "models:/../x/3",
-        "models:/a/../../3",
-        "models:/a/3/4",
-        "models:/a/x",
-        "models:/a/²",
-        "models:/a/3 ",
-        "models:/a@",
-        "models:/@champion",
-        "models:/a@b/c",
-        "models:/.hidden/1",
-        "models:/a\\b/1",
-        "models:/a\nb/1",
-    ],
-)
-def test_a_malformed_model_uri_is_refused_naming_the_forms(text):
-    with pytest.raises(ValueError) as refused:
-        ModelUri.parse(text)
-    assert repr(text) in str(refused.value) and "models:/NAME/VERSION or models:/NAME@ALIAS" in str(refused.value)
-
-
-def test_a_resolved_version_names_its_folder():
-    class Version:
-        name, version = "foundry-gpt", 3
-
-    assert str(ModelUri.of(Version)) == "models:/foundry-gpt/3" and ModelUri.of(Version).folder == "foundry-gpt-v3"
-    with pytest.raises(ValueError, match="resolve it first"):
-        _ = ModelUri.parse("models:/foundry-gpt@champion").folder
-
-
-LOGGED = "models:/m-" + "0123456789abcdef" * 2
-
-
-def test_a_logged_model_uri_parses_into_its_id_and_prints_back():
-    uri = ModelUri.parse(LOGGED, logged=True)
-    assert isinstance(uri, LoggedModelUri) and uri.model_id == LOGGED.removeprefix("models:/") and str(uri) == LOGGED
-    assert LoggedModelUri.parse(LOGGED) == uri and LoggedModelUri.id_in(LOGGED) == uri.model_id
-    assert ModelUri.parse("models:/m-abc/3", logged=True) == ModelUri(name="m-abc", version="3")  # a name like it
-
-
-def test_a_logged_model_uri_is_not_a_registered_version():
-    with pytest.raises(ValueError, match="is a logged model, not a registered version") as refused:
-        ModelUri.parse(LOGGED)  # where a registered version is wanted
-    assert "models:/NAME/VERSION or models:/NAME@ALIAS" in str(refused.value)
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "models:/m-",
-        "models:/m-0123456789abcdef",  # too short
-        LOGGED + "0",  # too long
-        LOGGED.upper().replace("MODELS", "models"),  # MLflow writes lowercase hex
-        LOGGED[:-1] + "g",
-        LOGGED + "/",
-        LOGGED + "\n",
-        "runs:/" + LOGGED.removeprefix("models:/"),
-        LOGGED.removeprefix("models:/"),
-    ],
-)
-def test_a_malformed_logged_model_uri_is_refused(text):
-    assert LoggedModelUri.id_in(text) is None
-    with pytest.raises(ValueError, match="not a logged model"):
-        LoggedModelUri.parse(text)
-    with pytest.raises(ValueError):
-        ModelUri.parse(text, logged=True)
 
 
 # --- hostile tags on a real registry ----------------------------------------------------------------

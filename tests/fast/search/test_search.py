@@ -238,25 +238,6 @@ def test_an_invalid_combination_fails_the_trial_config_naming_the_keys():
     assert trial_config(config, {"model.n_head": 2}).model.n_head == 2
 
 
-def test_the_search_deployment_shows_the_space_as_a_form():
-    """Its parameter is the config: the UI renders `search.space` as a list of dimensions to edit."""
-    from prefect.utilities.callables import parameter_schema
-
-    from flows.deployments import DEPLOYMENTS
-    from flows.search import search
-
-    assert ("search", "flows/search.py:search", True) in {(d.name, d.entrypoint, d.takes_config) for d in DEPLOYMENTS}
-    schema = parameter_schema(search).model_dump()
-    assert list(schema["properties"]) == ["config"]
-    definitions = schema["definitions"]
-    assert definitions["SearchConfig"]["properties"]["space"]["items"] == {"$ref": "#/definitions/SearchParam"}
-    dimension = definitions["SearchParam"]["properties"]
-    assert set(dimension) == {"key", "distribution", "low", "high", "choices"}
-    assert dimension["distribution"]["enum"] == ["log_uniform", "uniform", "int", "categorical"]
-    default_space = schema["properties"]["config"]["default"]["search"]["space"]
-    assert [d["key"] for d in default_space] == [p.key for p in FoundryConfig().search.space]
-
-
 def test_trial_workers_start_with_the_flows_environment_not_dasks_pre_spawn_variables(monkeypatch):
     """Dask's nanny sets MALLOC_TRIM_THRESHOLD_ (and OMP_NUM_THREADS=1) in a worker before it starts it;
     training steps there took 1.2x as long (bench/worker_env.py)."""

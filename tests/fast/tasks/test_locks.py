@@ -40,7 +40,7 @@ def test_the_cache_key_lock_is_released_when_its_holder_dies(tmp_path):
 
 def test_a_copy_of_the_lock_manager_holds_no_lock_and_the_original_keeps_its_own(tmp_path):
     """The manager travels with the `dataset` task's context to Dask workers (`data.workers` > 1): it pickles,
-    and the lock stays with the process that took it (tests/slow/test_airgap.py runs that pipeline)."""
+    and the lock stays with the process that took it (tests/slow/pipeline/test_airgap.py runs that pipeline)."""
     import pickle
 
     manager = FlockLockManager(tmp_path)

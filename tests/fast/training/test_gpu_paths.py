@@ -1,5 +1,5 @@
 """What the GPU runs go through, checked where CI runs (no GPU): clipping under bf16-mixed. The two GPU scripts'
-own CPU modes: tests/slow/test_gpu_scripts.py."""
+own CPU modes: tests/slow/training/test_gpu_scripts.py."""
 
 from __future__ import annotations
 

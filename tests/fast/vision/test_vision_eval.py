@@ -9,6 +9,7 @@ import pytest
 from helpers_images import brightness_classifier, image_shards
 from PIL import Image
 
+from foundry.core import workload
 from foundry.core.metrics.images import (
     ClassMeans,
     VisionMetrics,
@@ -94,6 +95,8 @@ def test_a_random_classifier_is_scored_consistently_and_its_mistakes_are_drawn(s
     for name in ("confusion_matrix.png", "misclassified.png"):
         with Image.open(tmp_path / "plots" / name) as image:
             assert image.format == "PNG" and image.width > 100
+    # the plot the image workload names as showing its data (a purge deletes it) is the grid drawn here
+    assert set(workload.named("image").data_plots) == {"misclassified.png"}
 
 
 def test_an_image_dataset_and_checkpoint_are_told_from_text_ones(shards, tmp_path, tiny_dataset):

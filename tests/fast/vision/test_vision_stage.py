@@ -140,3 +140,14 @@ def test_a_text_config_recorded_before_the_image_sections_loads_as_text():
         del recorded[section]
     del recorded["data"]["modality"]
     assert validate(as_recorded(recorded)) == FoundryConfig() and FoundryConfig().data.modality == "text"
+
+
+def test_the_image_workload_names_the_audit_and_data_files_its_preparation_writes(digits):
+    """What the data stage logs of a prepared folder and of a hydrated version (tasks/data.py) is what it holds."""
+    from foundry.core import workload
+
+    _, prepared = digits
+    image = workload.named("image")
+    assert {p.name for p in prepared.glob("audit*")} == set(image.audit_files) == {"audit.json"}
+    assert all((prepared / name).is_file() for name in image.data_files)
+    assert set(image.data_files) == {"manifest.json", "shards.json"}

@@ -131,3 +131,11 @@ def test_each_workload_says_what_it_is_and_which_files_hold_its_data():
     assert images.file_holds("index.csv", [".md"], alone=True)  # an index of images, named by the source itself
     assert not images.file_holds("index.csv", [".md"], alone=False)  # in a folder: a table beside the images
     assert not images.file_holds("index.csv", [".csv"], alone=True)  # a text type this config reads
+
+
+def test_the_text_workload_names_the_audit_and_data_files_its_preparation_writes(tiny_dataset):
+    """What the data stage logs of a prepared folder and of a hydrated version (tasks/data.py) is what it holds."""
+    text = workload.named("text")
+    assert {p.name for p in tiny_dataset.glob("audit*")} == set(text.audit_files) == {"audit.json", "audit.md"}
+    assert all((tiny_dataset / name).is_file() for name in text.data_files)
+    assert set(text.data_files) == {"tokenizer.json", "manifest.json"}
