@@ -47,12 +47,20 @@ def refuse_purged(uris: list[str], allowed: bool, refused: str) -> None:
     alias names now is what is checked, and a registry that cannot be read stops the command (fail closed)."""
     if allowed:
         return
+    from mlflow.exceptions import MlflowException
+
+    from foundry.registry.versions import absent, resolve
     from foundry.registry.versions import refuse_purged as refuse
-    from foundry.registry.versions import resolve
 
     hint = "; to use it anyway (it was kept with `purge --apply --keep-models`), pass --allow-purged"
     for uri in uris:
-        refuse(resolve(str(model_uri(uri))), refused, hint)
+        try:
+            version = resolve(str(model_uri(uri)))
+        except MlflowException as exc:
+            if absent(exc):  # the command's own message: an input error, named, not MLflow's
+                raise LookupError(f"{uri}: the registry has no such version or alias; nothing was {refused}") from exc
+            raise
+        refuse(version, refused, hint)
 
 
 def model_uri(text: str):
