@@ -1,5 +1,5 @@
 """Who is a straggler (`foundry.training.stragglers`): a rank whose forward takes more than 1.5x the others'
-median. Two real ranks, one at a tenth of its pace: tests/slow/training/test_train_processes.py."""
+median. Two real ranks, one stopped 19 ms of every 20: tests/slow/training/test_train_processes.py."""
 
 from __future__ import annotations
 
