@@ -1,5 +1,6 @@
 """Who is a straggler (`foundry.training.stragglers`): a rank whose forward takes more than 1.5x the others'
-median. Two real ranks, one stopped 19 ms of every 20: tests/slow/training/test_train_processes.py."""
+median. (A two-rank run with one rank slowed from outside, by SIGSTOP, a CFS quota or `taskset`, did not separate
+the ranks reliably on the shared 2-core CI machine, so none is in the suite.)"""
 
 from __future__ import annotations
 

@@ -102,7 +102,9 @@ def test_train_sbatch_trains_on_both_nodes_and_logs_to_mlflow(
     data, _, _ = versioned_once
     config = tiny("train.max_steps=20", "train.log_every_n_steps=5", "checkpoint.every_n_steps=10")
     (submit_dir / "params.yaml").write_text(to_yaml(config))
-    url = mlflow_server[0]["server"].url
+    server, running, _ = mlflow_server
+    running()  # the session's server, started again if a test before this one stopped it
+    url = server["server"].url
     with tracking_uri(monkeypatch, url):
         run_id = tracking.start_pipeline_run(config)
 

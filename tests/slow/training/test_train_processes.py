@@ -4,7 +4,6 @@ settings: tests/fast/training/test_train.py."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -230,59 +229,6 @@ def test_a_stuck_rank_ends_the_group_by_timeout_and_is_named(tiny_dataset, tmp_p
     assert any(words in message for words in timed_out) and "then rank 1 was killed by SIGKILL" in message
     # 30 s for rank 0 to exit and the agent to notice on a loaded machine, then the grace before SIGKILL.
     assert time.monotonic() - stopped < config.train.collective_timeout_s + 30 + SHUTDOWN_GRACE_S
-
-
-@contextmanager
-def slowed(pid: int, stopped_s: float = 0.019, running_s: float = 0.001) -> Iterator[None]:
-    """`pid` stopped for `stopped_s` of every `stopped_s + running_s` (SIGSTOP, SIGCONT), from a thread: a rank at a
-    fraction of its pace, whatever else the machine runs; left running however the test ends."""
-    import threading
-
-    done = threading.Event()
-
-    def throttle() -> None:
-        try:
-            while not done.is_set():
-                os.kill(pid, signal.SIGSTOP)
-                time.sleep(stopped_s)
-                os.kill(pid, signal.SIGCONT)
-                time.sleep(running_s)
-        except ProcessLookupError:  # the rank has ended
-            pass
-
-    thread = threading.Thread(target=throttle, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGCONT)
-
-
-def test_a_rank_stopped_19_ms_of_every_20_is_reported_by_name_and_host(tiny_dataset, tmp_path, caplog):
-    """#56 point 6: rank 1 stopped for 19 ms of every 20, on forward passes of several milliseconds (a pause longer
-    than the forward pass can fall between two of them; a CPU quota or `taskset` crowding was within the noise of a
-    machine whose two cores the other tests share). Each rank times its own forward pass, so rank 0's waits for it
-    at the all-reduce do not count: rank 1's pace reaches the run's metrics, and a warning names it and its host."""
-    from mlflow import MlflowClient
-
-    from foundry.runtime import tracking
-
-    overrides = ("train.num_nodes=2", "train.max_steps=20", "train.log_every_n_steps=10", "train.cpu_threads=1")
-    config = tiny(*overrides, "checkpoint.every_n_steps=5", "train.batch_size=64")
-    run_id = tracking.start_pipeline_run(config)
-    with ThreadPoolExecutor(1) as pool:
-        training = pool.submit(launch, config, tiny_dataset, tmp_path / "ckpt", run_id, "v")
-        wait_for_checkpoint(tmp_path / "ckpt", lambda: not training.done())
-        with slowed(rank_pids()[1]):
-            training.result(timeout=600)
-    client = MlflowClient()
-    paces = {r: client.get_metric_history(run_id, f"pace/rank_{r}_forward_ms") for r in (0, 1)}
-    assert [m.step for m in paces[0]] == [m.step for m in paces[1]] == [10, 20]
-    assert paces[1][-1].value > 1.5 * paces[0][-1].value, (paces[0], paces[1])
-    assert f"rank 1 on {socket.gethostname()} is a straggler" in caplog.text
 
 
 def test_a_killed_rank_is_named_and_the_others_are_stopped(tiny_dataset, tmp_path):
