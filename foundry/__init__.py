@@ -27,7 +27,7 @@ and the modules beside them:
 - `cli`: the `foundry` command, one module per domain
 - `core`: the typed values the stages hand each other, model URIs, digests, safe removal, redaction
 - `runtime`: environment, logs, progress, MLflow bookkeeping, run ownership, deployment policy
-- `ops`: local servers (`foundry up`) and health (`foundry doctor`)
+- `ops`: local servers (`foundry up`) and health (`foundry doctor`), one module each
 - `contracts`: the old path of `core.contracts`, which cached Prefect results name
 
 Importing any of it changes nothing: entry points call `foundry.runtime.env.configure_environment()` once.

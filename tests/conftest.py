@@ -147,7 +147,7 @@ def mlflow_server(tmp_path_factory):
 
     from mlflow import MlflowClient
 
-    from foundry import ops
+    from foundry.ops import servers as ops
     from foundry.runtime.env import mlflow_db_uri
 
     home = tmp_path_factory.mktemp("mlflow-server")

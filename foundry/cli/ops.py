@@ -19,7 +19,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     import signal
     import time
 
-    from foundry import ops
+    from foundry.ops import servers as ops
 
     signal.signal(signal.SIGTERM, _interrupted)  # `kill` stops both servers, as Ctrl-C does
 
@@ -57,7 +57,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from foundry.ops import doctor
+    from foundry.ops.doctor import doctor
 
     rows = doctor()
     for check, ok, detail in rows:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from foundry.data.versioning import init_dvc
-from foundry.ops import doctor, dvc_rows
+from foundry.ops.doctor import doctor, dvc_rows
 
 
 def rows_by_name(rows) -> dict[str, tuple[bool, str]]:

@@ -40,7 +40,7 @@ def stack(tmp_path_factory, moto_s3):
     """Prefect and MLflow servers (artifacts in S3) plus a `foundry serve` process, all on loopback."""
     import boto3
 
-    from foundry import ops
+    from foundry.ops import servers as ops
 
     root = tmp_path_factory.mktemp("stack")
     aws = {

@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import POLL, tracking_uri
 
-from foundry import ops
+from foundry.ops import servers as ops
 from foundry.registry import versions
 from foundry.runtime import tracking
 from foundry.serving.package import log_model
