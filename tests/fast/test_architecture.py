@@ -285,3 +285,12 @@ def test_no_module_is_a_dumping_ground():
         name: n for name, path in module_files().items() if (n := len(path.read_text().splitlines())) > DUMPING_GROUND
     }
     assert not long, f"modules past {DUMPING_GROUND} lines (split them by what they hold, CONTRIBUTING.md): {long}"
+
+
+def test_the_fast_tests_mirror_the_tree():
+    """tests/fast/ has one folder per package of `foundry` and per other top-level package (plus infra/), and no
+    folder for anything else: a reader finds a feature's tests where its code is."""
+    packages = {p.parent.name for p in (REPO / "foundry").glob("*/__init__.py")}
+    expected = packages | {"flows", "tasks", "models", "infra"}
+    folders = {p.name for p in (REPO / "tests" / "fast").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == expected, f"without tests: {sorted(expected - folders)}; of nothing: {sorted(folders - expected)}"
