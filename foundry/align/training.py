@@ -14,6 +14,7 @@ import torch
 
 from foundry.config import FoundryConfig
 from foundry.core.contracts import Replay
+from foundry.core.workload import named
 from foundry.data.manifest import DatasetManifest
 from foundry.training.warm_start import text_start
 
@@ -117,7 +118,7 @@ def replay_windows(
 
     source = replay.dir
     pretraining = DatasetManifest.read(source)
-    if not pretraining.is_documents or pretraining.vocab_size > manifest.vocab_size:
+    if not named("text").reads(pretraining) or pretraining.vocab_size > manifest.vocab_size:
         raise ValueError(
             f"{source} is not pretraining text in this model's vocabulary "
             f"({pretraining.kind}, {pretraining.vocab_size} ids; the model has {manifest.vocab_size})"

@@ -19,8 +19,6 @@ if TYPE_CHECKING:
     from foundry.data.validation_report import ValidationReport
     from foundry.evaluate.scoring import Scoring
 
-KINDS = ("chat", "preference")
-
 
 class ChatWorkload(GptWorkload):
     name = "chat"
@@ -36,9 +34,6 @@ class ChatWorkload(GptWorkload):
     def document_text(self, line: dict) -> str:
         """Every string of the record (its messages, prompt, chosen and rejected answers), one a line."""
         return "\n".join(_strings(line))
-
-    def reads(self, manifest: DatasetManifest) -> bool:
-        return manifest.kind in KINDS
 
     def prepare(
         self,

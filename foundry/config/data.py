@@ -8,12 +8,15 @@ from pydantic import Field, field_validator, model_validator
 
 from foundry.config.base import _Section
 from foundry.core.redact import keep, redact_url
+from foundry.core.registrations import modalities
 
 # The detectors of foundry/data/privacy/pii_patterns.py, in the order they run (a test keeps the two equal).
 _PII_NAMES = """private_key pem_block aws_access_key aws_secret_key azure_key github_token gitlab_token slack_token
 stripe_key google_api_key api_token jwt auth_header url_credentials secret_assignment email national_id
 birth_date iban credit_card ipv6 ipv4 phone"""
 PII_KINDS = Literal[tuple(_PII_NAMES.split())]  # type: ignore[misc]
+# What data may be, one value for each modality a registered workload reads (`foundry.core.registrations`).
+MODALITIES = Literal[modalities()]  # type: ignore[misc]
 
 
 # The built-in sources: the modality each holds, and why a config of another modality cannot read it.
@@ -24,7 +27,7 @@ BUILTIN_SOURCES: dict[str, tuple[str, str]] = {
 
 
 class DataConfig(_Section):
-    modality: Literal["text", "image"] = Field(
+    modality: MODALITIES = Field(  # type: ignore[valid-type]
         "text",
         description="What the sources hold: text (documents, cleaned and tokenized for the GPT) or image "
         "(labelled images, fitted and sharded by the `image` section for the `vision` classifier).",

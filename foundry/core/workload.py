@@ -4,20 +4,26 @@ The trainer, the data stage and its run-page artifact, the gates' gathering and 
 search and rewrite, fine-tuning (and its refusal of data of another modality) and registration ask a `Workload`
 instead of branching on modality; `foundry run`'s summary asks the metrics' own type (`summary_rows`). A test keeps
 modality branches inside the workload folders (`tests/fast/core/test_workload_branches.py`). Each workload lives in its
-own folder and is registered here by module path, imported only when it is asked for (an image workload brings
-Pillow, a chat one the alignment losses):
+own folder and is registered once, in `REGISTERED` (kept in `foundry.core.registrations`, a plain table the config and
+the manifest read too): the module holding its `WORKLOAD`, imported only when it is asked for (an image workload brings
+Pillow, a chat one the alignment losses), its data's modality and the dataset kinds its manifests carry:
 
-- `text` (`foundry.pretrain.workload`): documents as token shards, a GPT pretrained on them
-- `chat` (`foundry.align.workload`): conversations or preference pairs, a GPT aligned on them
-- `image` (`foundry.vision.workload`): labelled images in WebDataset shards, a classifier trained on them
+- `text` (`foundry.pretrain.workload`; modality text, kind text): documents as token shards, a GPT pretrained on them
+- `chat` (`foundry.align.workload`; modality text, kinds chat and preference): conversations or preference pairs, a
+  GPT aligned on them
+- `image` (`foundry.vision.workload`; modality image, kind classification): labelled images in WebDataset shards, a
+  classifier trained on them
 
-A fourth workload (audio, video frames, tabular) is a new folder with a `WORKLOAD` value and a line in `REGISTERED`.
-Outside that folder it still adds values to tables, and no branch: its modality to `data.modality`'s values (and
-any built-in source scheme of its own to `foundry.config.data.BUILTIN_SOURCES`), its dataset kind and the fields
-only its datasets have to the manifest (`foundry.data.manifest`: `MODALITY_OF_KIND`), its config sections, if any,
-to `FoundryConfig`, and its metrics type (with the `summary_rows` `foundry run` prints) and gate inputs to the
-typed unions that name the three (`foundry.core.contracts`, `foundry.gates.inputs`). After torchtitan's
-`TrainSpec`: checkpointing and resilience are the trainer's, not the workload's.
+A fourth workload (audio, video frames, tabular) is a new folder with a `WORKLOAD` value and a line in `REGISTERED`,
+named as its modality where a config's `data.modality` is what selects it (`for_config`).
+That line is all the tables of modalities and kinds need: `data.modality`'s values, the manifest's `modality` and
+`kind` values and `MODALITY_OF_KIND`, and which workload reads a manifest (`Workload.reads`) are derived from it.
+Outside its folder it adds no branch, and still adds values to these, where it has them: any built-in source scheme
+of its own to `foundry.config.data.BUILTIN_SOURCES`; the fields only its datasets have to the manifest
+(`foundry.data.manifest`: `DatasetManifest` and `_MODALITY_OF`); its config sections to `FoundryConfig`; its metrics
+type (with the `summary_rows` `foundry run` prints) and gate inputs to the typed unions that name the three
+(`foundry.core.contracts`, `foundry.gates.inputs`), and its holdout figures to `foundry.evaluate.scores.ModelScores`.
+After torchtitan's `TrainSpec`: checkpointing and resilience are the trainer's, not the workload's.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, PrepareRun
+from foundry.core.registrations import REGISTERED, Registration
 from foundry.core.version_tags import VersionTags
 
 # The types the methods take, by the names a reader knows (`foundry.config.FoundryConfig`, `foundry.data.manifest.
@@ -41,13 +48,6 @@ from foundry.core.version_tags import VersionTags
 # would reach up into the features that ask it. To a type checker here they are Any.
 FoundryConfig = Candidate = ParentModel = SourceManifest = DatasetManifest = Prepared = Any
 ValidationReport = Decision = Matched = VersionFiles = Criterion = DataHit = Location = Any
-
-# name -> the module whose `WORKLOAD` is that workload; the order is the order `for_data` asks them in
-REGISTERED: dict[str, str] = {
-    "image": "foundry.vision.workload",
-    "chat": "foundry.align.workload",
-    "text": "foundry.pretrain.workload",
-}
 
 
 @dataclass(frozen=True)
@@ -96,9 +96,15 @@ class Workload(ABC):
         """Whether runs trained or evaluated on its data log plots that show the data itself."""
         return bool(self.data_plots)
 
-    @abstractmethod
+    @property
+    def registration(self) -> Registration:
+        """Its line in `REGISTERED`: its module, its data's modality and the dataset kinds its manifests carry."""
+        return REGISTERED[self.name]
+
     def reads(self, manifest: DatasetManifest) -> bool:
-        """Whether a dataset manifest describes this workload's data (a purge has the manifest, not a folder)."""
+        """Whether a dataset manifest describes this workload's data (a purge has the manifest, not a folder): its
+        kind is one of those registered as this workload's."""
+        return manifest.kind in self.registration.kinds
 
     @abstractmethod
     def file_holds(self, name: str, extensions: list[str], alone: bool) -> bool:
@@ -281,7 +287,7 @@ def named(name: str) -> Workload:
     """The registered workload `name`; a clear error naming the registered ones for any other."""
     if name not in REGISTERED:
         raise ValueError(f"no workload {name!r}: the registered ones are {', '.join(REGISTERED)}")
-    return import_module(REGISTERED[name]).WORKLOAD
+    return import_module(REGISTERED[name].module).WORKLOAD
 
 
 def data_plots() -> frozenset[str]:

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import field_validator, model_validator
 
 from foundry.core.contracts import _Value
 from foundry.core.digests import fast_digest, sha256_file
+from foundry.core.registrations import kinds, modalities, modality_of_kind
 
 FILE = "manifest.json"
 TOKENIZER = "tokenizer.json"
@@ -38,8 +39,11 @@ _MODALITY_OF = {
 }
 
 
-# The modality of each kind of dataset: documents and alignment records are text, labelled images are images.
-MODALITY_OF_KIND = {"text": "text", "chat": "text", "preference": "text", "classification": "image"}
+# The modality of each kind of dataset, as the workloads are registered (`foundry.core.registrations`): documents and
+# alignment records are text, labelled images are images.
+MODALITY_OF_KIND = modality_of_kind()
+MODALITIES = Literal[modalities()]  # type: ignore[misc]
+KINDS = Literal[kinds()]  # type: ignore[misc]
 
 
 class WrongModality(ValueError):
@@ -74,9 +78,9 @@ class DatasetManifest(_Value):
     documents have `ledger`, `dtype` and `shards`; alignment records have `method`, `block_size` and
     `chat_template`. `files` is absent from datasets prepared before it was written."""
 
-    modality: Literal["text", "image"] = "text"
+    modality: MODALITIES = "text"  # type: ignore[valid-type]
     # documents, alignment records of one shape, or labelled images
-    kind: Literal["text", "chat", "preference", "classification"] = "text"
+    kind: KINDS = "text"  # type: ignore[valid-type]
     method: str | None = None  # the alignment method the records were prepared for (sft, dpo)
     source: str
     source_digest: str
@@ -104,10 +108,10 @@ class DatasetManifest(_Value):
     @field_validator("modality", mode="before")
     @classmethod
     def _known_modality(cls, value: object) -> object:
-        if value not in ("text", "image"):
+        if value not in (known := get_args(MODALITIES)):
             raise ValueError(
                 f"this dataset's modality is {value!r}; this version of foundry prepares, trains and evaluates "
-                "text and image datasets only (modality 'text' or 'image')"
+                f"{' and '.join(known)} datasets only (modality {' or '.join(map(repr, known))})"
             )
         return value
 
@@ -165,17 +169,6 @@ class DatasetManifest(_Value):
         }
 
     # --- questions readers ask -------------------------------------------------------------------
-
-    @property
-    def is_images(self) -> bool:
-        """Labelled images (shards of PNGs), rather than text (for the workloads: `foundry.vision.workload`)."""
-        return self.kind == "classification"
-
-    @property
-    def is_documents(self) -> bool:
-        """Documents for pretraining (token shards), rather than alignment records (for the workloads:
-        `foundry.pretrain.workload`)."""
-        return self.kind == "text"
 
     @property
     def holdout_bytes(self) -> int:

@@ -132,9 +132,6 @@ class TextWorkload(GptWorkload):
     def document_text(self, line: dict) -> str:
         return line["text"]
 
-    def reads(self, manifest: DatasetManifest) -> bool:
-        return manifest.is_documents
-
     def prepare(
         self,
         source: SourceManifest,

@@ -37,9 +37,6 @@ class ImageWorkload(Workload):
     audit_files = ("audit.json",)
     data_files = (MANIFEST, FILE)  # the shards' manifest beside the dataset's
 
-    def reads(self, manifest: DatasetManifest) -> bool:
-        return manifest.kind == "classification"
-
     def file_holds(self, name: str, extensions: list[str], alone: bool) -> bool:
         """An image (gzip-compressed or not), or, named alone, a .csv that is not a text type: an index of images."""
         from foundry.config.image import IMAGE_EXTENSIONS

@@ -10,8 +10,14 @@ import pytest
 from helpers_manifests import CHAT, DOCUMENTS, IMAGES, SHARD
 
 from foundry.core.digests import sha256_file
+from foundry.core.workload import REGISTERED, named
 from foundry.data.hydrate import verify_dataset
 from foundry.data.manifest import DatasetManifest, WrongModality
+
+
+def _readers(manifest: DatasetManifest) -> list[str]:
+    """The workloads that read the dataset (one, or its kind is no workload's)."""
+    return [name for name in REGISTERED if named(name).reads(manifest)]
 
 
 @pytest.mark.parametrize("written", [DOCUMENTS, CHAT], ids=["documents", "chat"])
@@ -25,7 +31,7 @@ def test_writing_gives_the_bytes_the_old_writer_gave(written, tmp_path):
 
 def test_a_prepared_dataset_reads_and_writes_back_unchanged(tiny_dataset, tmp_path):
     manifest = DatasetManifest.read(tiny_dataset)
-    assert manifest.modality == "text" and manifest.is_documents
+    assert manifest.modality == "text" and manifest.kind == "text" and _readers(manifest) == ["text"]
     assert manifest.train_tokens == sum(s.tokens for s in manifest.shards_of("train"))
     assert manifest.write(tmp_path / "manifest.json").read_bytes() == (tiny_dataset / "manifest.json").read_bytes()
 
@@ -57,7 +63,7 @@ def test_an_unknown_modality_is_refused_naming_it(tmp_path):
 def test_an_image_manifest_round_trips_and_refuses_token_questions(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps(IMAGES, indent=1))
     manifest = DatasetManifest.read(tmp_path)
-    assert manifest.is_images and not manifest.is_documents and manifest.image_shape == (1, 8, 8)
+    assert _readers(manifest) == ["image"] and manifest.image_shape == (1, 8, 8)
     assert manifest.write(tmp_path / "again.json").read_text() == json.dumps(IMAGES, indent=1)
     with pytest.raises(WrongModality, match="vocab_size is a field of text datasets.*modality is 'image'"):
         manifest.vocab_size  # noqa: B018 - the read itself is what raises
