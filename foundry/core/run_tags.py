@@ -24,6 +24,7 @@ PARENT_DATA_VERSION = "parent_data_version"  # the data the parent was trained o
 RETRAIN_SKIPPED = "retrain.skipped"  # `true`: no new documents, nothing trained
 RESUMED_FROM_STEP = "resumed_from_step"
 RESOLVED_PRECISION = "train.resolved_precision"  # what `train.precision` resolved to on the machine that trained
+COMPILED = "train.compiled"  # `true` or `false`: whether it trained compiled (no C++ compiler: `false`)
 HOSTS = "train.hosts"  # every rank's host, in rank order, comma-separated (`foundry.training.hosts`)
 # A run's dataset input (MLflow's inputs, not run tags): the context MLflow reads, and the data's `source`
 DATASET_CONTEXT = "mlflow.data.context"  # `training`, or `evaluation`

@@ -10,7 +10,7 @@ from foundry.core.contracts import DataVersion, FetchedFile, LineageRecord
 from foundry.core.metrics.holdout import PREFIX as HOLDOUT_PREFIX
 from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.model_uri import ModelUri, RunsUri
-from foundry.core.run_tags import PACKAGE_VERSION
+from foundry.core.run_tags import COMPILED, PACKAGE_VERSION
 from foundry.core.version_tags import CONFIG, GIT_COMMIT, GIT_DIRTY, VersionTags
 from foundry.data.purged import DataPurged, mark_of
 from foundry.gates.decision import Decision
@@ -99,13 +99,15 @@ def recorded_config(version) -> dict:
 
 def as_trained(config: dict, run_tags: dict[str, str]) -> dict:
     """A recorded config with a `train.precision` that resolves by the machine replaced by what it resolved to on
-    the machine that trained (the run's tag; runs from before the tag keep theirs): a reproduction elsewhere then
-    computes in the same precision."""
+    the machine that trained (the run's tag; runs from before the tag keep theirs), and `train.compile` off where
+    it trained uncompiled for want of a compiler: a reproduction elsewhere then computes as it did."""
     resolved = run_tags.get(RESOLVED_PRECISION_TAG)
-    train = config.get("train", {})
-    if not resolved or train.get("precision") not in DEVICE_PRECISIONS:
-        return config
-    return {**config, "train": {**train, "precision": resolved}}
+    train = dict(config.get("train", {}))
+    if resolved and train.get("precision") in DEVICE_PRECISIONS:
+        train["precision"] = resolved
+    if run_tags.get(COMPILED) == "false":  # no compiler where it trained: Inductor's rounding was not used
+        train["compile"] = False
+    return {**config, "train": train} if train != config.get("train", {}) else config
 
 
 def lineage(model_uri: str, depth: int = 10) -> list[LineageRecord]:

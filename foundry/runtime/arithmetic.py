@@ -1,5 +1,5 @@
 """What decides a training step's floating-point results on this machine besides the config's values and the data:
-threads, precision, device, world size, torch's version. The resume key holds it (`foundry.checkpointing.resume`), so
+threads, precision, device, world size, torch's version, whether it compiles. The resume key holds it (`foundry.checkpointing.resume`), so
 a run resumes only checkpoints it can continue bit for bit; the trainer sets the process up by it."""
 
 from __future__ import annotations
@@ -22,6 +22,26 @@ def uses_gpu(t: TrainConfig) -> bool:
 
 def resolve_precision(t: TrainConfig) -> str:
     return t.resolved_precision(uses_gpu(t), cpu_has_bf16())
+
+
+def has_cxx_compiler() -> bool:
+    """Whether Inductor finds a C++ compiler it can run, by its own search (`$CXX`, else g++): without one,
+    `torch.compile` fails at the first step (`InvalidCxxCompiler`), on a CPU and for Triton's launcher on a GPU."""
+    from torch._inductor import config as inductor
+    from torch._inductor.cpp_builder import cpp_compiler_search
+    from torch._inductor.exc import InvalidCxxCompiler
+
+    search = inductor.cpp.cxx if isinstance(inductor.cpp.cxx, (list, tuple)) else (inductor.cpp.cxx,)
+    try:
+        cpp_compiler_search(tuple(search))
+    except InvalidCxxCompiler:
+        return False
+    return True
+
+
+def compiles(t: TrainConfig) -> bool:
+    """`train.compile` on this machine: off where no C++ compiler is found (the run trains uncompiled, saying so)."""
+    return t.compile and has_cxx_compiler()
 
 
 def cpu_threads(t: TrainConfig) -> int:
@@ -53,5 +73,5 @@ def arithmetic(t: TrainConfig) -> dict[str, str | int | bool]:
         "world_size": t.devices * t.num_nodes,
         "torch": str(_torch().__version__),  # a plain str: TorchVersion does not load with weights_only
         "deterministic": t.deterministic,
-        "compile": t.compile,  # Inductor's kernels round differently from eager's
+        "compile": compiles(t),  # Inductor's kernels round differently from eager's
     }

@@ -21,13 +21,19 @@ import torch
 from foundry.config import FoundryConfig, TrainConfig
 from foundry.core import run_tags
 from foundry.core.workload import Workload, for_data
-from foundry.runtime.arithmetic import arithmetic, cpu_threads, resolve_precision, uses_gpu
+from foundry.runtime.arithmetic import arithmetic, compiles, cpu_threads, resolve_precision, uses_gpu
 from foundry.runtime.cpu_features import RESOLVED_PRECISION_TAG
 from foundry.training.adapters import lora_spec, save_peft_adapter
 from foundry.training.run import TrainingRun
 from foundry.training.sharding import Rank0Buffers, fsdp_strategy, has_batch_norm
 
 log = logging.getLogger(__name__)
+
+NOT_COMPILED = (
+    "train.compile is on but no C++ compiler was found (Inductor looks for $CXX, else g++): training uncompiled. "
+    "A bf16 step of the default model took 1.3x as long uncompiled on a 2-core AMD EPYC (bench/README.md, "
+    "'Compiled, in bfloat16'); install g++ (Debian: apt-get install g++) to compile, or set train.compile=false"
+)
 
 # Dense peak FLOP/s of one device (bf16 tensor cores, plain fp32), from the vendors' data sheets.
 PEAK_FLOPS = {
@@ -161,10 +167,13 @@ def train_settings(config: FoundryConfig) -> dict:
 
 
 def build_module(config: FoundryConfig, workload: Workload, data):
-    """The LightningModule `workload` trains on `data` (its `data(data_dir)`), compiled when `train.compile`."""
+    """The LightningModule `workload` trains on `data` (its `data(data_dir)`), compiled when `train.compile` and
+    a C++ compiler is found (`compiles`); else uncompiled, with one warning saying so and what it costs."""
     module = workload.module(config, data, train_settings(config), uses_gpu(config.train))
-    if config.train.compile:
+    if compiles(config.train):
         module.model.compile()  # in place: parameter names, and so checkpoints, stay the same
+    elif config.train.compile:
+        log.warning(NOT_COMPILED)
     return module
 
 
@@ -207,7 +216,7 @@ def train(
     if resume_from is not None:
         log.info("resuming from %s", resume_from)
     if run_id is not None and trainer.global_rank == 0:
-        _record_start(run_id, resume_from, trainer.precision, share)
+        _record_start(run_id, resume_from, trainer.precision, compiles(config.train), share)
     trainer.fit(module, train_loader, val_loader, ckpt_path=str(resume_from) if resume_from else None)
     if lora:  # the registered model is the base architecture with the adapters merged in; they are kept too
         adapters = module.merge_adapters()
@@ -226,8 +235,11 @@ def train(
     return final
 
 
-def _record_start(run_id: str, resume_from: Path | None, precision: str, share: tuple[int, int] | None) -> None:
-    """Where this attempt started, the precision it resolved to here, and with adapters, the parameters it trains."""
+def _record_start(
+    run_id: str, resume_from: Path | None, precision: str, compiled: bool, share: tuple[int, int] | None
+) -> None:
+    """Where this attempt started, the precision it resolved to here, whether it compiled, and with adapters, the
+    parameters it trains."""
     from mlflow import MlflowClient
 
     from foundry.checkpointing.manifest import read_manifest
@@ -237,6 +249,7 @@ def _record_start(run_id: str, resume_from: Path | None, precision: str, share: 
     step = 0 if resume_from is None else next(e.step for e in entries if e.file == resume_from.name)
     client.set_tag(run_id, run_tags.RESUMED_FROM_STEP, str(step))
     client.set_tag(run_id, RESOLVED_PRECISION_TAG, precision)
+    client.set_tag(run_id, run_tags.COMPILED, str(compiled).lower())
     if share is not None:
         client.log_metric(run_id, "finetune/trainable_params", share[0])
         client.log_metric(run_id, "finetune/trainable_share", share[0] / share[1])

@@ -89,3 +89,12 @@ def test_a_reproduction_trains_in_the_precision_the_machine_that_trained_resolve
     tags = {"resumed_from_step": "0"} | ({"train.resolved_precision": tag} if tag else {})
     assert as_trained(config, tags)["train"]["precision"] == reproduced
     assert config["train"]["precision"] == recorded  # the record is left as it was
+
+
+@pytest.mark.parametrize("tag, reproduced", [("false", False), ("true", True), (None, True)])
+def test_a_reproduction_of_a_run_trained_without_a_compiler_trains_uncompiled(tag, reproduced):
+    config = FoundryConfig().model_dump(mode="json")
+    assert config["train"]["compile"] is True
+    tags = {"resumed_from_step": "0"} | ({"train.compiled": tag} if tag else {})
+    assert as_trained(config, tags)["train"]["compile"] is reproduced
+    assert config["train"]["compile"] is True  # the record is left as it was

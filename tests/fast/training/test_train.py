@@ -239,3 +239,52 @@ def test_weights_digest_sees_one_flipped_bit():
     assert weights_digest(state) == weights_digest(same)
     same["a"].view(torch.int32)[0, 0] ^= 1
     assert weights_digest(state) != weights_digest(same)
+
+
+# --- no C++ compiler -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_cxx_compiler():
+    """Inductor's search finds no compiler, as on `python:3.11-slim`: it looks for $CXX, else g++ (read when
+    Inductor is imported; here its setting, which the search takes, is pointed at nothing)."""
+    from torch._inductor import config as inductor
+
+    with inductor.patch({"cpp.cxx": (None, "/nonexistent/g++")}):
+        yield
+
+
+def test_without_a_compiler_a_compiled_config_trains_uncompiled_and_says_so(
+    no_cxx_compiler, tiny_dataset, tmp_path, caplog
+):
+    from foundry.runtime.arithmetic import arithmetic, compiles
+
+    config = tiny("train.compile=true", "train.max_steps=4", "checkpoint.every_n_steps=2")
+    assert not compiles(config.train) and arithmetic(config.train)["compile"] is False  # its own resume key
+    with caplog.at_level("WARNING", logger="foundry.training.trainer"):
+        module = build_module(config, named("text"), vocabulary_only(64))
+    assert module.model._compiled_call_impl is None
+    assert "no C++ compiler was found" in caplog.text and "training uncompiled" in caplog.text
+    path = launch(config, tiny_dataset, tmp_path / "ckpt", None, "v-test")
+    assert load_gpt(path).config.n_embd == config.model.n_embd
+
+
+def test_with_a_compiler_a_compiled_config_compiles(tiny_dataset):
+    from foundry.runtime.arithmetic import arithmetic, compiles
+
+    config = tiny("train.compile=true")
+    assert compiles(config.train) and arithmetic(config.train)["compile"] is True  # the key runs had before
+    assert build_module(config, named("text"), vocabulary_only(64)).model._compiled_call_impl is not None
+    assert not compiles(tiny("train.compile=false").train)
+
+
+def test_the_run_records_whether_it_compiled(home):
+    import mlflow
+
+    from foundry.core import run_tags
+    from foundry.training.trainer import _record_start
+
+    for compiled in (True, False):
+        with mlflow.start_run() as run:
+            _record_start(run.info.run_id, None, "32-true", compiled, None)
+        assert mlflow.get_run(run.info.run_id).data.tags[run_tags.COMPILED] == str(compiled).lower()
