@@ -18,8 +18,6 @@ from foundry.core.workload import named
 from foundry.data.manifest import DatasetManifest
 from foundry.training.warm_start import text_start
 
-KINDS = ("chat", "preference")
-
 
 def build_aligned_module(config: FoundryConfig, args: dict, kind: str, train_settings: dict):
     """`LitSFT`, or `LitDPO` whose frozen reference is `train.init_from`: the weights it starts from, also when
