@@ -31,12 +31,13 @@ from __future__ import annotations
 import errno
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, PrepareRun
@@ -281,6 +282,13 @@ class Workload(ABC):
         scores; None: re-score it."""
         raise NotImplementedError(f"the {self.name} workload's models go through no pretraining or specialist gate")
 
+    # --- export -----------------------------------------------------------------------------------
+
+    # What `foundry export` writes its registered versions as: format -> (module, function), the function taking
+    # (its `model.pt` as loaded, its tokenizer.json, the folder to write, source=its URI) and imported only when
+    # asked for. None by default: `foundry.export.publish` refuses any format a workload does not list here.
+    exports: Mapping[str, tuple[str, str]] = MappingProxyType({})
+
 
 @cache
 def named(name: str) -> Workload:
@@ -320,3 +328,10 @@ def for_config(config: FoundryConfig) -> Workload:
     """The workload a run's config asks for, before any data exists: its `data.modality` (chat records are
     prepared by `foundry align`, from a text config)."""
     return named(config.data.modality)
+
+
+def for_recorded(config: Mapping[str, Any]) -> Workload:
+    """The workload of a registered version, named by the config it recorded
+    (`foundry.registry.lineage.recorded_config`): its `data.modality`, as a retrain and a fine-tune read their
+    parent's; text for a record from before the key (or none at all)."""
+    return named((config.get("data") or {}).get("modality") or "text")

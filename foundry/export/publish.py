@@ -1,12 +1,14 @@
 """A registered version exported once, attached to it, and reused: `foundry export MODEL_URI --format F --out DIR`.
 
-The first export of a version writes the format's files (`FORMATS`), logs them as an artifact of the version's
-run (`export/F/NAME-vN/format-K`, K the exporter's `FORMAT_VERSION`) and tags the version `foundry.export.F` with
-that artifact path, so a reviewer in the MLflow UI sees it. Later exports download that artifact instead of writing
-it again, but only when the tag is exactly the path this exporter would write and the run still holds files there:
-a tag from an older exporter (another K), one copied from another version or set by hand, or an artifact deleted
-since, is exported again and re-tagged. Registry errors propagate (fail closed): an export never guesses a version,
-writes one it could not resolve, or takes a failed artifact listing for an absent artifact.
+The first export of a version writes the format's files by the writer its workload lists for it (`Workload.exports`;
+the workload is the one the version's recorded config names, and a format it does not list is refused before any
+download), logs them as an artifact of the version's run (`export/F/NAME-vN/format-K`, K the exporter's
+`FORMAT_VERSION`) and tags the version `foundry.export.F` with that artifact path, so a reviewer in the MLflow UI
+sees it. Later exports download that artifact instead of writing it again, but only when the tag is exactly the
+path this exporter would write and the run still holds files there: a tag from an older exporter (another K), one
+copied from another version or set by hand, or an artifact deleted since, is exported again and re-tagged.
+Registry errors propagate (fail closed): an export never guesses a version, writes one it could not resolve, or
+takes a failed artifact listing for an absent artifact.
 
 `--out` is new, empty, or a previous export's folder holding nothing else: its `MARKER` lists the files that
 export placed, and only those are replaced. A folder with anything more (a user's own script beside the weights)
@@ -26,15 +28,17 @@ from pathlib import Path, PurePosixPath
 from foundry.core import version_tags as tag
 from foundry.core.fs import remove_tree
 from foundry.core.model_uri import ModelUri
-from foundry.export import FORMAT_VERSION
+from foundry.core.workload import Workload
+from foundry.export import FORMAT_VERSION, GPT_WRITERS
 
-# format -> (module, function(saved, tokenizer_file, out_dir, source=URI) -> Path); imported when asked for
-FORMATS = {"hf": ("foundry.export.hf", "write_hf"), "gguf": ("foundry.export.gguf", "write_gguf")}
+# Every format Foundry writes (`foundry export --format`): a version's workload lists those it is exported as
+FORMATS = GPT_WRITERS
 MARKER = "foundry-export.json"  # beside the exported files in --out (and listing them), never in the artifact
 
 
 class ExportRefused(ValueError):
-    """An export that would overwrite a folder it did not write, or of a format Foundry does not write."""
+    """An export that would overwrite a folder it did not write, or of a format Foundry, or the version's workload,
+    does not write."""
 
 
 @dataclass(frozen=True)
@@ -51,11 +55,29 @@ def tag_key(fmt: str) -> str:
     return tag.EXPORT + fmt
 
 
-def writer(fmt: str):
+def writer(fmt: str, workload: Workload | None = None, source: str = ""):
+    """The function that writes `fmt`: the one `workload` lists, else `ExportRefused` naming `source` (the version),
+    what it is and the formats it has; without a workload, Foundry's writer of that format."""
     if fmt not in FORMATS:
         raise ExportRefused(f"unknown export format {fmt!r}; formats: {', '.join(FORMATS)}")
-    module, function = FORMATS[fmt]
+    writers = FORMATS if workload is None else workload.exports
+    if fmt not in writers:
+        listed = f"as {', '.join(writers)}" if writers else "in no format"
+        raise ExportRefused(
+            f"{source or 'this version'} is {workload.describes}: Foundry exports {workload.describes} {listed}, "
+            f"not as {fmt} (nothing was written)"
+        )
+    module, function = writers[fmt]
     return getattr(importlib.import_module(module), function)
+
+
+def workload_of(version) -> Workload:
+    """The workload of a registered version, named by the config its training run recorded (as a retrain reads its
+    parent's)."""
+    from foundry.core.workload import for_recorded
+    from foundry.registry.lineage import recorded_config
+
+    return for_recorded(recorded_config(version))
 
 
 def check_out_dir(out_dir: Path) -> None:
@@ -144,19 +166,20 @@ def _reusable(version, fmt: str, artifact: str) -> bool:
     return bool(tracking.client().list_artifacts(version.run_id, artifact))
 
 
-def _write(version, fmt: str, home: Path, dest: Path) -> None:
+def _write(version, workload: Workload, fmt: str, home: Path, dest: Path) -> None:
     from foundry.registry.versions import download
     from models.gpt import load_saved
 
+    write = writer(fmt, workload, str(ModelUri.of(version)))
     artifacts = download(version, home)
     saved = load_saved(artifacts / "model.pt")
-    writer(fmt)(saved, artifacts / "tokenizer.json", dest, source=str(ModelUri.of(version)))
+    write(saved, artifacts / "tokenizer.json", dest, source=str(ModelUri.of(version)))
 
 
 def export_version(model_uri: str | ModelUri, fmt: str, out_dir: Path, home: Path) -> Export:
     """The export of a registered version in `fmt` in `out_dir`: downloaded when the version already carries
     this exporter's (`_reusable`), else written from its `model.pt` and `tokenizer.json`, logged under its run
-    and tagged on it."""
+    and tagged on it. `ExportRefused` when its workload is not exported as `fmt`."""
     import mlflow
 
     from foundry.registry.versions import resolve
@@ -167,6 +190,8 @@ def export_version(model_uri: str | ModelUri, fmt: str, out_dir: Path, home: Pat
     check_out_dir(out_dir)
     version = resolve(model_uri)
     pinned = ModelUri.of(version)
+    workload = workload_of(version)
+    writer(fmt, workload, str(pinned))  # a format its workload does not write, before any download
     artifact = artifact_path(pinned, fmt)
     reused = _reusable(version, fmt, artifact)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -179,7 +204,7 @@ def export_version(model_uri: str | ModelUri, fmt: str, out_dir: Path, home: Pat
             files = Path(local)
         else:
             files = scratch / "files"
-            _write(version, fmt, home, files)
+            _write(version, workload, fmt, home, files)
             tracking.log_artifact(version.run_id, files, artifact)
             tracking.client().set_model_version_tag(pinned.name, pinned.version, tag_key(fmt), artifact)
         record = {"model_uri": str(pinned), "format": fmt, "format_version": FORMAT_VERSION, "artifact": artifact}

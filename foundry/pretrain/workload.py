@@ -11,6 +11,7 @@ from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, PrepareRun
 from foundry.core.workload import Purging, Workload
 from foundry.data.manifest import FILE, TOKENIZER, DatasetManifest
+from foundry.export import GPT_WRITERS
 from foundry.gates.inputs import BY_BITS_PER_BYTE, Compared
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ class GptWorkload(Workload):
     how their data is prepared, validated and trained on is each one's own."""
 
     describes = "a text model"
+    exports = GPT_WRITERS  # a transformers folder, a llama.cpp file: a GPT and its tokenizer, aligned or not
 
     # --- data, purge and serving ------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """What a model scored, as typed values every stage reads: the features that compute them and the gates, cards and
 reports that show them import these, and these import no feature.
 
+- `baselines`: what text and image holdout scores share (MLflow keys, baselines, the strongest, what is compared)
 - `holdout`: a language model's holdout loss, perplexity and bits per byte
 - `aligned`: an aligned model's response loss, exact match and preference accuracy; `scores`: the gate's view of them
 - `images`: an image classifier's accuracy, per-class figures and confusion matrix

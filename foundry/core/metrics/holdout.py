@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from foundry.core.metrics.baselines import PREFIX, BaselinedMetrics
 
-PREFIX = "holdout/"
+__all__ = ["PREFIX", "HoldoutMetrics", "window_stride"]
 
 
 def window_stride(block_size: int, overlap: float) -> int:
@@ -20,13 +20,11 @@ def window_stride(block_size: int, overlap: float) -> int:
     return max(1, block_size - round(block_size * overlap))
 
 
-class HoldoutMetrics(BaseModel):
+class HoldoutMetrics(BaselinedMetrics):
     """Loss, perplexity and bits per byte on the holdout, beside the baselines a model should beat.
 
     Only `bits_per_byte` is always there: a merge scores nothing else, the gate re-scores without the
     compression baselines, and old versions recorded what their code computed then."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     loss: float | None = None  # nats per token
     perplexity: float | None = None
@@ -53,50 +51,13 @@ class HoldoutMetrics(BaseModel):
     COUNTS: ClassVar[tuple[str, ...]] = ("tokens", "baseline_train_bytes")  # integers, stored as floats
     # What a reproduction must match: the model's own figures, not the baselines (they depend on the data only).
     COMPARED: ClassVar[tuple[str, ...]] = ("loss", "bits_per_byte", "perplexity")
-
-    @staticmethod
-    def key(field: str) -> str:
-        """The MLflow metric (or legacy tag) name of a field: `holdout/<field>`."""
-        if field not in HoldoutMetrics.model_fields:
-            raise KeyError(f"HoldoutMetrics has no field {field!r}; it has {', '.join(HoldoutMetrics.model_fields)}")
-        return PREFIX + field
-
-    def as_mlflow(self) -> dict[str, float]:
-        """The fields that were measured, under their MLflow keys, in the order they are declared (the order
-        evaluation has always logged them in)."""
-        return {self.key(name): float(value) for name, value in self if value is not None}
-
-    @classmethod
-    def from_mlflow(cls, metrics: Mapping[str, float | str]) -> HoldoutMetrics:
-        """From a run's metrics or a version's tags (values may be strings); other keys are ignored."""
-        values = {name: metrics[cls.key(name)] for name in cls.model_fields if cls.key(name) in metrics}
-        if "bits_per_byte" not in values:
-            raise KeyError(f"no {cls.key('bits_per_byte')} among the recorded metrics ({', '.join(sorted(metrics))})")
-        # MLflow stores every metric as a float, tags as strings
-        return cls.model_validate({k: int(float(v)) if k in cls.COUNTS else float(v) for k, v in values.items()})
-
-    @classmethod
-    def recorded_in(cls, metrics: Mapping[str, float | str]) -> bool:
-        """Whether these metrics or tags hold holdout scores at all."""
-        return cls.key("bits_per_byte") in metrics
+    GATE_FIGURE: ClassVar[str] = "bits_per_byte"
+    BASELINE_SUFFIX: ClassVar[str] = "_bits_per_byte"
+    HIGHER_IS_BETTER: ClassVar[bool] = False  # fewer bits per byte is better
 
     def with_scores(self, scores: Mapping[str, float]) -> HoldoutMetrics:
         """These metrics and more of them (`compression_bits_per_byte`'s, by field name), validated."""
         return HoldoutMetrics.model_validate({**self.model_dump(exclude_none=True), **scores})
-
-    def baselines(self) -> dict[str, float]:
-        """The baselines that were measured, by name (unigram, gzip, xz, xz9e, ppmd)."""
-        scores = {name: getattr(self, f"{name}_bits_per_byte") for name in self.BASELINES}
-        return {name: value for name, value in scores.items() if value is not None}
-
-    def strongest_baseline(self) -> tuple[str, float] | None:
-        """The measured baseline with the fewest bits per byte, by name; None when none was measured."""
-        scores = self.baselines()
-        return min(scores.items(), key=lambda item: item[1]) if scores else None
-
-    def compared(self) -> dict[str, float]:
-        """The figures a reproduction checks, under their MLflow keys, for those that were measured."""
-        return {self.key(name): float(getattr(self, name)) for name in self.COMPARED if getattr(self, name) is not None}
 
     def baseline_label(self, name: str, strongest: bool = False) -> str:
         """A baseline's name on a card: the compressor, the training text the strong ones saw, and whether it is

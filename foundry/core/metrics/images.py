@@ -14,16 +14,14 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
-PREFIX = "holdout/"
+from foundry.core.metrics.baselines import PREFIX, BaselinedMetrics
+
 CLASS_PREFIX = PREFIX + "class_accuracy/"  # not under holdout/accuracy/: a file store keeps each key as a file
 
 
-class VisionMetrics(BaseModel):
+class VisionMetrics(BaselinedMetrics):
     """Accuracy, macro F1, per-class accuracy and loss on the holdout, beside the baselines a model should beat."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     accuracy: float  # share of holdout images classified right: what promotion compares
     macro_f1: float | None = None  # F1 per class, averaged with equal weight (a class never predicted: 0)
@@ -37,13 +35,10 @@ class VisionMetrics(BaseModel):
     LABELS: ClassVar[dict[str, str]] = {"majority": "majority class", "nearest_class_mean": "nearest class mean"}
     COUNTS: ClassVar[tuple[str, ...]] = ("images",)
     COMPARED: ClassVar[tuple[str, ...]] = ("accuracy", "loss")
-
-    @staticmethod
-    def key(field: str) -> str:
-        scalars = set(VisionMetrics.model_fields) - {"per_class_accuracy"}
-        if field not in scalars:
-            raise KeyError(f"VisionMetrics has no scalar field {field!r}; it has {', '.join(sorted(scalars))}")
-        return PREFIX + field
+    GATE_FIGURE: ClassVar[str] = "accuracy"
+    BASELINE_SUFFIX: ClassVar[str] = "_accuracy"
+    HIGHER_IS_BETTER: ClassVar[bool] = True
+    NOT_SCALAR: ClassVar[frozenset[str]] = frozenset({"per_class_accuracy"})  # one key per class instead
 
     def summary_rows(self) -> list[tuple[str, str]]:
         """What `foundry run`'s summary prints of them, (label, line) a row: the holdout and the baselines."""
@@ -63,36 +58,13 @@ class VisionMetrics(BaseModel):
 
     def as_mlflow(self) -> dict[str, float]:
         """The measured fields under their MLflow keys; each class's accuracy under `holdout/class_accuracy/<label>`."""
-        flat = {self.key(n): float(v) for n, v in self if v is not None and n != "per_class_accuracy"}
-        return flat | {self.class_key(label): float(v) for label, v in self.per_class_accuracy.items()}
+        return super().as_mlflow() | {self.class_key(label): float(v) for label, v in self.per_class_accuracy.items()}
 
     @classmethod
     def from_mlflow(cls, metrics: Mapping[str, float | str]) -> VisionMetrics:
         """From a run's metrics or a version's tags (values may be strings); other keys are ignored."""
-        if not cls.recorded_in(metrics):
-            raise KeyError(f"no {cls.key('accuracy')} among the recorded metrics ({', '.join(sorted(metrics))})")
-        values = {
-            n: metrics[cls.key(n)] for n in cls.model_fields if n != "per_class_accuracy" and PREFIX + n in metrics
-        }
-        scalars = {k: int(float(v)) if k in cls.COUNTS else float(v) for k, v in values.items()}
         classes = {k.removeprefix(CLASS_PREFIX): float(v) for k, v in metrics.items() if k.startswith(CLASS_PREFIX)}
-        return cls(**scalars, per_class_accuracy=classes)
-
-    @classmethod
-    def recorded_in(cls, metrics: Mapping[str, float | str]) -> bool:
-        return cls.key("accuracy") in metrics
-
-    def baselines(self) -> dict[str, float]:
-        scores = {name: getattr(self, f"{name}_accuracy") for name in self.BASELINES}
-        return {name: value for name, value in scores.items() if value is not None}
-
-    def strongest_baseline(self) -> tuple[str, float] | None:
-        """The measured baseline with the highest accuracy; None when none was measured."""
-        scores = self.baselines()
-        return max(scores.items(), key=lambda item: item[1]) if scores else None
-
-    def compared(self) -> dict[str, float]:
-        return {self.key(n): float(getattr(self, n)) for n in self.COMPARED if getattr(self, n) is not None}
+        return cls(**cls.recorded_scalars(metrics), per_class_accuracy=classes)
 
 
 def confusion(targets: np.ndarray, predictions: np.ndarray, n_classes: int) -> np.ndarray:

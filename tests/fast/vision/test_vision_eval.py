@@ -70,6 +70,15 @@ def test_metrics_round_trip_through_their_mlflow_keys():
     assert m.strongest_baseline() == ("majority", 0.5)
 
 
+def test_the_strongest_image_baseline_is_the_most_accurate_and_per_class_accuracy_has_no_single_key():
+    m = VisionMetrics(accuracy=0.9, majority_accuracy=0.4, nearest_class_mean_accuracy=0.6)
+    assert m.strongest_baseline() == ("nearest_class_mean", 0.6)  # text's is the fewest bits per byte
+    with pytest.raises(KeyError, match="per_class_accuracy"):
+        VisionMetrics.key("per_class_accuracy")
+    with pytest.raises(KeyError, match="holdout/accuracy"):
+        VisionMetrics.from_mlflow({"holdout/loss": 0.3})
+
+
 def test_a_label_mlflow_cannot_key_is_written_with_underscores():
     assert VisionMetrics.class_key("ça:va?") == "holdout/class_accuracy/ça_va_"
 
