@@ -39,7 +39,7 @@ def specialist_config(config: FoundryConfig, parent: ParentModel) -> FoundryConf
 
 def base_modality(parent: ParentModel) -> str:
     """What the base was trained on, from its recorded config (text for records older than the key)."""
-    return (parent.config.get("data") or {}).get("modality", "text")
+    return workload.for_recorded(parent.config).name
 
 
 def check_modality(config: FoundryConfig, base_uri: str, base: str) -> None:

@@ -10,7 +10,7 @@ from typing import Literal
 
 from foundry.config import FoundryConfig
 from foundry.core.contracts import ParentModel
-from foundry.core.workload import named
+from foundry.core.workload import for_recorded
 
 log = logging.getLogger(__name__)
 RUN_OF = {"retrain": "a retrain", "finetune": "a fine-tune", "align": "an alignment"}
@@ -35,8 +35,7 @@ def retrain_config(config: FoundryConfig, parent: ParentModel) -> FoundryConfig:
     parent's workload fixes of its weights' and inputs' shape (`Workload.retrain_sections`: an image classifier's
     modality and image settings). The parent's workload is named by its recorded `data.modality`."""
     warn_of_train_keys_not_taken(config, "retrain")
-    modality = (parent.config.get("data") or {}).get("modality") or "text"  # configs before modality were text
-    kept = named(modality).retrain_sections(config, parent.config)
+    kept = for_recorded(parent.config).retrain_sections(config, parent.config)
     return config.warm_started_from(parent, config.training_for("retrain"), **kept)
 
 
