@@ -68,11 +68,12 @@ def validate(
     config: FoundryConfig, staged: Path, run: RunContext, parent: ParentData | None = None
 ) -> ValidationReport:
     """The Great Expectations gate; its report is logged whether it passes or not."""
+    from foundry.core.preparing import Validating
     from foundry.data.validate import validate_dataset
 
     report_path, docs = run.dir / "validation_report.json", run.dir / "validation_docs"
     try:
-        return validate_dataset(staged, config, report_path, docs_dir=docs, parent=parent and parent.dir)
+        return validate_dataset(Validating(staged, config, report_path, docs, parent and parent.dir))
     finally:
         if report_path.exists():
             tracking.log_artifact(run.run_id, report_path, "validation")

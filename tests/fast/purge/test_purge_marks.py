@@ -48,6 +48,7 @@ def _documents(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Versions:
+    from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
     from foundry.data.prepare import prepare
     from foundry.data.versioning import version_dataset
@@ -63,11 +64,11 @@ def built(tmp_path_factory) -> Versions:
     config = tiny(f"data.source={source}")
     manifest = acquire_source(config.data, root / "source_manifest.json")
     home = root / "home"
-    prepare(manifest, config, root / "before", progress=False)
+    prepare(Preparing(manifest, config, root / "before"))
     canaries = {sha for sha, name in _documents(root / "before").items() if name in ("doc22.txt", "doc23.txt")}
     assert len(canaries) == 2
     before = version_dataset(config, root / "before", manifest, home)
-    prepare(manifest, config, root / "after", progress=False, basis=DataBasis(purged=frozenset(canaries)))
+    prepare(Preparing(manifest, config, root / "after", basis=DataBasis(purged=frozenset(canaries))))
     after = version_dataset(config, root / "after", manifest, home)
     return Versions(home, before, after, canaries, config, manifest)
 
