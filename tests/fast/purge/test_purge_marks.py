@@ -240,13 +240,10 @@ def test_dataset_key_changes_only_when_something_was_purged(versions):
 
 
 def test_the_dataset_tasks_key_reads_the_homes_purges(versions):
-    from tasks.data import _dataset_key
+    from tasks.data import DatasetJob, _dataset_key
 
-    params = {
-        "config": versions.config,
-        "source_manifest": versions.manifest,
-        "run": RunContext(run_id="r1", dir=versions.home / "runs" / "r1", home=versions.home),
-    }
+    run = RunContext(run_id="r1", dir=versions.home / "runs" / "r1", home=versions.home)
+    params = {"job": DatasetJob(versions.config, versions.manifest, run)}
     unpurged = _dataset_key(None, params)
     purged.record_documents(versions.home, RECORD, versions.canaries)
     assert _dataset_key(None, params) != unpurged
