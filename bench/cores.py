@@ -69,6 +69,7 @@ def prepared(work: str, folder: Path) -> dict:
 
     configure_environment()
     from foundry.config import load_config
+    from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
     from foundry.data.prepare import prepare
 
@@ -76,7 +77,7 @@ def prepared(work: str, folder: Path) -> dict:
     manifest = acquire_source(config.data, folder / "source_manifest.json")
     out = folder / "prepared"
     if work == "encode":
-        prepare(manifest, config, out, progress=False)
+        prepare(Preparing(manifest, config, out))
     return {
         "entries": manifest.entries,
         "cfg": config.data,

@@ -161,10 +161,10 @@ def _timed_steps(timings: dict, dask: bool) -> None:
     prep.assemble_shards = wrap("shards", prep.assemble_shards)
     original = prep.prepare
 
-    def prepare(*args, running=prep.IN_PROCESS, **kwargs):
+    def prepare(job):
         calls = iter(("clean (map)", "encode (map)"))
-        mapper = wrap_map(running.mapper or prep.serial_map, calls)
-        return original(*args, running=dataclasses.replace(running, mapper=mapper), **kwargs)
+        mapper = wrap_map(job.running.mapper or prep.serial_map, calls)
+        return original(dataclasses.replace(job, running=dataclasses.replace(job.running, mapper=mapper)))
 
     def wrap_map(mapper, calls):
         return lambda step, jobs: wrap(next(calls), mapper)(step, jobs)

@@ -38,6 +38,7 @@ configure_environment()  # before the libraries load
 
 def prepared(config, work: Path, cache: dict) -> Path:
     """The corpus prepared with this config's data and tokenizer settings, once per distinct setting."""
+    from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
     from foundry.data.prepare import prepare
 
@@ -45,7 +46,7 @@ def prepared(config, work: Path, cache: dict) -> Path:
     if key not in cache:
         folder = work / f"data-{len(cache)}"
         manifest = acquire_source(config.data, folder / "source_manifest.json")
-        prepare(manifest, config, folder / "prepared", progress=False)
+        prepare(Preparing(manifest, config, folder / "prepared"))
         cache[key] = folder / "prepared"
     return cache[key]
 

@@ -61,6 +61,7 @@ from foundry.runtime.env import configure_environment  # noqa: E402
 configure_environment()  # before the libraries load
 
 from foundry.config import load_config  # noqa: E402
+from foundry.core.preparing import Preparing  # noqa: E402
 from foundry.data.hydrate import hydrate_version  # noqa: E402
 from foundry.data.versioning import version_dataset  # noqa: E402
 from foundry.vision import stage  # noqa: E402
@@ -126,7 +127,7 @@ def prepare_side(config, name: str, repeats: int) -> dict:
 
     def foundry(i: int) -> float:
         out["prepared"] = WORK / f"{name}-prepared-{i}"
-        return timed(stage.prepare_image_dataset, source, config, out["prepared"])
+        return timed(stage.prepare_image_dataset, Preparing(source, config, out["prepared"]))
 
     def plain(i: int) -> float:
         kept = WORK / f"{name}-plain-{i}"

@@ -33,7 +33,7 @@ from tasks.artifacts import flow_config, name_flow_run, publish_data_stage, publ
 from tasks.data import acquire, hydrate  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
 from tasks.policy import allowed_by_operator  # noqa: E402
-from tasks.training import train  # noqa: E402
+from tasks.training import Training, train  # noqa: E402
 
 
 def _run_name() -> str:
@@ -65,7 +65,7 @@ def align(model_uri: str, config: FoundryConfig = FoundryConfig()) -> AlignResul
         data_dir = hydrate(data, run)
         name_flow_run(f"{runtime.flow_run.name}-{data.data_version[:8]}")
         publish_data_stage(data_dir)
-        checkpoint = train(tuned, data_dir, data, run, replay=replay)
+        checkpoint = train(Training(tuned, data_dir, data, run, replay=replay))
         metrics = evaluate_aligned(tuned, checkpoint, parent, base, data_dir, run)
         candidate = Candidate(checkpoint=checkpoint, data=data, data_dir=data_dir, metrics=metrics, run=run)
         with promotion_lock(tuned.registry.model_name, run.home):  # one flow at a time moves its aliases

@@ -28,7 +28,7 @@ from foundry.runtime.tracking import pipeline_run  # noqa: E402
 from foundry.specialists.finetune import specialist_config  # noqa: E402
 from tasks.artifacts import flow_config, publish_result  # noqa: E402
 from tasks.candidate import trained_candidate  # noqa: E402
-from tasks.data import acquire, dataset  # noqa: E402
+from tasks.data import DatasetJob, acquire, dataset  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
 from tasks.policy import allowed_by_operator  # noqa: E402
 from tasks.registry import base_data, base_model, champion_data, judge_specialist, register  # noqa: E402
@@ -55,7 +55,7 @@ def finetune(model: str, config: FoundryConfig = FoundryConfig()) -> PipelineRes
         previous = champion_data(tuned, run)  # the specialist's champion: its ledger keeps each document's split
         if previous is None and workload.for_config(tuned).finetunes_on_base_data:
             previous = base_data(base, run)  # the base's classes keep their indices, its holdout stays holdout
-        data = dataset(tuned, source_manifest, run, previous)
+        data = dataset(DatasetJob(tuned, source_manifest, run, previous))
         candidate = trained_candidate(tuned, data, run)  # hydrate, train, evaluate
         with promotion_lock(tuned.registry.model_name, run.home):  # one flow at a time moves its aliases
             decision = judge_specialist(tuned, candidate, base)

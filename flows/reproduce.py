@@ -24,7 +24,7 @@ from tasks.artifacts import publish_data_stage, publish_summary  # noqa: E402
 from tasks.data import hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402
 from tasks.policy import reproduction_allowed  # noqa: E402
-from tasks.training import train  # noqa: E402
+from tasks.training import Training, train  # noqa: E402
 
 
 @flow(name="reproduce", flow_run_name="reproduce-{model_uri}")
@@ -43,7 +43,7 @@ def reproduce(model_uri: str, force: bool = False) -> Reproduction:
     with tracking.pipeline_run(config, f"reproduce {record.model}", tags) as run:
         data_dir = hydrate(data, run)
         publish_data_stage(data_dir)
-        checkpoint = train(config, data_dir, data, run, resume=False)
+        checkpoint = train(Training(config, data_dir, data, run, resume=False))
         metrics = evaluate(config, checkpoint, data_dir, run)
     comparison = lineage.compare(lineage.recorded_holdout(version), metrics)
     result = Reproduction(

@@ -23,7 +23,7 @@ from foundry.runtime.tracking import pipeline_run  # noqa: E402
 from foundry.training.warm_start import retrain_config  # noqa: E402
 from tasks.artifacts import publish_result, publish_summary, run_name  # noqa: E402
 from tasks.candidate import trained_candidate  # noqa: E402
-from tasks.data import acquire, dataset  # noqa: E402
+from tasks.data import DatasetJob, acquire, dataset  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
 from tasks.policy import allowed_by_operator  # noqa: E402
 from tasks.registry import champion_parent, judge, register, whats_new  # noqa: E402
@@ -48,7 +48,7 @@ def retrain(config: FoundryConfig = FoundryConfig()) -> PipelineResult | Skipped
             )
             publish_summary(skipped_summary(skipped), "retrain: nothing new", skipped.reason, run.run_id)
             return skipped
-        data = dataset(tuned, source_manifest, run, parent.data, tuned.retrain.replay_fraction)
+        data = dataset(DatasetJob(tuned, source_manifest, run, parent.data, tuned.retrain.replay_fraction))
         candidate = trained_candidate(tuned, data, run)  # hydrate, train, evaluate
         with promotion_lock(tuned.registry.model_name, run.home):  # one flow at a time moves its aliases
             decision = judge(tuned, candidate, parent.data)

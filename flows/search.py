@@ -24,7 +24,7 @@ from foundry.reports.summaries import search_summary  # noqa: E402
 from foundry.search.records import study_run  # noqa: E402
 from foundry.search.study import data_key, data_variants  # noqa: E402
 from tasks.artifacts import flow_config, publish_summary  # noqa: E402
-from tasks.data import acquire, dataset, hydrate  # noqa: E402
+from tasks.data import DatasetJob, acquire, dataset, hydrate  # noqa: E402
 from tasks.policy import allowed_by_operator  # noqa: E402
 from tasks.search import record, run_trials  # noqa: E402
 
@@ -39,7 +39,7 @@ def search(config: FoundryConfig = FoundryConfig()) -> SearchResult:
         source_manifest = acquire(config, run)
         datasets = {}
         for variant in data_variants(config):  # one per value of the searched tokenizer keys
-            data = dataset(variant, source_manifest, run)  # cached by content: prepared once
+            data = dataset(DatasetJob(variant, source_manifest, run))  # cached by content: prepared once
             data_dir = hydrate(data, run)
             datasets[data_key(variant)] = TrialData(
                 data_version=data.data_version, remote=data.remote, data_dir=data_dir

@@ -22,7 +22,7 @@ from foundry.runtime.logs import route_library_logs  # noqa: E402
 from foundry.runtime.tracking import pipeline_run  # noqa: E402
 from tasks.artifacts import publish_result, run_name  # noqa: E402
 from tasks.candidate import trained_candidate  # noqa: E402
-from tasks.data import acquire, dataset  # noqa: E402
+from tasks.data import DatasetJob, acquire, dataset  # noqa: E402
 from tasks.locks import promotion_lock  # noqa: E402
 from tasks.policy import allowed_by_operator  # noqa: E402
 from tasks.registry import champion_data, judge, register  # noqa: E402
@@ -36,7 +36,9 @@ def train_pipeline(config: FoundryConfig = FoundryConfig()) -> PipelineResult:
     with pipeline_run(config, runtime.flow_run.name, RunTags(flow_run=str(runtime.flow_run.id)).as_tags()) as run:
         source_manifest = acquire(config, run)
         parent = champion_data(config, run)  # the champion's data: its ledger keeps each document's split
-        data = dataset(config, source_manifest, run, parent)  # prepare, validate, version: cached by content
+        data = dataset(
+            DatasetJob(config, source_manifest, run, parent)
+        )  # prepare, validate, version: cached by content
         candidate = trained_candidate(config, data, run)  # hydrate, train, evaluate
         with promotion_lock(config.registry.model_name, run.home):  # one flow at a time moves its aliases
             decision = judge(config, candidate, parent)

@@ -10,7 +10,7 @@ from foundry.core.contracts import Candidate, DataVersion, RunContext
 from tasks.artifacts import name_flow_run, publish_data_stage
 from tasks.data import hydrate
 from tasks.evaluation import evaluate
-from tasks.training import train
+from tasks.training import Training, train
 
 
 def trained_candidate(config: FoundryConfig, data: DataVersion, run: RunContext) -> Candidate:
@@ -18,6 +18,6 @@ def trained_candidate(config: FoundryConfig, data: DataVersion, run: RunContext)
     data_dir = hydrate(data, run)
     name_flow_run(f"{runtime.flow_run.name}-{data.data_version[:8]}")
     publish_data_stage(data_dir)
-    checkpoint = train(config, data_dir, data, run)
+    checkpoint = train(Training(config, data_dir, data, run))
     metrics = evaluate(config, checkpoint, data_dir, run)
     return Candidate(checkpoint=checkpoint, data=data, data_dir=data_dir, metrics=metrics, run=run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from prefect import get_run_logger, task
@@ -28,14 +29,21 @@ def acquire(config: FoundryConfig, run: RunContext) -> SourceManifest:
     return manifest
 
 
+@dataclass(frozen=True)
+class DatasetJob:
+    """What one dataset is made of: `config`'s data rules over the sources `acquire` listed (`source_manifest`), for
+    the flow's run `run`; `parent`: the data a retrain or fine-tune builds on (its ledger keeps each document's
+    split); `replay_fraction` (retraining): the share of the parent's training documents replayed."""
+
+    config: FoundryConfig
+    source_manifest: SourceManifest
+    run: RunContext
+    parent: ParentData | None = None
+    replay_fraction: float | None = None
+
+
 @task(name="prepare", cache_policy=NO_CACHE)
-def prepare(
-    config: FoundryConfig,
-    source_manifest: SourceManifest,
-    run: RunContext,
-    parent: ParentData | None = None,
-    replay_fraction: float | None = None,
-) -> Path:
+def prepare(job: DatasetJob) -> Path:
     """Clean, split (on the parent's ledger) and tokenize into this run's staging folder (on Dask when
     `data.workers` > 1); images (`data.modality` image): decode, de-duplicate, split and shard them."""
     from foundry.core.preparing import DataBasis
@@ -44,15 +52,16 @@ def prepare(
     from tasks.artifacts import reported_progress
     from tasks.data_parallel import run_prepare
 
+    config, run, parent = job.config, job.run, job.parent
     staged, report = run.dir / "prepared", run.dir / PREPARE_PROGRESS
     with reported_progress(report, config.data.progress_every_s, read_preparation):  # lines, on a terminal or not
         prepared = run_prepare(
-            source_manifest,
+            job.source_manifest,
             config,
             staged,
             progress=sys.stderr.isatty(),  # bars on a terminal only
             # a purge's documents, should a source still hold them
-            basis=DataBasis(parent and parent.dir, replay_fraction, frozenset(purged_documents(run.home))),
+            basis=DataBasis(parent and parent.dir, job.replay_fraction, frozenset(purged_documents(run.home))),
             progress_file=report,
         )
     for name in workload.for_config(config).audit_files:
@@ -68,11 +77,12 @@ def validate(
     config: FoundryConfig, staged: Path, run: RunContext, parent: ParentData | None = None
 ) -> ValidationReport:
     """The Great Expectations gate; its report is logged whether it passes or not."""
+    from foundry.core.preparing import Validating
     from foundry.data.validate import validate_dataset
 
     report_path, docs = run.dir / "validation_report.json", run.dir / "validation_docs"
     try:
-        return validate_dataset(staged, config, report_path, docs_dir=docs, parent=parent and parent.dir)
+        return validate_dataset(Validating(staged, config, report_path, docs, parent and parent.dir))
     finally:
         if report_path.exists():
             tracking.log_artifact(run.run_id, report_path, "validation")
@@ -92,42 +102,28 @@ def _dataset_key(context, parameters: dict) -> str:
     from foundry.data.purged import purged_documents
     from foundry.data.versioning import dataset_key
 
-    parent = parameters.get("parent")
-    ledger = parent.ledger_digest if parent is not None else ""
-    purged = purged_documents(parameters["run"].home)
-    return dataset_key(
-        parameters["config"], parameters["source_manifest"].digest, ledger, parameters.get("replay_fraction"), purged
-    )
+    job: DatasetJob = parameters["job"]
+    ledger = job.parent.ledger_digest if job.parent is not None else ""
+    purged = purged_documents(job.run.home)
+    return dataset_key(job.config, job.source_manifest.digest, ledger, job.replay_fraction, purged)
 
 
-def dataset(
-    config: FoundryConfig,
-    source_manifest: SourceManifest,
-    run: RunContext,
-    parent: ParentData | None = None,
-    replay_fraction: float | None = None,
-) -> DataVersion:
+def dataset(job: DatasetJob) -> DataVersion:
     """The cached `dataset` task, its cache key locked: a second run with the same key waits for the first,
     then takes its data version instead of preparing the same data again."""
     policy = CacheKeyFnPolicy(cache_key_fn=_dataset_key).configure(
-        isolation_level="SERIALIZABLE", lock_manager=FlockLockManager(locks_folder(run.home))
+        isolation_level="SERIALIZABLE", lock_manager=FlockLockManager(locks_folder(job.run.home))
     )
-    return dataset_task.with_options(cache_policy=policy)(config, source_manifest, run, parent, replay_fraction)
+    return dataset_task.with_options(cache_policy=policy)(job)
 
 
 @task(name="dataset", persist_result=True, result_serializer="json")
-def dataset_task(
-    config: FoundryConfig,
-    source_manifest: SourceManifest,
-    run: RunContext,
-    parent: ParentData | None = None,
-    replay_fraction: float | None = None,
-) -> DataVersion:
+def dataset_task(job: DatasetJob) -> DataVersion:
     """Prepare, validate and version, unless this source content with these params, this code and this parent
     ledger was versioned before: then Prefect's cache returns that data version and no compute is spent."""
-    staged = prepare(config, source_manifest, run, parent, replay_fraction)
-    validate(config, staged, run, parent)
-    return version(config, staged, source_manifest, run)
+    staged = prepare(job)
+    validate(job.config, staged, job.run, job.parent)
+    return version(job.config, staged, job.source_manifest, job.run)
 
 
 @task(name="hydrate", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[2, 10])

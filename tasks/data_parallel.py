@@ -21,7 +21,7 @@ from prefect.cache_policies import NO_CACHE
 from foundry.config import DataConfig, FoundryConfig
 from foundry.core import workload
 from foundry.core.contracts import SourceManifest
-from foundry.core.preparing import FRESH, DataBasis, PrepareRun
+from foundry.core.preparing import FRESH, DataBasis, PrepareRun, Preparing
 from foundry.data.prepare import Prepared
 from foundry.runtime.env import TELEMETRY_OFF
 
@@ -139,7 +139,7 @@ def run_prepare(
     work = workload.for_config(config)
     if not work.prepares_on_workers or (config.data.workers == 1 and not config.data.scheduler):
         running = PrepareRun(progress_file=progress_file)
-        return work.prepare(source_manifest, config, out_dir, basis=basis, progress=progress, running=running)
+        return work.prepare(Preparing(source_manifest, config, out_dir, basis, progress, running))
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     # Task runs travel to the workers with this process's settings. Without an API URL in them,
@@ -149,11 +149,5 @@ def run_prepare(
         temporary_settings({PREFECT_API_URL: PREFECT_API_URL.value() or _api_url()}),
         started(task_runner(config.data)) as runner,
     ):
-        return work.prepare(
-            source_manifest,
-            config,
-            out_dir,
-            basis=basis,
-            progress=False,
-            running=PrepareRun(dask_mapper(runner), config.data.workers, progress_file),
-        )
+        running = PrepareRun(dask_mapper(runner), config.data.workers, progress_file)
+        return work.prepare(Preparing(source_manifest, config, out_dir, basis, progress=False, running=running))

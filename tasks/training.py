@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from prefect import task
@@ -14,20 +15,26 @@ from foundry.core.contracts import DataVersion, Replay, RunContext
 from foundry.runtime import tracking
 
 
-def train(
-    config: FoundryConfig,
-    data_dir: Path,
-    data: DataVersion,
-    run: RunContext,
-    resume: bool = True,
-    replay: Replay | None = None,
-) -> Path:
-    """The train task with `train.retries` Prefect retries; each retry resumes from the last checkpoint.
+@dataclass(frozen=True)
+class Training:
+    """What the train task trains: `config` on the prepared folder `data_dir` of the data version `data`, for the
+    flow's run `run`. `resume=False` (reproduction) trains from scratch, whatever earlier attempts left behind;
     `replay`: the pretraining data an alignment run (SFT or DPO) replays windows of (`align.replay_fraction`)."""
+
+    config: FoundryConfig
+    data_dir: Path
+    data: DataVersion
+    run: RunContext
+    resume: bool = True
+    replay: Replay | None = None
+
+
+def train(job: Training) -> Path:
+    """The train task with `train.retries` Prefect retries; each retry resumes from the last checkpoint."""
     retried = train_task.with_options(
-        retries=config.train.retries, retry_delay_seconds=5, retry_condition_fn=unless_the_input_is_wrong
+        retries=job.config.train.retries, retry_delay_seconds=5, retry_condition_fn=unless_the_input_is_wrong
     )
-    return retried(config, data_dir, data, run, resume, replay)
+    return retried(job)
 
 
 def unless_the_input_is_wrong(task, task_run, state) -> bool:
@@ -40,14 +47,7 @@ def unless_the_input_is_wrong(task, task_run, state) -> bool:
 
 
 @task(name="train", cache_policy=NO_CACHE)
-def train_task(
-    config: FoundryConfig,
-    data_dir: Path,
-    data: DataVersion,
-    run: RunContext,
-    resume: bool = True,
-    replay: Replay | None = None,
-) -> Path:
+def train_task(job: Training) -> Path:
     """Lightning training; metrics stream to the flow's MLflow run.
 
     Unfinished training lives under a key of config and data versions (the replayed one too), so a retry, or
@@ -61,12 +61,13 @@ def train_task(
     from foundry.training.progress import PROGRESS_FILE
     from tasks.artifacts import training_progress
 
+    config, run, replay = job.config, job.run, job.replay
     own = run.dir / "checkpoints"
-    attempt = attempt_dir(run.home, config, data.data_version, replay) if resume else own
+    attempt = attempt_dir(run.home, config, job.data.data_version, replay) if job.resume else own
     t = config.train
     with claimed(attempt):
         with training_progress(attempt / PROGRESS_FILE, t.max_steps, t.progress_every_s), system_metrics(run, t):
-            launch(config, data_dir, attempt, run.run_id, data.data_version, replay)
+            launch(config, job.data_dir, attempt, run.run_id, job.data.data_version, replay)
         checkpoints = finish_attempt(attempt, own) if attempt != own else own
     for name in (LAST, MANIFEST):  # each once, at the end: no copy per save
         tracking.log_artifact(run.run_id, checkpoints / name, "checkpoints")

@@ -380,12 +380,13 @@ def chat_tokenizer(tiny_dataset, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_dataset(tiny_config, tmp_path_factory) -> Path:
     """The tiny twin's prepared dataset (stdlib://email), built once per session."""
+    from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
     from foundry.data.prepare import prepare
 
     root = tmp_path_factory.mktemp("tiny-dataset")
     manifest = acquire_source(tiny_config.data, root / "source_manifest.json")
-    prepare(manifest, tiny_config, root / "prepared", progress=False)
+    prepare(Preparing(manifest, tiny_config, root / "prepared"))
     return root / "prepared"
 
 

@@ -31,6 +31,7 @@ def overrides(root: Path, *extra: str) -> list[str]:
 def prepare_synthetic(base: Path, n: int = 40):
     """`n` documents written under `base/corpus` and prepared into `base/prepared`: (config, folder, manifest)."""
     from foundry.config import load_config
+    from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
     from foundry.data.prepare import prepare
 
@@ -39,6 +40,6 @@ def prepare_synthetic(base: Path, n: int = 40):
     for i, text in enumerate(synthetic_docs(n)):
         (root / f"doc{i:02d}.txt").write_text(text)
     config = load_config(None, overrides(root))
-    prepare(acquire_source(config.data, base / "source_manifest.json"), config, base / "prepared", progress=False)
+    prepare(Preparing(acquire_source(config.data, base / "source_manifest.json"), config, base / "prepared"))
     manifest = json.loads((base / "prepared" / "manifest.json").read_text())  # as written (no lineage counts)
     return config, base / "prepared", manifest

@@ -7,14 +7,13 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, PrepareRun
+from foundry.core.preparing import Preparing, Validating
 from foundry.core.workload import HomeLedger
 from foundry.data.manifest import DatasetManifest
 from foundry.pretrain.workload import GptWorkload
 
 if TYPE_CHECKING:
     from foundry.config import FoundryConfig
-    from foundry.core.contracts import SourceManifest
     from foundry.data.prepare import Prepared
     from foundry.data.validation_report import ValidationReport
     from foundry.evaluate.scoring import Scoring
@@ -35,32 +34,17 @@ class ChatWorkload(GptWorkload):
         """Every string of the record (its messages, prompt, chosen and rejected answers), one a line."""
         return "\n".join(_strings(line))
 
-    def prepare(
-        self,
-        source: SourceManifest,
-        config: FoundryConfig,
-        out_dir: Path,
-        *,
-        basis: DataBasis = FRESH,
-        progress: bool = False,
-        running: PrepareRun = IN_PROCESS,
-    ) -> Prepared:
+    def prepare(self, job: Preparing) -> Prepared:
         raise ValueError(
             "chat and preference records are prepared by `foundry align` (tasks.align.align_dataset, on the split "
             "ledger of $FOUNDRY_HOME/ledgers), not by the data stage: run `foundry align`"
         )
 
-    def validate(
-        self,
-        data_dir: Path,
-        config: FoundryConfig,
-        report_path: Path,
-        docs_dir: Path | None = None,
-        parent: Path | None = None,
-    ) -> ValidationReport:
+    def validate(self, job: Validating) -> ValidationReport:
         from foundry.align.validate import validate_aligned
 
-        return validate_aligned(data_dir, config, report_path, docs_dir)  # split on the ledger: no parent to match
+        # split on the ledger: no parent to match
+        return validate_aligned(job.data_dir, job.config, job.report_path, job.docs_dir)
 
     def shaping(self, config: FoundryConfig) -> dict[str, Any]:
         raise ValueError("a chat dataset's cache key is foundry.align.prepare.align_dataset_key's: run `foundry align`")

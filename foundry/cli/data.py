@@ -23,7 +23,7 @@ def cmd_acquire(args: argparse.Namespace) -> int:
 def cmd_prepare(args: argparse.Namespace) -> int:
     from foundry.core import workload
     from foundry.core.contracts import SourceManifest
-    from foundry.core.preparing import DataBasis
+    from foundry.core.preparing import DataBasis, Validating
     from foundry.data.purged import purged_documents
     from foundry.data.validate import validate_dataset
     from tasks.data_parallel import run_prepare
@@ -32,7 +32,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     purged = frozenset(purged_documents(foundry_home()))  # a purge's documents, should the source still hold them
     basis = DataBasis(purged=purged)
     manifest = run_prepare(SourceManifest.read(args.manifest), config, args.out, basis=basis).manifest
-    validate_dataset(args.out, config, args.out.parent / f"{args.out.name}_validation.json")
+    validate_dataset(Validating(args.out, config, args.out.parent / f"{args.out.name}_validation.json"))
     print(f"{workload.for_config(config).prepared_line(manifest)} -> {args.out}")
     return 0
 

@@ -1,12 +1,20 @@
-"""What preparing a dataset takes beside the acquired sources and the config, as two typed values: what the
-dataset builds on (it changes the bytes), and how the preparation runs (it never does). The data stage, its Dask
-path and each workload's `prepare` pass them along whole."""
+"""What preparing and validating a dataset take, as typed values: what the dataset builds on (it changes the
+bytes) and how the preparation runs (it never does); one preparation (`Preparing`: the acquired sources, the config,
+the folder, and those two) and one validation (`Validating`). The data stage, its Dask path and each workload's
+`prepare` and `validate` pass them along whole."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from foundry.core.contracts import SourceManifest
+
+# `foundry.config.FoundryConfig`: this core module must not import the config (it would reach up). Any to a checker.
+FoundryConfig = Any
 
 # Runs a function over a list of jobs and returns its results in order: in this process, or on Dask's workers.
 Mapper = Callable[[Callable, list], list]
@@ -36,3 +44,30 @@ class PrepareRun:
 
 FRESH = DataBasis()  # on no parent's ledger, nothing purged: a first dataset
 IN_PROCESS = PrepareRun()  # the map steps here, no progress file
+
+
+@dataclass(frozen=True)
+class Preparing:
+    """One preparation: the sources `acquire` listed (`source`) made into a dataset in a fresh `out_dir` as `config`
+    says, on `basis`; `progress` (bars on a terminal) and `running` (a progress file, the map steps on Dask) only
+    where the workload has them."""
+
+    source: SourceManifest
+    config: FoundryConfig
+    out_dir: Path
+    basis: DataBasis = FRESH
+    progress: bool = False
+    running: PrepareRun = IN_PROCESS
+
+
+@dataclass(frozen=True)
+class Validating:
+    """One run of the data gate over the prepared folder `data_dir`: its report written to `report_path`, GX data
+    docs left in `docs_dir` (if given) on a failure; with `parent` (the data version it was built on), the splits
+    must be the ones its ledger gives."""
+
+    data_dir: Path
+    config: FoundryConfig
+    report_path: Path
+    docs_dir: Path | None = None
+    parent: Path | None = None

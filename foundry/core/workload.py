@@ -40,7 +40,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, PrepareRun
+from foundry.core.preparing import Preparing, Validating
 from foundry.core.registrations import REGISTERED, Registration
 from foundry.core.version_tags import VersionTags
 
@@ -119,31 +119,16 @@ class Workload(ABC):
         dependency of `prepare`."""
 
     @abstractmethod
-    def prepare(
-        self,
-        source: SourceManifest,
-        config: FoundryConfig,
-        out_dir: Path,
-        *,
-        basis: DataBasis = FRESH,
-        progress: bool = False,
-        running: PrepareRun = IN_PROCESS,
-    ) -> Prepared:
-        """The acquired sources made into a dataset in a fresh `out_dir`, on `basis` (the parent data version's
-        ledger, the share of its training documents replayed, the documents a purge removed). `progress` (bars)
+    def prepare(self, job: Preparing) -> Prepared:
+        """The acquired sources made into a dataset in a fresh folder, on the job's basis (the parent data version's
+        ledger, the share of its training documents replayed, the documents a purge removed). Its `progress` (bars)
         and `running` (a progress file, the map steps on Dask) only where it has them."""
 
     @abstractmethod
-    def validate(
-        self,
-        data_dir: Path,
-        config: FoundryConfig,
-        report_path: Path,
-        docs_dir: Path | None = None,
-        parent: Path | None = None,
-    ) -> ValidationReport:
+    def validate(self, job: Validating) -> ValidationReport:
         """The data gate over a prepared folder: writes the report, raises `ValidationFailed` on failure (leaving
-        GX data docs in `docs_dir`, if given); with `parent`, the splits must be the ones its ledger gives."""
+        GX data docs in the job's `docs_dir`, if given); with its `parent`, the splits must be the ones its ledger
+        gives."""
 
     @abstractmethod
     def shaping(self, config: FoundryConfig) -> dict[str, Any]:

@@ -23,10 +23,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from foundry.config import DataConfig, FoundryConfig, TokenizerConfig
-from foundry.core.contracts import SourceFile, SourceManifest
+from foundry.core.contracts import SourceFile
 from foundry.core.digests import folder_digests
 from foundry.core.fs import remove_tree
-from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, Mapper, PrepareRun
+from foundry.core.preparing import Mapper, Preparing
 from foundry.data import audit as audits
 from foundry.data import ledger as ledgers
 from foundry.data.clean import CleanStats, PartitionJob, Selection, clean_partition, iter_texts, select_documents
@@ -165,22 +165,16 @@ def _tokenize(
     }
 
 
-def prepare(
-    source_manifest: SourceManifest,
-    config: FoundryConfig,
-    out_dir: Path,
-    progress: bool = True,
-    basis: DataBasis = FRESH,
-    running: PrepareRun = IN_PROCESS,
-) -> Prepared:
-    """Clean, split and tokenize into a fresh `out_dir`; returns the dataset manifest and the `lineage`
+def prepare(job: Preparing) -> Prepared:
+    """Clean, split and tokenize into a fresh `job.out_dir`; returns the dataset manifest and the `lineage`
     counts against the parent's ledger, which stay out of the dataset so that the same documents on the same
     ledger give the same bytes, hence the same data version.
 
-    `basis`: the parent data version whose split ledger this one builds on, the share of its training documents
+    `job.basis`: the parent data version whose split ledger this one builds on, the share of its training documents
     replayed (retraining: the train split holds the new documents and that share of the parent's) and the
-    documents a purge removed. `progress`: a bar on the terminal; `running`: where the map steps run and where
-    preparation reports how far it is. The output is the same, byte for byte, however it runs."""
+    documents a purge removed. `job.progress`: a bar on the terminal; `job.running`: where the map steps run and
+    where preparation reports how far it is. The output is the same, byte for byte, however it runs."""
+    source_manifest, config, out_dir, basis, running = job.source, job.config, job.out_dir, job.basis, job.running
     mapper, workers, purged = running.mapper or serial_map, running.workers, basis.purged
     lineage = _lineage(basis.parent, config, basis.replay_fraction)
     if out_dir.exists():
@@ -194,7 +188,7 @@ def prepare(
         parts = partitions(entries, partition_count(entries, config.data, workers)) if entries else []
         here = mapper is serial_map  # a job run elsewhere counts and draws nothing here
         jobs = [
-            PartitionJob(i, part, config.data, str(work), progress and here, counter if here else None, purged)
+            PartitionJob(i, part, config.data, str(work), job.progress and here, counter if here else None, purged)
             for i, part in enumerate(parts)
         ]
         cleaned = mapper(clean_partition, jobs)

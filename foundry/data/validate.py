@@ -18,6 +18,7 @@ import pandas as pd
 from foundry.config import FoundryConfig
 from foundry.core import workload
 from foundry.core.digests import sha256_file
+from foundry.core.preparing import Validating
 from foundry.data.clean import iter_texts
 from foundry.data.manifest import DatasetManifest
 from foundry.data.privacy import pii, secret_scan
@@ -160,21 +161,17 @@ def _suites(config: FoundryConfig, manifest: DatasetManifest):
     return {"documents": documents, "shards": shards, "splits": splits}
 
 
-def validate_dataset(
-    data_dir: Path, config: FoundryConfig, report_path: Path, docs_dir: Path | None = None, parent: Path | None = None
-) -> ValidationReport:
+def validate_dataset(job: Validating) -> ValidationReport:
     """Run the gate over a prepared directory; writes the report, raises `ValidationFailed` on failure.
-    With `docs_dir`, a failure also leaves GX data docs (HTML, `index.html` first) there. With `parent`, the
+    With `job.docs_dir`, a failure also leaves GX data docs (HTML, `index.html` first) there. With `job.parent`, the
     data version whose ledger this one was built on, the splits must be the ones its ledger gives. The suites are
     those of the workload whose data the folder holds (`validate_documents` for documents)."""
-    data = workload.for_manifest(DatasetManifest.read(data_dir))
-    return data.validate(data_dir, config, report_path, docs_dir, parent)
+    return workload.for_manifest(DatasetManifest.read(job.data_dir)).validate(job)
 
 
-def validate_documents(
-    data_dir: Path, config: FoundryConfig, report_path: Path, docs_dir: Path | None = None, parent: Path | None = None
-) -> ValidationReport:
+def validate_documents(job: Validating) -> ValidationReport:
     """`validate_dataset` for documents prepared for pretraining (token shards)."""
+    data_dir, config = job.data_dir, job.config
     manifest = DatasetManifest.read(data_dir)
     documents = document_table(data_dir, config.data.pii_allowed)
     shards = shard_table(data_dir, manifest)
@@ -190,15 +187,15 @@ def validate_documents(
             config.data.holdout_tolerance,
         ),
     }
-    tables["lineage"] = lineage_table(data_dir, documents, parent, config.data.near_dup_num_perm)
+    tables["lineage"] = lineage_table(data_dir, documents, job.parent, config.data.near_dup_num_perm)
     suites = run_suites(tables, {**_suites(config, manifest), "lineage": lineage_suite()})
     report = ValidationReport.of(suites, pii_summary(documents))
-    report.write(report_path)
+    report.write(job.report_path)
     if report.pii.allowed:
         log.warning("personal data allowed through by data.pii_allowed: %s documents", report.pii.allowed)
-    if not report.success and docs_dir is not None:  # again, through checkpoints that write docs
-        run_suites(tables, {**_suites(config, manifest), "lineage": lineage_suite()}, docs_dir)
-        drop_docs_assets(docs_dir)
+    if not report.success and job.docs_dir is not None:  # again, through checkpoints that write docs
+        run_suites(tables, {**_suites(config, manifest), "lineage": lineage_suite()}, job.docs_dir)
+        drop_docs_assets(job.docs_dir)
     if not report.success:
         raise ValidationFailed(report.failure_message("data"), report)
     return report

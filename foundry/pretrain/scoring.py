@@ -56,9 +56,10 @@ def is_language_model(ref: ModelRef) -> bool:
 def prepared_data(config: FoundryConfig, source, tokenizer: Path, out_dir: Path) -> EvaluationData:
     """`source` (`config.data.source` acquired) prepared into `out_dir` (a staging folder) with `tokenizer`: the
     pipeline's cleaning rules, on no parent ledger, never versioned."""
+    from foundry.core.preparing import Preparing
     from foundry.data.prepare import prepare
 
-    prepare(source, config.tokenizer_from(tokenizer), out_dir, progress=False)
+    prepare(Preparing(source, config.tokenizer_from(tokenizer), out_dir))
     return described(redact_url(config.data.source), out_dir, None, None)
 
 

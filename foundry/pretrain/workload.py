@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from foundry.core.metrics.holdout import HoldoutMetrics
-from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, PrepareRun
+from foundry.core.preparing import Preparing, Validating
 from foundry.core.workload import Purging, Workload
 from foundry.data.manifest import FILE, TOKENIZER, DatasetManifest
 from foundry.export import GPT_WRITERS
@@ -134,31 +134,15 @@ class TextWorkload(GptWorkload):
     def document_text(self, line: dict) -> str:
         return line["text"]
 
-    def prepare(
-        self,
-        source: SourceManifest,
-        config: FoundryConfig,
-        out_dir: Path,
-        *,
-        basis: DataBasis = FRESH,
-        progress: bool = False,
-        running: PrepareRun = IN_PROCESS,
-    ) -> Prepared:
+    def prepare(self, job: Preparing) -> Prepared:
         from foundry.data.prepare import prepare
 
-        return prepare(source, config, out_dir, progress, basis=basis, running=running)
+        return prepare(job)
 
-    def validate(
-        self,
-        data_dir: Path,
-        config: FoundryConfig,
-        report_path: Path,
-        docs_dir: Path | None = None,
-        parent: Path | None = None,
-    ) -> ValidationReport:
+    def validate(self, job: Validating) -> ValidationReport:
         from foundry.data.validate import validate_documents
 
-        return validate_documents(data_dir, config, report_path, docs_dir, parent)
+        return validate_documents(job)
 
     def shaping(self, config: FoundryConfig) -> dict[str, Any]:
         return {"tokenizer": config.tokenizer.model_dump(mode="json"), "block_size": config.model.block_size}

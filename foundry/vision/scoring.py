@@ -59,12 +59,13 @@ def image_config(config: FoundryConfig, saved: dict) -> FoundryConfig:
 def prepared_images(config: FoundryConfig, refs: list[ModelRef], out_dir: Path) -> EvaluationData:
     """`config.data.source` acquired and prepared into `out_dir` (a staging folder) with the first model's image
     settings: the pipeline's image rules, on no parent ledger, never versioned."""
+    from foundry.core.preparing import Preparing
     from foundry.vision.stage import acquire_images, prepare_image_dataset
 
     read = image_config(config, saved_of(refs[0]))
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     source = acquire_images(read, out_dir.parent / "source_manifest.json")
-    prepare_image_dataset(source, read, out_dir, parent=None)
+    prepare_image_dataset(Preparing(source, read, out_dir))  # on no parent
     return described(redact_url(read.data.source), out_dir, None, None)
 
 

@@ -7,7 +7,7 @@ The prepared folder (flat, as DVC versions it): `manifest.json` (DatasetManifest
 PNGs are in the shards, so `images/` is dropped.
 
     manifest = acquire_images(config, run_dir / "source_manifest.json")
-    prepared = prepare_image_dataset(manifest, config, run_dir / "prepared", parent=champion_data_dir)
+    prepared = prepare_image_dataset(Preparing(manifest, config, run_dir / "prepared", DataBasis(champion_data_dir)))
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from foundry.config import FoundryConfig
 from foundry.core.contracts import SourceFile, SourceManifest
 from foundry.core.digests import folder_digests, sha256_file
 from foundry.core.fs import remove_tree
+from foundry.core.preparing import Preparing
 from foundry.data.acquire import content_digest, listed_sources
 from foundry.data.manifest import FILE as MANIFEST_FILE
 from foundry.data.manifest import DatasetManifest, LedgerRecord
@@ -97,18 +98,12 @@ def image_manifest(
     )
 
 
-def prepare_image_dataset(
-    source: SourceManifest,
-    config: FoundryConfig,
-    out_dir: Path,
-    parent: Path | None = None,
-    replay_fraction: float | None = None,
-    purged: frozenset[str] = frozenset(),
-) -> Prepared:
-    """Decode, de-duplicate and split the acquired images into `out_dir`, shard them and write the manifest.
-    `parent` is the data version (folder) whose ledger and classes this one builds on; `purged` the pixel
-    sha256s a purge removed, dropped should a source still hold them. The sources are listed again (their
+def prepare_image_dataset(job: Preparing) -> Prepared:
+    """Decode, de-duplicate and split the acquired images into `job.out_dir`, shard them and write the manifest.
+    The job's basis: `parent` is the data version (folder) whose ledger and classes this one builds on; `purged` the
+    pixel sha256s a purge removed, dropped should a source still hold them. The sources are listed again (their
     mirrors held while read): they must still be what `acquire` fingerprinted."""
+    source, config, parent, replay_fraction = job.source, job.config, job.basis.parent, job.basis.replay_fraction
     if replay_fraction is not None and parent is None:
         raise ValueError("replaying old training images needs the parent data version they come from")
     with listing(config.data, config.image) as found:
@@ -118,7 +113,9 @@ def prepare_image_dataset(
                 f"the images of {source.source!r} changed since they were acquired (digest {digest[:12]}, acquired "
                 f"{source.digest[:12]}): run again, so that acquire and prepare read the same images"
             )
-        staged = prepare_images(found, config.data, config.image, out_dir, parent, replay_fraction, purged)
+        staged = prepare_images(
+            found, config.data, config.image, job.out_dir, parent, replay_fraction, job.basis.purged
+        )
     if not staged.rows:
         raise ValueError(f"no image of {source.source!r} left to prepare: dropped {staged.audit.dropped}")
     shards = write_shards(

@@ -15,6 +15,7 @@ import pandas as pd
 
 from foundry.config import FoundryConfig
 from foundry.core.digests import sha256_file
+from foundry.core.preparing import Validating
 from foundry.data.manifest import DatasetManifest
 from foundry.data.validate_gx import ValidationFailed, drop_docs_assets, lineage_suite, lineage_table, run_suites
 from foundry.data.validation_report import ValidationReport
@@ -92,21 +93,20 @@ def _suites(config: FoundryConfig) -> dict[str, list]:
     return {"images": images, "classes": classes, "shards": shards}
 
 
-def validate_image_dataset(
-    data_dir: Path, config: FoundryConfig, report_path: Path, docs_dir: Path | None = None, parent: Path | None = None
-) -> ValidationReport:
+def validate_image_dataset(job: Validating) -> ValidationReport:
     """`foundry.data.validate.validate_dataset` for a dataset of modality image (it calls this one)."""
     from foundry.vision.neardup import hash_words
 
+    data_dir, config = job.data_dir, job.config
     manifest = DatasetManifest.read(data_dir)
     images = image_table(data_dir)
     tables = {"images": images, "classes": class_table(manifest, images), "shards": shard_table(data_dir)}
-    tables["lineage"] = lineage_table(data_dir, images, parent, hash_words(config.image.hash_size))
+    tables["lineage"] = lineage_table(data_dir, images, job.parent, hash_words(config.image.hash_size))
     report = ValidationReport.of(run_suites(tables, {**_suites(config), "lineage": lineage_suite()}))
-    report.write(report_path)
-    if not report.success and docs_dir is not None:  # again, through checkpoints that write docs (new suites:
-        run_suites(tables, {**_suites(config), "lineage": lineage_suite()}, docs_dir)  # GX's belong to one)
-        drop_docs_assets(docs_dir)
+    report.write(job.report_path)
+    if not report.success and job.docs_dir is not None:  # again, through checkpoints that write docs (new suites:
+        run_suites(tables, {**_suites(config), "lineage": lineage_suite()}, job.docs_dir)  # GX's belong to one)
+        drop_docs_assets(job.docs_dir)
     if not report.success:
         raise ValidationFailed(report.failure_message("data"), report)
     return report

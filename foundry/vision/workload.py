@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from foundry.core.preparing import FRESH, IN_PROCESS, DataBasis, PrepareRun
+from foundry.core.preparing import Preparing, Validating
 from foundry.core.workload import Purging, Workload
 from foundry.data.manifest import FILE as MANIFEST
 from foundry.gates.inputs import BY_ACCURACY, Compared
@@ -50,32 +50,16 @@ class ImageWorkload(Workload):
 
         return acquire_images(config, out)
 
-    def prepare(
-        self,
-        source: SourceManifest,
-        config: FoundryConfig,
-        out_dir: Path,
-        *,
-        basis: DataBasis = FRESH,
-        progress: bool = False,
-        running: PrepareRun = IN_PROCESS,
-    ) -> Prepared:
+    def prepare(self, job: Preparing) -> Prepared:
         """Decoding and hashing a few thousand images: in this process, with no bars or progress file."""
         from foundry.vision.stage import prepare_image_dataset
 
-        return prepare_image_dataset(source, config, out_dir, basis.parent, basis.replay_fraction, purged=basis.purged)
+        return prepare_image_dataset(job)
 
-    def validate(
-        self,
-        data_dir: Path,
-        config: FoundryConfig,
-        report_path: Path,
-        docs_dir: Path | None = None,
-        parent: Path | None = None,
-    ) -> ValidationReport:
+    def validate(self, job: Validating) -> ValidationReport:
         from foundry.vision.validate_images import validate_image_dataset
 
-        return validate_image_dataset(data_dir, config, report_path, docs_dir, parent)
+        return validate_image_dataset(job)
 
     def shaping(self, config: FoundryConfig) -> dict[str, Any]:
         return {"image": config.image.model_dump(mode="json")}  # images are fitted and sharded by it; no tokenizer

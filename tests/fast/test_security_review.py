@@ -77,6 +77,7 @@ def prepared(tmp_path_factory):
     of its own, "the end of document N", which shows that it reached the shards."""
     from tokenizers import Tokenizer
 
+    from foundry.core.preparing import Preparing
     from foundry.data.prepare import prepare
     from foundry.data.shards import load_split
 
@@ -87,7 +88,7 @@ def prepared(tmp_path_factory):
         write(base / "corpus" / f"doc{i:03d}{SUFFIXES[i % len(SUFFIXES)]}", f"{head}\n{text}\n{tail}\n")
     config = tiny(f"data.source={base / 'corpus'}", f"data.extensions=[{', '.join(SUFFIXES)}]")
     source = acquire_source(config.data, base / "source_manifest.json")
-    prepare(source, config, base / "prepared", progress=False)
+    prepare(Preparing(source, config, base / "prepared"))
     tokenizer = Tokenizer.from_file(str(base / "prepared" / "tokenizer.json"))
     decoded = [tokenizer.decode(np.asarray(load_split(base / "prepared", split)).tolist()) for split in SPLITS]
     return base / "prepared", "\n".join(decoded)

@@ -13,6 +13,7 @@ from helpers_manifests import CHAT, DOCUMENTS, IMAGES
 
 from foundry.config import load_config
 from foundry.core import workload
+from foundry.core.preparing import Preparing
 from foundry.data.manifest import DatasetManifest
 
 
@@ -67,7 +68,7 @@ def test_what_prepare_prints_names_tokens_or_images():
 
 def test_chat_records_are_prepared_by_foundry_align_not_the_data_stage(configs):
     with pytest.raises(ValueError, match="foundry align"):
-        workload.named("chat").prepare(None, configs[0], REPO_ROOT / "unused")
+        workload.named("chat").prepare(Preparing(None, configs[0], REPO_ROOT / "unused"))
 
 
 def test_only_images_prepare_on_a_base_s_data_and_plot_what_they_hold():

@@ -15,6 +15,7 @@ from synthetic import overrides, synthetic_docs
 
 from foundry.cli import main
 from foundry.config import load_config
+from foundry.core.preparing import Validating
 from foundry.data.validate import ValidationFailed, validate_dataset
 from models.tokens import EOT
 
@@ -80,7 +81,7 @@ def test_shards_holding_more_boundaries_than_documents_fail_the_gate(prepared, t
     shard["sha256"] = hashlib.sha256((forged / shard["file"]).read_bytes()).hexdigest()
     (forged / "manifest.json").write_text(json.dumps(manifest, indent=1))
     with pytest.raises(ValidationFailed, match="boundaries"):
-        validate_dataset(forged, config, tmp_path / "report.json")
+        validate_dataset(Validating(forged, config, tmp_path / "report.json"))
 
 
 def test_a_purge_still_cuts_a_version_prepared_with_forged_boundaries():

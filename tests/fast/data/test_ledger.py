@@ -12,7 +12,7 @@ import pytest
 from synthetic import overrides, synthetic_docs
 
 from foundry.config import load_config
-from foundry.core.preparing import DataBasis
+from foundry.core.preparing import DataBasis, Preparing, Validating
 from foundry.data.acquire import acquire_source
 from foundry.data.ledger import Ledger, LedgerMismatch, holdout_set
 from foundry.data.prepare import prepare
@@ -32,7 +32,7 @@ def version(base: Path, name: str, docs: dict[str, str], parent: Path | None = N
         (corpus / file).write_text(text)
     config = load_config(None, overrides(corpus))
     source = acquire_source(config.data, base / f"{name}.json")
-    manifest = prepare(source, config, base / name, progress=False, basis=DataBasis(parent, replay))
+    manifest = prepare(Preparing(source, config, base / name, basis=DataBasis(parent, replay)))
     return config, base / name, manifest
 
 
@@ -63,7 +63,7 @@ def test_a_growing_corpus_never_moves_a_document_between_splits(tmp_path, corpus
     assert len(ledger) == 120 and set(s1) | set(s2) | set(s3) == set(ledger.shas)
     assert ledger.shas[:40] == Ledger.read(v1, config.data.near_dup_num_perm).shas  # ancestors' rows first
     for data_dir, parent in ((v2, v1), (v3, v2)):
-        report = validate_dataset(data_dir, config, tmp_path / "report.json", parent=parent)
+        report = validate_dataset(Validating(data_dir, config, tmp_path / "report.json", parent=parent))
         assert report.suites["lineage"].success
 
 
@@ -78,13 +78,13 @@ def test_without_the_ledger_the_same_growth_leaks_and_the_gate_says_so(tmp_path,
     moved = [sha for sha, split in splits(fresh).items() if before.get(sha, split) != split]
     assert moved
     with pytest.raises(ValidationFailed, match=r"lineage: expect_column_pair_values_to_be_in_set.*unexpected"):
-        validate_dataset(fresh, config, tmp_path / "report.json", parent=v1)
+        validate_dataset(Validating(fresh, config, tmp_path / "report.json", parent=v1))
 
 
 def test_the_same_documents_on_their_own_ledger_are_the_same_data(tmp_path, corpus):
     config, v1, m1 = version(tmp_path, "v1", corpus)
     source = acquire_source(config.data, tmp_path / "again.json")  # the same folder: the same manifest
-    m2 = prepare(source, config, tmp_path / "again", progress=False, basis=DataBasis(v1))
+    m2 = prepare(Preparing(source, config, tmp_path / "again", basis=DataBasis(v1)))
     again = tmp_path / "again"
     assert m2.manifest.files == m1.manifest.files
     assert (again / "manifest.json").read_bytes() == (v1 / "manifest.json").read_bytes()
@@ -137,7 +137,7 @@ def test_a_ledger_signed_otherwise_is_refused(tmp_path, corpus):
     config = load_config(None, overrides(corpus_dir, "data.near_dup_num_perm=64"))
     source = acquire_source(config.data, tmp_path / "m.json")
     with pytest.raises(LedgerMismatch, match="near_dup_num_perm"):
-        prepare(source, config, tmp_path / "out", progress=False, basis=DataBasis(v1))
+        prepare(Preparing(source, config, tmp_path / "out", basis=DataBasis(v1)))
 
 
 def test_a_data_version_from_before_ledgers_is_built_on_by_its_documents(tmp_path, corpus):
@@ -149,7 +149,7 @@ def test_a_data_version_from_before_ledgers_is_built_on_by_its_documents(tmp_pat
         (legacy / name).unlink()
     _, v2, _ = version(tmp_path, "v2", corpus, parent=legacy)
     assert all(splits(v2)[sha] == split for sha, split in splits(v1).items())
-    validate_dataset(v2, config, tmp_path / "report.json", parent=legacy)
+    validate_dataset(Validating(v2, config, tmp_path / "report.json", parent=legacy))
 
 
 def test_a_larger_holdout_fraction_cannot_take_training_documents(tmp_path, corpus):
@@ -158,10 +158,10 @@ def test_a_larger_holdout_fraction_cannot_take_training_documents(tmp_path, corp
     config, v1, _ = version(tmp_path, "v1", corpus)
     raised = load_config(None, overrides(tmp_path / "v1-corpus", "data.holdout_fraction=0.45"))
     source = acquire_source(raised.data, tmp_path / "raised.json")
-    prepare(source, raised, tmp_path / "raised", progress=False, basis=DataBasis(v1))
+    prepare(Preparing(source, raised, tmp_path / "raised", basis=DataBasis(v1)))
     assert splits(tmp_path / "raised") == splits(v1)
     with pytest.raises(ValidationFailed, match="holdout_bytes"):
-        validate_dataset(tmp_path / "raised", raised, tmp_path / "report.json", parent=v1)
+        validate_dataset(Validating(tmp_path / "raised", raised, tmp_path / "report.json", parent=v1))
 
 
 def test_holdout_set_keeps_the_ledger_and_splits_only_new_documents():

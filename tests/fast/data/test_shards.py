@@ -14,6 +14,7 @@ from synthetic import synthetic_docs
 
 import foundry.data.shards as shards_module
 from foundry.config import DataConfig, TokenizerConfig, load_config
+from foundry.core.preparing import Preparing
 from foundry.data.acquire import acquire_source
 from foundry.data.clean import iter_texts
 from foundry.data.manifest import DatasetManifest
@@ -253,7 +254,7 @@ def prepared(tmp_path_factory):
     out = base / "prepared"
     out.mkdir()
     (out / "stale.bin").write_bytes(b"old")
-    manifest = prepare(source, config, out, progress=False).manifest
+    manifest = prepare(Preparing(source, config, out)).manifest
     return source, config, out, manifest
 
 
@@ -300,7 +301,7 @@ def test_prepare_when_everything_is_filtered(tmp_path):
     config = load_config(None, [f"data.source={root}"])
     source = acquire_source(config.data, tmp_path / "source_manifest.json")
     with pytest.raises(ValueError) as info:
-        prepare(source, config, tmp_path / "prepared", progress=False)
+        prepare(Preparing(source, config, tmp_path / "prepared"))
     message = str(info.value)
     assert "no training documents left after cleaning 3 documents" in message
     assert str(root) in message
@@ -319,7 +320,7 @@ def test_prepare_reuses_a_tokenizer_from_file(prepared, tmp_path):
     parent = tmp_path / "parent_tokenizer.json"
     train_tokenizer(iter(synthetic_docs(10, seed=9)), TokenizerConfig(vocab_size=280)).save(str(parent))
     reuse = config.model_copy(update={"tokenizer": config.tokenizer.model_copy(update={"from_file": str(parent)})})
-    again = prepare(source, reuse, tmp_path / "prepared", progress=False).manifest
+    again = prepare(Preparing(source, reuse, tmp_path / "prepared")).manifest
     assert (tmp_path / "prepared" / "tokenizer.json").read_text() == parent.read_text()
     assert again.vocab_size == 280 != manifest.vocab_size
 

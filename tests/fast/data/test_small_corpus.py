@@ -8,6 +8,7 @@ import pytest
 from synthetic import synthetic_docs
 
 from foundry.config import load_config
+from foundry.core.preparing import Preparing
 from foundry.data.acquire import acquire_source
 from foundry.data.prepare import prepare
 
@@ -24,12 +25,12 @@ def test_one_document_asks_for_two(tmp_path):
     config = load_config(None, [f"data.source={root}"])
     source = acquire_source(config.data, tmp_path / "source_manifest.json")
     with pytest.raises(ValueError, match=r"^need at least two documents, .*: 1 of 1 documents from"):
-        prepare(source, config, tmp_path / "prepared", progress=False)
+        prepare(Preparing(source, config, tmp_path / "prepared"))
 
 
 def test_two_documents_split_one_each_way(tmp_path):
     root = corpus(tmp_path / "two", synthetic_docs(2))
     config = load_config(None, [f"data.source={root}", "tokenizer.vocab_size=300"])
     source = acquire_source(config.data, tmp_path / "source_manifest.json")
-    prepared = prepare(source, config, tmp_path / "prepared", progress=False)
+    prepared = prepare(Preparing(source, config, tmp_path / "prepared"))
     assert (prepared.manifest.stats["train_docs"], prepared.manifest.stats["holdout_docs"]) == (1, 1)

@@ -11,6 +11,7 @@ from synthetic import synthetic_docs
 
 import foundry.data.prepare as prep
 from foundry.config import load_config
+from foundry.core.preparing import Preparing
 from foundry.data.acquire import acquire_source
 
 
@@ -23,7 +24,7 @@ def prepared_files(tmp_path: Path, name: str) -> dict[str, str]:
     config = load_config(None, [f"data.source={root}", "tokenizer.vocab_size=300"])
     source = acquire_source(config.data, tmp_path / f"{name}.json")
     out = tmp_path / name
-    prep.prepare(source, config, out, progress=False)
+    prep.prepare(Preparing(source, config, out))
     return {str(f.relative_to(out)): hashlib.sha256(f.read_bytes()).hexdigest() for f in out.rglob("*") if f.is_file()}
 
 

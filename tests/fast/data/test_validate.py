@@ -11,6 +11,7 @@ import pytest
 from synthetic import overrides, prepare_synthetic, synthetic_docs
 
 from foundry.config import load_config
+from foundry.core.preparing import Preparing, Validating
 from foundry.data.acquire import acquire_source
 from foundry.data.manifest import DatasetManifest
 from foundry.data.prepare import prepare
@@ -43,7 +44,7 @@ def save_manifest(data_dir: Path, manifest: dict) -> None:
 
 def failing(config, data_dir: Path, report_path: Path) -> ValidationFailed:
     with pytest.raises(ValidationFailed) as info:
-        validate_dataset(data_dir, config, report_path)
+        validate_dataset(Validating(data_dir, config, report_path))
     assert report_path.is_file(), "the report is written even when the gate fails"
     report = ValidationReport.read(report_path)
     assert report.success is False
@@ -62,7 +63,7 @@ def failed_expectations(report: ValidationReport) -> set[tuple[str, str]]:
 def test_good_dataset_passes(good, tmp_path):
     config, prepared = good
     report_path = tmp_path / "report.json"
-    report = validate_dataset(prepared, config, report_path)
+    report = validate_dataset(Validating(prepared, config, report_path))
     assert report.success is True and report.failures() == []
     assert {name: len(suite.results) for name, suite in report.suites.items() if suite.success} == {
         "documents": 7,
@@ -184,7 +185,7 @@ def unscrubbed(tmp_path_factory):
         extra = "write to jane@example.com or 8.8.8.8\nDB_PASSWORD=hunter22\n" if i == 3 else ""
         (root / f"doc{i:02d}.txt").write_text(text + extra)
     config = load_config(None, overrides(root, "data.pii=[]"))
-    prepare(acquire_source(config.data, base / "m.json"), config, base / "prepared", progress=False)
+    prepare(Preparing(acquire_source(config.data, base / "m.json"), config, base / "prepared"))
     return root, base / "prepared"
 
 
@@ -209,7 +210,7 @@ def test_kinds_explicitly_allowed_pass_the_gate_and_are_reported(unscrubbed, tmp
     error = failing(config, prepared, tmp_path / "report.json")  # the password is not allowed
     assert "'secret_assignment'" in str(error) and "'email" not in str(error)
     config = load_config(None, overrides(root, "data.pii=[]", "data.pii_allowed=[email, ipv4, secret_assignment]"))
-    report = validate_dataset(prepared, config, tmp_path / "report.json")
+    report = validate_dataset(Validating(prepared, config, tmp_path / "report.json"))
     assert report.success and report.pii == PiiCounts(found={}, allowed={"email": 1, "ipv4": 1, "secret_assignment": 1})
 
 
@@ -230,7 +231,7 @@ def test_holdout_token_share_within_tolerance(copy, tmp_path):
     manifest["stats"]["holdout_bytes"] = manifest["stats"]["train_bytes"]  # keep the bytes check out of the way
     save_manifest(data_dir, manifest)
     lenient = load_config(None, overrides(Path(config.data.source), f"data.holdout_fraction={fraction}"))
-    validate_dataset(data_dir, lenient, tmp_path / "ok.json")
+    validate_dataset(Validating(data_dir, lenient, tmp_path / "ok.json"))
     strict = load_config(
         None, overrides(Path(config.data.source), f"data.holdout_fraction={fraction}", "data.holdout_tolerance=0")
     )
@@ -251,12 +252,12 @@ def test_document_listed_in_both_splits(copy, tmp_path):
 
 def test_failure_writes_data_docs_success_does_not(good, copy, tmp_path):
     config, prepared = good
-    validate_dataset(prepared, config, tmp_path / "ok.json", docs_dir=tmp_path / "ok_docs")
+    validate_dataset(Validating(prepared, config, tmp_path / "ok.json", docs_dir=tmp_path / "ok_docs"))
     assert not (tmp_path / "ok_docs").exists()
     _, data_dir = copy
     strict = load_config(None, overrides(Path(config.data.source), "data.max_chars=300"))
     with pytest.raises(ValidationFailed):
-        validate_dataset(data_dir, strict, tmp_path / "report.json", docs_dir=tmp_path / "docs")
+        validate_dataset(Validating(data_dir, strict, tmp_path / "report.json", docs_dir=tmp_path / "docs"))
     pages = {p.relative_to(tmp_path / "docs").parts[0] for p in (tmp_path / "docs").rglob("*.html")}
     assert {"index.html", "validations", "expectations"} <= pages
     documents_page = next((tmp_path / "docs" / "validations" / "documents").rglob("*.html")).read_text()

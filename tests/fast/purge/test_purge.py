@@ -66,6 +66,7 @@ def canary_home(tmp_path_factory) -> tuple[Path, DataVersion, dict[str, str], ob
 
 
 def build_canary_home(root: Path) -> tuple[Path, DataVersion, dict[str, str], object]:
+    from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
     from foundry.data.hydrate import hydrate_version
     from foundry.data.prepare import prepare
@@ -82,7 +83,7 @@ def build_canary_home(root: Path) -> tuple[Path, DataVersion, dict[str, str], ob
         (source / name).write_text(text)
     config = tiny(f"data.source={source}")
     manifest = acquire_source(config.data, root / "source_manifest.json")
-    prepare(manifest, config, root / "prepared", progress=False)
+    prepare(Preparing(manifest, config, root / "prepared"))
     home = root / "home"
     data = version_dataset(config, root / "prepared", manifest, home)
     with open(hydrate_version(data, home) / "documents.csv", newline="") as fh:

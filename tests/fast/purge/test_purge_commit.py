@@ -26,6 +26,7 @@ CHANGED = ("holdout.jsonl", "documents.csv")  # the files the removed document i
 @pytest.fixture(scope="module")
 def versioned(tmp_path_factory) -> tuple[Path, DataVersion]:
     """A home holding one data version in its workspace, DVC cache, local remote and a hydrated copy."""
+    from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
     from foundry.data.prepare import prepare
     from foundry.data.versioning import version_dataset
@@ -36,7 +37,7 @@ def versioned(tmp_path_factory) -> tuple[Path, DataVersion]:
         (root / "source" / f"doc{i:02d}.txt").write_text(text)
     config = tiny(f"data.source={root / 'source'}")
     manifest = acquire_source(config.data, root / "source_manifest.json")
-    prepare(manifest, config, root / "prepared", progress=False)
+    prepare(Preparing(manifest, config, root / "prepared"))
     home = root / "home"
     data = version_dataset(config, root / "prepared", manifest, home)
     hydrate_version(data, home)

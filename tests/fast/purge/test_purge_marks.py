@@ -48,6 +48,7 @@ def _documents(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Versions:
+    from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
     from foundry.data.prepare import prepare
     from foundry.data.versioning import version_dataset
@@ -63,11 +64,11 @@ def built(tmp_path_factory) -> Versions:
     config = tiny(f"data.source={source}")
     manifest = acquire_source(config.data, root / "source_manifest.json")
     home = root / "home"
-    prepare(manifest, config, root / "before", progress=False)
+    prepare(Preparing(manifest, config, root / "before"))
     canaries = {sha for sha, name in _documents(root / "before").items() if name in ("doc22.txt", "doc23.txt")}
     assert len(canaries) == 2
     before = version_dataset(config, root / "before", manifest, home)
-    prepare(manifest, config, root / "after", progress=False, basis=DataBasis(purged=frozenset(canaries)))
+    prepare(Preparing(manifest, config, root / "after", basis=DataBasis(purged=frozenset(canaries))))
     after = version_dataset(config, root / "after", manifest, home)
     return Versions(home, before, after, canaries, config, manifest)
 
@@ -239,13 +240,10 @@ def test_dataset_key_changes_only_when_something_was_purged(versions):
 
 
 def test_the_dataset_tasks_key_reads_the_homes_purges(versions):
-    from tasks.data import _dataset_key
+    from tasks.data import DatasetJob, _dataset_key
 
-    params = {
-        "config": versions.config,
-        "source_manifest": versions.manifest,
-        "run": RunContext(run_id="r1", dir=versions.home / "runs" / "r1", home=versions.home),
-    }
+    run = RunContext(run_id="r1", dir=versions.home / "runs" / "r1", home=versions.home)
+    params = {"job": DatasetJob(versions.config, versions.manifest, run)}
     unpurged = _dataset_key(None, params)
     purged.record_documents(versions.home, RECORD, versions.canaries)
     assert _dataset_key(None, params) != unpurged

@@ -38,6 +38,7 @@ def read_only(folder: Path) -> Path:
 def documents_version(tmp_path_factory) -> Path:
     """36 documents of word soup and 6 canaries (from `secret/`): the first holds an e-mail address, so the audit
     names it; the third encodes end-of-text in its own text."""
+    from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
     from foundry.data.prepare import prepare
 
@@ -52,7 +53,7 @@ def documents_version(tmp_path_factory) -> Path:
         (source / name).parent.mkdir(parents=True, exist_ok=True)
         (source / name).write_text(text)
     config = tiny(f"data.source={source}")
-    prepare(acquire_source(config.data, root / "source.json"), config, root / "prepared", progress=False)
+    prepare(Preparing(acquire_source(config.data, root / "source.json"), config, root / "prepared"))
     return read_only(root / "prepared")
 
 

@@ -21,7 +21,7 @@ from foundry.config import load_config
 from foundry.core.contracts import Candidate, DataVersion, RunContext
 from foundry.core.metrics.aligned import AlignmentMetrics
 from foundry.core.metrics.holdout import HoldoutMetrics
-from foundry.core.preparing import DataBasis
+from foundry.core.preparing import DataBasis, Preparing
 from foundry.data.acquire import acquire_source
 from foundry.data.prepare import prepare
 from foundry.data.shards import load_split
@@ -114,7 +114,7 @@ def new_data(tiny_config, old_data, tmp_path_factory):
         ],
     )
     source = acquire_source(config.data, root / "source_manifest.json")
-    prepare(source, config, root / "prepared", progress=False, basis=DataBasis(folder, 0.0))
+    prepare(Preparing(source, config, root / "prepared", basis=DataBasis(folder, 0.0)))
     return DataVersion(data_version="2" * 32, remote="r"), root / "prepared"
 
 

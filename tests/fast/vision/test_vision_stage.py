@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO_ROOT
 
 from foundry.config import ConfigError, FoundryConfig, as_recorded, load_config, validate
-from foundry.core.preparing import DataBasis
+from foundry.core.preparing import DataBasis, Validating
 from foundry.data.hydrate import hydrate_version, verify_dataset
 from foundry.data.manifest import DatasetManifest, WrongModality
 from foundry.data.validate import ValidationFailed, validate_dataset
@@ -35,7 +35,7 @@ def digits(vision_config, tmp_path_factory):
         patch.setenv("FOUNDRY_HOME", str(root / "home"))
         source = acquire_images(vision_config, root / "source_manifest.json")
         run_prepare(source, vision_config, root / "prepared", progress=False)
-    validate_dataset(root / "prepared", vision_config, root / "validation_report.json")
+    validate_dataset(Validating(root / "prepared", vision_config, root / "validation_report.json"))
     return source, root / "prepared"
 
 
@@ -82,7 +82,7 @@ def test_a_child_keeps_the_parents_splits_and_class_order(digits, vision_config,
     assert child.classes == DatasetManifest.read(prepared).classes
     before = {row.sha256: row.split for row in read_table(prepared)}
     assert {row.sha256: row.split for row in read_table(tmp_path / "child")} == before
-    validate_dataset(tmp_path / "child", vision_config, tmp_path / "report.json", parent=prepared)
+    validate_dataset(Validating(tmp_path / "child", vision_config, tmp_path / "report.json", parent=prepared))
 
 
 def test_the_gate_blocks_a_class_under_the_minimum(vision_config, tmp_path, monkeypatch):
@@ -95,7 +95,9 @@ def test_the_gate_blocks_a_class_under_the_minimum(vision_config, tmp_path, monk
     source = acquire_images(config, tmp_path / "source_manifest.json")
     run_prepare(source, config, tmp_path / "prepared", progress=False)
     with pytest.raises(ValidationFailed, match=r"classes: expect_column_values_to_be_between\(column=images") as info:
-        validate_dataset(tmp_path / "prepared", config, tmp_path / "report.json", docs_dir=tmp_path / "docs")
+        validate_dataset(
+            Validating(tmp_path / "prepared", config, tmp_path / "report.json", docs_dir=tmp_path / "docs")
+        )
     report = ValidationReport.read(tmp_path / "report.json")
     assert not report.success and [name for name, _ in report.failures()] == ["classes"]
     assert info.value.report.failures()[0][1].observed == "1 unexpected rows, e.g. [5]"  # the 5 sevens

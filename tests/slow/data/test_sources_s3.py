@@ -11,6 +11,7 @@ import pytest
 from helpers_sources import write
 
 from foundry.config import DataConfig, load_config
+from foundry.core.preparing import Preparing
 from foundry.data.acquire import SourceError, acquire_source, list_source_files
 from foundry.data.prepare import prepare
 
@@ -75,7 +76,7 @@ def test_mixed_formats_from_several_sources_prepare(tmp_path, s3_env):
             "tokenizer.vocab_size=300",
         ],
     )
-    prepared = prepare(acquire_source(config.data, tmp_path / "m.json"), config, tmp_path / "prepared", progress=False)
+    prepared = prepare(Preparing(acquire_source(config.data, tmp_path / "m.json"), config, tmp_path / "prepared"))
     assert prepared.manifest.stats["docs_in"] == 12 and prepared.manifest.stats["docs_out"] == 12
     sources = {
         json.loads(line)["source"]

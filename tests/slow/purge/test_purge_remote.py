@@ -58,6 +58,7 @@ def test_apply_purges_an_s3_remote_and_a_tracking_servers_artifacts(
 ):
     from prefect.settings import PREFECT_HOME, temporary_settings
 
+    from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
     from foundry.data.hydrate import hydrate_version
     from foundry.data.prepare import prepare
@@ -70,7 +71,7 @@ def test_apply_purges_an_s3_remote_and_a_tracking_servers_artifacts(
     corpus(tmp_path / "source")
     config = tiny(f"data.source={tmp_path / 'source'}", f"data.remote={REMOTE}")
     manifest = acquire_source(config.data, tmp_path / "source_manifest.json")
-    prepare(manifest, config, tmp_path / "prepared", progress=False)
+    prepare(Preparing(manifest, config, tmp_path / "prepared"))
     shutil.copy(tmp_path / "prepared" / "train.jsonl", tmp_path / "train.jsonl")
     data = version_dataset(config, tmp_path / "prepared", manifest, home)
     remove_tree(home / "workspace" / ".dvc" / "cache", within=home)  # the version is read from S3, only there

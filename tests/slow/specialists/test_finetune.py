@@ -155,7 +155,7 @@ def test_a_lora_fine_tune_killed_with_sigkill_resumes_bitwise_exact(tiny_dataset
     from foundry.core.contracts import DataVersion, RunContext
     from foundry.training.launch import launch, worker_args
     from foundry.training.trainer import weights_digest
-    from tasks.training import train_task
+    from tasks.training import Training, train_task
 
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # as test_train's kill -9 test: one thread count
         monkeypatch.setenv(name, "1")
@@ -178,7 +178,7 @@ def test_a_lora_fine_tune_killed_with_sigkill_resumes_bitwise_exact(tiny_dataset
     assert 0 < killed_at < config.train.max_steps
 
     run = RunContext(run_id=tracking.start_pipeline_run(config), dir=tmp_path / "run", home=home)
-    resumed = train_task.fn(config, tiny_dataset, DataVersion(data_version=version, remote=""), run)
+    resumed = train_task.fn(Training(config, tiny_dataset, DataVersion(data_version=version, remote=""), run))
     assert tracking.client().get_run(run.run_id).data.tags["resumed_from_step"] == str(killed_at)
 
     def load(path):

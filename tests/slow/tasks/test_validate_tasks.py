@@ -32,7 +32,7 @@ def test_pipeline_tasks_log_the_audit_and_the_failed_gate_docs(prefect_harness, 
 
     @flow
     def stage_a():
-        data_tasks.validate(strict, data_tasks.prepare(strict, manifest, run), run)
+        data_tasks.validate(strict, data_tasks.prepare(data_tasks.DatasetJob(strict, manifest, run)), run)
 
     with pytest.raises(ValidationFailed):
         stage_a()

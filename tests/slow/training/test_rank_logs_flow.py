@@ -24,12 +24,12 @@ def _train_in_a_flow(config, data_dir: Path, home: Path):
 
     from foundry.core.contracts import DataVersion, RunContext
     from foundry.runtime import tracking
-    from tasks.training import train_task
+    from tasks.training import Training, train_task
 
     @flow(name="two-ranks")
     def two_ranks() -> None:
         run = RunContext(run_id=tracking.start_pipeline_run(config), dir=home / "run", home=home)
-        train_task(config, data_dir, DataVersion(data_version="5" * 32, remote=""), run)
+        train_task(Training(config, data_dir, DataVersion(data_version="5" * 32, remote=""), run))
 
     state = two_ranks(return_state=True)
     return state, _logs(state.state_details.flow_run_id)

@@ -103,7 +103,7 @@ def test_kill_9_then_the_same_run_resumes_bitwise_exact(uninterrupted, tiny_data
 
     from foundry.core.contracts import DataVersion, RunContext
     from foundry.runtime import tracking
-    from tasks.training import train_task
+    from tasks.training import Training, train_task
 
     config = tiny(*RESUMABLE)
     # What a Dask cluster started earlier in the same process leaves behind (its nanny sets these in
@@ -123,7 +123,7 @@ def test_kill_9_then_the_same_run_resumes_bitwise_exact(uninterrupted, tiny_data
 
     run_id = tracking.start_pipeline_run(config)
     run = RunContext(run_id=run_id, dir=tmp_path / "run", home=home)
-    model_pt = train_task.fn(config, tiny_dataset, DataVersion(data_version=version, remote=""), run)
+    model_pt = train_task.fn(Training(config, tiny_dataset, DataVersion(data_version=version, remote=""), run))
     assert digest(model_pt) == digest(uninterrupted / "model.pt")
     client = MlflowClient()
     tags = client.get_run(run_id).data.tags

@@ -18,12 +18,12 @@ def _train_in_a_flow(config, data_dir: Path, home: Path):
 
     from foundry.core.contracts import DataVersion, RunContext
     from foundry.runtime import tracking
-    from tasks.training import train
+    from tasks.training import Training, train
 
     @flow(name="one-train-task")
     def one_train_task() -> None:
         run = RunContext(run_id=tracking.start_pipeline_run(config), dir=home / "run", home=home)
-        train(config, data_dir, DataVersion(data_version="5" * 32, remote=""), run)
+        train(Training(config, data_dir, DataVersion(data_version="5" * 32, remote=""), run))
 
     state = one_train_task(return_state=True)
     only = FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
