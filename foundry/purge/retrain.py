@@ -3,9 +3,9 @@ what is left to rebuild by hand.
 
 A name is retrained when one of its versions was trained from scratch on a data version the purge rewrote: the
 newest such version's recorded config trains again on the replacement, through the same gate and registration as
-any run. A version built from another (`parent_model`: a fine-tune, a merge, an alignment) is never retrained
-here: its recipe is its command's (`foundry finetune`, `merge`, `align`), and its recorded config would start from
-the purged parent's weights. It is a `Rebuild`, listed parents first with the command that rebuilds it on the
+any run. A version built from another (`parent_model`: a fine-tune, a merge, an alignment, a scheduled retrain
+of its own name) is never retrained here: its recipe is its command's (`foundry finetune`, `merge`, `align`,
+`retrain`), and its recorded config would start from the purged parent's weights. It is a `Rebuild`, listed parents first with the command that rebuilds it on the
 retrained parent (`commands`); `foundry purge` exits `REBUILDS_LEFT` while any is left.
 """
 
@@ -41,7 +41,7 @@ class Rebuild(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: str  # models:/NAME/VERSION
-    kind: Literal["finetune", "merge", "align"]
+    kind: Literal["finetune", "merge", "align", "retrain"]
     parents: tuple[str, ...]  # its `parent_model` tag, as written (a pinned version or an alias)
     base: str = ""  # a merge's base (`merge.base` tag)
 
@@ -100,6 +100,8 @@ def _number(uri: str) -> int:
 
 def _rebuild(uri: str, parents: list[ModelUri], tagged: VersionTags) -> Rebuild:
     kind = "align" if tagged.align_method else "merge" if tagged.merge_base or len(parents) > 1 else "finetune"
+    if kind == "finetune" and parents[0].name == ModelUri.parse(uri).name:
+        kind = "retrain"  # `foundry retrain`: the name's champion warm-started on what is new in its source
     return Rebuild(model=uri, kind=kind, parents=tuple(str(p) for p in parents), base=tagged.merge_base)
 
 
@@ -139,7 +141,10 @@ def commands(jobs: RetrainPlan, record: PurgeRecord, retrained: dict[str, str]) 
     for r in jobs.rebuilds:
         inputs = " ".join(now(p) for p in r.parents)
         base = f" --base {now(r.base)}" if r.kind == "merge" and r.base else ""
-        what = {"finetune": "a fine-tune", "merge": "a merge", "align": "an alignment"}[r.kind]
-        command = f"foundry {r.kind} {inputs}{base} --config CONFIG --set {r.kind}.model_name={r.name}"
+        what = {"finetune": "a fine-tune", "merge": "a merge", "align": "an alignment", "retrain": "a retrain"}[r.kind]
+        if r.kind == "retrain":  # it starts from the name's champion: the retrained version, once promoted
+            command = f"foundry retrain --config CONFIG --set registry.model_name={r.name}"
+        else:
+            command = f"foundry {r.kind} {inputs}{base} --config CONFIG --set {r.kind}.model_name={r.name}"
         lines.append(f"{r.model} ({what} of {', '.join(r.parents)}): {command}")
     return lines

@@ -161,3 +161,40 @@ def test_the_retrain_plan_takes_the_newest_version_per_name_and_lists_the_others
         "models:/epsilon/1 (an alignment of models:/delta@champion): foundry align <delta rebuilt above> "
         "--config CONFIG --set align.model_name=epsilon",
     ]
+
+
+def test_a_retrain_of_a_purged_name_is_retrained_from_scratch_then_listed_for_foundry_retrain(
+    tiny_config, home, tmp_path, monkeypatch
+):
+    """A scheduled retrain (`foundry retrain`: the name's champion warm-started, `parent_model` of its own name)
+    is not a fine-tune: the name is trained again from its newest from-scratch version, and the retrain is listed
+    with `foundry retrain`, which then starts from the retrained champion."""
+    from conftest import tracking_uri
+
+    old, new, remote = "1" * 32, "3" * 32, str(tmp_path / "remote")
+    with tracking_uri(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}"):
+        register_tagged(tiny_config, "omega", {"data_version": old, "data.remote": remote})
+        register_tagged(
+            tiny_config, "omega", {"data_version": old, "data.remote": remote, "parent_model": "models:/omega/1"}
+        )
+        record = PurgeRecord(
+            record="purge-20260101T000000-0123abcd",
+            who="t",
+            when="2026-01-01T00:00:00+00:00",
+            reason="r",
+            criterion="c",
+            documents=(),
+            replaced={old: new},
+            removed={},
+            models=("models:/omega/1", "models:/omega/2"),
+            lost_champion=(),
+            runs=(),
+            verified=True,
+        )
+        planned = purge_retrain.plan(record, tracking.client())
+    assert [job.trained for job in planned.jobs] == ["models:/omega/1"]
+    assert [(r.model, r.kind) for r in planned.rebuilds] == [("models:/omega/2", "retrain")]
+    assert purge_retrain.commands(planned, record, {"omega": "models:/omega/3"}) == [
+        "models:/omega/2 (a retrain of models:/omega/1): foundry retrain --config CONFIG "
+        "--set registry.model_name=omega",
+    ]
