@@ -16,6 +16,7 @@ from foundry.align.start import align_config  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.core.contracts import AlignResult, Candidate  # noqa: E402
 from foundry.core.run_tags import RunTags  # noqa: E402
+from foundry.registry.versions import refuse_purged_versions  # noqa: E402
 from foundry.reports.summaries import align_summary  # noqa: E402
 from foundry.runtime.env import foundry_home  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
@@ -43,10 +44,12 @@ def _run_name() -> str:
 
 
 @flow(name="align", flow_run_name=_run_name, log_prints=True)
-def align(model_uri: str, config: FoundryConfig = FoundryConfig()) -> AlignResult:
+def align(model_uri: str, config: FoundryConfig = FoundryConfig(), allow_purged: bool = False) -> AlignResult:
     """Start from `model_uri` with the chat template's tokens; acquire, check and version the records; train
-    with the method's loss; evaluate beside the base; judge, and publish under `align.model_name`."""
+    with the method's loss; evaluate beside the base; judge, and publish under `align.model_name`. A `model_uri`
+    a purge tagged is refused unless `allow_purged`."""
     route_library_logs()  # each line once, our INFO lines included
+    refuse_purged_versions([model_uri], "aligned", allow_purged)  # UI-started runs: only here
     allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
     parent = parent_version(model_uri, foundry_home())
     base = chat_base(parent, foundry_home())

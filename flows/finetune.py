@@ -22,6 +22,7 @@ from foundry.core import workload  # noqa: E402
 from foundry.core.contracts import PipelineResult  # noqa: E402
 from foundry.core.model_uri import ModelUri  # noqa: E402
 from foundry.core.run_tags import RunTags  # noqa: E402
+from foundry.registry.versions import refuse_purged_versions  # noqa: E402
 from foundry.runtime.env import foundry_home  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
 from foundry.runtime.tracking import pipeline_run  # noqa: E402
@@ -41,11 +42,12 @@ def _run_name() -> str:
 
 
 @flow(name="finetune", flow_run_name=_run_name, log_prints=True)
-def finetune(model: str, config: FoundryConfig = FoundryConfig()) -> PipelineResult:
+def finetune(model: str, config: FoundryConfig = FoundryConfig(), allow_purged: bool = False) -> PipelineResult:
     """Start from `model`'s weights, tokenizer and architecture; acquire, prepare (its holdout sticky on the
     specialist's own champion's ledger; an image classifier's first, on its base's), train (`finetune.method`),
-    evaluate, judge against the base, register."""
+    evaluate, judge against the base, register. A `model` a purge tagged is refused unless `allow_purged`."""
     route_library_logs()  # each line once, our INFO lines included
+    refuse_purged_versions([model], "fine-tuned", allow_purged)  # UI-started runs: only here
     allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
     base = base_model(model, foundry_home())  # fails closed: a registry error stops here
     tuned = specialist_config(config, base)

@@ -16,6 +16,7 @@ from prefect import flow, runtime  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.core.model_uri import ModelUri  # noqa: E402
 from foundry.core.run_tags import RunTags  # noqa: E402
+from foundry.registry.versions import refuse_purged_versions  # noqa: E402
 from foundry.reports.summaries import merge_summary  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
 from foundry.runtime.tracking import pipeline_run  # noqa: E402
@@ -27,10 +28,13 @@ from tasks.policy import allowed_by_operator  # noqa: E402
 
 
 @flow(name="merge", flow_run_name=lambda: f"merge-{flow_config().merge.method}", log_prints=True)
-def merge(models: list[str], config: FoundryConfig = FoundryConfig()) -> MergeResult:
+def merge(models: list[str], config: FoundryConfig = FoundryConfig(), allow_purged: bool = False) -> MergeResult:
     """Find the models' common ancestor, merge their task vectors onto it (`merge.method`), score the merge on
-    every parent's holdout and the base's, judge it (`merge.max_gap`), register it with every parent."""
+    every parent's holdout and the base's, judge it (`merge.max_gap`), register it with every parent. A model or
+    `merge.base` a purge tagged is refused unless `allow_purged`."""
     route_library_logs()  # each line once, our INFO lines included
+    read = [*models, *([config.merge.base] if config.merge.base else [])]
+    refuse_purged_versions(read, "merged", allow_purged)  # UI-started runs: only here
     allowed_by_operator(config)  # a deployment's parameters: only where the worker's operator allows
     if len(models) < 2:
         raise ValueError(f"a merge needs at least two models, got {models}")

@@ -16,7 +16,7 @@ from foundry.core.contracts import Reproduction  # noqa: E402
 from foundry.core.run_tags import RunTags  # noqa: E402
 from foundry.core.version_tags import GIT_COMMIT, GIT_DIRTY  # noqa: E402
 from foundry.registry import lineage  # noqa: E402
-from foundry.registry.versions import resolve  # noqa: E402
+from foundry.registry.versions import refuse_purged_versions, resolve  # noqa: E402
 from foundry.reports.summaries import reproduce_summary  # noqa: E402
 from foundry.runtime import tracking  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
@@ -28,9 +28,11 @@ from tasks.training import Training, train  # noqa: E402
 
 
 @flow(name="reproduce", flow_run_name="reproduce-{model_uri}")
-def reproduce(model_uri: str, force: bool = False) -> Reproduction:
-    """Hydrate the model's data version, train with its config, and compare holdout metrics."""
+def reproduce(model_uri: str, force: bool = False, allow_purged: bool = False) -> Reproduction:
+    """Hydrate the model's data version, train with its config, and compare holdout metrics. A version a purge
+    tagged is refused unless `allow_purged`: it would train on the purged documents again."""
     route_library_logs()  # each line once, our INFO lines included
+    refuse_purged_versions([model_uri], "reproduced", allow_purged)  # UI-started runs: only here
     record = lineage.lineage(model_uri, depth=1)[0]
     version = resolve(record.model)
     data = lineage.training_data(version)  # checked before anything runs: a bad tag stops here

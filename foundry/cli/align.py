@@ -15,7 +15,7 @@ def cmd_align(args: argparse.Namespace) -> int:
     from flows.align import align
     from foundry.reports.summaries import align_summary
 
-    print(align_summary(align(model_uri=args.model_uri, config=config)))
+    print(align_summary(align(model_uri=args.model_uri, config=config, allow_purged=args.allow_purged)))
     return 0
 
 

@@ -43,24 +43,12 @@ def allow_purged_arg(parser: argparse.ArgumentParser, doing: str) -> None:
 
 
 def refuse_purged(uris: list[str], allowed: bool, refused: str) -> None:
-    """`PurgedModel` naming the purge record for the first of `uris` a purge tagged, unless `allowed`; what each
-    alias names now is what is checked, and a registry that cannot be read stops the command (fail closed)."""
-    if allowed:
-        return
-    from mlflow.exceptions import MlflowException
+    """`PurgedModel` naming the purge record for the first of `uris` a purge tagged, unless `allowed`
+    (`foundry.registry.versions.refuse_purged_versions`, which the flows run too): checked here as well so that
+    the command fails before a flow starts. Each URI is parsed first: a malformed one is a usage error."""
+    from foundry.registry.versions import refuse_purged_versions
 
-    from foundry.registry.versions import absent, resolve
-    from foundry.registry.versions import refuse_purged as refuse
-
-    hint = "; to use it anyway (it was kept with `purge --apply --keep-models`), pass --allow-purged"
-    for uri in uris:
-        try:
-            version = resolve(str(model_uri(uri)))
-        except MlflowException as exc:
-            if absent(exc):  # the command's own message: an input error, named, not MLflow's
-                raise LookupError(f"{uri}: the registry has no such version or alias; nothing was {refused}") from exc
-            raise
-        refuse(version, refused, hint)
+    refuse_purged_versions([str(model_uri(uri)) for uri in uris], refused, allowed)
 
 
 def model_uri(text: str):

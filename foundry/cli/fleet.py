@@ -28,7 +28,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from foundry.evaluate.report import comparison
 
     # A credential in a source URL stays in this process's environment, out of the flow's parameters.
-    print(comparison(evaluate(models=args.models, data=keep(args.data), config=config)))
+    result = evaluate(models=args.models, data=keep(args.data), config=config, allow_purged=args.allow_purged)
+    print(comparison(result))
     return 0
 
 

@@ -45,20 +45,36 @@ def cmd_purge(args: argparse.Namespace) -> int:
 
 
 def _retrain(record) -> int:
+    """Retrain each affected name trained from scratch; then list each version built from one (a fine-tune, a
+    merge, an alignment) with the command that rebuilds it on its retrained parent, and return
+    `REBUILDS_LEFT` while any is: the purge is not finished until they are rebuilt or retired."""
     from foundry.purge import retrain as purge_retrain
     from foundry.runtime.tracking import client
 
     jobs = purge_retrain.plan(record, client())
     for line in jobs.not_retrained:
         print(f"not retrained: {line}")
-    if not jobs.jobs:
-        return 0
-    from flows.purge import retrain_purged
+    retrained: dict[str, str] = {}
+    if jobs.jobs:
+        from flows.purge import retrain_purged
 
-    for job in jobs.jobs:
-        result = retrain_purged(job)
-        print(f"retrained {job.name} on {job.data.data_version}: {result.model_uri or 'not registered'}")
-    return 0
+        for job in jobs.jobs:
+            result = retrain_purged(job)
+            print(f"retrained {job.name} on {job.data.data_version}: {result.model_uri or 'not registered'}")
+            if result.model_uri:
+                retrained[job.name] = result.model_uri
+    if not jobs.rebuilds:
+        return 0
+    print(f"not rebuilt: {len(jobs.rebuilds)} version(s) built from a purged one; rebuild each by hand, in this order")
+    for line in purge_retrain.commands(jobs, record, retrained):
+        print(f"  {line}")
+    print(f"  ({purge_retrain.CONFIG_LEGEND})")
+    print(
+        f"foundry purge --retrain: {len(jobs.rebuilds)} derived version(s) still to rebuild (listed above); "
+        f"exit status {purge_retrain.REBUILDS_LEFT}",
+        file=sys.stderr,
+    )
+    return purge_retrain.REBUILDS_LEFT
 
 
 def add_commands(commands) -> None:
@@ -93,7 +109,11 @@ def add_commands(commands) -> None:
         "--keep-models", action="store_true", help="with --apply: affected versions keep `champion` (and serving)"
     )
     purge.add_argument(
-        "--retrain", action="store_true", help="with --apply: train each affected name again on the purged data"
+        "--retrain",
+        action="store_true",
+        help="with --apply: train each affected name again on the purged data; versions built from an affected one "
+        "(fine-tunes, merges, alignments) are listed, parents first, with the command that rebuilds each on its "
+        "retrained parent, and the command then exits 3",
     )
     config_args(purge)  # data.remote is one more DVC remote to look in
     purge.set_defaults(func=cmd_purge)

@@ -39,7 +39,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from flows.reproduce import reproduce
     from foundry.reports.summaries import reproduce_summary
 
-    result = reproduce(model_uri=args.model_uri, force=args.force)
+    result = reproduce(model_uri=args.model_uri, force=args.force, allow_purged=args.allow_purged)
     print(reproduce_summary(result))
     return 0 if result.identical else 1
 

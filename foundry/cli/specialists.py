@@ -33,7 +33,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     refuse_purged([args.model], args.allow_purged, "fine-tuned")
     from flows.finetune import finetune
 
-    result = finetune(model=args.model, config=config)
+    result = finetune(model=args.model, config=config, allow_purged=args.allow_purged)
     print(summary_text(result) + f"\nparent     {result.parent}")
     return 0
 
@@ -47,5 +47,5 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from flows.merge import merge
     from foundry.reports.summaries import merge_summary
 
-    print(merge_summary(merge(models=args.models, config=config)))
+    print(merge_summary(merge(models=args.models, config=config, allow_purged=args.allow_purged)))
     return 0  # refused by the gate is an outcome (a challenger), as for `foundry run`

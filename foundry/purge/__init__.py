@@ -4,5 +4,5 @@ trained on them retrained (`retrain`).
 - `search`, `plan`: the dry run and what it found; `registry`, `data`, `images`, `stores`, `s3`: where it looks
 - `artifacts`, `served`, `home`, `ledgers`, `prefect_runs`, `unchecked`: the copies outside a data version
 - `apply`, `rewrite`, `cuts`, `commit`, `record`: the removal, step by step, and its record
-- `retrain`: the jobs that train again on the purged data
+- `retrain`: the jobs that train again on the purged data, and the derived versions left to rebuild by hand
 """

@@ -49,6 +49,31 @@ def refuse_purged(version, refused: str, hint: str = "") -> None:
         )
 
 
+ALLOW_HINT = (
+    "; to use it anyway (it was kept with `purge --apply --keep-models`), pass --allow-purged "
+    "(a flow run: its parameter allow_purged=true)"
+)
+
+
+def refuse_purged_versions(uris: list[str], refused: str, allowed: bool = False, hint: str = ALLOW_HINT) -> None:
+    """Unless `allowed`, `refuse_purged` for each of `uris`, by what each alias names now; a URI the registry
+    lacks is a LookupError naming it, and a registry that cannot be read stops the caller (fail closed). What
+    every command and flow that reads a registered version runs first (`--allow-purged`, a flow's `allow_purged`):
+    a deployment run started from the Prefect UI is refused by its flow, before any task."""
+    from mlflow.exceptions import MlflowException
+
+    if allowed:
+        return
+    for uri in uris:
+        try:
+            version = resolve(uri)
+        except MlflowException as exc:
+            if absent(exc):  # an input error, named, not MLflow's
+                raise LookupError(f"{uri}: the registry has no such version or alias; nothing was {refused}") from exc
+            raise
+        refuse_purged(version, refused, hint)
+
+
 class PublicationFailed(RuntimeError):
     """A version was created but could not take its aliases, nor be deleted again."""
 

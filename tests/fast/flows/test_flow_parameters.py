@@ -43,7 +43,7 @@ def test_the_align_flow_takes_a_version_and_the_config_form():
     from flows.align import align
 
     schema = parameter_schema(align).model_dump()
-    assert list(schema["properties"]) == ["model_uri", "config"] and schema["required"] == ["model_uri"]
+    assert list(schema["properties"]) == ["model_uri", "config", "allow_purged"] and schema["required"] == ["model_uri"]
     align_section = schema["definitions"]["AlignConfig"]["properties"]
     assert align_section["method"]["enum"] == ["sft", "dpo"]
     assert align_section["beta"]["default"] == FoundryConfig().align.beta
@@ -57,7 +57,7 @@ def test_the_finetune_and_merge_flows_take_their_models_and_the_config_form():
 
     for flow, models in ((finetune, "model"), (merge, "models")):
         schema = parameter_schema(flow).model_dump()
-        assert list(schema["properties"]) == [models, "config"] and schema["required"] == [models]
+        assert list(schema["properties"]) == [models, "config", "allow_purged"] and schema["required"] == [models]
         assert schema["definitions"]["FinetuneConfig"]["properties"]["method"]["enum"] == ["full", "lora"]
         assert "ties" in schema["definitions"]["MergeConfig"]["properties"]["method"]["enum"]
 
@@ -91,5 +91,26 @@ def test_the_evaluate_deployment_asks_for_models_data_and_the_config():
         (d.name, d.entrypoint, d.takes_config) for d in DEPLOYMENTS
     }
     schema = parameter_schema(evaluate).model_dump()
-    assert list(schema["properties"]) == ["models", "data", "config"]
+    assert list(schema["properties"]) == ["models", "data", "config", "allow_purged"]
     assert schema["required"] == ["models", "data"]
+
+
+def test_the_flows_reading_a_version_show_allow_purged_off():
+    """#55 point 6: a purged version is refused by the flow itself; the form's box to allow it is typed and off."""
+    from prefect.utilities.callables import parameter_schema
+
+    from flows.align import align
+    from flows.evaluate import evaluate
+    from flows.finetune import finetune
+    from flows.merge import merge
+    from flows.reproduce import reproduce
+
+    for flow in (align, evaluate, finetune, merge, reproduce):
+        schema = parameter_schema(flow).model_dump()
+        assert schema["properties"]["allow_purged"] == {
+            "default": False,
+            "position": len(schema["properties"]) - 1,
+            "title": "allow_purged",
+            "type": "boolean",
+        }
+        assert "allow_purged" not in schema["required"]

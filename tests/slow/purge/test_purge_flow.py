@@ -1,10 +1,12 @@
 """`foundry purge` as a Prefect flow under a real Prefect server: the summary it returns is its run page's
-artifact, and the run pages' own artifacts are searched and rewritten through the Prefect API."""
+artifact, and the run pages' own artifacts are searched and rewritten through the Prefect API. And a flow that reads
+a registered version refusing a purged one before its first task (the other flows: tests/fast/purge/test_purge_flows.py)."""
 
 from __future__ import annotations
 
 from conftest import tracking_uri
 from helpers_purge import prefect_artifacts_scrubbed
+from helpers_registry import register_tagged
 
 
 def test_the_dry_run_flow_puts_its_summary_on_the_run_page(prefect_harness, tmp_path, monkeypatch):
@@ -45,3 +47,36 @@ def test_the_gc_flow_puts_the_summary_it_returns_on_the_run_page(prefect_harness
             artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id]))
         )
     assert "reclaim" in text and text in artifact.data
+
+
+def test_a_flow_run_given_a_purged_version_fails_before_its_first_task_unless_allowed(
+    prefect_harness, tiny_config, tmp_path, monkeypatch
+):
+    """#55 point 6 under a real Prefect server, as a deployment run from the UI would start it: the flow's own
+    check, not the CLI's. With `allow_purged` it goes on to its tasks (and stops where the version, registered
+    without weights, would be downloaded)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    from flows.finetune import finetune
+    from foundry.purge import record as purge_record
+    from foundry.registry.versions import PurgedModel
+    from foundry.runtime import tracking
+
+    monkeypatch.setenv("FOUNDRY_HOME", str(tmp_path / "home"))
+    with tracking_uri(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}"):
+        version = register_tagged(tiny_config, "purged-base", {})
+        tracking.client().set_model_version_tag(version.name, version.version, purge_record.TAG, "purge-x")
+        refused = finetune(model="models:/purged-base/1", config=tiny_config, return_state=True)
+        allowed = finetune(model="models:/purged-base/1", config=tiny_config, allow_purged=True, return_state=True)
+    assert refused.is_failed() and allowed.is_failed()
+    assert isinstance(refused.result(raise_on_failure=False), PurgedModel)
+    assert not isinstance(allowed.result(raise_on_failure=False), PurgedModel)
+
+    def tasks(state) -> list[str]:
+        runs = FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
+        with get_client(sync_client=True) as client:
+            return sorted(t.name.rsplit("-", 1)[0] for t in client.read_task_runs(flow_run_filter=runs))
+
+    assert tasks(refused) == []  # refused before any task
+    assert "base-model" in tasks(allowed)
