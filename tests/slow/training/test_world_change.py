@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
@@ -118,3 +120,33 @@ def test_two_ranks_that_lose_one_resume_on_the_other_with_each_window_once(tiny_
     tags = MlflowClient().get_run(run_id).data.tags
     assert (tags["train.world_sizes"], tags["resumed_from_step"]) == ("2,1", str(stopped))
     assert torch.load(folder / "model.pt", weights_only=True)["config"]["train"]["grad_accum_steps"] == 2
+
+
+def test_one_rank_goes_on_at_two_with_its_global_batch(tiny_dataset, tmp_path):
+    """1 -> 2: one process accumulating 2 micro-batches is killed after a checkpoint; two ranks without accumulation
+    resume it to the end, their loaders where the schedule's last step leaves them, tagged `1,2`."""
+    from mlflow import MlflowClient
+
+    from foundry.runtime import tracking
+    from foundry.training.launch import worker_args
+
+    one, two = tiny(*COMMON, "train.grad_accum_steps=2"), tiny(*COMMON, "train.devices=2")
+    folder = tmp_path / "ckpt"
+    proc = subprocess.Popen([sys.executable, *worker_args(one, tiny_dataset, folder, None, "v", None)])
+    try:
+        wait_for_checkpoint(folder, lambda: proc.poll() is None)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    stopped = latest_valid(folder).step
+    assert 0 < stopped < STEPS
+
+    run_id = tracking.start_pipeline_run(two)
+    launch(two, tiny_dataset, folder, run_id, "v")
+    final = torch.load(resume_point(folder), weights_only=True)
+    assert final["global_step"] == STEPS
+    # 30 steps of 16 windows: 30 micro-batches of 2 ranks x 8 into the epoch (450 micro-batches of 8 at 1 rank).
+    position = final["loops"]["fit_loop"]["state_dict"]["combined_loader"]
+    assert position == [{"epoch": 0, "batch_in_epoch": STEPS, "world_size": 2}]
+    tags = MlflowClient().get_run(run_id).data.tags
+    assert (tags["train.world_sizes"], tags["resumed_from_step"]) == ("1,2", str(stopped))
