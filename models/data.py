@@ -35,6 +35,13 @@ class BatchRamp(NamedTuple):
 NO_RAMP = BatchRamp()
 
 
+def epoch_batches(n_tokens: int, block_size: int, global_rows: int, grad_accum: int) -> int:
+    """Micro-batches of one rank in an epoch of windows: as many whole optimizer steps of `global_rows` windows
+    (every rank's micro-batches of a step together) as `n_tokens` hold, at least one, each `grad_accum`
+    micro-batches. An epoch then holds the same windows whatever the world size that shares its global batch."""
+    return max(1, n_tokens // (global_rows * block_size)) * grad_accum
+
+
 def check_rank(rank: int, world_size: int) -> None:
     """A loader of rank `rank` refuses a rank that is not in its world of `world_size`."""
     if not 0 <= rank < world_size:
@@ -67,11 +74,26 @@ class ResumableEpochs:
     def __len__(self) -> int:
         return self.steps_per_epoch
 
+    world_size: int = 1
+
     def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch}
+        return {"epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch, "world_size": self.world_size}
 
     def load_state_dict(self, state: dict) -> None:
-        self.epoch, self.batch_in_epoch = int(state["epoch"]), int(state["batch_in_epoch"])
+        saved_world = int(state.get("world_size", self.world_size))  # a state written before it was saved: ours
+        self.epoch = int(state["epoch"])
+        self.batch_in_epoch = self._batches_at(int(state["batch_in_epoch"]), saved_world)
+
+    def _batches_at(self, batches: int, saved_world: int) -> int:
+        """This rank's batches into the epoch where `batches` of a world of `saved_world` ranks stood. A loader
+        whose epochs depend on the world size resumes only in a world of its checkpoint's size."""
+        if saved_world != self.world_size:
+            raise ValueError(
+                f"{type(self).__name__} was saved by a world of {saved_world} ranks, and its batches depend on the "
+                f"world size: resume it at {saved_world} ranks (train.devices x train.num_nodes), not "
+                f"{self.world_size}"
+            )
+        return batches
 
 
 class RandomWindows(ResumableEpochs):
@@ -82,6 +104,12 @@ class RandomWindows(ResumableEpochs):
     Lightning stores `state_dict()` in the checkpoint's fit-loop state, so a resumed run draws
     exactly the batches the interrupted one would have drawn. With a `ramp`, a batch is the first
     `ramp_rows` rows of the one drawn without it, so the windows drawn stay the same.
+
+    The schedule does not depend on the world size: an epoch's windows are one seeded stream, and optimizer step
+    k takes its `global_rows` windows (`batch_size x world_size x grad_accum`) from k x global_rows on, in
+    slices of `batch_size`: micro-batch j of rank r takes slice j x world_size + r. With the same `batch_size`
+    and global batch (`epoch_batches`), the windows of every step are the same whatever the world size, and a
+    run saved at one world size resumes at another (`load_state_dict`) without a window seen twice or skipped.
     """
 
     def __init__(
@@ -99,23 +127,43 @@ class RandomWindows(ResumableEpochs):
         self.steps_per_epoch = draw.steps_per_epoch
         self.ramp = ramp
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        # The 0 (once the rank) keeps one process's stream what it always was.
-        rng = np.random.default_rng([self.seed, 0, self.epoch])
+    def epoch_offsets(self, epoch: int) -> np.ndarray:
+        """This rank's window offsets of `epoch`, a row per micro-batch (before the ramp takes its first rows)."""
+        # The 0 (once the rank) keeps one process's stream what it always was. The stream is drawn in order, so
+        # its first n values are the same whatever shape asks for them: the world size changes only the slicing.
+        rng = np.random.default_rng([self.seed, 0, epoch])
         high = len(self.tokens) - self.block_size  # exclusive: the last window ends on the last token
         offsets = rng.integers(0, high, size=(self.steps_per_epoch, self.world_size * self.batch_size))
-        offsets = offsets[:, self.rank * self.batch_size : (self.rank + 1) * self.batch_size]
+        return offsets[:, self.rank * self.batch_size : (self.rank + 1) * self.batch_size]
+
+    def batch_offsets(self, offsets: np.ndarray, i: int) -> np.ndarray:
+        """The offsets micro-batch `i` of the current epoch trains on, of its epoch's `offsets`."""
+        return offsets[i][: self._rows(self.epoch * self.steps_per_epoch + i)]
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        offsets = self.epoch_offsets(self.epoch)
         start = self.batch_in_epoch
         for i in range(start, self.steps_per_epoch):
             self.batch_in_epoch = i + 1
-            rows = self._rows(self.epoch * self.steps_per_epoch + i)
-            batch = _window_batch(self.tokens, offsets[i][:rows], self.block_size)
+            batch = _window_batch(self.tokens, self.batch_offsets(offsets, i), self.block_size)
+            rows = len(batch[0])
             if rows < self.batch_size:
                 # One compiled graph for every batch size of the ramp, rather than a compilation for its second.
                 for tensor in batch:
                     torch._dynamo.maybe_mark_dynamic(tensor, 0)
             yield batch
         self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+
+    def _batches_at(self, batches: int, saved_world: int) -> int:
+        # The same windows into the epoch, in this world's micro-batches of world_size x batch_size windows.
+        windows = batches * saved_world * self.batch_size
+        if windows % (self.world_size * self.batch_size):
+            raise ValueError(
+                f"a world of {saved_world} ranks stopped {windows} windows into its epoch, which is no whole number "
+                f"of micro-batches of {self.world_size} ranks x {self.batch_size} rows: resume from a checkpoint of "
+                "an optimizer step (every checkpoint is one) with the same global batch"
+            )
+        return windows // (self.world_size * self.batch_size)
 
     def _rows(self, micro_batch: int) -> int:
         steps, first_rows, grad_accum = self.ramp

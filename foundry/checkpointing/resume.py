@@ -36,6 +36,8 @@ OPERATIONAL_KEYS = {
 # Settings the key holds as what they resolve to on this machine (`arithmetic`): `cpu_threads: 0` is
 # "the cores this process may use", `precision: auto` and `accelerator: auto` depend on the device.
 RESOLVED_KEYS = {"cpu_threads", "precision", "accelerator"}
+# How many ranks share the training: a run that lost a node resumes on the rest (`foundry.checkpointing.world`).
+WORLD_KEYS = {"devices", "num_nodes"}
 # Alignment settings outside `train` that change the weights a run computes on the same data.
 ALIGN_LOSS_KEYS = {"beta", "sft_weight"}
 
@@ -50,12 +52,15 @@ def resume_key(config: FoundryConfig, data_version: str, replay: Replay | None =
     """Same model, training settings, data (the replayed pretraining data too) and arithmetic: the same
     training, so the same checkpoints.
 
-    The arithmetic (resolved thread count, resolved precision, device, world size, torch version, compile) is
-    part of it: a re-run on another core count or device trains afresh in its own folder rather than
-    resuming checkpoints whose continuation would no longer be bitwise what one run gives."""
-    from foundry.runtime.arithmetic import arithmetic
+    The arithmetic (thread count, resolved precision, device, torch version, compile) is part of it: a re-run on
+    another core count or device trains afresh in its own folder rather than resuming checkpoints whose
+    continuation would no longer be bitwise what one run gives. The world size is not: a re-run on fewer ranks
+    (a node lost) or more resumes the same training, with its global batch, at its own world size, bitwise only at
+    the world size that wrote the checkpoint (`foundry.checkpointing.world`)."""
+    from foundry.runtime.arithmetic import key_arithmetic
 
-    train = {k: v for k, v in config.train.model_dump(mode="json").items() if k not in OPERATIONAL_KEYS | RESOLVED_KEYS}
+    dropped = OPERATIONAL_KEYS | RESOLVED_KEYS | WORLD_KEYS
+    train = {k: v for k, v in config.train.model_dump(mode="json").items() if k not in dropped}
     if train["init_from"] and Path(train["init_from"]).is_file():
         # Retraining downloads its parent into a fresh folder each time: the weights name the start, not the path.
         train["init_from"] = sha256_file(Path(train["init_from"]))
@@ -63,7 +68,7 @@ def resume_key(config: FoundryConfig, data_version: str, replay: Replay | None =
         "model": config.model.model_dump(mode="json"),
         "train": train,
         "data_version": data_version,
-        "arithmetic": arithmetic(config.train),
+        "arithmetic": key_arithmetic(config.train),
         "align": config.align.model_dump(include=ALIGN_LOSS_KEYS),  # DPO's loss: other weights, same data
     }
     if replay is not None:  # other batches, so other weights; without replay the key is what it always was

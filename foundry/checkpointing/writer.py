@@ -20,7 +20,9 @@ from lightning.pytorch import Callback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from foundry.checkpointing.manifest import LAST, Entry, read_manifest, retained, write_atomic, write_manifest
+from foundry.checkpointing.world import Schedule, rescale_loops
 from foundry.runtime import preemption
+from foundry.runtime.arithmetic import WORLD_DERIVED
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +177,19 @@ def _link_last(path: Path) -> None:
     os.replace(tmp, path.with_name(LAST))
 
 
+def _refusing(saved: dict | None, ours: dict | None) -> dict:
+    """What of the arithmetic a checkpoint was written under (`saved`) differs from this run's (`ours`) and forbids
+    resuming it, as {key: (checkpoint's, ours)}: anything, unless the world size differs and nothing else but what
+    follows from it; that resume goes on, not bitwise (`foundry.checkpointing.world`)."""
+    if saved is None or ours is None:  # a checkpoint written before the arithmetic was
+        return {}
+    differs = {k: (saved.get(k), v) for k, v in ours.items() if saved.get(k) != v}
+    if "world_size" in differs and set(differs) <= set(WORLD_DERIVED):
+        log.warning("resuming at another world size, not bitwise as one world size would be: %s", differs)
+        return {}
+    return differs
+
+
 class ArithmeticMismatch(RuntimeError):
     """A checkpoint was written by a run whose arithmetic (threads, precision, device, ...) differs from this one's."""
 
@@ -187,7 +202,10 @@ class CheckpointEvery(Callback):
     the floating-point results besides the config: `foundry.training.trainer.arithmetic`) is written into
     every checkpoint, and resuming one written under other arithmetic is refused: its continuation would
     not be bitwise what one run gives. Locally the resume key already keeps such runs apart; this catches
-    a relaunch into the same folder on a cluster.
+    a relaunch into the same folder on a cluster. The one difference allowed is the world size (and the threads
+    that follow from it): a run that lost a node goes on at fewer ranks (`foundry.checkpointing.world`), its
+    `schedule` (global batch, world sizes so far) saved in every checkpoint, Lightning's micro-batch counts
+    rescaled to the accumulation that keeps the global batch.
 
     Preemption (`foundry.runtime.preemption`): after each optimizer step, where the regular saves happen, the
     ranks ask together whether any got SIGTERM; if one did, all save this step (unless just saved) and raise
@@ -197,18 +215,31 @@ class CheckpointEvery(Callback):
     all-reduce, and calls the handler before it (Prefect's, which raises in the middle of a step).
     """
 
-    def __init__(self, io: ManifestCheckpointIO, every_n_steps: int, arithmetic: dict | None = None):
-        self.io, self.every_n_steps, self.arithmetic = io, every_n_steps, arithmetic
+    def __init__(
+        self,
+        io: ManifestCheckpointIO,
+        every_n_steps: int,
+        arithmetic: dict | None = None,
+        schedule: Schedule | None = None,
+    ):
+        self.io, self.every_n_steps, self.arithmetic, self.schedule = io, every_n_steps, arithmetic, schedule
         self._saved_step = self._seen_step = -1
         self._rng_to_restore: dict | None = None
 
     def state_dict(self) -> dict:
-        return {"rng": rng_states(), "arithmetic": self.arithmetic}
+        state = {"rng": rng_states(), "arithmetic": self.arithmetic}
+        return state if self.schedule is None else {**state, "schedule": self.schedule.state()}
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        # Before Lightning restores its loops from the checkpoint: their micro-batch counts, in this world's.
+        saved = (checkpoint.get("callbacks", {}).get(self.state_key, {}).get("arithmetic") or {}).get("world_size")
+        ours = (self.arithmetic or {}).get("world_size")
+        if saved is not None and ours is not None and saved != ours:
+            rescale_loops(checkpoint, saved, ours)
 
     def load_state_dict(self, state: dict) -> None:
-        saved = state.get("arithmetic")
-        if saved is not None and self.arithmetic is not None and saved != self.arithmetic:
-            differs = {k: (saved.get(k), v) for k, v in self.arithmetic.items() if saved.get(k) != v}
+        differs = _refusing(state.get("arithmetic"), self.arithmetic)
+        if differs:
             raise ArithmeticMismatch(
                 "the checkpoint to resume was written under other arithmetic, (checkpoint, this run): "
                 f"{differs}; continuing it would not give the bits one uninterrupted run gives. Run with the "

@@ -26,6 +26,7 @@ RESUMED_FROM_STEP = "resumed_from_step"
 RESOLVED_PRECISION = "train.resolved_precision"  # what `train.precision` resolved to on the machine that trained
 COMPILED = "train.compiled"  # `true` or `false`: whether it trained compiled (no C++ compiler: `false`)
 HOSTS = "train.hosts"  # every rank's host, in rank order, comma-separated (`foundry.training.hosts`)
+WORLD_SIZES = "train.world_sizes"  # each world size a training ran at, in order, comma-separated: `2,1`
 # A run's dataset input (MLflow's inputs, not run tags): the context MLflow reads, and the data's `source`
 DATASET_CONTEXT = "mlflow.data.context"  # `training`, or `evaluation`
 DATASET_SOURCE = "source"

@@ -17,13 +17,16 @@ def model_args(config: FoundryConfig, vocab_size: int) -> dict:
 
 def text_loaders(config: FoundryConfig, data_dir: Path, rank: int, world_size: int):
     """(train, validation) loaders of a token dataset: seeded random windows of the training split, every rank
-    its own, the batch ramped up over `train.ramp_steps`; the holdout's first windows in order."""
+    its own, the batch ramped up over `train.ramp_steps`; the holdout's first windows in order. The training
+    windows of each optimizer step depend on the global batch, not on how ranks and accumulation share it."""
     from foundry.data.shards import load_split
-    from models.data import BatchRamp, RandomWindows, RankDraw, SequentialWindows
+    from models.data import BatchRamp, RandomWindows, RankDraw, SequentialWindows, epoch_batches
 
     t, m = config.train, config.model
     train_tokens, holdout_tokens = load_split(data_dir, "train"), load_split(data_dir, "holdout")
-    steps_per_epoch = max(1, len(train_tokens) // (t.batch_size * world_size * m.block_size))
+    # Epochs of whole optimizer steps of the global batch: the same windows whatever the world size.
+    global_rows = t.batch_size * world_size * t.grad_accum_steps
+    steps_per_epoch = epoch_batches(len(train_tokens), m.block_size, global_rows, t.grad_accum_steps)
     ramp = BatchRamp(t.ramp_steps, t.batch_ramp_rows, t.grad_accum_steps)
     draw = RankDraw(t.seed, steps_per_epoch, rank, world_size)
     train = RandomWindows(train_tokens, m.block_size, t.batch_size, draw, ramp)

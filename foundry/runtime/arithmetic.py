@@ -1,6 +1,7 @@
 """What decides a training step's floating-point results on this machine besides the config's values and the data:
-threads, precision, device, world size, torch's version, whether it compiles. The resume key holds it (`foundry.checkpointing.resume`), so
-a run resumes only checkpoints it can continue bit for bit; the trainer sets the process up by it."""
+threads, precision, device, world size, torch's version, whether it compiles. The resume key holds what of it does not follow from the world
+size (`key_arithmetic`, `foundry.checkpointing.resume`), so a run at the same world size resumes only checkpoints it can
+continue bit for bit, and one at another world size still finds them; the trainer sets the process up by it."""
 
 from __future__ import annotations
 
@@ -44,12 +45,16 @@ def compiles(t: TrainConfig) -> bool:
     return t.compile and has_cxx_compiler()
 
 
+def cores() -> int:
+    """The CPU cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def cpu_threads(t: TrainConfig) -> int:
     """Threads for one rank, decided here rather than inherited: float sums depend on the thread
     count, and a process's environment may say otherwise (Dask's nanny leaves OMP_NUM_THREADS=1 in
     its parent, which every training process started from there would inherit)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return t.cpu_threads or max(1, cores // t.devices)
+    return t.cpu_threads or max(1, cores() // t.devices)
 
 
 def device_kind(t: TrainConfig) -> str:
@@ -75,3 +80,16 @@ def arithmetic(t: TrainConfig) -> dict[str, str | int | bool]:
         "deterministic": t.deterministic,
         "compile": compiles(t),  # Inductor's kernels round differently from eager's
     }
+
+
+# What `arithmetic` holds that follows from the world size: it differs between the attempts of a training resumed at
+# another world size (`foundry.checkpointing.world`), and only then.
+WORLD_DERIVED = ("world_size", "threads")
+
+
+def key_arithmetic(t: TrainConfig) -> dict[str, str | int | bool]:
+    """`arithmetic` without the world size, for the resume key. `cpu_threads: 0` is held as the cores its ranks share
+    (not what each rank takes of them): runs of this machine at any world size find one folder, and runs at one
+    world size in that folder run the same threads."""
+    held = {k: v for k, v in arithmetic(t).items() if k not in WORLD_DERIVED}
+    return {**held, "threads": t.cpu_threads or f"the ranks' share of {cores()} cores"}

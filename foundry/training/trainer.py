@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from foundry.checkpointing.world import Schedule, at_world, saved_schedule
 from foundry.config import FoundryConfig, TrainConfig
 from foundry.core import run_tags
 from foundry.core.workload import Workload, for_data
@@ -103,6 +104,7 @@ def _trainer(
     progress_file: Path | None = None,
     callbacks: tuple = (),
     units: set[type] | None = None,
+    schedule: Schedule | None = None,
 ):
     import lightning as L
     from lightning.pytorch.loggers import MLFlowLogger
@@ -136,7 +138,7 @@ def _trainer(
         log_every_n_steps=t.log_every_n_steps,
         logger=loggers or False,
         callbacks=[
-            CheckpointEvery(io, config.checkpoint.every_n_steps, arithmetic(t)),
+            CheckpointEvery(io, config.checkpoint.every_n_steps, arithmetic(t), schedule),
             ProgressReport(progress_file, bar=progress, every_s=min(t.progress_every_s, 5.0)),
             RankPace(t.log_every_n_steps),
             RecordHosts(run_id),  # every rank: it gathers the ranks' hosts to rank 0
@@ -196,6 +198,8 @@ def train(
     quiet_known_warnings()
 
     data_dir, checkpoint_dir, run_id, resume_from = run.data_dir, run.checkpoint_dir, run.run_id, run.resume_from
+    # A checkpoint of another world size goes on with its global batch: the accumulation follows from it.
+    config, schedule = at_world(config, saved_schedule(resume_from, config) if resume_from else None)
     workload = for_data(data_dir)
     data = workload.data(data_dir)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -210,13 +214,18 @@ def train(
     io = ManifestCheckpointIO(checkpoint_dir, config.checkpoint.keep_last, config.checkpoint.async_save)
     if config.train.strategy == "fsdp" and has_batch_norm(module):  # DDP's handling of BatchNorm, under FSDP
         callbacks = (*callbacks, Rank0Buffers())
-    trainer = _trainer(config, run_id, io, progress, progress_file, callbacks, workload.fsdp_units(module))
+    trainer = _trainer(config, run_id, io, progress, progress_file, callbacks, workload.fsdp_units(module), schedule)
     rank, world = trainer.global_rank, trainer.world_size
     train_loader, val_loader = workload.loaders(config, data_dir, data, rank, world, run.replay)
     if resume_from is not None:
         log.info("resuming from %s", resume_from)
     if run_id is not None and trainer.global_rank == 0:
-        _record_start(run_id, resume_from, trainer.precision, compiles(config.train), share)
+        started = {
+            RESOLVED_PRECISION_TAG: trainer.precision,
+            run_tags.COMPILED: str(compiles(config.train)).lower(),
+            run_tags.WORLD_SIZES: schedule.tag(),
+        }
+        _record_start(run_id, resume_from, started, share)
     trainer.fit(module, train_loader, val_loader, ckpt_path=str(resume_from) if resume_from else None)
     if lora:  # the registered model is the base architecture with the adapters merged in; they are kept too
         adapters = module.merge_adapters()
@@ -236,10 +245,10 @@ def train(
 
 
 def _record_start(
-    run_id: str, resume_from: Path | None, precision: str, compiled: bool, share: tuple[int, int] | None
+    run_id: str, resume_from: Path | None, settings: dict[str, str], share: tuple[int, int] | None
 ) -> None:
-    """Where this attempt started, the precision it resolved to here, whether it compiled, and with adapters, the
-    parameters it trains."""
+    """Where this attempt started, the `settings` it resolved to here (precision, whether it compiled, the world sizes
+    of the training so far: run tags), and with adapters, the parameters it trains."""
     from mlflow import MlflowClient
 
     from foundry.checkpointing.manifest import read_manifest
@@ -248,8 +257,8 @@ def _record_start(
     entries = [] if resume_from is None else read_manifest(resume_from.parent)
     step = 0 if resume_from is None else next(e.step for e in entries if e.file == resume_from.name)
     client.set_tag(run_id, run_tags.RESUMED_FROM_STEP, str(step))
-    client.set_tag(run_id, RESOLVED_PRECISION_TAG, precision)
-    client.set_tag(run_id, run_tags.COMPILED, str(compiled).lower())
+    for key, value in settings.items():
+        client.set_tag(run_id, key, value)
     if share is not None:
         client.log_metric(run_id, "finetune/trainable_params", share[0])
         client.log_metric(run_id, "finetune/trainable_share", share[0] / share[1])

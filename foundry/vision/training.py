@@ -115,7 +115,7 @@ class ShardBatches(ResumableEpochs):
     ):
         check_rank(rank, world_size)
         self.folder, self.batch_size, self.seed, self.shuffle = Path(folder), batch_size, seed, shuffle
-        self.rank = rank
+        self.rank, self.world_size = rank, world_size  # the state names its world: resumed in that one only
         shards = ShardManifest.read(self.folder).shards_of("train")
         parts = [rank_parts(shards, r, world_size) for r in range(world_size)]
         fewest = min(sum(p.images for p in mine) for mine in parts)

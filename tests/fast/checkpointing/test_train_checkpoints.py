@@ -180,21 +180,23 @@ def test_resume_key_ignores_operational_settings_only():
 
 
 def test_resume_key_holds_the_arithmetic_the_settings_resolve_to(monkeypatch):
-    """Threads, precision, device, world size: what decides the float results, as resolved on this machine.
-    A re-run with another thread count, or a retry on a machine with more cores under `cpu_threads: 0`,
-    gets its own folder instead of resuming checkpoints it could not continue bit for bit."""
+    """Threads, precision, device: what decides the float results, as resolved on this machine. A re-run with
+    another thread count, or a retry on a machine with more cores under `cpu_threads: 0`, gets its own folder
+    instead of resuming checkpoints it could not continue bit for bit. The world size is not in it (#56 point 3):
+    a run that lost a node resumes on the rest."""
 
     def key(*overrides):
         return resume_key(load_config(REPO_ROOT / "configs" / "tiny.yaml", list(overrides)), "v1")
 
     cores = len(os.sched_getaffinity(0))
     base = key()
-    assert key(f"train.cpu_threads={cores}") == base  # what 0 resolves to here: the same arithmetic
     assert key(f"train.cpu_threads={cores + 1}") != base
     assert key("train.precision=32-true") == base  # what auto resolves to on a CPU
     assert key("train.precision=bf16-mixed") != base
     assert key("train.deterministic=true") != base
-    assert key("train.devices=2", f"train.cpu_threads={cores}") != key(f"train.cpu_threads={cores}")
+    assert key("train.devices=2") == key("train.num_nodes=2") == base  # the cores shared by every world size
+    assert key("train.devices=2", "train.cpu_threads=1") == key("train.cpu_threads=1") != base
+    assert key("train.grad_accum_steps=2") != base  # the global batch at the world size the training starts at
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores + 2)))  # a machine with more cores
     assert key() != base
 

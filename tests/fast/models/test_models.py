@@ -239,14 +239,14 @@ def test_random_windows_resume_mid_epoch():
     it = iter(first)
     seen = batches_as_lists([next(it) for _ in range(4)])
     state = json.loads(json.dumps(first.state_dict()))  # survives a checkpoint's serialisation
-    assert state == {"epoch": 0, "batch_in_epoch": 4}
+    assert state == {"epoch": 0, "batch_in_epoch": 4, "world_size": 1}  # the world size: resumable at another
 
     resumed = windows()
     resumed.load_state_dict({k: torch.tensor(v) for k, v in state.items()})
     rest = batches_as_lists(list(resumed) + list(resumed))
     assert seen == uninterrupted[:4]
     assert rest == uninterrupted[4:]
-    assert resumed.state_dict() == {"epoch": 2, "batch_in_epoch": 0}
+    assert resumed.state_dict() == {"epoch": 2, "batch_in_epoch": 0, "world_size": 1}
 
 
 def test_random_windows_epochs_and_ranks_differ():
