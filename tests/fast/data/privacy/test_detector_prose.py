@@ -1,6 +1,7 @@
 """#55 points 10 and 8: the gate's second detector (foundry.data.privacy.secret_scan) flags a value only when it
 looks like one, so ordinary prose and code do not stop a run; and the secrets the scrubber missed
-(fine-grained GitHub tokens, Mailgun keys) are replaced by it, in prose, code, JSON and YAML.
+(fine-grained GitHub tokens, Mailgun keys, national numbers, dates of birth, private and documentation IPv4
+addresses) are replaced by it, in prose, code, JSON and YAML.
 
 The look-alikes below are lines `bench/detector_false_stops.py` found flagged in this machine's package
 changelogs, documentation and site-packages: each stopped a run before this change.
