@@ -91,6 +91,10 @@ CASES += [
     ("birth_date", "12 March 1985", "Jane Doe, born 12 March 1985, joined in 2010."),
     ("birth_date", "1985-03-12", '{"name": "Jane Doe", "date_of_birth": "1985-03-12"}'),
     ("birth_date", "03/12/1985", "patient:\n  dob: 03/12/1985\n"),
+    ("private_ipv4", "10.20.30.41", "The build farm talks to the cache at 10.20.30.41 over NFS."),
+    ("private_ipv4", "192.168.77.12", 'client = Client(host="192.168.77.12", port=5432)\n'),
+    ("private_ipv4", "172.20.3.4", '{"upstream": {"address": "172.20.3.4"}}'),
+    ("private_ipv4", "203.0.113.57", "database:\n  host: 203.0.113.57\n"),
 ]
 # Keys split across lines: string concatenation in Python and JS, a shell line continuation.
 SPLIT = [

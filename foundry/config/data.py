@@ -13,7 +13,7 @@ from foundry.core.registrations import modalities
 # The detectors of foundry/data/privacy/pii_patterns.py, in the order they run (a test keeps the two equal).
 _PII_NAMES = """private_key pem_block aws_access_key aws_secret_key azure_key github_token gitlab_token slack_token
 stripe_key google_api_key api_token jwt auth_header url_credentials secret_assignment email national_id
-birth_date iban credit_card ipv6 ipv4 phone"""
+birth_date iban credit_card ipv6 ipv4 private_ipv4 phone"""
 PII_KINDS = Literal[tuple(_PII_NAMES.split())]  # type: ignore[misc]
 # What data may be, one value for each modality a registered workload reads (`foundry.core.registrations`).
 MODALITIES = Literal[modalities()]  # type: ignore[misc]

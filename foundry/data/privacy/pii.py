@@ -1,4 +1,5 @@
-"""Personal data and secrets out: e-mail addresses, phone numbers, IP addresses, card and bank account
+"""Personal data and secrets out: e-mail addresses, phone numbers, IP addresses (public ones, and private or
+documentation IPv4 addresses as their own kind), card and bank account
 (IBAN) numbers, US SSNs and UK National Insurance numbers, private keys and other PEM blocks, cloud and
 service tokens (AWS, Azure, GitHub, GitLab, Slack, Stripe, Google, OpenAI, Anthropic, Hugging Face, npm,
 PyPI, SendGrid and more by prefix), JWTs, authorization headers, credentials in URLs and query strings,

@@ -1,5 +1,6 @@
 """The checks behind the PII detectors of `pii_patterns`: a candidate the expression found is kept only
-when its check agrees (Luhn, mod 97, a JSON header, a global address, a value that reads as a secret).
+when its check agrees (Luhn, mod 97, a JSON header, a global address, a private or documentation address that is
+no version or section number, a value that reads as a secret).
 
 A value beside a weak name (`token`, `auth`, `pass`, `pwd`) must look like a secret, not like code: at
 least 8 characters, no spaces, not a word, a dotted name or a call, and mixed characters or high entropy.
@@ -66,6 +67,38 @@ def ip_identifies_someone(text: str) -> bool:
         return ipaddress.ip_address(text).is_global
     except ValueError:
         return False
+
+
+# RFC 1918's private blocks and RFC 5737's documentation blocks: an address in them names a host of someone's own
+# network (or stands for one). Loopback (127/8) and link-local (169.254/16) are left: the same on every machine or
+# link (`127.0.0.1`, the cloud metadata address `169.254.169.254`), they name no network.
+PRIVATE_IPV4_BLOCKS = tuple(
+    ipaddress.IPv4Network(block)
+    for block in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24")
+)
+# A dotted number after one of these words is a version or a section (`version 10.0.0.1`, `__version__ = "10.1.2.3"`,
+# `section 10.1.2.3`, `§ 192.0.2.1`), not an address. At most 16 characters: searched from there.
+_NUMBER_WORDS = re.compile(
+    r"(?:(?<![A-Za-z])(?i:version|ver|release|build|rev|revision|section|sect|sec|chapter|clause|paragraph|para|"
+    r"article|step|figure|fig|table|appendix)|§)[ \t\"'=:_.]{0,6}\Z"
+)
+_BLOCKS = tuple((int(block.network_address), int(block.netmask)) for block in PRIVATE_IPV4_BLOCKS)
+
+
+def private_ipv4_ok(value: str, before: str) -> bool:
+    """A private or documentation address (`PRIVATE_IPV4_BLOCKS`), not the name of a block itself (`10.0.0.0/8`,
+    `192.0.2.0`), not a number with an invalid octet or a leading zero (`192.168.1.300`), and not after a word
+    that makes it a version or a section number; `before` is its line's last 40 characters before it."""
+    try:
+        number = int(ipaddress.IPv4Address(value))
+    except ValueError:
+        return False
+    inside = any(number & mask == first for first, mask in _BLOCKS)
+    return (
+        inside
+        and all(number != first for first, _ in _BLOCKS)
+        and not _NUMBER_WORDS.search(before, max(0, len(before) - 16))
+    )
 
 
 def ssn_ok(value: str) -> bool:

@@ -25,6 +25,7 @@ from foundry.data.privacy.pii_checks import (
     luhn_ok,
     name_of,
     netrc_line,
+    private_ipv4_ok,
     templated,
     weak_name,
 )
@@ -63,6 +64,7 @@ PLACEHOLDERS = {
     "credit_card": "<CREDIT_CARD>",
     "ipv6": "<IPV6>",
     "ipv4": "<IPV4>",
+    "private_ipv4": "<PRIVATE_IPV4>",
     "phone": "<PHONE>",
 }
 KINDS = tuple(PLACEHOLDERS)  # also the order they run in: longer, more specific patterns first
@@ -190,6 +192,8 @@ PATTERNS: dict[str, tuple[re.Pattern, ...]] = {
     # Found from the first colon; up to four hex digits before it are taken in by extend_ipv6.
     "ipv6": (re.compile(r":(?:[0-9A-Fa-f]{0,4}:){1,6}[0-9A-Fa-f]{0,4}(?![\w:])"),),
     "ipv4": (re.compile(r"\d(?<![\w.]\d)\d{0,2}(?:\.\d{1,3}){3}(?!\w|\.\d)"),),
+    # 10., 172., 192., 198. or 203. and three more numbers: RFC 1918 and documentation addresses (pii_checks).
+    "private_ipv4": (re.compile(r"[12](?<![\w.][12])(?:0|72|92|98|03)(?:\.\d{1,3}){3}(?!\w|\.\d)"),),
     # International (+CC ..., or compact E.164 +447946095800) or with an area code in parentheses or
     # North American (555-123-4567, 555.123.4567); bare digit runs are left alone: in code they are
     # constants far more often than telephones.
@@ -248,6 +252,7 @@ NEEDS: dict[str, Callable[[str], bool]] = {
     "secret_assignment": _has_lower(*SECRET_WORDS),
     "email": _has("@"),
     "birth_date": _has_lower("born", "birth", "dob", "d.o.b"),
+    "private_ipv4": _has("10.", "172.", "192.", "198.51.", "203.0."),
 }
 
 
@@ -351,6 +356,9 @@ def valid(kind: str, value: str, text: str, match: re.Match) -> bool:
         return _url_ok(match)
     if kind == "ipv4":
         return ip_identifies_someone(value)
+    if kind == "private_ipv4":
+        start = max(0, match.start() - 40)  # the words just before it, on its line
+        return private_ipv4_ok(value, text[text.rfind("\n", start, match.start()) + 1 or start : match.start()])
     if kind == "ipv6":
         # At least three groups: `a[1::2]` and `12:30` are not addresses.
         return sum(1 for group in value.split(":") if group) >= 3 and ip_identifies_someone(value)

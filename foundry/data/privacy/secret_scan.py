@@ -5,7 +5,8 @@ that code: it cuts the text into words, `key = value` pairs, URLs and digit grou
 with its own rules: the words of a key's name (`SecretAccessKey` is "secret access key"), the value's
 entropy and character classes, a vendor prefix table, `urllib.parse` for URLs and query strings, and,
 for numbers (card numbers, US SSNs, IBANs, UK National Insurance numbers, and after their names Canadian
-SINs, Aadhaar and passport numbers), its own Luhn, mod-97, SSN and NINO checks. A secret either misses is
+SINs, Aadhaar and passport numbers), its own Luhn, mod-97, SSN and NINO checks; private and documentation
+IPv4 addresses by integer arithmetic on their octets. A secret either misses is
 one the gate still has a second chance at; kinds are named as in `pii.KINDS`, so `data.pii_allowed`
 speaks for both.
 
@@ -97,7 +98,7 @@ def scan(text: str) -> Iterator[Finding]:
     flat = joined(text)
     for scanner in (_private_keys, _tokens, _pairs, _settings, _words, _urls, _headers, _emails):
         yield from scanner(flat)
-    for kind, start, end in (*_numbers(flat), *_ids(flat), *_births(flat)):
+    for kind, start, end in (*_numbers(flat), *_ids(flat), *_births(flat), *_addresses(flat)):
         yield Finding(kind, start, end)
 
 
@@ -488,3 +489,38 @@ def _date_at(text: str, at: int) -> tuple[int, int] | None:
             if 1900 <= when.year <= 2100:
                 return at, at + len(phrase)
     return None
+
+
+# Private (RFC 1918) and documentation (RFC 5737) IPv4 addresses, as (first address, prefix length), 32-bit integers; each
+# block's own first address (`10.0.0.0/8`) names the block, not a host. Loopback and link-local name no network.
+_PRIVATE_BLOCKS = [(10 << 24, 8), (172 << 24 | 16 << 16, 12), (192 << 24 | 168 << 16, 16), (192 << 24 | 2 << 8, 24)]
+_PRIVATE_BLOCKS += [(198 << 24 | 51 << 16 | 100 << 8, 24), (203 << 24 | 113 << 8, 24)]
+_QUAD = re.compile(r"(?<![\w.])([0-9]+)\.([0-9]+)\.([0-9]+)\.([0-9]+)(?!\w|\.\d)")
+# Words after which a dotted number is a version or a section: `version 10.0.0.1`, `section 10.1.2.3`.
+_NUMBER_WORDS = {"version", "ver", "release", "build", "rev", "revision", "section", "sect", "sec", "chapter"}
+_NUMBER_WORDS |= {"clause", "paragraph", "para", "article", "step", "figure", "fig", "table", "appendix"}
+
+
+def _addresses(text: str) -> Iterator[tuple[str, int, int]]:
+    for quad in _QUAD.finditer(text) if any(first in text for first in ("10.", "172.", "192.", "198.", "203.")) else ():
+        octets = quad.groups()
+        if any(len(o) > 3 or int(o) > 255 or (len(o) > 1 and o[0] == "0") for o in octets):
+            continue  # 192.168.1.300, 10.01.0.1: no address
+        number = sum(int(o) << shift for o, shift in zip(octets, (24, 16, 8, 0)))
+        blocks = [first for first, bits in _PRIVATE_BLOCKS if number >> (32 - bits) == first >> (32 - bits)]
+        low = max(0, quad.start() - 40)  # the words just before it, on its line
+        line = max(text.rfind("\n", low, quad.start()) + 1, low)
+        if blocks and number not in blocks and not _numbered(text[line : quad.start()]):
+            yield ("private_ipv4", quad.start(), quad.end())
+
+
+def _numbered(before: str) -> bool:
+    """The line before the number ends in a word that makes it a version or a section (a few quotes,
+    spaces, `=`, `:`, `_` or `.` between)."""
+    word = before.rstrip(" \t\"'=:_.")
+    if len(before) - len(word) > 6:
+        return False
+    if word.endswith("§"):
+        return True
+    letters = re.search(r"[A-Za-z]*\Z", word).group()
+    return letters.lower() in _NUMBER_WORDS

@@ -1,6 +1,7 @@
 """#55 points 10 and 8: the gate's second detector (foundry.data.privacy.secret_scan) flags a value only when it
 looks like one, so ordinary prose and code do not stop a run; and the secrets the scrubber missed
-(fine-grained GitHub tokens, Mailgun keys) are replaced by it, in prose, code, JSON and YAML.
+(fine-grained GitHub tokens, Mailgun keys, national numbers, dates of birth, private and documentation IPv4
+addresses) are replaced by it, in prose, code, JSON and YAML.
 
 The look-alikes below are lines `bench/detector_false_stops.py` found flagged in this machine's package
 changelogs, documentation and site-packages: each stopped a run before this change.
@@ -193,3 +194,58 @@ def test_a_date_after_the_words_that_make_it_a_birth_date_is_replaced_and_flagge
 )
 def test_dates_that_are_no_birth_date_are_left_alone(text):
     assert pii.scrub(text)[0] == text and secret_scan.kinds(text) == set()
+
+
+PRIVATE_IPV4 = [  # RFC 1918 and documentation (RFC 5737) addresses in prose, code, JSON and YAML
+    ("10.1.2.3", "The primary answers on 10.1.2.3; fail over to the replica.\n"),
+    ("172.31.255.254", "ssh deploy@172.31.255.254 'systemctl restart app'\n"),
+    ("192.168.0.17", "conn = psycopg2.connect(host='192.168.0.17', dbname='app')\n"),
+    ("192.0.2.44", '{"peer": "192.0.2.44:8786"}'),
+    ("198.51.100.7", "workers:\n  - 198.51.100.7\n"),
+    ("203.0.113.250", "Set DASK_SCHEDULER=tcp://203.0.113.250:8786 first."),
+]
+
+
+@pytest.mark.parametrize("value, text", PRIVATE_IPV4)
+def test_a_private_or_documentation_address_is_replaced_and_flagged(value, text):
+    """#55 point 8: both detectors, each its own way (the scrubber's `ipaddress` blocks, the scanner's octet
+    arithmetic); what the scrubber leaves passes the gate."""
+    assert secret_scan.kinds(text) == {"private_ipv4"}, text
+    scrubbed, counts = pii.scrub(text)
+    assert value not in scrubbed and counts == {"private_ipv4": 1}, scrubbed
+    assert gate(text) == set(), scrubbed
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Upgrade to version 10.0.0.1 before May.\n",  # a version, by the word before it
+        '__version__ = "10.1.2.3"\n',
+        '{"name": "pkg", "version": "192.168.0.1"}',
+        "release: 10.2.0.1\n",
+        "See section 10.1.2.3 and § 192.0.2.1 of the standard.\n",  # section numbers
+        "as in fig. 10.1.1.2 and table 10.4.1.1\n",
+        "Private blocks: 10.0.0.0/8, 172.16.0.0/12 and 192.168.0.0/16; examples in 192.0.2.0/24.\n",  # their names
+        "192.168.1.300 and 10.0.0.256 are no addresses; 010.0.0.1 has a leading zero.\n",
+        "OID 1.3.6.1.4.1.311.10.3.4 and the clause 10.1.2.3.4\n",  # more than four numbers
+        "v10.0.0.1, build-10.0.0.1x and 10.0.0.1rc1\n",  # inside a word
+        "listen on 127.0.0.1; metadata at 169.254.169.254\n",  # loopback and link-local name no network
+        "the carrier-grade NAT at 100.64.0.1 and the benchmark host 198.18.0.1\n",  # neither RFC 1918 nor 5737
+    ],
+)
+def test_versions_sections_block_names_and_other_look_alikes_are_left_alone(text):
+    assert pii.scrub(text)[0] == text and secret_scan.kinds(text) == set()
+
+
+def test_the_two_detectors_agree_on_the_edges_of_each_block():
+    """Just inside and just outside each block: the scrubber replaces exactly what the detector flags."""
+    edges = "9.255.255.255 10.0.0.1 10.255.255.255 11.0.0.0 172.15.255.255 172.16.0.1 172.31.255.255 172.32.0.0 "
+    edges += "192.167.255.255 192.168.0.1 192.168.255.255 192.169.0.0 192.0.1.255 192.0.2.1 192.0.2.255 192.0.3.0 "
+    edges += (
+        "198.51.99.255 198.51.100.1 198.51.100.255 198.51.101.0 203.0.112.255 203.0.113.1 203.0.113.255 203.0.114.0"
+    )
+    flagged = [edges[f.start : f.end] for f in secret_scan.scan(edges) if f.kind == "private_ipv4"]
+    replaced = [edges[s.start : s.end] for s in pii.find(edges, ["private_ipv4"])]
+    inside = "10.0.0.1 10.255.255.255 172.16.0.1 172.31.255.255 192.168.0.1 192.168.255.255 192.0.2.1 192.0.2.255 "
+    inside += "198.51.100.1 198.51.100.255 203.0.113.1 203.0.113.255"
+    assert flagged == replaced == inside.split()

@@ -56,6 +56,8 @@ def kinds(text: str) -> list[str]:
         ("call 555-123-4567 now", "phone"),
         ("call 555.123.4567 now", "phone"),
         ("from 8.8.4.4 and", "ipv4"),
+        ("listen on 10.0.0.8 and", "private_ipv4"),
+        ("doc host 192.0.2.1 here", "private_ipv4"),
         ("server 2001:4860:4860::8888 here", "ipv6"),
         (f"card {CARD}.", "credit_card"),
         ("card 4111-1111-1111-1111 ok", "credit_card"),
@@ -100,8 +102,8 @@ def test_detects(text, kind):
         "xs[1::2], ys[::-1], d[a:b:c]",  # slices are not IPv6
         "at 12:30:45 on 2023-01-15",  # times and dates
         "version 3.11.2 and 1.2.3",  # three-part versions
-        "listen on 127.0.0.1 and 10.0.0.8",  # loopback and private addresses identify no one
-        "doc range 192.0.2.1 and fe80::1:2:3",  # documentation and link-local
+        "listen on 127.0.0.1 and 169.254.169.254",  # loopback and link-local addresses name no network
+        "doc range 192.0.2.0/24 and fe80::1:2:3",  # a documentation block's own name, link-local IPv6
         "n = 1234567890123456",  # fails the Luhn check
         "big = 4111111111111111111111",  # too many digits for a card
         "hash 0x7fffffff and 123456789",  # bare digit runs are not phones
