@@ -1,0 +1,106 @@
+"""The MLflow tracking server killed under `foundry run` mid-training and started again: the training waits
+for it (MLflow's client retries a refused connection with backoff) and the run ends with every metric step
+logged and one registered version with its files."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+from helpers_configs import NO_BASELINES
+
+from foundry.core.model_uri import LoggedModelUri
+from foundry.core.version_tags import COMPLETE, PUBLICATION
+
+REPO = Path(__file__).resolve().parents[3]
+MAX_STEPS, LOG_EVERY = 150, 5  # configs/tiny.yaml's
+MODEL = "lost-server"
+# MLflow's client (MLFLOW_HTTP_REQUEST_MAX_RETRIES 7, MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR 2; urllib3 sleeps
+# 2 * 2**(n-1) s after the n-th failure from the second on, plus up to 1 s of jitter, capped at 120 s) tries a
+# refused call at 0, 0, 4, 12, 28, 60, 124 and 244 s (each up to 5 s later with the jitter), then raises.
+RETRY_BUDGET_S = 249
+# How long the server stays away; starting it again takes ~10 s more. 20 s plus the start is met by the try at
+# 60 s; the issue's 60 s plus the start by the one at 124 s, two minutes longer a run for the same retry path.
+DOWN_S = 20
+
+
+def kill_tree(process: subprocess.Popen) -> None:
+    """SIGKILL to the server and every process it started (its workers): it shares the test's process group,
+    so not `killpg`."""
+    parent = psutil.Process(process.pid)
+    for member in [*parent.children(recursive=True), parent]:
+        member.kill()
+    process.wait()
+
+
+def test_the_tracking_server_killed_mid_training_loses_nothing(mlflow_server, tmp_path):
+    state, running, store = mlflow_server
+    running()
+    sets = [
+        f"registry.model_name={MODEL}",
+        "train.progress_every_s=0.2",
+        *NO_BASELINES,
+    ]
+    command = [sys.executable, "-m", "foundry.cli", "run", "--config", str(REPO / "configs" / "tiny.yaml")]
+    command += [arg for key in sets for arg in ("--set", key)]
+    env = {
+        **os.environ,
+        "FOUNDRY_HOME": str(tmp_path / "home"),
+        "PYTHONPATH": str(REPO),
+        "MLFLOW_TRACKING_URI": state["server"].url,
+    }
+    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    training = threading.Event()
+
+    def read():  # the whole of stderr, so the run never blocks on a full pipe
+        for line in proc.stderr:
+            lines.append(line)
+            if "Task run 'train" in line and (done := re.search(r" - step (\d+)/", line)) and int(done[1]) >= 12:
+                training.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert training.wait(timeout=300), "".join(lines[-40:])
+        kill_tree(state["server"].process)
+        killed = time.monotonic()
+        time.sleep(DOWN_S)
+        running()
+        back = time.monotonic() - killed
+        code = proc.wait(timeout=600)
+        took = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        running()  # the session's server, for whoever comes next
+    reader.join(timeout=30)
+    output = "".join(lines)
+    print(f"server back after {back:.0f} s; the run ended {took:.0f} s after the kill, exit {code}")
+    assert code == 0, output[-5000:]
+
+    experiment = store.get_experiment_by_name("foundry").experiment_id
+    (run,) = store.search_runs([experiment], f"params.`registry.model_name` = '{MODEL}'")
+    assert run.info.status == "FINISHED"
+    history = sorted(store.get_metric_history(run.info.run_id, "train/loss"), key=lambda m: m.step)
+    steps = [m.step for m in history]
+    assert steps == list(range(LOG_EVERY - 1, MAX_STEPS, LOG_EVERY)), steps  # each once, none lost
+    # Each point's time is taken before its call: the one the kill caught, then the next, after the wait.
+    stall = max(b.timestamp - a.timestamp for a, b in zip(history, history[1:])) / 1000
+    print(f"training waited {stall:.0f} s for the server")
+    assert DOWN_S <= stall <= RETRY_BUDGET_S + 10, stall  # and the 5 steps between the two points
+    (version,) = store.search_model_versions(f"name = '{MODEL}'")
+    assert version.tags[PUBLICATION] == COMPLETE
+    location = store.get_logged_model(LoggedModelUri.id_in(version.source)).artifact_location.removeprefix(
+        "mlflow-artifacts:/"
+    )
+    folder = state["home"] / "mlflow" / "served-artifacts" / location
+    files = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+    assert "MLmodel" in files and "artifacts/tokenizer.json" in files, files
+    assert len([f for f in files if f.startswith("artifacts/")]) == 2, files  # and the checkpoint
