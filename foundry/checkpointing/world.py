@@ -97,8 +97,7 @@ def at_world(config: FoundryConfig, saved: Schedule | None) -> tuple[FoundryConf
             accum,
             saved.global_batch,
         )
-    train = t.model_copy(update={"grad_accum_steps": accum})
-    return config.model_copy(update={"train": train}), Schedule(saved.global_batch, worlds)
+    return config.accumulating(accum), Schedule(saved.global_batch, worlds)
 
 
 def rescale_loops(checkpoint: dict, saved_world: int, world: int) -> None:

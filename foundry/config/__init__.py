@@ -177,6 +177,10 @@ class FoundryConfig(_Section):
         """This config registering its versions as `name`."""
         return variants.registering_as(self, name)
 
+    def accumulating(self, steps: int) -> FoundryConfig:
+        """This config accumulating gradients over `steps` micro-batches."""
+        return variants.accumulating(self, steps)
+
     def tokenizer_from(self, path: str | Path) -> FoundryConfig:
         """This config tokenizing with the tokenizer file at `path`."""
         return variants.tokenizer_from(self, path)

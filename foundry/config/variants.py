@@ -58,6 +58,11 @@ def registering_as(config: FoundryConfig, name: str) -> FoundryConfig:
     return with_keys(config, registry={"model_name": name})
 
 
+def accumulating(config: FoundryConfig, steps: int) -> FoundryConfig:
+    """`config` accumulating gradients over `steps` micro-batches (`train.grad_accum_steps`), validated as a whole."""
+    return with_keys(config, train={"grad_accum_steps": steps})
+
+
 def tokenizer_from(config: FoundryConfig, path: str | Path) -> FoundryConfig:
     """`config` tokenizing with the tokenizer file at `path` (`tokenizer.from_file`), validated as a whole."""
     return with_keys(config, tokenizer={"from_file": str(path)})

@@ -123,6 +123,16 @@ def test_registering_as_another_name_is_the_edited_registry_section(tiny_config,
         assert renamed.registry.model_name == "foundry-gpt-contracts" and renamed.data == config.data
 
 
+def test_accumulating_is_the_edited_train_section_and_the_model_copy_it_replaced(tiny_config):
+    """A resume at another world size keeps its global batch by accumulating (`foundry.checkpointing.world`)."""
+    accumulated = tiny_config.accumulating(4)
+    same(accumulated, edited(tiny_config, train={"grad_accum_steps": 4}))
+    copied = tiny_config.model_copy(update={"train": tiny_config.train.model_copy(update={"grad_accum_steps": 4})})
+    same(accumulated, copied)
+    with pytest.raises(ConfigError, match="grad_accum_steps"):
+        tiny_config.accumulating(0)
+
+
 def test_registering_as_a_name_the_registry_refuses_is_a_config_error(tiny_config):
     with pytest.raises(ConfigError, match="model_name"):
         tiny_config.registering_as("a/b")
