@@ -22,7 +22,7 @@ from foundry.registry.versions import refuse_purged_versions  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
 from foundry.runtime.tracking import pipeline_run  # noqa: E402
 from tasks.artifacts import publish_summary  # noqa: E402
-from tasks.fleet import baselines, compare, download_models, evaluation_data, resolve_models, score_model  # noqa: E402
+from tasks.evaluate import baselines, compare, download_models, evaluation_data, resolve_models, score_model  # noqa: E402
 from tasks.policy import allowed_by_operator  # noqa: E402
 
 

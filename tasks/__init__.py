@@ -10,7 +10,7 @@ retries and caching on their decorators.
 - `align`: alignment: the starting version, its data, evaluation beside the base, gate, registration
 - `merge`: merging specialists: the base, the merged weights, scores, gate, publication
 - `search`: hyperparameter search: each trial a task run on a Dask worker
-- `fleet`: `foundry evaluate`'s steps as task runs
+- `evaluate`: `foundry evaluate`'s steps as task runs
 - `gc`, `purge`: `foundry gc` and `foundry purge` as task runs
 - `artifacts`: what the Prefect run page shows: summary, data stage, MLflow links, progress
 - `locks`: the `dataset` cache-key lock and each model's promotion lock

@@ -12,9 +12,9 @@
 - specialists: finetune, merge
 - align: align, instructions
 - export: export (transformers and llama.cpp formats)
-- fleet: evaluate (registered versions scored on any data, compared)
-- fleet_gc: gc (what nothing references, listed and sized; deleted with --apply)
-- fleet_purge: purge (every copy of a document and every version trained on it; a dry run so far)
+- evaluate: evaluate (registered versions scored on any data, compared)
+- gc: gc (what nothing references, listed and sized; deleted with --apply)
+- purge: purge (every copy of a document and every version trained on it; a dry run without --apply)
 - serving: serve-model (a version over HTTP, OpenAI's chat-completions routes too)
 """
 
@@ -30,12 +30,12 @@ from foundry.cli import (
     config,
     console,
     data,
+    evaluate,
     export,
-    fleet,
-    fleet_gc,
-    fleet_purge,
+    gc,
     ops,
     pipeline,
+    purge,
     registry,
     search,
     serving,
@@ -57,9 +57,9 @@ DOMAINS = (
     specialists,
     export,
     serving,
-    fleet,
-    fleet_gc,
-    fleet_purge,
+    evaluate,
+    gc,
+    purge,
 )
 LIGHT = {"config", "serve-model"}  # commands that never start Prefect: no log file, no Prefect import
 VERBOSE = "print tracebacks on the console too (they always go to the log file under $FOUNDRY_HOME/logs/)"

@@ -1,4 +1,4 @@
-"""`foundry evaluate`'s steps as the flow runs them (`tasks/fleet.py` wraps each), and all of them in a row for
+"""`foundry evaluate`'s steps as the flow runs them (`tasks/evaluate.py` wraps each), and all of them in a row for
 callers without Prefect (`evaluate_all`). Each step asks the data's workload (`scoring.scoring_of`)."""
 
 from __future__ import annotations

@@ -171,8 +171,8 @@ def test_layers_point_one_way():
         "foundry.cli.align": ("flows",),
         "foundry.cli.search": ("flows",),
         "foundry.cli.specialists": ("flows",),
-        "foundry.cli.fleet": ("flows",),  # `foundry evaluate` runs the evaluate flow
-        "foundry.cli.fleet_purge": ("flows",),  # `foundry purge --retrain` runs the pipeline on the purged data
+        "foundry.cli.evaluate": ("flows",),  # `foundry evaluate` runs the evaluate flow
+        "foundry.cli.purge": ("flows",),  # `foundry purge --retrain` runs the pipeline on the purged data
         "foundry.ops.doctor": ("prefect",),  # `foundry doctor` asks Prefect itself whether it sends telemetry
         "foundry.cli.console": ("prefect",),  # the CLI's console: Prefect's logging set up before ours goes on top
         "foundry.purge.prefect_runs": ("prefect",),  # `foundry purge` reads and rewrites the run pages' artifacts

@@ -247,9 +247,9 @@ def test_fleet_tasks_never_cache_their_results():
     from prefect import Task
     from prefect.cache_policies import NO_CACHE
 
-    import tasks.fleet
+    import tasks.evaluate
     import tasks.gc
     import tasks.purge
 
-    found = [t for m in (tasks.gc, tasks.purge, tasks.fleet) for t in vars(m).values() if isinstance(t, Task)]
+    found = [t for m in (tasks.gc, tasks.purge, tasks.evaluate) for t in vars(m).values() if isinstance(t, Task)]
     assert len(found) > 3 and [t.name for t in found if t.cache_policy is not NO_CACHE] == []

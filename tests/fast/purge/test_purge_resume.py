@@ -135,10 +135,10 @@ def test_an_experiment_keeping_artifacts_elsewhere_is_unchecked(fleet, tmp_path)
 
 def test_a_model_left_untagged_is_not_verified_and_apply_retrain_exits_1(fleet, monkeypatch):
     without_the_unreadable_version(fleet)
-    from foundry.cli import fleet_purge
+    from foundry.cli import purge as purge_cli
 
     monkeypatch.setattr(purge_record, "tag_models", lambda *args: [])  # a registry that took no tag
-    monkeypatch.setattr(fleet_purge, "_retrain", lambda record: 0)  # retraining itself: tests/slow
+    monkeypatch.setattr(purge_cli, "_retrain", lambda record: 0)  # retraining itself: tests/slow
     code = main(["purge", "--match", CANARY, "--reason", "request 17", "--apply", "--retrain", "--json"])
     assert code == 1
 
