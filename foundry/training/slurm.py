@@ -9,7 +9,8 @@ inherits (SLURM_CONF, AWS_* and PYTHONPATH with it). The script trains into `$RU
 the folder a local launch trains into (the attempt's), so resume, the progress file, the ranks' logs and `model.pt`
 land where the train task looks for them. RUN_DIR itself, `<checkpoints>.slurm/` (the config and the link), goes when
 the job ends. Each node hydrates the data version from its remote itself. A job that fails raises `TrainingFailed`
-naming the job, its state and the end of its output file; interrupted here (Ctrl-C, SIGTERM), the job is cancelled.
+naming the job, its state and the end of its output file. Interrupted here (Ctrl-C, or SIGTERM to `foundry run`), the
+job is cancelled with `scancel`: written for a preemption, not yet tested on the cluster.
 """
 
 from __future__ import annotations
@@ -114,24 +115,23 @@ def refuse(replay: Replay | None) -> None:
 
 def run_job(job: Submission) -> None:
     """Submit and wait; a preemption or an interruption of this process cancels the job."""
-    errors = job.run_dir / "sbatch.err"
+    errors, env = job.run_dir / "sbatch.err", job.environment()
     with preemption.training(job.checkpoints), open(errors, "w") as stderr:
         process = subprocess.Popen(
-            job.command(), cwd=PROJECT_ROOT, env=job.environment(), stdout=subprocess.PIPE, stderr=stderr, text=True
+            job.command(), cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True
         )
         job_id = ""
         try:
-            job_id = process.stdout.readline().strip().split(";")[0]  # --parsable: the id, once it is queued
-            while process.poll() is None:
-                if preemption.requested():
-                    cancel(job_id, job.environment())
-                    process.wait()
-                    raise preemption.stopped()
+            job_id = process.stdout.readline().strip().split(";")[0]  # --parsable: the id, as soon as it is queued
+            while process.poll() is None and not preemption.requested():
                 time.sleep(POLL_S)
-        except BaseException:
-            cancel(job_id, job.environment())
-            process.kill()
-            raise
+        finally:
+            if process.poll() is None:  # interrupted or preempted: the job must not outlive this run
+                cancel(job_id, env)
+                process.kill()
+                process.wait()
+        if preemption.requested():
+            raise preemption.stopped()
     if process.returncode:
         raise TrainingFailed(failure(job, job_id, errors.read_text().strip()))
 
@@ -159,7 +159,7 @@ def job_state(job_id: str, env: dict[str, str]) -> str:
     shown = subprocess.run(["scontrol", "show", "job", job_id], env=env, capture_output=True, text=True, timeout=60)
     fields = dict(re.findall(r"(JobState|Reason|ExitCode)=(\S+)", shown.stdout))
     if "JobState" in fields:
-        return f"ended {fields['JobState']} (exit code {fields.get('ExitCode', '?')}, reason {fields.get('Reason')})"
+        return f"ended {fields['JobState']} (exit code {fields.get('ExitCode', '?')}, {fields.get('Reason', '')})"
     sacct = ["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode"]
     if shutil.which("sacct"):
         recorded = subprocess.run(sacct, env=env, capture_output=True, text=True, timeout=60).stdout.split()

@@ -185,6 +185,26 @@ def test_foundry_run_with_the_slurm_launcher_trains_on_both_nodes_then_gates_and
     assert [p for p in (home / "checkpoints").iterdir() if p.is_dir()] == []  # no RUN_DIR, no attempt left
 
 
+def test_a_job_that_fails_is_named_with_its_state_and_the_end_of_its_output(cluster, tmp_path, monkeypatch):
+    from foundry.core.contracts import DataVersion
+    from foundry.training.failures import TrainingFailed
+    from foundry.training.slurm import submit
+
+    state, _ = cluster
+    monkeypatch.setenv("SLURM_CONF", str(state / "slurm.conf"))
+    monkeypatch.setenv("NODE_LOCAL_DIR", str(tmp_path / "node-local"))
+    (tmp_path / "empty-remote").mkdir()
+    missing = DataVersion(data_version="f" * 32, remote=str(tmp_path / "empty-remote"))  # each node's hydrate fails
+    checkpoints = tmp_path / "checkpoints" / "attempt"
+    with pytest.raises(TrainingFailed) as failed:
+        submit(tiny("train.launcher=slurm", "train.num_nodes=2"), checkpoints, None, missing)
+    job = re.search(r"SLURM job (\d+) ended FAILED \(exit code [1-9]", str(failed.value))
+    assert job, failed.value
+    output = checkpoints / f"foundry-train-{job.group(1)}.out"
+    assert str(output) in str(failed.value) and missing.data_version in str(failed.value)  # the output's last lines
+    assert sorted(p.name for p in checkpoints.parent.iterdir()) == ["attempt"]  # RUN_DIR gone, the output kept
+
+
 def test_down_leaves_nothing_running_and_again_changes_nothing(cluster, submit_dir):
     state, _ = cluster
     for _ in range(2):
