@@ -285,5 +285,7 @@ def launch_with(
     if config.train.launcher == "slurm":
         from foundry.training.slurm import submit
 
-        return submit(config, checkpoint_dir, run_id, data, replay)
+        final = submit(config, checkpoint_dir, run_id, data, replay)
+        check_replicas(checkpoint_dir, world_size(config))
+        return final
     return launch(config, data_dir, checkpoint_dir, run_id, data.data_version, replay)
