@@ -57,7 +57,7 @@ def train_task(job: Training) -> Path:
     from foundry.checkpointing.manifest import LAST, MANIFEST
     from foundry.checkpointing.resume import attempt_dir, claimed, finish_attempt
     from foundry.export.peft import PEFT_ADAPTER
-    from foundry.training.launch import launch
+    from foundry.training.launch import launch_with
     from foundry.training.progress import PROGRESS_FILE
     from tasks.artifacts import training_progress
 
@@ -67,7 +67,7 @@ def train_task(job: Training) -> Path:
     t = config.train
     with claimed(attempt):
         with training_progress(attempt / PROGRESS_FILE, t.max_steps, t.progress_every_s), system_metrics(run, t):
-            launch(config, job.data_dir, attempt, run.run_id, job.data.data_version, replay)
+            launch_with(config, job.data_dir, attempt, run.run_id, job.data, replay)
         checkpoints = finish_attempt(attempt, own) if attempt != own else own
     for name in (LAST, MANIFEST):  # each once, at the end: no copy per save
         tracking.log_artifact(run.run_id, checkpoints / name, "checkpoints")

@@ -32,6 +32,8 @@ OPERATIONAL_KEYS = {
     "preempt_grace_s",
     "log_every_n_steps",
     "peak_flops",
+    "launcher",
+    "sbatch_args",
 }
 # Settings the key holds as what they resolve to on this machine (`arithmetic`): `cpu_threads: 0` is
 # "the cores this process may use", `precision: auto` and `accelerator: auto` depend on the device.

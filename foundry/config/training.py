@@ -254,6 +254,19 @@ class TrainConfig(_Section):
         "restart resuming from the newest intact checkpoint; Prefect retries act on top of these.",
     )
     preempt_grace_s: float = Field(60.0, gt=0, description="Seconds from SIGTERM to exit, a checkpoint written first.")
+    launcher: Literal["local", "slurm"] = Field(
+        "local",
+        description="What starts the training processes: local, on this machine (one process, or num_nodes x "
+        "devices ranks under PyTorch's elastic agent); slurm, infra/slurm/train.sbatch submitted with `sbatch "
+        "--nodes=num_nodes` (devices ranks per node), waited for, then evaluated, gated and registered here. slurm "
+        "needs sbatch on PATH (SLURM_CONF naming the cluster where it is not the default) and $FOUNDRY_HOME, the "
+        "checkout and the data remote on storage every node sees.",
+    )
+    sbatch_args: str = Field(
+        "",
+        description="launcher slurm: more options for sbatch, as on its command line (e.g. `--partition=gpu "
+        "--account=ml --time=1:00:00`); they override the script's #SBATCH lines.",
+    )
 
     @model_validator(mode="after")
     def _fsdp_needs_adamw(self) -> TrainConfig:

@@ -5,6 +5,7 @@ workload (`foundry.core.workload`).
 - `run`: what one training run reads and writes beside its config (`TrainingRun`)
 - `sharding`: FSDP's strategy, also on CPU ranks, and BatchNorm's statistics under it
 - `launch`: start the ranks: in this process for one, else under PyTorch's elastic agent
+- `slurm`: the ranks as a SLURM job (`train.launcher: slurm`): infra/slurm/train.sbatch submitted, waited for
 - `worker`: the entry point of one rank
 - `failures`: what a failed multi-rank launch reports: the rank that failed first and its traceback
 - `rank_logs`: the ranks' output, line by line, through this process's logging

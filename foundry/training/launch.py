@@ -9,7 +9,8 @@ traceback to its error file, and `TrainingFailed` carries it; with `train.max_re
 rank after a failure, each resuming from the newest intact checkpoint. What the library lacks stays here:
 naming the rank that failed first, the replica check, and the resume point. SIGTERM to this process (a
 preemption) reaches the ranks through the agent, which gives them `train.preempt_grace_s` to stop at a step with a
-checkpoint (`foundry.runtime.preemption`); `Preempted` then names it.
+checkpoint (`foundry.runtime.preemption`); `Preempted` then names it. With `train.launcher: slurm`, `launch_with`
+sends the ranks to a SLURM cluster instead (`foundry.training.slurm`), into the same folder.
 """
 
 from __future__ import annotations
@@ -28,14 +29,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from foundry.config import FoundryConfig
-from foundry.core.contracts import Replay
+from foundry.core.contracts import DataVersion, Replay
 from foundry.runtime import preemption
 from foundry.training.failures import TrainingFailed, describe
 
 if TYPE_CHECKING:  # torch loads when a launch needs it, not when this module is imported
     from torch.distributed.launcher.api import LaunchConfig
 
-__all__ = ["TrainingFailed", "check_replicas", "launch", "launch_local", "worker_args", "world_size"]
+__all__ = ["TrainingFailed", "check_replicas", "launch", "launch_local", "launch_with", "worker_args", "world_size"]
 
 TRAIN_ENTRY = "foundry.training.worker"
 # The signals the agent takes over in the main thread (its default TORCHELASTIC_SIGNALS_TO_HANDLE).
@@ -268,3 +269,23 @@ def launch(
         if preemption.requested():  # SIGTERM after the last step: the run stops here, its last checkpoint named
             raise preemption.stopped()
     return final
+
+
+def launch_with(
+    config: FoundryConfig,
+    data_dir: Path,
+    checkpoint_dir: Path,
+    run_id: str | None,
+    data: DataVersion,
+    replay: Replay | None = None,
+) -> Path:
+    """`launch` on this machine, or with `train.launcher: slurm` a job on a SLURM cluster
+    (`foundry.training.slurm`), whose nodes hydrate `data` from its remote themselves: into the same
+    `checkpoint_dir`, resuming the same way, the same `model.pt` returned."""
+    if config.train.launcher == "slurm":
+        from foundry.training.slurm import submit
+
+        final = submit(config, checkpoint_dir, run_id, data, replay)
+        check_replicas(checkpoint_dir, world_size(config))
+        return final
+    return launch(config, data_dir, checkpoint_dir, run_id, data.data_version, replay)

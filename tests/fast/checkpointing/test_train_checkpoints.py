@@ -179,6 +179,14 @@ def test_resume_key_ignores_operational_settings_only():
         assert changed != base
 
 
+def test_the_launcher_is_no_part_of_the_resume_key():
+    """train.launcher and train.sbatch_args say where the ranks run, not what they compute: a run on SLURM resumes
+    what the same run left locally, and a config from before these keys keeps its key (they are left out of it)."""
+    local = load_config(None)
+    on_slurm = load_config(None, ["train.launcher=slurm", "train.sbatch_args=--partition=gpu --time=5"])
+    assert resume_key(on_slurm, "v1") == resume_key(local, "v1")
+
+
 def test_resume_key_holds_the_arithmetic_the_settings_resolve_to(monkeypatch):
     """Threads, precision, device: what decides the float results, as resolved on this machine. A re-run with
     another thread count, or a retry on a machine with more cores under `cpu_threads: 0`, gets its own folder

@@ -1,6 +1,8 @@
 """infra/slurm/train.sbatch on a real SLURM cluster: Debian's slurmctld and two slurmd on this host
 (infra/slurm/local-cluster.sh), the tiny twin trained across both nodes, one gloo rank each, hydrating a DVC
-data version on each node and logging to an MLflow server; then the cluster goes down, leaving nothing running."""
+data version on each node and logging to an MLflow server, submitted by hand and by `foundry run` with
+`train.launcher=slurm` (which then evaluates, gates and registers what the job trained); then the cluster goes
+down, leaving nothing running."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import REPO_ROOT, tracking_uri
-from helpers_configs import tiny
+from helpers_configs import NO_BASELINES, tiny
+from homes import seeded_home
 
 from foundry.config import to_yaml
 
@@ -140,6 +143,66 @@ def test_train_sbatch_trains_on_both_nodes_and_logs_to_mlflow(
     assert run.data.metrics.get("train/loss", 0) > 0, run.data.metrics
     # One rank on each node, in rank order: torchrun's rendezvous numbers the nodes in the order they arrive.
     assert sorted(run.data.tags["train.hosts"].split(",")) == NODES
+
+
+def test_foundry_run_with_the_slurm_launcher_trains_on_both_nodes_then_gates_and_registers(
+    cluster, mlflow_server, tmp_path
+):
+    from mlflow import MlflowClient
+
+    state, _ = cluster
+    server, running, _ = mlflow_server
+    running()
+    url = server["server"].url
+    settings = ["train.launcher=slurm", "train.num_nodes=2", "train.max_steps=20", "train.log_every_n_steps=5"]
+    settings += ["checkpoint.every_n_steps=10", "registry.model_name=slurm-gpt", *NO_BASELINES]
+    home = seeded_home(tmp_path / "home")
+    env = {**slurm_env(state), "MLFLOW_TRACKING_URI": url, "FOUNDRY_HOME": str(home)}
+    env["NODE_LOCAL_DIR"] = str(tmp_path / "node-local")  # where each node hydrates the data version
+    started = subprocess.run(
+        [sys.executable, "-m", "foundry.cli", "run", "--config", str(REPO_ROOT / "configs" / "tiny.yaml")]
+        + [arg for setting in settings for arg in ("--set", setting)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert started.returncode == 0, started.stdout[-3000:] + started.stderr[-3000:]
+
+    client = MlflowClient(tracking_uri=url)
+    [version] = client.search_model_versions("name='slurm-gpt'")  # the gate passed: no champion yet
+    assert version.tags["gate.promoted"] == "true"
+    run = client.get_run(version.run_id)
+    assert sorted(run.data.tags["train.hosts"].split(",")) == NODES  # the job's ranks, one on each node
+    assert run.data.metrics["holdout/bits_per_byte"] > 0  # evaluated here, after the job
+    checkpoints = home / "runs" / version.run_id / "checkpoints"
+    model = torch.load(checkpoints / "model.pt", map_location="cpu", weights_only=True)
+    assert model["config"]["train"]["num_nodes"] == 2 and model["config"]["train"]["launcher"] == "slurm"
+    [output] = checkpoints.glob("foundry-train-*.out")  # the job's output file, moved with the attempt
+    assert "foundry-train: 2 nodes" in output.read_text()
+    assert [p for p in (home / "checkpoints").iterdir() if p.is_dir()] == []  # no RUN_DIR, no attempt left
+
+
+def test_a_job_that_fails_is_named_with_its_state_and_the_end_of_its_output(cluster, tmp_path, monkeypatch):
+    from foundry.core.contracts import DataVersion
+    from foundry.training.failures import TrainingFailed
+    from foundry.training.slurm import submit
+
+    state, _ = cluster
+    monkeypatch.setenv("SLURM_CONF", str(state / "slurm.conf"))
+    monkeypatch.setenv("NODE_LOCAL_DIR", str(tmp_path / "node-local"))
+    (tmp_path / "empty-remote").mkdir()
+    missing = DataVersion(data_version="f" * 32, remote=str(tmp_path / "empty-remote"))  # each node's hydrate fails
+    checkpoints = tmp_path / "checkpoints" / "attempt"
+    with pytest.raises(TrainingFailed) as failed:
+        submit(tiny("train.launcher=slurm", "train.num_nodes=2"), checkpoints, None, missing)
+    job = re.search(r"SLURM job (\d+) ended FAILED \(exit code [1-9]", str(failed.value))
+    assert job, failed.value
+    output = checkpoints / f"foundry-train-{job.group(1)}.out"
+    assert str(output) in str(failed.value) and missing.data_version in str(failed.value)  # the output's last lines
+    assert sorted(p.name for p in checkpoints.parent.iterdir()) == ["attempt"]  # RUN_DIR gone, the output kept
 
 
 def test_down_leaves_nothing_running_and_again_changes_nothing(cluster, submit_dir):
