@@ -15,7 +15,7 @@ from foundry.gates.inputs import ACCURACY, BITS_PER_BYTE
 # The modules that ask the workload: a branch on the data's kind or modality here is a workload left unasked.
 ASKING = [
     *sorted((REPO / "foundry" / "evaluate").glob("*.py")),
-    REPO / "tasks" / "fleet.py",
+    REPO / "tasks" / "evaluate.py",
     REPO / "tasks" / "evaluation.py",
     REPO / "foundry" / "registry" / "gate.py",
 ]
