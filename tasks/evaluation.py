@@ -10,14 +10,11 @@ from prefect.cache_policies import NO_CACHE
 
 from foundry.config import FoundryConfig
 from foundry.core.contracts import RunContext
-from foundry.core.metrics.holdout import HoldoutMetrics
-from foundry.core.metrics.images import VisionMetrics
+from foundry.core.metrics.baselines import BaselinedMetrics
 
 
 @task(name="evaluate", cache_policy=NO_CACHE)
-def evaluate(
-    config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunContext
-) -> HoldoutMetrics | VisionMetrics:
+def evaluate(config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunContext) -> BaselinedMetrics:
     """Holdout loss, perplexity and bits per byte beside unigram, gzip, xz, xz -9e and PPMd order 16; generations;
     loss curve. An image dataset: accuracy, macro F1 and per-class accuracy beside the majority class and the
     nearest class mean; the confusion matrix and the misclassified images."""

@@ -20,7 +20,7 @@ from foundry.core.contracts import (
 from foundry.core.model_uri import LoggedModelUri, ModelUri
 from foundry.data.manifest import DatasetManifest
 from foundry.gates.decision import Decision
-from foundry.gates.inputs import ImageInputs, ImageSpecialistInputs, PretrainInputs, SpecialistInputs
+from foundry.gates.inputs import AgainstBase, AgainstChampion
 from foundry.runtime import tracking
 
 
@@ -108,7 +108,7 @@ def _recorded(decision: Decision, candidate: Candidate) -> Decision:
     return decision
 
 
-def gate_scores(gate: PretrainInputs | SpecialistInputs | ImageInputs | ImageSpecialistInputs) -> dict[str, float]:
+def gate_scores(gate: AgainstChampion | AgainstBase) -> dict[str, float]:
     """A pretraining or specialist gate's figures by the measure it compares (`gate/champion_bits_per_byte`,
     `gate/old_holdout_accuracy`...): the champion's (for a fine-tune, its base's), a specialist's own champion's
     on the domain holdout, and the forgetting guard's, both on the champion's own holdout."""

@@ -1,7 +1,8 @@
 """What the stages hand each other: typed values, so a reader knows every field without reading the writer.
 
 Pydantic models, frozen: Prefect persists and restores them (the cached `dataset` task returns a
-`DataVersion`), and they print and compare as values.
+`DataVersion`), and they print and compare as values. A model's metrics are any registered metrics type
+(`foundry.core.metrics.kinds`): a new workload's, defined in its folder, needs no edit here.
 """
 
 from __future__ import annotations
@@ -13,8 +14,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from foundry.core.metrics.aligned import AlignmentMetrics
+from foundry.core.metrics.baselines import AnyBaselined
 from foundry.core.metrics.holdout import HoldoutMetrics
-from foundry.core.metrics.images import VisionMetrics
+
+# imported to register it (`foundry.core.metrics.kinds`), so that stored candidates' image metrics load
+from foundry.core.metrics.images import VisionMetrics  # noqa: F401
+from foundry.core.metrics.kinds import AnyMetrics
 from foundry.core.model_uri import ModelUri
 
 
@@ -161,7 +166,9 @@ class Candidate(_Value):
     checkpoint: Path  # model.pt
     data: DataVersion
     data_dir: Path  # the hydrated data version: tokenizer.json, manifest.json, the holdout
-    metrics: HoldoutMetrics | AlignmentMetrics | VisionMetrics  # a trained model's; an aligned model's; a classifier's
+    # A trained model's (`HoldoutMetrics`), an aligned model's (`AlignmentMetrics`), a classifier's (`VisionMetrics`):
+    # any registered metrics type (`foundry.core.metrics.kinds`), a new workload's too.
+    metrics: AnyMetrics
     run: RunContext
 
     @property
@@ -176,7 +183,7 @@ class PipelineResult(_Value):
     model_name: str
     model_version: str
     data_version: str
-    metrics: HoldoutMetrics | VisionMetrics  # a language model's, or an image classifier's
+    metrics: AnyBaselined  # a language model's or an image classifier's: any registered type scored beside baselines
     promoted: bool
     verdict: str
     parent: str = ""

@@ -18,11 +18,17 @@ A fourth workload (audio, video frames, tabular) is a new folder with a `WORKLOA
 named as its modality where a config's `data.modality` is what selects it (`for_config`).
 That line is all the tables of modalities and kinds need: `data.modality`'s values, the manifest's `modality` and
 `kind` values and `MODALITY_OF_KIND`, and which workload reads a manifest (`Workload.reads`) are derived from it.
+Its metrics type and gate inputs live in its folder too, and register themselves where they are defined
+(`foundry.core.open_union`): a metrics type derives from `foundry.core.metrics.kinds.Metrics` (from
+`foundry.core.metrics.baselines.BaselinedMetrics`, for a trained model's holdout beside baselines, with the
+`summary_rows` `foundry run` prints) and names its `kind`; gate inputs derive from `foundry.gates.inputs.GateInputs`
+(from `AgainstChampion` and `AgainstBase` for the pretraining and specialist rules, by a `Measure` of its own) and
+name their `gate`. A candidate, a training flow's result and a decision then take them: no union lists them.
 Outside its folder it adds no branch, and still adds values to these, where it has them: any built-in source scheme
 of its own to `foundry.config.data.BUILTIN_SOURCES`; the fields only its datasets have to the manifest
-(`foundry.data.manifest`: `DatasetManifest` and `_MODALITY_OF`); its config sections to `FoundryConfig`; its metrics
-type (with the `summary_rows` `foundry run` prints) and gate inputs to the typed unions that name the three
-(`foundry.core.contracts`, `foundry.gates.inputs`), and its holdout figures to `foundry.evaluate.scores.ModelScores`.
+(`foundry.data.manifest`: `DatasetManifest` and `_MODALITY_OF`); its config sections to `FoundryConfig`; and its
+holdout figures to `foundry.evaluate.scores.ModelScores`, which keeps one field per workload (`metrics`, `groups`,
+`chat`, `vision`): one field open to any metrics type would change the shape `foundry evaluate` hands on.
 After torchtitan's `TrainSpec`: checkpointing and resilience are the trainer's, not the workload's.
 """
 

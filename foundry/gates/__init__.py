@@ -8,7 +8,8 @@ turns it into the one `Decision` type, with no registry, file or network in sigh
   of its name on the same holdouts.
 - `alignment`: an aligned model against its base and against the champion of its name.
 - `decision`: the one `Decision` every gate returns, with its named checks.
-- `inputs`: the typed `...Inputs` each gate decides on, and the `gate.*` tags that record them.
+- `inputs`: the typed `...Inputs` each gate decides on (any subclass of `GateInputs` that names its `gate`, a
+  new workload's too), and the `gate.*` tags that record them.
 - `checks`: the comparisons several gates make, written once.
 - `scores`: the typed scores a feature writes and a gate reads (an aligned model's).
 

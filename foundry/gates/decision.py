@@ -3,25 +3,14 @@ figures it compared, and the inputs it was decided on. Recorded on the run, the 
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from pydantic import Field
-
 from foundry.core import gate_tags
 from foundry.core.contracts import _Value
-from foundry.gates.inputs import (
-    AlignmentInputs,
-    ImageInputs,
-    ImageSpecialistInputs,
-    MergeInputs,
-    PretrainInputs,
-    SpecialistInputs,
-)
+from foundry.core.open_union import member_of
+from foundry.gates.inputs import GATE_INPUTS, GateInputs
 
-Inputs = Annotated[
-    PretrainInputs | SpecialistInputs | MergeInputs | AlignmentInputs | ImageInputs | ImageSpecialistInputs,
-    Field(discriminator="gate"),
-]
+# Any gate's inputs, by their `gate` (`foundry.gates.inputs`: pretrain, specialist, merge, alignment, image,
+# image_specialist, and a new workload's registered wherever it is defined).
+Inputs = member_of(GateInputs, GATE_INPUTS)
 
 
 class Check(_Value):

@@ -1,14 +1,22 @@
 """What each gate decides on: typed values the I/O gathers (registry look-ups, re-scored champions) and the
-pure rules read. Each owns the `gate.*` tags that record its inputs on a registered version."""
+pure rules read. Each owns the `gate.*` tags that record its inputs on a registered version.
+
+Every gate's inputs derive from `GateInputs` and name their gate in a `gate` field: that registers them in
+`GATE_INPUTS`, and a `foundry.gates.decision.Decision` takes any of them (`foundry.core.open_union`), a new
+workload's, defined in its own folder, too. The pretraining and specialist rules read any inputs derived from
+`AgainstChampion` and `AgainstBase`, by the measure they name."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from foundry.core import gate_tags
 from foundry.core.contracts import _Value
 from foundry.core.metrics.scores import AlignedScores
+from foundry.core.open_union import Family
+
+GATE_INPUTS = Family("gate inputs", discriminator="gate")
 
 
 def _score(value: float | None) -> str:
@@ -32,8 +40,15 @@ BITS_PER_BYTE = Measure("bits_per_byte", "bits/byte", higher_is_better=False)
 ACCURACY = Measure("accuracy", "accuracy", higher_is_better=True)
 
 
-class _GateInputs(_Value):
-    """What every gate's inputs bring to a registered version's `gate.*` tags besides their own figures."""
+class GateInputs(_Value):
+    """What every gate's inputs bring to a registered version's `gate.*` tags besides their own figures. A class
+    that declares a `gate` field (`gate: Literal["pretrain"] = "pretrain"`) registers under its value."""
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if "gate" in cls.__dict__.get("__annotations__", {}):
+            GATE_INPUTS.register(cls.model_fields["gate"].default, cls)
 
     def check_tags(self, passed: dict[str, bool]) -> dict[str, str]:
         """The named checks' outcomes (`passed`: by check name) as tags; none here: the verdict names them."""
@@ -108,7 +123,7 @@ class HoldoutScore(_Value):
     incumbent_bits_per_byte: float | None = None  # the champion of the merge's name, when there is one
 
 
-class _Scored(_GateInputs):
+class _Scored(GateInputs):
     """Inputs whose challenger and champion are scored by one `measure`: what the pretraining rule reads."""
 
     measure: ClassVar[Measure] = BITS_PER_BYTE
@@ -151,6 +166,18 @@ class _Scored(_GateInputs):
         }
 
 
+class AgainstChampion(_Scored):
+    """Inputs the pretraining rule (`foundry.gates.pretrain`) decides on, by their `measure`: the challenger and the
+    champion of its name (`challenger_<measure>`, `champion_<measure>`), `min_improvement`, `auto_promote`,
+    `champion_version`, `old_holdout` (an `OldScores`) and `footing`; each subclass declares them."""
+
+
+class AgainstBase(_Scored):
+    """Inputs the specialist rule (`foundry.gates.specialist`) decides on, by their `measure`: as `AgainstChampion`
+    (the `champion_*` fields hold the base's scores) with `base`, `incumbent_version` and `incumbent_<measure>`, the
+    specialist's own champion; each subclass declares them."""
+
+
 class _HoldoutInputs(_Scored):
     """A challenger's bits per byte on its holdout beside a reference model's (the champion, or a base)."""
 
@@ -162,14 +189,14 @@ class _HoldoutInputs(_Scored):
     old_holdout: OldHoldout | None = None  # None without a champion, or one not compared
 
 
-class PretrainInputs(_HoldoutInputs):
+class PretrainInputs(_HoldoutInputs, AgainstChampion):
     """A pretraining or retraining challenger and the champion of its name (`champion_*`)."""
 
     gate: Literal["pretrain"] = "pretrain"
     footing: str = ""  # why the champion cannot be compared fairly ('' when it can): then nothing is scored
 
 
-class ImageInputs(_Scored):
+class ImageInputs(AgainstChampion):
     """An image classifier and the champion of its name, by holdout accuracy (higher is better); the same rule
     as `PretrainInputs` (`foundry.gates.pretrain`), with `min_improvement` and `max_regression` in accuracy."""
 
@@ -184,7 +211,7 @@ class ImageInputs(_Scored):
     footing: str = ""
 
 
-class SpecialistInputs(_HoldoutInputs):
+class SpecialistInputs(_HoldoutInputs, AgainstBase):
     """A domain fine-tune, its base (`champion_*`: the base scored on the domain holdout, and on its own) and
     the specialist's own champion, which a new version must beat on the domain holdout too."""
 
@@ -194,7 +221,7 @@ class SpecialistInputs(_HoldoutInputs):
     incumbent_bits_per_byte: float | None = None
 
 
-class ImageSpecialistInputs(ImageInputs):
+class ImageSpecialistInputs(ImageInputs, AgainstBase):
     """A fine-tuned image classifier by holdout accuracy, its base (`champion_*`: the base on the new holdout and
     both on the base's own) and the specialist's own champion on the new holdout: `SpecialistInputs`' rule."""
 
@@ -204,7 +231,7 @@ class ImageSpecialistInputs(ImageInputs):
     incumbent_accuracy: float | None = None
 
 
-class MergeInputs(_GateInputs):
+class MergeInputs(GateInputs):
     """A merge scored beside the base and each specialist on every parent's holdout, then on the base's own,
     and beside the champion of the name it registers under on those same holdouts."""
 
@@ -219,7 +246,7 @@ class MergeInputs(_GateInputs):
         return {gate_tags.MAX_GAP: str(self.max_gap)} | incumbent
 
 
-class AlignmentInputs(_GateInputs):
+class AlignmentInputs(GateInputs):
     """An aligned model beside the base it started from (same held-out data, the base's pretraining holdout)
     and beside the champion of the name it registers under (same held-out data)."""
 
@@ -247,9 +274,9 @@ class Compared:
     (`challenger_<measure>`, `champion_<measure>`, `incumbent_<measure>`), so that one gathering fills either."""
 
     measure: Measure
-    inputs: type[PretrainInputs | ImageInputs]  # a challenger against the champion of its name
-    old_holdout: type[OldHoldout | OldImageHoldout]  # both on the champion's (or the base's) own holdout
-    specialist: type[SpecialistInputs | ImageSpecialistInputs]  # a fine-tune against its base and its own champion
+    inputs: type[AgainstChampion]  # a challenger against the champion of its name
+    old_holdout: type[OldScores]  # both on the champion's (or the base's) own holdout
+    specialist: type[AgainstBase]  # a fine-tune against its base and its own champion
 
 
 BY_BITS_PER_BYTE = Compared(BITS_PER_BYTE, PretrainInputs, OldHoldout, SpecialistInputs)  # language models

@@ -3,16 +3,17 @@ holdout by `evaluation.min_improvement`, and not worse by more than `evaluation.
 champion's own holdout. A champion the data was not built on cannot be compared fairly: refused.
 
 One rule for every modality: text is scored in bits per byte (lower is better, `PretrainInputs`), an image
-classifier by holdout accuracy (higher is better, `ImageInputs`); the inputs name their measure."""
+classifier by holdout accuracy (higher is better, `ImageInputs`); the inputs (any `AgainstChampion`) name their
+measure."""
 
 from __future__ import annotations
 
 from foundry.gates.checks import beats, forgot, no_forgetting
 from foundry.gates.decision import Check, Decision
-from foundry.gates.inputs import ImageInputs, PretrainInputs
+from foundry.gates.inputs import AgainstChampion
 
 
-def decide(i: PretrainInputs | ImageInputs) -> Decision:
+def decide(i: AgainstChampion) -> Decision:
     if i.champion_version is None:
         return Decision.of(i, {}, "no champion yet")
     if i.footing:

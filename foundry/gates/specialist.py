@@ -3,16 +3,17 @@
 domain holdout, or a weaker version would replace a stronger one.
 
 One rule for both modalities: a text specialist by bits per byte (lower is better, `SpecialistInputs`), an image
-classifier by holdout accuracy (higher is better, `ImageSpecialistInputs`); the inputs name their measure."""
+classifier by holdout accuracy (higher is better, `ImageSpecialistInputs`); the inputs (any `AgainstBase`) name
+their measure."""
 
 from __future__ import annotations
 
 from foundry.gates.checks import beats, forgot, no_forgetting
 from foundry.gates.decision import Decision
-from foundry.gates.inputs import ImageSpecialistInputs, SpecialistInputs
+from foundry.gates.inputs import AgainstBase
 
 
-def decide(i: SpecialistInputs | ImageSpecialistInputs) -> Decision:
+def decide(i: AgainstBase) -> Decision:
     c, b, measure = i.challenger, i.champion, i.measure
     better = beats(c, b, i.min_improvement, measure)
     shown = "?" if b is None else f"{b:.4f}"

@@ -35,7 +35,7 @@ from foundry.core.workload import Workload, for_data
 from foundry.data.purged import DataPurged, followed, mark_of
 from foundry.gates import pretrain
 from foundry.gates.decision import Decision
-from foundry.gates.inputs import ImageInputs, OldScores, PretrainInputs
+from foundry.gates.inputs import AgainstChampion, OldScores
 from foundry.registry import versions
 
 log = logging.getLogger(__name__)
@@ -137,9 +137,7 @@ def _footing(champion, built_on: str | None, data: DataVersion, home: Path) -> s
     )
 
 
-def gather_pretrain(
-    config: FoundryConfig, candidate: Candidate, built_on: str | None = None
-) -> PretrainInputs | ImageInputs:
+def gather_pretrain(config: FoundryConfig, candidate: Candidate, built_on: str | None = None) -> AgainstChampion:
     """The pretraining gate's inputs for `candidate`, whose data was built on the ledger of data version
     `built_on` (None: built afresh): the champion scored on its holdout, and both on the champion's own; by the
     measure of the candidate's workload (`evaluation.min_improvement` and `max_regression` read in it)."""

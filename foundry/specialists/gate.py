@@ -18,16 +18,14 @@ from foundry.core.model_uri import ModelUri
 from foundry.core.workload import for_data
 from foundry.gates import specialist
 from foundry.gates.decision import Decision
-from foundry.gates.inputs import HoldoutScore, ImageSpecialistInputs, MergeInputs, SpecialistInputs
+from foundry.gates.inputs import AgainstBase, HoldoutScore, MergeInputs
 from foundry.registry import versions
 from foundry.registry.gate import champion_score, measured, old_holdout, own_holdout, score
 
 log = logging.getLogger(__name__)
 
 
-def gather_specialist(
-    config: FoundryConfig, candidate: Candidate, base_uri: str
-) -> SpecialistInputs | ImageSpecialistInputs:
+def gather_specialist(config: FoundryConfig, candidate: Candidate, base_uri: str) -> AgainstBase:
     """A domain fine-tune's inputs, by the measure of its workload: its base re-scored on the domain holdout
     and both on the base's own (the `champion_*` fields), and the specialist's own champion
     (`finetune.model_name`) on the domain holdout. An image fine-tune's labels the base lacks count as misses."""

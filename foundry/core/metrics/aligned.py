@@ -11,16 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict
-
+from foundry.core.metrics.kinds import Metrics
 from foundry.core.metrics.scores import AlignedScores
 
 
-class AlignmentMetrics(BaseModel):
+class AlignmentMetrics(Metrics):
     """The aligned model and the base it started from, scored on the same held-out data and pretraining holdout."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+    kind: ClassVar[str] = "alignment"
     aligned: AlignedScores
     base: AlignedScores
 

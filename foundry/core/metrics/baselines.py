@@ -3,7 +3,8 @@ should beat, the strongest of them, and the figures a reproduction compares.
 
 `foundry.core.metrics.holdout.HoldoutMetrics` (text) and `foundry.core.metrics.images.VisionMetrics` (images) derive
 from `BaselinedMetrics` and say in class attributes what differs: the gate's figure, the suffix of a baseline's field
-and whether a higher score is the better one.
+and whether a higher score is the better one. A field typed `AnyBaselined` takes any of them
+(`foundry.core.open_union`): a new workload's, defined in its own folder, too.
 """
 
 from __future__ import annotations
@@ -11,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict
+from foundry.core.metrics.kinds import METRICS, Metrics
+from foundry.core.open_union import member_of
 
 PREFIX = "holdout/"
 
 
-class BaselinedMetrics(BaseModel):
-    """A model's scores on a holdout beside the baselines it should beat; subclasses declare the fields."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class BaselinedMetrics(Metrics):
+    """A model's scores on a holdout beside the baselines it should beat; subclasses declare the fields (and their
+    `kind`: `foundry.core.metrics.kinds`)."""
 
     BASELINES: ClassVar[tuple[str, ...]] = ()  # baseline names; `<name><BASELINE_SUFFIX>` is each one's field
     LABELS: ClassVar[dict[str, str]] = {}  # how cards and summaries name each baseline
@@ -85,3 +86,7 @@ class BaselinedMetrics(BaseModel):
     def compared(self) -> dict[str, float]:
         """The figures a reproduction checks, under their MLflow keys, for those that were measured."""
         return {self.key(name): float(getattr(self, name)) for name in self.COMPARED if getattr(self, name) is not None}
+
+
+# A field that takes any registered metrics type scored beside baselines: what a trained model's holdout gives.
+AnyBaselined = member_of(BaselinedMetrics, METRICS)

@@ -39,6 +39,7 @@ class HoldoutMetrics(BaselinedMetrics):
     ppmd_bits_per_byte: float | None = None  # PPMd order 16, variant I (pyppmd)
     baseline_train_bytes: int | None = None  # training text xz -9e and PPMd saw: `evaluation.strong_context_bytes`
 
+    kind: ClassVar[str] = "holdout"
     BASELINES: ClassVar[tuple[str, ...]] = ("unigram", "gzip", "xz", "xz9e", "ppmd")
     # How cards and summaries name each baseline.
     LABELS: ClassVar[dict[str, str]] = {

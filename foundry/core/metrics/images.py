@@ -31,6 +31,7 @@ class VisionMetrics(BaselinedMetrics):
     nearest_class_mean_accuracy: float | None = None  # the class whose mean training image is nearest in pixels
     per_class_accuracy: dict[str, float] = {}  # label -> recall on that class's holdout images
 
+    kind: ClassVar[str] = "vision"
     BASELINES: ClassVar[tuple[str, ...]] = ("majority", "nearest_class_mean")
     LABELS: ClassVar[dict[str, str]] = {"majority": "majority class", "nearest_class_mean": "nearest class mean"}
     COUNTS: ClassVar[tuple[str, ...]] = ("images",)
