@@ -33,6 +33,7 @@ from models.chat_completion import complete_chat
 from models.generate import Sampling, generate_replies, generate_texts, prompt_ids
 from models.gpt import gpt_from_saved, load_saved
 from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS, saved_limits
+from models.tokens import text_only
 
 SEEDS = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
 
@@ -194,7 +195,8 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         saved = load_saved(context.artifacts["checkpoint"])
         self.model = gpt_from_saved(saved)
         self.template = saved_template(saved)  # None: a version never aligned
-        self.tokenizer = Tokenizer.from_file(context.artifacts["tokenizer"])
+        # Every request's text is the user's: its `<|endoftext|>` or `<|user|>` is text, never a control token.
+        self.tokenizer = text_only(Tokenizer.from_file(context.artifacts["tokenizer"]))
         # A version unpickled from before models-from-code has no model_config attribute on its context.
         self.limits = saved_limits(getattr(context, "model_config", None))
 
