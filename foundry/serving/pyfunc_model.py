@@ -89,11 +89,14 @@ def sampling(params: dict | None, limits: dict[str, int], length: tuple[str, obj
     return Sampling(max_new_tokens, temperature, top_k or None, seed)
 
 
-def _messages(row: int, messages) -> list[dict]:
-    """A row's chat as plain dicts: each turn a known role and text, at least one user turn."""
+def _messages(row: int, messages, max_turns: int) -> list[dict]:
+    """A row's chat as plain dicts: each turn a known role and text, at least one user turn, at most `max_turns`
+    (counted before any turn is looked at)."""
     where = f"row {row}: messages"
-    if isinstance(messages, str | bytes | dict) or not hasattr(messages, "__iter__"):
+    if isinstance(messages, str | bytes | dict) or not hasattr(messages, "__len__"):
         raise refused(f"{where} must be a list of {{role, content}}, not {type(messages).__name__}")
+    if len(messages) > max_turns:
+        raise refused(f"{where} hold {len(messages)} turns; this version takes at most {max_turns} (serving.max_turns)")
     chat = []
     for turn in messages:
         if not isinstance(turn, dict) or not isinstance(turn.get("content"), str) or turn.get("role") not in ROLES:
@@ -118,7 +121,7 @@ def checked_rows(model_input, limits: dict[str, int]) -> list[dict]:
     rows = []
     for i, row in enumerate(model_input.to_dict("records")):
         if _present(row.get("messages")):
-            rows.append({"messages": _messages(i, row["messages"])})
+            rows.append({"messages": _messages(i, row["messages"], limits["max_turns"])})
             text = sum(len(turn["content"]) for turn in rows[-1]["messages"])
         elif isinstance(row.get("prompt"), str):
             rows.append({"prompt": row["prompt"]})
