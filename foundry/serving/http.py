@@ -15,7 +15,7 @@ Every body posted to `/invocations` or a chat-completions route is read by `Boun
 over the version's `max_body_bytes` (its `serving` config; `MAX_BODY_BYTES` for a version that saved none) it is
 answered 413 as soon as its `Content-Length`, or the bytes read so far when it is chunked, pass the limit; a JSON body
 that does not parse or nests deeper than `MAX_JSON_DEPTH` is answered 400. Both in OpenAI's error shape, on both
-routes: MLflow's own app answers a body it cannot parse with its traceback, and one nested 1,000 deep with a bare 500.
+routes: MLflow's own app answers a body it cannot parse in its own shape, and one nested 1,000 deep with a bare 500.
 
 Loopback only unless `allow_remote`: the server has no authentication, and anyone who reaches it can generate.
 """
