@@ -12,8 +12,9 @@ turn, and the completion is the assistant's reply. A version never aligned conti
 A request is checked before any generation: its rows, each row's text and the sampling parameters,
 against the limits saved with the version (its `model_config`; `LIMITS` for a version logged before
 there were any). A refusal is an `MlflowException` of INVALID_PARAMETER_VALUE, which the scoring
-server answers with HTTP 400; its message names the field and the limit. All rows of a request are
-generated in one call.
+server answers with HTTP 400; its message names the field and the limit; a chat's turns are counted before any is
+read. All rows of a request are generated in one call. A request's text is encoded as text (`models.tokens.text_only`):
+a user's `<|endoftext|>` or `<|user|>` is never the control token, which only the template puts in, by id.
 
 A request that names one of the chat-completions fields (`model`, `max_tokens`, `max_completion_tokens`,
 `n`, `stream`: OpenAI's names, optional columns of the signature) beside its `messages` is one chat
