@@ -88,11 +88,19 @@ class ChatTemplate:
             raise TemplateError(f"the tokenizer has no {token}: add the template's tokens (add_chat_tokens)")
         return found
 
+    def check_encodable(self, tokenizer, messages: list[dict]) -> None:
+        """`check`, except that content holding a marker is taken when `tokenizer` encodes it as text
+        (`models.tokens.text_only`): the markers then go in only by id, and the content cannot forge a turn."""
+        if not getattr(tokenizer, "encode_special_tokens", False):
+            self.check(messages)
+        for message in messages:
+            self.marker(message["role"])
+
     def encode(self, tokenizer, messages: list[dict]) -> tuple[list[int], list[int]]:
-        """Token ids of the rendered conversation and, for each, 1 where training predicts it (the
-        assistant's content and its closing marker), else 0. Encoding turn by turn gives the same ids as
-        encoding the rendered text: special tokens split the text before BPE sees it."""
-        self.check(messages)
+        """Token ids of the conversation and, for each, 1 where training predicts it (the assistant's content
+        and its closing marker), else 0. The markers go in by id and each content is encoded on its own; for
+        content without the markers' strings this is the encoding of the rendered text."""
+        self.check_encodable(tokenizer, messages)
         ids: list[int] = []
         trained: list[int] = []
         for message in messages:
@@ -108,7 +116,7 @@ class ChatTemplate:
 
     def encode_reply(self, tokenizer, content: str) -> list[int]:
         """An assistant reply as training sees it: content, then the end marker."""
-        self.check([{"role": "assistant", "content": content}])
+        self.check_encodable(tokenizer, [{"role": "assistant", "content": content}])
         return self.encode_content(tokenizer, content) + [self.token_id(tokenizer, self.end)]
 
     def encode_content(self, tokenizer, content: str) -> list[int]:

@@ -5,7 +5,16 @@ no torch, so the config reads them too."""
 DEFAULTS = {"max_new_tokens": 64, "temperature": 0.8, "top_k": 40, "seed": 0}
 # Bounds of one request (`serving` in the config), saved with each version; a version logged before they
 # existed serves with these.
-LIMITS = {"max_new_tokens": 256, "max_prompt_chars": 8192, "max_rows": 16}
+LIMITS = {
+    "max_new_tokens": 256,
+    "max_prompt_chars": 8192,
+    "max_rows": 16,
+    "max_body_bytes": 4 * 2**20,
+    "max_turns": 256,  # each turn takes 3 tokens or more of the context, whatever its content
+}
+# The largest body `foundry serve-model` reads for a version that saved no `max_body_bytes` (one logged before it
+# existed, or an image classifier): room for an image of `IMAGE_LIMITS["max_image_bytes"]` in base64 and more.
+MAX_BODY_BYTES = 32 * 2**20
 # The chat-completions request's fields beside `messages` (OpenAI's names), optional columns of the signature
 # with their MLflow types: a request that names any of them is answered in that shape.
 CHAT_COMPLETION_FIELDS = {

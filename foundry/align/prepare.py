@@ -33,7 +33,7 @@ from foundry.data.manifest import FILE as MANIFEST_FILE
 from foundry.data.manifest import DatasetManifest
 from foundry.data.privacy import pii
 from models.chat import ChatTemplate
-from models.tokens import EOT
+from models.tokens import EOT, text_only
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "holdout")
@@ -181,7 +181,7 @@ def prepare_aligned(
     from tokenizers import Tokenizer
 
     template, kind = ChatTemplate(), KIND_OF[config.align.method]
-    tokenizer = Tokenizer.from_file(config.tokenizer.from_file)
+    tokenizer = text_only(Tokenizer.from_file(config.tokenizer.from_file))  # a record's text is text, as in serving
     if out_dir.exists():
         remove_tree(out_dir, within=out_dir.parent)
     out_dir.mkdir(parents=True)

@@ -112,6 +112,7 @@ def score_chats(ref: ModelRef, data_dir: Path, config: FoundryConfig) -> ModelSc
 
     from models.chat import saved_template
     from models.gpt import gpt_from_saved
+    from models.tokens import text_only
 
     saved, tokenizer_path = saved_of(ref), ref.artifacts / "tokenizer.json"
     digest = hashlib.sha256(tokenizer_path.read_bytes()).hexdigest()[:12]
@@ -122,7 +123,7 @@ def score_chats(ref: ModelRef, data_dir: Path, config: FoundryConfig) -> ModelSc
             tokenizer=digest,
             chat=ChatScores(exact_match=None, response_loss=None, records=0, note=NO_TEMPLATE),
         )
-    model, tokenizer = gpt_from_saved(saved), Tokenizer.from_file(str(tokenizer_path))
+    model, tokenizer = gpt_from_saved(saved), text_only(Tokenizer.from_file(str(tokenizer_path)))  # as prepared
     block = model.config.block_size
     fits = [c for c in holdout_chats(data_dir) if len(template.encode_prompt(tokenizer, c.prompt)) < block]
     if not fits:

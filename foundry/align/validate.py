@@ -22,6 +22,7 @@ from foundry.data.privacy import pii, secret_scan
 from foundry.data.validate import ValidationFailed, run_suites
 from foundry.data.validation_report import ValidationReport
 from models.chat import ROLES, ChatTemplate
+from models.tokens import text_only
 
 
 def _turns(record: dict) -> tuple[list[dict], list[str]]:
@@ -68,7 +69,10 @@ def _found(contents: list[str]) -> set[str]:
 def record_table(data_dir: Path, config: FoundryConfig) -> pd.DataFrame:
     from tokenizers import Tokenizer
 
-    tokenizer, template = Tokenizer.from_file(str(data_dir / "tokenizer.json")), ChatTemplate()
+    tokenizer, template = (
+        text_only(Tokenizer.from_file(str(data_dir / "tokenizer.json"))),
+        ChatTemplate(),
+    )  # as prepared
     listed = set(pd.read_csv(data_dir / "records.csv", dtype={"sha256": str})["sha256"])
     rows = []
     for split in ("train", "holdout"):

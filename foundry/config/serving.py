@@ -27,3 +27,15 @@ class ServingConfig(_Section):
         description="Most rows (prompts or chats) in one request to a registered version; saved with the version, "
         "a larger batch gets HTTP 400.",
     )
+    max_turns: int = Field(
+        LIMITS["max_turns"],
+        ge=1,
+        description="Most turns in one chat to a registered version, counted before any is encoded; saved with the "
+        "version, a longer chat gets HTTP 400.",
+    )
+    max_body_bytes: int = Field(
+        LIMITS["max_body_bytes"],
+        ge=1,
+        description="Largest request body, in bytes, `foundry serve-model` reads for a registered version (JSON as "
+        "sent); saved with the version, a larger body gets HTTP 413 before it is parsed.",
+    )

@@ -41,7 +41,9 @@ def _literal(text: str) -> str:
 
 def jinja_template(template: ChatTemplate) -> str:
     """The Jinja chat template of `template`: each message as `marker + prefix + content + end`, then the assistant's
-    marker with `add_generation_prompt`; an unknown role or a marker inside content raises, as `ChatTemplate.check`.
+    marker with `add_generation_prompt`; an unknown role or a marker inside content raises, as `ChatTemplate.check`,
+    and so does `<|endoftext|>` inside content: the rendered text is tokenized with its special tokens read as such,
+    where Foundry's serving encodes a user's text as text (`models.tokens.text_only`), which a Jinja template cannot.
     Every piece of text is a quoted literal, so Jinja's whitespace control cannot touch it."""
     roles = "".join(
         f"{{%- {'if' if i == 0 else 'elif'} message['role'] == {_literal(role)} -%}}{{{{- {_literal(marker)} -}}}}"
@@ -49,11 +51,12 @@ def jinja_template(template: ChatTemplate) -> str:
             [("system", template.system), ("user", template.user), ("assistant", template.assistant)]
         )
     )
-    markers = "[" + ", ".join(_literal(t) for t in template.special_tokens) + "]"
+    markers = "[" + ", ".join(_literal(t) for t in [*template.special_tokens, EOT]) + "]"
     return (
         "{%- for message in messages -%}"
         f"{{%- for marker in {markers} -%}}{{%- if marker in message['content'] -%}}"
-        "{{- raise_exception('content may not hold a template marker') -}}{%- endif -%}{%- endfor -%}"
+        f"{{{{- raise_exception('content may not hold a template marker or {EOT}') -}}}}"
+        "{%- endif -%}{%- endfor -%}"
         f"{roles}"
         "{%- else -%}{{- raise_exception('unknown role ' ~ message['role']) -}}{%- endif -%}"
         f"{{{{- {_literal(template.content_prefix)} ~ message['content'] ~ {_literal(template.end)} -}}}}"

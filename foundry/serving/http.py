@@ -11,6 +11,12 @@ have. This app is MLflow's own with three more routes:
   `{"error": {"message", "type", "param", "code"}}`, which the OpenAI SDK raises as `BadRequestError`.
 - `GET /v1/models` (and `/models`): the one model served, for the SDK's `models.list()`.
 
+Every body posted to `/invocations` or a chat-completions route is read by `BoundedBody` before any route sees it:
+over the version's `max_body_bytes` (its `serving` config; `MAX_BODY_BYTES` for a version that saved none) it is
+answered 413 as soon as its `Content-Length`, or the bytes read so far when it is chunked, pass the limit; a JSON body
+that does not parse or nests deeper than `MAX_JSON_DEPTH` is answered 400. Both in OpenAI's error shape, on both
+routes: MLflow's own app answers a body it cannot parse in its own shape, and one nested 1,000 deep with a bare 500.
+
 Loopback only unless `allow_remote`: the server has no authentication, and anyone who reaches it can generate.
 """
 
@@ -20,7 +26,7 @@ import json
 import re
 import time
 
-from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS
+from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, MAX_BODY_BYTES
 
 DEFAULT_PORT = 8000
 REMOTE_FLAG = "--allow-remote"
@@ -33,6 +39,11 @@ _PREDICT_PREFIX = "Failed to predict data "  # what MLflow's `invocations` puts 
 # (`stop`, `tools`, `logprobs`...), is refused: MLflow would drop it with only a log line, and the caller would get
 # an answer to a request it did not make.
 NO_OP_FIELDS = {"top_p": 1, "frequency_penalty": 0, "presence_penalty": 0, "logprobs": False, "user": None}
+CHAT_ROUTES = ("/v1/chat/completions", "/chat/completions")
+BODY_ROUTES = {"/invocations", *CHAT_ROUTES}  # the routes that read a body
+# Deeper than any request these routes take (a chat with image parts nests 6 deep), far below where json.loads or
+# the code after it runs out of Python's stack.
+MAX_JSON_DEPTH = 32
 
 
 def check_host(host: str, allow_remote: bool) -> str:
@@ -80,13 +91,87 @@ def _unsupported(body: dict) -> str | None:
     return None
 
 
-def chat_completions_body(raw: bytes, model_id: str) -> bytes:
-    """The body to hand to `invocations`: a JSON object with `messages`, its `model` the served one's when the
-    request names none (so that the answer is in the chat-completions shape); a BadBody saying what is wrong."""
+def _nests_deeper(value, limit: int) -> bool:
+    """Whether lists and objects in `value` nest more than `limit` deep (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def parsed_json(raw: bytes):
+    """The body's JSON value; a BadBody when it is not JSON or nests deeper than `MAX_JSON_DEPTH`."""
+    too_deep = f"the body nests lists and objects more than {MAX_JSON_DEPTH} deep; no request here needs that many"
     try:
         body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BadBody(f"the body is not JSON: {exc}") from None
+    except RecursionError:  # json.loads of a body nested about 1,000 deep
+        raise BadBody(too_deep) from None
+    if isinstance(body, dict | list) and _nests_deeper(body, MAX_JSON_DEPTH):
+        raise BadBody(too_deep)
+    return body
+
+
+def _is_json(headers: dict[bytes, bytes]) -> bool:
+    return headers.get(b"content-type", b"").split(b";")[0].strip().lower() == b"application/json"
+
+
+class BoundedBody:
+    """ASGI middleware for `BODY_ROUTES`: the body read whole, at most `max_body_bytes` of it (413 past that, checked
+    from `Content-Length` before reading and from the bytes read), a JSON one parsed once to refuse what is not JSON
+    or nests too deep (400), then handed to the route as it came. Other requests pass untouched."""
+
+    def __init__(self, app, max_body_bytes: int):
+        self.app, self.limit = app, max_body_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in BODY_ROUTES:
+            return await self.app(scope, receive, send)
+        headers = dict(scope["headers"])
+        declared = headers.get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            return await self._too_large(f"{int(declared)} bytes (Content-Length)", scope, receive, send)
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                return await self._too_large(f"more than {self.limit} bytes", scope, receive, send)
+            more = message.get("more_body", False)
+        raw = b"".join(chunks)
+        if scope["path"] in CHAT_ROUTES or _is_json(headers):
+            try:
+                parsed_json(raw)
+            except BadBody as exc:
+                return await openai_error(400, str(exc), "invalid_request")(scope, receive, send)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+
+        return await self.app(scope, replay, send)
+
+    async def _too_large(self, size: str, scope, receive, send):
+        message = f"the body is {size}; this server takes at most {self.limit} (serving.max_body_bytes)"
+        return await openai_error(413, message, "request_too_large", param="max_body_bytes")(scope, receive, send)
+
+
+def chat_completions_body(raw: bytes, model_id: str) -> bytes:
+    """The body to hand to `invocations`: a JSON object with `messages`, its `model` the served one's when the
+    request names none (so that the answer is in the chat-completions shape); a BadBody saying what is wrong."""
+    body = parsed_json(raw)
     if not isinstance(body, dict) or "messages" not in body:
         raise BadBody("messages: a chat-completions request is a JSON object with `messages`", "messages")
     field = _unsupported(body)
@@ -111,6 +196,9 @@ def build_app(model, model_id: str):
     from mlflow.pyfunc.scoring_server import CONTENT_TYPE_JSON, init, invocations
 
     app = init(model)
+    app.add_middleware(
+        BoundedBody, max_body_bytes=int((model.model_config or {}).get("max_body_bytes", MAX_BODY_BYTES))
+    )
     schema = model.metadata.get_input_schema()
     created = int(time.time())
 
@@ -130,9 +218,10 @@ def build_app(model, model_id: str):
     async def models():
         return model_list(model_id, created)
 
-    for prefix in ("/v1", ""):
-        app.post(f"{prefix}/chat/completions")(chat_completions)
-        app.get(f"{prefix}/models")(models)
+    for path in CHAT_ROUTES:
+        app.post(path)(chat_completions)
+    for path in ("/v1/models", "/models"):
+        app.get(path)(models)
     return app
 
 

@@ -12,8 +12,9 @@ turn, and the completion is the assistant's reply. A version never aligned conti
 A request is checked before any generation: its rows, each row's text and the sampling parameters,
 against the limits saved with the version (its `model_config`; `LIMITS` for a version logged before
 there were any). A refusal is an `MlflowException` of INVALID_PARAMETER_VALUE, which the scoring
-server answers with HTTP 400; its message names the field and the limit. All rows of a request are
-generated in one call.
+server answers with HTTP 400; its message names the field and the limit; a chat's turns are counted before any is
+read. All rows of a request are generated in one call. A request's text is encoded as text (`models.tokens.text_only`):
+a user's `<|endoftext|>` or `<|user|>` is never the control token, which only the template puts in, by id.
 
 A request that names one of the chat-completions fields (`model`, `max_tokens`, `max_completion_tokens`,
 `n`, `stream`: OpenAI's names, optional columns of the signature) beside its `messages` is one chat
@@ -33,6 +34,7 @@ from models.chat_completion import complete_chat
 from models.generate import Sampling, generate_replies, generate_texts, prompt_ids
 from models.gpt import gpt_from_saved, load_saved
 from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS, saved_limits
+from models.tokens import text_only
 
 SEEDS = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
 
@@ -88,11 +90,14 @@ def sampling(params: dict | None, limits: dict[str, int], length: tuple[str, obj
     return Sampling(max_new_tokens, temperature, top_k or None, seed)
 
 
-def _messages(row: int, messages) -> list[dict]:
-    """A row's chat as plain dicts: each turn a known role and text, at least one user turn."""
+def _messages(row: int, messages, max_turns: int) -> list[dict]:
+    """A row's chat as plain dicts: each turn a known role and text, at least one user turn, at most `max_turns`
+    (counted before any turn is looked at)."""
     where = f"row {row}: messages"
-    if isinstance(messages, str | bytes | dict) or not hasattr(messages, "__iter__"):
+    if isinstance(messages, str | bytes | dict) or not hasattr(messages, "__len__"):
         raise refused(f"{where} must be a list of {{role, content}}, not {type(messages).__name__}")
+    if len(messages) > max_turns:
+        raise refused(f"{where} hold {len(messages)} turns; this version takes at most {max_turns} (serving.max_turns)")
     chat = []
     for turn in messages:
         if not isinstance(turn, dict) or not isinstance(turn.get("content"), str) or turn.get("role") not in ROLES:
@@ -117,7 +122,7 @@ def checked_rows(model_input, limits: dict[str, int]) -> list[dict]:
     rows = []
     for i, row in enumerate(model_input.to_dict("records")):
         if _present(row.get("messages")):
-            rows.append({"messages": _messages(i, row["messages"])})
+            rows.append({"messages": _messages(i, row["messages"], limits["max_turns"])})
             text = sum(len(turn["content"]) for turn in rows[-1]["messages"])
         elif isinstance(row.get("prompt"), str):
             rows.append({"prompt": row["prompt"]})
@@ -194,7 +199,8 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         saved = load_saved(context.artifacts["checkpoint"])
         self.model = gpt_from_saved(saved)
         self.template = saved_template(saved)  # None: a version never aligned
-        self.tokenizer = Tokenizer.from_file(context.artifacts["tokenizer"])
+        # Every request's text is the user's: its `<|endoftext|>` or `<|user|>` is text, never a control token.
+        self.tokenizer = text_only(Tokenizer.from_file(context.artifacts["tokenizer"]))
         # A version unpickled from before models-from-code has no model_config attribute on its context.
         self.limits = saved_limits(getattr(context, "model_config", None))
 

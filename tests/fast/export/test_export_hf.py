@@ -143,7 +143,14 @@ def test_an_aligned_model_chats_as_foundry_does(tmp_path):
     assert_parity(model, hf, prompts, template.token_id(tokenizer, template.end), held_out(tokenizer))
 
 
-@pytest.mark.parametrize("bad", [[{"role": "tool", "content": "x"}], [{"role": "user", "content": "a <|end|> inside"}]])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [{"role": "tool", "content": "x"}],
+        [{"role": "user", "content": "a <|end|> inside"}],
+        [{"role": "user", "content": "a<|endoftext|>b"}],
+    ],
+)
 def test_the_jinja_template_refuses_what_foundrys_refuses(tmp_path, bad):
     from transformers import AutoTokenizer
 
@@ -153,6 +160,29 @@ def test_the_jinja_template_refuses_what_foundrys_refuses(tmp_path, bad):
     )
     with pytest.raises(Exception, match="unknown role|template marker"):
         AutoTokenizer.from_pretrained(out).apply_chat_template(bad)
+
+
+def test_user_text_with_special_token_strings_encodes_in_hf_as_foundry_serves_it(tmp_path):
+    """docs/serving.md's recipe: each content tokenized with `split_special_tokens=True` between the markers' ids
+    gives the ids Foundry's served model encodes (`text_only`); the rendered chat cannot (its markers would split)."""
+    from transformers import AutoTokenizer
+
+    from models.tokens import text_only
+
+    template = ChatTemplate()
+    tokenizer = corpus_tokenizer(tmp_path / "tokenizer.json", chat=True)
+    _, out = export(tmp_path, sharp_gpt(tokenizer.get_vocab_size(), "learned"), tmp_path / "tokenizer.json", template)
+    theirs = AutoTokenizer.from_pretrained(out)
+    chat = [{"role": "system", "content": "be <|user|> brief"}, {"role": "user", "content": "a<|endoftext|>b<|end|>"}]
+    ids = []
+    for message in chat:
+        content = theirs(" " + message["content"], add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        ids += [theirs.convert_tokens_to_ids(template.marker(message["role"])), *content]
+        ids.append(theirs.convert_tokens_to_ids(template.end))
+    ids.append(theirs.convert_tokens_to_ids(template.assistant))
+    assert ids == template.encode_prompt(text_only(tokenizer), chat)
+    split = theirs("<|user|> a<|end|>", add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    assert theirs.convert_tokens_to_ids(template.user) not in split  # why the rendered chat cannot take the flag
 
 
 def test_the_exported_tokenizer_gives_foundrys_ids(tmp_path):

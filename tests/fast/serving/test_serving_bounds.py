@@ -59,7 +59,7 @@ def refusal(model, frame, params=None) -> str:
 
 
 def test_the_limits_travel_with_the_version(bounded):
-    assert bounded.model_config == LIMITED
+    assert bounded.model_config == {**LIMITS, **LIMITED}
     assert bounded.metadata.get_params_schema().to_dict()[0] == {
         "name": "max_new_tokens",
         "type": "long",
@@ -96,11 +96,6 @@ def test_prompts_and_chats_within_the_limits_are_answered(bounded):
             pd.DataFrame({"messages": [[{"role": "user", "content": "river " * 30}]]}),
             None,
             "row 0: messages: the conversation is",
-        ),
-        (
-            pd.DataFrame({"messages": [[{"role": "user", "content": "<|end|>"}]]}),
-            None,
-            "row 0: messages: content may not",
         ),
         (
             pd.DataFrame({"prompt": ["a"]}),
