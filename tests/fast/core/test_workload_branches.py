@@ -2,8 +2,10 @@
 the reports ask a `Workload` (`foundry.core.workload`) or a typed value what differs between text, chat and images.
 A scan of the code's syntax trees finds a comparison of a modality with a literal (`modality == "image"`,
 `config.data.modality != "text"`, `saved.get("modality") == ...`), a `.is_documents` or `.is_images` question and
-an `isinstance` of a metrics type (`HoldoutMetrics`, `VisionMetrics`, `AlignmentMetrics`) or of a gate's inputs type
-(those of `foundry.gates.inputs`: each brings what it adds to a decision) anywhere but in the workloads' own folders.
+an `isinstance` of a metrics type (those a `Candidate` may carry, `foundry.core.contracts`: `HoldoutMetrics`,
+`VisionMetrics`, `AlignmentMetrics`) or of a gate's inputs type (those of `foundry.gates.inputs`: each brings what it
+adds to a decision) anywhere but in the workloads' own folders (the package of each module `foundry.core.
+registrations.REGISTERED` names: a new workload's folder is known from its registration).
 Nor does any module outside them import one of them: the rest asks the registry (`foundry.core.workload`, which names
 them by module path), except the command a workload folder is the feature of, whose Prefect tasks, flow and CLI are
 named as the folder (`tasks/align.py`, `flows/align.py`, `foundry/cli/align.py`)."""
@@ -16,10 +18,12 @@ from pathlib import Path
 
 from conftest import REPO_ROOT
 
+from foundry.core.registrations import REGISTERED
+
 SCANNED = ("foundry", "tasks", "flows", "models")
-WORKLOAD_FOLDERS = ("foundry/vision", "foundry/align", "foundry/pretrain")
+# Each registered workload's folder: the package of the module holding its `WORKLOAD` (`foundry.vision.workload`).
+WORKLOAD_FOLDERS = tuple(sorted({r.module.rpartition(".")[0].replace(".", "/") for r in REGISTERED.values()}))
 QUESTIONS = {"is_documents", "is_images"}
-METRICS = {"HoldoutMetrics", "VisionMetrics", "AlignmentMetrics"}
 # Where a command's own layers live: a module there named as a workload folder (`tasks/align.py`) is its command's.
 COMMAND_LAYERS = ("tasks", "flows", "foundry/cli")
 WORKLOAD_PACKAGES = {folder.replace("/", ".") for folder in WORKLOAD_FOLDERS}
@@ -32,6 +36,22 @@ def _gate_inputs_types() -> set[str]:
 
 
 INPUTS = _gate_inputs_types()
+
+
+def _metrics_types() -> set[str]:
+    """The metrics types a `Candidate` may carry (`HoldoutMetrics | AlignmentMetrics | VisionMetrics` in
+    foundry/core/contracts.py): the union a new workload adds its own metrics type to."""
+    tree = ast.parse((REPO_ROOT / "foundry" / "core" / "contracts.py").read_text())
+    (candidate,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Candidate"]
+    (metrics,) = [
+        node.annotation
+        for node in candidate.body
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "metrics"
+    ]
+    return {node.id for node in ast.walk(metrics) if isinstance(node, ast.Name)}
+
+
+METRICS = _metrics_types()
 
 
 def _names_modality(node: ast.AST) -> bool:
@@ -101,6 +121,14 @@ def may_import_workloads(relative: str) -> bool:
 
 def test_the_gate_inputs_types_are_read_from_their_module():
     assert {"PretrainInputs", "ImageInputs", "AlignmentInputs", "MergeInputs", "SpecialistInputs"} <= INPUTS
+
+
+def test_the_metrics_types_are_read_from_the_candidates_union():
+    assert METRICS == {"HoldoutMetrics", "VisionMetrics", "AlignmentMetrics"}
+
+
+def test_the_workload_folders_are_read_from_the_registrations():
+    assert set(WORKLOAD_FOLDERS) == {"foundry/vision", "foundry/align", "foundry/pretrain"}
 
 
 def test_the_import_scan_finds_each_way_of_importing_a_workload_folder():
