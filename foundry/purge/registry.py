@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from foundry.core import version_tags as tag
 from foundry.core.contracts import check_data_version
 from foundry.core.model_uri import ModelUri
+from foundry.core.version_tags import VersionTags
 from foundry.gc.refs import RegistryUnreadable, data_tags, experiment_runs, registered_versions
 from foundry.purge.plan import ModelHit
 from foundry.registry import tags as registry_tags
-from foundry.registry.versions import PURGE_TAG  # what `purge --apply` tags an affected version and run with
 
 
 @dataclass
@@ -158,7 +158,7 @@ def affected_models(registry: Registry, affected_data: set[str]) -> list[ModelHi
                 why[uri] = f"built from {parent}"
                 changed = True
     aliases = registry.aliases
-    records = {str(ModelUri.of(v)): v.tags.get(PURGE_TAG) for v in registry.versions}
+    records = {str(ModelUri.of(v)): VersionTags.purge_of(v.tags) for v in registry.versions}
     return [
         ModelHit(model=uri, aliases=aliases.get(uri, ()), why=why[uri], purge_record=records.get(uri))
         for uri in sorted(why, key=order)
