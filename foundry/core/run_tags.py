@@ -2,7 +2,8 @@
 `foundry.core.version_tags`), their keys named here once.
 
 The keys and values stay what runs of every earlier layout carry. MLflow's own keys (`mlflow.parentRunId`) are
-named here too, so that no caller spells one.
+named here too, so that no caller spells one; a tag read back on its own goes through `RunTags`' readers
+(`parent_run_of`, `git_of`...) or `RunOwner` (the process that owns a run).
 """
 
 from __future__ import annotations

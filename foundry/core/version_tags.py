@@ -2,7 +2,9 @@
 
 Versions registered by every earlier layout keep loading: the keys and values written stay byte for byte what
 they were, and reading takes whichever of them a version has (`foundry.registry.tags` checks a value before
-anything acts on it).
+anything acts on it). A key built from a name (`pretrain`, `export`, `replaces`) is built here; one tag read on its
+own, where whether the version carries it matters, is read by `VersionTags`' readers (`data_tags`, `export_of`...)
+or `Publication.is_pending`, so that no caller spells a key.
 """
 
 from __future__ import annotations
@@ -155,6 +157,17 @@ class VersionTags(BaseModel):
         alignment replays."""
         keys = (pretrain(DATA_VERSION), pretrain(DATA_REMOTE)) if pretrain_data else (DATA_VERSION, DATA_REMOTE)
         return _tag(tags, keys[0]), _tag(tags, keys[1])
+
+    @staticmethod
+    def data_versions_named(tags: Mapping[str, str]) -> list[str]:
+        """Every data version a version's or a run's tags name, unchecked: `data_version`, `pretrain.data_version`,
+        `parent_data_version`... (any key ending as `DATA_VERSION`, set)."""
+        return [value for key, value in tags.items() if key.endswith(DATA_VERSION) and value]
+
+    @staticmethod
+    def remotes_named(tags: Mapping[str, str]) -> set[str]:
+        """Every DVC remote a version's or a run's tags name: `data.remote`, `pretrain.data.remote`..."""
+        return {value for key, value in tags.items() if key.endswith(DATA_REMOTE) and value}
 
     @staticmethod
     def parent_tag(tags: Mapping[str, str]) -> Tag:

@@ -15,10 +15,10 @@ from pathlib import Path
 import yaml
 
 from foundry.config import ConfigError
-from foundry.core import version_tags as tag
 from foundry.core.contracts import DATA_VERSION, check_data_version
 from foundry.core.model_uri import LoggedModelUri, ModelUri, RunsUri
 from foundry.core.run_tags import RunTags
+from foundry.core.version_tags import VersionTags
 from foundry.data.remote import digest_of
 from foundry.registry import tags as registry_tags
 from foundry.registry.versions import PURGE_EXPERIMENT as PURGES
@@ -55,7 +55,7 @@ class Kept:
 
 def data_tags(tags: dict[str, str]) -> list[str]:
     """Every data version a set of tags names: `data_version`, `pretrain.data_version`, `parent_data_version`…"""
-    return [value for key, value in tags.items() if key.endswith(tag.DATA_VERSION) and value]
+    return VersionTags.data_versions_named(tags)
 
 
 def run_sources(params: dict[str, str]) -> list[str]:

@@ -142,3 +142,16 @@ def test_the_keys_built_from_a_name_and_the_one_tag_readers_are_the_literal_keys
     assert VersionTags.purge_of({}) is None and VersionTags.config_of({}) is None
     assert Publication.is_pending(carried) and not Publication.is_pending({"foundry.publication": "complete"})
     assert not Publication.is_pending({})
+
+
+def test_every_data_version_and_remote_a_versions_or_runs_tags_name_is_read_by_its_key_ending():
+    tags = {
+        "data_version": "a" * 32,
+        "pretrain.data_version": "b" * 32,
+        "parent_data_version": "",
+        "data.remote": "s3://one",
+        "pretrain.data.remote": "s3://two",
+        "data.source": "stdlib://x",
+    }
+    assert VersionTags.data_versions_named(tags) == ["a" * 32, "b" * 32]
+    assert VersionTags.remotes_named(tags) == {"s3://one", "s3://two"}
