@@ -16,7 +16,19 @@ import socket
 from pathlib import Path
 
 from foundry.core.fs import OutsideFolder, remove_tree
-from foundry.core.run_tags import FAILURE, RunOwner
+from foundry.core.run_tags import FAILURE, HOST, PID, STARTED, RunOwner
+
+__all__ = [
+    "FAILURE",
+    "HOST",
+    "PID",
+    "SCRATCH",
+    "STARTED",
+    "mark_stale_runs",
+    "owner_gone",
+    "owner_tags",
+    "remove_scratch",
+]  # the tag keys too: what a test or a caller tags a run's owner with
 
 log = logging.getLogger(__name__)
 
