@@ -20,7 +20,8 @@ That line is all the tables of modalities and kinds need: `data.modality`'s valu
 `kind` values and `MODALITY_OF_KIND`, and which workload reads a manifest (`Workload.reads`) are derived from it.
 Outside its folder it adds no branch, and still adds values to these, where it has them: any built-in source scheme
 of its own to `foundry.config.data.BUILTIN_SOURCES`; the fields only its datasets have to the manifest
-(`foundry.data.manifest`: `DatasetManifest` and `_MODALITY_OF`); its config sections to `FoundryConfig`; its metrics
+(`foundry.data.manifest`: `DatasetManifest` and `_MODALITY_OF`); its config sections to `FoundryConfig` (named in
+its registration's `sections`, each checking itself against the rest with `misfit`); its metrics
 type (with the `summary_rows` `foundry run` prints) and gate inputs to the typed unions that name the three
 (`foundry.core.contracts`, `foundry.gates.inputs`), and its holdout figures to `foundry.evaluate.scores.ModelScores`.
 After torchtitan's `TrainSpec`: checkpointing and resilience are the trainer's, not the workload's.
