@@ -30,6 +30,7 @@ from foundry.config.search import SearchConfig, search_fits_config
 from foundry.config.serving import ServingConfig
 from foundry.config.training import CheckpointConfig, ModelConfig, TokenizerConfig, TrainConfig
 from foundry.core.redact import redact_text, redact_url
+from foundry.core.registrations import sections_read
 
 if TYPE_CHECKING:
     from foundry.core.contracts import ParentModel
@@ -127,10 +128,12 @@ class FoundryConfig(_Section):
         return self
 
     @model_validator(mode="after")
-    def _image_fits_vision(self) -> FoundryConfig:
-        # An image size the classifier cannot take fails here, not in training.
-        if problem := self.vision.misfit(self.image, self.data.modality):
-            raise PydanticCustomError("named_key", problem)
+    def _sections_fit(self) -> FoundryConfig:
+        # A value the run cannot train with (an image size the classifier cannot take) fails here, not in training;
+        # only the sections a run of this modality reads are asked (`foundry.core.registrations`).
+        for name in sections_read(self.data.modality):
+            if problem := getattr(self, name).misfit(self):
+                raise PydanticCustomError("named_key", problem)
         return self
 
     def training_for(self, variant: Literal["retrain", "finetune", "align"]) -> TrainConfig:

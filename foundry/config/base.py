@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
 
@@ -9,3 +11,9 @@ class _Section(BaseModel):
     # Unknown keys are typos, not extensions: reject them so a misspelt override never goes unnoticed. No value
     # of any section is infinite or NaN: `learning_rate: .inf` would train to NaN weights after the config passed.
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    def misfit(self, config: Any) -> str | None:
+        """What keeps this section from working with the rest of `config` (a `FoundryConfig`), in a run that reads
+        it; None when nothing does. The config asks each section its modality's runs read
+        (`foundry.core.registrations.sections_read`): a value they cannot train with fails when it loads."""
+        return None

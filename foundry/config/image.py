@@ -7,7 +7,7 @@ The split share and `on_error` come from the `data` section, as for text. `visio
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -110,8 +110,6 @@ class VisionModelConfig(_Section):
         False, description="Augmentation: mirror half the training images (off: a mirrored digit is another symbol)."
     )
 
-    READ_BY: ClassVar[str] = "image"  # the data modality whose runs train this classifier (and read this section)
-
     @model_validator(mode="after")
     def _checks(self) -> VisionModelConfig:
         if any(width < 1 for width in self.widths):
@@ -120,10 +118,12 @@ class VisionModelConfig(_Section):
             raise ValueError(f"vision.n_embd ({self.n_embd}) must be a multiple of vision.n_head ({self.n_head})")
         return self
 
-    def misfit(self, image: ImageConfig, modality: str) -> str | None:
-        """What keeps this classifier from taking the images `image` fits, in a run on `modality` data (a section
-        such a run does not read cannot misfit); None when nothing does. A ViT cuts the image into whole patches."""
-        if self.READ_BY != modality or self.arch != "vit" or not image.size % self.patch_size:
+    def misfit(self, config: Any) -> str | None:
+        """What keeps this classifier from taking the images `config.image` fits (asked in a run that trains it,
+        `foundry.core.registrations.sections_read`); None when nothing does. A ViT cuts the image into whole
+        patches."""
+        image = config.image
+        if self.arch != "vit" or not image.size % self.patch_size:
             return None
         return f"image.size ({image.size}) must be a multiple of vision.patch_size ({self.patch_size})"
 

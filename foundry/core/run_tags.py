@@ -2,10 +2,13 @@
 `foundry.core.version_tags`), their keys named here once.
 
 The keys and values stay what runs of every earlier layout carry. MLflow's own keys (`mlflow.parentRunId`) are
-named here too, so that no caller spells one.
+named here too, so that no caller spells one; a tag read back on its own goes through `RunTags`' readers
+(`parent_run_of`, `git_of`...) or `RunOwner` (the process that owns a run).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict
 
@@ -75,3 +78,44 @@ class RunTags(BaseModel):
             tag.REREGISTERED_FROM: self.reregistered_from,
         }
         return {k: v for k, v in tags.items() if v}
+
+    @staticmethod
+    def parent_run_of(tags: Mapping[str, str]) -> str | None:
+        """The run a nested run (a search's trial, an evaluated model) sits under, from its tags (`run.data.tags`):
+        MLflow's `mlflow.parentRunId`; None when it is not nested."""
+        return tags.get(PARENT_RUN)
+
+    @staticmethod
+    def git_of(tags: Mapping[str, str]) -> dict[str, str]:
+        """{"git_commit", "git_dirty"} as a run recorded them: MLflow's commit field, else the `git_commit` tag
+        runs carried before; "unknown" where neither is there."""
+        commit = tags.get(MLFLOW_GIT_COMMIT) or tags.get(tag.GIT_COMMIT, "unknown")
+        return {tag.GIT_COMMIT: commit, tag.GIT_DIRTY: tags.get(tag.GIT_DIRTY, "unknown")}
+
+    @staticmethod
+    def resolved_precision_of(tags: Mapping[str, str]) -> str | None:
+        """What `train.precision` resolved to where the run trained; None for runs from before the tag."""
+        return tags.get(RESOLVED_PRECISION)
+
+    @staticmethod
+    def trained_uncompiled(tags: Mapping[str, str]) -> bool:
+        """Whether the run recorded it trained uncompiled (no C++ compiler where it ran)."""
+        return tags.get(COMPILED) == "false"
+
+
+class RunOwner(BaseModel):
+    """The process that owns a run, as the run records it (`foundry.runtime.run_owner`): its host, its process
+    id and the process's start time (seconds since the epoch, as text). Empty: a tag the run does not carry."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: str = ""
+    pid: str = ""
+    started: str = ""
+
+    def as_tags(self) -> dict[str, str]:
+        return {HOST: self.host, PID: self.pid, STARTED: self.started}
+
+    @classmethod
+    def from_tags(cls, tags: Mapping[str, str]) -> RunOwner:
+        return cls(host=tags.get(HOST, ""), pid=tags.get(PID, ""), started=tags.get(STARTED, ""))

@@ -2,12 +2,15 @@
 
 Versions registered by every earlier layout keep loading: the keys and values written stay byte for byte what
 they were, and reading takes whichever of them a version has (`foundry.registry.tags` checks a value before
-anything acts on it).
+anything acts on it). A key built from a name (`pretrain`, `export`, `replaces`) is built here; one tag read on its
+own, where whether the version carries it matters, is read by `VersionTags`' readers (`data_tags`, `export_of`...)
+or `Publication.is_pending`, so that no caller spells a key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -39,6 +42,35 @@ PROMOTED_BY = "promoted_by"  # a reviewer's promotion (`PromotionTags`)
 PROMOTION_REASON = "promotion_reason"
 PROMOTED_AT = "promoted_at"
 REPLACED_CHAMPION = "replaced_champion"
+
+
+def pretrain(key: str) -> str:
+    """The key of a data tag (`DATA_VERSION`, `DATA_REMOTE`) that names the pretraining data an alignment replays:
+    `pretrain.data_version`."""
+    return PRETRAIN + key
+
+
+def export(fmt: str) -> str:
+    """The key of the tag naming the artifact `foundry export` wrote of a format (`hf`): `foundry.export.hf`."""
+    return EXPORT + fmt
+
+
+def replaces(alias: str) -> str:
+    """The key of the tag naming the version an alias pointed to before publication moved it:
+    `foundry.replaces_champion`."""
+    return REPLACES + alias
+
+
+class Tag(NamedTuple):
+    """One tag as a version carries it: its key (what an error names) and its value, None when the version does
+    not carry it (an empty value is carried)."""
+
+    key: str
+    value: str | None
+
+
+def _tag(tags: Mapping[str, str], key: str) -> Tag:
+    return Tag(key, tags.get(key))
 
 
 class VersionTags(BaseModel):
@@ -82,8 +114,8 @@ class VersionTags(BaseModel):
             MERGE_BASE: self.merge_base,
             MERGE_RECIPE: self.merge_recipe,
             ALIGN_METHOD: self.align_method,
-            PRETRAIN + DATA_VERSION: self.pretrain_data_version,
-            PRETRAIN + DATA_REMOTE: self.pretrain_data_remote,
+            pretrain(DATA_VERSION): self.pretrain_data_version,
+            pretrain(DATA_REMOTE): self.pretrain_data_remote,
         }
         return tags | {k: v for k, v in rest.items() if v}
 
@@ -112,9 +144,60 @@ class VersionTags(BaseModel):
             merge_base=tags.get(MERGE_BASE, ""),
             merge_recipe=tags.get(MERGE_RECIPE, ""),
             align_method=tags.get(ALIGN_METHOD, ""),
-            pretrain_data_version=tags.get(PRETRAIN + DATA_VERSION, ""),
-            pretrain_data_remote=tags.get(PRETRAIN + DATA_REMOTE, ""),
+            pretrain_data_version=tags.get(pretrain(DATA_VERSION), ""),
+            pretrain_data_remote=tags.get(pretrain(DATA_REMOTE), ""),
         )
+
+    # One tag of a version's (`tags`: the registry's `version.tags`), where whether it is there matters: what
+    # `foundry.registry.tags` checks before anything acts on it, and the marks other commands set.
+
+    @staticmethod
+    def data_tags(tags: Mapping[str, str], pretrain_data: bool = False) -> tuple[Tag, Tag]:
+        """The data version and its remote: the version's own, or (`pretrain_data`) the pretraining data an
+        alignment replays."""
+        keys = (pretrain(DATA_VERSION), pretrain(DATA_REMOTE)) if pretrain_data else (DATA_VERSION, DATA_REMOTE)
+        return _tag(tags, keys[0]), _tag(tags, keys[1])
+
+    @staticmethod
+    def data_versions_named(tags: Mapping[str, str]) -> list[str]:
+        """Every data version a version's or a run's tags name, unchecked: `data_version`, `pretrain.data_version`,
+        `parent_data_version`... (any key ending as `DATA_VERSION`, set)."""
+        return [value for key, value in tags.items() if key.endswith(DATA_VERSION) and value]
+
+    @staticmethod
+    def remotes_named(tags: Mapping[str, str]) -> set[str]:
+        """Every DVC remote a version's or a run's tags name: `data.remote`, `pretrain.data.remote`..."""
+        return {value for key, value in tags.items() if key.endswith(DATA_REMOTE) and value}
+
+    @staticmethod
+    def parent_tag(tags: Mapping[str, str]) -> Tag:
+        """The versions it was built from, comma-separated."""
+        return _tag(tags, PARENT_MODEL)
+
+    @staticmethod
+    def run_tag(tags: Mapping[str, str]) -> Tag:
+        """The training run (a re-registered version names the original)."""
+        return _tag(tags, RUN_ID)
+
+    @staticmethod
+    def replaced_tag(tags: Mapping[str, str], alias: str) -> Tag:
+        """The version `alias` pointed to before publication moved it to this one."""
+        return _tag(tags, replaces(alias))
+
+    @staticmethod
+    def export_of(tags: Mapping[str, str], fmt: str) -> str | None:
+        """The artifact `foundry export` wrote of `fmt` for the version (under its run), None when none."""
+        return tags.get(export(fmt))
+
+    @staticmethod
+    def purge_of(tags: Mapping[str, str]) -> str | None:
+        """The purge record the version was tagged with (`foundry purge --apply`), None when none."""
+        return tags.get(PURGE)
+
+    @staticmethod
+    def config_of(tags: Mapping[str, str]) -> str | None:
+        """The training config as JSON, on versions registered when the config was a tag; None on later ones."""
+        return tags.get(CONFIG)
 
 
 class Publication(BaseModel):
@@ -127,7 +210,12 @@ class Publication(BaseModel):
 
     def as_tags(self) -> dict[str, str]:
         marks = {PUBLICATION: PENDING, gate_tags.PROMOTED: gate_tags.flag(False)}
-        return marks | {REPLACES + alias: version for alias, version in self.replaces.items()}
+        return marks | {replaces(alias): version for alias, version in self.replaces.items()}
+
+    @staticmethod
+    def is_pending(tags: Mapping[str, str]) -> bool:
+        """Whether a version's tags (`version.tags`) mark its publication as not complete: it is no champion yet."""
+        return tags.get(PUBLICATION) == PENDING
 
 
 class PromotionTags(BaseModel):

@@ -26,9 +26,10 @@ Its metrics type and gate inputs live in its folder too, and register themselves
 name their `gate`. A candidate, a training flow's result and a decision then take them: no union lists them.
 Outside its folder it adds no branch, and still adds values to these, where it has them: any built-in source scheme
 of its own to `foundry.config.data.BUILTIN_SOURCES`; the fields only its datasets have to the manifest
-(`foundry.data.manifest`: `DatasetManifest` and `_MODALITY_OF`); its config sections to `FoundryConfig`; and its
-holdout figures to `foundry.evaluate.scores.ModelScores`, which keeps one field per workload (`metrics`, `groups`,
-`chat`, `vision`): one field open to any metrics type would change the shape `foundry evaluate` hands on.
+(`foundry.data.manifest`: `DatasetManifest` and `_MODALITY_OF`); its config sections to `FoundryConfig` (named in
+its registration's `sections`, each checking itself against the rest with `misfit`); and its holdout figures to
+`foundry.evaluate.scores.ModelScores`, which keeps one field per workload (`metrics`, `groups`, `chat`, `vision`):
+one field open to any metrics type would change the shape `foundry evaluate` hands on.
 After torchtitan's `TrainSpec`: checkpointing and resilience are the trainer's, not the workload's.
 """
 

@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from foundry.core import version_tags as tag
 from foundry.core.fs import remove_tree
 from foundry.core.model_uri import ModelUri
+from foundry.core.version_tags import VersionTags
 from foundry.core.workload import Workload
 from foundry.export import FORMAT_VERSION, GPT_WRITERS
 
@@ -49,10 +50,6 @@ class Export:
     artifact: str  # the artifact path under the version's run
     run_id: str
     reused: bool
-
-
-def tag_key(fmt: str) -> str:
-    return tag.EXPORT + fmt
 
 
 def writer(fmt: str, workload: Workload | None = None, source: str = ""):
@@ -160,7 +157,7 @@ def _reusable(version, fmt: str, artifact: str) -> bool:
     there. The tag's text is only compared, never used as a path."""
     from foundry.runtime import tracking
 
-    if version.tags.get(tag_key(fmt)) != artifact:
+    if VersionTags.export_of(version.tags, fmt) != artifact:
         return False
     # an empty listing is an absent (deleted) artifact; an error listing it propagates
     return bool(tracking.client().list_artifacts(version.run_id, artifact))
@@ -206,7 +203,7 @@ def export_version(model_uri: str | ModelUri, fmt: str, out_dir: Path, home: Pat
             files = scratch / "files"
             _write(version, workload, fmt, home, files)
             tracking.log_artifact(version.run_id, files, artifact)
-            tracking.client().set_model_version_tag(pinned.name, pinned.version, tag_key(fmt), artifact)
+            tracking.client().set_model_version_tag(pinned.name, pinned.version, tag.export(fmt), artifact)
         record = {"model_uri": str(pinned), "format": fmt, "format_version": FORMAT_VERSION, "artifact": artifact}
         record |= {"run_id": version.run_id, "files": _written(files)}
         (files / MARKER).write_text(json.dumps(record, indent=1) + "\n")

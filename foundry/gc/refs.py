@@ -15,17 +15,16 @@ from pathlib import Path
 import yaml
 
 from foundry.config import ConfigError
-from foundry.core import version_tags as tag
 from foundry.core.contracts import DATA_VERSION, check_data_version
 from foundry.core.model_uri import LoggedModelUri, ModelUri, RunsUri
-from foundry.core.run_tags import PARENT_RUN
+from foundry.core.run_tags import RunTags
+from foundry.core.version_tags import VersionTags
 from foundry.data.remote import digest_of
 from foundry.registry import tags as registry_tags
 from foundry.registry.versions import PURGE_EXPERIMENT as PURGES
 from foundry.runtime.run_owner import owner_gone
 
 PAGE = 1000
-PARENT = PARENT_RUN
 
 
 class RegistryUnreadable(RuntimeError):
@@ -56,7 +55,7 @@ class Kept:
 
 def data_tags(tags: dict[str, str]) -> list[str]:
     """Every data version a set of tags names: `data_version`, `pretrain.data_version`, `parent_data_version`…"""
-    return [value for key, value in tags.items() if key.endswith(tag.DATA_VERSION) and value]
+    return VersionTags.data_versions_named(tags)
 
 
 def run_sources(params: dict[str, str]) -> list[str]:
@@ -168,13 +167,14 @@ def _close_over_nesting(kept: Kept, by_id: dict) -> None:
     """A kept run keeps its parent and its nested runs (a search's trials)."""
     children: dict[str, list[str]] = {}
     for run_id, run in by_id.items():
-        if parent := run.data.tags.get(PARENT):
+        if parent := RunTags.parent_run_of(run.data.tags):
             children.setdefault(parent, []).append(run_id)
     todo = list(kept.runs)
     while todo:
         run_id = todo.pop()
         run = by_id.get(run_id)
-        related = children.get(run_id, []) + ([run.data.tags[PARENT]] if run and PARENT in run.data.tags else [])
+        parent = RunTags.parent_run_of(run.data.tags) if run else None
+        related = children.get(run_id, []) + ([parent] if parent is not None else [])
         for other in related:
             if other not in kept.runs:
                 kept.runs[other] = f"nested with kept run {run_id}"

@@ -14,7 +14,7 @@ of a requirement or a path: only documents' texts, sha256s and names count there
 An image version's documents are pixels, which no text search finds; a run evaluated on one keeps a grid of its
 misclassified holdout images (`grids`: the plots a workload names as showing its data, `Workload.data_plots`,
 here `foundry.vision.evaluate`'s): each such plot of a run in `Needles.grid_runs`
-(the runs trained or evaluated on an affected image version) is a hit that holds "image". A plot is derived from
+(the runs trained or evaluated on an affected image version) is a hit that holds a "plot". A plot is derived from
 the data, not data, and is not decoded: `--apply` deletes it whole (`delete`), here, in a run's folder under the
 home (`purge_home`) and on a tracking server (`purge_served`).
 """
@@ -181,7 +181,7 @@ def scan(root: Path, needles: Needles) -> tuple[list[ArtifactHit], int]:
     for path in regular_files(root):
         relative = path.relative_to(root)
         if is_grid(relative, needles):
-            found.append(ArtifactHit(path=relative.as_posix(), run_id=run_of(relative), strings=1, holds="image"))
+            found.append(ArtifactHit(path=relative.as_posix(), run_id=run_of(relative), strings=1, holds="plot"))
             continue
         if not is_text(path.name):
             continue

@@ -125,7 +125,7 @@ def scrub(
     counts: dict[str, int] = {}
     artifacts = home / "mlflow" / "artifacts"
     for hit in hits:
-        if isinstance(hit, ArtifactHit) and hit.holds == "image":
+        if isinstance(hit, ArtifactHit) and hit.holds == "plot":
             changed = served.rewrite(hit, needles) if hit.store else _delete(artifacts, hit.path)
             place = GRID_ARTIFACT
         elif isinstance(hit, ArtifactHit) and hit.store:

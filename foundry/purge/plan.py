@@ -118,6 +118,9 @@ class DataHit(_Value):
         return bool(self.documents)
 
 
+_RENAMED_HOLDS = {"image": "plot"}  # an `ArtifactHit.holds` value as plans before the rename wrote it
+
+
 class ArtifactHit(_Value):
     """A file in the MLflow artifact store with strings that hold a matched document (or match the regex)."""
 
@@ -127,9 +130,15 @@ class ArtifactHit(_Value):
     # The artifact location it lies under when that is not the embedded store (a tracking server's
     # `mlflow-artifacts:/1`, an `s3://…` bucket): read and rewritten through MLflow's artifact repository.
     store: str = ""
-    # image: a plot drawn from data images (an image run's misclassified-images grid, `purge_artifacts.grids`),
+    # plot: a plot drawn from data images (an image run's misclassified-images grid, `purge_artifacts.grids`),
     # derived from the data, not data: deleted whole, never rewritten; `strings` is then 1.
-    holds: Literal["text", "image"] = "text"
+    holds: Literal["text", "plot"] = "text"
+
+    @field_validator("holds", mode="before")
+    @classmethod
+    def _plot_was_image(cls, value: object) -> object:
+        # A plan written before the value was named for what it is (a `--json` output kept) said "image".
+        return _RENAMED_HOLDS.get(value, value) if isinstance(value, str) else value
 
 
 class HomeHit(_Value):
@@ -198,7 +207,7 @@ def _entries(location: Location) -> str:
 
 
 def _held(holds: str) -> str:
-    return "image (derived plot: deleted whole)" if holds == "image" else holds
+    return "image (derived plot: deleted whole)" if holds == "plot" else holds
 
 
 def summary(plan: PurgePlan) -> str:

@@ -28,8 +28,8 @@ from pydantic import BaseModel, ConfigDict
 from foundry.core import version_tags as tag
 from foundry.core.model_uri import ModelUri
 from foundry.purge.plan import Criterion, ModelHit, table
-from foundry.purge.registry import PURGE_TAG as TAG
 from foundry.registry.versions import PURGE_EXPERIMENT
+from foundry.registry.versions import PURGE_TAG as TAG  # what `purge --apply` tags an affected version and run with
 
 EXPERIMENT = PURGE_EXPERIMENT
 KEY_FILE = "purged/criterion.key"  # under $FOUNDRY_HOME, beside the purge marks (`foundry.data.purged`)

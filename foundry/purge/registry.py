@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from foundry.core import version_tags as tag
 from foundry.core.contracts import check_data_version
 from foundry.core.model_uri import ModelUri
+from foundry.core.version_tags import VersionTags
 from foundry.gc.refs import RegistryUnreadable, data_tags, experiment_runs, registered_versions
 from foundry.purge.plan import ModelHit
 from foundry.registry import tags as registry_tags
-from foundry.registry.versions import PURGE_TAG  # what `purge --apply` tags an affected version and run with
 
 
 @dataclass
@@ -69,7 +68,7 @@ def _read(client) -> Registry:
             for parent in registry_tags.parent_models(version)
             for pinned in _pinned(client, parent, aliases, found.versions)
         ]
-        found.remotes |= {v for k, v in version.tags.items() if k.endswith(tag.DATA_REMOTE) and v}
+        found.remotes |= VersionTags.remotes_named(version.tags)
     for experiment in _experiments(client):
         runs = experiment_runs(client, experiment.experiment_id)
         if runs:
@@ -79,7 +78,7 @@ def _read(client) -> Registry:
             named = {v for v in data_tags(tags) if _looks_like_version(v)}
             if named:
                 found.runs[run.info.run_id] = named
-            found.remotes |= {v for k, v in tags.items() if k.endswith(tag.DATA_REMOTE) and v}
+            found.remotes |= VersionTags.remotes_named(tags)
     return found
 
 
@@ -158,7 +157,7 @@ def affected_models(registry: Registry, affected_data: set[str]) -> list[ModelHi
                 why[uri] = f"built from {parent}"
                 changed = True
     aliases = registry.aliases
-    records = {str(ModelUri.of(v)): v.tags.get(PURGE_TAG) for v in registry.versions}
+    records = {str(ModelUri.of(v)): VersionTags.purge_of(v.tags) for v in registry.versions}
     return [
         ModelHit(model=uri, aliases=aliases.get(uri, ()), why=why[uri], purge_record=records.get(uri))
         for uri in sorted(why, key=order)

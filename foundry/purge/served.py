@@ -67,7 +67,7 @@ def _scan_location(location: str, needles: Needles) -> tuple[list[ArtifactHit], 
         for relative in walk(repository):
             if artifacts.is_grid(relative, needles):
                 uri, run = f"{location.rstrip('/')}/{relative}", artifacts.run_of(Path(relative))
-                found.append(ArtifactHit(path=uri, run_id=run, strings=1, store=location, holds="image"))
+                found.append(ArtifactHit(path=uri, run_id=run, strings=1, store=location, holds="plot"))
                 continue
             if not artifacts.is_text(posixpath.basename(relative)):
                 if artifacts.unread(posixpath.basename(relative)):
@@ -113,7 +113,7 @@ def rewrite(hit: ArtifactHit, needles: Needles) -> int:
     of it (an image plot: deleted); how many strings or lines went. One that holds nothing to remove now is left untouched."""
     repository = _repository(hit.store)
     relative = hit.path.removeprefix(hit.store.rstrip("/") + "/")
-    if hit.holds == "image":  # a derived plot: deleted whole, if it is still there
+    if hit.holds == "plot":  # a derived plot: deleted whole, if it is still there
         if relative not in set(walk(repository, posixpath.dirname(relative) or None)):
             return 0
         repository.delete_artifacts(relative)

@@ -28,9 +28,9 @@ import logging
 from pathlib import Path
 
 from foundry.config import FoundryConfig
-from foundry.core import version_tags as tag
 from foundry.core.contracts import Candidate, DataVersion
 from foundry.core.model_uri import ModelUri
+from foundry.core.version_tags import VersionTags
 from foundry.core.workload import Workload, for_data
 from foundry.data.purged import DataPurged, followed, mark_of
 from foundry.gates import pretrain
@@ -55,7 +55,7 @@ def champion_score(
 ) -> float:
     """The champion's score on this holdout by the workload's measure: its recorded one if it was evaluated on
     this data version alike (`Workload.recorded_score`), else re-scored."""
-    if champion.tags.get(tag.DATA_VERSION) == data.data_version:
+    if VersionTags.from_tags(champion.tags).data_version == data.data_version:
         recorded = workload.recorded_score(champion, config)  # its run's, or tags of older versions
         if recorded is not None:
             return recorded

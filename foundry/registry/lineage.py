@@ -10,14 +10,14 @@ from foundry.core.contracts import DataVersion, FetchedFile, LineageRecord
 from foundry.core.metrics.holdout import PREFIX as HOLDOUT_PREFIX
 from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.model_uri import ModelUri, RunsUri
-from foundry.core.run_tags import COMPILED, PACKAGE_VERSION
-from foundry.core.version_tags import CONFIG, GIT_COMMIT, GIT_DIRTY, VersionTags
+from foundry.core.run_tags import PACKAGE_VERSION, RunTags
+from foundry.core.version_tags import GIT_COMMIT, GIT_DIRTY, VersionTags
 from foundry.data.purged import DataPurged, mark_of
 from foundry.gates.decision import Decision
 from foundry.registry import tags as registry_tags
 from foundry.registry import versions as registry
 from foundry.runtime import tracking
-from foundry.runtime.cpu_features import DEVICE_PRECISIONS, RESOLVED_PRECISION_TAG
+from foundry.runtime.cpu_features import DEVICE_PRECISIONS
 from foundry.runtime.env import foundry_home
 
 
@@ -86,8 +86,8 @@ def recorded_config(version) -> dict:
     """The config that trained a version: its `config` tag for versions registered when the config was one,
     else its training run's `config.json`; {} when the run recorded none (errors reading it propagate). Keys the
     record predates get the values it trained with (`foundry.config.as_recorded`)."""
-    if CONFIG in version.tags:
-        return as_recorded(json.loads(version.tags[CONFIG]))
+    if (recorded := VersionTags.config_of(version.tags)) is not None:
+        return as_recorded(json.loads(recorded))
     import mlflow
 
     run_id = training_run_id(version)
@@ -101,11 +101,11 @@ def as_trained(config: dict, run_tags: dict[str, str]) -> dict:
     """A recorded config with a `train.precision` that resolves by the machine replaced by what it resolved to on
     the machine that trained (the run's tag; runs from before the tag keep theirs), and `train.compile` off where
     it trained uncompiled for want of a compiler: a reproduction elsewhere then computes as it did."""
-    resolved = run_tags.get(RESOLVED_PRECISION_TAG)
+    resolved = RunTags.resolved_precision_of(run_tags)
     train = dict(config.get("train", {}))
     if resolved and train.get("precision") in DEVICE_PRECISIONS:
         train["precision"] = resolved
-    if run_tags.get(COMPILED) == "false":  # no compiler where it trained: Inductor's rounding was not used
+    if RunTags.trained_uncompiled(run_tags):  # no compiler where it trained: Inductor's rounding was not used
         train["compile"] = False
     return {**config, "train": train} if train != config.get("train", {}) else config
 

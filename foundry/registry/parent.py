@@ -7,7 +7,6 @@ from pathlib import Path
 
 from foundry.core.contracts import DataVersion, ParentData, ParentModel, SourceManifest
 from foundry.core.model_uri import ModelUri, RunsUri
-from foundry.core.version_tags import DATA_VERSION, PRETRAIN
 from foundry.data.purged import followed
 from foundry.registry import tags as registry_tags
 from foundry.registry import versions
@@ -75,5 +74,4 @@ def pretrain_data(version) -> DataVersion | None:
     """The data the base a version descends from was pretrained on: its `pretrain.*` tags for an aligned
     version, its own data tags otherwise; None when it records none. A tag that is not a data version stops
     the run (`tags.BadTag`), never a fallback."""
-    prefix = PRETRAIN if version.tags.get(PRETRAIN + DATA_VERSION) else ""
-    return registry_tags.recorded_data(version, prefix)
+    return registry_tags.recorded_data(version, pretrain=bool(registry_tags.read(version).pretrain_data_version))

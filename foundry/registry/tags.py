@@ -13,10 +13,9 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from foundry.core import version_tags as tag
 from foundry.core.contracts import RUN_ID, DataVersion, check_data_version
 from foundry.core.model_uri import FORMS, ModelUri, check_version
-from foundry.core.version_tags import VersionTags
+from foundry.core.version_tags import Tag, VersionTags
 
 T = TypeVar("T")
 
@@ -25,9 +24,12 @@ class BadTag(ValueError):
     """A registered version's tag does not hold the kind of value its name promises."""
 
 
-def checked(version, key: str, kind: str, check: Callable[[str], T]) -> T:
-    """`check(version.tags[key])`, or `BadTag` naming the version, the tag, its value and `kind`."""
-    value = version.tags[key]
+def checked(version, found: Tag, kind: str, check: Callable[[str], T]) -> T:
+    """`check` of a tag the version carries (`found`, read by `VersionTags`), or `BadTag` naming the version, the
+    tag, its value and `kind`."""
+    key, value = found
+    if value is None:
+        raise KeyError(key)
     try:
         return check(value)
     except (ValueError, ValidationError):
@@ -43,47 +45,51 @@ def read(version) -> VersionTags:
     return VersionTags.from_tags(version.tags or {})
 
 
-def data_version(version, prefix: str = "") -> DataVersion:
-    """The data version a registered version's `<prefix>data_version` and `<prefix>data.remote` tags name;
-    `KeyError` naming the tag when one is missing, `BadTag` when the version is not 32 hex digits."""
-    key, remote = prefix + tag.DATA_VERSION, prefix + tag.DATA_REMOTE
-    for needed in (key, remote):
-        if needed not in version.tags:
-            raise KeyError(needed)
-    digest = checked(version, key, "a data version (32 hex digits)", check_data_version)
-    return DataVersion(data_version=digest, remote=version.tags[remote])
+def data_version(version, pretrain: bool = False) -> DataVersion:
+    """The data version a registered version's `data_version` and `data.remote` tags name (`pretrain`: its
+    `pretrain.*` ones); `KeyError` naming the tag when one is missing, `BadTag` when the version is not 32 hex
+    digits."""
+    digest, remote = VersionTags.data_tags(version.tags, pretrain)
+    for needed in (digest, remote):
+        if needed.value is None:
+            raise KeyError(needed.key)
+    return DataVersion(
+        data_version=checked(version, digest, "a data version (32 hex digits)", check_data_version), remote=remote.value
+    )
 
 
-def recorded_data(version, prefix: str = "") -> DataVersion | None:
-    """`data_version(version, prefix)`, or None when the version records no such data (either tag absent or
+def recorded_data(version, pretrain: bool = False) -> DataVersion | None:
+    """`data_version(version, pretrain)`, or None when the version records no such data (either tag absent or
     empty); a tag that is there is checked all the same."""
-    if not (version.tags.get(prefix + tag.DATA_VERSION) and version.tags.get(prefix + tag.DATA_REMOTE)):
+    if not all(found.value for found in VersionTags.data_tags(version.tags, pretrain)):
         return None
-    return data_version(version, prefix)
+    return data_version(version, pretrain)
 
 
 def parent_models(version) -> list[ModelUri]:
     """The versions a registered version was built from (`parent_model`, comma-separated): one for a
     fine-tune, several for a merge, none for a model trained from scratch."""
-    if tag.PARENT_MODEL not in version.tags:
+    found = VersionTags.parent_tag(version.tags)
+    if found.value is None:
         return []
-    return checked(version, tag.PARENT_MODEL, f"a comma-separated list of {FORMS}", _uris)
+    return checked(version, found, f"a comma-separated list of {FORMS}", _uris)
 
 
 def run_id(version) -> str:
     """The training run a version came from: its `run_id` tag (a re-registered version names the original run
     there), else the run that registered it."""
-    if not version.tags.get(tag.RUN_ID):
+    found = VersionTags.run_tag(version.tags)
+    if not found.value:
         return version.run_id
-    return checked(version, tag.RUN_ID, "an MLflow run id", _run_id)
+    return checked(version, found, "an MLflow run id", _run_id)
 
 
 def replaced_version(version, which: str) -> str:
     """The version that alias `which` pointed to before this one took it ('' for none), as publication noted."""
-    key = tag.REPLACES + which
-    if not version.tags.get(key):
+    found = VersionTags.replaced_tag(version.tags, which)
+    if not found.value:
         return ""
-    return checked(version, key, "a model version (digits)", check_version)
+    return checked(version, found, "a model version (digits)", check_version)
 
 
 def _uris(text: str) -> list[ModelUri]:

@@ -23,7 +23,7 @@ from foundry.core.contracts import Promotion
 from foundry.core.fs import remove_tree
 from foundry.core.model_uri import LoggedModelUri, ModelUri
 from foundry.core.run_tags import RunTags
-from foundry.core.version_tags import COMPLETE, PENDING, PUBLICATION, PromotionTags, Publication
+from foundry.core.version_tags import COMPLETE, PUBLICATION, PromotionTags, Publication
 from foundry.registry import tags as registry_tags
 from foundry.runtime.tracking import client
 
@@ -108,7 +108,7 @@ def champion(name: str):
     publication withdraws it (`recover`)."""
     current = alias(name, "champion")
     for _ in range(100):  # a chain of dead publications, newest first; bounded against a cycle in bad tags
-        if current is None or current.tags.get(PUBLICATION) != PENDING:
+        if current is None or not Publication.is_pending(current.tags):
             return current
         replaced = registry_tags.replaced_version(current, "champion")
         current = client().get_model_version(name, replaced) if replaced else None
@@ -206,7 +206,7 @@ def recover(name: str) -> list[str]:
     """Withdraw the versions of `name` that a run left pending (it died, or its tracking server did, mid-way).
     Exact when called under the model's promotion lock, which every publication of the model holds."""
     c = client()
-    left = [v for v in c.search_model_versions(f"name = '{name}'") if v.tags.get(PUBLICATION) == PENDING]
+    left = [v for v in c.search_model_versions(f"name = '{name}'") if Publication.is_pending(v.tags)]
     for version in sorted(left, key=lambda v: -int(v.version)):  # newest first: aliases go back in order
         withdraw(version)
     return [str(v.version) for v in left]
@@ -268,7 +268,7 @@ def promote_manually(model_uri: str, reason: str, who: str) -> dict:
     return {"name": version.name, "version": str(version.version), **record}
 
 
-_NOT_COPIED = tag.EXPORT  # foundry.export.publish.tag_key's tags
+_NOT_COPIED = tag.EXPORT  # the tags `foundry export` sets (`version_tags.export`)
 
 
 def reregister(model_uri: str, home: Path) -> str:

@@ -16,7 +16,19 @@ import socket
 from pathlib import Path
 
 from foundry.core.fs import OutsideFolder, remove_tree
-from foundry.core.run_tags import FAILURE, HOST, PID, STARTED
+from foundry.core.run_tags import FAILURE, HOST, PID, STARTED, RunOwner
+
+__all__ = [
+    "FAILURE",
+    "HOST",
+    "PID",
+    "SCRATCH",
+    "STARTED",
+    "mark_stale_runs",
+    "owner_gone",
+    "owner_tags",
+    "remove_scratch",
+]  # the tag keys too: what a test or a caller tags a run's owner with
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +44,7 @@ def _started(pid: int) -> float:
 def owner_tags() -> dict[str, str]:
     """This process, as recorded on the runs it starts."""
     pid = os.getpid()
-    return {HOST: socket.gethostname(), PID: str(pid), STARTED: f"{_started(pid):.3f}"}
+    return RunOwner(host=socket.gethostname(), pid=str(pid), started=f"{_started(pid):.3f}").as_tags()
 
 
 def owner_gone(tags: dict[str, str]) -> bool:
@@ -40,15 +52,16 @@ def owner_gone(tags: dict[str, str]) -> bool:
     before they existed, or by hand) and runs of other hosts are never judged gone."""
     import psutil
 
-    if tags.get(HOST) != socket.gethostname() or not tags.get(PID, "").isdigit():
+    owner = RunOwner.from_tags(tags)
+    if owner.host != socket.gethostname() or not owner.pid.isdigit():
         return False
     try:
-        started = _started(int(tags[PID]))
+        started = _started(int(owner.pid))
     except psutil.NoSuchProcess:
         return True
     except psutil.Error:  # exists, but not ours to inspect: alive as far as we can tell
         return False
-    recorded = float(tags.get(STARTED) or started)
+    recorded = float(owner.started or started)
     return abs(started - recorded) > 1.0  # the id now belongs to another process
 
 
@@ -71,10 +84,10 @@ def mark_stale_runs(client, experiment_id: str, home: Path) -> list[str]:
     scratch folders; returns their ids."""
     stale = []
     for run in client.search_runs([experiment_id], filter_string="attributes.status = 'RUNNING'", max_results=1000):
-        tags = run.data.tags
-        if not owner_gone(tags):
+        if not owner_gone(run.data.tags):
             continue
-        reason = f"process {tags[PID]} on {tags[HOST]} ended without finishing the run (killed?)"
+        owner = RunOwner.from_tags(run.data.tags)
+        reason = f"process {owner.pid} on {owner.host} ended without finishing the run (killed?)"
         client.set_tag(run.info.run_id, FAILURE, reason)
         client.set_terminated(run.info.run_id, "FAILED")
         remove_scratch(home, run.info.run_id)

@@ -21,7 +21,7 @@ from foundry.config import FoundryConfig
 from foundry.core import version_tags as tag
 from foundry.core.contracts import DataVersion, RunContext
 from foundry.core.redact import redact_text, redact_url, without_credentials
-from foundry.core.run_tags import DATASET_CONTEXT, DATASET_SOURCE, MLFLOW_GIT_COMMIT, PACKAGE_VERSION, STAGE
+from foundry.core.run_tags import DATASET_CONTEXT, DATASET_SOURCE, MLFLOW_GIT_COMMIT, PACKAGE_VERSION, STAGE, RunTags
 from foundry.runtime import run_owner
 from foundry.runtime.env import PROJECT_ROOT, foundry_home, package_versions, uses_embedded_mlflow
 
@@ -116,8 +116,7 @@ def standard_tags() -> dict[str, str]:
 
 def run_git(run_tags: dict[str, str]) -> dict[str, str]:
     """{"git_commit", "git_dirty"} as a run recorded them (either tag name)."""
-    commit = run_tags.get(GIT_COMMIT) or run_tags.get(tag.GIT_COMMIT, "unknown")
-    return {tag.GIT_COMMIT: commit, tag.GIT_DIRTY: run_tags.get(tag.GIT_DIRTY, "unknown")}
+    return RunTags.git_of(run_tags)
 
 
 def start_pipeline_run(config: FoundryConfig, run_name: str | None = None) -> str:

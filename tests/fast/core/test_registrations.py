@@ -90,3 +90,17 @@ def test_a_new_registration_is_accepted_by_the_config_and_the_manifest_with_no_o
     assert seen["manifest"] == ["audio", "clip"] and seen["written"] == "clip"
     assert seen["of_kind"] == {**BEFORE_MODALITY_OF_KIND, "clip": "audio"}
     assert "kind 'clip' does not go with modality 'text'" in seen["refused"]
+
+
+def test_each_registered_section_is_a_config_section_and_only_its_modalitys_config_checks_it():
+    """The image sections are checked against the rest (a ViT's patches against `image.size`) in an image config
+    alone: a text config does not read them, and a value there it could not train with is no error of its."""
+    from foundry.config import FoundryConfig, load_config
+    from foundry.core.registrations import sections_read
+
+    assert all(set(r.sections) <= set(FoundryConfig.model_fields) for r in REGISTERED.values())
+    assert sections_read("image") == ("image", "vision") and sections_read("text") == ()
+    assert sections_read("audio", {"audio": Registration("m", "audio", ("clip",), ("audio",))}) == ("audio",)
+    misfit = ["vision.arch=vit", "image.size=30"]
+    assert load_config(None, misfit).vision.misfit(load_config(None, misfit)) is not None
+    assert load_config(None, misfit).data.modality == "text"  # loads: a text run reads no `vision`

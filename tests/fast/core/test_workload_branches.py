@@ -2,8 +2,10 @@
 the reports ask a `Workload` (`foundry.core.workload`) or a typed value what differs between text, chat and images.
 A scan of the code's syntax trees finds a comparison of a modality with a literal (`modality == "image"`,
 `config.data.modality != "text"`, `saved.get("modality") == ...`), a `.is_documents` or `.is_images` question and
-an `isinstance` of a metrics type (`HoldoutMetrics`, `VisionMetrics`, `AlignmentMetrics`) or of a gate's inputs type
-(those of `foundry.gates.inputs`: each brings what it adds to a decision) anywhere but in the workloads' own folders.
+an `isinstance` of a metrics type (those registered in `foundry.core.metrics.kinds.METRICS`: `HoldoutMetrics`,
+`VisionMetrics`, `AlignmentMetrics`) or of a gate's inputs type (those of `foundry.gates.inputs`: each brings what it
+adds to a decision) anywhere but in the workloads' own folders (the package of each module `foundry.core.
+registrations.REGISTERED` names: a new workload's folder is known from its registration).
 Nor does any module outside them import one of them: the rest asks the registry (`foundry.core.workload`, which names
 them by module path), except the command a workload folder is the feature of, whose Prefect tasks, flow and CLI are
 named as the folder (`tasks/align.py`, `flows/align.py`, `foundry/cli/align.py`)."""
@@ -16,10 +18,14 @@ from pathlib import Path
 
 from conftest import REPO_ROOT
 
+from foundry.core.registrations import REGISTERED
+
 SCANNED = ("foundry", "tasks", "flows", "models")
-WORKLOAD_FOLDERS = ("foundry/vision", "foundry/align", "foundry/pretrain")
+# Each registered workload's folder: the package of the module holding its `WORKLOAD` (`foundry.vision.workload`).
+WORKLOAD_FOLDERS = tuple(sorted({r.module.rpartition(".")[0].replace(".", "/") for r in REGISTERED.values()}))
 QUESTIONS = {"is_documents", "is_images"}
-METRICS = {"HoldoutMetrics", "VisionMetrics", "AlignmentMetrics"}
+# What a branch on one workload compares with: a workload's name or its data's modality ("text", "chat", "image").
+WORKLOAD_WORDS = set(REGISTERED) | {r.modality for r in REGISTERED.values()}
 # Where a command's own layers live: a module there named as a workload folder (`tasks/align.py`) is its command's.
 COMMAND_LAYERS = ("tasks", "flows", "foundry/cli")
 WORKLOAD_PACKAGES = {folder.replace("/", ".") for folder in WORKLOAD_FOLDERS}
@@ -32,6 +38,19 @@ def _gate_inputs_types() -> set[str]:
 
 
 INPUTS = _gate_inputs_types()
+
+
+def _metrics_types() -> set[str]:
+    """The metrics types a `Candidate` may carry: those registered in `foundry.core.metrics.kinds.METRICS` once the
+    contracts are imported (a new workload's registers itself where its folder defines it)."""
+    import foundry.core.contracts  # noqa: F401  (imports the metrics types the contracts read)
+    from foundry.core.metrics.kinds import METRICS as FAMILY
+
+    # a test's own toy types (tests/fast/core/test_fourth_workload_types.py) register too, in the same process
+    return {cls.__name__ for cls in FAMILY.members() if cls.__module__.startswith("foundry.")}
+
+
+METRICS = _metrics_types()
 
 
 def _names_modality(node: ast.AST) -> bool:
@@ -75,6 +94,48 @@ def branches(source: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+def _word_constants(tree: ast.AST) -> set[str]:
+    """The constants (UPPER_CASE names, in a module or a class) a module sets to a workload's name or modality:
+    `READ_BY: ClassVar[str] = "image"`. A field's default (`kind: str = "text"`) is a value, not one of them."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Constant):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if node.value.value in WORKLOAD_WORDS:
+                found |= {t.id for t in targets if isinstance(t, ast.Name) and t.id.isupper()}
+    return found
+
+
+def _is_word(node: ast.AST, constants: set[str]) -> bool:
+    """A workload's name or modality as a string, or a constant this module set to one."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and node.value in WORKLOAD_WORDS
+    return _type_name(node) in constants
+
+
+def workload_words(source: str) -> list[tuple[int, str]]:
+    """(line, what) for each comparison with a workload's name or modality in a module's source: `x == "image"`,
+    `x in ("text", "chat")`, `READ_BY != modality` where READ_BY is "image". `"image" in columns` looks a key up in
+    a table, and is not one."""
+    tree = ast.parse(source)
+    constants = _word_constants(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        for left, op, right in zip([node.left, *node.comparators[:-1]], node.ops, node.comparators, strict=True):
+            if isinstance(op, ast.In | ast.NotIn):
+                hit = isinstance(right, ast.Tuple | ast.List | ast.Set) and any(
+                    _is_word(e, constants) for e in right.elts
+                )
+            else:
+                hit = _is_word(left, constants) or _is_word(right, constants)
+            if hit:
+                found.append((node.lineno, "compared with a workload's name or modality"))
+                break
+    return sorted(found)
+
+
 def workload_imports(source: str) -> list[tuple[int, str]]:
     """(line, module) for each import of a workload folder's package or module in a module's source."""
     found = []
@@ -101,6 +162,14 @@ def may_import_workloads(relative: str) -> bool:
 
 def test_the_gate_inputs_types_are_read_from_their_module():
     assert {"PretrainInputs", "ImageInputs", "AlignmentInputs", "MergeInputs", "SpecialistInputs"} <= INPUTS
+
+
+def test_the_metrics_types_are_read_from_their_registration():
+    assert METRICS == {"HoldoutMetrics", "VisionMetrics", "AlignmentMetrics"}
+
+
+def test_the_workload_folders_are_read_from_the_registrations():
+    assert set(WORKLOAD_FOLDERS) == {"foundry/vision", "foundry/align", "foundry/pretrain"}
 
 
 def test_the_import_scan_finds_each_way_of_importing_a_workload_folder():
@@ -172,6 +241,41 @@ def test_no_modality_branch_outside_the_workload_folders():
                 continue
             found += [f"{relative}:{line}: {what}" for line, what in branches(path.read_text())]
     assert not found, "ask the workload (foundry.core.workload) or the typed value instead:\n" + "\n".join(found)
+
+
+def test_the_scan_finds_each_comparison_with_a_workloads_name_or_modality():
+    source = textwrap.dedent("""
+        class Section:
+            READ_BY: ClassVar[str] = "image"
+            def misfit(self, modality):
+                return self.READ_BY != modality
+        TEXT = "text"
+        if hit.holds == "image": pass
+        if "chat" != kind: pass
+        if name in ("text", "video"): pass
+        if x is TEXT: pass
+        if a < b == "image": pass
+        # not comparisons with one: a key looked up, another word, a field's default, a lower-case name
+        if "image" in model_input.columns: pass
+        if holds == "plot": pass
+        class Hit:
+            kind: str = "text"
+        if x == kind: pass
+        default = "image"
+        if y == default: pass
+    """)
+    assert [line for line, _ in workload_words(source)] == [5, 7, 8, 9, 10, 11]
+
+
+def test_no_comparison_with_a_workloads_name_outside_the_workload_folders():
+    found = []
+    for package in SCANNED:
+        for path in sorted((REPO_ROOT / package).rglob("*.py")):
+            relative = path.relative_to(REPO_ROOT).as_posix()
+            if relative.startswith(tuple(f"{folder}/" for folder in WORKLOAD_FOLDERS)):
+                continue
+            found += [f"{relative}:{line}: {what}" for line, what in workload_words(path.read_text())]
+    assert not found, "ask the workload (foundry.core.workload) or the registrations instead:\n" + "\n".join(found)
 
 
 def test_the_workload_folders_exist_as_the_scan_skips_them():

@@ -243,9 +243,7 @@ def test_the_misclassified_grid_of_a_run_on_the_data_is_an_image_hit_and_apply_d
     found = plan(images, "document", sha)
     # The grid of the run trained on the data: not its confusion matrix, nor the grid of the child, which was
     # evaluated on data of its own; in the MLflow store and in the run's folder it was logged from.
-    assert [(a.run_id, Path(a.path).name, a.strings) for a in found.artifacts if a.holds == "image"] == [
-        (ours, GRID, 1)
-    ]
+    assert [(a.run_id, Path(a.path).name, a.strings) for a in found.artifacts if a.holds == "plot"] == [(ours, GRID, 1)]
     home_grids = [h.where for h in found.elsewhere if h.place == purge_home.GRID_PLACE]
     assert home_grids == [f"runs/{ours}/evaluation/{GRID}"]
     assert "image (derived plot: deleted whole)" in search.summary(found)
@@ -259,6 +257,15 @@ def test_the_misclassified_grid_of_a_run_on_the_data_is_an_image_hit_and_apply_d
     plots = images.home / "runs" / ours / "evaluation"
     assert not (plots / GRID).exists() and (plots / "confusion_matrix.png").is_file()
     assert (images.home / "runs" / child / "evaluation" / GRID).is_file()
+
+
+def test_a_plan_written_when_a_plot_hit_held_image_reads_as_a_plot():
+    """A plot hit was `holds: image` before it was named for what it is: a `--json` plan kept from then reads."""
+    from foundry.purge.plan import ArtifactHit
+
+    old = {"path": f"1/{'0' * 32}/artifacts/evaluation/{GRID}", "run_id": "0" * 32, "strings": 1, "holds": "image"}
+    assert ArtifactHit.model_validate_json(json.dumps(old)).holds == "plot"
+    assert ArtifactHit.model_validate({**old, "holds": "text"}).holds == "text"
 
 
 def test_a_servers_grid_of_a_run_on_the_data_is_found_and_deleted_through_mlflows_repository(tmp_path):
@@ -275,7 +282,7 @@ def test_a_servers_grid_of_a_run_on_the_data_is_found_and_deleted_through_mlflow
     assert (hit.path, hit.run_id, hit.holds, hit.store, read, unchecked) == (
         f"{location}/{ours}/artifacts/evaluation/{GRID}",
         ours,
-        "image",
+        "plot",
         location,
         0,
         [],

@@ -202,3 +202,20 @@ def test_the_single_run_tags_keep_their_keys():
         (run_tags.PACKAGE_VERSION, "version."),
     ]
     assert [key for key, _ in named] == [recorded for _, recorded in named]
+
+
+def test_a_runs_owner_git_and_training_tags_read_back_from_the_keys_recorded_today():
+    from foundry.core.run_tags import RunOwner
+
+    owner = RunOwner(host="h", pid="42", started="1.500")
+    assert owner.as_tags() == {"foundry.host": "h", "foundry.pid": "42", "foundry.pid_started": "1.500"}
+    assert RunOwner.from_tags(owner.as_tags()) == owner and RunOwner.from_tags({}) == RunOwner()
+    assert RunTags.parent_run_of({"mlflow.parentRunId": "p"}) == "p" and RunTags.parent_run_of({}) is None
+    assert RunTags.git_of({"mlflow.source.git.commit": "c1", "git_commit": "c0", "git_dirty": "true"}) == {
+        "git_commit": "c1",
+        "git_dirty": "true",
+    }
+    assert RunTags.git_of({"git_commit": "c0"}) == {"git_commit": "c0", "git_dirty": "unknown"}  # before MLflow's
+    assert RunTags.git_of({}) == {"git_commit": "unknown", "git_dirty": "unknown"}
+    assert RunTags.resolved_precision_of({"train.resolved_precision": "bf16-mixed"}) == "bf16-mixed"
+    assert RunTags.trained_uncompiled({"train.compiled": "false"}) and not RunTags.trained_uncompiled({})

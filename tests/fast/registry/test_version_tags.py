@@ -98,3 +98,60 @@ def test_tags_read_back_are_what_was_written_and_an_older_layout_reads_with_blan
         "data.source": "",
         "git_commit": "c",
     }
+
+
+def test_the_keys_built_from_a_name_and_the_one_tag_readers_are_the_literal_keys_versions_carry():
+    """Built keys stay byte for byte the keys written before (`pretrain.data_version`, `foundry.export.hf`,
+    `foundry.replaces_champion`); a reader says whether the version carries a tag (None) or carries it empty."""
+    from foundry.core import version_tags as tag
+    from foundry.core.version_tags import Publication, Tag
+
+    assert (tag.pretrain(tag.DATA_VERSION), tag.pretrain(tag.DATA_REMOTE)) == (
+        "pretrain.data_version",
+        "pretrain.data.remote",
+    )
+    assert (tag.export("hf"), tag.replaces("champion")) == ("foundry.export.hf", "foundry.replaces_champion")
+    carried = {
+        "data_version": DATA.data_version,
+        "data.remote": "",
+        "pretrain.data_version": "0" * 32,
+        "parent_model": "models:/m/1",
+        "foundry.replaces_champion": "2",
+        "foundry.export.gguf": "export/gguf/m/3/format-1",
+        "foundry.purge": "purge-x",
+        "config": "{}",
+        "foundry.publication": "pending",
+    }
+    assert VersionTags.data_tags(carried) == (Tag("data_version", DATA.data_version), Tag("data.remote", ""))
+    assert VersionTags.data_tags(carried, True) == (
+        Tag("pretrain.data_version", "0" * 32),
+        Tag("pretrain.data.remote", None),
+    )
+    assert (
+        VersionTags.parent_tag(carried) == ("parent_model", "models:/m/1")
+        and VersionTags.run_tag(carried).value is None
+    )
+    assert (
+        VersionTags.replaced_tag(carried, "champion").value == "2"
+        and VersionTags.replaced_tag(carried, "x").value is None
+    )
+    assert (
+        VersionTags.export_of(carried, "gguf") == "export/gguf/m/3/format-1" and VersionTags.export_of({}, "hf") is None
+    )
+    assert (VersionTags.purge_of(carried), VersionTags.config_of(carried)) == ("purge-x", "{}")
+    assert VersionTags.purge_of({}) is None and VersionTags.config_of({}) is None
+    assert Publication.is_pending(carried) and not Publication.is_pending({"foundry.publication": "complete"})
+    assert not Publication.is_pending({})
+
+
+def test_every_data_version_and_remote_a_versions_or_runs_tags_name_is_read_by_its_key_ending():
+    tags = {
+        "data_version": "a" * 32,
+        "pretrain.data_version": "b" * 32,
+        "parent_data_version": "",
+        "data.remote": "s3://one",
+        "pretrain.data.remote": "s3://two",
+        "data.source": "stdlib://x",
+    }
+    assert VersionTags.data_versions_named(tags) == ["a" * 32, "b" * 32]
+    assert VersionTags.remotes_named(tags) == {"s3://one", "s3://two"}
