@@ -16,14 +16,10 @@ import socket
 from pathlib import Path
 
 from foundry.core.fs import OutsideFolder, remove_tree
-from foundry.core.run_tags import FAILURE, HOST, PID, STARTED, RunOwner
+from foundry.core.run_tags import FAILURE, RunOwner
 
 __all__ = [
-    "FAILURE",
-    "HOST",
-    "PID",
     "SCRATCH",
-    "STARTED",
     "mark_stale_runs",
     "owner_gone",
     "owner_tags",

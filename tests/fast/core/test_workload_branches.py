@@ -232,14 +232,20 @@ def test_the_scan_finds_each_kind_of_branch():
     assert [line for line, _ in branches(source)] == [2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
 
 
-def test_no_modality_branch_outside_the_workload_folders():
+def outside_the_workload_folders(scan) -> list[str]:
+    """What `scan` (source text -> (line, what) pairs) finds in every scanned module outside the workload folders."""
     found = []
     for package in SCANNED:
         for path in sorted((REPO_ROOT / package).rglob("*.py")):
             relative = path.relative_to(REPO_ROOT).as_posix()
             if relative.startswith(tuple(f"{folder}/" for folder in WORKLOAD_FOLDERS)):
                 continue
-            found += [f"{relative}:{line}: {what}" for line, what in branches(path.read_text())]
+            found += [f"{relative}:{line}: {what}" for line, what in scan(path.read_text())]
+    return found
+
+
+def test_no_modality_branch_outside_the_workload_folders():
+    found = outside_the_workload_folders(branches)
     assert not found, "ask the workload (foundry.core.workload) or the typed value instead:\n" + "\n".join(found)
 
 
@@ -268,13 +274,7 @@ def test_the_scan_finds_each_comparison_with_a_workloads_name_or_modality():
 
 
 def test_no_comparison_with_a_workloads_name_outside_the_workload_folders():
-    found = []
-    for package in SCANNED:
-        for path in sorted((REPO_ROOT / package).rglob("*.py")):
-            relative = path.relative_to(REPO_ROOT).as_posix()
-            if relative.startswith(tuple(f"{folder}/" for folder in WORKLOAD_FOLDERS)):
-                continue
-            found += [f"{relative}:{line}: {what}" for line, what in workload_words(path.read_text())]
+    found = outside_the_workload_folders(workload_words)
     assert not found, "ask the workload (foundry.core.workload) or the registrations instead:\n" + "\n".join(found)
 
 

@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from foundry.config import load_config
+from foundry.core import run_tags
 from foundry.runtime import run_owner, tracking
 
 KILLED = """
@@ -52,7 +53,7 @@ def test_a_killed_run_is_marked_failed_by_the_next_and_its_staging_removed(confi
     assert status(killed) == "RUNNING"
     tracking.start_pipeline_run(config)
     assert status(killed) == "FAILED"
-    assert "ended without finishing the run" in tracking.client().get_run(killed).data.tags[run_owner.FAILURE]
+    assert "ended without finishing the run" in tracking.client().get_run(killed).data.tags[run_tags.FAILURE]
     assert sorted(p.name for p in (foundry_home / "runs" / killed).iterdir()) == ["validation_report.json"]
 
 
@@ -63,7 +64,7 @@ def test_a_run_of_a_live_process_is_left_running(config):
 
 
 def test_a_run_of_another_host_is_left_running(config):
-    other = tagged_run(config, **{run_owner.HOST: f"not-{socket.gethostname()}", run_owner.PID: "4194304"})
+    other = tagged_run(config, **{run_tags.HOST: f"not-{socket.gethostname()}", run_tags.PID: "4194304"})
     tracking.start_pipeline_run(config)
     assert status(other) == "RUNNING"
 
@@ -75,7 +76,7 @@ def test_a_run_without_owner_tags_is_left_running(config):
 
 
 def test_a_process_id_reused_by_another_process_counts_as_gone():
-    tags = {run_owner.HOST: socket.gethostname(), run_owner.PID: str(os.getpid()), run_owner.STARTED: "1.0"}
+    tags = {run_tags.HOST: socket.gethostname(), run_tags.PID: str(os.getpid()), run_tags.STARTED: "1.0"}
     assert run_owner.owner_gone(tags)
     assert not run_owner.owner_gone(run_owner.owner_tags())
 
