@@ -43,8 +43,8 @@ def _failed_at(failure: ProcessFailure) -> float:
     """When the rank failed, as far as can be told (see the module's docstring)."""
     if has_error_file(failure):
         return os.stat(failure.error_file).st_mtime  # written when the exception reached `@record`
-    if failure.exitcode == -signal.SIGTERM:
-        return math.inf
+    if failure.exitcode in (-signal.SIGTERM, 128 + signal.SIGTERM):  # stopped by the agent (a rank's SIGTERM
+        return math.inf  # handler exits 143: `foundry.runtime.preemption`), after the failure that made it stop them
     return failure.timestamp - 1
 
 

@@ -61,3 +61,16 @@ def test_a_rank_that_raised_and_was_then_stopped_is_named_for_what_it_raised(tmp
     second = recorded_failure(tmp_path / "b", monkeypatch, 1, FileNotFoundError("manifest.json"), at=1000.3)
     headline = describe({0: first, 1: second}, 2, tmp_path).splitlines()[0]
     assert headline == "training rank 0 of 2 failed and then was killed by SIGTERM: FileNotFoundError: manifest.json"
+
+
+def test_a_rank_its_sigterm_handler_ended_with_143_is_not_the_cause():
+    """The agent's SIGTERM reaches a rank whose handler exits 143 (`foundry.runtime.preemption`): it was stopped
+    after the failure, like a rank SIGTERM killed, whatever the clock says."""
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    from foundry.training.failures import first_failure
+
+    stopped = ProcessFailure(local_rank=0, pid=1, exitcode=143, error_file="")
+    killed = ProcessFailure(local_rank=1, pid=2, exitcode=-9, error_file="")
+    stopped.timestamp = killed.timestamp  # noticed together: the rank order alone would name rank 0
+    assert first_failure({0: stopped, 1: killed}) == 1
