@@ -29,7 +29,8 @@ from foundry.core.contracts import SourceManifest
 from foundry.core.redact import redact_url
 from foundry.evaluate.report import best, head, name_of, runs_lines
 from foundry.evaluate.runs import metric_key
-from foundry.evaluate.scores import Baselines, ChatScores, Evaluation, EvaluationData, ModelRef, ModelScores, described
+from foundry.align.fields import ChatScores
+from foundry.evaluate.scores import Baselines, Evaluation, EvaluationData, ModelRef, ModelScores, described
 from foundry.evaluate.scoring import Scoring, Source
 from foundry.pretrain.scoring import is_language_model
 

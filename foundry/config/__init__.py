@@ -30,6 +30,8 @@ from foundry.config.search import SearchConfig, search_fits_config
 from foundry.config.serving import ServingConfig
 from foundry.config.training import CheckpointConfig, ModelConfig, TokenizerConfig, TrainConfig
 from foundry.core.redact import redact_text, redact_url
+from foundry.core import registrations
+from foundry.core.extended import Added, extended, imported
 from foundry.core.registrations import sections_read
 
 if TYPE_CHECKING:
@@ -61,19 +63,15 @@ __all__ = [
 ]
 
 
-class FoundryConfig(_Section):
+class _SharedSections(_Section):
+    """The sections every workload's runs read (or that no workload's own): `FoundryConfig`'s fields, with the
+    registered workloads' own sections in their places (`foundry.core.extended`)."""
+
     data: DataConfig = Field(
         DataConfig(), description="Where the text (or images) come from, how they are cleaned and split."
     )
-    image: ImageConfig = Field(
-        ImageConfig(), description="Image data (data.modality image): one size, near duplicates, shards, class checks."
-    )
     tokenizer: TokenizerConfig = Field(TokenizerConfig(), description="The byte-level BPE tokenizer.")
     model: ModelConfig = Field(ModelConfig(), description="The GPT's shape.")
-    vision: VisionModelConfig = Field(
-        VisionModelConfig(),
-        description="The image classifier (data.modality image): a small CNN or ViT, and its augmentation.",
-    )
     train: TrainConfig = Field(
         TrainConfig(),
         description="Training from random weights, and the base that retrain, finetune and align override.",
@@ -101,7 +99,11 @@ class FoundryConfig(_Section):
     # last: its validator checks the space against the sections above
     search: SearchConfig = Field(SearchConfig(), description="`foundry search`: a hyperparameter study (Optuna).")
 
-    @field_validator("search")
+
+class _ConfigRules(_Section):
+    """`FoundryConfig`'s rules and methods; its fields are `_SharedSections`' and the workloads' sections."""
+
+    @field_validator("search", check_fields=False)
     @classmethod
     def _search_fits(cls, search: SearchConfig, info: ValidationInfo) -> SearchConfig:
         # A section that failed is missing from `info.data`: its own error names the bad value, and a
@@ -110,7 +112,7 @@ class FoundryConfig(_Section):
         return search_fits_config(search, info, skip=failed)
 
     @model_validator(mode="after")
-    def _variants_train(self) -> FoundryConfig:
+    def _variants_train(self) -> _ConfigRules:
         # An override is checked with the `train` it applies to (fsdp with muon...) when the config loads, not
         # when its flow starts; alignment's under both methods' recipes, whichever align.method is.
         trainings = {
@@ -128,7 +130,7 @@ class FoundryConfig(_Section):
         return self
 
     @model_validator(mode="after")
-    def _sections_fit(self) -> FoundryConfig:
+    def _sections_fit(self) -> _ConfigRules:
         # A value the run cannot train with (an image size the classifier cannot take) fails here, not in training;
         # only the sections a run of this modality reads are asked (`foundry.core.registrations`).
         for name in sections_read(self.data.modality):
@@ -198,6 +200,21 @@ class FoundryConfig(_Section):
         """Dotted keys to scalar values, the form MLflow params take; a nested section's keys get its name too
         (`align.train.max_steps`)."""
         return _flat(self.model_dump(), "")
+
+
+def _workload_sections() -> list[Added]:
+    """Each registered workload's own sections as config fields, in their places; each defaults to its class's
+    defaults."""
+    added = []
+    for section in registrations.sections():
+        model = imported(section.model)
+        added.append(Added(section.name, model, Field(model(), description=section.description), section.after))
+    return added
+
+
+# The one typed config: the shared sections with each registered workload's own in the place it names, else before
+# `search` (last: its validator checks the space against the sections above it).
+FoundryConfig = extended("FoundryConfig", _ConfigRules, _SharedSections, _workload_sections(), "search", doc=None)
 
 
 def _first_setting(sections: list[tuple[str, Any]], key: str) -> tuple[str, Any, Any] | None:

@@ -1,19 +1,8 @@
-"""What every config section shares."""
+"""What every config section shares: `foundry.core.config_section.ConfigSection`, by the name the config's modules
+import it as (a workload's own section derives from it where it lives, in the core)."""
 
 from __future__ import annotations
 
-from typing import Any
+from foundry.core.config_section import ConfigSection
 
-from pydantic import BaseModel, ConfigDict
-
-
-class _Section(BaseModel):
-    # Unknown keys are typos, not extensions: reject them so a misspelt override never goes unnoticed. No value
-    # of any section is infinite or NaN: `learning_rate: .inf` would train to NaN weights after the config passed.
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
-
-    def misfit(self, config: Any) -> str | None:
-        """What keeps this section from working with the rest of `config` (a `FoundryConfig`), in a run that reads
-        it; None when nothing does. The config asks each section its modality's runs read
-        (`foundry.core.registrations.sections_read`): a value they cannot train with fails when it loads."""
-        return None
+_Section = ConfigSection

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from foundry.config.base import _Section
 from foundry.core.redact import keep, redact_url
-from foundry.core.registrations import modalities
+from foundry.core.registrations import builtin_sources, modalities
 
 # The detectors of foundry/data/privacy/pii_patterns.py, in the order they run (a test keeps the two equal).
 _PII_NAMES = """private_key pem_block aws_access_key aws_secret_key azure_key github_token gitlab_token slack_token
@@ -19,11 +19,9 @@ PII_KINDS = Literal[tuple(_PII_NAMES.split())]  # type: ignore[misc]
 MODALITIES = Literal[modalities()]  # type: ignore[misc]
 
 
-# The built-in sources: the modality each holds, and why a config of another modality cannot read it.
-BUILTIN_SOURCES: dict[str, tuple[str, str]] = {
-    "stdlib://": ("text", "stdlib:// is text: an image source is a folder, an index, an archive or sklearn://digits"),
-    "sklearn://": ("image", "sklearn:// sources are images: set data.modality to image"),
-}
+# The built-in sources: the modality each holds, and why a config of another modality cannot read it; each is a
+# registered workload's (`Registration.sources`).
+BUILTIN_SOURCES: dict[str, tuple[str, str]] = builtin_sources()
 
 
 class DataConfig(_Section):

@@ -25,18 +25,12 @@ from pydantic import field_validator, model_validator
 
 from foundry.core.contracts import _Value
 from foundry.core.digests import fast_digest, sha256_file
-from foundry.core.registrations import kinds, modalities, modality_of_kind
+from foundry.core.extended import Added, extended, fields_of, imported
+from foundry.core.registrations import kinds, listed, modalities, modality_of_kind
 
 FILE = "manifest.json"
 TOKENIZER = "tokenizer.json"
 SPLITS = ("train", "holdout")
-
-
-# The fields of one modality only: reading one on a dataset of the other raises (`DatasetManifest.__getattribute__`).
-_MODALITY_OF = {
-    **dict.fromkeys(("vocab_size", "eot_id", "train_tokens", "holdout_tokens"), "text"),
-    **dict.fromkeys(("classes", "image_shape", "image_counts", "shard_manifest"), "image"),
-}
 
 
 # The modality of each kind of dataset, as the workloads are registered (`foundry.core.registrations`): documents and
@@ -73,10 +67,9 @@ class LedgerRecord(_Value):
     signing: dict[str, int]
 
 
-class DatasetManifest(_Value):
-    """What a prepared dataset holds. Fields a kind of dataset does not have are None (and not written):
-    documents have `ledger`, `dtype` and `shards`; alignment records have `method`, `block_size` and
-    `chat_template`. `files` is absent from datasets prepared before it was written."""
+class _SharedFields(_Value):
+    """The fields every dataset's manifest may have, whatever its modality: `DatasetManifest`'s, with each registered
+    modality's own fields in their places (`foundry.core.extended`)."""
 
     modality: MODALITIES = "text"  # type: ignore[valid-type]
     # documents, alignment records of one shape, or labelled images
@@ -89,23 +82,19 @@ class DatasetManifest(_Value):
     holdout_fraction: float
     block_size: int | None = None  # alignment: records longer than the model's context were dropped
     ledger: LedgerRecord | None = None
-    vocab_size: int | None = None  # text: required
-    eot_id: int | None = None  # text: required
     dtype: str | None = None
     chat_template: dict[str, Any] | None = None  # models.chat.ChatTemplate.to_dict()
     shards: list[Shard] | None = None
-    train_tokens: int | None = None  # text: required
-    holdout_tokens: int | None = None  # text: required
-    classes: list[str] | None = None  # image: labels in class-index order
-    image_shape: tuple[int, int, int] | None = None  # image: (C, H, W) of every image
-    image_counts: dict[str, dict[str, int]] | None = None  # image: split -> label -> images
-    shard_manifest: str | None = None  # image: the shards' own manifest (foundry.vision.shards.ShardManifest)
     files: dict[str, str] | None = None  # every other file's xxh3-128, what hydration checks a copy against
+
+
+class _ManifestRules(_Value):
+    """`DatasetManifest`'s rules and methods; its fields are `_SharedFields`' and each modality's own."""
 
     # Keys written only when they differ from what their absence means (see the module's docstring).
     _IMPLIED: ClassVar[dict[str, str]] = {"modality": "text", "kind": "text"}
 
-    @field_validator("modality", mode="before")
+    @field_validator("modality", mode="before", check_fields=False)
     @classmethod
     def _known_modality(cls, value: object) -> object:
         if value not in (known := get_args(MODALITIES)):
@@ -116,7 +105,7 @@ class DatasetManifest(_Value):
         return value
 
     @model_validator(mode="after")
-    def _fields_of_its_modality(self) -> DatasetManifest:
+    def _fields_of_its_modality(self) -> _ManifestRules:
         values = self.__dict__  # plain reads: the guarded attributes raise on the other modality's fields
         mine = [name for name, of in _MODALITY_OF.items() if of == values["modality"]]
         theirs = [name for name, of in _MODALITY_OF.items() if of != values["modality"]]
@@ -201,3 +190,33 @@ class DatasetManifest(_Value):
         metrics = {f"data/{k}": v for k, v in self.stats.items()}
         metrics.update({f"data/source_{k}": v for k, v in self.source_skipped.items()})
         return metrics
+
+
+def _modality_fields() -> list[tuple[str, Added]]:
+    """Each registered modality's own fields (`Registration.manifest`), with its modality. Each is None on a dataset
+    of another modality, so each defaults to None."""
+    owned = [
+        (registration.modality, added)
+        for registration in listed()
+        if registration.manifest
+        for added in fields_of(imported(registration.manifest))
+    ]
+    if defaulted := [added.name for _, added in owned if added.info.default is not None]:
+        raise TypeError(f"manifest fields {', '.join(defaulted)} must default to None: other modalities lack them")
+    return owned
+
+
+_OWN_FIELDS = _modality_fields()
+# The fields of one modality only: reading one on a dataset of another raises (`DatasetManifest.__getattribute__`).
+_MODALITY_OF = {added.name: modality for modality, added in _OWN_FIELDS}
+
+DatasetManifest = extended(
+    "DatasetManifest",
+    _ManifestRules,
+    _SharedFields,
+    [added for _, added in _OWN_FIELDS],
+    "files",
+    doc="""What a prepared dataset holds. Fields a kind of dataset does not have are None (and not written):
+    documents have `ledger`, `dtype` and `shards`; alignment records have `method`, `block_size` and
+    `chat_template`. `files` is absent from datasets prepared before it was written.""",
+)

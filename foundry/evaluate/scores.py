@@ -22,10 +22,10 @@ from pydantic import BaseModel, ConfigDict
 
 from foundry.config import FoundryConfig
 from foundry.core.contracts import DATA_VERSION
-from foundry.core.metrics.holdout import HoldoutMetrics
-from foundry.core.metrics.images import VisionMetrics
+from foundry.core.extended import Added, extended, fields_of, imported
 from foundry.core.model_uri import LoggedModelUri, ModelUri
 from foundry.core.redact import redact_url
+from foundry.core.registrations import listed
 
 log = logging.getLogger(__name__)
 
@@ -69,33 +69,30 @@ class EvaluationData(_Value):
         return f"data version {self.data_version}" if self.data_version else f"{self.source} (not versioned)"
 
 
-class GroupScore(_Value):
-    bits_per_byte: float
-    loss: float
-    tokens: int
-    bytes: int
-
-
-class ChatScores(_Value):
-    """An aligned model on chat data: the share of holdout conversations whose greedy reply is the reference
-    reply, and nats per assistant token; both None when the model is not comparable (`note` says why)."""
-
-    exact_match: float | None
-    response_loss: float | None
-    records: int  # holdout conversations scored
-    note: str = ""
-
-
-class ModelScores(_Value):
-    """One model's figures on the holdout: on documents overall and per group of source files, or on chats."""
+class _SharedScores(_Value):
+    """The fields of every model's scores, whatever its workload: `ModelScores`', with each registered workload's
+    figures in their places (`Registration.scores`, `foundry.core.extended`)."""
 
     model: ModelRef
     tokenizer: str  # sha256 of its tokenizer.json, first 12 digits: who can compare loss with whom
-    metrics: HoldoutMetrics | None = None  # loss, perplexity, bits per byte, tokens (on documents)
-    groups: dict[str, GroupScore] = {}
-    chat: ChatScores | None = None  # on chat records
-    vision: VisionMetrics | None = None  # an image classifier on images (`foundry.vision.scoring`)
     run_id: str = ""  # its evaluation run, once logged
+
+
+def _workload_scores() -> list[Added]:
+    """Each registered workload's own figures, in the order the workloads are listed."""
+    return [added for r in listed() if r.scores for added in fields_of(imported(r.scores))]
+
+
+# One model's figures: a language model's on documents (`metrics`, `groups`: `foundry.pretrain.fields`), an aligned
+# model's on chats (`chat`: `foundry.align.fields`), a classifier's on images (`vision`: `foundry.vision.fields`).
+ModelScores = extended(
+    "ModelScores",
+    _Value,
+    _SharedScores,
+    _workload_scores(),
+    "run_id",
+    doc="One model's figures on the holdout: on documents overall and per group of source files, or on chats.",
+)
 
 
 class Baselines(_Value):

@@ -28,12 +28,12 @@ from foundry.evaluate.scores import (
     Baselines,
     Evaluation,
     EvaluationData,
-    GroupScore,
     ModelRef,
     ModelScores,
     described,
 )
 from foundry.evaluate.scoring import Scoring, Source, Table
+from foundry.pretrain.fields import GroupScore
 from foundry.pretrain import report
 from foundry.pretrain.group_baselines import group_of
 
