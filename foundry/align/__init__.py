@@ -10,7 +10,8 @@
 - `evaluation`: held-out conversations and preferences, scored beside the base
 - `metrics`: the aligned model's scores beside its base's, and the one place naming their MLflow keys
 - `gate`: the alignment gate's I/O, the champion of its name scored on the same held-out data
-- `scoring`: `foundry evaluate` on chat records (exact match, response loss)
+- `scoring`: `foundry evaluate` on chat records (exact match, response loss); `fields`: its scores, as `ModelScores`
+  takes them
 - `workload`: the chat workload, as the trainer, the gates and evaluate ask it
 
 The losses, the chat template and packing are pure PyTorch in the top-level `models` package (`models.align`,

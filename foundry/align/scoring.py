@@ -23,13 +23,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from foundry.align.fields import ChatScores
 from foundry.config import FoundryConfig, variants
 from foundry.core import run_tags
 from foundry.core.contracts import SourceManifest
 from foundry.core.redact import redact_url
 from foundry.evaluate.report import best, head, name_of, runs_lines
 from foundry.evaluate.runs import metric_key
-from foundry.align.fields import ChatScores
 from foundry.evaluate.scores import Baselines, Evaluation, EvaluationData, ModelRef, ModelScores, described
 from foundry.evaluate.scoring import Scoring, Source
 from foundry.pretrain.scoring import is_language_model

@@ -3,7 +3,9 @@
 One module per group of sections (`data`, `image`, `training`, `evaluation`, `serving`, `align`, `adapt`, `search`);
 `base` is what every section shares, `describe` explains the config to people (comments, `--explain`), `variants`
 derives a config from a config (another source, a warm start, a trial's values) and validates it again.
-Defaults in these files are the source of truth; `params.yaml` is written from them
+`FoundryConfig` is the sections every workload shares with each registered workload's own in its place
+(`foundry.core.registrations.Section`: `image` and `vision` are the image workload's), built by
+`foundry.core.extended`. Defaults in these files are the source of truth; `params.yaml` is written from them
 (`foundry config --defaults --write params.yaml`) and a test keeps the two equal.
 """
 
@@ -29,9 +31,9 @@ from foundry.config.image import ImageConfig, VisionModelConfig
 from foundry.config.search import SearchConfig, search_fits_config
 from foundry.config.serving import ServingConfig
 from foundry.config.training import CheckpointConfig, ModelConfig, TokenizerConfig, TrainConfig
-from foundry.core.redact import redact_text, redact_url
 from foundry.core import registrations
 from foundry.core.extended import Added, extended, imported
+from foundry.core.redact import redact_text, redact_url
 from foundry.core.registrations import sections_read
 
 if TYPE_CHECKING:

@@ -11,6 +11,9 @@
 - `gate_tags`: the `gate.*` tags recording a gate's decision and its inputs, named in one place
 - `run_tags`: the MLflow tags Foundry sets on its runs (stage, flow run, search, run owner), named in one place
 - `workload`: the Workload interface and the registry of workloads (text, chat, image)
-- `registrations`: the table registering each workload (its module, modality, dataset kinds), and what derives from it
+- `registrations`: the table registering each workload (its module, modality, dataset kinds, what it adds to the
+  shared models), and what derives from it
+- `extended`: the shared models (config, manifest, scores) built with the fields each registered workload adds
+- `config_section`: what every config section shares, the config's and a workload's own alike
 - `redact`: URLs and connection strings as Foundry logs, saves and shows them: credentials masked
 """

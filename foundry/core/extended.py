@@ -71,7 +71,9 @@ def extended(
     following: dict[str | None, list[Added]] = defaultdict(list)
     for field in added:
         if field.name in fields or any(field.name == other.name for held in following.values() for other in held):
-            raise TypeError(f"two fields of {name} are named {field.name!r}: a workload's field takes a name of its own")
+            raise TypeError(
+                f"two fields of {name} are named {field.name!r}: a workload's field takes a name of its own"
+            )
         if field.after is not None and field.after not in fields:
             raise TypeError(f"{field.name} of {name} is placed after {field.after!r}, not a field of {name}")
         following[field.after].append(field)

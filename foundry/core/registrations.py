@@ -85,7 +85,9 @@ REGISTERED: dict[str, Registration] = {
         ("text",),
         manifest="foundry.pretrain.fields:ManifestFields",
         scores="foundry.pretrain.fields:ScoresFields",
-        sources={"stdlib://": "stdlib:// is text: an image source is a folder, an index, an archive or sklearn://digits"},
+        sources={
+            "stdlib://": "stdlib:// is text: an image source is a folder, an index, an archive or sklearn://digits"
+        },
     ),
 }
 

@@ -24,12 +24,14 @@ Its metrics type and gate inputs live in its folder too, and register themselves
 `summary_rows` `foundry run` prints) and names its `kind`; gate inputs derive from `foundry.gates.inputs.GateInputs`
 (from `AgainstChampion` and `AgainstBase` for the pretraining and specialist rules, by a `Measure` of its own) and
 name their `gate`. A candidate, a training flow's result and a decision then take them: no union lists them.
-Outside its folder it adds no branch, and still adds values to these, where it has them: any built-in source scheme
-of its own to `foundry.config.data.BUILTIN_SOURCES`; the fields only its datasets have to the manifest
-(`foundry.data.manifest`: `DatasetManifest` and `_MODALITY_OF`); its config sections to `FoundryConfig` (named in
-its registration's `sections`, each checking itself against the rest with `misfit`); and its holdout figures to
-`foundry.evaluate.scores.ModelScores`, which keeps one field per workload (`metrics`, `groups`, `chat`, `vision`):
-one field open to any metrics type would change the shape `foundry evaluate` hands on.
+Outside its folder it adds no branch and edits no shared model: what it adds to them is named in its line too, by
+import path, and lives in its folder (`foundry.core.extended` builds the shared models with them): its config
+sections (`Section`, each a `foundry.core.config_section.ConfigSection` checking itself against the rest with
+`misfit`, in the place of `FoundryConfig` it names), the fields only its datasets have (`manifest`: a pydantic model
+whose fields `DatasetManifest` takes, required on its modality's datasets and refused on others'), its holdout figures
+(`scores`: the fields `foundry.evaluate.scores.ModelScores` takes, one per workload so far: `metrics` and `groups`,
+`chat`, `vision`; one field open to any metrics type would change the shape `foundry evaluate` hands on), and its
+built-in source schemes (`sources`: `foundry.config.data.BUILTIN_SOURCES`).
 After torchtitan's `TrainSpec`: checkpointing and resilience are the trainer's, not the workload's.
 """
 

@@ -12,7 +12,10 @@ bytes `json.dumps(..., indent=1)` gave before this class existed, and keys a man
 An image dataset (modality "image", kind "classification") has no tokens: its `classes`, `image_shape`,
 `image_counts` and `shard_manifest` (the `shards.json` of `foundry.vision.shards`) stand where a text dataset has
 `vocab_size`, `eot_id`, `train_tokens` and `holdout_tokens`. Each side's fields are absent (not written) on the
-other, and reading one of them there raises `WrongModality` rather than returning None.
+other, and reading one of them there raises `WrongModality` rather than returning None. Those fields are each
+modality's own, named in its workload's registration (`Registration.manifest`: `foundry.pretrain.fields`,
+`foundry.vision.fields`) and placed among the shared ones where they have always been written
+(`foundry.core.extended`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ pipeline with the first model's settings, into the evaluation run's staging fold
 never versioned. What the data holds decides its workload (`foundry.core.workload.for_data`), and the workload
 how its models are scored, beside which baselines, and reported (`Workload.scoring()`, `foundry.evaluate.scoring`):
 documents by bits per byte (`foundry.pretrain.scoring`), chat records by exact match (`foundry.align.scoring`),
-images by accuracy (`foundry.vision.scoring`).
+images by accuracy (`foundry.vision.scoring`). Each workload's figures are its own fields of `ModelScores`, named in
+its registration (`Registration.scores`) and defined in its folder (`foundry.pretrain.fields`, ...).
 """
 
 from __future__ import annotations

@@ -4,4 +4,5 @@
 - `validation`: stage E, the holdout metrics beside the compressors, generations and the loss curve
 - `scoring`: `foundry evaluate` on documents (bits per byte, overall and per group); `report`: its comparison
 - `group_baselines`: the baselines per group of source files
+- `fields`: what text adds to the shared models: its datasets' token fields, a language model's scores
 """

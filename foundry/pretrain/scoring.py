@@ -33,8 +33,8 @@ from foundry.evaluate.scores import (
     described,
 )
 from foundry.evaluate.scoring import Scoring, Source, Table
-from foundry.pretrain.fields import GroupScore
 from foundry.pretrain import report
+from foundry.pretrain.fields import GroupScore
 from foundry.pretrain.group_baselines import group_of
 
 FIELDS = ("loss", "perplexity", "bits_per_byte", "tokens")  # a model's overall `eval/<field>`

@@ -11,4 +11,5 @@ trained and scored on them (`workload`, as `foundry.core.workload` asks it).
 - `scoring`: `foundry evaluate` on images; `purge`: purging images from an image data version
 - `package`: logging a classifier as a served model (its leaf is `foundry.serving.vision_pyfunc`)
 - `config`: the `image` section's old import path
+- `fields`: what images add to the shared models: their datasets' fields, a classifier's scores
 """
