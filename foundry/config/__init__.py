@@ -210,6 +210,8 @@ def _workload_sections() -> list[Added]:
     added = []
     for section in registrations.sections():
         model = imported(section.model)
+        if not (isinstance(model, type) and issubclass(model, _Section)):
+            raise TypeError(f"{section.model} is not a config section: derive it from ConfigSection (foundry.core)")
         added.append(Added(section.name, model, Field(model(), description=section.description), section.after))
     return added
 
