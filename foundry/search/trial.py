@@ -64,7 +64,7 @@ def _reporter(job: TrialJob, search):
 def run_trial(job: TrialJob) -> TrialOutcome:
     import mlflow
 
-    from foundry.evaluation.metrics import holdout_metrics
+    from foundry.pretrain.holdout_metrics import holdout_metrics
     from foundry.search.callbacks import TimeBox, ValidationReporter
     from foundry.training.run import TrainingRun
     from foundry.training.trainer import train

@@ -16,11 +16,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from foundry.config import FoundryConfig
 from foundry.core.metrics.holdout import HoldoutMetrics, window_stride
-from foundry.data.clean import iter_texts
 from foundry.data.manifest import TOKENIZER, DatasetManifest
-from foundry.data.shards import load_split, split_parts
-from foundry.evaluation.compressors import compression_bits_per_byte  # noqa: F401  (bench/defaults.py's)
+from foundry.pretrain.clean import iter_texts
+from foundry.pretrain.compressors import compression_bits_per_byte  # noqa: F401  (bench/defaults.py's)
+from foundry.pretrain.shards import load_split, split_parts
 from models.data import SequentialWindows
 from models.gpt import GPT
 from models.tokens import EOT
@@ -118,3 +119,12 @@ def holdout_metrics(
     scores = score(model, tokens, manifest.holdout_bytes, batch_size, max_tokens, overlap)
     unigram = unigram_bits_per_byte(data_dir, manifest.vocab_size, manifest.holdout_bytes)
     return HoldoutMetrics(**scores, unigram_bits_per_byte=unigram)
+
+
+def gate_score(weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig) -> float:
+    """Bits per byte of a model on the holdout of `data_dir`, tokenized with its own tokenizer: what the
+    pretraining, specialist and merge gates compare (`Workload.gate_score` of text)."""
+    from models.gpt import load_gpt
+
+    e, model = config.evaluation, load_gpt(weights)
+    return holdout_metrics(model, tokenizer, data_dir, e.batch_size, e.max_tokens, e.window_overlap).bits_per_byte
