@@ -121,10 +121,16 @@ def holdout_metrics(
     return HoldoutMetrics(**scores, unigram_bits_per_byte=unigram)
 
 
-def gate_score(weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig) -> float:
-    """Bits per byte of a model on the holdout of `data_dir`, tokenized with its own tokenizer: what the
-    pretraining, specialist and merge gates compare (`Workload.gate_score` of text)."""
+def weights_metrics(weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig) -> HoldoutMetrics:
+    """`holdout_metrics` of the GPT saved at `weights` (a model.pt), tokenized with `tokenizer` (its own), read as
+    the config's `evaluation` section says."""
     from models.gpt import load_gpt
 
     e, model = config.evaluation, load_gpt(weights)
-    return holdout_metrics(model, tokenizer, data_dir, e.batch_size, e.max_tokens, e.window_overlap).bits_per_byte
+    return holdout_metrics(model, tokenizer, data_dir, e.batch_size, e.max_tokens, e.window_overlap)
+
+
+def gate_score(weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig) -> float:
+    """Bits per byte of a model on the holdout of `data_dir`, tokenized with its own tokenizer: what the
+    pretraining, specialist and merge gates compare (`Workload.gate_score` of text)."""
+    return weights_metrics(weights, tokenizer, data_dir, config).bits_per_byte

@@ -177,6 +177,11 @@ class TextWorkload(GptWorkload):
 
         return validate(config, checkpoint, data_dir, run)
 
+    def holdout_metrics(self, weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig) -> HoldoutMetrics:
+        from foundry.pretrain.holdout_metrics import weights_metrics
+
+        return weights_metrics(weights, tokenizer, data_dir, config)
+
     def summary_table(self, metrics: HoldoutMetrics, decision: Decision) -> Any:
         from foundry.reports.cards import summary_table
 
