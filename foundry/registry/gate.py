@@ -17,8 +17,8 @@ scores a model by it (`gate_score`): a language model by bits per byte, an image
 (higher is better), through the same footing, recorded-or-re-scored champion and own-holdout guard.
 
 The other gates' I/O lives with the feature that owns them and builds on the helpers here (`champion_score`,
-`old_holdout`, `own_holdout`; a language model's score is `foundry.pretrain.holdout_metrics.gate_score`): the specialist and merge gates' in `foundry.specialists.gate`, the
-alignment gate's in `foundry.align.gate`. Each looks the champion up with `versions.champion`, which fails
+`old_holdout`, `own_holdout`; a model is scored by its workload's `gate_score`): the specialist and merge gates' in
+`foundry.specialists.gate`, the alignment gate's in `foundry.align.gate`. Each looks the champion up with `versions.champion`, which fails
 closed: a registry error is not "no champion".
 """
 
