@@ -1,5 +1,5 @@
 """Stage E, evaluate: holdout loss, perplexity and bits per byte, with a unigram baseline (the compressors' are
-`compressors.py`'s).
+`compressors.py`'s), of a model in memory (`holdout_metrics`) or saved (`weights_metrics`; `gate_score`: the gates').
 
 Bits per byte divide the summed loss by the holdout's UTF-8 bytes, so models with different
 tokenizers compare on the same footing; this is what promotion compares. The holdout is read in windows of the
@@ -23,7 +23,7 @@ from foundry.pretrain.clean import iter_texts
 from foundry.pretrain.compressors import compression_bits_per_byte  # noqa: F401  (bench/defaults.py's)
 from foundry.pretrain.shards import load_split, split_parts
 from models.data import SequentialWindows
-from models.gpt import GPT
+from models.gpt import GPT, load_gpt
 from models.tokens import EOT
 
 LN2 = math.log(2)
@@ -124,8 +124,6 @@ def holdout_metrics(
 def weights_metrics(weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig) -> HoldoutMetrics:
     """`holdout_metrics` of the GPT saved at `weights` (a model.pt), tokenized with `tokenizer` (its own), read as
     the config's `evaluation` section says."""
-    from models.gpt import load_gpt
-
     e, model = config.evaluation, load_gpt(weights)
     return holdout_metrics(model, tokenizer, data_dir, e.batch_size, e.max_tokens, e.window_overlap)
 
