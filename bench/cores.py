@@ -35,13 +35,13 @@ def loop(_: dict, __: str) -> None:
 
 
 def clean(setup: dict, out: str) -> None:
-    from foundry.data.clean import PartitionJob, clean_partition
+    from foundry.pretrain.clean import PartitionJob, clean_partition
 
     clean_partition(PartitionJob(0, setup["entries"], setup["cfg"], out))
 
 
 def encode(setup: dict, out: str) -> None:
-    from foundry.data.shards import EncodeJob, encode_chunk
+    from foundry.pretrain.shards import EncodeJob, encode_chunk
 
     texts = setup["train"]
     chunk = {"split": "train", "texts": texts, "start": 0, "end": os.path.getsize(texts), "out": f"{out}/t.bin"}
@@ -52,8 +52,8 @@ def seconds(core: int, work: str, setup: dict) -> float:
     """In a fresh process (pinned before any thread of a library starts), the imports before the clock."""
     os.sched_setaffinity(0, {core})
     if work != "loop":
-        import foundry.data.clean  # noqa: F401
-        import foundry.data.shards  # noqa: F401
+        import foundry.pretrain.clean  # noqa: F401
+        import foundry.pretrain.shards  # noqa: F401
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
         globals()[work](setup, out)
@@ -71,7 +71,7 @@ def prepared(work: str, folder: Path) -> dict:
     from foundry.config import load_config
     from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
-    from foundry.data.prepare import prepare
+    from foundry.pretrain.prepare import prepare
 
     config = load_config(None, [])
     manifest = acquire_source(config.data, folder / "source_manifest.json")

@@ -67,10 +67,10 @@ def plain_loop(entries: list, config, out: Path) -> dict:
     from datasketch import MinHash, MinHashLSH
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from foundry.data.clean import holdout_set, normalise
-    from foundry.data.dedup import shingles
     from foundry.data.privacy import pii
     from foundry.data.quality import quality_problem
+    from foundry.pretrain.clean import holdout_set, normalise
+    from foundry.pretrain.dedup import shingles
 
     d = config.data
     perms = MinHash(num_perm=d.near_dup_num_perm, seed=1, scheme="affine32").permutations
@@ -144,7 +144,7 @@ def stream_digest(files: list[Path]) -> str:
 
 def _timed_steps(timings: dict, dask: bool) -> None:
     """Wall time per step of `prepare`, by wrapping its steps (in the process that runs `prepare`)."""
-    import foundry.data.prepare as prep
+    import foundry.pretrain.prepare as prep
 
     def wrap(name, fn):
         def timed(*args, **kwargs):

@@ -40,7 +40,7 @@ def prepared(config, work: Path, cache: dict) -> Path:
     """The corpus prepared with this config's data and tokenizer settings, once per distinct setting."""
     from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
-    from foundry.data.prepare import prepare
+    from foundry.pretrain.prepare import prepare
 
     key = config.data.model_dump_json() + config.tokenizer.model_dump_json()  # what prepare() reads
     if key not in cache:
@@ -76,7 +76,7 @@ def train_and_score(name: str, config, data_dir: Path, work: Path, attempt: int)
     from concurrent.futures import ProcessPoolExecutor
 
     from foundry.data.manifest import DatasetManifest
-    from foundry.evaluation.metrics import holdout_metrics, holdout_tokens, score
+    from foundry.pretrain.holdout_metrics import holdout_metrics, holdout_tokens, score
     from models.gpt import load_gpt
 
     # A process per training: nothing compiled or cached by an earlier training in this run helps a later one;
@@ -133,7 +133,7 @@ def differences(baseline, candidate) -> list[str]:
 
 def main() -> int:
     from foundry.config import load_config
-    from foundry.evaluation.metrics import compression_bits_per_byte
+    from foundry.pretrain.holdout_metrics import compression_bits_per_byte
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(

@@ -28,8 +28,8 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from foundry.data.clean import normalise
 from foundry.data.privacy import pii, secret_scan
+from foundry.pretrain.clean import normalise
 
 DOCS = Path("/usr/share/doc")
 MAX_BYTES = 4_000_000  # larger documents are rare and slow; none here is above it

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 def holdout_loss(model, data_dir: Path, block_size: int) -> float:
     import torch
 
-    from foundry.data.shards import load_split
+    from foundry.pretrain.shards import load_split
     from models.data import SequentialWindows
 
     model.eval()

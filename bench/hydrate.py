@@ -46,7 +46,7 @@ def make_dataset(root: Path, total_mb: int, shards: int) -> int:
                 "sha256": hashlib.sha256(data).hexdigest(),
             }
         )
-    from foundry.core.digests import folder_digests  # as foundry.data.prepare lists them
+    from foundry.core.digests import folder_digests  # as foundry.pretrain.prepare lists them
     from foundry.data.manifest import FILE, DatasetManifest
 
     total = tokens_per_shard * shards

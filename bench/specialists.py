@@ -58,8 +58,8 @@ def merges(made: dict[tuple, str], base_config: Path, domains: list[str]) -> dic
 
 def score_all(models: dict[str, str], holdouts: dict[str, str], base_config: Path) -> dict[tuple, float]:
     """{(row, holdout): bits per byte} of every model on the holdout of every named model."""
+    from foundry.pretrain.holdout_metrics import gate_score
     from foundry.registry import versions
-    from foundry.registry.gate import score
     from foundry.registry.parent import data_of
     from foundry.runtime.env import foundry_home
 
@@ -69,7 +69,7 @@ def score_all(models: dict[str, str], holdouts: dict[str, str], base_config: Pat
     for row, uri in models.items():
         files = versions.download(versions.resolve(uri), home)
         for name, folder in dirs.items():
-            table[(row, name)] = score(files / "model.pt", files / "tokenizer.json", folder, cfg)
+            table[(row, name)] = gate_score(files / "model.pt", files / "tokenizer.json", folder, cfg)
     return table
 
 

@@ -127,7 +127,7 @@ def gaps(x: dict[int, float], y: dict[int, float], after: int) -> tuple[float, f
 
 
 def holdout_loss(config, data: Path, model_pt: Path):
-    from foundry.evaluation.metrics import holdout_metrics
+    from foundry.pretrain.holdout_metrics import holdout_metrics
     from models.gpt import load_gpt
 
     e = config.evaluation

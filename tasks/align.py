@@ -113,7 +113,7 @@ def evaluate_aligned(
 
     from foundry.align.evaluation import heldout_scores
     from foundry.data.hydrate import hydrate_version
-    from foundry.evaluation.metrics import holdout_metrics
+    from foundry.pretrain.holdout_metrics import holdout_metrics
     from models.chat import saved_template
     from models.generate import Sampling, generate_replies
     from models.gpt import gpt_from_saved, load_gpt, load_saved

@@ -1,6 +1,6 @@
 """Preparation, in this process or on a Dask cluster: the partition steps of `prepare` as Prefect tasks.
 
-`run_prepare` runs `foundry.data.prepare.prepare` in this process when `data.workers` is 1 and no
+`run_prepare` runs `foundry.pretrain.prepare.prepare` in this process when `data.workers` is 1 and no
 `data.scheduler` is set. Otherwise its map steps are Prefect task runs on a `DaskTaskRunner`: a local
 cluster of `data.workers` processes, one task thread and single-threaded libraries each, or the
 existing scheduler at `data.scheduler` (whose workers must see the same files). The global steps
@@ -22,7 +22,7 @@ from foundry.config import DataConfig, FoundryConfig
 from foundry.core import workload
 from foundry.core.contracts import SourceManifest
 from foundry.core.preparing import FRESH, DataBasis, PrepareRun, Preparing
-from foundry.data.prepare import Prepared
+from foundry.data.prepared import Prepared
 from foundry.runtime.env import TELEMETRY_OFF
 
 # A worker is one core: one task thread, and no library that spreads itself over more. Tokenizers

@@ -382,7 +382,7 @@ def tiny_dataset(tiny_config, tmp_path_factory) -> Path:
     """The tiny twin's prepared dataset (stdlib://email), built once per session."""
     from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
-    from foundry.data.prepare import prepare
+    from foundry.pretrain.prepare import prepare
 
     root = tmp_path_factory.mktemp("tiny-dataset")
     manifest = acquire_source(tiny_config.data, root / "source_manifest.json")

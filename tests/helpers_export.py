@@ -22,7 +22,7 @@ def corpus_tokenizer(path: Path, chat: bool = False):
     """A byte-level BPE trained on `EXPORT_CORPUS` as Foundry trains one, with the chat markers when `chat`,
     saved at `path`."""
     from foundry.config.training import TokenizerConfig
-    from foundry.data.shards import train_tokenizer
+    from foundry.pretrain.shards import train_tokenizer
 
     tokenizer = train_tokenizer(EXPORT_CORPUS, TokenizerConfig(vocab_size=400, min_frequency=1))
     if chat:

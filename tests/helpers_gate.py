@@ -12,8 +12,8 @@ import torch
 
 from foundry.core.contracts import SourceManifest
 from foundry.data.hydrate import hydrate_version
-from foundry.data.shards import load_split
 from foundry.data.versioning import version_dataset
+from foundry.pretrain.shards import load_split
 from foundry.registry import versions
 from foundry.runtime import tracking
 from foundry.serving.package import log_model

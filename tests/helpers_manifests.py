@@ -4,7 +4,7 @@ from __future__ import annotations
 
 SHARD = {"file": "train_000.bin", "split": "train", "dtype": "uint16", "tokens": 2, "sha256": ""}
 
-# The key order and shapes `foundry.data.prepare` and `prepare_align` wrote with json.dumps(..., indent=1).
+# The key order and shapes `foundry.pretrain.prepare` and `prepare_align` wrote with json.dumps(..., indent=1).
 DOCUMENTS = {
     "source": "/corpus",
     "source_digest": "ab" * 32,

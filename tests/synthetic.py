@@ -33,7 +33,7 @@ def prepare_synthetic(base: Path, n: int = 40):
     from foundry.config import load_config
     from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
-    from foundry.data.prepare import prepare
+    from foundry.pretrain.prepare import prepare
 
     root = base / "corpus"
     root.mkdir()

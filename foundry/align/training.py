@@ -111,7 +111,7 @@ def replay_windows(
     config: FoundryConfig, manifest: DatasetManifest, replay: Replay, rows: int, rank: int, world_size: int
 ):
     """Seeded windows of the pretraining training split, in the base's token ids (the chat tokens only add ids)."""
-    from foundry.data.shards import load_split
+    from foundry.pretrain.shards import load_split
     from models.data import RandomWindows, RankDraw
 
     source = replay.dir

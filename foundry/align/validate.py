@@ -19,7 +19,7 @@ from foundry.align.records import FIELDS, context_tokens, load_field
 from foundry.config import FoundryConfig
 from foundry.data.manifest import DatasetManifest
 from foundry.data.privacy import pii, secret_scan
-from foundry.data.validate import ValidationFailed, run_suites
+from foundry.data.validate_gx import ValidationFailed, run_suites
 from foundry.data.validation_report import ValidationReport
 from models.chat import ROLES, ChatTemplate
 from models.tokens import text_only

@@ -14,7 +14,7 @@ from foundry.pretrain.workload import GptWorkload
 
 if TYPE_CHECKING:
     from foundry.config import FoundryConfig
-    from foundry.data.prepare import Prepared
+    from foundry.data.prepared import Prepared
     from foundry.data.validation_report import ValidationReport
     from foundry.evaluate.scoring import Scoring
 

@@ -257,6 +257,11 @@ class Workload(ABC):
         (generations, plots); returns the metrics."""
         raise NotImplementedError(f"the {self.name} workload's models are not validated by stage E")
 
+    def holdout_metrics(self, weights: Path, tokenizer: Path, data_dir: Path, config: Any) -> Any:
+        """A trained model's metrics on the holdout of `data_dir` without the baselines stage E sets beside them
+        (`weights`: its model.pt; `tokenizer`: its tokenizer.json): what a search trial records."""
+        raise NotImplementedError(f"the {self.name} workload's models are not searched")
+
     def summary_table(self, metrics: Any, decision: Any) -> Any:
         """The table a pretraining or specialist gate's decision leaves on the candidate's run
         (`evaluation/summary.json`, a pandas DataFrame): its metrics beside what the gate compared them with."""

@@ -1,7 +1,7 @@
 """The data gates' machinery: Great Expectations suites run over pandas tables (GX Core 1.x, an ephemeral context),
 each expectation's outcome kept in a `ValidationReport`, GX data docs on failure, and the sticky-split suite over
-a dataset's ledger that text and image datasets share. The gates themselves: `foundry.data.validate` (text),
-`foundry.vision.validate_images` (images), `foundry.align.validate` (alignment records).
+a dataset's ledger that text and image datasets share. The gates themselves: `foundry.pretrain.validate_documents`
+(text), `foundry.vision.validate_images` (images), `foundry.align.validate` (alignment records).
 """
 
 from __future__ import annotations

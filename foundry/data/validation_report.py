@@ -1,8 +1,9 @@
 """What a data gate found, as one typed value: suites, their expectations, what each observed.
 
-The data gate (`foundry.data.validate`) and the alignment data gate (`foundry.align.validate`) both write it as
-`validation_report.json` (logged under `validation/` on the run); `read` takes back every report written since
-the gates began, as the JSON has kept one shape: `{"success", "suites": {name: {"success", "results"}}, "pii"?}`.
+Every workload's data gate (`foundry.pretrain.validate_documents`, `foundry.vision.validate_images`,
+`foundry.align.validate`, run through `foundry.data.validate`) writes it as `validation_report.json` (logged under
+`validation/` on the run); `read` takes back every report written since the gates began, as the JSON has kept one
+shape: `{"success", "suites": {name: {"success", "results"}}, "pii"?}`.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def unigram_by_group(data_dir: Path, vocab_size: int, texts: dict[str, list[str]
     from tokenizers import Tokenizer
 
     from foundry.data.manifest import TOKENIZER
-    from foundry.evaluation.metrics import LN2, unigram_log_p
+    from foundry.pretrain.holdout_metrics import LN2, unigram_log_p
     from models.tokens import EOT
 
     log_p = unigram_log_p(data_dir, vocab_size)
@@ -56,7 +56,7 @@ def unigram_by_group(data_dir: Path, vocab_size: int, texts: dict[str, list[str]
 def group_baselines(data_dir: Path, config: FoundryConfig, overall: dict[str, float]) -> dict[str, dict[str, float]]:
     """`GROUP_BASELINES` by group (groups without text left out); one group is the whole holdout: `overall`'s."""
     from foundry.data.manifest import DatasetManifest
-    from foundry.evaluation.compressors import baselines_by_holdout
+    from foundry.pretrain.compressors import baselines_by_holdout
 
     texts = {group: documents for group, documents in holdout_by_group(data_dir).items() if "".join(documents)}
     if len(texts) == 1:

@@ -57,7 +57,7 @@ def prepared_data(config: FoundryConfig, source, tokenizer: Path, out_dir: Path)
     """`source` (`config.data.source` acquired) prepared into `out_dir` (a staging folder) with `tokenizer`: the
     pipeline's cleaning rules, on no parent ledger, never versioned."""
     from foundry.core.preparing import Preparing
-    from foundry.data.prepare import prepare
+    from foundry.pretrain.prepare import prepare
 
     prepare(Preparing(source, config.tokenizer_from(tokenizer), out_dir))
     return described(redact_url(config.data.source), out_dir, None, None)
@@ -97,7 +97,7 @@ def score_model(ref: ModelRef, data_dir: Path, config: FoundryConfig) -> ModelSc
     from tokenizers import Tokenizer
 
     from foundry.data.manifest import DatasetManifest
-    from foundry.evaluation.metrics import LN2, group_nats, holdout_tokens, score
+    from foundry.pretrain.holdout_metrics import LN2, group_nats, holdout_tokens, score
     from models.gpt import load_gpt
     from models.tokens import EOT
 
@@ -131,9 +131,9 @@ def baselines(data: EvaluationData, config: FoundryConfig) -> Baselines:
     split's tail, xz -9e and PPMd after `evaluation.strong_context_bytes` of it; unigram, gzip and PPMd per group
     of source files too (`group_baselines`)."""
     from foundry.data.manifest import DatasetManifest
-    from foundry.evaluation.compressors import compression_baselines
-    from foundry.evaluation.metrics import unigram_bits_per_byte
+    from foundry.pretrain.compressors import compression_baselines
     from foundry.pretrain.group_baselines import group_baselines
+    from foundry.pretrain.holdout_metrics import unigram_bits_per_byte
 
     e, manifest = config.evaluation, DatasetManifest.read(data.dir)
     scores = compression_baselines(data.dir, e.compression_context_bytes, e.strong_context_bytes)

@@ -19,7 +19,7 @@ def text_loaders(config: FoundryConfig, data_dir: Path, rank: int, world_size: i
     """(train, validation) loaders of a token dataset: seeded random windows of the training split, every rank
     its own, the batch ramped up over `train.ramp_steps`; the holdout's first windows in order. The training
     windows of each optimizer step depend on the global batch, not on how ranks and accumulation share it."""
-    from foundry.data.shards import load_split
+    from foundry.pretrain.shards import load_split
     from models.data import BatchRamp, RandomWindows, RankDraw, SequentialWindows, epoch_batches
 
     t, m = config.train, config.model

@@ -14,8 +14,8 @@ from foundry.runtime import tracking
 def validate(config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunContext) -> HoldoutMetrics:
     from tokenizers import Tokenizer
 
-    from foundry.evaluation.compressors import compression_baselines
-    from foundry.evaluation.metrics import holdout_metrics
+    from foundry.pretrain.compressors import compression_baselines
+    from foundry.pretrain.holdout_metrics import holdout_metrics
     from foundry.reports.plots import loss_curve
     from models.generate import Sampling, generate_texts
     from models.gpt import load_gpt

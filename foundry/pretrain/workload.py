@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from foundry.config import FoundryConfig
     from foundry.core.contracts import Candidate, ParentModel, RunContext, SourceManifest
     from foundry.core.version_tags import VersionTags
-    from foundry.data.prepare import Prepared
+    from foundry.data.prepared import Prepared
     from foundry.data.validation_report import ValidationReport
     from foundry.evaluate.scoring import Scoring
     from foundry.gates.decision import Decision
@@ -57,7 +57,7 @@ class GptWorkload(Workload):
         return acquire_source(config.data, out)
 
     def data_metrics(self, manifest: DatasetManifest) -> dict[str, float]:
-        from foundry.data.prepare import prepare_metrics
+        from foundry.pretrain.prepare import prepare_metrics
 
         return prepare_metrics(manifest)
 
@@ -135,12 +135,12 @@ class TextWorkload(GptWorkload):
         return line["text"]
 
     def prepare(self, job: Preparing) -> Prepared:
-        from foundry.data.prepare import prepare
+        from foundry.pretrain.prepare import prepare
 
         return prepare(job)
 
     def validate(self, job: Validating) -> ValidationReport:
-        from foundry.data.validate import validate_documents
+        from foundry.pretrain.validate_documents import validate_documents
 
         return validate_documents(job)
 
@@ -177,6 +177,11 @@ class TextWorkload(GptWorkload):
 
         return validate(config, checkpoint, data_dir, run)
 
+    def holdout_metrics(self, weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig) -> HoldoutMetrics:
+        from foundry.pretrain.holdout_metrics import weights_metrics
+
+        return weights_metrics(weights, tokenizer, data_dir, config)
+
     def summary_table(self, metrics: HoldoutMetrics, decision: Decision) -> Any:
         from foundry.reports.cards import summary_table
 
@@ -187,9 +192,9 @@ class TextWorkload(GptWorkload):
 
     def gate_score(self, weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig) -> float:
         """Bits per byte on the holdout, tokenized with the model's own tokenizer."""
-        from foundry.registry.gate import score
+        from foundry.pretrain.holdout_metrics import gate_score
 
-        return score(weights, tokenizer, data_dir, config)
+        return gate_score(weights, tokenizer, data_dir, config)
 
     def recorded_score(self, version, config: FoundryConfig) -> float | None:
         """Its recorded bits per byte, when scored as this run scores: the same `evaluation.max_tokens` from the

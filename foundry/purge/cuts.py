@@ -47,7 +47,7 @@ def complement(cuts: np.ndarray, total: int) -> np.ndarray:
 
 def cut(part: np.ndarray, offset: int, keep: np.ndarray, path: Path) -> tuple[int, str]:
     """Writes the tokens of `part` (a shard starting at `offset` in its split) that `keep` ranges cover, as raw
-    bytes, to `path`; returns their count and sha256 (as `foundry.data.shards.ShardWriter` computes it)."""
+    bytes, to `path`; returns their count and sha256 (as `foundry.pretrain.shards.ShardWriter` computes it)."""
     sha, count = hashlib.sha256(), 0
     with open(path, "wb") as fh:
         for lo, hi in keep:

@@ -17,8 +17,8 @@ scores a model by it (`gate_score`): a language model by bits per byte, an image
 (higher is better), through the same footing, recorded-or-re-scored champion and own-holdout guard.
 
 The other gates' I/O lives with the feature that owns them and builds on the helpers here (`champion_score`,
-`old_holdout`, `own_holdout`, `score`): the specialist and merge gates' in `foundry.specialists.gate`, the
-alignment gate's in `foundry.align.gate`. Each looks the champion up with `versions.champion`, which fails
+`old_holdout`, `own_holdout`; a model is scored by its workload's `gate_score`): the specialist and merge gates' in
+`foundry.specialists.gate`, the alignment gate's in `foundry.align.gate`. Each looks the champion up with `versions.champion`, which fails
 closed: a registry error is not "no champion".
 """
 
@@ -39,15 +39,6 @@ from foundry.gates.inputs import AgainstChampion, OldScores
 from foundry.registry import versions
 
 log = logging.getLogger(__name__)
-
-
-def score(weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig) -> float:
-    """Bits per byte of a model on the holdout of `data_dir`, tokenized with its own tokenizer."""
-    from foundry.evaluation.metrics import holdout_metrics
-    from models.gpt import load_gpt
-
-    e, model = config.evaluation, load_gpt(weights)
-    return holdout_metrics(model, tokenizer, data_dir, e.batch_size, e.max_tokens, e.window_overlap).bits_per_byte
 
 
 def champion_score(

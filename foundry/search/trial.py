@@ -64,11 +64,10 @@ def _reporter(job: TrialJob, search):
 def run_trial(job: TrialJob) -> TrialOutcome:
     import mlflow
 
-    from foundry.evaluation.metrics import holdout_metrics
+    from foundry.core.workload import for_data
     from foundry.search.callbacks import TimeBox, ValidationReporter
     from foundry.training.run import TrainingRun
     from foundry.training.trainer import train
-    from models.gpt import load_gpt
 
     pin_threads(job.cores)
     mlflow.set_tracking_uri(job.tracking_uri)
@@ -94,10 +93,7 @@ def run_trial(job: TrialJob) -> TrialOutcome:
         last = reporter.curve[-1][1]
         state = "pruned" if math.isfinite(last) else "diverged"
         return TrialOutcome(state=state, value=last, pruned_at_step=reporter.pruned_at, **common)
-    e = config.evaluation
-    metrics = holdout_metrics(
-        load_gpt(model_pt), data_dir / "tokenizer.json", data_dir, e.batch_size, e.max_tokens, e.window_overlap
-    )
+    metrics = for_data(data_dir).holdout_metrics(model_pt, data_dir / "tokenizer.json", data_dir, config)
     tracking.log_metrics(job.run_id, metrics.as_mlflow())
     value = metrics.bits_per_byte
     state = "complete" if math.isfinite(value) else "diverged"

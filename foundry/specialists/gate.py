@@ -20,7 +20,7 @@ from foundry.gates import specialist
 from foundry.gates.decision import Decision
 from foundry.gates.inputs import AgainstBase, HoldoutScore, MergeInputs
 from foundry.registry import versions
-from foundry.registry.gate import champion_score, measured, old_holdout, own_holdout, score
+from foundry.registry.gate import champion_score, measured, old_holdout, own_holdout
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def gather_merge(config: FoundryConfig, scores: list[HoldoutScore], name: str, h
     for s in scores:
         held, _ = own_holdout(versions.resolve(s.holdout_of), home)  # a purge's replacement, if any
         holdout = hydrate_version(held, home)  # once per node
-        bpb = score(files / "model.pt", files / "tokenizer.json", holdout, config)
+        bpb = for_data(holdout).gate_score(files / "model.pt", files / "tokenizer.json", holdout, config)
         rescored.append(s.model_copy(update={"incumbent_bits_per_byte": bpb}))
     shown = [round(s.incumbent_bits_per_byte, 4) for s in rescored]
     log.info("champion v%s of %s on the merge's holdouts: %s bits/byte", current.version, name, shown)

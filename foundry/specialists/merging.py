@@ -124,7 +124,7 @@ def recipe(model_uris: list[str], base_uri: str, config: FoundryConfig) -> dict:
 
 def score_holdouts(merged: Path, model_uris: list[str], base_uri: str, config: FoundryConfig, home: Path):
     """The merge and the base on each parent's holdout (and the specialist on its own), then on the base's."""
-    from foundry.registry.gate import score
+    from foundry.core.workload import for_data
     from foundry.registry.parent import data_of
 
     base_version = versions.resolve(base_uri)
@@ -134,7 +134,7 @@ def score_holdouts(merged: Path, model_uris: list[str], base_uri: str, config: F
     def bpb(name: str, weights: Path, tokenizer: Path, holdout) -> float:
         key = (name, holdout.data.data_version)
         if key not in cache:
-            cache[key] = score(weights, tokenizer, holdout.dir, config)
+            cache[key] = for_data(holdout.dir).gate_score(weights, tokenizer, holdout.dir, config)  # bits per byte
         return cache[key]
 
     scores = []

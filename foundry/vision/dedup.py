@@ -1,7 +1,7 @@
 """Which decoded images are kept: exact and near duplicates and images under two labels go, first copy wins.
 
 Decisions are taken in listing order, after the parent's ledger is seeded (as for text in
-`foundry.data.clean`): an image an earlier data version assigned comes first wherever it now sits, so a new
+`foundry.pretrain.clean`): an image an earlier data version assigned comes first wherever it now sits, so a new
 copy of it is the duplicate and the old one keeps its split. Removing every near copy before the split is
 what keeps near copies of a holdout image out of train: no two kept images are within the distance.
 A copy (exact or near) under another label than the kept image it repeats is a label conflict: both go,

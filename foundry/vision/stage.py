@@ -23,7 +23,7 @@ from foundry.core.preparing import Preparing
 from foundry.data.acquire import content_digest, listed_sources
 from foundry.data.manifest import FILE as MANIFEST_FILE
 from foundry.data.manifest import DatasetManifest, LedgerRecord
-from foundry.data.prepare import Prepared
+from foundry.data.prepared import Prepared
 from foundry.data.remote import SourceError
 from foundry.vision.acquire import Listing, listing
 from foundry.vision.prepare import StagedImages, prepare_images

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from foundry.core.metrics.images import VisionMetrics
     from foundry.core.version_tags import VersionTags
     from foundry.data.manifest import DatasetManifest
-    from foundry.data.prepare import Prepared
+    from foundry.data.prepared import Prepared
     from foundry.data.validation_report import ValidationReport
     from foundry.evaluate.scoring import Scoring
     from foundry.gates.decision import Decision

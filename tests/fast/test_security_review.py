@@ -78,8 +78,8 @@ def prepared(tmp_path_factory):
     from tokenizers import Tokenizer
 
     from foundry.core.preparing import Preparing
-    from foundry.data.prepare import prepare
-    from foundry.data.shards import load_split
+    from foundry.pretrain.prepare import prepare
+    from foundry.pretrain.shards import load_split
 
     base = tmp_path_factory.mktemp("planted")
     fillers = synthetic_docs(len(PLANTED), seed=3, words=40)

@@ -53,7 +53,7 @@ def test_dpo_replay_resumes_where_both_streams_were():
 
 def test_dpo_loaders_bring_replayed_windows_beside_fewer_pairs(tiny_config, tiny_dataset, tmp_path):
     from foundry.align.training import aligned_loaders
-    from foundry.data.shards import load_split
+    from foundry.pretrain.shards import load_split
 
     for split in ("train", "holdout"):
         save_split(tmp_path, split, pair_records(), "preference")

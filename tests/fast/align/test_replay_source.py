@@ -56,7 +56,7 @@ def test_every_rank_is_handed_the_replay_beside_the_config(tmp_path):
 def test_replayed_windows_are_drawn_from_the_replays_training_split(tiny_config, tiny_dataset):
     from foundry.align.training import replay_windows
     from foundry.data.manifest import DatasetManifest
-    from foundry.data.shards import load_split
+    from foundry.pretrain.shards import load_split
 
     manifest = DatasetManifest.read(tiny_dataset)
     source = Replay(data=DataVersion(data_version="e" * 32, remote="/remote"), dir=tiny_dataset)

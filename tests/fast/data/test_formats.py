@@ -13,8 +13,8 @@ import pytest
 
 from foundry.config import DataConfig
 from foundry.core.contracts import SourceFile
-from foundry.data.clean import BadInputError, clean_documents, iter_texts
 from foundry.data.formats import max_record_bytes, read_documents
+from foundry.pretrain.clean import BadInputError, clean_documents, iter_texts
 
 CFG = DataConfig(min_chars=20, max_chars=1000)
 TEXT = "a plain document with enough words in it\n"

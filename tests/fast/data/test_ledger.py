@@ -15,8 +15,8 @@ from foundry.config import load_config
 from foundry.core.preparing import DataBasis, Preparing, Validating
 from foundry.data.acquire import acquire_source
 from foundry.data.ledger import Ledger, LedgerMismatch, holdout_set
-from foundry.data.prepare import prepare
 from foundry.data.validate import ValidationFailed, validate_dataset
+from foundry.pretrain.prepare import prepare
 
 
 def splits(folder: Path) -> dict[str, str]:

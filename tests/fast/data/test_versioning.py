@@ -156,14 +156,14 @@ def test_the_prepare_stage_names_every_project_module_that_makes_the_data():
     from foundry.runtime.env import PROJECT_ROOT
 
     listing = (
-        "import sys, foundry.data.prepare, tasks.data_parallel\n"
+        "import sys, foundry.pretrain.prepare, tasks.data_parallel\n"
         "print('\\n'.join(m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)))"
     )
     loaded = subprocess.run([sys.executable, "-c", listing], capture_output=True, text=True, check=True).stdout.split()
     making = {
         str(Path(f).relative_to(PROJECT_ROOT))
         for f in loaded
-        if f.startswith(str(PROJECT_ROOT / "foundry" / "data"))
+        if f.startswith((str(PROJECT_ROOT / "foundry" / "data"), str(PROJECT_ROOT / "foundry" / "pretrain")))
         or f.startswith(str(PROJECT_ROOT / "models"))
         or Path(f) in (PROJECT_ROOT / "foundry" / "digests.py", PROJECT_ROOT / "tasks" / "data_parallel.py")
     }

@@ -14,8 +14,8 @@ from foundry.config import load_config
 from foundry.evaluate import report
 from foundry.evaluate.scores import resolve_models
 from foundry.evaluate.steps import evaluate_all
-from foundry.evaluation.compressors import compression_baselines
-from foundry.evaluation.metrics import holdout_metrics
+from foundry.pretrain.compressors import compression_baselines
+from foundry.pretrain.holdout_metrics import holdout_metrics
 from foundry.runtime import tracking
 from models.gpt import load_gpt
 

@@ -17,7 +17,7 @@ from foundry.config import load_config
 from foundry.evaluate import report
 from foundry.evaluate.scores import resolve_models, source_config
 from foundry.evaluate.steps import evaluate_all
-from foundry.evaluation.compressors import compression_baselines
+from foundry.pretrain.compressors import compression_baselines
 from foundry.pretrain.group_baselines import TOP_LEVEL
 from foundry.pretrain.report import DIFFERENT_TOKENIZERS
 from foundry.runtime import tracking

@@ -69,8 +69,8 @@ def build_canary_home(root: Path) -> tuple[Path, DataVersion, dict[str, str], ob
     from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
     from foundry.data.hydrate import hydrate_version
-    from foundry.data.prepare import prepare
     from foundry.data.versioning import version_dataset
+    from foundry.pretrain.prepare import prepare
 
     source = root / "source"
     for i, text in enumerate(synthetic_docs(36, seed=3) + synthetic_docs(6, seed=11)):

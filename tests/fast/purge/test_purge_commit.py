@@ -28,8 +28,8 @@ def versioned(tmp_path_factory) -> tuple[Path, DataVersion]:
     """A home holding one data version in its workspace, DVC cache, local remote and a hydrated copy."""
     from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
-    from foundry.data.prepare import prepare
     from foundry.data.versioning import version_dataset
+    from foundry.pretrain.prepare import prepare
 
     root = tmp_path_factory.mktemp("purge-commit")
     for i, text in enumerate(synthetic_docs(30, seed=5)):

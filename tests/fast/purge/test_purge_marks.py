@@ -50,8 +50,8 @@ def _documents(folder: Path) -> dict[str, str]:
 def built(tmp_path_factory) -> Versions:
     from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
-    from foundry.data.prepare import prepare
     from foundry.data.versioning import version_dataset
+    from foundry.pretrain.prepare import prepare
 
     root = tmp_path_factory.mktemp("marks")
     source = root / "source"

@@ -19,7 +19,7 @@ from synthetic import synthetic_docs
 from foundry.data.hydrate import verify_dataset
 from foundry.data.ledger import LEDGER, SIGNATURES
 from foundry.data.manifest import DatasetManifest
-from foundry.data.shards import load_split
+from foundry.pretrain.shards import load_split
 from foundry.purge import data as purge_data
 from foundry.purge import rewrite as purge_rewrite
 from foundry.purge.plan import Criterion, DataHit
@@ -40,7 +40,7 @@ def documents_version(tmp_path_factory) -> Path:
     names it; the third encodes end-of-text in its own text."""
     from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
-    from foundry.data.prepare import prepare
+    from foundry.pretrain.prepare import prepare
 
     root = tmp_path_factory.mktemp("rewrite")
     source = root / "source"

@@ -23,11 +23,11 @@ from foundry.core.metrics.aligned import AlignmentMetrics
 from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.preparing import DataBasis, Preparing
 from foundry.data.acquire import acquire_source
-from foundry.data.prepare import prepare
-from foundry.data.shards import load_split
 from foundry.gates import alignment
+from foundry.pretrain.holdout_metrics import gate_score
+from foundry.pretrain.prepare import prepare
+from foundry.pretrain.shards import load_split
 from foundry.registry import gate
-from foundry.registry.gate import score
 from models.gpt import load_gpt
 
 
@@ -90,10 +90,12 @@ def test_a_champion_scored_otherwise_on_the_same_holdout_is_rescored(
     tags = {"data_version": data.data_version, "data.remote": data.remote, "holdout/bits_per_byte": "2.500000"}
     register_champion(config, champion_checkpoint, folder / "tokenizer.json", tags)
     this_run = named(config, name, **now)
-    expected = score(champion_checkpoint, folder / "tokenizer.json", folder, this_run)
+    expected = gate_score(champion_checkpoint, folder / "tokenizer.json", folder, this_run)
     decision = decide(this_run, champion_checkpoint, {"holdout/bits_per_byte": 2.4}, folder, data, foundry_home)
     assert decision.inputs.champion_bits_per_byte == pytest.approx(expected, rel=1e-9) != 2.5
-    assert expected != pytest.approx(score(champion_checkpoint, folder / "tokenizer.json", folder, config), rel=1e-6)
+    assert expected != pytest.approx(
+        gate_score(champion_checkpoint, folder / "tokenizer.json", folder, config), rel=1e-6
+    )
 
 
 @pytest.fixture(scope="module")
@@ -124,12 +126,12 @@ def test_a_challenger_that_improves_on_new_data_but_forgets_the_old_is_refused(
     old, old_folder = old_data
     new, new_folder = new_data
     config = named(tiny_config, "gate-forget")
-    champion_bpb = score(champion_checkpoint, old_folder / "tokenizer.json", old_folder, config)
+    champion_bpb = gate_score(champion_checkpoint, old_folder / "tokenizer.json", old_folder, config)
     tags = {"data_version": old.data_version, "data.remote": old.remote, "holdout/bits_per_byte": f"{champion_bpb}"}
     register_champion(config, champion_checkpoint, old_folder / "tokenizer.json", tags)
     # Fine-tuned hard on the new documents alone: much better on them, worse on what the champion knew.
     challenger = save(fit(load_gpt(champion_checkpoint), load_split(new_folder, "train"), 60, 1e-2), tmp_path / "c.pt")
-    metrics = {"holdout/bits_per_byte": score(challenger, new_folder / "tokenizer.json", new_folder, config)}
+    metrics = {"holdout/bits_per_byte": gate_score(challenger, new_folder / "tokenizer.json", new_folder, config)}
 
     refused = decide(config, challenger, metrics, new_folder, new, foundry_home, built_on=old.data_version)
     assert refused.inputs.champion_bits_per_byte > metrics["holdout/bits_per_byte"]  # better on the new holdout
@@ -171,7 +173,7 @@ def test_a_champion_of_other_data_is_rescored_on_this_holdout(
     config = named(tiny_config, "gate-other")
     tags = {"data_version": old.data_version, "data.remote": old.remote, "holdout/bits_per_byte": "0.100000"}
     register_champion(config, champion_checkpoint, tiny_dataset / "tokenizer.json", tags)
-    expected = score(champion_checkpoint, tiny_dataset / "tokenizer.json", tiny_dataset, config)
+    expected = gate_score(champion_checkpoint, tiny_dataset / "tokenizer.json", tiny_dataset, config)
     decision = decide(
         config,
         champion_checkpoint,

@@ -1,6 +1,6 @@
 """foundry.reports: how the model card and the run summary name the strongest baseline, for new versions and for
 versions recorded before it, an image classifier's summary and an aligned version's card (the baselines themselves:
-tests/fast/evaluation/test_baselines.py)."""
+tests/fast/pretrain/test_baselines.py)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from helpers_gate import (  # noqa: F401  (fixtures)
     register_champion,
 )
 
-from foundry.registry.gate import score
+from foundry.pretrain.holdout_metrics import gate_score
 
 
 def test_a_merge_is_held_to_the_champion_of_its_name_rescored_on_the_same_holdouts(
@@ -29,7 +29,7 @@ def test_a_merge_is_held_to_the_champion_of_its_name_rescored_on_the_same_holdou
     config = named(tiny_config, "gate-merged")
     tags = {"data_version": data.data_version, "data.remote": data.remote}
     version = register_champion(config, champion_checkpoint, folder / "tokenizer.json", tags)
-    expected = score(champion_checkpoint, folder / "tokenizer.json", folder, config)
+    expected = gate_score(champion_checkpoint, folder / "tokenizer.json", folder, config)
     worse = expected + 0.01  # beats the base and stays within max_gap of the specialist, not the champion
     held = HoldoutScore(
         holdout_of=f"models:/gate-merged/{version}",

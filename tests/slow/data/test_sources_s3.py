@@ -13,7 +13,7 @@ from helpers_sources import write
 from foundry.config import DataConfig, load_config
 from foundry.core.preparing import Preparing
 from foundry.data.acquire import SourceError, acquire_source, list_source_files
-from foundry.data.prepare import prepare
+from foundry.pretrain.prepare import prepare
 
 pytestmark = pytest.mark.usefixtures("home")  # a $FOUNDRY_HOME of each test's own (conftest.py)
 

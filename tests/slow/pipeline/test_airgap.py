@@ -143,7 +143,7 @@ def tokenizer_files(home: Path) -> list[Path]:
 def shards_holding(home: Path, phrase: str) -> tuple[list[str], int]:
     """Token shards under `home` whose decoded text holds `phrase`, and how many arrays were decoded: each `*.bin`
     file, and each DVC object (caches, remote) that is a valid token array (uint16 little-endian, every id below
-    the vocabulary size), decoded with each distinct tokenizer of the home (foundry/data/shards.py)."""
+    the vocabulary size), decoded with each distinct tokenizer of the home (foundry/pretrain/shards.py)."""
     from tokenizers import Tokenizer
 
     distinct = {path.read_bytes(): path for path in tokenizer_files(home)}

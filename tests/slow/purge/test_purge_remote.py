@@ -61,8 +61,8 @@ def test_apply_purges_an_s3_remote_and_a_tracking_servers_artifacts(
     from foundry.core.preparing import Preparing
     from foundry.data.acquire import acquire_source
     from foundry.data.hydrate import hydrate_version
-    from foundry.data.prepare import prepare
     from foundry.data.versioning import version_dataset
+    from foundry.pretrain.prepare import prepare
 
     url, served = mlflow_artifacts_server
     s3_env.create_bucket(Bucket=BUCKET)

@@ -112,7 +112,7 @@ def test_a_specialist_that_forgets_the_base_is_refused_and_its_domain_data_is_sc
     from tokenizers import Tokenizer
 
     from foundry.cli import main
-    from foundry.data.shards import load_split
+    from foundry.pretrain.shards import load_split
 
     confidential = tmp_path / "confidential"
     confidential.mkdir()

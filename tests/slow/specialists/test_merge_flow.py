@@ -39,7 +39,7 @@ def register_specialist(name: str, home: Path, base_uri: str, change, **model_ar
     model = GPT(GPTConfig(**args))
     if not model_args:
         model.load_state_dict(saved["state_dict"])
-    from foundry.data.shards import load_split
+    from foundry.pretrain.shards import load_split
 
     change(model, np.asarray(load_split(data_of(base, home).dir, "train"), dtype=np.int64))
     path = home / "specialists" / name / "model.pt"

@@ -15,8 +15,8 @@ from synthetic import WORDS
 from foundry.config import load_config
 from foundry.core.contracts import SourceFile
 from foundry.data.acquire import acquire_source
-from foundry.data.clean import BadInputError
-from foundry.data.prepare import partition_count, partitions
+from foundry.pretrain.clean import BadInputError
+from foundry.pretrain.prepare import partition_count, partitions
 from tasks.data_parallel import PRE_SPAWN_ENV, WORKER_ENV, environment_kept, run_prepare, started, task_runner
 
 

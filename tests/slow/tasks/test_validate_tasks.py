@@ -1,5 +1,5 @@
 """The validation gate inside Prefect tasks: prepare logs the audit, a failed validate the GX data docs.
-The gate itself: tests/fast/data/test_validate.py."""
+The gate itself: tests/fast/pretrain/test_validate.py."""
 
 from __future__ import annotations
 

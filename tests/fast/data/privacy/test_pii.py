@@ -10,8 +10,8 @@ import pytest
 from foundry.config import PII_KINDS, DataConfig
 from foundry.core.contracts import SourceFile
 from foundry.data import audit as audits
-from foundry.data.clean import PartitionJob, clean_partition, select_documents
 from foundry.data.privacy import pii
+from foundry.pretrain.clean import PartitionJob, clean_partition, select_documents
 
 # Test data only: documentation-style values, a Luhn-valid test card, AWS's documented example key,
 # the IBANs of the ISO 13616 examples; tokens are assembled from parts, in the providers' shapes.

@@ -1,4 +1,4 @@
-"""foundry.data.shards and foundry.data.prepare: the tokenizer, shard files, their manifest and the prepared directory."""
+"""foundry.pretrain.shards and foundry.pretrain.prepare: the tokenizer, shard files, their manifest and the prepared directory."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from synthetic import synthetic_docs
 
-import foundry.data.shards as shards_module
+import foundry.pretrain.shards as shards_module
 from foundry.config import DataConfig, TokenizerConfig, load_config
 from foundry.core.preparing import Preparing
 from foundry.data.acquire import acquire_source
-from foundry.data.clean import iter_texts
 from foundry.data.manifest import DatasetManifest
-from foundry.data.prepare import prepare, prepare_metrics
-from foundry.data.shards import (
+from foundry.pretrain.clean import iter_texts
+from foundry.pretrain.prepare import prepare, prepare_metrics
+from foundry.pretrain.shards import (
     EOT,
     EncodeJob,
     SplitTokens,
@@ -326,7 +326,7 @@ def test_prepare_reuses_a_tokenizer_from_file(prepared, tmp_path):
 
 
 def test_tokenizer_trains_on_a_bounded_uniform_sample():
-    from foundry.data.prepare import _sample
+    from foundry.pretrain.prepare import _sample
 
     texts = [f"document {i}\n" for i in range(4000)]
     assert list(_sample(iter(texts), 1.0)) == texts

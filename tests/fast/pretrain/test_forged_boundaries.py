@@ -101,7 +101,7 @@ def test_scoring_with_another_tokenizer_file_encodes_documents_as_the_shards_do(
     same tokens as the shards: the forged document's `<|endoftext|>` stays text there too."""
     from tokenizers import Tokenizer
 
-    from foundry.evaluation.metrics import holdout_tokens
+    from foundry.pretrain.holdout_metrics import holdout_tokens
 
     _, out = prepared
     assert FORGED.split(EOT)[1] in (out / "holdout.jsonl").read_text()  # the split put it in the holdout

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from synthetic import synthetic_docs
 
-import foundry.data.prepare as prep
+import foundry.pretrain.prepare as prep
 from foundry.config import load_config
 from foundry.core.preparing import Preparing
 from foundry.data.acquire import acquire_source

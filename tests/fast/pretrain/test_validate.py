@@ -1,4 +1,4 @@
-"""foundry.data.validate: the Great Expectations gate passes a good prepared directory and names what broke."""
+"""foundry.pretrain.validate_documents through foundry.data.validate: the Great Expectations gate passes a good prepared directory and names what broke."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from foundry.config import load_config
 from foundry.core.preparing import Preparing, Validating
 from foundry.data.acquire import acquire_source
 from foundry.data.manifest import DatasetManifest
-from foundry.data.prepare import prepare
-from foundry.data.validate import ValidationFailed, shard_table, validate_dataset
+from foundry.data.validate import ValidationFailed, validate_dataset
 from foundry.data.validation_report import PiiCounts, ValidationReport
+from foundry.pretrain.prepare import prepare
+from foundry.pretrain.validate_documents import shard_table
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""foundry.data.clean: normalising, quality rules, de-duplication, the split and bad input."""
+"""foundry.pretrain.clean: normalising, quality rules, de-duplication, the split and bad input."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from synthetic import WORDS
 
 from foundry.config import DataConfig
 from foundry.core.contracts import SourceFile
-from foundry.data.clean import BadInputError, clean_documents, holdout_set, iter_texts, normalise, quality_problem
+from foundry.pretrain.clean import BadInputError, clean_documents, holdout_set, iter_texts, normalise, quality_problem
 
 # Small thresholds so crafted documents stay short; the Gopher-style rules have their own tests
 # (tests/fast/data/test_quality.py) and are relaxed here so each case below tests one rule.

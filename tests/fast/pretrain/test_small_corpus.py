@@ -10,7 +10,7 @@ from synthetic import synthetic_docs
 from foundry.config import load_config
 from foundry.core.preparing import Preparing
 from foundry.data.acquire import acquire_source
-from foundry.data.prepare import prepare
+from foundry.pretrain.prepare import prepare
 
 
 def corpus(root: Path, docs: list[str]) -> Path:

@@ -27,12 +27,12 @@ from foundry.config import DataConfig
 from foundry.core.contracts import SourceFile
 from foundry.core.fs import remove_tree
 from foundry.data.audit import STAGE_OF, Audit
-from foundry.data.dedup import Deduplicator, Signer
 from foundry.data.formats import BadInputError, read_documents
 from foundry.data.ledger import Ledger, Lineage, holdout_set
 from foundry.data.privacy import pii
 from foundry.data.progress import PrepareProgress
 from foundry.data.quality import quality_problem
+from foundry.pretrain.dedup import Deduplicator, Signer
 
 __all__ = [
     "BadInputError",

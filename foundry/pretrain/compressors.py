@@ -26,7 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from foundry.data.clean import iter_texts
+from foundry.pretrain.clean import iter_texts
 
 PPMD_ORDER = 16
 # Measured on the default data: order 16 over the whole 10.0 MiB training split touches about 205 MiB of model, and

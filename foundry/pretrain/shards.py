@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from foundry.config import TokenizerConfig
-from foundry.data.clean import read_chunk
 from foundry.data.manifest import DatasetManifest
+from foundry.pretrain.clean import read_chunk
 from models.tokens import EOT
 
 ENCODE_BATCH = 512

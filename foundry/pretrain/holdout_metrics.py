@@ -1,5 +1,5 @@
 """Stage E, evaluate: holdout loss, perplexity and bits per byte, with a unigram baseline (the compressors' are
-`compressors.py`'s).
+`compressors.py`'s), of a model in memory (`holdout_metrics`) or saved (`weights_metrics`; `gate_score`: the gates').
 
 Bits per byte divide the summed loss by the holdout's UTF-8 bytes, so models with different
 tokenizers compare on the same footing; this is what promotion compares. The holdout is read in windows of the
@@ -16,13 +16,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from foundry.config import FoundryConfig
 from foundry.core.metrics.holdout import HoldoutMetrics, window_stride
-from foundry.data.clean import iter_texts
 from foundry.data.manifest import TOKENIZER, DatasetManifest
-from foundry.data.shards import load_split, split_parts
-from foundry.evaluation.compressors import compression_bits_per_byte  # noqa: F401  (bench/defaults.py's)
+from foundry.pretrain.clean import iter_texts
+from foundry.pretrain.compressors import compression_bits_per_byte  # noqa: F401  (bench/defaults.py's)
+from foundry.pretrain.shards import load_split, split_parts
 from models.data import SequentialWindows
-from models.gpt import GPT
+from models.gpt import GPT, load_gpt
 from models.tokens import EOT
 
 LN2 = math.log(2)
@@ -118,3 +119,16 @@ def holdout_metrics(
     scores = score(model, tokens, manifest.holdout_bytes, batch_size, max_tokens, overlap)
     unigram = unigram_bits_per_byte(data_dir, manifest.vocab_size, manifest.holdout_bytes)
     return HoldoutMetrics(**scores, unigram_bits_per_byte=unigram)
+
+
+def weights_metrics(weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig) -> HoldoutMetrics:
+    """`holdout_metrics` of the GPT saved at `weights` (a model.pt), tokenized with `tokenizer` (its own), read as
+    the config's `evaluation` section says."""
+    e, model = config.evaluation, load_gpt(weights)
+    return holdout_metrics(model, tokenizer, data_dir, e.batch_size, e.max_tokens, e.window_overlap)
+
+
+def gate_score(weights: Path, tokenizer: Path, data_dir: Path, config: FoundryConfig) -> float:
+    """Bits per byte of a model on the holdout of `data_dir`, tokenized with its own tokenizer: what the
+    pretraining, specialist and merge gates compare (`Workload.gate_score` of text)."""
+    return weights_metrics(weights, tokenizer, data_dir, config).bits_per_byte

@@ -20,8 +20,6 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from foundry.config import DataConfig, FoundryConfig, TokenizerConfig
 from foundry.core.contracts import SourceFile
 from foundry.core.digests import folder_digests
@@ -29,24 +27,15 @@ from foundry.core.fs import remove_tree
 from foundry.core.preparing import Mapper, Preparing
 from foundry.data import audit as audits
 from foundry.data import ledger as ledgers
-from foundry.data.clean import CleanStats, PartitionJob, Selection, clean_partition, iter_texts, select_documents
 from foundry.data.manifest import FILE as MANIFEST_FILE
 from foundry.data.manifest import DatasetManifest, LedgerRecord
+from foundry.data.prepared import Prepared
 from foundry.data.progress import PrepareProgress
-from foundry.data.shards import EncodeJob, assemble_shards, encode_chunk, token_dtype, train_tokenizer
+from foundry.pretrain.clean import CleanStats, PartitionJob, Selection, clean_partition, iter_texts, select_documents
+from foundry.pretrain.shards import EncodeJob, assemble_shards, encode_chunk, token_dtype, train_tokenizer
 from models.tokens import EOT
 
 log = logging.getLogger(__name__)
-
-
-class Prepared(BaseModel):
-    """What `prepare` made: the dataset's manifest (as written to its folder) and, when it builds on a
-    parent's ledger, the counts against it (`Lineage` in `foundry.data.ledger`), which are not written."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    manifest: DatasetManifest
-    lineage: dict[str, int] = {}
 
 
 # Samples larger than this train the tokenizer in a child process (`_tokenizer`); the default corpus's is smaller.
@@ -127,7 +116,7 @@ def _tokenizer(config: FoundryConfig, out_dir: Path, stats: CleanStats):
         return Tokenizer.from_file(str(path))
     # In a fresh interpreter: the trainer's memory grows with the words of its sample (~170 MB at 32 MB of
     # text) and what it freed stays in this process's heap, which would then grow with the corpus.
-    code = "import json, sys; from foundry.data.prepare import train_sample; train_sample(json.loads(sys.argv[1]))"
+    code = "import json, sys; from foundry.pretrain.prepare import train_sample; train_sample(json.loads(sys.argv[1]))"
     done = subprocess.run([sys.executable, "-c", code, json.dumps(job)], capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"training the tokenizer in a child process failed:\n{done.stderr[-3000:]}")

@@ -1,4 +1,4 @@
-"""foundry.data.dedup and its place in clean: exact and near duplicates, first copy wins, none crosses the split."""
+"""foundry.pretrain.dedup and its place in clean: exact and near duplicates, first copy wins, none crosses the split."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from foundry.config import DataConfig
 from foundry.core.contracts import SourceFile
-from foundry.data import clean
-from foundry.data.clean import clean_documents, iter_texts, normalise
-from foundry.data.dedup import Deduplicator, Signer, shingles
+from foundry.pretrain import clean
+from foundry.pretrain.clean import clean_documents, iter_texts, normalise
+from foundry.pretrain.dedup import Deduplicator, Signer, shingles
 
 WORDS = ["".join(chr(97 + (i // 26**k) % 26) for k in range(3)) for i in range(400)]
 LOOSE = dict(min_chars=20, max_repeated_line_fraction=1)

@@ -1,4 +1,4 @@
-"""foundry.evaluation.compressors (gzip, xz, xz -9e and PPMd order 16 given the training text) and which baseline is
+"""foundry.pretrain.compressors (gzip, xz, xz -9e and PPMd order 16 given the training text) and which baseline is
 the strongest; how the model card and the run summary name it: tests/fast/reports/test_cards.py."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from synthetic import synthetic_docs
 
 from foundry.core.metrics.holdout import HoldoutMetrics
-from foundry.evaluation.compressors import compression_baselines, ppmd_bits, train_tail
+from foundry.pretrain.compressors import compression_baselines, ppmd_bits, train_tail
 
 TRAIN = synthetic_docs(30, seed=1)
 HOLDOUT = synthetic_docs(5, seed=2)

@@ -1,4 +1,4 @@
-"""foundry.evaluation.metrics (holdout scoring and the unigram baseline) and the rule of foundry.registry.gate."""
+"""foundry.pretrain.holdout_metrics (holdout scoring and the unigram baseline) and the rule of foundry.registry.gate."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ import torch.nn.functional as F
 from synthetic import prepare_synthetic, synthetic_docs
 
 from foundry.config import TokenizerConfig
-from foundry.data.clean import iter_texts
-from foundry.data.shards import EOT, load_split, train_tokenizer
-from foundry.evaluation.metrics import (
+from foundry.pretrain.clean import iter_texts
+from foundry.pretrain.holdout_metrics import (
     LN2,
     group_nats,
     holdout_metrics,
@@ -23,6 +22,7 @@ from foundry.evaluation.metrics import (
     unigram_bits_per_byte,
     window_stride,
 )
+from foundry.pretrain.shards import EOT, load_split, train_tokenizer
 from models.gpt import GPT, GPTConfig
 
 V, BLOCK = 64, 8
