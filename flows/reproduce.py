@@ -20,6 +20,7 @@ from foundry.registry.versions import refuse_purged_versions, resolve  # noqa: E
 from foundry.reports.summaries import reproduce_summary  # noqa: E402
 from foundry.runtime import tracking  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
+from tasks.align import hydrated_replay, score_reproduced  # noqa: E402
 from tasks.artifacts import publish_data_stage, publish_summary  # noqa: E402
 from tasks.data import hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402
@@ -40,14 +41,22 @@ def reproduce(model_uri: str, force: bool = False, allow_purged: bool = False) -
     lineage.check_commit(record, current, force)
     trained = tracking.client().get_run(lineage.training_run_id(version)).data.tags
     config = validate(lineage.as_trained(record.config, trained))
+    replayed = lineage.replayed_data(version, config, trained)  # an alignment's replay: refused if unrecorded
     reproduction_allowed(config, data)  # from a deployment: only the files and remote the operator allows
-    tags = RunTags(flow_run=str(runtime.flow_run.id), reproduces=record.model, stage="reproduce").as_tags()
+    if replayed is not None:
+        reproduction_allowed(config, replayed)
+    tags = RunTags(
+        flow_run=str(runtime.flow_run.id),
+        reproduces=record.model,
+        stage="reproduce",
+        replay_source="" if replayed is None else replayed.data_version,
+    ).as_tags()
     with tracking.pipeline_run(config, f"reproduce {record.model}", tags) as run:
         data_dir = hydrate(data, run)
         publish_data_stage(data_dir)
-        checkpoint = train(Training(config, data_dir, data, run, resume=False))
-        metrics = evaluate(config, checkpoint, data_dir, run)
-    comparison = lineage.compare(lineage.recorded_holdout(version), metrics)
+        replay = None if replayed is None else hydrated_replay(replayed, run.home)  # the same windows, drawn again
+        checkpoint = train(Training(config, data_dir, data, run, resume=False, replay=replay))
+        comparison = _compared(version, config, checkpoint, data_dir, run)
     result = Reproduction(
         model=record.model,
         run_id=run.run_id,
@@ -59,3 +68,13 @@ def reproduce(model_uri: str, force: bool = False, allow_purged: bool = False) -
     outcome = "identical holdout metrics" if result.identical else "holdout metrics differ"
     publish_summary(reproduce_summary(result), f"reproduce {record.model}", outcome, result.run_id)
     return result
+
+
+def _compared(version, config, checkpoint, data_dir, run) -> dict[str, tuple[float, float]]:
+    """The version's recorded holdout figures beside the re-trained model's: an aligned version's own held-out
+    scores (and its base's pretraining holdout), a trained one's holdout metrics (`evaluate`)."""
+    if lineage.aligned(version):
+        scores = score_reproduced(config, checkpoint, data_dir, lineage.pretraining_data(version), run)
+        return lineage.compare_scores(lineage.recorded_aligned(version), scores)
+    metrics = evaluate(config, checkpoint, data_dir, run)
+    return lineage.compare(lineage.recorded_holdout(version), metrics)
