@@ -11,7 +11,7 @@ configure_environment()  # an entry point: `foundry reproduce` and Prefect worke
 
 from prefect import flow, runtime  # noqa: E402
 
-from foundry.config import validate  # noqa: E402
+from foundry.config import FoundryConfig, validate  # noqa: E402
 from foundry.core.contracts import Reproduction  # noqa: E402
 from foundry.core.run_tags import RunTags  # noqa: E402
 from foundry.core.version_tags import GIT_COMMIT, GIT_DIRTY  # noqa: E402
@@ -19,8 +19,9 @@ from foundry.registry import lineage  # noqa: E402
 from foundry.registry.versions import refuse_purged_versions, resolve  # noqa: E402
 from foundry.reports.summaries import reproduce_summary  # noqa: E402
 from foundry.runtime import tracking  # noqa: E402
+from foundry.runtime.env import foundry_home  # noqa: E402
 from foundry.runtime.logs import route_library_logs  # noqa: E402
-from tasks.align import hydrated_replay, score_reproduced  # noqa: E402
+from tasks.align import chat_base, hydrated_replay, parent_version, score_reproduced  # noqa: E402
 from tasks.artifacts import publish_data_stage, publish_summary  # noqa: E402
 from tasks.data import hydrate  # noqa: E402
 from tasks.evaluation import evaluate  # noqa: E402
@@ -40,7 +41,7 @@ def reproduce(model_uri: str, force: bool = False, allow_purged: bool = False) -
     current = tracking.git_state()
     lineage.check_commit(record, current, force)
     trained = tracking.client().get_run(lineage.training_run_id(version)).data.tags
-    config = validate(lineage.as_trained(record.config, trained))
+    config = _started_as_aligned(version, record.parent_model, validate(lineage.as_trained(record.config, trained)))
     replayed = lineage.replayed_data(version, config, trained)  # an alignment's replay: refused if unrecorded
     reproduction_allowed(config, data)  # from a deployment: only the files and remote the operator allows
     if replayed is not None:
@@ -78,3 +79,13 @@ def _compared(version, config, checkpoint, data_dir, run) -> dict[str, tuple[flo
         return lineage.compare_scores(lineage.recorded_aligned(version), scores)
     metrics = evaluate(config, checkpoint, data_dir, run)
     return lineage.compare(lineage.recorded_holdout(version), metrics)
+
+
+def _started_as_aligned(version, parent_uri: str, config: FoundryConfig) -> FoundryConfig:
+    """An aligned version's start (`train.init_from`, `tokenizer.from_file`) rebuilt from its parent as `foundry
+    align` built it, the template's tokens added: the recorded paths are files of the home that aligned it, which
+    another home (or a `gc`) does not have. Any other version's config as recorded."""
+    if not lineage.aligned(version):
+        return config
+    start = chat_base(parent_version(parent_uri, foundry_home()), foundry_home())
+    return config.with_keys(train={"init_from": start.weights}, tokenizer={"from_file": start.tokenizer})

@@ -4,6 +4,7 @@ tiny base, DPO from that SFT version through `foundry align`, and bad records st
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -180,12 +181,17 @@ def test_reproduce_of_a_replay_aligned_version_replays_the_same_pretraining_data
 
     _, result = aligned_model
     _, base = base_model
+    client = MlflowClient()
+    start = Path(client.get_run(result.run_id).data.params["train.init_from"])
+    assert start.parent.name == "chat-base"
+    shutil.rmtree(
+        start.parent
+    )  # as on another home, or after a gc: rebuilt from the parent, as the align flow built it
     assert main(_reproduce_argv(result.model_uri)) == 0
     printed = capsys.readouterr().out
     assert "identical holdout metrics" in printed, printed
     for key in ("align/response_loss", "align/pretrain_bits_per_byte"):
         assert key in printed, printed
-    client = MlflowClient()
     (run,) = client.search_runs(
         [client.get_run(result.run_id).info.experiment_id],
         f"tags.`foundry.reproduces` = '{result.model_uri}'",
@@ -193,6 +199,7 @@ def test_reproduce_of_a_replay_aligned_version_replays_the_same_pretraining_data
     assert run.info.run_id != result.run_id and run.data.tags["foundry.stage"] == "reproduce"
     assert run.data.tags["align.replay_source"] == base.data_version  # the same pretraining text, replayed again
     assert run.data.tags["data_version"] == result.data_version  # and the same conversations
+    assert run.data.params["train.init_from"] == str(start) and start.is_file()  # the same start, rebuilt
     assert run.data.metrics["align/response_loss"] == pytest.approx(result.metrics.aligned.response_loss, abs=1e-6)
 
 
