@@ -1,4 +1,5 @@
-"""Re-train a registered model from its lineage: the recorded data version and config, fresh weights.
+"""Re-train a registered model from its lineage: the recorded data version and config, fresh weights; an aligned
+version from its parent, with the pretraining data it replayed.
 
 foundry reproduce models:/foundry-gpt@champion [--force]
 """
@@ -41,8 +42,9 @@ def reproduce(model_uri: str, force: bool = False, allow_purged: bool = False) -
     current = tracking.git_state()
     lineage.check_commit(record, current, force)
     trained = tracking.client().get_run(lineage.training_run_id(version)).data.tags
-    config = _started_as_aligned(version, record.parent_model, validate(lineage.as_trained(record.config, trained)))
+    config = validate(lineage.as_trained(record.config, trained))
     replayed = lineage.replayed_data(version, config, trained)  # an alignment's replay: refused if unrecorded
+    config = _started_as_aligned(version, record.parent_model, config)
     reproduction_allowed(config, data)  # from a deployment: only the files and remote the operator allows
     if replayed is not None:
         reproduction_allowed(config, replayed)

@@ -1,4 +1,5 @@
-"""Alignment as Prefect tasks: the version it starts from, its data, evaluation beside the base, gate, registration."""
+"""Alignment as Prefect tasks: the version it starts from, its data, evaluation beside the base, gate, registration;
+and for `foundry reproduce` of an aligned version, the pretraining data it replayed and its own scores again."""
 
 from __future__ import annotations
 
