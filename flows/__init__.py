@@ -2,7 +2,8 @@
 
 - `train_pipeline`: raw text to a registered, evaluated model (`foundry run`)
 - `retrain`: fine-tune the champion on what is new, through the same gate (`foundry retrain`)
-- `reproduce`: re-train a registered model from its lineage and compare (`foundry reproduce`)
+- `reproduce`: re-train a registered model from its lineage (an aligned one with the replay it trained with) and
+  compare (`foundry reproduce`)
 - `search`: hyperparameter search, the data prepared once, trials on Dask (`foundry search`)
 - `align`: instruction tuning (sft) or preference optimisation (dpo) of a registered version (`foundry align`)
 - `finetune`: a domain specialist of a registered version (`foundry finetune`)

@@ -7,7 +7,8 @@ retries and caching on their decorators.
 - `candidate`: hydrate, train, evaluate: the trained candidate the training flows judge
 - `evaluation`: stage E: holdout metrics beside baselines, generations, the loss curve
 - `registry`: stage E: what a run builds on, the gate, publication and its events
-- `align`: alignment: the starting version, its data, evaluation beside the base, gate, registration
+- `align`: alignment: the starting version, its data, evaluation beside the base, gate, registration; what
+  `reproduce` of an aligned version replays and scores
 - `merge`: merging specialists: the base, the merged weights, scores, gate, publication
 - `search`: hyperparameter search: each trial a task run on a Dask worker
 - `evaluate`: `foundry evaluate`'s steps as task runs

@@ -1,4 +1,5 @@
-"""Alignment as Prefect tasks: the version it starts from, its data, evaluation beside the base, gate, registration."""
+"""Alignment as Prefect tasks: the version it starts from, its data, evaluation beside the base, gate, registration;
+and for `foundry reproduce` of an aligned version, the pretraining data it replayed and its own scores again."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from prefect.cache_policies import NO_CACHE
 from foundry.config import FoundryConfig
 from foundry.core.contracts import Candidate, DataVersion, ParentModel, Promotion, Replay, RunContext, SourceManifest
 from foundry.core.metrics.aligned import AlignmentMetrics
+from foundry.core.metrics.scores import AlignedScores
 from foundry.core.model_uri import LoggedModelUri
 from foundry.data.manifest import DatasetManifest
 from foundry.gates.decision import Decision
@@ -37,8 +39,6 @@ def replay_source(config: FoundryConfig, parent: ParentModel, home: Path) -> Rep
     """With `align.replay_fraction` > 0 (the default), what the run (SFT or DPO) replays: the parent's pretraining
     data version, hydrated (None without replay). Refused before any work when the parent records none: no silent
     fallback, since without that data the gate's forgetting check cannot pass either."""
-    from foundry.data.hydrate import hydrate_version
-
     a = config.align
     if a.replay_fraction == 0:
         return None
@@ -48,7 +48,20 @@ def replay_source(config: FoundryConfig, parent: ParentModel, home: Path) -> Rep
             "(no pretrain.data_version tag), so its gate's forgetting check cannot pass either: start from a "
             "version that has one, or set align.replay_fraction=0 to train without replay (a challenger at most)"
         )
-    return Replay(data=parent.pretrain_data, dir=hydrate_version(parent.pretrain_data, home))
+    return _hydrated(parent.pretrain_data, home)
+
+
+@task(name="replay-recorded", cache_policy=NO_CACHE)
+def hydrated_replay(data: DataVersion, home: Path) -> Replay:
+    """The pretraining data an aligned version replayed, as its tags record it (`lineage.replayed_data`), hydrated on
+    this node for `foundry reproduce` to replay again."""
+    return _hydrated(data, home)
+
+
+def _hydrated(data: DataVersion, home: Path) -> Replay:
+    from foundry.data.hydrate import hydrate_version
+
+    return Replay(data=data, dir=hydrate_version(data, home))
 
 
 def _align_dataset_key(context, parameters: dict) -> str:
@@ -143,6 +156,32 @@ def evaluate_aligned(
     tracking.client().log_table(run.run_id, table, "evaluation/generations.json")
     get_run_logger().info("aligned beside base: %s", {k: round(v, 4) for k, v in metrics.as_mlflow().items()})
     return metrics
+
+
+@task(name="score-reproduced", cache_policy=NO_CACHE)
+def score_reproduced(
+    config: FoundryConfig, checkpoint: Path, data_dir: Path, pretrain: DataVersion | None, run: RunContext
+) -> dict[str, float]:
+    """A re-trained aligned model's own scores as `evaluate_aligned` scored the version it reproduces: its held-out
+    conversations or pairs and, where the version records its base's pretraining data (`pretrain`), bits per byte
+    on that holdout; logged on the run under the same keys (`align/<measure>`)."""
+    from foundry.align.evaluation import heldout_scores
+    from foundry.data.hydrate import hydrate_version
+    from foundry.evaluation.metrics import holdout_metrics
+    from models.gpt import gpt_from_saved, load_gpt, load_saved
+
+    e, manifest = config.evaluation, DatasetManifest.read(data_dir)
+    scores = heldout_scores(gpt_from_saved(load_saved(checkpoint)), data_dir, manifest, e.batch_size)
+    if pretrain is not None:
+        text = hydrate_version(pretrain, run.home)
+        scored = holdout_metrics(
+            load_gpt(checkpoint), data_dir / "tokenizer.json", text, e.batch_size, e.max_tokens, e.window_overlap
+        )
+        scores["pretrain_bits_per_byte"] = scored.bits_per_byte
+    measured = AlignedScores.model_validate(scores).as_mlflow(AlignmentMetrics.PREFIXES["aligned"])
+    tracking.log_metrics(run.run_id, measured)
+    get_run_logger().info("reproduced: %s", {k: round(v, 4) for k, v in measured.items()})
+    return measured
 
 
 @task(name="judge", cache_policy=NO_CACHE)

@@ -93,6 +93,12 @@ class RunTags(BaseModel):
         return {tag.GIT_COMMIT: commit, tag.GIT_DIRTY: tags.get(tag.GIT_DIRTY, "unknown")}
 
     @staticmethod
+    def replay_source_of(tags: Mapping[str, str]) -> tag.Tag:
+        """The pretraining data version an alignment run replayed windows of ('' or absent: none, or a run from
+        before the tag)."""
+        return tag.Tag(REPLAY_SOURCE, tags.get(REPLAY_SOURCE))
+
+    @staticmethod
     def resolved_precision_of(tags: Mapping[str, str]) -> str | None:
         """What `train.precision` resolved to where the run trained; None for runs from before the tag."""
         return tags.get(RESOLVED_PRECISION)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from foundry.config import FoundryConfig, as_recorded
 from foundry.core.contracts import DataVersion, FetchedFile, LineageRecord
+from foundry.core.metrics.aligned import AlignmentMetrics
 from foundry.core.metrics.holdout import PREFIX as HOLDOUT_PREFIX
 from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.model_uri import ModelUri, RunsUri
@@ -19,6 +20,8 @@ from foundry.registry import versions as registry
 from foundry.runtime import tracking
 from foundry.runtime.cpu_features import DEVICE_PRECISIONS
 from foundry.runtime.env import foundry_home
+
+ALIGNED_PREFIX = AlignmentMetrics.PREFIXES["aligned"] + "/"  # an aligned model's own scores: `align/<measure>`
 
 
 def version_tags(
@@ -63,6 +66,61 @@ def training_data(version, home: Path | None = None) -> DataVersion:
         ) from None
     if (purge := mark_of(home or foundry_home(), data.data_version)) is not None:
         raise DataPurged(f"{ModelUri.of(version)} cannot be reproduced: {purge.refusal()}")
+    return data
+
+
+def aligned(version) -> bool:
+    """Whether a version was made by `foundry align` (its `align.method` tag): its held-out scores are the
+    alignment's (`align/<measure>` on its training run), not a pretraining holdout's."""
+    return bool(registry_tags.read(version).align_method)
+
+
+def recorded_aligned(version) -> dict[str, float]:
+    """An aligned version's own held-out scores as its training run logged them (`align/<measure>`)."""
+    metrics = tracking.client().get_run(training_run_id(version)).data.metrics
+    return {k: v for k, v in metrics.items() if k.startswith(ALIGNED_PREFIX)}
+
+
+def pretraining_data(version) -> DataVersion | None:
+    """The pretraining data an aligned version's base was trained on (its `pretrain.*` tags, checked), on whose
+    holdout its forgetting was measured; None when it records none."""
+    return registry_tags.recorded_data(version, pretrain=True)
+
+
+def replayed_data(
+    version, config: FoundryConfig, run_tags: dict[str, str], home: Path | None = None
+) -> DataVersion | None:
+    """The pretraining data an aligned version replayed windows of (`align.replay_fraction` > 0 in its recorded
+    `config`): its `pretrain.data_version` and `pretrain.data.remote` tags, checked against its training run's
+    `align.replay_source` tag (`run_tags`), which names what the run replayed. None when it replayed nothing (no
+    alignment, or a fraction of 0). `BadTag` naming the tag a version does not record (versions tagged by hand,
+    runs from when the replayed data was a path in the config): without it the replay cannot be rebuilt;
+    `DataPurged` when a purge removed that data from `home` (default `$FOUNDRY_HOME`), as for `training_data`."""
+    if not aligned(version) or config.align.replay_fraction == 0:
+        return None
+    uri, why = ModelUri.of(version), f"align.replay_fraction {config.align.replay_fraction}"
+    try:
+        data = registry_tags.data_version(version, pretrain=True)
+    except KeyError as missing:
+        raise registry_tags.BadTag(
+            f"{uri} was aligned with {why} but records no {missing} tag: the pretraining data it replayed is "
+            "unknown, so its replay cannot be rebuilt (tag the version with its base's data version and remote, "
+            "as an alignment records them, if you know them)"
+        ) from None
+    replayed = RunTags.replay_source_of(run_tags)
+    if replayed.value is None:
+        raise registry_tags.BadTag(
+            f"{uri} was aligned with {why} but its training run records no {replayed.key!r} tag (a run from when "
+            "the replayed data was a path in the config): what it replayed is unknown, so its replay cannot be rebuilt"
+        )
+    if replayed.value != data.data_version:
+        key = VersionTags.data_tags(version.tags, pretrain_data=True)[0].key
+        raise registry_tags.BadTag(
+            f"{uri} tag {key}={data.data_version} is not the data its training run replayed "
+            f"({replayed.key}={replayed.value}): refusing to replay either (fix the tag in the registry)"
+        )
+    if (purge := mark_of(home or foundry_home(), data.data_version)) is not None:
+        raise DataPurged(f"{uri} cannot be reproduced: the pretraining data it replayed is purged: {purge.refusal()}")
     return data
 
 
@@ -235,9 +293,12 @@ def check_commit(record: LineageRecord, current: dict[str, str], force: bool) ->
 def compare(recorded: HoldoutMetrics | None, reproduced: HoldoutMetrics) -> dict[str, tuple[float, float]]:
     """(recorded, reproduced) for each of the model's own holdout figures the version recorded
     (`recorded_holdout`), by MLflow key, to the 6 decimals that versions registered with metric tags kept."""
-    again = reproduced.compared()
-    before = recorded.compared() if recorded is not None else {}
-    return {key: (round(value, 6), round(again[key], 6)) for key, value in before.items() if key in again}
+    return compare_scores(recorded.compared() if recorded is not None else {}, reproduced.compared())
+
+
+def compare_scores(recorded: dict[str, float], reproduced: dict[str, float]) -> dict[str, tuple[float, float]]:
+    """(recorded, reproduced) for each MLflow key both hold, to 6 decimals."""
+    return {key: (round(value, 6), round(reproduced[key], 6)) for key, value in recorded.items() if key in reproduced}
 
 
 def identical(comparison: dict[str, tuple[float, float]]) -> bool:

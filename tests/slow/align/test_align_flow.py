@@ -4,6 +4,7 @@ tiny base, DPO from that SFT version through `foundry align`, and bad records st
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -161,3 +162,64 @@ def test_bad_records_stop_the_run_naming_file_and_line_and_register_nothing(base
     error = capsys.readouterr().err
     assert "a.jsonl:2: invalid role" in error and "robot" in error
     assert MlflowClient().search_model_versions("name='it-chat-bad'") == []
+
+
+def _reproduce_argv(model_uri: str) -> list[str]:
+    """`foundry reproduce`, forced where this checkout holds uncommitted code (CI's clone is clean)."""
+    from foundry.runtime.tracking import git_state
+
+    return ["reproduce", model_uri] + (["--force"] if git_state()["git_dirty"] != "false" else [])
+
+
+def test_reproduce_of_a_replay_aligned_version_replays_the_same_pretraining_data(aligned_model, base_model, capsys):
+    """The default alignment replays a quarter of each batch from its base's pretraining data: `foundry reproduce`
+    hydrates that data version from the version's `pretrain.*` tags, draws the same windows, trains and gets the
+    aligned model's recorded held-out scores back, on the conversations and on the pretraining holdout."""
+    from mlflow import MlflowClient
+
+    from foundry.cli import main
+
+    _, result = aligned_model
+    _, base = base_model
+    client = MlflowClient()
+    start = Path(client.get_run(result.run_id).data.params["train.init_from"])
+    assert start.parent.name == "chat-base"
+    shutil.rmtree(
+        start.parent
+    )  # as on another home, or after a gc: rebuilt from the parent, as the align flow built it
+    assert main(_reproduce_argv(result.model_uri)) == 0
+    printed = capsys.readouterr().out
+    assert "identical holdout metrics" in printed, printed
+    for key in ("align/response_loss", "align/pretrain_bits_per_byte"):
+        assert key in printed, printed
+    (run,) = client.search_runs(
+        [client.get_run(result.run_id).info.experiment_id],
+        f"tags.`foundry.reproduces` = '{result.model_uri}'",
+    )
+    assert run.info.run_id != result.run_id and run.data.tags["foundry.stage"] == "reproduce"
+    assert run.data.tags["align.replay_source"] == base.data_version  # the same pretraining text, replayed again
+    assert run.data.tags["data_version"] == result.data_version  # and the same conversations
+    assert run.data.params["train.init_from"] == str(start) and start.is_file()  # the same start, rebuilt
+    assert run.data.metrics["align/response_loss"] == pytest.approx(result.metrics.aligned.response_loss, abs=1e-6)
+
+
+def test_reproduce_refuses_an_aligned_version_that_does_not_record_what_it_replayed(aligned_model, capsys):
+    """A replay-aligned version registered without its `pretrain.data_version` tag (as versions tagged by hand, or
+    by code before the tag, are): reproduce stops before training, naming the tag, instead of training without
+    the replay the version trained with."""
+    from mlflow import MlflowClient
+
+    from foundry.cli import main
+    from foundry.registry import versions
+
+    _, result = aligned_model
+    original = MlflowClient().get_model_version("it-chat", result.model_version)
+    tags = {k: v for k, v in original.tags.items() if not k.startswith(("foundry.", "gate.", "pretrain."))}
+    copy = versions.publish(original.source, "it-chat-untagged", original.run_id, tags, True, "without pretrain.*")
+    uri = f"models:/it-chat-untagged/{copy.version}"
+    assert main(_reproduce_argv(uri)) == 1
+    error = capsys.readouterr().err
+    assert "records no 'pretrain.data_version' tag" in error and "replay cannot be rebuilt" in error, error
+    client = MlflowClient()
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    assert client.search_runs(experiments, f"tags.`foundry.reproduces` = '{uri}'") == []  # nothing trained
