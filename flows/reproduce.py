@@ -68,7 +68,13 @@ def reproduce(model_uri: str, force: bool = False, allow_purged: bool = False) -
         commit_matches=record.git_commit == current[GIT_COMMIT],
         tree_clean=record.git_dirty == current[GIT_DIRTY] == "false",
     )
-    outcome = "identical holdout metrics" if result.identical else "holdout metrics differ"
+    outcome = (
+        "identical holdout metrics"
+        if result.identical
+        else "holdout metrics differ"
+        if comparison
+        else "no recorded holdout metrics to compare"
+    )
     publish_summary(reproduce_summary(result), f"reproduce {record.model}", outcome, result.run_id)
     return result
 

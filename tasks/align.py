@@ -167,7 +167,7 @@ def score_reproduced(
     on that holdout; logged on the run under the same keys (`align/<measure>`)."""
     from foundry.align.evaluation import heldout_scores
     from foundry.data.hydrate import hydrate_version
-    from foundry.evaluation.metrics import holdout_metrics
+    from foundry.pretrain.holdout_metrics import holdout_metrics
     from models.gpt import gpt_from_saved, load_gpt, load_saved
 
     e, manifest = config.evaluation, DatasetManifest.read(data_dir)

@@ -302,4 +302,5 @@ def compare_scores(recorded: dict[str, float], reproduced: dict[str, float]) -> 
 
 
 def identical(comparison: dict[str, tuple[float, float]]) -> bool:
-    return all(abs(a - b) <= 1e-6 * max(1.0, abs(a)) for a, b in comparison.values())
+    """Every score both runs hold agrees; nothing to compare is not a match (a check that cannot fail proves nothing)."""
+    return bool(comparison) and all(abs(a - b) <= 1e-6 * max(1.0, abs(a)) for a, b in comparison.values())

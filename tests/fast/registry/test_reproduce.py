@@ -10,7 +10,7 @@ import pytest
 
 from foundry.config import FoundryConfig
 from foundry.core.contracts import LineageRecord
-from foundry.registry.lineage import CommitMismatch, as_trained, check_commit
+from foundry.registry.lineage import CommitMismatch, as_trained, check_commit, identical
 from foundry.runtime.tracking import git_state
 
 
@@ -98,3 +98,9 @@ def test_a_reproduction_of_a_run_trained_without_a_compiler_trains_uncompiled(ta
     tags = {"resumed_from_step": "0"} | ({"train.compiled": tag} if tag else {})
     assert as_trained(config, tags)["train"]["compile"] is reproduced
     assert config["train"]["compile"] is True  # the record is left as it was
+
+
+def test_a_reproduction_with_nothing_recorded_to_compare_is_not_called_identical():
+    assert not identical({})
+    assert identical({"val/loss": (2.5, 2.5)})
+    assert not identical({"val/loss": (2.5, 2.51)})
