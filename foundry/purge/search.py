@@ -43,6 +43,7 @@ from foundry.purge import data as purge_data
 from foundry.purge import home as purge_home
 from foundry.purge import record, served
 from foundry.purge import registry as purge_registry
+from foundry.purge import traces as purge_traces
 from foundry.purge import unchecked as purge_unchecked
 from foundry.purge.data import Matched, VersionFiles
 from foundry.purge.plan import Criterion, DataHit, PurgePlan, Unchecked, summary
@@ -78,7 +79,8 @@ def plan(home: Path, criterion: Criterion, reason: str, remotes: set[str] | None
 def survey(home: Path, criterion: Criterion, reason: str, remotes: set[str] | None = None, client=None) -> Survey:
     if not reason.strip():
         raise ValueError("--reason is required: the purge record says why the documents were removed")
-    registry = purge_registry.read(client or _client())
+    client = client or _client()
+    registry = purge_registry.read(client)
     places = Places.of(home, {str(home / "dvc-remote"), *(remotes or set()), *registry.remotes})
     named = registry.named()
     readable, unread = _readable(places, set(named) | places.versions(), named)
@@ -102,6 +104,7 @@ def survey(home: Path, criterion: Criterion, reason: str, remotes: set[str] | No
     needles = purge_artifacts.Needles(criterion, texts, names, purged.purged_documents(home), grids)
     artifacts, read, unchecked = _artifacts(home, needles, registry)
     elsewhere = tuple(purge_home.scan(home, needles))
+    traces = tuple(purge_traces.scan(home, client, needles))
     unchecked = places.unchecked({h.data_version: h.files for h in hits}, unread) + unchecked
     unchecked += purge_unchecked.home_places(home)
     found = PurgePlan(
@@ -111,6 +114,7 @@ def survey(home: Path, criterion: Criterion, reason: str, remotes: set[str] | No
         data_versions=tuple(hits),
         artifacts=tuple(artifacts),
         elsewhere=elsewhere,
+        traces=traces,
         models=tuple(sorted({m.model: m for m in models}.values(), key=lambda m: purge_registry.order(m.model))),
         runs=tuple(purge_registry.affected_runs(registry, now)),
         unchecked=tuple(unchecked),
