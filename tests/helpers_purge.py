@@ -1,4 +1,5 @@
-"""Purge: Prefect artifacts scrubbed (for a slow test that runs under `prefect_harness`)."""
+"""Purge: Prefect artifacts scrubbed (for a slow test that runs under `prefect_harness`); what Prefect's and
+MLflow's APIs still show of a name, and the runs that leave it there."""
 
 from __future__ import annotations
 
@@ -86,3 +87,65 @@ def seed_mlflow_traces(client, experiment_id: str, path: str, model: str = "") -
         client.update_model_version(name, version, description=f"trained on {path}")
         client.update_registered_model(name, description=f"first trained on {path}")
     return runs
+
+
+def _read_source(path: str) -> None:
+    from prefect import get_run_logger
+
+    get_run_logger().info("reading %s", path)
+    raise ValueError(f"cannot read {path}")
+
+
+def traces_flow(path: str) -> None:
+    """A flow run on the single-file source `path` (its parameter), logging it, whose task fails naming it
+    (the task run's state message, and the state-change event that repeats it); the flow itself completes."""
+    from prefect import flow, task
+
+    @flow(name="traces")
+    def reads(source: str) -> None:
+        try:
+            task(_read_source, name="read-source", retries=0)(source)
+        except ValueError:
+            pass
+
+    reads(path)
+
+
+def prefect_places_holding(needle: str, wait: bool = False) -> list[str]:
+    """Every record Prefect's API shows that holds `needle`, as "<kind> <id>" (kind: flow-run-parameters,
+    flow-run-state, task-run-state, log, event). With `wait`, until a log and an event hold it too (both are
+    sent in the background), for up to a minute."""
+    import json
+    import time
+    from datetime import UTC, datetime
+
+    from prefect.client.orchestration import get_client
+    from prefect.events.filters import EventFilter, EventOccurredFilter
+
+    deadline = time.time() + 60
+    while True:
+        found = []
+        with get_client(sync_client=True) as client:
+            for run in client.read_flow_runs():
+                found += [f"flow-run-parameters {run.id}"] if needle in json.dumps(run.parameters) else []
+                found += [
+                    f"flow-run-state {s.id}" for s in client.read_flow_run_states(run.id) if needle in (s.message or "")
+                ]
+            for task in client.read_task_runs():
+                found += [
+                    f"task-run-state {s.id}"
+                    for s in client.read_task_run_states(task.id)
+                    if needle in (s.message or "")
+                ]
+            found += [f"log {line.id}" for line in client.read_logs() if needle in line.message]
+            since = EventFilter(occurred=EventOccurredFilter(since=datetime(2000, 1, 1, tzinfo=UTC)))
+            page = client.read_events(filter=since, limit=50)
+            events = list(page.events)
+            while page.next_page:
+                page = client.read_events_page(page.next_page)
+                events += page.events
+            found += [f"event {e.id}" for e in events if needle in e.model_dump_json()]
+        kinds = {place.split(" ")[0] for place in found}
+        if not wait or {"log", "event"} <= kinds or time.time() > deadline:
+            return found
+        time.sleep(1)

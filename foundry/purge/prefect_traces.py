@@ -24,6 +24,7 @@ from foundry.purge.plan import TraceHit
 from foundry.purge.traces import Store, TraceNeedles, count
 
 PAGE = 200  # the server's largest page
+EVENT_PAGE = 50  # the events route's largest
 # kind -> (table, id column): the rows changed in Foundry's own store
 TABLES = {
     "flow run state": ("flow_run_state", "id"),
@@ -54,7 +55,7 @@ def _events(client) -> Iterator:
     from prefect.events.filters import EventFilter, EventOccurredFilter
 
     since = datetime(2000, 1, 1, tzinfo=UTC)  # the filter's default window is the last day only
-    page = client.read_events(filter=EventFilter(occurred=EventOccurredFilter(since=since)), limit=PAGE)
+    page = client.read_events(filter=EventFilter(occurred=EventOccurredFilter(since=since)), limit=EVENT_PAGE)
     while True:
         yield from page.events
         if not page.next_page:
