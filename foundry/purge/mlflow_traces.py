@@ -5,7 +5,7 @@ experiment, deleted ones included (a deleted run's rows stay until `mlflow gc`).
 
 - run tags (of an active run), version and model tags, descriptions: rewritten through the API ("[purged]");
 - run params and dataset inputs, which MLflow never lets change, and a deleted run's tags: rewritten in the
-  tracking store's SQLite file when Foundry owns it (`traces.Store`), else left and listed in the purge record.
+  tracking store's SQLite file when Foundry owns it (`trace_stores.Store`), else left and listed in the purge record.
 
 The purge records' own runs (experiment `foundry-purges`: the reason as given, labels) are not searched. Any
 error reading is `TrackingUnreadable`: a purge that cannot see every run refuses, never finds "nothing".
@@ -20,7 +20,7 @@ from foundry.core.model_uri import ModelUri
 from foundry.gc.refs import registered_versions
 from foundry.purge.artifacts import scrubbed_value
 from foundry.purge.plan import TraceHit
-from foundry.purge.traces import Store, TraceNeedles, count
+from foundry.purge.trace_stores import Store, TraceNeedles, count
 from foundry.registry.versions import PURGE_EXPERIMENT
 
 PAGE = 1000

@@ -1,6 +1,7 @@
 """The Prefect artifacts of `foundry purge` (`purge_home`): read and rewritten through Prefect's client API, so
-that a Prefect server works as the embedded store does. The only module of the library that talks to Prefect:
-a purge must see the run pages' markdown summaries and tables wherever they are kept.
+that a Prefect server works as the embedded store does. With `prefect_traces` (the runs' parameters, states, logs
+and events), the only modules of the library that talk to Prefect: a purge must see the run pages' markdown
+summaries and tables wherever they are kept.
 
 Which store: the server `PREFECT_API_URL` names; without one, the database the temporary server would open
 (`$PREFECT_HOME/prefect.db`), and when that file does not exist no run ever stored an artifact there, so no

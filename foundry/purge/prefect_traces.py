@@ -4,7 +4,7 @@ log lines and events (a state-change event repeats the state's message), found t
 
 - flow-run parameters: rewritten through the API (`update_flow_run`), each string holding a needle "[purged]";
 - a flow or task run state's message: no route changes a state, so it is rewritten in the store's SQLite file
-  when Foundry owns it (`traces.Store`), else left and listed;
+  when Foundry owns it (`trace_stores.Store`), else left and listed;
 - a log line and an event: no route deletes them, so their rows are deleted in that file, else left and listed.
 
 A store that cannot be read is `PrefectUnreadable` (fail closed); no store at all (the temporary server's
@@ -21,7 +21,7 @@ from uuid import UUID
 from foundry.purge import prefect_runs
 from foundry.purge.artifacts import scrubbed_value
 from foundry.purge.plan import TraceHit
-from foundry.purge.traces import Store, TraceNeedles, count
+from foundry.purge.trace_stores import Store, TraceNeedles, count
 
 PAGE = 200  # the server's largest page
 EVENT_PAGE = 50  # the events route's largest

@@ -18,7 +18,7 @@ from foundry.cli import main
 from foundry.purge import record as purge_record
 from foundry.purge.artifacts import Needles
 from foundry.purge.plan import Criterion
-from foundry.purge.traces import TraceNeedles
+from foundry.purge.trace_stores import TraceNeedles
 from foundry.runtime import tracking
 
 
