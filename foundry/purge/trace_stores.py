@@ -85,8 +85,10 @@ class Store:
                 with _connected(path) as db:
                     if db.execute(f"SELECT 1 FROM {table} WHERE {column} = ? LIMIT 1", (key,)).fetchone():
                         return path
-            except sqlite3.DatabaseError:  # not this store's schema: not the store the API answered from
-                continue
+            except sqlite3.DatabaseError as exc:
+                if "locked" in str(exc) or "busy" in str(exc):  # the store is there, and busy: never "not ours"
+                    raise
+                continue  # no such table, or no database: not the store the API answered from
         return None
 
     def execute(self, path: Path, statements: list[tuple[str, tuple]]) -> int:

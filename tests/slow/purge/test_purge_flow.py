@@ -8,8 +8,6 @@ from conftest import tracking_uri
 from helpers_purge import prefect_artifacts_scrubbed, prefect_places_holding, traces_flow
 from helpers_registry import register_tagged
 
-from foundry.cli import main
-
 
 def test_the_dry_run_flow_puts_its_summary_on_the_run_page(prefect_harness, tmp_path, monkeypatch):
     from prefect.client.orchestration import get_client
@@ -85,27 +83,24 @@ def test_a_flow_run_given_a_purged_version_fails_before_its_first_task_unless_al
 
 
 def test_a_purge_leaves_the_source_name_in_no_flow_run_parameter_state_message_log_or_event(
-    prefect_harness, tmp_path, monkeypatch, capsys
+    prefect_harness, tmp_path, monkeypatch
 ):
     """#55 point 6: a flow run on a single-file source (its parameter, a task's failure message, its log lines
-    and the state-change events naming the file), and the dry-run purge flow's own parameter; after
-    `foundry purge --apply` Prefect's API shows the name nowhere (the harness's store is a SQLite file here:
-    state messages rewritten, logs and events deleted in it), or the record lists where it is left."""
+    and the state-change events naming the file), and the dry-run purge flow's own parameter; after the purge
+    flow's `apply` (its own parameter names the source too, while it runs) Prefect's API shows the name nowhere:
+    the harness's store is a SQLite file here, so state messages are rewritten and logs and events deleted in it,
+    and nothing is left to list."""
     from flows.purge import purge_documents
-    from foundry.purge import record as purge_record
 
     name = "jane_doe_letter.txt"
     monkeypatch.setenv("FOUNDRY_HOME", str(tmp_path / "home"))
     with tracking_uri(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}"):
         traces_flow(f"/srv/in/{name}")
-        purge_documents(reason="request 17", source=name)
-        assert {"flow-run-parameters", "task-run-state", "log", "event"} <= {
-            p.split(" ")[0] for p in prefect_places_holding(name, wait=True)
-        }
-        assert main(["purge", "--source", name, "--reason", "request 17", "--apply", "--json"]) == 0
-    printed = capsys.readouterr().out
-    record = purge_record.PurgeRecord.model_validate_json(printed[printed.index("{") :])
-    assert record.verified and name not in printed
-    left = prefect_places_holding(name)
-    assert [p for p in left if not any(p.split(" ", 1)[1] in label for label in record.left_in_stores)] == []
-    assert record.left_in_stores == ()  # the harness's store is a file here: nothing had to be left
+        planned = purge_documents(reason="request 17", source=name)
+        before = {p.split(" ")[0] for p in prefect_places_holding(name, wait=True)}
+        assert {"flow-run-parameters", "task-run-state", "log", "event"} <= before
+        assert "flow run parameters" in planned and "delete (in its SQLite file)" in planned
+        applied = purge_documents(reason="request 17", source=name, apply=True)
+    assert "verified: a second search finds none" in applied and "left, cannot be removed" not in applied
+    assert name not in planned + applied
+    assert prefect_places_holding(name) == []
