@@ -12,7 +12,8 @@ safe to run again (it finds what is left and finishes):
    into the workspace cache and every local remote that held the old one (`purge_commit`), and name it in the
    mark; a version that cannot be rewritten is only deleted;
 4. scrub the MLflow artifacts, run files, source mirrors, logs and Prefect artifacts that hold them
-   (`purge_home`): while the old versions are still there, a failure here leaves a re-run everything it needs
+   (`purge_home`), and Prefect's and MLflow's own records (`purge_traces`: those no API nor file of Foundry's can
+   change are left, and the record lists them in `left_in_stores`): while the old versions are still there, a failure here leaves a re-run everything it needs
    to find the copies;
 5. delete the old versions: their hydrated and checked-out copies, in every cache and remote the objects they
    list (the documents' text among them) that no kept version lists, then (last) the listings; and finish every marked version a

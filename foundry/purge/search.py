@@ -16,7 +16,10 @@ The search (the dry run, and the first step of `--apply`: `purge_apply`) reads a
    server, each experiment's artifact location through MLflow's artifact repository (`purge_served`); and the
    other files under the home and the Prefect artifacts that do (`purge_home`); for an image version, the
    misclassified-images grids of the runs trained or evaluated on it (derived plots: deleted whole);
-5. the registered versions trained on a version holding their text, and every descendant of those.
+5. the registered versions trained on a version holding their text, and every descendant of those;
+6. the records Prefect and MLflow keep in their own stores that hold them or name them (`purge_traces`): flow-run
+   parameters, state messages, logs and events; run params, tags and dataset inputs, version and model tags and
+   descriptions, each with what `--apply` can do to it (through the API, in a SQLite file Foundry owns, or left).
 An `s3://` DVC remote is read with boto3 (`purge_s3`). What cannot be read (an `s3://` remote that does not
 answer, a remote of another scheme, a local remote that is no folder here, a version with no copy here, a
 server's artifact location that cannot be read or whose repository cannot delete, an embedded store's

@@ -98,3 +98,25 @@ def test_an_old_purge_record_without_the_new_field_still_loads(tmp_path: Path):
         "verified": True,
     }
     assert purge_record.PurgeRecord.model_validate_json(json.dumps(old)).left_in_stores == ()
+
+
+def test_a_prefect_or_mlflow_store_that_cannot_be_searched_fails_the_search(tmp_path, monkeypatch):
+    """Fail closed: an API error is never "no record holds it"."""
+    import socket
+
+    import pytest
+    from conftest import failing_mlflow_server
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from foundry.purge import mlflow_traces, prefect_runs, prefect_traces
+
+    found = TraceNeedles(Needles(Criterion(kind="source", value="jane.txt"), {}, {"jane.txt"}))
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with temporary_settings({PREFECT_API_URL: f"http://127.0.0.1:{port}/api"}):
+        with pytest.raises(prefect_runs.PrefectUnreadable, match="purge refuses"):
+            prefect_traces.scan(tmp_path, found)
+    with failing_mlflow_server(monkeypatch, "MLFLOW_TRACKING_URI"):
+        with pytest.raises(mlflow_traces.TrackingUnreadable, match="purge refuses"):
+            mlflow_traces.scan(tmp_path, tracking.client(), found)
