@@ -81,8 +81,9 @@ def add_commands(commands) -> None:
     purge = commands.add_parser(
         "purge",
         help="find every copy of the documents a deletion request names (data versions in the DVC cache and "
-        "remote, hydrated copies, token shards, MLflow artifacts, run files, Prefect artifacts) and every registered "
-        "version trained on them; --apply removes them and keeps a purge record",
+        "remote, hydrated copies, token shards, MLflow artifacts, run files, Prefect artifacts, Prefect's and MLflow's "
+        "own records: parameters, state messages, logs, events, params, tags, dataset inputs, descriptions) and every "
+        "registered version trained on them; --apply removes them and keeps a purge record",
     )
     which = purge.add_mutually_exclusive_group(required=True)
     which.add_argument(

@@ -12,7 +12,8 @@ safe to run again (it finds what is left and finishes):
    into the workspace cache and every local remote that held the old one (`purge_commit`), and name it in the
    mark; a version that cannot be rewritten is only deleted;
 4. scrub the MLflow artifacts, run files, source mirrors, logs and Prefect artifacts that hold them
-   (`purge_home`): while the old versions are still there, a failure here leaves a re-run everything it needs
+   (`purge_home`), and Prefect's and MLflow's own records (`purge_traces`: those no API nor file of Foundry's can
+   change are left, and the record lists them in `left_in_stores`): while the old versions are still there, a failure here leaves a re-run everything it needs
    to find the copies;
 5. delete the old versions: their hydrated and checked-out copies, in every cache and remote the objects they
    list (the documents' text among them) that no kept version lists, then (last) the listings; and finish every marked version a
@@ -36,7 +37,8 @@ from foundry.purge import home as purge_home
 from foundry.purge import record as purge_record
 from foundry.purge import rewrite as purge_rewrite
 from foundry.purge import search
-from foundry.purge.plan import Criterion, DataHit
+from foundry.purge import traces as purge_traces
+from foundry.purge.plan import LEFT_IN_STORES, Criterion, DataHit
 from foundry.purge.record import PurgeRecord
 
 log = logging.getLogger(__name__)
@@ -73,12 +75,13 @@ def apply(
     removed: dict[str, int] = {}
     replaced = _replace(home, found, hits, record_id, when, removed)
     _count(removed, purge_home.scrub(home, found.needles, found.plan, vacuum_changed=False))
+    _count(removed, purge_traces.remove(home, client, found.needles, found.plan.traces))
     _delete(found, hits, replaced, removed)
     _count(removed, purge_home.vacuum_embedded(home))  # every run: one a busy reader made fail is done again
     lost = purge_record.tag_models(client, record_id, found.plan.models, keep_models)
     purge_record.tag_runs(client, record_id, found.plan.runs)
     again = search.survey(home, criterion, reason, remotes, client)
-    left = {k: n for k, n in again.plan.counts.items() if n and k != "model versions"}
+    left = {k: n for k, n in again.plan.counts.items() if n and k not in ("model versions", LEFT_IN_STORES)}
     if unfinished := _unfinished(again):
         left["data versions still listed"] = len(unfinished)
     if untagged := [m for m in again.plan.models if m.purge_record is None]:
@@ -98,6 +101,7 @@ def apply(
         runs=found.plan.runs,
         verified=_nothing_left(again.plan) and not unfinished and not untagged,
         left=left,
+        left_in_stores=tuple(t.label for t in again.plan.traces if t.action == "left"),
     )
     return purge_record.keep(client, record)
 
@@ -166,4 +170,7 @@ def _work_left(found) -> bool:
 
 def _nothing_left(plan) -> bool:
     """Nothing found, and nothing the search could not read (an S3 or server error is never "none left")."""
-    return not (plan.documents or plan.data_versions or plan.artifacts or plan.elsewhere or plan.unchecked)
+    changeable = any(t.action != "left" for t in plan.traces)  # those left are listed in the record, not work
+    return not (
+        plan.documents or plan.data_versions or plan.artifacts or plan.elsewhere or plan.unchecked or changeable
+    )

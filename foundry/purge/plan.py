@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
+LEFT_IN_STORES = "records left (cannot be removed through the API)"  # a count: `TraceHit.action` "left"
 
 
 class _Value(BaseModel):
@@ -153,6 +154,26 @@ class HomeHit(_Value):
     path: str = Field("", exclude=True, repr=False)
 
 
+class TraceHit(_Value):
+    """A record Prefect or MLflow keeps in its own store (not a file) that holds a needle: a flow run's parameters,
+    a run state's message, a log line, an event; a run's params, tags or dataset inputs, a registered version's or
+    model's tags or description (`purge_traces`). Named by ids and key names, never by the text."""
+
+    store: Literal["prefect", "mlflow"]
+    kind: str  # "flow run parameters", "task run state", "log", "run params", "version description"...
+    id: str  # the flow run, state, log or event id; the MLflow run id; models:/NAME/VERSION; a model's name
+    keys: tuple[str, ...] = ()  # the parameters, params or tags holding one (their names), or the dataset digests
+    # redact: the value replaced by "[purged]"; delete: the record deleted; left: neither can be done (the
+    # purge record lists it). `how`: through the store's API, or in the SQLite file of Foundry's own store.
+    action: Literal["redact", "delete", "left"]
+    how: Literal["api", "sqlite", ""] = ""
+
+    @property
+    def label(self) -> str:
+        """How the record lists one left: the store, the kind, the id and the keys."""
+        return f"{self.store} {self.kind} {self.id}" + (f" ({', '.join(self.keys)})" if self.keys else "")
+
+
 class ModelHit(_Value):
     model: str  # models:/NAME/VERSION
     aliases: tuple[str, ...]
@@ -174,6 +195,7 @@ class PurgePlan(_Value):
     data_versions: tuple[DataHit, ...]
     artifacts: tuple[ArtifactHit, ...]
     elsewhere: tuple[HomeHit, ...] = ()
+    traces: tuple[TraceHit, ...] = ()  # Prefect's and MLflow's own records (`purge_traces`)
     models: tuple[ModelHit, ...]
     runs: tuple[str, ...]  # runs that trained on (or prepared) an affected data version, registered or not
     unchecked: tuple[Unchecked, ...]
@@ -190,6 +212,8 @@ class PurgePlan(_Value):
             "copies": sum(len(c.files) for d in self.data_versions for c in d.copies),
             "mlflow artifacts": len(self.artifacts),
             "other files": len(self.elsewhere),
+            "prefect and mlflow records": sum(1 for t in self.traces if t.action != "left"),
+            LEFT_IN_STORES: sum(1 for t in self.traces if t.action == "left"),
             "model versions": len(self.models),
             "runs": len(self.runs),
             "unchecked": len(self.unchecked),
@@ -210,6 +234,12 @@ def _held(holds: str) -> str:
     return "image (derived plot: deleted whole)" if holds == "plot" else holds
 
 
+def _action(trace: TraceHit) -> str:
+    if trace.action == "left":
+        return "left, cannot be removed through the API"
+    return f"{trace.action} ({'in its SQLite file' if trace.how == 'sqlite' else 'through the API'})"
+
+
 def summary(plan: PurgePlan) -> str:
     """What `foundry purge` prints: the places, the models, what was not checked, then the counts."""
     lines = [f"purge {plan.criterion}: {plan.reason}", ""]
@@ -226,6 +256,10 @@ def summary(plan: PurgePlan) -> str:
         lines += [table(rows), ""]
     if plan.elsewhere:
         rows = [("place", "where", "strings")] + [(h.place, h.where, str(h.strings)) for h in plan.elsewhere]
+        lines += [table(rows), ""]
+    if plan.traces:
+        rows = [("store", "record", "id", "keys", "--apply")]
+        rows += [(t.store, t.kind, t.id, ",".join(t.keys) or "-", _action(t)) for t in plan.traces]
         lines += [table(rows), ""]
     if plan.models:
         lines += [

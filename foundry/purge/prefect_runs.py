@@ -1,6 +1,7 @@
 """The Prefect artifacts of `foundry purge` (`purge_home`): read and rewritten through Prefect's client API, so
-that a Prefect server works as the embedded store does. The only module of the library that talks to Prefect:
-a purge must see the run pages' markdown summaries and tables wherever they are kept.
+that a Prefect server works as the embedded store does. With `prefect_traces` (the runs' parameters, states, logs
+and events), the only modules of the library that talk to Prefect: a purge must see the run pages' markdown
+summaries and tables wherever they are kept.
 
 Which store: the server `PREFECT_API_URL` names; without one, the database the temporary server would open
 (`$PREFECT_HOME/prefect.db`), and when that file does not exist no run ever stored an artifact there, so no
@@ -26,9 +27,22 @@ def _database() -> Path | None:
     database is not SQLite."""
     from prefect.settings import get_current_settings
 
+    return None if get_current_settings().api.url else server_database()
+
+
+def no_store() -> bool:
+    """Whether no server is named and the temporary server's database is not a file: no run ever stored anything
+    there, and no server is started to say so."""
+    database = _database()
+    return database is not None and not database.is_file()
+
+
+def server_database() -> Path | None:
+    """The SQLite file the settings give a Prefect server (the temporary one's, or one this process's settings
+    configure, as the test harness does); None when its database is not SQLite."""
+    from prefect.settings import get_current_settings
+
     settings = get_current_settings()
-    if settings.api.url:
-        return None
     url = settings.server.database.connection_url
     url = url.get_secret_value() if url is not None else f"sqlite+aiosqlite:///{settings.home / 'prefect.db'}"
     return Path(url.split(":///", 1)[1]) if url.startswith("sqlite") and ":///" in url else None
@@ -77,7 +91,7 @@ def _artifacts(client) -> Iterator:
         offset += page
 
 
-def _prefect(call):
+def with_client(call):
     """`call(client)` with a Prefect client; any failure is `PrefectUnreadable`."""
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL
@@ -87,13 +101,12 @@ def _prefect(call):
             return call(client)
     except Exception as exc:  # httpx, the server's answer, an ephemeral server that did not start: all unread
         where = PREFECT_API_URL.value() or "the temporary Prefect server"
-        raise PrefectUnreadable(f"cannot read the Prefect artifacts at {where}: {exc}; purge refuses") from exc
+        raise PrefectUnreadable(f"cannot read the Prefect store at {where}: {exc}; purge refuses") from exc
 
 
 def hits(needles: Needles) -> list[tuple[str, int]]:
     """(artifact id, strings or lines holding a needle) for each Prefect artifact that holds one."""
-    database = _database()
-    if database is not None and not database.is_file():  # no store, so no artifact: nothing to start
+    if no_store():  # no store, so no artifact: nothing to start
         return []
 
     def read(client) -> list[tuple[str, int]]:
@@ -103,7 +116,7 @@ def hits(needles: Needles) -> list[tuple[str, int]]:
             if (count := _scrubbed_artifact(artifact, needles)[1])
         ]
 
-    return _prefect(read)
+    return with_client(read)
 
 
 def rewrite(artifact_id: str, needles: Needles) -> int:
@@ -122,4 +135,4 @@ def rewrite(artifact_id: str, needles: Needles) -> int:
                 client.update_artifact(artifact.id, ArtifactUpdate(**update))
         return count
 
-    return _prefect(rewrite)
+    return with_client(rewrite)

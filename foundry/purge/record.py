@@ -64,6 +64,9 @@ class PurgeRecord(BaseModel):
     runs: tuple[str, ...]
     verified: bool  # a second search after the purge found no document
     left: dict[str, int] = {}  # what that second search still found, by kind (empty when verified)
+    # Prefect's and MLflow's records holding the documents that no API can change and Foundry does not own the
+    # store of (`TraceHit.label`: store, kind, id, keys): left, cannot be removed through the API.
+    left_in_stores: tuple[str, ...] = ()
     mlflow_run_id: str = ""
     # How `criterion` hides a regex or a path (`KEYED`); a record made before keyed labels reads as UNKEYED.
     criterion_hash: str = UNKEYED
@@ -181,6 +184,9 @@ def summary(record: PurgeRecord) -> str:
             else "NOT verified: a second search still finds some"
         )
     )
+    if record.left_in_stores:
+        lines.append(f"left, cannot be removed through the API ({len(record.left_in_stores)}):")
+        lines += [f"  {label}" for label in record.left_in_stores]
     if record.mlflow_run_id:
         lines.append(f"kept in MLflow: experiment {EXPERIMENT}, run {record.mlflow_run_id}")
     return "\n".join(lines)

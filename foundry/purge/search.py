@@ -16,7 +16,10 @@ The search (the dry run, and the first step of `--apply`: `purge_apply`) reads a
    server, each experiment's artifact location through MLflow's artifact repository (`purge_served`); and the
    other files under the home and the Prefect artifacts that do (`purge_home`); for an image version, the
    misclassified-images grids of the runs trained or evaluated on it (derived plots: deleted whole);
-5. the registered versions trained on a version holding their text, and every descendant of those.
+5. the registered versions trained on a version holding their text, and every descendant of those;
+6. the records Prefect and MLflow keep in their own stores that hold them or name them (`purge_traces`): flow-run
+   parameters, state messages, logs and events; run params, tags and dataset inputs, version and model tags and
+   descriptions, each with what `--apply` can do to it (through the API, in a SQLite file Foundry owns, or left).
 An `s3://` DVC remote is read with boto3 (`purge_s3`). What cannot be read (an `s3://` remote that does not
 answer, a remote of another scheme, a local remote that is no folder here, a version with no copy here, a
 server's artifact location that cannot be read or whose repository cannot delete, an embedded store's
@@ -43,6 +46,7 @@ from foundry.purge import data as purge_data
 from foundry.purge import home as purge_home
 from foundry.purge import record, served
 from foundry.purge import registry as purge_registry
+from foundry.purge import traces as purge_traces
 from foundry.purge import unchecked as purge_unchecked
 from foundry.purge.data import Matched, VersionFiles
 from foundry.purge.plan import Criterion, DataHit, PurgePlan, Unchecked, summary
@@ -78,7 +82,8 @@ def plan(home: Path, criterion: Criterion, reason: str, remotes: set[str] | None
 def survey(home: Path, criterion: Criterion, reason: str, remotes: set[str] | None = None, client=None) -> Survey:
     if not reason.strip():
         raise ValueError("--reason is required: the purge record says why the documents were removed")
-    registry = purge_registry.read(client or _client())
+    client = client or _client()
+    registry = purge_registry.read(client)
     places = Places.of(home, {str(home / "dvc-remote"), *(remotes or set()), *registry.remotes})
     named = registry.named()
     readable, unread = _readable(places, set(named) | places.versions(), named)
@@ -102,6 +107,7 @@ def survey(home: Path, criterion: Criterion, reason: str, remotes: set[str] | No
     needles = purge_artifacts.Needles(criterion, texts, names, purged.purged_documents(home), grids)
     artifacts, read, unchecked = _artifacts(home, needles, registry)
     elsewhere = tuple(purge_home.scan(home, needles))
+    traces = tuple(purge_traces.scan(home, client, needles))
     unchecked = places.unchecked({h.data_version: h.files for h in hits}, unread) + unchecked
     unchecked += purge_unchecked.home_places(home)
     found = PurgePlan(
@@ -111,6 +117,7 @@ def survey(home: Path, criterion: Criterion, reason: str, remotes: set[str] | No
         data_versions=tuple(hits),
         artifacts=tuple(artifacts),
         elsewhere=elsewhere,
+        traces=traces,
         models=tuple(sorted({m.model: m for m in models}.values(), key=lambda m: purge_registry.order(m.model))),
         runs=tuple(purge_registry.affected_runs(registry, now)),
         unchecked=tuple(unchecked),

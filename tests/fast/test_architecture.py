@@ -176,6 +176,7 @@ def test_layers_point_one_way():
         "foundry.ops.doctor": ("prefect",),  # `foundry doctor` asks Prefect itself whether it sends telemetry
         "foundry.cli.console": ("prefect",),  # the CLI's console: Prefect's logging set up before ours goes on top
         "foundry.purge.prefect_runs": ("prefect",),  # `foundry purge` reads and rewrites the run pages' artifacts
+        "foundry.purge.prefect_traces": ("prefect",),  # and the flow runs' parameters, states, logs and events
     }
     wrong = []
     for name, path in module_files().items():

@@ -5,7 +5,7 @@ a registered version refusing a purged one before its first task (the other flow
 from __future__ import annotations
 
 from conftest import tracking_uri
-from helpers_purge import prefect_artifacts_scrubbed
+from helpers_purge import prefect_artifacts_scrubbed, prefect_places_holding, traces_flow
 from helpers_registry import register_tagged
 
 
@@ -80,3 +80,27 @@ def test_a_flow_run_given_a_purged_version_fails_before_its_first_task_unless_al
 
     assert tasks(refused) == []  # refused before any task
     assert "base-model" in tasks(allowed)
+
+
+def test_a_purge_leaves_the_source_name_in_no_flow_run_parameter_state_message_log_or_event(
+    prefect_harness, tmp_path, monkeypatch
+):
+    """#55 point 6: a flow run on a single-file source (its parameter, a task's failure message, its log lines
+    and the state-change events naming the file), and the dry-run purge flow's own parameter; after the purge
+    flow's `apply` (its own parameter names the source too, while it runs) Prefect's API shows the name nowhere:
+    the harness's store is a SQLite file here, so state messages are rewritten and logs and events deleted in it,
+    and nothing is left to list."""
+    from flows.purge import purge_documents
+
+    name = "jane_doe_letter.txt"
+    monkeypatch.setenv("FOUNDRY_HOME", str(tmp_path / "home"))
+    with tracking_uri(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}"):
+        traces_flow(f"/srv/in/{name}")
+        planned = purge_documents(reason="request 17", source=name)
+        before = {p.split(" ")[0] for p in prefect_places_holding(name, wait=True)}
+        assert {"flow-run-parameters", "task-run-state", "log", "event"} <= before
+        assert "flow run parameters" in planned and "delete (in its SQLite file)" in planned
+        applied = purge_documents(reason="request 17", source=name, apply=True)
+    assert "verified: a second search finds none" in applied and "left, cannot be removed" not in applied
+    assert name not in planned + applied
+    assert prefect_places_holding(name) == []

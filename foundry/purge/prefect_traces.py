@@ -1,0 +1,148 @@
+"""What Prefect keeps of a purged document besides artifacts (`prefect_runs`): flow-run parameters (a flow's
+config names its `data.source`, the purge flow its criterion), state messages (an exception naming a file),
+log lines and events (a state-change event repeats the state's message), found through Prefect's client API.
+
+- flow-run parameters: rewritten through the API (`update_flow_run`), each string holding a needle "[purged]";
+- a flow or task run state's message: no route changes a state, so it is rewritten in the store's SQLite file
+  when Foundry owns it (`trace_stores.Store`), else left and listed;
+- a log line and an event: no route deletes them, so their rows are deleted in that file, else left and listed.
+
+A store that cannot be read is `PrefectUnreadable` (fail closed); no store at all (the temporary server's
+database not a file) is "nothing there", as for the artifacts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from uuid import UUID
+
+from foundry.purge import prefect_runs
+from foundry.purge.artifacts import scrubbed_value
+from foundry.purge.plan import TraceHit
+from foundry.purge.trace_stores import Store, TraceNeedles, count
+
+PAGE = 200  # the server's largest page
+EVENT_PAGE = 50  # the events route's largest
+# kind -> (table, id column): the rows changed in Foundry's own store
+TABLES = {
+    "flow run state": ("flow_run_state", "id"),
+    "task run state": ("task_run_state", "id"),
+    "log": ("log", "id"),
+    "event": ("events", "id"),
+}
+REDACTED = {"flow run state", "task run state"}  # rewritten; the others (`TABLES`) deleted
+
+
+def store(home: Path) -> Store:
+    """The SQLite files that may be the store the API answers from: the server's configured database (the
+    temporary server's, the test harness's) and the one `foundry up` serves."""
+    return Store([prefect_runs.server_database(), home / "prefect" / "prefect.db"])
+
+
+def _pages(read: Callable[[int], list]) -> Iterator:
+    offset = 0
+    while True:
+        batch = read(offset)
+        yield from batch
+        if len(batch) < PAGE:
+            return
+        offset += PAGE
+
+
+def _events(client) -> Iterator:
+    from prefect.events.filters import EventFilter, EventOccurredFilter
+
+    since = datetime(2000, 1, 1, tzinfo=UTC)  # the filter's default window is the last day only
+    page = client.read_events(filter=EventFilter(occurred=EventOccurredFilter(since=since)), limit=EVENT_PAGE)
+    while True:
+        yield from page.events
+        if not page.next_page:
+            return
+        page = client.read_events_page(page.next_page)
+
+
+def _held(kind: str, ident, found: Store) -> TraceHit:
+    """A hit the API cannot change: changed in the file that holds its row, or left."""
+    table, column = TABLES[kind]
+    owned = found.holding(table, column, str(ident)) is not None
+    action = ("redact" if kind in REDACTED else "delete") if owned else "left"
+    return TraceHit(store="prefect", kind=kind, id=str(ident), action=action, how="sqlite" if owned else "")
+
+
+def _read(client, needles: TraceNeedles, found: Store) -> list[TraceHit]:
+    from prefect.client.schemas.sorting import FlowRunSort, LogSort, TaskRunSort
+
+    hits = []
+    for run in _pages(lambda o: client.read_flow_runs(sort=FlowRunSort.ID_DESC, limit=PAGE, offset=o)):
+        if keys := tuple(sorted(k for k, v in (run.parameters or {}).items() if needles.in_value(v))):
+            hits.append(
+                TraceHit(
+                    store="prefect", kind="flow run parameters", id=str(run.id), keys=keys, action="redact", how="api"
+                )
+            )
+        hits += [_held("flow run state", s.id, found) for s in client.read_flow_run_states(run.id) if _says(s, needles)]
+    for task in _pages(lambda o: client.read_task_runs(sort=TaskRunSort.ID_DESC, limit=PAGE, offset=o)):
+        hits += [
+            _held("task run state", s.id, found) for s in client.read_task_run_states(task.id) if _says(s, needles)
+        ]
+    for line in _pages(lambda o: client.read_logs(sort=LogSort.TIMESTAMP_ASC, limit=PAGE, offset=o)):
+        if needles.hit(line.message):
+            hits.append(_held("log", line.id, found))
+    for event in _events(client):
+        if needles.in_value(event.model_dump(mode="json", exclude={"id"})):
+            hits.append(_held("event", event.id, found))
+    return hits
+
+
+def _says(state, needles: TraceNeedles) -> bool:
+    return bool(state.message) and needles.hit(state.message)
+
+
+def scan(home: Path, needles: TraceNeedles) -> list[TraceHit]:
+    """Every flow run, state, log line and event holding a needle; `PrefectUnreadable` when Prefect cannot be read."""
+    if prefect_runs.no_store():
+        return []
+    found = store(home)
+    return prefect_runs.with_client(lambda client: _read(client, needles, found))
+
+
+def remove(home: Path, needles: TraceNeedles, hits: list[TraceHit], counts: dict[str, int]) -> Store:
+    """Each hit changed as its action says; the `Store` whose `changed` files are to be vacuumed."""
+    found = store(home)
+    api = [h for h in hits if h.how == "api"]
+    if api:
+        prefect_runs.with_client(lambda client: [count(counts, h, _parameters(client, h, needles)) for h in api])
+    for hit in (h for h in hits if h.how == "sqlite"):
+        count(counts, hit, _in_file(found, hit, needles))
+    return found
+
+
+def _parameters(client, hit: TraceHit, needles: TraceNeedles) -> int:
+    """A flow run's parameters rewritten through the API: each string holding a needle "[purged]"."""
+    from prefect.exceptions import ObjectNotFound
+
+    try:
+        run = client.read_flow_run(UUID(hit.id))
+    except ObjectNotFound:  # deleted since: nothing holds it
+        return 0
+    parameters, changed = scrubbed_value(run.parameters or {}, needles)
+    if changed:
+        client.update_flow_run(run.id, parameters=parameters)
+    return changed
+
+
+def _in_file(found: Store, hit: TraceHit, needles: TraceNeedles) -> int:
+    """A state's message rewritten, or a log line or event deleted (with the event's resources), in the file
+    that holds its row; 0 when none does any more."""
+    table, column = TABLES[hit.kind]
+    path = found.holding(table, column, hit.id)
+    if path is None:
+        return 0
+    if hit.kind in REDACTED:
+        return found.execute(path, [(f"UPDATE {table} SET message = ? WHERE {column} = ?", (needles.marker, hit.id))])
+    statements = [(f"DELETE FROM {table} WHERE {column} = ?", (hit.id,))]
+    if hit.kind == "event":
+        statements.insert(0, ("DELETE FROM event_resources WHERE event_id = ?", (hit.id,)))
+    return found.execute(path, statements)

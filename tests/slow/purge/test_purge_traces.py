@@ -1,0 +1,53 @@
+"""#55 point 6 against a real MLflow tracking server (tests/conftest.py `mlflow_server`, its own SQLite store):
+what the API can change (a run's tags, a version's and a model's tags and descriptions) is rewritten through it;
+what it cannot (run params, dataset inputs, a deleted run's tags) is listed in the purge record by id while the
+store is not Foundry's, and rewritten in the server's SQLite file once it is (`$FOUNDRY_HOME` the server's home, as
+`foundry up` serves it). The same on the embedded store: tests/fast/purge/test_purge_traces.py."""
+
+from __future__ import annotations
+
+from conftest import tracking_uri
+from helpers_purge import mlflow_places_holding, seed_mlflow_traces
+from helpers_registry import register_tagged
+
+from foundry.cli import main
+from foundry.purge import record as purge_record
+from foundry.runtime import tracking
+
+NAME = "jane_doe_letter.txt"  # a single-file source: `data.source` is its path, its documents' source its name
+
+
+def _applied(capsys) -> purge_record.PurgeRecord:
+    assert main(["purge", "--source", NAME, "--reason", "request 17", "--apply", "--json"]) == 0
+    printed = capsys.readouterr().out
+    return purge_record.PurgeRecord.model_validate_json(printed[printed.index("{") :])
+
+
+def test_a_tracking_server_keeps_only_what_its_api_cannot_change_and_the_record_lists_it(
+    mlflow_server, tiny_config, tmp_path, monkeypatch, capsys
+):
+    from prefect.settings import PREFECT_HOME, temporary_settings
+
+    state, running, _ = mlflow_server
+    running()
+    monkeypatch.setenv("FOUNDRY_HOME", str(tmp_path / "home"))
+    with temporary_settings({PREFECT_HOME: tmp_path / "prefect"}), tracking_uri(monkeypatch, state["server"].url):
+        version = register_tagged(tiny_config, "traces-model", {})
+        client = tracking.client()
+        runs = seed_mlflow_traces(
+            client, tracking.experiment_id("traces"), f"/srv/in/{NAME}", f"traces-model/{version.version}"
+        )
+        record = _applied(capsys)
+        left = mlflow_places_holding(client, NAME)
+        assert left and not [p for p in left if p.startswith(("models:/", "model "))]  # the API changed those
+        assert not [p for p in left if p == f"run {runs['kept']} tag note"]  # an active run's tag: through the API
+        for place in left:  # each left place listed by its run id
+            run_id = place.split(" ")[1]
+            assert any(run_id in label for label in record.left_in_stores), place
+        assert f"mlflow run params {runs['kept']} (data.source)" in record.left_in_stores
+        assert record.verified  # what is left is listed, not missed
+        # The server's store is Foundry's once FOUNDRY_HOME is the home it serves: rewritten in its SQLite file.
+        monkeypatch.setenv("FOUNDRY_HOME", str(state["home"]))
+        record = _applied(capsys)
+        assert record.left_in_stores == () and record.removed["mlflow run params"] == 2
+        assert mlflow_places_holding(client, NAME) == []
