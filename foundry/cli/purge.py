@@ -37,7 +37,9 @@ def cmd_purge(args: argparse.Namespace) -> int:
         print(f"foundry purge --apply: {exc}", file=sys.stderr)
         return 2
     if record is None:
-        print("nothing matched: nothing was removed and no record was made")
+        print(
+            "nothing left to remove: nothing was removed and no record was made (the dry run lists what a store keeps that it cannot change)"
+        )
         return 0
     print(purge_record.as_json(record) if args.json else purge_record.summary(record))
     retrained = _retrain(record) if args.retrain else 0
