@@ -64,7 +64,7 @@ def _start_run(api: str, config, serve: subprocess.Popen, log: Path):
 
 
 @pytest.mark.long
-def test_the_prefect_server_killed_mid_training_under_a_deployment_run(tmp_path, monkeypatch):
+def test_the_prefect_server_killed_mid_training_under_a_deployment_run(tmp_path):
     from mlflow import MlflowClient
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -75,24 +75,17 @@ def test_the_prefect_server_killed_mid_training_under_a_deployment_run(tmp_path,
     home = seeded_home(tmp_path / "servers")
     logs = home / "logs"
     logs.mkdir()
-    monkeypatch.setenv("FOUNDRY_HOME", str(home))
     port = _free_port()
-    servers = [
-        ops.start_prefect(port, home, logs / "prefect.log"),
-        ops.start_mlflow(_free_port(), home, logs / "m.log"),
-    ]
-    api, serve = f"{servers[0].url}/api", None
+    prefect = ops.start_prefect(port, home, logs / "prefect.log")
+    api, serve = f"{prefect.url}/api", None
     try:
-        for server in servers:
-            ops.wait_healthy(server, timeout=180)
-        env = {
-            **os.environ,
+        ops.wait_healthy(prefect, timeout=180)
+        env = {  # not this session's settings; MLflow's store in the worker's home: the test is about Prefect
+            **{k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_", "DVC_"))},
             "PREFECT_API_URL": api,
-            "MLFLOW_TRACKING_URI": servers[1].url,
             "FOUNDRY_HOME": str(tmp_path / "worker"),
             "PREFECT_RUNNER_POLL_FREQUENCY": "1",  # a run is picked up within a second of its creation
         }
-        env.pop("PREFECT_HOME", None)
         serve = subprocess.Popen(
             [sys.executable, "-m", "foundry.cli", "serve", "--config", "configs/tiny.yaml"],
             cwd=REPO_ROOT,
@@ -103,11 +96,11 @@ def test_the_prefect_server_killed_mid_training_under_a_deployment_run(tmp_path,
         config = tiny(f"registry.model_name={MODEL}", "train.progress_every_s=0.2", *NO_BASELINES)
         flow_run = _start_run(api, config, serve, logs / "serve.log")
         _wait_for_line(logs / "serve.log", r"Task run 'train-\w+' - step (1[2-9]|[2-9]\d|1\d\d)/", serve)
-        _kill_tree(servers[0].process)
+        _kill_tree(prefect.process)
         killed = time.monotonic()
         time.sleep(DOWN_S)
-        servers[0] = ops.start_prefect(port, home, logs / "prefect.log")
-        ops.wait_healthy(servers[0], timeout=180)
+        prefect = ops.start_prefect(port, home, logs / "prefect.log")
+        ops.wait_healthy(prefect, timeout=180)
         back = time.monotonic() - killed
         with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
             running = client.read_flow_run(flow_run.id)
@@ -124,7 +117,7 @@ def test_the_prefect_server_killed_mid_training_under_a_deployment_run(tmp_path,
         if serve is not None:
             serve.terminate()
             serve.wait(timeout=30)
-        ops.stop(servers)
+        ops.stop([prefect])
     output = (logs / "serve.log").read_text(errors="replace")
     print(
         f"server back {back:.0f} s after the kill, the run {running.state.name} then; {ended.state.name} at {took:.0f} s"
@@ -132,7 +125,7 @@ def test_the_prefect_server_killed_mid_training_under_a_deployment_run(tmp_path,
     assert ended.state.is_completed(), output[-5000:]
     assert states == ["Scheduled", "Pending", "Submitting", "Running", "Completed"], states
     assert deployment_slots == 0 and promotion_slots == 0, (deployment_slots, promotion_slots)
-    store = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow' / 'mlflow.db'}")
+    store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'worker' / 'mlflow' / 'mlflow.db'}")
     (version,) = store.search_model_versions(f"name = '{MODEL}'")
     assert version.tags[PUBLICATION] == COMPLETE
     assert store.get_run(version.run_id).info.status == "FINISHED"
