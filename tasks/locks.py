@@ -125,9 +125,11 @@ def promotion_lock(model_name: str, home: Path) -> Iterator[None]:
 
 
 # How long taking the promotion lock waits for a Prefect server that refuses connections: what Prefect's own client
-# gives a server it has reached once (PREFECT_CLIENT_MAX_RETRIES 5: 2 + 4 + 8 + 16 + 32 s). A client made afresh,
-# as here, does not retry a refused connection at all (Prefect retries ConnectError only after a first answer), so a
-# server restarting as the flow reached its promotion failed the flow at once with httpx's bare ConnectError.
+# gives a server it has reached once (PREFECT_CLIENT_MAX_RETRIES 5: 2 + 4 + 8 + 16 + 32 s). Inside a flow run the
+# run's client (which has connected) takes that wait itself, then raises httpx's bare ConnectError; outside one
+# (`foundry promote`) a client made afresh does not retry a refused connection at all (Prefect retries ConnectError
+# only after a first answer), so a server restarting as the command ran failed it at once. Either way, asked again
+# until this has passed, then an error naming the server.
 SERVER_WAIT_S = 62.0
 
 

@@ -97,7 +97,7 @@ def test_the_prefect_server_killed_mid_training_under_a_deployment_run(tmp_path)
         flow_run = _start_run(api, config, serve, logs / "serve.log")
         _wait_for_line(logs / "serve.log", r"Task run 'train-\w+' - step (1[2-9]|[2-9]\d|1\d\d)/", serve)
         _kill_tree(prefect.process)
-        killed = time.monotonic()
+        killed, before = time.monotonic(), (logs / "serve.log").read_text(errors="replace")
         time.sleep(DOWN_S)
         prefect = ops.start_prefect(port, home, logs / "prefect.log")
         ops.wait_healthy(prefect, timeout=180)
@@ -129,4 +129,5 @@ def test_the_prefect_server_killed_mid_training_under_a_deployment_run(tmp_path)
     (version,) = store.search_model_versions(f"name = '{MODEL}'")
     assert version.tags[PUBLICATION] == COMPLETE
     assert store.get_run(version.run_id).info.status == "FINISHED"
-    assert re.search(r"Task run 'train-\w+' - step 150/150", output)
+    last_step = r"Task run 'train-\w+' - step 150/150"
+    assert re.search(last_step, output) and not re.search(last_step, before)  # killed mid-training
