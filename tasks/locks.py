@@ -124,18 +124,54 @@ def promotion_lock(model_name: str, home: Path) -> Iterator[None]:
         yield
 
 
+# How long taking the promotion lock waits for a Prefect server that refuses connections: what Prefect's own client
+# gives a server it has reached once (PREFECT_CLIENT_MAX_RETRIES 5: 2 + 4 + 8 + 16 + 32 s). Inside a flow run the
+# run's client (which has connected) takes that wait itself, then raises httpx's bare ConnectError; outside one
+# (`foundry promote`) a client made afresh does not retry a refused connection at all (Prefect retries ConnectError
+# only after a first answer), so a server restarting as the command ran failed it at once. Either way, asked again
+# until this has passed, then an error naming the server.
+SERVER_WAIT_S = 62.0
+
+
 @contextmanager
 def _server_limit(name: str) -> Iterator[None]:
     """A global concurrency limit of one slot on the configured Prefect server; nothing without one (the
     temporary server of an embedded run lives and dies with its process, so it could not be shared)."""
+    from prefect.concurrency.sync import concurrency
     from prefect.settings import PREFECT_API_URL
 
     if not PREFECT_API_URL.value():
         yield
         return
+    _wait_for_limit(name, PREFECT_API_URL.value(), SERVER_WAIT_S)
+    with concurrency(name, occupy=1, strict=True):
+        yield
+
+
+def _wait_for_limit(name: str, api: str, wait_s: float) -> None:
+    """The limit `name` made on the server at `api` when missing, asked again with backoff while the server refuses
+    connections; after `wait_s` an error naming the server (fail closed: nothing judged or registered)."""
+    import httpx
+
+    deadline, delay = time.monotonic() + wait_s, 1.0
+    while True:
+        try:
+            _ensure_limit(name)
+            return
+        except httpx.TransportError as exc:  # refused, reset or timed out: the server is away
+            if time.monotonic() + delay > deadline:
+                raise ConnectionError(
+                    f"the Prefect server at {api} did not answer for {wait_s:.0f} s ({exc}) when this flow came to "
+                    f"take the lock {name!r}: nothing was judged or registered. Start the server again (`foundry up`) "
+                    "and run the flow again, or unset PREFECT_API_URL to run without it."
+                ) from exc
+            time.sleep(delay)
+            delay = min(2 * delay, 16.0)
+
+
+def _ensure_limit(name: str) -> None:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
-    from prefect.concurrency.sync import concurrency
     from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 
     with get_client(sync_client=True) as client:
@@ -146,5 +182,3 @@ def _server_limit(name: str) -> Iterator[None]:
                 client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=1))
             except ObjectAlreadyExists:  # another flow created it meanwhile
                 pass
-    with concurrency(name, occupy=1, strict=True):
-        yield

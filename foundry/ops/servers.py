@@ -49,10 +49,28 @@ def wait_healthy(server: Server, timeout: float = 120.0) -> None:
         time.sleep(0.5)
 
 
+# Where the server keeps the leases of concurrency slots (a deployment's one-at-a-time slot, the promotion lock's):
+# Prefect's default keeps them in the server's memory, so a server that restarts has forgotten every lease while the
+# database still counts its slots taken. The holder's release then finds no lease and frees nothing: the slot stays
+# taken for good (every later promotion of that model waits), and the flow engine's next renewal of a deployment
+# run's lease (every 225 s) is refused, which stops that run. On files under PREFECT_HOME they outlive a restart
+# (tests/slow/ops/test_prefect_leases.py, tests/slow/ops/test_prefect_server_lost.py).
+LEASE_STORAGE = "PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE"
+FILE_LEASES = "prefect.server.concurrency.lease_storage.filesystem"
+
+
 def start_prefect(port: int, home: Path, log: Path) -> Server:
+    """Prefect's server on `home`'s database, its concurrency leases kept on files (unless the environment
+    names another lease storage)."""
     url = f"http://127.0.0.1:{port}"
     # The UI's pages call the API at this address (by default port 4200's, whatever port serves them).
-    env = {**os.environ, **TELEMETRY_OFF, "PREFECT_HOME": str(home / "prefect"), "PREFECT_UI_API_URL": f"{url}/api"}
+    env = {
+        LEASE_STORAGE: FILE_LEASES,
+        **os.environ,
+        **TELEMETRY_OFF,
+        "PREFECT_HOME": str(home / "prefect"),
+        "PREFECT_UI_API_URL": f"{url}/api",
+    }
     env.pop("PREFECT_API_URL", None)  # the server must not try to talk to another server
     proc = subprocess.Popen(
         [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],

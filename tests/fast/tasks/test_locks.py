@@ -50,3 +50,28 @@ def test_a_copy_of_the_lock_manager_holds_no_lock_and_the_original_keeps_its_own
     assert copy.is_locked("key") and not copy.acquire_lock("key", "run-2", acquire_timeout=0.3)
     manager.release_lock("key", "run-1")
     assert copy.acquire_lock("key", "run-2", acquire_timeout=5)
+
+
+def test_the_promotion_lock_waits_a_bounded_time_for_a_prefect_server_that_refuses_then_names_it(tmp_path, monkeypatch):
+    """Asked again while the server refuses (a restart), then an error naming the server and the lock; a server
+    that comes back within the wait: tests/slow/ops/test_prefect_leases.py."""
+    import socket
+    import time
+
+    import pytest
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from tasks import locks
+
+    monkeypatch.setattr(locks, "SERVER_WAIT_S", 1.0)
+    with socket.socket() as s:  # a port nothing listens on once closed: connections are refused
+        s.bind(("127.0.0.1", 0))
+        api = f"http://127.0.0.1:{s.getsockname()[1]}/api"
+    started = time.monotonic()
+    with temporary_settings({PREFECT_API_URL: api}), pytest.raises(ConnectionError) as refused:
+        with locks.promotion_lock("away-gpt", tmp_path):
+            pass
+    took = time.monotonic() - started
+    assert f"the Prefect server at {api} did not answer for 1 s" in str(refused.value)
+    assert "'foundry-promote-away-gpt': nothing was judged or registered" in str(refused.value)
+    assert 1 <= took < 8, took  # asked at 0 and 1 s (the next, at 3 s, would be past the wait)

@@ -1,0 +1,133 @@
+"""The Prefect server killed (SIGKILL) under a deployment run mid-training and started again 20 s later on the
+same port and database: the run, served by `foundry serve`, ends Completed with its version registered whole,
+and neither the deployment's one-at-a-time slot nor the model's promotion slot is left taken.
+
+What carries it: training does not wait on Prefect (its progress reports do, in their own thread); Prefect's client
+tries a refused call again after 2, 4, 8, 16 and 32 s (PREFECT_CLIENT_MAX_RETRIES 5, a client that has connected
+once); task states go out as events, which the client's events worker sends once the server answers again."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import REPO_ROOT
+from helpers_configs import NO_BASELINES, tiny
+from homes import seeded_home
+
+DOWN_S = 20  # then ~10-30 s more for the server to start again on 2 cores
+MODEL = "lost-prefect"
+DEPLOYMENT = "train_pipeline/train"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _kill_tree(process: subprocess.Popen) -> None:
+    """SIGKILL to the server and every process it started."""
+    parent = psutil.Process(process.pid)
+    for member in [*parent.children(recursive=True), parent]:
+        member.kill()
+    process.wait()
+
+
+def _wait_for_line(log: Path, pattern: str, serve: subprocess.Popen, timeout: float = 300) -> None:
+    deadline = time.time() + timeout
+    while not re.search(pattern, text := log.read_text(errors="replace")):
+        assert serve.poll() is None and time.time() < deadline, f"no {pattern!r} in {log}:\n{text[-3000:]}"
+        time.sleep(0.2)
+
+
+def _start_run(api: str, config, serve: subprocess.Popen, log: Path):
+    """A flow run of the train deployment, once `foundry serve` has registered it (what the UI's Run button does)."""
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    deadline = time.time() + 180
+    with temporary_settings({PREFECT_API_URL: api}):
+        while True:
+            try:
+                return run_deployment(DEPLOYMENT, parameters={"config": config.model_dump(mode="json")}, timeout=0)
+            except Exception:  # ObjectNotFound until registered
+                assert time.time() < deadline and serve.poll() is None, log.read_text()[-3000:]
+                time.sleep(0.5)
+
+
+@pytest.mark.long
+def test_the_prefect_server_killed_mid_training_under_a_deployment_run(tmp_path):
+    from mlflow import MlflowClient
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from foundry.core.version_tags import COMPLETE, PUBLICATION
+    from foundry.ops import servers as ops
+
+    home = seeded_home(tmp_path / "servers")
+    logs = home / "logs"
+    logs.mkdir()
+    port = _free_port()
+    prefect = ops.start_prefect(port, home, logs / "prefect.log")
+    api, serve = f"{prefect.url}/api", None
+    try:
+        ops.wait_healthy(prefect, timeout=180)
+        env = {  # not this session's settings; MLflow's store in the worker's home: the test is about Prefect
+            **{k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_", "DVC_"))},
+            "PREFECT_API_URL": api,
+            "FOUNDRY_HOME": str(tmp_path / "worker"),
+            "PREFECT_RUNNER_POLL_FREQUENCY": "1",  # a run is picked up within a second of its creation
+        }
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "foundry.cli", "serve", "--config", "configs/tiny.yaml"],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=open(logs / "serve.log", "wb"),
+            stderr=subprocess.STDOUT,
+        )
+        config = tiny(f"registry.model_name={MODEL}", "train.progress_every_s=0.2", *NO_BASELINES)
+        flow_run = _start_run(api, config, serve, logs / "serve.log")
+        _wait_for_line(logs / "serve.log", r"Task run 'train-\w+' - step (1[2-9]|[2-9]\d|1\d\d)/", serve)
+        _kill_tree(prefect.process)
+        killed, before = time.monotonic(), (logs / "serve.log").read_text(errors="replace")
+        time.sleep(DOWN_S)
+        prefect = ops.start_prefect(port, home, logs / "prefect.log")
+        ops.wait_healthy(prefect, timeout=180)
+        back = time.monotonic() - killed
+        with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
+            running = client.read_flow_run(flow_run.id)
+            if running.state.is_running():  # the lease the engine renews every 225 s outlived the restart
+                client.renew_concurrency_lease(running.state.state_details.deployment_concurrency_lease_id, 300)
+            deadline = time.time() + 400
+            while not (ended := client.read_flow_run(flow_run.id)).state.is_final() and time.time() < deadline:
+                time.sleep(1)
+            took = time.monotonic() - killed
+            states = [s.name for s in client.read_flow_run_states(flow_run.id)]
+            deployment_slots = client.read_deployment_by_name(DEPLOYMENT).global_concurrency_limit.active_slots
+            promotion_slots = client.read_global_concurrency_limit_by_name(f"foundry-promote-{MODEL}").active_slots
+    finally:
+        if serve is not None:
+            serve.terminate()
+            serve.wait(timeout=30)
+        ops.stop([prefect])
+    output = (logs / "serve.log").read_text(errors="replace")
+    print(
+        f"server back {back:.0f} s after the kill, the run {running.state.name} then; {ended.state.name} at {took:.0f} s"
+    )
+    assert ended.state.is_completed(), output[-5000:]
+    assert states == ["Scheduled", "Pending", "Submitting", "Running", "Completed"], states
+    assert deployment_slots == 0 and promotion_slots == 0, (deployment_slots, promotion_slots)
+    store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'worker' / 'mlflow' / 'mlflow.db'}")
+    (version,) = store.search_model_versions(f"name = '{MODEL}'")
+    assert version.tags[PUBLICATION] == COMPLETE
+    assert store.get_run(version.run_id).info.status == "FINISHED"
+    last_step = r"Task run 'train-\w+' - step 150/150"
+    assert re.search(last_step, output) and not re.search(last_step, before)  # killed mid-training
