@@ -3,14 +3,18 @@
 `generate_replies` returns text only; a chat-completions answer must also say whether the reply ended at the
 template's end marker ("stop") or ran into its token budget ("length"), which only the token ids tell. The
 same rendering and the same generation (`generate_ids`), so the same chat gives the same text.
+
+`ReplyStream` is the same reply handed out as it is generated: pieces of text, token by token, a piece never
+ending inside a multi-byte character (`TextPieces`), then the same `Reply`.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from models.generate import Sampling, generate_ids, prompt_ids
+from models.generate import Sampling, generate_ids, generated_steps, prompt_ids
 from models.gpt import GPT
 
 
@@ -46,3 +50,60 @@ def complete_chat(
         prompt_tokens=len(ids),
         completion_tokens=len(content) + int(stopped),
     )
+
+
+class TextPieces:
+    """The text of a growing list of token ids, handed out piece by piece as tokens arrive. Byte-level BPE splits a
+    multi-byte character over tokens, and its first ones alone decode to U+FFFD: a piece never ends in one, those
+    bytes held back until the token that completes them (or `rest`, at the end). The pieces join to `decode` of all
+    the ids. Each push decodes every id so far (a reply is at most a few thousand tokens: microseconds)."""
+
+    def __init__(self, decode: Callable[[list[int]], str]):
+        self.decode, self.ids, self.sent = decode, [], ""
+
+    def push(self, token: int) -> str:
+        self.ids.append(token)
+        return self._piece(self.decode(self.ids).rstrip("\ufffd"))
+
+    def rest(self) -> str:
+        """What is left to send once no token follows (an incomplete character, as U+FFFD)."""
+        return self._piece(self.decode(self.ids))
+
+    def _piece(self, text: str) -> str:
+        if not text.startswith(self.sent):  # never for byte-level BPE; sent text cannot be taken back
+            return ""
+        piece, self.sent = text[len(self.sent) :], text
+        return piece
+
+
+class ReplyStream:
+    """`complete_chat`'s reply, generated as it is iterated: each item a piece of its text (possibly empty: a token
+    whose bytes are held back), and once iteration ends, `reply` the `Reply` `complete_chat` gives (same text, same
+    counts). Nothing is generated until the first item is asked for, nor after the last one asked."""
+
+    def __init__(self, model: GPT, tokenizer, template, messages: list[dict], sampling: Sampling):
+        self.ids = prompt_ids(model, tokenizer, template, messages)  # a ValueError now, before any token
+        self.end = template.token_id(tokenizer, template.end)
+        self.model, self.sampling = model, sampling
+        self.pieces = TextPieces(lambda ids: template.decode_reply(tokenizer, ids))
+        self.reply: Reply | None = None
+        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+
+    def __iter__(self) -> Iterator[str]:
+        s, count, stopped = self.sampling, 0, False
+        for [(_, token)] in generated_steps(
+            self.model, [self.ids], s.max_new_tokens, s.temperature, s.top_k, s.seed, self.end
+        ):
+            if token == self.end:
+                stopped = True
+                break
+            count += 1
+            yield self.pieces.push(token)
+        yield self.pieces.rest()
+        self.reply = Reply(
+            text=self.pieces.sent,
+            finish_reason="stop" if stopped else "length",
+            prompt_tokens=len(self.ids),
+            completion_tokens=count + int(stopped),
+            id=self.id,
+        )

@@ -25,6 +25,7 @@ import ipaddress
 import json
 import re
 import time
+from collections.abc import Iterator
 
 from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, MAX_BODY_BYTES
 
@@ -168,18 +169,32 @@ class BoundedBody:
         return await openai_error(413, message, "request_too_large", param="max_body_bytes")(scope, receive, send)
 
 
-def chat_completions_body(raw: bytes, model_id: str) -> bytes:
-    """The body to hand to `invocations`: a JSON object with `messages`, its `model` the served one's when the
-    request names none (so that the answer is in the chat-completions shape); a BadBody saying what is wrong."""
+def chat_completions_body(raw: bytes, model_id: str) -> dict:
+    """The request: a JSON object with `messages`, its `model` the served one's when the request names none (so that
+    the answer is in the chat-completions shape); a BadBody saying what is wrong."""
     body = parsed_json(raw)
     if not isinstance(body, dict) or "messages" not in body:
         raise BadBody("messages: a chat-completions request is a JSON object with `messages`", "messages")
-    field = _unsupported(body)
+    options = body.get("stream_options")
+    if options is not None and body.get("stream") is not True:
+        raise BadBody("stream_options: only a streamed request (stream = true) takes it", "stream_options")
+    field = _unsupported({key: value for key, value in body.items() if key != "stream_options"})
     if field is not None:
-        honoured = ", ".join(sorted(PARAMS))
+        honoured = ", ".join(sorted(PARAMS | {"stream_options"}))
         raise BadBody(f"{field} = {json.dumps(body[field])[:80]}: not supported (this model reads {honoured})", field)
+    if options is not None and (not isinstance(options, dict) or set(options) - {"include_usage"}):
+        raise BadBody(f"stream_options = {json.dumps(options)[:80]}: takes only include_usage", "stream_options")
+    if not isinstance((options or {}).get("include_usage", False), bool):
+        raise BadBody("stream_options.include_usage: must be true or false", "stream_options")
     body.setdefault("model", model_id)
-    return json.dumps(body).encode()
+    return body
+
+
+def server_sent_events(chunks: Iterator[dict]) -> Iterator[str]:
+    """Each chunk as one server-sent event, `data: [DONE]` after the last, as OpenAI ends a stream."""
+    for chunk in chunks:
+        yield f"data: {json.dumps(chunk)}\n\n"
+    yield "data: [DONE]\n\n"
 
 
 def model_list(model_id: str, created: int) -> dict:
@@ -191,7 +206,7 @@ def build_app(model, model_id: str):
     import asyncio
 
     from fastapi import Request
-    from fastapi.responses import Response
+    from fastapi.responses import Response, StreamingResponse
     from mlflow.exceptions import MlflowException
     from mlflow.pyfunc.scoring_server import CONTENT_TYPE_JSON, init, invocations
 
@@ -207,13 +222,30 @@ def build_app(model, model_id: str):
             body = chat_completions_body(await request.body(), model_id)
         except BadBody as exc:
             return openai_error(400, str(exc), "invalid_request", param=exc.param)
+        if body.get("stream") is True:
+            return await streamed(body)
         try:  # a thread, as MLflow's /invocations does: generation must not block the event loop
-            result = await asyncio.to_thread(invocations, body, CONTENT_TYPE_JSON, model, schema)
+            result = await asyncio.to_thread(invocations, json.dumps(body).encode(), CONTENT_TYPE_JSON, model, schema)
         except MlflowException as exc:
             return openai_error(exc.get_http_status_code(), exc.message, exc.error_code)
         if result.status != 200:
             return openai_error(result.status, result.response)
         return Response(content=result.response, status_code=200, media_type=CONTENT_TYPE_JSON)
+
+    async def streamed(body: dict):
+        """The reply as server-sent events, each token's text sent as it is generated (Starlette asks the iterator
+        for each event in a thread, and asks no more once the client has gone); a refusal before any event."""
+        stream_chat = getattr(model.unwrap_python_model(), "stream_chat", None)
+        if stream_chat is None:
+            message = "stream: this version's code predates streaming; `foundry reregister` it, or send stream = false"
+            return openai_error(400, message, "invalid_request", param="stream")
+        include_usage = (body.pop("stream_options", None) or {}).get("include_usage", False)
+        body.pop("stream")
+        try:
+            chunks = await asyncio.to_thread(stream_chat, body, include_usage)
+        except MlflowException as exc:
+            return openai_error(exc.get_http_status_code(), exc.message, exc.error_code)
+        return StreamingResponse(server_sent_events(chunks), media_type="text/event-stream")
 
     async def models():
         return model_list(model_id, created)

@@ -24,13 +24,16 @@ hands such a body (`{"messages": [...], "max_tokens": 32, "temperature": 0}`, no
 `dataframe_records`) to `predict` as one row, and answers with what `predict` returns, unwrapped.
 """
 
+import time
+from collections.abc import Iterator
+
 import mlflow.pyfunc
 import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.models import set_model
 
 from models.chat import ROLES, saved_template
-from models.chat_completion import complete_chat
+from models.chat_completion import ReplyStream, complete_chat
 from models.generate import Sampling, generate_replies, generate_texts, prompt_ids
 from models.gpt import gpt_from_saved, load_saved
 from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS, saved_limits
@@ -190,6 +193,30 @@ def chat_completion(reply, model: str | None) -> dict:
     ).to_dict()
 
 
+def chat_chunks(stream: ReplyStream, model: str | None, include_usage: bool) -> Iterator[dict]:
+    """`stream` as OpenAI streams a chat completion: a chunk naming the assistant's role, one per piece of text as
+    it is generated, one with `finish_reason`, then (`include_usage`) one with `usage` and no choices; every chunk
+    before it has `usage` None."""
+    created = int(time.time())
+
+    def chunk(choices: list[dict], usage: dict | None = None) -> dict:
+        found = {"id": stream.id, "object": "chat.completion.chunk", "created": created, "model": model}
+        return {**found, "choices": choices, **({"usage": usage} if include_usage else {})}
+
+    def choice(delta: dict, finish_reason: str | None = None) -> list[dict]:
+        return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
+
+    yield chunk(choice({"role": "assistant", "content": ""}))
+    for piece in stream:
+        if piece:
+            yield chunk(choice({"content": piece}))
+    reply = stream.reply
+    yield chunk(choice({}, reply.finish_reason))
+    if include_usage:
+        counts = (reply.prompt_tokens, reply.completion_tokens, reply.total_tokens)
+        yield chunk([], dict(zip(("prompt_tokens", "completion_tokens", "total_tokens"), counts, strict=True)))
+
+
 class GPTTextGenerator(mlflow.pyfunc.PythonModel):
     """Loads the `checkpoint` (model.pt) and `tokenizer` (tokenizer.json) artifacts; generates on CPU."""
 
@@ -224,12 +251,31 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
                 )
         return generate_texts(self.model, self.tokenizer, [row["prompt"] for row in rows], sampling)
 
-    def _complete(self, model_input: pd.DataFrame, request: dict, params, limits: dict[str, int]) -> dict:
+    def _chat_request(self, model_input: pd.DataFrame, request: dict, params, limits: dict[str, int]):
+        """The one chat of a chat-completions request and its sampling, checked."""
         if self.template is None:
             raise refused("messages: this version was never aligned and has no chat template: it answers prompts only")
         chosen = sampling(params, limits, request["length"])
         [chat] = self._chats(checked_rows(model_input, limits))
+        return chat, chosen
+
+    def _complete(self, model_input: pd.DataFrame, request: dict, params, limits: dict[str, int]) -> dict:
+        chat, chosen = self._chat_request(model_input, request, params, limits)
         return chat_completion(complete_chat(self.model, self.tokenizer, self.template, chat, chosen), request["model"])
+
+    def stream_chat(self, body: dict, include_usage: bool = False) -> Iterator[dict]:
+        """A chat-completions request (`body`: OpenAI's fields, `stream` and `stream_options` taken out), answered
+        as `chat.completion.chunk`s generated as they are iterated: the same checks as `predict` (refused now, before
+        any chunk) and the same reply, piece by piece (`chat_chunks`). Not part of pyfunc's `predict`: `foundry
+        serve-model` calls it for `stream: true`."""
+        limits = getattr(self, "limits", LIMITS)
+        columns = {name: body[name] for name in ("messages", *CHAT_COMPLETION_FIELDS) if name in body}
+        model_input = pd.DataFrame([{**columns, "stream": False}])
+        request = completion_request(model_input)
+        params = {name: body[name] for name in DEFAULTS if name in body}
+        chat, chosen = self._chat_request(model_input, request, params, limits)
+        reply = ReplyStream(self.model, self.tokenizer, self.template, chat, chosen)
+        return chat_chunks(reply, request["model"], include_usage)
 
     # Hinted as a DataFrame, which MLflow does not infer from: the explicit signature applies.
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame | dict:

@@ -1,0 +1,179 @@
+"""`stream: true` on `foundry serve-model`'s `/v1/chat/completions` (foundry/serving/http.py), through a real HTTP
+server on loopback (uvicorn running `build_app`, as `foundry serve-model` does) and the `openai` SDK: chunks as
+OpenAI sends them, the same text as the answer not streamed, tokens sent as they are generated, refusals before any
+chunk in OpenAI's error shape. And the incremental decoding under it (models/chat_completion.py). Tiny random-weight
+model, no training."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from urllib.request import Request, urlopen
+
+import pytest
+from helpers_registry import new_run
+from helpers_serving import tiny_served_files
+from helpers_tokenizers import plain_tokenizer
+
+from foundry.config import load_config
+from foundry.serving.http import build_app
+from foundry.serving.package import log_model
+from models.chat_completion import TextPieces
+
+MAX_TOKENS = 200  # the version's limit: long enough that generating it takes a while on any machine
+CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "river stone"}]
+GREEDY = {"messages": CHAT, "temperature": 0}
+# Weights whose greedy reply to CHAT is text, not a control token over and over (what seed 0's is): a marker, then
+# letters, then a longer piece repeated.
+WEIGHTS_SEED = 5
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory):
+    """A loopback URL serving a tiny aligned version, with `max_new_tokens` of `MAX_TOKENS`."""
+    import mlflow
+    import uvicorn
+    from mlflow.environment_variables import _MLFLOW_IS_IN_SERVING_ENVIRONMENT
+
+    files = tiny_served_files(tmp_path_factory.mktemp("stream"), seed=WEIGHTS_SEED)
+    limits = load_config(None, [f"serving.max_new_tokens={MAX_TOKENS}"]).serving.model_dump()
+    model = mlflow.pyfunc.load_model(log_model(new_run("stream"), files[0], files[1], limits))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(_MLFLOW_IS_IN_SERVING_ENVIRONMENT.name, "false")  # MLflow's init sets it; put back after
+        server = uvicorn.Server(uvicorn.Config(build_app(model, "models:/tiny-chat/1"), port=port, log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+            thread.join(30)
+
+
+@pytest.fixture
+def client(url):
+    import openai
+
+    return openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=120)
+
+
+def _events(url: str, body: dict) -> list[str]:
+    """The raw `data:` lines of a streamed answer, as a client without the SDK reads them."""
+    request = Request(f"{url}/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urlopen(request, timeout=120) as answer:
+        assert answer.headers["Content-Type"].startswith("text/event-stream")
+        text = answer.read().decode()
+    assert text.endswith("\n\n") and all(event.startswith("data: ") for event in text.strip().split("\n\n"))
+    return [event.removeprefix("data: ") for event in text.strip().split("\n\n")]
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "sampled"),
+    [(3, GREEDY), (MAX_TOKENS, GREEDY), (40, {"messages": CHAT, "temperature": 1.0, "seed": 7})],
+)
+def test_streamed_text_is_the_text_not_streamed(client, max_tokens, sampled):
+    """Greedy, and seeded sampling (random bytes, many of them incomplete characters, held back and sent later)."""
+    kwargs = {"model": "tiny", "max_tokens": max_tokens, "messages": sampled["messages"]}
+    kwargs |= {"temperature": sampled["temperature"], "seed": sampled.get("seed")}
+    whole = client.chat.completions.create(**kwargs)
+    chunks = list(client.chat.completions.create(stream=True, **kwargs))
+    assert chunks[0].choices[0].delta.role == "assistant" and chunks[0].object == "chat.completion.chunk"
+    assert len({chunk.id for chunk in chunks}) == 1 and chunks[0].id.startswith("chatcmpl-")
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks)
+    assert text == whole.choices[0].message.content and text
+    reasons = [chunk.choices[0].finish_reason for chunk in chunks]
+    assert reasons[-1] == whole.choices[0].finish_reason and set(reasons[:-1]) == {None}
+    assert chunks[-1].choices[0].delta.content is None and chunks[-1].usage is None
+    assert len(chunks) > 3  # a chunk per token, not the reply in one
+
+
+def test_include_usage_sends_a_last_chunk_with_the_counts_then_done(url, client):
+    whole = client.chat.completions.create(model="tiny", max_tokens=5, **GREEDY)
+    body = {**GREEDY, "max_tokens": 5, "stream": True, "stream_options": {"include_usage": True}}
+    events = _events(url, body)
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(event) for event in events[:-1]]
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == whole.usage.model_dump(
+        include={"prompt_tokens", "completion_tokens", "total_tokens"}
+    )
+    assert all(chunk["usage"] is None for chunk in chunks[:-1]) and chunks[-2]["choices"][0]["finish_reason"]
+    assert chunks[0]["model"] == "models:/tiny-chat/1"  # the request named none
+
+
+def test_tokens_are_sent_as_they_are_generated(client):
+    """The first text arrives while most of the reply is still to be generated: in well under half the time the
+    whole stream takes (a server that sent everything at the end would deliver both at the same moment)."""
+    start = time.monotonic()
+    arrived = []
+    for chunk in client.chat.completions.create(model="tiny", max_tokens=MAX_TOKENS, stream=True, **GREEDY):
+        if chunk.choices and chunk.choices[0].delta.content:
+            arrived.append(time.monotonic() - start)
+    total = time.monotonic() - start
+    assert len(arrived) > MAX_TOKENS // 2, "the reply stopped early: the test needs a long one"
+    assert arrived[0] < total / 3, (arrived[0], total)
+
+
+@pytest.mark.parametrize(
+    ("change", "param", "named"),
+    [
+        ({"max_tokens": MAX_TOKENS + 1}, "max_tokens", f"max_tokens = {MAX_TOKENS + 1}: must be between 1 and"),
+        ({"messages": [{"role": "system", "content": "x"}]}, "messages", "row 0: messages hold no user turn"),
+        ({"n": 2}, "n", "n = 2: this model answers one choice per request"),
+        ({"stream_options": {"include_usage": "yes"}}, "stream_options", "stream_options.include_usage"),
+        ({"stream_options": {"other": 1}}, "stream_options", "stream_options = "),
+        ({"stop": ["\n"]}, "stop", "stop = "),
+    ],
+)
+def test_a_streamed_request_is_refused_before_any_chunk_naming_the_field(client, change, param, named):
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="tiny", **{**GREEDY, "max_tokens": 4, "stream": True, **change})
+    assert refused.value.status_code == 400 and refused.value.param == param, refused.value.body
+    assert refused.value.body["message"].startswith(named), refused.value.body
+
+
+def test_stream_options_without_stream_is_refused(client):
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="tiny", max_tokens=4, stream_options={"include_usage": True}, **GREEDY)
+    assert refused.value.param == "stream_options"
+
+
+def test_a_client_that_leaves_mid_stream_does_not_break_the_server(url, client):
+    with contextlib.closing(
+        client.chat.completions.create(model="tiny", max_tokens=MAX_TOKENS, stream=True, **GREEDY)
+    ) as stream:
+        next(iter(stream))
+    assert client.chat.completions.create(model="tiny", max_tokens=2, **GREEDY).choices[0].message.content
+
+
+def test_pieces_never_split_a_multibyte_character():
+    """Byte-level BPE spells "é" and "🙂" over several tokens, each alone decoding to U+FFFD: no piece carries one,
+    and the pieces join to the whole text."""
+    tokenizer = plain_tokenizer()
+    text = "river é stone 🙂 light ü"
+    ids = tokenizer.encode(text).ids
+    assert any("\ufffd" in tokenizer.decode([token]) for token in ids)  # the case this test is about
+    pieces = TextPieces(tokenizer.decode)
+    sent = [pieces.push(token) for token in ids] + [pieces.rest()]
+    assert "".join(sent) == text and not any("\ufffd" in piece for piece in sent)
+
+
+def test_an_incomplete_character_at_the_end_is_sent_as_the_decoder_gives_it():
+    tokenizer = plain_tokenizer()
+    ids = tokenizer.encode("stone 🙂").ids[:-1]  # the emoji's last byte never came
+    pieces = TextPieces(tokenizer.decode)
+    sent = [pieces.push(token) for token in ids] + [pieces.rest()]
+    assert "".join(sent) == tokenizer.decode(ids) and sent[-1].endswith("\ufffd")
