@@ -10,12 +10,15 @@ ending inside a multi-byte character (`TextPieces`), then the same `Reply`.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from models.generate import Sampling, generate_ids, generated_steps, prompt_ids
 from models.gpt import GPT
+
+Chunks = Iterator[dict]  # a streamed answer: its chunks in OpenAI's shape, each made as it is asked for
 
 
 @dataclass(frozen=True)
@@ -77,17 +80,21 @@ class TextPieces:
 
 
 class ReplyStream:
-    """`complete_chat`'s reply, generated as it is iterated: each item a piece of its text (possibly empty: a token
-    whose bytes are held back), and once iteration ends, `reply` the `Reply` `complete_chat` gives (same text, same
-    counts). Nothing is generated until the first item is asked for, nor after the last one asked."""
+    """A reply generated as it is iterated, after the token ids `ids`, until `stop_token` or
+    `sampling.max_new_tokens`: each item a piece of its text (possibly empty: a token whose bytes are held back), and
+    once iteration ends, `reply` its `Reply` (for a chat, the one `complete_chat` gives: same text, same counts) and
+    `tokens` the ids generated. Nothing is generated until the first item is asked for, nor after the last one asked.
+    `chat_stream` makes one for a chat; `decode` gives the text of generated ids."""
 
-    def __init__(self, model: GPT, tokenizer, template, messages: list[dict], sampling: Sampling):
-        self.ids = prompt_ids(model, tokenizer, template, messages)  # a ValueError now, before any token
-        self.end = template.token_id(tokenizer, template.end)
-        self.model, self.sampling = model, sampling
-        self.pieces = TextPieces(lambda ids: template.decode_reply(tokenizer, ids))
+    def __init__(self, model: GPT, ids: list[int], stop_token: int, decode, sampling: Sampling, prefix="chatcmpl"):
+        self.model, self.ids, self.end, self.sampling = model, ids, stop_token, sampling
+        self.pieces = TextPieces(decode)
         self.reply: Reply | None = None
-        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+        self.id = f"{prefix}-{uuid.uuid4().hex}"
+
+    @property
+    def tokens(self) -> list[int]:
+        return self.pieces.ids
 
     def __iter__(self) -> Iterator[str]:
         s, count, stopped = self.sampling, 0, False
@@ -107,3 +114,34 @@ class ReplyStream:
             completion_tokens=count + int(stopped),
             id=self.id,
         )
+
+
+def chat_stream(model: GPT, tokenizer, template, messages: list[dict], sampling: Sampling) -> ReplyStream:
+    """`complete_chat`'s reply as a `ReplyStream`; a ValueError now when the chat cannot be rendered or held."""
+    ids = prompt_ids(model, tokenizer, template, messages)
+    end = template.token_id(tokenizer, template.end)
+    return ReplyStream(model, ids, end, lambda generated: template.decode_reply(tokenizer, generated), sampling)
+
+
+def chat_chunks(stream: ReplyStream, model: str | None, include_usage: bool) -> Chunks:
+    """`stream` as OpenAI streams a chat completion: a chunk naming the assistant's role, one per piece of text as
+    it is generated, one with `finish_reason`, then (`include_usage`) one with `usage` and no choices; every chunk
+    before it has `usage` None."""
+    created = int(time.time())
+
+    def chunk(choices: list[dict], usage: dict | None = None) -> dict:
+        found = {"id": stream.id, "object": "chat.completion.chunk", "created": created, "model": model}
+        return {**found, "choices": choices, **({"usage": usage} if include_usage else {})}
+
+    def choice(delta: dict, finish_reason: str | None = None) -> list[dict]:
+        return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
+
+    yield chunk(choice({"role": "assistant", "content": ""}))
+    for piece in stream:
+        if piece:
+            yield chunk(choice({"content": piece}))
+    reply = stream.reply
+    yield chunk(choice({}, reply.finish_reason))
+    if include_usage:
+        counts = (reply.prompt_tokens, reply.completion_tokens, reply.total_tokens)
+        yield chunk([], dict(zip(("prompt_tokens", "completion_tokens", "total_tokens"), counts, strict=True)))

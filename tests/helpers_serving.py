@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -21,3 +26,32 @@ def tiny_served_files(root: Path, seed: int = 0) -> tuple[Path, Path, Path]:
     torch.save({**saved, "chat_template": ChatTemplate().to_dict()}, root / "model.pt")
     torch.save(saved, root / "base.pt")
     return root / "model.pt", root / "tokenizer.json", root / "base.pt"
+
+
+@contextlib.contextmanager
+def served(model, model_id: str) -> Iterator[str]:
+    """`model` (a loaded PyFuncModel) served on a free loopback port by `foundry serve-model`'s app (uvicorn running
+    `build_app`, as `foundry.serving.http.serve` does), in a thread of this process; yields its URL."""
+    import pytest
+    import uvicorn
+    from mlflow.environment_variables import _MLFLOW_IS_IN_SERVING_ENVIRONMENT
+
+    from foundry.serving.http import build_app
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(_MLFLOW_IS_IN_SERVING_ENVIRONMENT.name, "false")  # MLflow's init sets it; put back after
+        server = uvicorn.Server(uvicorn.Config(build_app(model, model_id), port=port, log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+            thread.join(30)

@@ -22,10 +22,12 @@ answered in that shape: a `chat.completion` (MLflow's `ChatCompletionResponse`) 
 ended ("stop" at the end marker, "length" at `max_tokens`) and the tokens counted. The scoring server
 hands such a body (`{"messages": [...], "max_tokens": 32, "temperature": 0}`, not wrapped in
 `dataframe_records`) to `predict` as one row, and answers with what `predict` returns, unwrapped.
-"""
 
-import time
-from collections.abc import Iterator
+Two methods beside `predict`, which `foundry serve-model` (foundry/serving/http.py) calls and MLflow's scoring server
+does not: `stream_chat`, a chat-completions request answered as `chat.completion.chunk`s generated as they are
+iterated (`stream: true`), and `complete_text`, OpenAI's `/v1/completions` (a prompt continued as text, `logprobs`,
+`echo`, streamed or not). Both check a request as `predict` does, against the same limits, before generating.
+"""
 
 import mlflow.pyfunc
 import pandas as pd
@@ -33,13 +35,15 @@ from mlflow.exceptions import MlflowException
 from mlflow.models import set_model
 
 from models.chat import ROLES, saved_template
-from models.chat_completion import ReplyStream, complete_chat
-from models.generate import Sampling, generate_replies, generate_texts, prompt_ids
+from models.chat_completion import Chunks, ReplyStream, chat_chunks, chat_stream, complete_chat
+from models.generate import Sampling, generate_ids, generate_replies, generate_texts, prompt_ids
 from models.gpt import gpt_from_saved, load_saved
 from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS, saved_limits
-from models.tokens import text_only
+from models.text_completion import completion_logprobs, text_chunks, text_completion, token_counts, token_logprobs
+from models.tokens import EOT, text_only
 
 SEEDS = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
+MAX_TOP_LOGPROBS = 20  # the likeliest tokens a completion lists at each position, at most (OpenAI's chat bound)
 
 
 def refused(message: str) -> MlflowException:
@@ -193,28 +197,35 @@ def chat_completion(reply, model: str | None) -> dict:
     ).to_dict()
 
 
-def chat_chunks(stream: ReplyStream, model: str | None, include_usage: bool) -> Iterator[dict]:
-    """`stream` as OpenAI streams a chat completion: a chunk naming the assistant's role, one per piece of text as
-    it is generated, one with `finish_reason`, then (`include_usage`) one with `usage` and no choices; every chunk
-    before it has `usage` None."""
-    created = int(time.time())
+def _prompts(prompt, limits: dict[str, int]) -> list[str]:
+    """A completions request's prompts (a text, or a list of 1 to `max_rows` texts), each within the character
+    limit."""
+    prompts = [prompt] if isinstance(prompt, str) else prompt
+    if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) for p in prompts):
+        shown = repr(prompt)[:80]
+        raise refused(f"prompt = {shown}: must be a text or a list of texts (token ids are not taken: send text)")
+    if len(prompts) > limits["max_rows"]:
+        raise refused(
+            f"prompt: {len(prompts)} prompts; a request holds 1 to {limits['max_rows']}, this version's limit"
+        )
+    for i, text in enumerate(prompts):
+        if len(text) > limits["max_prompt_chars"]:
+            raise refused(
+                f"prompt: prompt {i} holds {len(text)} characters; this version takes at most {limits['max_prompt_chars']}"
+            )
+    return prompts
 
-    def chunk(choices: list[dict], usage: dict | None = None) -> dict:
-        found = {"id": stream.id, "object": "chat.completion.chunk", "created": created, "model": model}
-        return {**found, "choices": choices, **({"usage": usage} if include_usage else {})}
 
-    def choice(delta: dict, finish_reason: str | None = None) -> list[dict]:
-        return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
-
-    yield chunk(choice({"role": "assistant", "content": ""}))
-    for piece in stream:
-        if piece:
-            yield chunk(choice({"content": piece}))
-    reply = stream.reply
-    yield chunk(choice({}, reply.finish_reason))
-    if include_usage:
-        counts = (reply.prompt_tokens, reply.completion_tokens, reply.total_tokens)
-        yield chunk([], dict(zip(("prompt_tokens", "completion_tokens", "total_tokens"), counts, strict=True)))
+def _completion_options(body: dict) -> tuple[int | None, bool]:
+    """`logprobs` (how many likeliest tokens to list at each position, or None: no log-probabilities) and `echo`."""
+    top, echo = body.get("logprobs"), body.get("echo", False)
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_TOP_LOGPROBS):
+        raise refused(f"logprobs = {top!r:.40}: must be a whole number from 0 to {MAX_TOP_LOGPROBS}")
+    if not isinstance(echo, bool):
+        raise refused(f"echo = {echo!r:.40}: must be true or false")
+    if body.get("n", 1) != 1:
+        raise refused(f"n = {body['n']!r:.40}: this model answers one choice per prompt; send n = 1")
+    return top, echo
 
 
 class GPTTextGenerator(mlflow.pyfunc.PythonModel):
@@ -263,7 +274,7 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         chat, chosen = self._chat_request(model_input, request, params, limits)
         return chat_completion(complete_chat(self.model, self.tokenizer, self.template, chat, chosen), request["model"])
 
-    def stream_chat(self, body: dict, include_usage: bool = False) -> Iterator[dict]:
+    def stream_chat(self, body: dict, include_usage: bool = False) -> Chunks:
         """A chat-completions request (`body`: OpenAI's fields, `stream` and `stream_options` taken out), answered
         as `chat.completion.chunk`s generated as they are iterated: the same checks as `predict` (refused now, before
         any chunk) and the same reply, piece by piece (`chat_chunks`). Not part of pyfunc's `predict`: `foundry
@@ -274,8 +285,50 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         request = completion_request(model_input)
         params = {name: body[name] for name in DEFAULTS if name in body}
         chat, chosen = self._chat_request(model_input, request, params, limits)
-        reply = ReplyStream(self.model, self.tokenizer, self.template, chat, chosen)
+        reply = chat_stream(self.model, self.tokenizer, self.template, chat, chosen)
         return chat_chunks(reply, request["model"], include_usage)
+
+    def complete_text(self, body: dict, stream: bool = False, include_usage: bool = False) -> dict | Chunks:
+        """A completions request (`body`: OpenAI's fields, `stream` and `stream_options` taken out): each prompt
+        continued as text (an aligned version's too: no template), until end-of-text or `max_tokens`, answered as a
+        `text_completion` (`stream`: its chunks, generated as they are iterated; one prompt, no `logprobs`). With
+        `logprobs`, each token's log-probability and the likeliest ones at its position; with `echo`, the prompt's
+        too, and its text before the completion. Checked as `predict` checks a request, refused before anything is
+        generated. Not part of pyfunc's `predict`: `foundry serve-model` calls it for `/v1/completions`."""
+        limits = getattr(self, "limits", LIMITS)
+        prompts = _prompts(body.get("prompt"), limits)
+        top, echo = _completion_options(body)
+        length = ("max_tokens", body["max_tokens"]) if body.get("max_tokens") is not None else None
+        chosen = sampling({name: body[name] for name in DEFAULTS if name in body}, limits, length)
+        eot = self.tokenizer.token_to_id(EOT)
+        encoded = [self.tokenizer.encode(text).ids or [eot] for text in prompts]
+        model = None if body.get("model") is None else str(body["model"])
+        if stream:
+            if len(prompts) != 1 or top is not None:
+                field = "prompt" if len(prompts) != 1 else "logprobs"
+                raise refused(f"{field}: a streamed completion is one prompt, without logprobs; send stream = false")
+            replies = ReplyStream(self.model, encoded[0], eot, self.tokenizer.decode, chosen, "cmpl")
+            return text_chunks(replies, model, include_usage, prompts[0] if echo else "")
+        s = chosen
+        generated = generate_ids(self.model, encoded, s.max_new_tokens, s.temperature, s.top_k, s.seed, eot)
+        choices = [
+            self._text_choice(i, text, ids, tokens, s.max_new_tokens, top, echo)
+            for i, (text, ids, tokens) in enumerate(zip(prompts, encoded, generated, strict=True))
+        ]
+        counted = sum(len(tokens) + int(len(tokens) < s.max_new_tokens) for tokens in generated)
+        return text_completion(model, choices, token_counts(sum(map(len, encoded)), counted))
+
+    def _text_choice(self, i: int, prompt: str, ids: list[int], tokens: list[int], most: int, top, echo: bool):
+        text = self.tokenizer.decode(tokens)
+        choice = {"text": (prompt if echo else "") + text, "index": i, "logprobs": None}
+        choice["finish_reason"] = "stop" if len(tokens) < most else "length"
+        if top is not None:
+            try:
+                scored = token_logprobs(self.model, ids + tokens, 0 if echo else len(ids), top)
+            except ValueError as exc:
+                raise refused(f"logprobs: prompt {i} and its completion: {exc}") from None
+            choice["logprobs"] = completion_logprobs(self.tokenizer, scored, 0 if echo else len(prompt))
+        return choice
 
     # Hinted as a DataFrame, which MLflow does not infer from: the explicit signature applies.
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame | dict:

@@ -20,6 +20,8 @@ BODY = {"model": "tiny-chat", "messages": CHAT, "max_tokens": 5, "temperature": 
 OPENAI_ROUTES = {
     ("/v1/chat/completions", "POST"),
     ("/chat/completions", "POST"),
+    ("/v1/completions", "POST"),
+    ("/completions", "POST"),
     ("/v1/models", "GET"),
     ("/models", "GET"),
 }

@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
-import threading
 import time
 from urllib.request import Request, urlopen
 
 import pytest
 from helpers_registry import new_run
-from helpers_serving import tiny_served_files
+from helpers_serving import served, tiny_served_files
 from helpers_tokenizers import plain_tokenizer
 
 from foundry.config import load_config
-from foundry.serving.http import build_app
 from foundry.serving.package import log_model
 from models.chat_completion import TextPieces
 
@@ -35,29 +32,12 @@ WEIGHTS_SEED = 5
 def url(tmp_path_factory):
     """A loopback URL serving a tiny aligned version, with `max_new_tokens` of `MAX_TOKENS`."""
     import mlflow
-    import uvicorn
-    from mlflow.environment_variables import _MLFLOW_IS_IN_SERVING_ENVIRONMENT
 
     files = tiny_served_files(tmp_path_factory.mktemp("stream"), seed=WEIGHTS_SEED)
     limits = load_config(None, [f"serving.max_new_tokens={MAX_TOKENS}"]).serving.model_dump()
     model = mlflow.pyfunc.load_model(log_model(new_run("stream"), files[0], files[1], limits))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(_MLFLOW_IS_IN_SERVING_ENVIRONMENT.name, "false")  # MLflow's init sets it; put back after
-        server = uvicorn.Server(uvicorn.Config(build_app(model, "models:/tiny-chat/1"), port=port, log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 60
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.05)
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.should_exit = True
-            thread.join(30)
+    with served(model, "models:/tiny-chat/1") as url:
+        yield url
 
 
 @pytest.fixture
