@@ -59,24 +59,41 @@ class TextPieces:
     """The text of a growing list of token ids, handed out piece by piece as tokens arrive. Byte-level BPE splits a
     multi-byte character over tokens, and its first ones alone decode to U+FFFD: a piece never ends in one, those
     bytes held back until the token that completes them (or `rest`, at the end). The pieces join to `decode` of all
-    the ids. Each push decodes every id so far (a reply is at most a few thousand tokens: microseconds)."""
+    the ids, up to the first of the `stops` strings it holds (then `stopped`, and the stop string is not sent);
+    text that may be the start of a stop string is held back until it cannot be. Each push decodes every id so far
+    (a reply is at most a few thousand tokens: microseconds)."""
 
-    def __init__(self, decode: Callable[[list[int]], str]):
-        self.decode, self.ids, self.sent = decode, [], ""
+    def __init__(self, decode: Callable[[list[int]], str], stops: tuple[str, ...] = ()):
+        self.decode, self.stops, self.ids, self.sent, self.stopped = decode, stops, [], "", False
 
     def push(self, token: int) -> str:
         self.ids.append(token)
-        return self._piece(self.decode(self.ids).rstrip("\ufffd"))
+        return self._piece(self.decode(self.ids).rstrip("\ufffd"), final=False)
 
     def rest(self) -> str:
         """What is left to send once no token follows (an incomplete character, as U+FFFD)."""
-        return self._piece(self.decode(self.ids))
+        return self._piece(self.decode(self.ids), final=True)
 
-    def _piece(self, text: str) -> str:
+    def _piece(self, text: str, final: bool) -> str:
+        if self.stopped:
+            return ""
+        found = [at for at in (text.find(stop) for stop in self.stops) if at >= 0]
+        if found:
+            text, self.stopped = text[: min(found)], True
+        elif not final:
+            text = text[: len(text) - self._maybe_stop(text)]
         if not text.startswith(self.sent):  # never for byte-level BPE; sent text cannot be taken back
             return ""
         piece, self.sent = text[len(self.sent) :], text
         return piece
+
+    def _maybe_stop(self, text: str) -> int:
+        """How many characters at the end of `text` begin a stop string (0: none)."""
+        longest = max((len(stop) for stop in self.stops), default=1) - 1
+        for size in range(min(longest, len(text)), 0, -1):
+            if any(stop.startswith(text[-size:]) for stop in self.stops):
+                return size
+        return 0
 
 
 class ReplyStream:
@@ -86,9 +103,11 @@ class ReplyStream:
     `tokens` the ids generated. Nothing is generated until the first item is asked for, nor after the last one asked.
     `chat_stream` makes one for a chat; `decode` gives the text of generated ids."""
 
-    def __init__(self, model: GPT, ids: list[int], stop_token: int, decode, sampling: Sampling, prefix="chatcmpl"):
+    def __init__(
+        self, model: GPT, ids: list[int], stop_token: int, decode, sampling: Sampling, prefix="chatcmpl", stops=()
+    ):
         self.model, self.ids, self.end, self.sampling = model, ids, stop_token, sampling
-        self.pieces = TextPieces(decode)
+        self.pieces = TextPieces(decode, tuple(stops))
         self.reply: Reply | None = None
         self.id = f"{prefix}-{uuid.uuid4().hex}"
 
@@ -97,30 +116,35 @@ class ReplyStream:
         return self.pieces.ids
 
     def __iter__(self) -> Iterator[str]:
-        s, count, stopped = self.sampling, 0, False
-        for [(_, token)] in generated_steps(
-            self.model, [self.ids], s.max_new_tokens, s.temperature, s.top_k, s.seed, self.end
-        ):
+        s, count, ended = self.sampling, 0, False
+        steps = generated_steps(self.model, [self.ids], s.max_new_tokens, s.temperature, s.top_k, s.seed, self.end)
+        for [(_, token)] in steps:
             if token == self.end:
-                stopped = True
+                ended = True
                 break
             count += 1
             yield self.pieces.push(token)
-        yield self.pieces.rest()
+            if self.pieces.stopped:  # a stop string: the tokens after it are not generated
+                break
+        yield self.pieces.rest()  # the text held back, as far as a stop string in it (found only now: U+FFFD)
         self.reply = Reply(
             text=self.pieces.sent,
-            finish_reason="stop" if stopped else "length",
+            finish_reason="stop" if ended or self.pieces.stopped else "length",
             prompt_tokens=len(self.ids),
-            completion_tokens=count + int(stopped),
+            completion_tokens=count + int(ended),
             id=self.id,
         )
 
 
-def chat_stream(model: GPT, tokenizer, template, messages: list[dict], sampling: Sampling) -> ReplyStream:
-    """`complete_chat`'s reply as a `ReplyStream`; a ValueError now when the chat cannot be rendered or held."""
+def chat_stream(
+    model: GPT, tokenizer, template, messages: list[dict], sampling: Sampling, stops: tuple[str, ...] = ()
+) -> ReplyStream:
+    """`complete_chat`'s reply as a `ReplyStream` (ending at the first of `stops` too); a ValueError now when the
+    chat cannot be rendered or held."""
     ids = prompt_ids(model, tokenizer, template, messages)
     end = template.token_id(tokenizer, template.end)
-    return ReplyStream(model, ids, end, lambda generated: template.decode_reply(tokenizer, generated), sampling)
+    decode = lambda generated: template.decode_reply(tokenizer, generated)  # noqa: E731
+    return ReplyStream(model, ids, end, decode, sampling, stops=stops)
 
 
 def chat_chunks(stream: ReplyStream, model: str | None, include_usage: bool) -> Chunks:
@@ -145,3 +169,20 @@ def chat_chunks(stream: ReplyStream, model: str | None, include_usage: bool) -> 
     if include_usage:
         counts = (reply.prompt_tokens, reply.completion_tokens, reply.total_tokens)
         yield chunk([], dict(zip(("prompt_tokens", "completion_tokens", "total_tokens"), counts, strict=True)))
+
+
+def joined_chat(chunks: Chunks) -> dict:
+    """A `chat.completion` from the chunks of a streamed one (`chat_chunks` with `include_usage`): the pieces' text
+    joined, the finish reason and the counts."""
+    chunks = list(chunks)
+    content = "".join(chunk["choices"][0]["delta"].get("content") or "" for chunk in chunks if chunk["choices"])
+    [finish] = [
+        chunk["choices"][0]["finish_reason"]
+        for chunk in chunks
+        if chunk["choices"][0:1] and chunk["choices"][0]["finish_reason"]
+    ]
+    first = chunks[0]
+    message = {"role": "assistant", "content": content}
+    choice = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
+    found = {"id": first["id"], "object": "chat.completion", "created": first["created"], "model": first["model"]}
+    return {**found, "choices": [choice], "usage": chunks[-1]["usage"]}

@@ -37,7 +37,7 @@ DEFAULT_PORT = 8000
 REMOTE_FLAG = "--allow-remote"
 LOCAL_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
 # The request fields a refusal's message can start with (after `row N: ` or `params.`): the error's `param`.
-PARAMS = {"messages", *CHAT_COMPLETION_FIELDS, *DEFAULTS}
+PARAMS = {"messages", "stop", *CHAT_COMPLETION_FIELDS, *DEFAULTS}
 _NAMED_FIELD = re.compile(r"(?:row \d+: )?(?:params\.)?([a-z_]+)\b")
 _PREDICT_PREFIX = "Failed to predict data "  # what MLflow's `invocations` puts before the model's message
 # OpenAI's fields that change nothing at these values; any other value, or a field the served model does not read
@@ -49,7 +49,7 @@ COMPLETION_ROUTES = ("/v1/completions", "/completions")
 OPENAI_ROUTES = {*CHAT_ROUTES, *COMPLETION_ROUTES}  # their bodies are JSON whatever the Content-Type says
 BODY_ROUTES = {"/invocations", *OPENAI_ROUTES}  # the routes that read a body
 # What `/v1/completions` reads (the served model's `complete_text`); others as for chat (`NO_OP_FIELDS`).
-COMPLETION_FIELDS = {"prompt", "model", "max_tokens", "n", "stream", "logprobs", "echo", *DEFAULTS}
+COMPLETION_FIELDS = {"prompt", "model", "max_tokens", "n", "stream", "logprobs", "echo", "stop", *DEFAULTS}
 # Deeper than any request these routes take (a chat with image parts nests 6 deep), far below where json.loads or
 # the code after it runs out of Python's stack.
 MAX_JSON_DEPTH = 32
@@ -231,6 +231,8 @@ def build_app(model, model_id: str):
     from mlflow.exceptions import MlflowException
     from mlflow.pyfunc.scoring_server import CONTENT_TYPE_JSON, init, invocations
 
+    from models.chat_completion import joined_chat
+
     app = init(model)
     app.add_middleware(
         BoundedBody, max_body_bytes=int((model.model_config or {}).get("max_body_bytes", MAX_BODY_BYTES))
@@ -245,6 +247,8 @@ def build_app(model, model_id: str):
             return openai_error(400, str(exc), "invalid_request", param=exc.param)
         if body.get("stream") is True:
             return await streamed(body)
+        if body.get("stop") is not None:  # MLflow's signature has no `stop`: the streamed reply, joined
+            return await streamed(body, joined=True)
         try:  # a thread, as MLflow's /invocations does: generation must not block the event loop
             result = await asyncio.to_thread(invocations, json.dumps(body).encode(), CONTENT_TYPE_JSON, model, schema)
         except MlflowException as exc:
@@ -253,17 +257,22 @@ def build_app(model, model_id: str):
             return openai_error(result.status, result.response)
         return Response(content=result.response, status_code=200, media_type=CONTENT_TYPE_JSON)
 
-    async def streamed(body: dict):
+    async def streamed(body: dict, joined: bool = False):
         """The reply as server-sent events, each token's text sent as it is generated (Starlette asks the iterator
-        for each event in a thread, and asks no more once the client has gone); a refusal before any event."""
+        for each event in a thread, and asks no more once the client has gone); a refusal before any event.
+        `joined`: the chunks joined into one `chat.completion` instead."""
         stream_chat = getattr(model.unwrap_python_model(), "stream_chat", None)
         if stream_chat is None:
-            message = "stream: this version's code predates streaming; `foundry reregister` it, or send stream = false"
+            message = (
+                "stream: this version's code predates streaming and `stop`; `foundry reregister` it, or send neither"
+            )
             return openai_error(400, message, "invalid_request", param="stream")
-        include_usage = (body.pop("stream_options", None) or {}).get("include_usage", False)
-        body.pop("stream")
+        include_usage = joined or (body.pop("stream_options", None) or {}).get("include_usage", False)
+        body.pop("stream", None)
         try:
             chunks = await asyncio.to_thread(stream_chat, body, include_usage)
+            if joined:
+                return JSONResponse(await asyncio.to_thread(joined_chat, chunks))
         except MlflowException as exc:
             return openai_error(exc.get_http_status_code(), exc.message, exc.error_code)
         return StreamingResponse(server_sent_events(chunks), media_type="text/event-stream")

@@ -35,7 +35,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.models import set_model
 
 from models.chat import ROLES, saved_template
-from models.chat_completion import Chunks, ReplyStream, chat_chunks, chat_stream, complete_chat
+from models.chat_completion import Chunks, Reply, ReplyStream, chat_chunks, chat_stream, complete_chat
 from models.generate import Sampling, generate_ids, generate_replies, generate_texts, prompt_ids
 from models.gpt import gpt_from_saved, load_saved
 from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS, saved_limits
@@ -43,6 +43,7 @@ from models.text_completion import completion_logprobs, text_chunks, text_comple
 from models.tokens import EOT, text_only
 
 SEEDS = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
+MAX_STOPS, MAX_STOP_CHARS = 4, 256  # OpenAI's bound on `stop` strings; a length that keeps the search cheap
 MAX_TOP_LOGPROBS = 20  # the likeliest tokens a completion lists at each position, at most (OpenAI's chat bound)
 
 
@@ -197,6 +198,18 @@ def chat_completion(reply, model: str | None) -> dict:
     ).to_dict()
 
 
+def stop_strings(stop) -> tuple[str, ...]:
+    """OpenAI's `stop`: None, a text, or a list of up to `MAX_STOPS` texts, each 1 to `MAX_STOP_CHARS` characters."""
+    stops = () if stop is None else (stop,) if isinstance(stop, str) else stop
+    fits = isinstance(stops, list | tuple) and len(stops) <= MAX_STOPS
+    if not fits or not all(isinstance(s, str) and 1 <= len(s) <= MAX_STOP_CHARS for s in stops):
+        raise refused(
+            f"stop = {stop!r:.80}: must be a text or a list of up to {MAX_STOPS} texts, "
+            f"each 1 to {MAX_STOP_CHARS} characters"
+        )
+    return tuple(stops)
+
+
 def _prompts(prompt, limits: dict[str, int]) -> list[str]:
     """A completions request's prompts (a text, or a list of 1 to `max_rows` texts), each within the character
     limit."""
@@ -284,8 +297,9 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         model_input = pd.DataFrame([{**columns, "stream": False}])
         request = completion_request(model_input)
         params = {name: body[name] for name in DEFAULTS if name in body}
+        stops = stop_strings(body.get("stop"))
         chat, chosen = self._chat_request(model_input, request, params, limits)
-        reply = chat_stream(self.model, self.tokenizer, self.template, chat, chosen)
+        reply = chat_stream(self.model, self.tokenizer, self.template, chat, chosen, stops)
         return chat_chunks(reply, request["model"], include_usage)
 
     def complete_text(self, body: dict, stream: bool = False, include_usage: bool = False) -> dict | Chunks:
@@ -298,6 +312,7 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         limits = getattr(self, "limits", LIMITS)
         prompts = _prompts(body.get("prompt"), limits)
         top, echo = _completion_options(body)
+        stops = stop_strings(body.get("stop"))
         length = ("max_tokens", body["max_tokens"]) if body.get("max_tokens") is not None else None
         chosen = sampling({name: body[name] for name in DEFAULTS if name in body}, limits, length)
         eot = self.tokenizer.token_to_id(EOT)
@@ -307,21 +322,41 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
             if len(prompts) != 1 or top is not None:
                 field = "prompt" if len(prompts) != 1 else "logprobs"
                 raise refused(f"{field}: a streamed completion is one prompt, without logprobs; send stream = false")
-            replies = ReplyStream(self.model, encoded[0], eot, self.tokenizer.decode, chosen, "cmpl")
+            replies = ReplyStream(self.model, encoded[0], eot, self.tokenizer.decode, chosen, "cmpl", stops)
             return text_chunks(replies, model, include_usage, prompts[0] if echo else "")
-        s = chosen
-        generated = generate_ids(self.model, encoded, s.max_new_tokens, s.temperature, s.top_k, s.seed, eot)
+        generated = self._continuations(encoded, chosen, stops)
         choices = [
-            self._text_choice(i, text, ids, tokens, s.max_new_tokens, top, echo)
-            for i, (text, ids, tokens) in enumerate(zip(prompts, encoded, generated, strict=True))
+            self._text_choice(i, text, ids, reply, top, echo)
+            for i, (text, ids, reply) in enumerate(zip(prompts, encoded, generated, strict=True))
         ]
-        counted = sum(len(tokens) + int(len(tokens) < s.max_new_tokens) for tokens in generated)
+        counted = sum(reply.completion_tokens for _, reply in generated)
         return text_completion(model, choices, token_counts(sum(map(len, encoded)), counted))
 
-    def _text_choice(self, i: int, prompt: str, ids: list[int], tokens: list[int], most: int, top, echo: bool):
-        text = self.tokenizer.decode(tokens)
-        choice = {"text": (prompt if echo else "") + text, "index": i, "logprobs": None}
-        choice["finish_reason"] = "stop" if len(tokens) < most else "length"
+    def _continuations(self, encoded: list[list[int]], chosen: Sampling, stops: tuple[str, ...]) -> list[tuple]:
+        """Each prompt's generated tokens and its `Reply` (text, finish reason, counts): all prompts together, or
+        with `stops`, each alone as far as its first stop string."""
+        eot, decode, s = self.tokenizer.token_to_id(EOT), self.tokenizer.decode, chosen
+        if stops:
+            streams = [ReplyStream(self.model, ids, eot, decode, chosen, stops=stops) for ids in encoded]
+            for stream in streams:
+                for _ in stream:  # generated as iterated
+                    pass
+            return [(stream.tokens, stream.reply) for stream in streams]
+        out = []
+        for ids, tokens in zip(
+            encoded,
+            generate_ids(self.model, encoded, s.max_new_tokens, s.temperature, s.top_k, s.seed, eot),
+            strict=True,
+        ):
+            stopped = len(tokens) < s.max_new_tokens
+            reason = "stop" if stopped else "length"
+            out.append((tokens, Reply(decode(tokens), reason, len(ids), len(tokens) + int(stopped))))
+        return out
+
+    def _text_choice(self, i: int, prompt: str, ids: list[int], generated: tuple, top, echo: bool) -> dict:
+        tokens, reply = generated
+        choice = {"text": (prompt if echo else "") + reply.text, "index": i, "logprobs": None}
+        choice["finish_reason"] = reply.finish_reason
         if top is not None:
             try:
                 scored = token_logprobs(self.model, ids + tokens, 0 if echo else len(ids), top)

@@ -126,6 +126,23 @@ def test_a_seed_gives_the_same_sample(client):
     assert sample(3) == sample(3) and len({sample(3), sample(4), sample(5)}) > 1
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_stop_string_ends_each_completion_before_it(client, stream):
+    whole = client.completions.create(model="tiny", prompt=TEXT, max_tokens=20, temperature=0).choices[0].text
+    clean = whole.split("\ufffd")[0]  # the text before the first broken character (random weights)
+    stop = clean[len(clean) // 2 :][:2]
+    ask = {"model": "tiny", "prompt": TEXT, "max_tokens": 20, "temperature": 0, "stop": stop}
+    if stream:
+        chunks = list(client.completions.create(stream=True, **ask))
+        text, reason = "".join(c.choices[0].text for c in chunks), chunks[-1].choices[0].finish_reason
+    else:
+        [choice] = client.completions.create(**ask).choices
+        text, reason = choice.text, choice.finish_reason
+    assert (text, reason) == (whole[: whole.find(stop)], "stop"), whole
+    several = client.completions.create(**{**ask, "prompt": [TEXT, TEXT]}) if not stream else None
+    assert several is None or [c.text for c in several.choices] == [text, text]
+
+
 def test_a_users_end_of_text_is_text(client):
     hostile = "river<|endoftext|>stone"
     answer = client.completions.create(model="tiny", prompt=hostile, max_tokens=1, echo=True, logprobs=0)
@@ -143,7 +160,7 @@ def test_a_users_end_of_text_is_text(client):
         ({"logprobs": 21}, "logprobs", "logprobs = 21: must be a whole number from 0 to 20"),
         ({"echo": "yes"}, "echo", "echo = 'yes': must be true or false"),
         ({"temperature": -1}, "temperature", "params.temperature = -1"),
-        ({"stop": "\n"}, "stop", "stop = "),
+        ({"stop": ""}, "stop", "stop = '': must be a text or a list of up to 4 texts"),
         ({"suffix": "x"}, "suffix", "suffix = "),
         ({"stream": True, "logprobs": 1}, "logprobs", "logprobs: a streamed completion is one prompt"),
         ({"stream_options": {"include_usage": True}}, "stream_options", "stream_options: only a streamed"),

@@ -117,7 +117,7 @@ def test_a_body_that_is_no_chat_gets_400_before_the_model(client, content, named
     ("change", "param"),
     [
         ({"top_p": 0.5}, "top_p"),
-        ({"stop": ["\n"]}, "stop"),
+        ({"logit_bias": {"1": 5}}, "logit_bias"),
         ({"tools": []}, "tools"),
         ({"presence_penalty": 1}, "presence_penalty"),
     ],

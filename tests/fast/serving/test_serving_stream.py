@@ -116,7 +116,8 @@ def test_tokens_are_sent_as_they_are_generated(client):
         ({"n": 2}, "n", "n = 2: this model answers one choice per request"),
         ({"stream_options": {"include_usage": "yes"}}, "stream_options", "stream_options.include_usage"),
         ({"stream_options": {"other": 1}}, "stream_options", "stream_options = "),
-        ({"stop": ["\n"]}, "stop", "stop = "),
+        ({"stop": ["a", "b", "c", "d", "e"]}, "stop", "stop = ['a', 'b', 'c', 'd', 'e']: must be a text or"),
+        ({"logit_bias": {"1": 5}}, "logit_bias", "logit_bias = "),
     ],
 )
 def test_a_streamed_request_is_refused_before_any_chunk_naming_the_field(client, change, param, named):
@@ -164,6 +165,24 @@ def test_nothing_is_generated_once_the_client_has_gone(model, url, client):
         del python_model.stream_chat
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_stop_string_ends_the_reply_before_it(client, stream):
+    """The greedy reply cut where a stop string first appears, the string itself left out, `finish_reason` stop;
+    streamed or not. One stop string spans several tokens (held back until it is clear)."""
+    whole = client.chat.completions.create(model="tiny", max_tokens=60, **GREEDY).choices[0].message.content
+    stop = whole[14:19]
+    expected = whole[: whole.find(stop)]
+    ask = {"model": "tiny", "max_tokens": 60, "stop": ["never in it", stop], **GREEDY}
+    if stream:
+        chunks = list(client.chat.completions.create(stream=True, **ask))
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks)
+        reason = chunks[-1].choices[0].finish_reason
+    else:
+        [choice] = client.chat.completions.create(**ask).choices
+        text, reason = choice.message.content, choice.finish_reason
+    assert (text, reason) == (expected, "stop") and len(expected) < len(whole), whole
+
+
 def test_pieces_never_split_a_multibyte_character():
     """Byte-level BPE spells "é" and "🙂" over several tokens, each alone decoding to U+FFFD: no piece carries one,
     and the pieces join to the whole text."""
@@ -182,3 +201,15 @@ def test_an_incomplete_character_at_the_end_is_sent_as_the_decoder_gives_it():
     pieces = TextPieces(tokenizer.decode)
     sent = [pieces.push(token) for token in ids] + [pieces.rest()]
     assert "".join(sent) == tokenizer.decode(ids) and sent[-1].endswith("\ufffd")
+
+
+def test_text_that_may_begin_a_stop_string_is_held_back_until_it_cannot():
+    tokenizer = plain_tokenizer()
+    ids = tokenizer.encode("river stone light, add two").ids
+    pieces = TextPieces(tokenizer.decode, ("stone dark", "two"))
+    sent = []
+    for token in ids:
+        sent.append(pieces.push(token))
+        assert not "".join(sent).endswith(("s", "st", "sto", "ston", "stone", "t", "tw")) or pieces.stopped
+    sent.append(pieces.rest())
+    assert "".join(sent) == "river stone light, add " and pieces.stopped
