@@ -169,20 +169,3 @@ def chat_chunks(stream: ReplyStream, model: str | None, include_usage: bool) -> 
     if include_usage:
         counts = (reply.prompt_tokens, reply.completion_tokens, reply.total_tokens)
         yield chunk([], dict(zip(("prompt_tokens", "completion_tokens", "total_tokens"), counts, strict=True)))
-
-
-def joined_chat(chunks: Chunks) -> dict:
-    """A `chat.completion` from the chunks of a streamed one (`chat_chunks` with `include_usage`): the pieces' text
-    joined, the finish reason and the counts."""
-    chunks = list(chunks)
-    content = "".join(chunk["choices"][0]["delta"].get("content") or "" for chunk in chunks if chunk["choices"])
-    [finish] = [
-        chunk["choices"][0]["finish_reason"]
-        for chunk in chunks
-        if chunk["choices"][0:1] and chunk["choices"][0]["finish_reason"]
-    ]
-    first = chunks[0]
-    message = {"role": "assistant", "content": content}
-    choice = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
-    found = {"id": first["id"], "object": "chat.completion", "created": first["created"], "model": first["model"]}
-    return {**found, "choices": [choice], "usage": chunks[-1]["usage"]}

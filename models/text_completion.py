@@ -100,3 +100,43 @@ def text_chunks(stream: ReplyStream, model: str | None, include_usage: bool, ech
 def token_counts(prompt_tokens: int, completion_tokens: int) -> dict:
     total = prompt_tokens + completion_tokens
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": total}
+
+
+def _byte_of_char() -> dict[str, int]:
+    """Byte-level BPE's table (GPT-2's): the character each byte is written as in the vocabulary, reversed."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            chars[chr(byte)] = byte
+        else:
+            chars[chr(256 + extra)] = byte
+            extra += 1
+    return chars
+
+
+BYTE_OF_CHAR = _byte_of_char()
+
+
+def token_bytes(tokenizer, token: int) -> list[int]:
+    """The bytes a token stands for (a piece of a multi-byte character is its own bytes, not U+FFFD): its
+    vocabulary entry read through byte-level BPE's table; a control token, its own string's UTF-8."""
+    entry = tokenizer.id_to_token(token) or ""
+    if entry and all(char in BYTE_OF_CHAR for char in entry):
+        return [BYTE_OF_CHAR[char] for char in entry]
+    return list(entry.encode())
+
+
+def chat_logprobs(tokenizer, scored: TokenLogprobs) -> dict:
+    """`scored` (a reply's tokens) in a chat completion's `logprobs` shape: `content`, one entry per token with its
+    text, log-probability, bytes and the likeliest tokens at its position."""
+
+    def entry(token: int, value: float) -> dict:
+        text = tokenizer.decode([token], skip_special_tokens=False)
+        return {"token": text, "logprob": value, "bytes": token_bytes(tokenizer, token)}
+
+    content = [
+        {**entry(token, value), "top_logprobs": [entry(*best) for best in tops]}
+        for token, value, tops in zip(scored.tokens, scored.logprobs, scored.top, strict=True)
+    ]
+    return {"content": content}

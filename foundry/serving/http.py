@@ -37,7 +37,7 @@ DEFAULT_PORT = 8000
 REMOTE_FLAG = "--allow-remote"
 LOCAL_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
 # The request fields a refusal's message can start with (after `row N: ` or `params.`): the error's `param`.
-PARAMS = {"messages", "stop", *CHAT_COMPLETION_FIELDS, *DEFAULTS}
+PARAMS = {"messages", "stop", "logprobs", "top_logprobs", *CHAT_COMPLETION_FIELDS, *DEFAULTS}
 _NAMED_FIELD = re.compile(r"(?:row \d+: )?(?:params\.)?([a-z_]+)\b")
 _PREDICT_PREFIX = "Failed to predict data "  # what MLflow's `invocations` puts before the model's message
 # OpenAI's fields that change nothing at these values; any other value, or a field the served model does not read
@@ -231,8 +231,6 @@ def build_app(model, model_id: str):
     from mlflow.exceptions import MlflowException
     from mlflow.pyfunc.scoring_server import CONTENT_TYPE_JSON, init, invocations
 
-    from models.chat_completion import joined_chat
-
     app = init(model)
     app.add_middleware(
         BoundedBody, max_body_bytes=int((model.model_config or {}).get("max_body_bytes", MAX_BODY_BYTES))
@@ -247,8 +245,8 @@ def build_app(model, model_id: str):
             return openai_error(400, str(exc), "invalid_request", param=exc.param)
         if body.get("stream") is True:
             return await streamed(body)
-        if body.get("stop") is not None:  # MLflow's signature has no `stop`: the streamed reply, joined
-            return await streamed(body, joined=True)
+        if any(body.get(field) is not None for field in ("stop", "logprobs", "top_logprobs")):
+            return await answered(body)  # fields MLflow's signature lacks (its server would drop them)
         try:  # a thread, as MLflow's /invocations does: generation must not block the event loop
             result = await asyncio.to_thread(invocations, json.dumps(body).encode(), CONTENT_TYPE_JSON, model, schema)
         except MlflowException as exc:
@@ -257,22 +255,33 @@ def build_app(model, model_id: str):
             return openai_error(result.status, result.response)
         return Response(content=result.response, status_code=200, media_type=CONTENT_TYPE_JSON)
 
-    async def streamed(body: dict, joined: bool = False):
-        """The reply as server-sent events, each token's text sent as it is generated (Starlette asks the iterator
-        for each event in a thread, and asks no more once the client has gone); a refusal before any event.
-        `joined`: the chunks joined into one `chat.completion` instead."""
-        stream_chat = getattr(model.unwrap_python_model(), "stream_chat", None)
-        if stream_chat is None:
-            message = (
-                "stream: this version's code predates streaming and `stop`; `foundry reregister` it, or send neither"
-            )
-            return openai_error(400, message, "invalid_request", param="stream")
-        include_usage = joined or (body.pop("stream_options", None) or {}).get("include_usage", False)
+    def newer(method: str, field: str):
+        """The served model's `method`, or a refusal naming `field` for a version whose code predates it."""
+        found = getattr(model.unwrap_python_model(), method, None)
+        message = f"{field}: this version's code predates it; `foundry reregister` the version, or leave {field} out"
+        return found, None if found else openai_error(400, message, "invalid_request", param=field)
+
+    async def answered(body: dict):
+        """A chat with `stop` or `logprobs`, answered whole by the served model's `answer_chat`."""
+        answer_chat, refusal = newer("answer_chat", "stop" if body.get("stop") is not None else "logprobs")
+        if refusal:
+            return refusal
         body.pop("stream", None)
         try:
+            return JSONResponse(await asyncio.to_thread(answer_chat, body))
+        except MlflowException as exc:
+            return openai_error(exc.get_http_status_code(), exc.message, exc.error_code)
+
+    async def streamed(body: dict):
+        """The reply as server-sent events, each token's text sent as it is generated (Starlette asks the iterator
+        for each event in a thread, and asks no more once the client has gone); a refusal before any event."""
+        stream_chat, refusal = newer("stream_chat", "stream")
+        if refusal:
+            return refusal
+        include_usage = (body.pop("stream_options", None) or {}).get("include_usage", False)
+        body.pop("stream")
+        try:
             chunks = await asyncio.to_thread(stream_chat, body, include_usage)
-            if joined:
-                return JSONResponse(await asyncio.to_thread(joined_chat, chunks))
         except MlflowException as exc:
             return openai_error(exc.get_http_status_code(), exc.message, exc.error_code)
         return StreamingResponse(server_sent_events(chunks), media_type="text/event-stream")

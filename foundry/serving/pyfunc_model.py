@@ -39,7 +39,14 @@ from models.chat_completion import Chunks, Reply, ReplyStream, chat_chunks, chat
 from models.generate import Sampling, generate_ids, generate_replies, generate_texts, prompt_ids
 from models.gpt import gpt_from_saved, load_saved
 from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS, saved_limits
-from models.text_completion import completion_logprobs, text_chunks, text_completion, token_counts, token_logprobs
+from models.text_completion import (
+    chat_logprobs,
+    completion_logprobs,
+    text_chunks,
+    text_completion,
+    token_counts,
+    token_logprobs,
+)
 from models.tokens import EOT, text_only
 
 SEEDS = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
@@ -210,6 +217,19 @@ def stop_strings(stop) -> tuple[str, ...]:
     return tuple(stops)
 
 
+def chat_logprobs_option(body: dict) -> int | None:
+    """A chat request's `logprobs` (true or false) and `top_logprobs` (0 to `MAX_TOP_LOGPROBS`, with logprobs):
+    how many likeliest tokens to list, or None for no log-probabilities."""
+    wanted, top = body.get("logprobs"), body.get("top_logprobs")
+    if wanted is not None and not isinstance(wanted, bool):
+        raise refused(f"logprobs = {wanted!r:.40}: must be true or false (top_logprobs says how many)")
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_TOP_LOGPROBS):
+        raise refused(f"top_logprobs = {top!r:.40}: must be a whole number from 0 to {MAX_TOP_LOGPROBS}")
+    if top is not None and not wanted:
+        raise refused("top_logprobs: needs logprobs = true")
+    return (top or 0) if wanted else None
+
+
 def _prompts(prompt, limits: dict[str, int]) -> list[str]:
     """A completions request's prompts (a text, or a list of 1 to `max_rows` texts), each within the character
     limit."""
@@ -290,8 +310,32 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
     def stream_chat(self, body: dict, include_usage: bool = False) -> Chunks:
         """A chat-completions request (`body`: OpenAI's fields, `stream` and `stream_options` taken out), answered
         as `chat.completion.chunk`s generated as they are iterated: the same checks as `predict` (refused now, before
-        any chunk) and the same reply, piece by piece (`chat_chunks`). Not part of pyfunc's `predict`: `foundry
-        serve-model` calls it for `stream: true`."""
+        any chunk) and the same reply, piece by piece (`chat_chunks`), as far as a `stop` string. Not part of pyfunc's
+        `predict`: `foundry serve-model` calls it for `stream: true`."""
+        if chat_logprobs_option(body) is not None:
+            raise refused("logprobs: a streamed reply comes without log-probabilities; send stream = false for them")
+        reply, model = self._reply_stream(body)
+        return chat_chunks(reply, model, include_usage)
+
+    def answer_chat(self, body: dict) -> dict:
+        """A chat-completions request answered whole (`chat.completion`), with what `predict`'s signature does not
+        take: `stop`, and `logprobs` (each reply token's log-probability, `top_logprobs` the likeliest at its
+        position). The same checks and the same reply as `stream_chat`."""
+        top = chat_logprobs_option(body)
+        stream, model = self._reply_stream(body)
+        for _ in stream:  # generated as iterated
+            pass
+        answer = chat_completion(stream.reply, model)
+        if top is not None:
+            try:
+                scored = token_logprobs(self.model, stream.ids + stream.tokens, len(stream.ids), top)
+            except ValueError as exc:
+                raise refused(f"logprobs: the chat and its reply: {exc}") from None
+            answer["choices"][0]["logprobs"] = chat_logprobs(self.tokenizer, scored)
+        return answer
+
+    def _reply_stream(self, body: dict) -> tuple[ReplyStream, str | None]:
+        """The request's reply, to generate, and the model name to answer with; checked as `predict` checks."""
         limits = getattr(self, "limits", LIMITS)
         columns = {name: body[name] for name in ("messages", *CHAT_COMPLETION_FIELDS) if name in body}
         model_input = pd.DataFrame([{**columns, "stream": False}])
@@ -299,8 +343,7 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         params = {name: body[name] for name in DEFAULTS if name in body}
         stops = stop_strings(body.get("stop"))
         chat, chosen = self._chat_request(model_input, request, params, limits)
-        reply = chat_stream(self.model, self.tokenizer, self.template, chat, chosen, stops)
-        return chat_chunks(reply, request["model"], include_usage)
+        return chat_stream(self.model, self.tokenizer, self.template, chat, chosen, stops), request["model"]
 
     def complete_text(self, body: dict, stream: bool = False, include_usage: bool = False) -> dict | Chunks:
         """A completions request (`body`: OpenAI's fields, `stream` and `stream_options` taken out): each prompt

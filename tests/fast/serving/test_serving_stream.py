@@ -118,6 +118,7 @@ def test_tokens_are_sent_as_they_are_generated(client):
         ({"stream_options": {"other": 1}}, "stream_options", "stream_options = "),
         ({"stop": ["a", "b", "c", "d", "e"]}, "stop", "stop = ['a', 'b', 'c', 'd', 'e']: must be a text or"),
         ({"logit_bias": {"1": 5}}, "logit_bias", "logit_bias = "),
+        ({"logprobs": True}, "logprobs", "logprobs: a streamed reply comes without log-probabilities"),
     ],
 )
 def test_a_streamed_request_is_refused_before_any_chunk_naming_the_field(client, change, param, named):
@@ -181,6 +182,51 @@ def test_a_stop_string_ends_the_reply_before_it(client, stream):
         [choice] = client.chat.completions.create(**ask).choices
         text, reason = choice.message.content, choice.finish_reason
     assert (text, reason) == (expected, "stop") and len(expected) < len(whole), whole
+
+
+def test_chat_logprobs_are_the_models_own_for_each_reply_token(model, client):
+    """`logprobs` with `top_logprobs`: each reply token's log-probability after the rendered chat, as the model
+    itself scores it (computed here), its bytes, and the likeliest tokens (greedy: the first is the token)."""
+    import torch
+    import torch.nn.functional as F
+
+    from models.generate import generate_ids, prompt_ids
+    from models.request_limits import DEFAULTS
+
+    plain = client.chat.completions.create(model="tiny", max_tokens=12, **GREEDY).choices[0]
+    [choice] = client.chat.completions.create(
+        model="tiny", max_tokens=12, logprobs=True, top_logprobs=2, **GREEDY
+    ).choices
+    assert choice.message.content == plain.message.content and choice.finish_reason == plain.finish_reason
+    content = choice.logprobs.content
+    served = model.unwrap_python_model()
+    ids = prompt_ids(served.model, served.tokenizer, served.template, CHAT)
+    end = served.template.token_id(served.tokenizer, served.template.end)
+    [reply] = generate_ids(served.model, [ids], 12, 0.0, DEFAULTS["top_k"], DEFAULTS["seed"], end)
+    assert [entry.token for entry in content] == [
+        served.tokenizer.decode([t], skip_special_tokens=False) for t in reply
+    ]
+    control = set(served.tokenizer.get_added_tokens_decoder())  # their bytes are their names: not in the text
+    spelled = b"".join(bytes(entry.bytes) for entry, token in zip(content, reply) if token not in control)
+    assert spelled.decode().removeprefix(served.template.content_prefix) == choice.message.content
+    with torch.no_grad():
+        logits, _ = served.model(torch.tensor([ids + reply]))
+    scores = F.log_softmax(logits[0].double(), dim=-1)
+    expected = [float(scores[len(ids) + i - 1, token]) for i, token in enumerate(reply)]
+    assert all(abs(entry.logprob - want) < 1e-4 for entry, want in zip(content, expected, strict=True))
+    assert all(len(entry.top_logprobs) == 2 and entry.top_logprobs[0].logprob == entry.logprob for entry in content)
+
+
+@pytest.mark.parametrize(
+    ("change", "param"),
+    [({"top_logprobs": 2}, "top_logprobs"), ({"logprobs": True, "top_logprobs": 21}, "top_logprobs")],
+)
+def test_chat_logprobs_are_refused_naming_the_field(client, change, param):
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="tiny", max_tokens=2, **GREEDY, **change)
+    assert refused.value.param == param, refused.value.body
 
 
 def test_pieces_never_split_a_multibyte_character():
