@@ -11,6 +11,8 @@ have. This app is MLflow's own with more routes:
   `{"error": {"message", "type", "param", "code"}}`, which the OpenAI SDK raises as `BadRequestError`.
   With `stream: true` the reply comes as server-sent events instead, `chat.completion.chunk`s sent as each token
   is generated, then `data: [DONE]` (the served model's `stream_chat`; MLflow's `/invocations` cannot stream).
+  A chat with `stop` or `logprobs` is answered by the served model's `answer_chat`, not through `invocations`:
+  MLflow's signature names neither, and its server would drop them.
 - `POST /v1/completions` (and `/completions`): a prompt continued as text, `text_completion` (the served model's
   `complete_text`), streamed the same way with `stream: true`.
 - `GET /v1/models` (and `/models`): the one model served, for the SDK's `models.list()`.
