@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -38,9 +42,7 @@ def served(model, model_id: str) -> Iterator[str]:
 
     from foundry.serving.http import build_app
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(_MLFLOW_IS_IN_SERVING_ENVIRONMENT.name, "false")  # MLflow's init sets it; put back after
         server = uvicorn.Server(uvicorn.Config(build_app(model, model_id), port=port, log_level="warning"))
@@ -55,3 +57,38 @@ def served(model, model_id: str) -> Iterator[str]:
         finally:
             server.should_exit = True
             thread.join(30)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve_model_process(model_uri: str, folder: Path) -> Iterator[str]:
+    """`foundry serve-model MODEL_URI` as a user runs it, in its own process (this session's registry, from the
+    environment), once it answers /ping; yields its URL. Stopped with its process group when the block ends."""
+    from urllib.request import urlopen
+
+    port, log = free_port(), folder / "serve.log"
+    command = [sys.executable, "-m", "foundry.cli", "serve-model", model_uri, "--port", str(port)]
+    with log.open("w") as out:
+        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
+        while True:
+            try:
+                with urlopen(f"{url}/ping", timeout=5):
+                    break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.25)
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()

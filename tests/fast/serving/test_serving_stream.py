@@ -14,7 +14,7 @@ from urllib.request import Request, urlopen
 
 import pytest
 from helpers_registry import new_run
-from helpers_serving import served, tiny_served_files
+from helpers_serving import serve_model_process, served, tiny_served_files
 from helpers_tokenizers import plain_tokenizer
 
 from foundry.config import load_config
@@ -106,6 +106,25 @@ def test_tokens_are_sent_as_they_are_generated(client):
     total = time.monotonic() - start
     assert len(arrived) > MAX_TOKENS // 2, "the reply stopped early: the test needs a long one"
     assert arrived[0] < total / 3, (arrived[0], total)
+
+
+def test_foundry_serve_model_streams_a_registered_version_to_the_openai_sdk(tmp_path):
+    """The command itself, in its own process, on a tiny registered version: the SDK's stream joins to the reply
+    not streamed, and `/v1/completions` answers in the same process."""
+    import openai
+
+    from foundry.registry import versions
+
+    files = tiny_served_files(tmp_path, seed=WEIGHTS_SEED)
+    run = new_run("stream-process")
+    version = versions.register(log_model(run, files[0], files[1]), "tiny-stream", run, {})
+    with serve_model_process(f"models:/tiny-stream/{version}", tmp_path) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=120)
+        whole = client.chat.completions.create(model="tiny", max_tokens=16, **GREEDY).choices[0].message.content
+        chunks = list(client.chat.completions.create(model="tiny", max_tokens=16, stream=True, **GREEDY))
+        completion = client.completions.create(model="tiny", prompt="river", max_tokens=4, temperature=0)
+    assert whole and "".join(chunk.choices[0].delta.content or "" for chunk in chunks) == whole
+    assert completion.object == "text_completion" and completion.usage.completion_tokens >= 1
 
 
 @pytest.mark.parametrize(
