@@ -12,7 +12,9 @@
 - `request_limits`: defaults and bounds of one generation request (no torch: the config reads them)
 - `image_input`: a request's image decoded and fitted as the data stage staged the training images
 - `chat`: the chat template, one rendering for training, evaluation and serving
-- `chat_completion`: one reply to one chat with its token counts and finish reason (a chat-completions answer)
+- `chat_completion`: one reply to one chat with its token counts and finish reason (a chat-completions answer),
+  and the same reply streamed piece by piece as it is generated
+- `text_completion`: a text's own token log-probabilities, for a completions answer's `logprobs`
 - `align`: the SFT and DPO losses
 - `lit_align`: their LightningModules (`LitSFT`, `LitDPO`)
 - `align_data`: packed conversations and preference pairs, resumable

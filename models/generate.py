@@ -5,6 +5,7 @@ each with its own random generator seeded with `seed`: a prompt's completion is 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -67,6 +68,29 @@ def choose(logits: torch.Tensor, temperature: float, top_k: int | None, draws: l
 
 
 @torch.no_grad()
+def generated_steps(
+    model: GPT,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    temperature: float,
+    top_k: int | None,
+    seed: int,
+    stop_token: int | None,
+) -> Iterator[list[tuple[int, int]]]:
+    """Each step's (row, token) of the rows still going, as soon as the step has chosen them; a row's token is
+    `stop_token` once, at the step it stops (then it leaves the batch; the others go on as before). Row i draws
+    what `model.generate` draws for prompt i alone with `torch.Generator().manual_seed(seed)`."""
+    draws = [RowDraws(seed) for _ in prompts]
+    decoder = Decoder(model, prompts)
+    for _ in range(max_new_tokens):
+        if not decoder.active:
+            break
+        chosen = choose(decoder.next_logits(), temperature, top_k, [draws[row] for row in decoder.active])
+        decoder.push(chosen)
+        yield list(zip(decoder.active, chosen, strict=True))
+        decoder.drop([row for row, token in zip(decoder.active, chosen, strict=True) if token == stop_token])
+
+
 def generate_ids(
     model: GPT,
     prompts: list[list[int]],
@@ -77,20 +101,12 @@ def generate_ids(
     stop_token: int | None,
 ) -> list[list[int]]:
     """The tokens generated after each prompt, up to (without) `stop_token`: row i is what
-    `model.generate` gives prompt i alone with `torch.Generator().manual_seed(seed)`. A row that stops
-    leaves the batch; the others go on as before."""
-    draws = [RowDraws(seed) for _ in prompts]
-    decoder = Decoder(model, prompts)
+    `model.generate` gives prompt i alone with `torch.Generator().manual_seed(seed)`."""
     out: list[list[int]] = [[] for _ in prompts]
-    for _ in range(max_new_tokens):
-        if not decoder.active:
-            break
-        chosen = choose(decoder.next_logits(), temperature, top_k, [draws[row] for row in decoder.active])
-        decoder.push(chosen)
-        for row, token in zip(decoder.active, chosen, strict=True):
+    for step in generated_steps(model, prompts, max_new_tokens, temperature, top_k, seed, stop_token):
+        for row, token in step:
             if token != stop_token:
                 out[row].append(token)
-        decoder.drop([row for row, token in zip(decoder.active, chosen, strict=True) if token == stop_token])
     return out
 
 

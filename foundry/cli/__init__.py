@@ -15,7 +15,7 @@
 - evaluate: evaluate (registered versions scored on any data, compared)
 - gc: gc (what nothing references, listed and sized; deleted with --apply)
 - purge: purge (every copy of a document and every version trained on it; a dry run without --apply)
-- serving: serve-model (a version over HTTP, OpenAI's chat-completions routes too)
+- serving: serve-model (a version over HTTP, OpenAI's chat-completions and completions routes too, streamed)
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def add_commands(commands) -> None:
     serve = commands.add_parser(
         "serve-model",
         help="serve a registered version over HTTP: /invocations as `mlflow models serve`, and /v1/chat/completions "
-        "and /v1/models for OpenAI clients",
+        "(streamed with stream: true), /v1/completions and /v1/models for OpenAI clients",
     )
     serve.add_argument("model_uri", help="models:/NAME/VERSION or models:/NAME@ALIAS")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; loopback only)")

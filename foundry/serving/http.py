@@ -3,15 +3,21 @@ OpenAI client calls.
 
 MLflow's scoring app (`mlflow.pyfunc.scoring_server.init`, what `mlflow models serve` runs) answers `/invocations`,
 `/ping`, `/health` and `/version`; an OpenAI client POSTs to `{base_url}/chat/completions`, which that app does not
-have. This app is MLflow's own with three more routes:
+have. This app is MLflow's own with more routes:
 
 - `POST /v1/chat/completions` (and `/chat/completions`): the body goes through the same `invocations` call as a
   body posted to `/invocations`, so the same checks and the same `chat.completion` answer (the served model's
   `predict`, foundry/serving/pyfunc_model.py). A refusal comes back with the same status in OpenAI's error shape,
   `{"error": {"message", "type", "param", "code"}}`, which the OpenAI SDK raises as `BadRequestError`.
+  With `stream: true` the reply comes as server-sent events instead, `chat.completion.chunk`s sent as each token
+  is generated, then `data: [DONE]` (the served model's `stream_chat`; MLflow's `/invocations` cannot stream).
+  A chat with `stop` or `logprobs` is answered by the served model's `answer_chat`, not through `invocations`:
+  MLflow's signature names neither, and its server would drop them.
+- `POST /v1/completions` (and `/completions`): a prompt continued as text, `text_completion` (the served model's
+  `complete_text`), streamed the same way with `stream: true`.
 - `GET /v1/models` (and `/models`): the one model served, for the SDK's `models.list()`.
 
-Every body posted to `/invocations` or a chat-completions route is read by `BoundedBody` before any route sees it:
+Every body posted to `/invocations` or an OpenAI route is read by `BoundedBody` before any route sees it:
 over the version's `max_body_bytes` (its `serving` config; `MAX_BODY_BYTES` for a version that saved none) it is
 answered 413 as soon as its `Content-Length`, or the bytes read so far when it is chunked, pass the limit; a JSON body
 that does not parse or nests deeper than `MAX_JSON_DEPTH` is answered 400. Both in OpenAI's error shape, on both
@@ -25,6 +31,7 @@ import ipaddress
 import json
 import re
 import time
+from collections.abc import Iterator
 
 from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, MAX_BODY_BYTES
 
@@ -32,7 +39,7 @@ DEFAULT_PORT = 8000
 REMOTE_FLAG = "--allow-remote"
 LOCAL_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
 # The request fields a refusal's message can start with (after `row N: ` or `params.`): the error's `param`.
-PARAMS = {"messages", *CHAT_COMPLETION_FIELDS, *DEFAULTS}
+PARAMS = {"messages", "stop", "logprobs", "top_logprobs", *CHAT_COMPLETION_FIELDS, *DEFAULTS}
 _NAMED_FIELD = re.compile(r"(?:row \d+: )?(?:params\.)?([a-z_]+)\b")
 _PREDICT_PREFIX = "Failed to predict data "  # what MLflow's `invocations` puts before the model's message
 # OpenAI's fields that change nothing at these values; any other value, or a field the served model does not read
@@ -40,7 +47,11 @@ _PREDICT_PREFIX = "Failed to predict data "  # what MLflow's `invocations` puts 
 # an answer to a request it did not make.
 NO_OP_FIELDS = {"top_p": 1, "frequency_penalty": 0, "presence_penalty": 0, "logprobs": False, "user": None}
 CHAT_ROUTES = ("/v1/chat/completions", "/chat/completions")
-BODY_ROUTES = {"/invocations", *CHAT_ROUTES}  # the routes that read a body
+COMPLETION_ROUTES = ("/v1/completions", "/completions")
+OPENAI_ROUTES = {*CHAT_ROUTES, *COMPLETION_ROUTES}  # their bodies are JSON whatever the Content-Type says
+BODY_ROUTES = {"/invocations", *OPENAI_ROUTES}  # the routes that read a body
+# What `/v1/completions` reads (the served model's `complete_text`); others as for chat (`NO_OP_FIELDS`).
+COMPLETION_FIELDS = {"prompt", "model", "max_tokens", "n", "stream", "logprobs", "echo", "stop", *DEFAULTS}
 # Deeper than any request these routes take (a chat with image parts nests 6 deep), far below where json.loads or
 # the code after it runs out of Python's stack.
 MAX_JSON_DEPTH = 32
@@ -82,10 +93,10 @@ class BadBody(ValueError):
         self.param = param
 
 
-def _unsupported(body: dict) -> str | None:
+def _unsupported(body: dict, honoured: set[str] = PARAMS) -> str | None:
     """The first field of the body that the served model would not honour, if any."""
     for field, value in body.items():
-        if field in PARAMS or field == "user" or (field in NO_OP_FIELDS and value == NO_OP_FIELDS[field]):
+        if field in honoured or field == "user" or (field in NO_OP_FIELDS and value == NO_OP_FIELDS[field]):
             continue
         return field
     return None
@@ -147,7 +158,7 @@ class BoundedBody:
                 return await self._too_large(f"more than {self.limit} bytes", scope, receive, send)
             more = message.get("more_body", False)
         raw = b"".join(chunks)
-        if scope["path"] in CHAT_ROUTES or _is_json(headers):
+        if scope["path"] in OPENAI_ROUTES or _is_json(headers):
             try:
                 parsed_json(raw)
             except BadBody as exc:
@@ -168,18 +179,45 @@ class BoundedBody:
         return await openai_error(413, message, "request_too_large", param="max_body_bytes")(scope, receive, send)
 
 
-def chat_completions_body(raw: bytes, model_id: str) -> bytes:
-    """The body to hand to `invocations`: a JSON object with `messages`, its `model` the served one's when the
-    request names none (so that the answer is in the chat-completions shape); a BadBody saying what is wrong."""
+def chat_completions_body(raw: bytes, model_id: str) -> dict:
+    """The request: a JSON object with `messages`, its `model` the served one's when the request names none (so that
+    the answer is in the chat-completions shape); a BadBody saying what is wrong."""
+    return openai_body(raw, model_id, "messages", PARAMS, "chat-completions")
+
+
+def completions_body(raw: bytes, model_id: str) -> dict:
+    """A `/v1/completions` request: a JSON object with `prompt`, checked as `chat_completions_body` checks a chat."""
+    return openai_body(raw, model_id, "prompt", COMPLETION_FIELDS, "completions")
+
+
+def openai_body(raw: bytes, model_id: str, required: str, honoured: set[str], kind: str) -> dict:
+    """The request, a JSON object holding `required` and no field outside `honoured` (but `NO_OP_FIELDS` at their
+    values, and `stream_options` beside `stream: true`), `model` the served one's when it names none."""
     body = parsed_json(raw)
-    if not isinstance(body, dict) or "messages" not in body:
-        raise BadBody("messages: a chat-completions request is a JSON object with `messages`", "messages")
-    field = _unsupported(body)
+    if not isinstance(body, dict) or required not in body:
+        raise BadBody(f"{required}: a {kind} request is a JSON object with `{required}`", required)
+    options = body.get("stream_options")
+    if options is not None and body.get("stream") is not True:
+        raise BadBody("stream_options: only a streamed request (stream = true) takes it", "stream_options")
+    field = _unsupported({key: value for key, value in body.items() if key != "stream_options"}, honoured)
     if field is not None:
-        honoured = ", ".join(sorted(PARAMS))
-        raise BadBody(f"{field} = {json.dumps(body[field])[:80]}: not supported (this model reads {honoured})", field)
+        reads = ", ".join(sorted(honoured | {"stream_options"}))
+        raise BadBody(f"{field} = {json.dumps(body[field])[:80]}: not supported (this model reads {reads})", field)
+    if options is not None and (not isinstance(options, dict) or set(options) - {"include_usage"}):
+        raise BadBody(f"stream_options = {json.dumps(options)[:80]}: takes only include_usage", "stream_options")
+    if not isinstance((options or {}).get("include_usage", False), bool):
+        raise BadBody("stream_options.include_usage: must be true or false", "stream_options")
+    if not isinstance(body.get("stream", False), bool):
+        raise BadBody(f"stream = {json.dumps(body['stream'])[:40]}: must be true or false", "stream")
     body.setdefault("model", model_id)
-    return json.dumps(body).encode()
+    return body
+
+
+def server_sent_events(chunks: Iterator[dict]) -> Iterator[str]:
+    """Each chunk as one server-sent event, `data: [DONE]` after the last, as OpenAI ends a stream."""
+    for chunk in chunks:
+        yield f"data: {json.dumps(chunk)}\n\n"
+    yield "data: [DONE]\n\n"
 
 
 def model_list(model_id: str, created: int) -> dict:
@@ -191,7 +229,7 @@ def build_app(model, model_id: str):
     import asyncio
 
     from fastapi import Request
-    from fastapi.responses import Response
+    from fastapi.responses import JSONResponse, Response, StreamingResponse
     from mlflow.exceptions import MlflowException
     from mlflow.pyfunc.scoring_server import CONTENT_TYPE_JSON, init, invocations
 
@@ -207,19 +245,79 @@ def build_app(model, model_id: str):
             body = chat_completions_body(await request.body(), model_id)
         except BadBody as exc:
             return openai_error(400, str(exc), "invalid_request", param=exc.param)
+        if body.get("stream") is True:
+            return await streamed(body)
+        if any(body.get(field) is not None for field in ("stop", "logprobs", "top_logprobs")):
+            return await answered(body)  # fields MLflow's signature lacks (its server would drop them)
         try:  # a thread, as MLflow's /invocations does: generation must not block the event loop
-            result = await asyncio.to_thread(invocations, body, CONTENT_TYPE_JSON, model, schema)
+            result = await asyncio.to_thread(invocations, json.dumps(body).encode(), CONTENT_TYPE_JSON, model, schema)
         except MlflowException as exc:
             return openai_error(exc.get_http_status_code(), exc.message, exc.error_code)
         if result.status != 200:
             return openai_error(result.status, result.response)
         return Response(content=result.response, status_code=200, media_type=CONTENT_TYPE_JSON)
 
+    def newer(method: str, field: str):
+        """The served model's `method`, or a refusal naming `field` for a version whose code predates it."""
+        found = getattr(model.unwrap_python_model(), method, None)
+        message = f"{field}: this version's code predates it; `foundry reregister` the version, or leave {field} out"
+        return found, None if found else openai_error(400, message, "invalid_request", param=field)
+
+    async def answered(body: dict):
+        """A chat with `stop` or `logprobs`, answered whole by the served model's `answer_chat`."""
+        answer_chat, refusal = newer("answer_chat", "stop" if body.get("stop") is not None else "logprobs")
+        if refusal:
+            return refusal
+        body.pop("stream", None)
+        try:
+            return JSONResponse(await asyncio.to_thread(answer_chat, body))
+        except MlflowException as exc:
+            return openai_error(exc.get_http_status_code(), exc.message, exc.error_code)
+
+    async def streamed(body: dict):
+        """The reply as server-sent events, each token's text sent as it is generated (Starlette asks the iterator
+        for each event in a thread, and asks no more once the client has gone); a refusal before any event."""
+        stream_chat, refusal = newer("stream_chat", "stream")
+        if refusal:
+            return refusal
+        include_usage = (body.pop("stream_options", None) or {}).get("include_usage", False)
+        body.pop("stream")
+        try:
+            chunks = await asyncio.to_thread(stream_chat, body, include_usage)
+        except MlflowException as exc:
+            return openai_error(exc.get_http_status_code(), exc.message, exc.error_code)
+        return StreamingResponse(server_sent_events(chunks), media_type="text/event-stream")
+
+    async def completions(request: Request):
+        try:
+            body = completions_body(await request.body(), model_id)
+        except BadBody as exc:
+            return openai_error(400, str(exc), "invalid_request", param=exc.param)
+        complete_text = getattr(model.unwrap_python_model(), "complete_text", None)
+        if complete_text is None:
+            message = (
+                "prompt: this version's code predates /v1/completions; `foundry reregister` it, or use /invocations"
+            )
+            return openai_error(400, message, "invalid_request", param="prompt")
+        include_usage = (body.pop("stream_options", None) or {}).get("include_usage", False)
+        stream = body.pop("stream", False)
+        try:  # a thread: checking and (not streamed) generating must not block the event loop
+            answer = await asyncio.to_thread(complete_text, body, stream, include_usage)
+        except MlflowException as exc:
+            named = _NAMED_FIELD.match(exc.message)
+            param = named.group(1) if named and named.group(1) in COMPLETION_FIELDS else None
+            return openai_error(exc.get_http_status_code(), exc.message, exc.error_code, param=param)
+        if stream:
+            return StreamingResponse(server_sent_events(answer), media_type="text/event-stream")
+        return JSONResponse(answer)
+
     async def models():
         return model_list(model_id, created)
 
     for path in CHAT_ROUTES:
         app.post(path)(chat_completions)
+    for path in COMPLETION_ROUTES:
+        app.post(path)(completions)
     for path in ("/v1/models", "/models"):
         app.get(path)(models)
     return app

@@ -22,6 +22,11 @@ answered in that shape: a `chat.completion` (MLflow's `ChatCompletionResponse`) 
 ended ("stop" at the end marker, "length" at `max_tokens`) and the tokens counted. The scoring server
 hands such a body (`{"messages": [...], "max_tokens": 32, "temperature": 0}`, not wrapped in
 `dataframe_records`) to `predict` as one row, and answers with what `predict` returns, unwrapped.
+
+Two methods beside `predict`, which `foundry serve-model` (foundry/serving/http.py) calls and MLflow's scoring server
+does not: `stream_chat`, a chat-completions request answered as `chat.completion.chunk`s generated as they are
+iterated (`stream: true`), and `complete_text`, OpenAI's `/v1/completions` (a prompt continued as text, `logprobs`,
+`echo`, streamed or not). Both check a request as `predict` does, against the same limits, before generating.
 """
 
 import mlflow.pyfunc
@@ -30,13 +35,23 @@ from mlflow.exceptions import MlflowException
 from mlflow.models import set_model
 
 from models.chat import ROLES, saved_template
-from models.chat_completion import complete_chat
-from models.generate import Sampling, generate_replies, generate_texts, prompt_ids
+from models.chat_completion import Chunks, Reply, ReplyStream, chat_chunks, chat_stream, complete_chat
+from models.generate import Sampling, generate_ids, generate_replies, generate_texts, prompt_ids
 from models.gpt import gpt_from_saved, load_saved
 from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS, saved_limits
-from models.tokens import text_only
+from models.text_completion import (
+    chat_logprobs,
+    completion_logprobs,
+    text_chunks,
+    text_completion,
+    token_counts,
+    token_logprobs,
+)
+from models.tokens import EOT, text_only
 
 SEEDS = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
+MAX_STOPS, MAX_STOP_CHARS = 4, 256  # OpenAI's bound on `stop` strings; a length that keeps the search cheap
+MAX_TOP_LOGPROBS = 20  # the likeliest tokens a completion lists at each position, at most (OpenAI's chat bound)
 
 
 def refused(message: str) -> MlflowException:
@@ -190,6 +205,62 @@ def chat_completion(reply, model: str | None) -> dict:
     ).to_dict()
 
 
+def stop_strings(stop) -> tuple[str, ...]:
+    """OpenAI's `stop`: None, a text, or a list of up to `MAX_STOPS` texts, each 1 to `MAX_STOP_CHARS` characters."""
+    stops = () if stop is None else (stop,) if isinstance(stop, str) else stop
+    fits = isinstance(stops, list | tuple) and len(stops) <= MAX_STOPS
+    if not fits or not all(isinstance(s, str) and 1 <= len(s) <= MAX_STOP_CHARS for s in stops):
+        raise refused(
+            f"stop = {stop!r:.80}: must be a text or a list of up to {MAX_STOPS} texts, "
+            f"each 1 to {MAX_STOP_CHARS} characters"
+        )
+    return tuple(stops)
+
+
+def chat_logprobs_option(body: dict) -> int | None:
+    """A chat request's `logprobs` (true or false) and `top_logprobs` (0 to `MAX_TOP_LOGPROBS`, with logprobs):
+    how many likeliest tokens to list, or None for no log-probabilities."""
+    wanted, top = body.get("logprobs"), body.get("top_logprobs")
+    if wanted is not None and not isinstance(wanted, bool):
+        raise refused(f"logprobs = {wanted!r:.40}: must be true or false (top_logprobs says how many)")
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_TOP_LOGPROBS):
+        raise refused(f"top_logprobs = {top!r:.40}: must be a whole number from 0 to {MAX_TOP_LOGPROBS}")
+    if top is not None and not wanted:
+        raise refused("top_logprobs: needs logprobs = true")
+    return (top or 0) if wanted else None
+
+
+def _prompts(prompt, limits: dict[str, int]) -> list[str]:
+    """A completions request's prompts (a text, or a list of 1 to `max_rows` texts), each within the character
+    limit."""
+    prompts = [prompt] if isinstance(prompt, str) else prompt
+    if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) for p in prompts):
+        shown = repr(prompt)[:80]
+        raise refused(f"prompt = {shown}: must be a text or a list of texts (token ids are not taken: send text)")
+    if len(prompts) > limits["max_rows"]:
+        raise refused(
+            f"prompt: {len(prompts)} prompts; a request holds 1 to {limits['max_rows']}, this version's limit"
+        )
+    for i, text in enumerate(prompts):
+        if len(text) > limits["max_prompt_chars"]:
+            raise refused(
+                f"prompt: prompt {i} holds {len(text)} characters; this version takes at most {limits['max_prompt_chars']}"
+            )
+    return prompts
+
+
+def _completion_options(body: dict) -> tuple[int | None, bool]:
+    """`logprobs` (how many likeliest tokens to list at each position, or None: no log-probabilities) and `echo`."""
+    top, echo = body.get("logprobs"), body.get("echo", False)
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_TOP_LOGPROBS):
+        raise refused(f"logprobs = {top!r:.40}: must be a whole number from 0 to {MAX_TOP_LOGPROBS}")
+    if not isinstance(echo, bool):
+        raise refused(f"echo = {echo!r:.40}: must be true or false")
+    if body.get("n", 1) != 1:
+        raise refused(f"n = {body['n']!r:.40}: this model answers one choice per prompt; send n = 1")
+    return top, echo
+
+
 class GPTTextGenerator(mlflow.pyfunc.PythonModel):
     """Loads the `checkpoint` (model.pt) and `tokenizer` (tokenizer.json) artifacts; generates on CPU."""
 
@@ -224,12 +295,118 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
                 )
         return generate_texts(self.model, self.tokenizer, [row["prompt"] for row in rows], sampling)
 
-    def _complete(self, model_input: pd.DataFrame, request: dict, params, limits: dict[str, int]) -> dict:
+    def _chat_request(self, model_input: pd.DataFrame, request: dict, params, limits: dict[str, int]):
+        """The one chat of a chat-completions request and its sampling, checked."""
         if self.template is None:
             raise refused("messages: this version was never aligned and has no chat template: it answers prompts only")
         chosen = sampling(params, limits, request["length"])
         [chat] = self._chats(checked_rows(model_input, limits))
+        return chat, chosen
+
+    def _complete(self, model_input: pd.DataFrame, request: dict, params, limits: dict[str, int]) -> dict:
+        chat, chosen = self._chat_request(model_input, request, params, limits)
         return chat_completion(complete_chat(self.model, self.tokenizer, self.template, chat, chosen), request["model"])
+
+    def stream_chat(self, body: dict, include_usage: bool = False) -> Chunks:
+        """A chat-completions request (`body`: OpenAI's fields, `stream` and `stream_options` taken out), answered
+        as `chat.completion.chunk`s generated as they are iterated: the same checks as `predict` (refused now, before
+        any chunk) and the same reply, piece by piece (`chat_chunks`), as far as a `stop` string. Not part of pyfunc's
+        `predict`: `foundry serve-model` calls it for `stream: true`."""
+        if chat_logprobs_option(body) is not None:
+            raise refused("logprobs: a streamed reply comes without log-probabilities; send stream = false for them")
+        reply, model = self._reply_stream(body)
+        return chat_chunks(reply, model, include_usage)
+
+    def answer_chat(self, body: dict) -> dict:
+        """A chat-completions request answered whole (`chat.completion`), with what `predict`'s signature does not
+        take: `stop`, and `logprobs` (each reply token's log-probability, `top_logprobs` the likeliest at its
+        position). The same checks and the same reply as `stream_chat`."""
+        top = chat_logprobs_option(body)
+        stream, model = self._reply_stream(body)
+        for _ in stream:  # generated as iterated
+            pass
+        answer = chat_completion(stream.reply, model)
+        if top is not None:
+            try:
+                scored = token_logprobs(self.model, stream.ids + stream.tokens, len(stream.ids), top)
+            except ValueError as exc:
+                raise refused(f"logprobs: the chat and its reply: {exc}") from None
+            answer["choices"][0]["logprobs"] = chat_logprobs(self.tokenizer, scored)
+        return answer
+
+    def _reply_stream(self, body: dict) -> tuple[ReplyStream, str | None]:
+        """The request's reply, to generate, and the model name to answer with; checked as `predict` checks."""
+        limits = getattr(self, "limits", LIMITS)
+        columns = {name: body[name] for name in ("messages", *CHAT_COMPLETION_FIELDS) if name in body}
+        model_input = pd.DataFrame([{**columns, "stream": False}])
+        request = completion_request(model_input)
+        params = {name: body[name] for name in DEFAULTS if name in body}
+        stops = stop_strings(body.get("stop"))
+        chat, chosen = self._chat_request(model_input, request, params, limits)
+        return chat_stream(self.model, self.tokenizer, self.template, chat, chosen, stops), request["model"]
+
+    def complete_text(self, body: dict, stream: bool = False, include_usage: bool = False) -> dict | Chunks:
+        """A completions request (`body`: OpenAI's fields, `stream` and `stream_options` taken out): each prompt
+        continued as text (an aligned version's too: no template), until end-of-text or `max_tokens`, answered as a
+        `text_completion` (`stream`: its chunks, generated as they are iterated; one prompt, no `logprobs`). With
+        `logprobs`, each token's log-probability and the likeliest ones at its position; with `echo`, the prompt's
+        too, and its text before the completion. Checked as `predict` checks a request, refused before anything is
+        generated. Not part of pyfunc's `predict`: `foundry serve-model` calls it for `/v1/completions`."""
+        limits = getattr(self, "limits", LIMITS)
+        prompts = _prompts(body.get("prompt"), limits)
+        top, echo = _completion_options(body)
+        stops = stop_strings(body.get("stop"))
+        length = ("max_tokens", body["max_tokens"]) if body.get("max_tokens") is not None else None
+        chosen = sampling({name: body[name] for name in DEFAULTS if name in body}, limits, length)
+        eot = self.tokenizer.token_to_id(EOT)
+        encoded = [self.tokenizer.encode(text).ids or [eot] for text in prompts]
+        model = None if body.get("model") is None else str(body["model"])
+        if stream:
+            if len(prompts) != 1 or top is not None:
+                field = "prompt" if len(prompts) != 1 else "logprobs"
+                raise refused(f"{field}: a streamed completion is one prompt, without logprobs; send stream = false")
+            replies = ReplyStream(self.model, encoded[0], eot, self.tokenizer.decode, chosen, "cmpl", stops)
+            return text_chunks(replies, model, include_usage, prompts[0] if echo else "")
+        generated = self._continuations(encoded, chosen, stops)
+        choices = [
+            self._text_choice(i, text, ids, reply, top, echo)
+            for i, (text, ids, reply) in enumerate(zip(prompts, encoded, generated, strict=True))
+        ]
+        counted = sum(reply.completion_tokens for _, reply in generated)
+        return text_completion(model, choices, token_counts(sum(map(len, encoded)), counted))
+
+    def _continuations(self, encoded: list[list[int]], chosen: Sampling, stops: tuple[str, ...]) -> list[tuple]:
+        """Each prompt's generated tokens and its `Reply` (text, finish reason, counts): all prompts together, or
+        with `stops`, each alone as far as its first stop string."""
+        eot, decode, s = self.tokenizer.token_to_id(EOT), self.tokenizer.decode, chosen
+        if stops:
+            streams = [ReplyStream(self.model, ids, eot, decode, chosen, stops=stops) for ids in encoded]
+            for stream in streams:
+                for _ in stream:  # generated as iterated
+                    pass
+            return [(stream.tokens, stream.reply) for stream in streams]
+        out = []
+        for ids, tokens in zip(
+            encoded,
+            generate_ids(self.model, encoded, s.max_new_tokens, s.temperature, s.top_k, s.seed, eot),
+            strict=True,
+        ):
+            stopped = len(tokens) < s.max_new_tokens
+            reason = "stop" if stopped else "length"
+            out.append((tokens, Reply(decode(tokens), reason, len(ids), len(tokens) + int(stopped))))
+        return out
+
+    def _text_choice(self, i: int, prompt: str, ids: list[int], generated: tuple, top, echo: bool) -> dict:
+        tokens, reply = generated
+        choice = {"text": (prompt if echo else "") + reply.text, "index": i, "logprobs": None}
+        choice["finish_reason"] = reply.finish_reason
+        if top is not None:
+            try:
+                scored = token_logprobs(self.model, ids + tokens, 0 if echo else len(ids), top)
+            except ValueError as exc:
+                raise refused(f"logprobs: prompt {i} and its completion: {exc}") from None
+            choice["logprobs"] = completion_logprobs(self.tokenizer, scored, 0 if echo else len(prompt))
+        return choice
 
     # Hinted as a DataFrame, which MLflow does not infer from: the explicit signature applies.
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame | dict:

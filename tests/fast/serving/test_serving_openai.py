@@ -20,6 +20,8 @@ BODY = {"model": "tiny-chat", "messages": CHAT, "max_tokens": 5, "temperature": 
 OPENAI_ROUTES = {
     ("/v1/chat/completions", "POST"),
     ("/chat/completions", "POST"),
+    ("/v1/completions", "POST"),
+    ("/completions", "POST"),
     ("/v1/models", "GET"),
     ("/models", "GET"),
 }
@@ -77,7 +79,6 @@ def test_a_request_that_names_no_model_is_answered_as_the_served_one(client):
     ("change", "param", "named"),
     [
         ({"max_tokens": 9}, "max_tokens", "max_tokens = 9: must be between 1 and 8"),
-        ({"stream": True}, "stream", "stream = True: answers are not streamed"),
         ({"n": 2}, "n", "n = 2: this model answers one choice per request"),
         ({"temperature": -1}, "temperature", "params.temperature = -1"),
         ({"messages": [{"role": "system", "content": "x"}]}, "messages", "row 0: messages hold no user turn"),
@@ -94,6 +95,15 @@ def test_a_refusal_is_the_same_400_in_openais_error_shape(client, change, param,
     assert named in mlflows.json()["message"]
 
 
+def test_invocations_refuses_stream_which_the_openai_route_streams(client):
+    """MLflow's /invocations answers with one JSON body; tests/fast/serving/test_serving_stream.py streams."""
+    refused = client.post("/invocations", json={**BODY, "stream": True})
+    assert refused.status_code == 400 and "stream = True: answers are not streamed" in refused.json()["message"]
+    streamed = client.post("/v1/chat/completions", json={**BODY, "stream": True})
+    assert streamed.status_code == 200 and streamed.headers["content-type"].startswith("text/event-stream")
+    assert streamed.text.endswith("data: [DONE]\n\n")
+
+
 @pytest.mark.parametrize(
     ("content", "named"),
     [(b"{not json", "the body is not JSON"), (b'{"prompt": "river"}', "messages: a chat-completions request")],
@@ -107,7 +117,7 @@ def test_a_body_that_is_no_chat_gets_400_before_the_model(client, content, named
     ("change", "param"),
     [
         ({"top_p": 0.5}, "top_p"),
-        ({"stop": ["\n"]}, "stop"),
+        ({"logit_bias": {"1": 5}}, "logit_bias"),
         ({"tools": []}, "tools"),
         ({"presence_penalty": 1}, "presence_penalty"),
     ],
