@@ -12,17 +12,24 @@ How each is measured (bench/README.md has the figures on `make run`'s data):
   then on. Half the work of the difference, and within a few bytes of it (1.3364 against 1.3363 by difference on
   the default data: the range coder's pending bytes).
 
-The compressions run on threads: liblzma and zlib release the GIL, so on 2 cores the added xz -9e and PPMd cost
-about their own time rather than the sum of all.
+- zpaq -m4 and -m5 (`evaluation.baselines`: zpaq4, zpaq5), context-mixing compressors and the strongest at hand:
+  by difference too, one thread (one block: threads would cut the text into blocks that each start empty), through
+  the `zpaq` package (a binding of libzpaq 7.15). Both compressions use the text model zpaq's CLI picks for a text
+  block, named outright (`zpaq_method`) so that the training text and the training text with the holdout are
+  compressed by one model. Without the package the asked ones are absent (`absent_baselines`), never a score.
+
+The compressions run on threads: liblzma, zlib and libzpaq release the GIL, so on 2 cores the added strong
+baselines cost about their own time rather than the sum of all.
 """
 
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import lzma
 import os
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -35,6 +42,21 @@ PPMD_ORDER = 16
 PPMD_MEMORY = 256 << 20
 XZ9E = 9 | lzma.PRESET_EXTREME
 GROUP_COMPRESSORS = ("gzip", "ppmd")  # the ones `baselines_by_holdout` scores on each holdout apart
+ZPAQ_LEVELS = {"zpaq4": 4, "zpaq5": 5}  # the optional baselines `evaluation.baselines` names, by zpaq -m level
+ZPAQ_PACKAGE = "zpaq==0.3.7"  # what pyproject.toml pins: a missing one is named by this
+
+
+def zpaq_method(level: int) -> str:
+    """libzpaq's method for text at `level`: "L6,128,1" is level L, blocks of up to 2^6 MiB, order-1 redundancy
+    128/255 (levels 4 and 5 read it only to tell CM from BWT or LZ77: 12 to 224 all give CM), type 1 (text: the
+    word model). zpaq's CLI and the binding's `hints` pick the same for a text block (equal sizes on the default
+    data); naming it keeps one model for both compressions of the difference."""
+    return f"{level}6,128,1"
+
+
+def absent_baselines(asked: Sequence[str]) -> list[str]:
+    """The optional baselines in `asked` that cannot be scored here: zpaq's without the `zpaq` package."""
+    return [] if importlib.util.find_spec("zpaq") is not None else [name for name in asked if name in ZPAQ_LEVELS]
 
 
 def holdout_text(data_dir: Path) -> bytes:
@@ -77,6 +99,12 @@ def _xz(preset: int) -> Callable[[bytes], bytes]:
     return lambda data: lzma.compress(data, preset=preset)
 
 
+def _zpaq(level: int) -> Callable[[bytes], bytes]:
+    import zpaq
+
+    return lambda data: zpaq.compress(data, level=level, threads=1, method=zpaq_method(level))
+
+
 def compression_bits_per_byte(data_dir: Path, context_bytes: int) -> dict[str, float]:
     """gzip -9 and xz -6 alone, after `context_bytes` of the training text (bench/defaults.py's xz figure)."""
     context, holdout = train_tail(data_dir, context_bytes), holdout_text(data_dir)
@@ -93,12 +121,17 @@ def contexts(data_dir: Path, context_bytes: int, strong_context_bytes: int) -> t
     return context, strong
 
 
-def compression_baselines(data_dir: Path, context_bytes: int, strong_context_bytes: int) -> dict[str, float]:
-    """gzip and xz -6 after `context_bytes` of the training text's tail; xz -9e and PPMd order 16 after
-    `strong_context_bytes` of it; by `HoldoutMetrics` field name, with `baseline_train_bytes` (the latter amount)."""
+def compression_baselines(
+    data_dir: Path, context_bytes: int, strong_context_bytes: int, optional: Sequence[str] = ()
+) -> dict[str, float]:
+    """gzip and xz -6 after `context_bytes` of the training text's tail; xz -9e, PPMd order 16 and the `optional`
+    baselines (`ZPAQ_LEVELS` names) after `strong_context_bytes` of it; by `HoldoutMetrics` field name, with
+    `baseline_train_bytes` (the latter amount). An optional one in `absent_baselines` is left out."""
     holdout = holdout_text(data_dir)
     context, strong = contexts(data_dir, context_bytes, strong_context_bytes)
     squeezers = {"xz9e": (_xz(XZ9E), strong), "xz": (_xz(6), context), "gzip": (_gzip, context)}
+    zpaqs = {name: (_zpaq(ZPAQ_LEVELS[name]), strong) for name in optional if name not in absent_baselines(optional)}
+    squeezers = zpaqs | squeezers  # the slowest first
     # One compression per job, the longest first, so that two cores share them evenly.
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
         ppmd = pool.submit(ppmd_bits, strong, holdout)
