@@ -61,9 +61,9 @@ class EvaluationConfig(_Section):
     baselines: list[Literal["zpaq4", "zpaq5"]] = Field(
         ["zpaq4"],
         description="Optional baselines, scored beside unigram, gzip, xz, xz -9e and PPMd and given the same training "
-        "text as the strongest: zpaq4 (zpaq -m4: 1.2599 bits/byte on the default data, about 20 CPU seconds more) "
-        "and zpaq5 (zpaq -m5, the strongest: 1.1727, about 2 CPU minutes more, so off by default for `make run`'s "
-        "time). Both need the `zpaq` package; without it they are named as absent, never scored.",
+        "text as the strongest: zpaq4 (zpaq -m4: 1.2599 bits/byte on the default data, about 15 CPU seconds more) "
+        "and zpaq5 (zpaq -m5, the strongest: 1.1727, about 75 CPU seconds and 300 MiB more, so off by default for "
+        "`make run`'s time). Both need the `zpaq` package; without it they are named as absent, never scored.",
     )
     prompts: list[str] = Field(
         ["def ", "import ", "class Parser:\n    def __init__(self", "# Copyright", "    return "],

@@ -41,9 +41,8 @@ def test_zpaq_is_the_cost_of_the_holdout_after_the_strong_context_and_beats_xz(d
     train, holdout = "".join(TRAIN).encode(), "".join(HOLDOUT).encode()
     scores = compression_baselines(data_dir, context_bytes=0, strong_context_bytes=1 << 20, optional=BOTH)
     for level in (4, 5):
-        both, alone = (
-            len(zpaq.compress(t, level=level, threads=1, method=zpaq_method(level))) for t in (train + holdout, train)
-        )
+        method = zpaq_method(level, len(train + holdout))
+        both, alone = (len(zpaq.compress(t, level=level, threads=1, method=method)) for t in (train + holdout, train))
         assert scores[f"zpaq{level}_bits_per_byte"] == 8 * (both - alone) / len(holdout)
     # Context mixing beats LZ77 on text, and -m5's larger model beats -m4's (1.1727 < 1.2599 < 1.5119 on the
     # default data, bench/README.md).
@@ -67,6 +66,13 @@ def test_the_named_text_model_is_the_one_zpaqs_own_analysis_picks_for_text(zpaq)
         named = zpaq.compress(text, level=level, threads=1, method=zpaq_method(level))
         assert named == zpaq.compress(text, level=level, threads=1, hints=True)
         assert named != zpaq.compress(text, level=level, threads=1, hints=False)  # the generic model differs
+
+
+def test_the_block_holds_the_whole_text_so_the_holdout_follows_the_training_text_in_one_model():
+    mib = 1 << 20
+    assert zpaq_method(5) == zpaq_method(5, 64 * mib - 4096) == "56,128,1"  # the CLI's 64 MiB blocks
+    assert zpaq_method(4, 64 * mib - 4095) == "47,128,1" and zpaq_method(4, 128 * mib - 4096) == "47,128,1"
+    assert zpaq_method(5, 1 << 40) == "511,128,1"  # libzpaq's largest
 
 
 HIDDEN = textwrap.dedent(
