@@ -20,12 +20,15 @@ def window_stride(block_size: int, overlap: float) -> int:
     return max(1, block_size - round(block_size * overlap))
 
 
+ZPAQ_PIN = "zpaq==0.3.7"  # pyproject.toml's: what an absent zpaq baseline asks to install
+
+
 def absent_line(names: Sequence[str]) -> str:
     """Baselines asked for but not scored (the optional ones are zpaq's), and why, in a sentence; empty for none."""
     if not names:
         return ""
     labels = " and ".join(HoldoutMetrics.LABELS[name] for name in names)
-    return f"{labels} not scored: the `zpaq` package is not installed (pip install zpaq==0.3.7)."
+    return f"{labels} not scored: the `zpaq` package is not installed or does not load (pip install {ZPAQ_PIN})."
 
 
 class HoldoutMetrics(BaselinedMetrics):

@@ -78,7 +78,7 @@ def test_the_block_holds_the_whole_text_so_the_holdout_follows_the_training_text
 HIDDEN = textwrap.dedent(
     """
     import json, sys
-    sys.modules["zpaq"] = None  # as if the package were not installed: `import zpaq` fails, find_spec is None
+    sys.modules["zpaq"] = None  # as if the package were not installed: `import zpaq` raises ImportError
     from pathlib import Path
     from foundry.core.metrics.holdout import HoldoutMetrics
     from foundry.pretrain.compressors import absent_baselines, compression_baselines
@@ -104,7 +104,7 @@ def test_without_the_zpaq_package_the_asked_baselines_are_absent_and_named_never
     rows = dict(found["rows"])
     assert "zpaq" not in rows["baselines"] and "zpaq" not in rows["strongest"]
     assert rows["absent"] == (
-        "zpaq -m4 and zpaq -m5 not scored: the `zpaq` package is not installed (pip install zpaq==0.3.7)."
+        "zpaq -m4 and zpaq -m5 not scored: the `zpaq` package is not installed or does not load (pip install zpaq==0.3.7)."
     )
     assert not any("zpaq" in key or "absent" in key for key in found["logged"])  # no score, no key, in MLflow
 
@@ -143,5 +143,18 @@ def test_evaluate_names_an_absent_baseline_and_ranks_the_measured_ones():
     text = report.comparison(evaluation({"ppmd": 1.3364, "xz9e": 1.5119}, ["zpaq4"]))
     assert "strongest baseline: PPMd order 16 (given 10,484,443 train bytes), 1.3364 bits/byte" in text
     assert "the best model, models:/m/2, is 0.0264 bits/byte (2.0%) ahead of it" in text
-    assert "absent: zpaq -m4 not scored: the `zpaq` package is not installed (pip install zpaq==0.3.7)." in text
+    assert (
+        "absent: zpaq -m4 not scored: the `zpaq` package is not installed or does not load (pip install zpaq==0.3.7)."
+        in text
+    )
     assert "| baseline: zpaq" not in text
+
+
+def test_the_absent_line_asks_for_the_version_pyproject_pins():
+    import tomllib
+
+    from conftest import REPO_ROOT
+
+    from foundry.core.metrics.holdout import ZPAQ_PIN
+
+    assert ZPAQ_PIN in tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]

@@ -118,7 +118,7 @@ def test_the_card_and_the_summary_name_zpaq_when_it_is_the_strongest(tmp_path):
 
 def test_an_absent_zpaq_is_named_in_the_card_and_the_summary_and_never_read_as_a_score(tmp_path):
     absent = NEW.with_scores({}, absent=["zpaq4"])
-    why = "zpaq -m4 not scored: the `zpaq` package is not installed (pip install zpaq==0.3.7)."
+    why = "zpaq -m4 not scored: the `zpaq` package is not installed or does not load (pip install zpaq==0.3.7)."
     text = card(absent)
     assert f"this model is 0.2236 bits/byte (16.7%) behind it. {why}" in text  # after PPMd, still the strongest
     assert "| zpaq" not in text
