@@ -15,9 +15,10 @@ from foundry.core.metrics.baselines import BaselinedMetrics
 
 @task(name="evaluate", cache_policy=NO_CACHE)
 def evaluate(config: FoundryConfig, checkpoint: Path, data_dir: Path, run: RunContext) -> BaselinedMetrics:
-    """Holdout loss, perplexity and bits per byte beside unigram, gzip, xz, xz -9e and PPMd order 16; generations;
-    loss curve. An image dataset: accuracy, macro F1 and per-class accuracy beside the majority class and the
-    nearest class mean; the confusion matrix and the misclassified images."""
+    """Holdout loss, perplexity and bits per byte beside unigram, gzip, xz, xz -9e, PPMd order 16 and zpaq (as
+    `evaluation.baselines` asks); generations; loss curve. An image dataset: accuracy, macro F1 and per-class
+    accuracy beside the majority class and the nearest class mean; the confusion matrix and the misclassified
+    images."""
     from foundry.core.workload import for_data
 
     metrics = for_data(data_dir).validate_model(config, checkpoint, data_dir, run)

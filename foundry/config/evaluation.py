@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator
 
 from foundry.config.base import _Section
@@ -53,8 +55,15 @@ class EvaluationConfig(_Section):
     strong_context_bytes: int = Field(
         16 << 20,
         ge=0,
-        description="Training text (its tail) that the strongest baselines, PPMd order 16 and xz -9e, see before the "
-        "holdout: the whole default training split (10.0 MiB); PPMd's 256 MiB model holds about 12 MiB of it.",
+        description="Training text (its tail) that the strongest baselines, PPMd order 16, xz -9e and zpaq, see before "
+        "the holdout: the whole default training split (10.0 MiB); PPMd's 256 MiB model holds about 12 MiB of it.",
+    )
+    baselines: list[Literal["zpaq4", "zpaq5"]] = Field(
+        ["zpaq4"],
+        description="Optional baselines, scored beside unigram, gzip, xz, xz -9e and PPMd and given the same training "
+        "text as the strongest: zpaq4 (zpaq -m4: 1.2599 bits/byte on the default data, about 15 CPU seconds more) "
+        "and zpaq5 (zpaq -m5, the strongest: 1.1727, about 75 CPU seconds and 300 MiB more, so off by default for "
+        "`make run`'s time). Both need the `zpaq` package; without it they are named as absent, never scored.",
     )
     prompts: list[str] = Field(
         ["def ", "import ", "class Parser:\n    def __init__(self", "# Copyright", "    return "],

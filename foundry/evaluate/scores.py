@@ -101,6 +101,7 @@ class Baselines(_Value):
     train_bytes: int  # training text xz -9e and PPMd saw (0 on images)
     unit: str = "bits_per_byte"  # what the scores are: bits per byte, or accuracy on images
     groups: dict[str, dict[str, float]] = {}  # per group of source files (`foundry.pretrain.group_baselines`)
+    absent: list[str] = []  # asked for (`evaluation.baselines`) but not scored: named in the report, no score
 
 
 class Evaluation(_Value):

@@ -12,7 +12,8 @@ Training, validation and scoring:
 - `training`: the GPT's arguments, the token loaders and the blocks FSDP wraps
 - `validation`: stage E, the holdout metrics beside the compressors, generations and the loss curve
 - `holdout_metrics`: holdout loss, perplexity and bits per byte, the unigram baseline, and the gates' score
-- `compressors`: gzip, xz, and the strongest general compressors (xz -9e, PPMd order 16) given the training text
+- `compressors`: gzip, xz, and the strongest general compressors (xz -9e, PPMd order 16, zpaq -m4 and -m5) given
+  the training text
 - `scoring`: `foundry evaluate` on documents (bits per byte, overall and per group); `report`: its comparison
 - `group_baselines`: the baselines per group of source files
 - `fields`: what text adds to the shared models: its datasets' token fields, a language model's scores

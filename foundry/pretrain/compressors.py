@@ -2,8 +2,9 @@
 
 Each scores the holdout's bits per byte *after* it has seen the tail of the training split, so it learns from the
 same data as the model. gzip -9 and xz -6 (preset 6) see `evaluation.compression_context_bytes` of it, as they always
-have; PPMd order 16 and xz -9e, the strongest general compressors at hand, see `evaluation.strong_context_bytes`
-(16 MiB: the whole default training split, 10.0 MiB) and the amount is recorded as `baseline_train_bytes`.
+have; xz -9e, PPMd order 16 and the zpaq levels `evaluation.baselines` asks for, the strongest general compressors at
+hand, see `evaluation.strong_context_bytes` (16 MiB: the whole default training split, 10.0 MiB) and the amount is
+recorded as `baseline_train_bytes`.
 
 How each is measured (bench/README.md has the figures on `make run`'s data):
 - gzip, xz -6 and xz -9e: (size of train + holdout compressed) - (size of train compressed), in bits over the
@@ -11,9 +12,14 @@ How each is measured (bench/README.md has the figures on `make run`'s data):
 - PPMd: one encoder fed the training text, then the holdout; the holdout's share is the bytes the encoder emits from
   then on. Half the work of the difference, and within a few bytes of it (1.3364 against 1.3363 by difference on
   the default data: the range coder's pending bytes).
+- zpaq -m4 and -m5 (`evaluation.baselines`: zpaq4, zpaq5), context mixing: by difference too, through the `zpaq`
+  package (a binding of libzpaq 7.15), on one thread and in one block (threads, or a block smaller than the text,
+  would cut it into blocks that each start empty). Both compressions use the model zpaq's CLI picks for a text
+  block, named outright (`zpaq_method`), so the training text and the training text with the holdout are compressed
+  by one model. Without the package the asked ones are absent (`absent_baselines`), never a score.
 
-The compressions run on threads: liblzma and zlib release the GIL, so on 2 cores the added xz -9e and PPMd cost
-about their own time rather than the sum of all.
+The compressions run on threads: liblzma, zlib and libzpaq release the GIL, so on 2 cores the added strong
+baselines cost about their own time rather than the sum of all.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import gzip
 import lzma
 import os
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -35,6 +41,28 @@ PPMD_ORDER = 16
 PPMD_MEMORY = 256 << 20
 XZ9E = 9 | lzma.PRESET_EXTREME
 GROUP_COMPRESSORS = ("gzip", "ppmd")  # the ones `baselines_by_holdout` scores on each holdout apart
+ZPAQ_LEVELS = {"zpaq4": 4, "zpaq5": 5}  # the optional baselines `evaluation.baselines` names, by zpaq -m level
+
+
+def zpaq_method(level: int, size: int = 0) -> str:
+    """libzpaq's method for `size` bytes of text at `level`, "LB,128,1": level L; blocks of 2^B MiB less 4 KiB, B
+    at least 6 (the CLI's 64 MiB) and enough for `size` in one block (libzpaq reads B up to 11); order-1 redundancy
+    128 of 255 (levels 4 and 5 read it only to choose CM over LZ77 or BWT: 12 to 224 give the same); type 1, text
+    (the word model). zpaq's CLI and the binding's `hints` choose the same for a text block (the same bytes on a
+    1 MiB slice of the default data and on the tests' text); naming it keeps one model for both compressions of
+    the difference."""
+    block = min(11, max(6, (size + 4095).bit_length() - 20))
+    return f"{level}{block},128,1"
+
+
+def absent_baselines(asked: Sequence[str]) -> list[str]:
+    """The optional baselines in `asked` that cannot be scored here: zpaq's where the `zpaq` package is not
+    installed or does not load (its extension built for a newer glibc, say)."""
+    try:
+        import zpaq  # noqa: F401
+    except ImportError:
+        return [name for name in asked if name in ZPAQ_LEVELS]
+    return []
 
 
 def holdout_text(data_dir: Path) -> bytes:
@@ -77,6 +105,13 @@ def _xz(preset: int) -> Callable[[bytes], bytes]:
     return lambda data: lzma.compress(data, preset=preset)
 
 
+def _zpaq(level: int, size: int) -> Callable[[bytes], bytes]:
+    """zpaq at `level` on one thread, in blocks that hold `size` bytes (the longer text of the difference)."""
+    import zpaq
+
+    return lambda data: zpaq.compress(data, level=level, threads=1, method=zpaq_method(level, size))
+
+
 def compression_bits_per_byte(data_dir: Path, context_bytes: int) -> dict[str, float]:
     """gzip -9 and xz -6 alone, after `context_bytes` of the training text (bench/defaults.py's xz figure)."""
     context, holdout = train_tail(data_dir, context_bytes), holdout_text(data_dir)
@@ -93,12 +128,19 @@ def contexts(data_dir: Path, context_bytes: int, strong_context_bytes: int) -> t
     return context, strong
 
 
-def compression_baselines(data_dir: Path, context_bytes: int, strong_context_bytes: int) -> dict[str, float]:
-    """gzip and xz -6 after `context_bytes` of the training text's tail; xz -9e and PPMd order 16 after
-    `strong_context_bytes` of it; by `HoldoutMetrics` field name, with `baseline_train_bytes` (the latter amount)."""
+def compression_baselines(
+    data_dir: Path, context_bytes: int, strong_context_bytes: int, optional: Sequence[str] = ()
+) -> dict[str, float]:
+    """gzip and xz -6 after `context_bytes` of the training text's tail; xz -9e, PPMd order 16 and the `optional`
+    baselines (`ZPAQ_LEVELS` names) after `strong_context_bytes` of it; by `HoldoutMetrics` field name, with
+    `baseline_train_bytes` (the latter amount). An optional one in `absent_baselines` is left out."""
     holdout = holdout_text(data_dir)
     context, strong = contexts(data_dir, context_bytes, strong_context_bytes)
     squeezers = {"xz9e": (_xz(XZ9E), strong), "xz": (_xz(6), context), "gzip": (_gzip, context)}
+    missing = absent_baselines(optional)
+    scored = [name for name in optional if name not in missing]
+    zpaqs = {name: (_zpaq(ZPAQ_LEVELS[name], len(strong) + len(holdout)), strong) for name in scored}
+    squeezers = zpaqs | squeezers  # the slowest first
     # One compression per job, the longest first, so that two cores share them evenly.
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
         ppmd = pool.submit(ppmd_bits, strong, holdout)

@@ -3,8 +3,8 @@ beside each model's figures on that group. A document's group is the top-level f
 source (`group_of`; with several sources, the source's index).
 
 Unigram (the train split's token frequencies under the data's tokenizer), gzip and PPMd order 16 are scored per
-group, each given the same training text as the overall baseline (`compressors.baselines_by_holdout`); xz -6 and
-xz -9e only overall, since each group would cost a compression of their whole context again.
+group, each given the same training text as the overall baseline (`compressors.baselines_by_holdout`); xz -6,
+xz -9e and zpaq only overall, since each group would cost a compression of their whole context again.
 """
 
 from __future__ import annotations

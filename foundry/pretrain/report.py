@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from foundry.core.metrics.holdout import HoldoutMetrics
+from foundry.core.metrics.holdout import HoldoutMetrics, absent_line
 from foundry.evaluate.report import head, markdown, name_of, runs_lines
 from foundry.evaluate.scores import Evaluation
 from foundry.pretrain.group_baselines import GROUP_BASELINES
 
 GROUP_BASELINES_NOTE = (
     "Each group's baselines are scored on its holdout text alone, given the same training text as overall; "
-    "xz and xz -9e are scored overall only."
+    "xz, xz -9e and zpaq are scored overall only."
 )
 DIFFERENT_TOKENIZERS = (
     "The models use different tokenizers: they compare in bits per byte only (loss and perplexity are per token "
@@ -26,7 +26,32 @@ DIFFERENT_TOKENIZERS = (
 
 def baseline_label(name: str, evaluation: Evaluation) -> str:
     label = HoldoutMetrics.LABELS[name]
-    return f"{label} (given {evaluation.baselines.train_bytes:,} train bytes)" if name in ("xz9e", "ppmd") else label
+    given = name in HoldoutMetrics.STRONG
+    return f"{label} (given {evaluation.baselines.train_bytes:,} train bytes)" if given else label
+
+
+def strongest(evaluation: Evaluation) -> tuple[str, float] | None:
+    """The baseline with the fewest bits per byte, by name; None when none was scored."""
+    scores = evaluation.baselines.scores
+    return min(scores.items(), key=lambda item: item[1]) if scores else None
+
+
+def strongest_lines(evaluation: Evaluation) -> list[str]:
+    """The strongest baseline and the best model against it, then the baselines asked for but absent; each a line
+    under the table."""
+    lines, found = [], strongest(evaluation)
+    if found is not None and evaluation.models:
+        name, value = found
+        model = min(evaluation.models, key=lambda m: m.metrics.bits_per_byte)
+        gap = model.metrics.bits_per_byte - value
+        side = "behind" if gap > 0 else "ahead of"
+        lines.append(
+            f"strongest baseline: {baseline_label(name, evaluation)}, {value:.4f} bits/byte; the best model, "
+            f"{name_of(model)}, is {abs(gap):.4f} bits/byte ({abs(gap) / value:.1%}) {side} it"
+        )
+    if evaluation.baselines.absent:
+        lines.append(f"absent: {absent_line(evaluation.baselines.absent)}")
+    return lines + ([""] if lines else [])
 
 
 def rows(evaluation: Evaluation) -> list[dict[str, str]]:
@@ -39,8 +64,10 @@ def rows(evaluation: Evaluation) -> list[dict[str, str]]:
         if with_loss:
             row |= {"loss": f"{m.metrics.loss:.4f}", "perplexity": f"{m.metrics.perplexity:.2f}"}
         table.append(row | {"tokens": f"{m.metrics.tokens:,}"})
+    best = strongest(evaluation)
     for name, value in sorted(evaluation.baselines.scores.items(), key=lambda item: item[1]):
-        row = {"model": f"baseline: {baseline_label(name, evaluation)}", "bits_per_byte": f"{value:.4f}"}
+        label = baseline_label(name, evaluation) + (" (strongest baseline)" if (name, value) == best else "")
+        row = {"model": f"baseline: {label}", "bits_per_byte": f"{value:.4f}"}
         table.append(row | ({"loss": "", "perplexity": ""} if with_loss else {}) | {"tokens": ""})
     return table
 
@@ -66,7 +93,7 @@ def group_rows(evaluation: Evaluation) -> list[dict[str, str]]:
 def comparison(evaluation: Evaluation) -> str:
     """Overall, then per group, then the runs."""
     held = f"{evaluation.holdout_bytes:,} bytes in {len(evaluation.groups)} group(s) of source files"
-    opening = head(evaluation, rows(evaluation), held)
+    opening = head(evaluation, rows(evaluation), held) + strongest_lines(evaluation)
     if not evaluation.one_tokenizer:
         opening += [DIFFERENT_TOKENIZERS, ""]
     groups = ["bits per byte by group of source files (top-level folder):", "", markdown(group_rows(evaluation), 1)]

@@ -7,9 +7,10 @@ ledger changes: its own ledger goes with the staging folder.
 
 Each model is scored on the holdout with its own tokenizer (loss, perplexity, bits per byte), overall and per
 group of source files (`group_baselines.group_of`). The baselines depend on the data alone and are computed once:
-unigram under the data's tokenizer, and gzip, xz, xz -9e and PPMd given the tail of the data's train split before
-its holdout, as registration measures them; unigram, gzip and PPMd per group too (`group_baselines`). Loss and
-perplexity are per token of a model's own tokenizer: models with different tokenizers compare in bits per byte only.
+unigram under the data's tokenizer, and gzip, xz, xz -9e, PPMd and zpaq (`evaluation.baselines`) given the tail
+of the data's train split before its holdout, as registration measures them; unigram, gzip and PPMd per group too
+(`group_baselines`). Loss and perplexity are per token of a model's own tokenizer: models with different tokenizers
+compare in bits per byte only.
 """
 
 from __future__ import annotations
@@ -128,20 +129,22 @@ def score_model(ref: ModelRef, data_dir: Path, config: FoundryConfig) -> ModelSc
 
 def baselines(data: EvaluationData, config: FoundryConfig) -> Baselines:
     """Unigram under the data's tokenizer; gzip and xz after `evaluation.compression_context_bytes` of the train
-    split's tail, xz -9e and PPMd after `evaluation.strong_context_bytes` of it; unigram, gzip and PPMd per group
-    of source files too (`group_baselines`)."""
+    split's tail, xz -9e, PPMd and the zpaq levels `evaluation.baselines` asks for after
+    `evaluation.strong_context_bytes` of it; unigram, gzip and PPMd per group of source files too
+    (`group_baselines`). An asked one that cannot be scored (no `zpaq` package) is named in `absent`."""
     from foundry.data.manifest import DatasetManifest
-    from foundry.pretrain.compressors import compression_baselines
+    from foundry.pretrain.compressors import absent_baselines, compression_baselines
     from foundry.pretrain.group_baselines import group_baselines
     from foundry.pretrain.holdout_metrics import unigram_bits_per_byte
 
     e, manifest = config.evaluation, DatasetManifest.read(data.dir)
-    scores = compression_baselines(data.dir, e.compression_context_bytes, e.strong_context_bytes)
+    scores = compression_baselines(data.dir, e.compression_context_bytes, e.strong_context_bytes, e.baselines)
     train_bytes = int(scores.pop("baseline_train_bytes"))
     scores["unigram_bits_per_byte"] = unigram_bits_per_byte(data.dir, manifest.vocab_size, manifest.holdout_bytes)
-    named = {name: scores[f"{name}_bits_per_byte"] for name in HoldoutMetrics.BASELINES}
+    fields = {name: f"{name}_bits_per_byte" for name in HoldoutMetrics.BASELINES}
+    named = {name: scores[field] for name, field in fields.items() if field in scores}
     groups = group_baselines(data.dir, config, named)
-    return Baselines(scores=named, train_bytes=train_bytes, groups=groups)
+    return Baselines(scores=named, train_bytes=train_bytes, groups=groups, absent=absent_baselines(e.baselines))
 
 
 class DocumentScoring(Scoring):

@@ -35,6 +35,11 @@ def summary_table(
     return pd.DataFrame(rows)
 
 
+def absent_note(metrics: HoldoutMetrics) -> str:
+    """The baselines asked for but absent, as a sentence after the strongest one's; empty when none is."""
+    return f" {metrics.absent_line()}" if metrics.absent_baselines else ""
+
+
 def forgetting(decision: Decision) -> str:
     """The champion's own holdout, both models on it: what the challenger may have forgotten."""
     gate = decision.inputs
@@ -112,7 +117,7 @@ def model_card(
 |---|---|
 {rows}
 
-Strongest baseline: {metrics.strongest_baseline_line() or "none measured."}
+Strongest baseline: {metrics.strongest_baseline_line() or "none measured."}{absent_note(metrics)}
 
 Loss {metrics.loss:.4f} nats/token, perplexity {metrics.perplexity:.2f}, on {metrics.tokens} holdout tokens, {windows_line(config.evaluation.window_overlap, m.block_size)}.
 

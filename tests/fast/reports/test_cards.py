@@ -96,6 +96,38 @@ def test_the_run_summary_compares_the_model_with_the_strongest_baseline(tmp_path
     assert strongest.startswith("strongest  PPMd order 16, given 10.0 MiB of training text, 1.3364 bits/byte")
 
 
+# With zpaq (#58): -m4 and -m5 given the same training text (their figures on the default data, bench/README.md).
+ZPAQ = NEW.with_scores({"zpaq4_bits_per_byte": 1.2599, "zpaq5_bits_per_byte": 1.1727})
+
+
+def test_the_card_and_the_summary_name_zpaq_when_it_is_the_strongest(tmp_path):
+    text = card(ZPAQ)
+    assert "| zpaq -m5, given 10.0 MiB of training text (strongest baseline) | 1.1727 |" in text
+    assert "| zpaq -m4, given 10.0 MiB of training text | 1.2599 |" in text
+    assert "| PPMd order 16, given 10.0 MiB of training text | 1.3364 |" in text  # no longer the strongest
+    assert "Strongest baseline: zpaq -m5, given 10.0 MiB of training text, 1.1727 bits/byte; this model is " in text
+    lines = summary(ZPAQ, tmp_path).splitlines()
+    assert (
+        "baselines  gzip 2.1200  xz 1.5400  xz -9e 1.5119  PPMd order 16 1.3364  zpaq -m4 1.2599  zpaq -m5 1.1727 "
+        "bits/byte" in lines
+    )
+    strongest = next(line for line in lines if line.startswith("strongest"))
+    assert strongest.startswith("strongest  zpaq -m5, given 10.0 MiB of training text, 1.1727 bits/byte")
+    assert not any(line.startswith("absent") for line in lines)
+
+
+def test_an_absent_zpaq_is_named_in_the_card_and_the_summary_and_never_read_as_a_score(tmp_path):
+    absent = NEW.with_scores({}, absent=["zpaq4"])
+    why = "zpaq -m4 not scored: the `zpaq` package is not installed or does not load (pip install zpaq==0.3.7)."
+    text = card(absent)
+    assert f"this model is 0.2236 bits/byte (16.7%) behind it. {why}" in text  # after PPMd, still the strongest
+    assert "| zpaq" not in text
+    lines = summary(absent, tmp_path).splitlines()
+    assert f"absent     {why}" in lines
+    assert next(line for line in lines if line.startswith("strongest")).startswith("strongest  PPMd order 16")
+    assert absent.baselines() == NEW.baselines() and absent.as_mlflow() == NEW.as_mlflow()
+
+
 def test_a_summary_without_baselines_has_no_strongest_line(tmp_path):
     held = HoldoutMetrics(bits_per_byte=2.5, loss=1.7, perplexity=math.exp(1.7), tokens=512)
     assert not any(line.startswith("strongest") for line in summary(held, tmp_path).splitlines())

@@ -67,6 +67,7 @@ def test_flow_logs_params_metrics_and_artifacts(first_run):
         "holdout/xz_bits_per_byte",
         "holdout/xz9e_bits_per_byte",
         "holdout/ppmd_bits_per_byte",
+        "holdout/zpaq4_bits_per_byte",  # `evaluation.baselines`' default (#58)
         "holdout/baseline_train_bytes",
         "holdout/perplexity",
         "data/docs_in",
