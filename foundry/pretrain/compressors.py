@@ -57,12 +57,27 @@ def zpaq_method(level: int, size: int = 0) -> str:
 
 def absent_baselines(asked: Sequence[str]) -> list[str]:
     """The optional baselines in `asked` that cannot be scored here: zpaq's where the `zpaq` package is not
-    installed or does not load (its extension built for a newer glibc, say)."""
+    installed, does not load (its extension built for a newer glibc, say), or was built for instructions this
+    CPU lacks."""
+    if not lacks_avx2():
+        try:
+            import zpaq  # noqa: F401
+        except ImportError:
+            pass
+        else:
+            return []
+    return [name for name in asked if name in ZPAQ_LEVELS]
+
+
+def lacks_avx2(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this x86 CPU has no AVX2: the zpaq wheel is built for it, and its code would end the process with
+    an illegal instruction rather than raise. Where the CPU cannot be read (not Linux), the import decides."""
     try:
-        import zpaq  # noqa: F401
-    except ImportError:
-        return [name for name in asked if name in ZPAQ_LEVELS]
-    return []
+        text = cpuinfo.read_text()
+    except OSError:
+        return False
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), None)
+    return flags is not None and "avx2" not in flags
 
 
 def holdout_text(data_dir: Path) -> bytes:

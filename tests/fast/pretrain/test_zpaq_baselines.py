@@ -17,7 +17,7 @@ from synthetic import synthetic_docs
 
 from foundry.evaluate.scores import Baselines, Evaluation, EvaluationData, ModelRef, ModelScores
 from foundry.pretrain import report
-from foundry.pretrain.compressors import absent_baselines, compression_baselines, zpaq_method
+from foundry.pretrain.compressors import absent_baselines, compression_baselines, lacks_avx2, zpaq_method
 
 TRAIN = synthetic_docs(30, seed=1)
 HOLDOUT = synthetic_docs(5, seed=2)
@@ -158,3 +158,13 @@ def test_the_absent_line_asks_for_the_version_pyproject_pins():
     from foundry.core.metrics.holdout import ZPAQ_PIN
 
     assert ZPAQ_PIN in tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+
+
+def test_a_cpu_without_avx2_leaves_zpaq_out_rather_than_crash(tmp_path):
+    """The wheel is built for AVX2: on a CPU without it, its code would end the run with an illegal instruction."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse sse2 avx\n\nprocessor\t: 1\nflags\t\t: fpu sse sse2 avx\n")
+    assert lacks_avx2(cpuinfo)
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse sse2 avx avx2 fma\n")
+    assert not lacks_avx2(cpuinfo)
+    assert not lacks_avx2(tmp_path / "absent")  # not Linux: importing the package decides
