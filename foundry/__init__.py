@@ -1,8 +1,8 @@
 """Foundry: raw text to a trained, validated, registered model, orchestrated by Prefect.
 
 The library, by stage (A data acquisition and hydration; B model architecture and initialisation, in the
-top-level `models` package and `training.warm_start`; C the training loop; D checkpointing and resilience;
-E validation and alignment):
+top-level `models` package, `training.warm_start` and `pretrain.parent_weights`; C the training loop; D checkpointing
+and resilience; E validation and alignment):
 
 - `data`: A, acquire, clean, validate, version and hydrate datasets
 - `training`: C, the Lightning loop on one process or many, its launcher, the memory planner, warm starts
