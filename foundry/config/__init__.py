@@ -192,6 +192,10 @@ class _ConfigRules(_Section):
         """This config tokenizing with the tokenizer file at `path`."""
         return variants.tokenizer_from(self, path)
 
+    def initialised_from(self, parent: ParentModel) -> FoundryConfig:
+        """This config starting from `parent`'s weights and tokenizer, its own model and training settings kept."""
+        return variants.initialised_from(self, parent)
+
     def warm_started_from(
         self, parent: ParentModel, train: TrainConfig, **sections: _Section | dict[str, Any]
     ) -> FoundryConfig:

@@ -68,6 +68,13 @@ def tokenizer_from(config: FoundryConfig, path: str | Path) -> FoundryConfig:
     return with_keys(config, tokenizer={"from_file": str(path)})
 
 
+def initialised_from(config: FoundryConfig, parent: ParentModel) -> FoundryConfig:
+    """`config` starting from `parent`'s weights (`train.init_from`) and tokenizing with its tokenizer
+    (`tokenizer.from_file`), its own model and training settings kept (where `warm_started_from` takes the
+    parent's model shape), validated as a whole."""
+    return with_keys(config, train={"init_from": parent.weights}, tokenizer={"from_file": parent.tokenizer})
+
+
 def reading_images(config: FoundryConfig, size: int, channels: str, mode: str) -> FoundryConfig:
     """`config` reading images (`data.modality` image) at `size`, in `channels`, fitted by `mode`: as a model
     trained on them takes them."""

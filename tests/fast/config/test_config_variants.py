@@ -172,6 +172,14 @@ def test_the_data_sections_image_variants_are_the_old_copies_validated(tiny_conf
         image_data(tiny_config.reading("stdlib://shakespeare").data)
 
 
+def test_a_start_rebuilt_from_a_parent_is_the_edited_dict(tiny_config):
+    """A reproduced aligned version's start (flows/reproduce.py), as the edit it replaced set it."""
+    start = parent_of(tiny_config, tokenizer="/home/chat-base/tokenizer.json")
+    old = edited(tiny_config, train={"init_from": start.weights}, tokenizer={"from_file": start.tokenizer})
+    same(tiny_config.initialised_from(start), old)
+    assert old.train.init_from == "model.pt" and old.train.init_from != tiny_config.train.init_from
+
+
 def test_the_scoring_variants_are_the_edited_sections(tiny_config, vision_tiny):
     same(
         tiny_config.tokenizer_from(Path("/m/tokenizer.json")),
