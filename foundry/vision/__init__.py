@@ -10,6 +10,7 @@ trained and scored on them (`workload`, as `foundry.core.workload` asks it).
 - `evaluate`: a classifier's pass over the holdout shards; `validation`: stage E's metrics beside the baselines
 - `scoring`: `foundry evaluate` on images; `purge`: purging images from an image data version
 - `package`: logging a classifier as a served model (its leaf is `foundry.serving.vision_pyfunc`)
-- `config`: the `image` section's old import path
+- `config`: the workload's config sections, `image` (how images are fitted and checked) and `vision` (the
+  classifier), registered in `foundry.core.registrations`
 - `fields`: what images add to the shared models: their datasets' fields, a classifier's scores
 """

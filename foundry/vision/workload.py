@@ -39,7 +39,7 @@ class ImageWorkload(Workload):
 
     def file_holds(self, name: str, extensions: list[str], alone: bool) -> bool:
         """An image (gzip-compressed or not), or, named alone, a .csv that is not a text type: an index of images."""
-        from foundry.config.image import IMAGE_EXTENSIONS
+        from foundry.vision.config import IMAGE_EXTENSIONS
 
         if Path(name.lower().removesuffix(".gz")).suffix in IMAGE_EXTENSIONS:
             return True

@@ -11,12 +11,12 @@ from conftest import REPO_ROOT
 
 from foundry.align.start import align_config
 from foundry.config import ConfigError, FoundryConfig, load_config, validate, variants
-from foundry.config.image import IMAGE_EXTENSIONS, INDEX_EXTENSIONS
-from foundry.config.variants import fetching_images, image_data
+from foundry.config.variants import image_data
 from foundry.core import workload
 from foundry.core.contracts import ParentModel, SourceManifest
 from foundry.core.model_uri import ModelUri
 from foundry.specialists.finetune import specialist_config
+from foundry.vision.config import IMAGE_EXTENSIONS, INDEX_EXTENSIONS, fetching_images
 from foundry.vision.finetune import image_sections
 
 
