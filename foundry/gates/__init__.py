@@ -9,7 +9,8 @@ turns it into the one `Decision` type, with no registry, file or network in sigh
 - `alignment`: an aligned model against its base and against the champion of its name.
 - `decision`: the one `Decision` every gate returns, with its named checks.
 - `inputs`: the typed `...Inputs` each gate decides on (any subclass of `GateInputs` that names its `gate`, a
-  new workload's too), and the `gate.*` tags that record them.
+  new workload's too: the image classifier's are `foundry.vision.gate_inputs`), and the `gate.*` tags that record
+  them.
 - `checks`: the comparisons several gates make, written once.
 
 The gathering lives with the feature each gate judges: the pretraining gate's beside the registry

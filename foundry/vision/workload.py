@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from foundry.core.preparing import Preparing, Validating
 from foundry.core.workload import Purging, Workload
 from foundry.data.manifest import FILE as MANIFEST
-from foundry.gates.inputs import BY_ACCURACY, Compared
+from foundry.gates.inputs import Compared
+from foundry.vision.gate_inputs import BY_ACCURACY
 
 # `foundry.vision.shards.FILE`, named here: asking whether a folder holds images must not import torch and Pillow
 FILE = "shards.json"
