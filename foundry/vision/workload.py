@@ -104,7 +104,7 @@ class ImageWorkload(Workload):
         return log_vision_model(run_id, checkpoint)
 
     def model_card(self, config: FoundryConfig, candidate: Candidate, decision: Decision, tags: VersionTags) -> str:
-        from foundry.reports.vision_card import vision_card
+        from foundry.vision.card import vision_card
         from foundry.vision.evaluate import load_saved
         from models.vision import classifier_from_saved
 
@@ -178,7 +178,7 @@ class ImageWorkload(Workload):
         return validate(config, checkpoint, data_dir, run)
 
     def summary_table(self, metrics: VisionMetrics, decision: Decision) -> Any:
-        from foundry.reports.vision_card import vision_summary_table
+        from foundry.vision.card import vision_summary_table
 
         return vision_summary_table(metrics, decision)
 

@@ -131,7 +131,7 @@ def test_the_model_card_shows_accuracy_beside_the_baselines_and_the_champion(tmp
 
     from foundry.core.version_tags import VersionTags
     from foundry.gates import pretrain
-    from foundry.reports.vision_card import vision_card
+    from foundry.vision.card import vision_card
     from foundry.vision.gate_inputs import ImageInputs, OldImageHoldout
 
     m = VisionMetrics(
