@@ -96,7 +96,7 @@ def ours(config, tokens, warmup: int) -> float:
     from foundry.checkpointing.writer import ManifestCheckpointIO
     from foundry.core.workload import named
     from foundry.pretrain.training import vocabulary_only
-    from foundry.training.trainer import _trainer, build_module
+    from foundry.training.trainer import Progress, _trainer, build_module
     from models.data import RandomWindows, RankDraw
 
     t, m = config.train, config.model
@@ -109,10 +109,13 @@ def ours(config, tokens, warmup: int) -> float:
 
     timer = StepTimer()
     with tempfile.TemporaryDirectory() as folder:
-        trainer = _trainer(config, None, ManifestCheckpointIO(Path(folder), 1), progress=False)
+        text = named("text")
+        module = build_module(config, text, vocabulary_only(config.tokenizer.vocab_size))
+        io = ManifestCheckpointIO(Path(folder), 1)
+        trainer = _trainer(config, None, io, Progress(bar=False), text.fsdp_units(module))
         trainer.callbacks.append(timer)
         loader = RandomWindows(tokens, m.block_size, t.batch_size, RankDraw(t.seed, steps_per_epoch=10**6))
-        trainer.fit(build_module(config, named("text"), vocabulary_only(config.tokenizer.vocab_size)), loader)
+        trainer.fit(module, loader)
     return (timer.end - timer.start) / (t.max_steps - warmup)
 
 

@@ -118,12 +118,13 @@ def run(config, tokens, warmup: int, block: int, run_id: str | None, folder: Pat
     from foundry.checkpointing.writer import ManifestCheckpointIO
     from foundry.core.workload import named
     from foundry.pretrain.training import vocabulary_only
-    from foundry.training.trainer import _trainer, build_module
+    from foundry.training.trainer import Progress, _trainer, build_module
     from models.data import SequentialWindows
 
-    module = build_module(config, named("text"), vocabulary_only(config.tokenizer.vocab_size))
+    text = named("text")
+    module = build_module(config, text, vocabulary_only(config.tokenizer.vocab_size))
     io = ManifestCheckpointIO(folder, config.checkpoint.keep_last, config.checkpoint.async_save)
-    trainer = _trainer(config, run_id, io, progress=False)
+    trainer = _trainer(config, run_id, io, Progress(bar=False), text.fsdp_units(module))
     raw = RawLoop(config, tokens)
     raw.run(warmup)
     timer = interleaver(raw, warmup, block)

@@ -96,4 +96,4 @@ def _started_as_aligned(version, parent_uri: str, config: FoundryConfig) -> Foun
     if not lineage.aligned(version):
         return config
     start = chat_base(parent_version(parent_uri, foundry_home()), foundry_home())
-    return config.with_keys(train={"init_from": start.weights}, tokenizer={"from_file": start.tokenizer})
+    return config.initialised_from(start)

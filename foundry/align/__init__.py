@@ -8,12 +8,12 @@
 - `training`: the LightningModule and loaders for a chat or preference dataset, with pretraining replay
 - `split_ledger`: the sticky split of chat and preference records, kept under the home
 - `evaluation`: held-out conversations and preferences, scored beside the base
-- `metrics`: the aligned model's scores beside its base's, and the one place naming their MLflow keys
 - `gate`: the alignment gate's I/O, the champion of its name scored on the same held-out data
 - `scoring`: `foundry evaluate` on chat records (exact match, response loss); `fields`: its scores, as `ModelScores`
   takes them
 - `workload`: the chat workload, as the trainer, the gates and evaluate ask it
 
 The losses, the chat template and packing are pure PyTorch in the top-level `models` package (`models.align`,
-`models.chat`, `models.align_data`, `models.lit_align`); the gate's rule is `foundry.gates.alignment`.
+`models.chat`, `models.align_data`, `models.lit_align`); the gate's rule is `foundry.gates.alignment`; the aligned
+model's scores beside its base's, with their MLflow keys, are `foundry.core.metrics.aligned`.
 """

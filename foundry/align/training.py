@@ -16,7 +16,7 @@ from foundry.config import FoundryConfig
 from foundry.core.contracts import Replay
 from foundry.core.workload import named
 from foundry.data.manifest import DatasetManifest
-from foundry.training.warm_start import text_start
+from foundry.pretrain.parent_weights import text_start
 
 
 def build_aligned_module(config: FoundryConfig, args: dict, kind: str, train_settings: dict):

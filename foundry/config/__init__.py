@@ -1,10 +1,10 @@
 """The one typed config: flow parameters, DVC params.yaml and MLflow params all come from here.
 
-One module per group of sections (`data`, `image`, `training`, `evaluation`, `serving`, `align`, `adapt`, `search`);
+One module per group of sections (`data`, `training`, `evaluation`, `serving`, `align`, `adapt`, `search`);
 `base` is what every section shares, `describe` explains the config to people (comments, `--explain`), `variants`
 derives a config from a config (another source, a warm start, a trial's values) and validates it again.
 `FoundryConfig` is the sections every workload shares with each registered workload's own in its place
-(`foundry.core.registrations.Section`: `image` and `vision` are the image workload's), built by
+(`foundry.core.registrations.Section`: `image` and `vision` are the image workload's, in `foundry.vision.config`), built by
 `foundry.core.extended`. Defaults in these files are the source of truth; `params.yaml` is written from them
 (`foundry config --defaults --write params.yaml`) and a test keeps the two equal.
 """
@@ -27,7 +27,6 @@ from foundry.config.base import _Section
 from foundry.config.data import PII_KINDS, DataConfig
 from foundry.config.describe import commented_yaml
 from foundry.config.evaluation import EvaluationConfig, RegistryConfig, RetrainConfig
-from foundry.config.image import ImageConfig, VisionModelConfig
 from foundry.config.search import SearchConfig, search_fits_config
 from foundry.config.serving import ServingConfig
 from foundry.config.training import CheckpointConfig, ModelConfig, TokenizerConfig, TrainConfig
@@ -48,7 +47,6 @@ __all__ = [
     "EvaluationConfig",
     "FinetuneConfig",
     "FoundryConfig",
-    "ImageConfig",
     "MergeConfig",
     "ModelConfig",
     "RegistryConfig",
@@ -56,7 +54,6 @@ __all__ = [
     "ServingConfig",
     "TokenizerConfig",
     "TrainConfig",
-    "VisionModelConfig",
     "apply_override",
     "load_config",
     "to_commented_yaml",
@@ -191,6 +188,10 @@ class _ConfigRules(_Section):
     def tokenizer_from(self, path: str | Path) -> FoundryConfig:
         """This config tokenizing with the tokenizer file at `path`."""
         return variants.tokenizer_from(self, path)
+
+    def initialised_from(self, parent: ParentModel) -> FoundryConfig:
+        """This config starting from `parent`'s weights and tokenizer, its own model and training settings kept."""
+        return variants.initialised_from(self, parent)
 
     def warm_started_from(
         self, parent: ParentModel, train: TrainConfig, **sections: _Section | dict[str, Any]

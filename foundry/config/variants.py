@@ -6,7 +6,7 @@ file is: a section's own checks (a source's allow-lists) and the checks across s
 patches) judge the new values, with the same messages (`ConfigError`). `FoundryConfig`'s methods of the same names
 are the way in; the functions here take the config first. A variant one feature alone asks for (reading images as
 a model takes them, preparing chats for one) is called here, and one of the `data` section alone
-(`image_data`, `fetching_images`) takes and gives that section, validated as the section.
+(`image_data`, `fetching`) takes and gives that section, validated as the section.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
-
-from foundry.config.image import IMAGE_EXTENSIONS, INDEX_EXTENSIONS
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -68,6 +66,13 @@ def tokenizer_from(config: FoundryConfig, path: str | Path) -> FoundryConfig:
     return with_keys(config, tokenizer={"from_file": str(path)})
 
 
+def initialised_from(config: FoundryConfig, parent: ParentModel) -> FoundryConfig:
+    """`config` starting from `parent`'s weights (`train.init_from`) and tokenizing with its tokenizer
+    (`tokenizer.from_file`), its own model and training settings kept (where `warm_started_from` takes the
+    parent's model shape), validated as a whole."""
+    return with_keys(config, train={"init_from": parent.weights}, tokenizer={"from_file": parent.tokenizer})
+
+
 def reading_images(config: FoundryConfig, size: int, channels: str, mode: str) -> FoundryConfig:
     """`config` reading images (`data.modality` image) at `size`, in `channels`, fitted by `mode`: as a model
     trained on them takes them."""
@@ -87,10 +92,10 @@ def image_data(data: DataConfig) -> DataConfig:
     return _data_with(data, modality="image")
 
 
-def fetching_images(data: DataConfig) -> DataConfig:
-    """The `data` section fetching image files and the index files that label them (`extensions`): what an image
-    source's listing fetches, where the text fetcher keeps `extensions` alone."""
-    return _data_with(data, extensions=[*IMAGE_EXTENSIONS, *INDEX_EXTENSIONS])
+def fetching(data: DataConfig, extensions: list[str]) -> DataConfig:
+    """The `data` section fetching the files of `extensions` (a workload's own files: an image source's listing
+    fetches its images and the index files that label them, `foundry.vision.config.fetching_images`)."""
+    return _data_with(data, extensions=extensions)
 
 
 def _data_with(data: DataConfig, **keys: Any) -> DataConfig:

@@ -61,13 +61,13 @@ REGISTERED: dict[str, Registration] = {
         sections=(
             Section(
                 "image",
-                "foundry.config.image:ImageConfig",
+                "foundry.vision.config:ImageConfig",
                 "Image data (data.modality image): one size, near duplicates, shards, class checks.",
                 after="data",
             ),
             Section(
                 "vision",
-                "foundry.config.image:VisionModelConfig",
+                "foundry.vision.config:VisionModelConfig",
                 "The image classifier (data.modality image): a small CNN or ViT, and its augmentation.",
                 after="model",
             ),

@@ -104,14 +104,6 @@ class OldHoldout(OldScores):
     champion_bits_per_byte: float
 
 
-class OldImageHoldout(OldScores):
-    """Two image classifiers' accuracy on the champion's own holdout; worse means lower here."""
-
-    measure: ClassVar[Measure] = ACCURACY
-    challenger_accuracy: float
-    champion_accuracy: float
-
-
 class HoldoutScore(_Value):
     """The merge, the base and (on its own holdout) a specialist, scored on one model's holdout."""
 
@@ -196,21 +188,6 @@ class PretrainInputs(_HoldoutInputs, AgainstChampion):
     footing: str = ""  # why the champion cannot be compared fairly ('' when it can): then nothing is scored
 
 
-class ImageInputs(AgainstChampion):
-    """An image classifier and the champion of its name, by holdout accuracy (higher is better); the same rule
-    as `PretrainInputs` (`foundry.gates.pretrain`), with `min_improvement` and `max_regression` in accuracy."""
-
-    measure: ClassVar[Measure] = ACCURACY
-    gate: Literal["image"] = "image"
-    challenger_accuracy: float
-    min_improvement: float
-    auto_promote: bool
-    champion_version: str | None = None
-    champion_accuracy: float | None = None  # on the challenger's holdout
-    old_holdout: OldImageHoldout | None = None
-    footing: str = ""
-
-
 class SpecialistInputs(_HoldoutInputs, AgainstBase):
     """A domain fine-tune, its base (`champion_*`: the base scored on the domain holdout, and on its own) and
     the specialist's own champion, which a new version must beat on the domain holdout too."""
@@ -219,16 +196,6 @@ class SpecialistInputs(_HoldoutInputs, AgainstBase):
     base: str  # models:/NAME/VERSION the fine-tune started from
     incumbent_version: str | None = None  # None: the specialist has no champion yet
     incumbent_bits_per_byte: float | None = None
-
-
-class ImageSpecialistInputs(ImageInputs, AgainstBase):
-    """A fine-tuned image classifier by holdout accuracy, its base (`champion_*`: the base on the new holdout and
-    both on the base's own) and the specialist's own champion on the new holdout: `SpecialistInputs`' rule."""
-
-    gate: Literal["image_specialist"] = "image_specialist"
-    base: str  # models:/NAME/VERSION the fine-tune started from
-    incumbent_version: str | None = None  # None: the specialist has no champion yet
-    incumbent_accuracy: float | None = None
 
 
 class MergeInputs(GateInputs):
@@ -280,4 +247,3 @@ class Compared:
 
 
 BY_BITS_PER_BYTE = Compared(BITS_PER_BYTE, PretrainInputs, OldHoldout, SpecialistInputs)  # language models
-BY_ACCURACY = Compared(ACCURACY, ImageInputs, OldImageHoldout, ImageSpecialistInputs)  # image classifiers

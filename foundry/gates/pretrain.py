@@ -3,8 +3,8 @@ holdout by `evaluation.min_improvement`, and not worse by more than `evaluation.
 champion's own holdout. A champion the data was not built on cannot be compared fairly: refused.
 
 One rule for every modality: text is scored in bits per byte (lower is better, `PretrainInputs`), an image
-classifier by holdout accuracy (higher is better, `ImageInputs`); the inputs (any `AgainstChampion`) name their
-measure."""
+classifier by holdout accuracy (higher is better, `ImageInputs`, in `foundry.vision.gate_inputs`); the inputs (any
+`AgainstChampion`) name their measure."""
 
 from __future__ import annotations
 

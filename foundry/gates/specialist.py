@@ -3,8 +3,8 @@
 domain holdout, or a weaker version would replace a stronger one.
 
 One rule for both modalities: a text specialist by bits per byte (lower is better, `SpecialistInputs`), an image
-classifier by holdout accuracy (higher is better, `ImageSpecialistInputs`); the inputs (any `AgainstBase`) name
-their measure."""
+classifier by holdout accuracy (higher is better, `ImageSpecialistInputs`, in `foundry.vision.gate_inputs`); the
+inputs (any `AgainstBase`) name their measure."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ builds on are shared, in `foundry.data`):
 
 Training, validation and scoring:
 - `training`: the GPT's arguments, the token loaders and the blocks FSDP wraps
+- `parent_weights`: a parent's weights as a run's start, refused when its GPT settings differ
 - `validation`: stage E, the holdout metrics beside the compressors, generations and the loss curve
 - `holdout_metrics`: holdout loss, perplexity and bits per byte, the unigram baseline, and the gates' score
 - `compressors`: gzip, xz, and the strongest general compressors (xz -9e, PPMd order 16, zpaq -m4 and -m5) given

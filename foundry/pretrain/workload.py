@@ -107,7 +107,7 @@ class GptWorkload(Workload):
     # --- training ---
 
     def warm_start(self, parent: dict, module, data: DatasetManifest, config) -> dict:
-        from foundry.training.warm_start import text_start
+        from foundry.pretrain.parent_weights import text_start
 
         return text_start(parent, module.model.config)
 

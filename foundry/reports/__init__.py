@@ -2,6 +2,7 @@
 
 - `summaries`: what each command prints when its flow ends (and the run page's summary artifact)
 - `cards`: the model cards on the registry page (trained, aligned, merged versions) and their evaluation table
-- `vision_card`: an image classifier's model card
 - `plots`: the training curve
+
+An image classifier's model card is the image workload's (`foundry.vision.card`).
 """

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -66,15 +67,13 @@ def peak_flops(t: TrainConfig) -> float:
     return cpu_peak_flops(cpu_threads(t), resolve_precision(t))
 
 
-def _strategy(t: TrainConfig, units: set[type] | None = None):
-    """DDP, or FSDP (`foundry.training.sharding`) with `units` wrapped one by one (default: the GPT's blocks)."""
+def _strategy(t: TrainConfig, units: set[type]):
+    """DDP, or FSDP (`foundry.training.sharding`) with `units` (the workload's `fsdp_units`) wrapped one by one."""
     from lightning.pytorch.strategies import DDPStrategy
 
     timeout = timedelta(seconds=t.collective_timeout_s)  # a dead or stuck rank ends the group, not hangs it
     if t.strategy == "fsdp":
-        from models.gpt import Block
-
-        return fsdp_strategy(timeout, {Block} if units is None else units, uses_gpu(t))
+        return fsdp_strategy(timeout, units, uses_gpu(t))
     return DDPStrategy(timeout=timeout) if t.devices * t.num_nodes > 1 else "auto"
 
 
@@ -96,16 +95,26 @@ def join_process_group(t: TrainConfig) -> None:
     dist.init_process_group(backend, store=attempt, rank=rank, world_size=world, timeout=timeout)
 
 
+@dataclass(frozen=True)
+class Progress:
+    """How training reports its progress: a bar on the terminal (`bar`), and rank 0's report for the orchestrator
+    written to `file` (none when `None`)."""
+
+    bar: bool = True
+    file: Path | None = None
+
+
 def _trainer(
     config: FoundryConfig,
     run_id: str | None,
     io,
-    progress: bool,
-    progress_file: Path | None = None,
+    progress: Progress,
+    units: set[type],
     callbacks: tuple = (),
-    units: set[type] | None = None,
     schedule: Schedule | None = None,
 ):
+    """The Lightning Trainer for `config`, logging to MLflow run `run_id` (none when `None`), checkpointing through
+    `io`, with FSDP (when `train.strategy` is fsdp) wrapping the `units` classes one by one."""
     import lightning as L
     from lightning.pytorch.loggers import MLFlowLogger
     from lightning.pytorch.plugins.environments import LightningEnvironment
@@ -139,7 +148,7 @@ def _trainer(
         logger=loggers or False,
         callbacks=[
             CheckpointEvery(io, config.checkpoint.every_n_steps, arithmetic(t), schedule),
-            ProgressReport(progress_file, bar=progress, every_s=min(t.progress_every_s, 5.0)),
+            ProgressReport(progress.file, bar=progress.bar, every_s=min(t.progress_every_s, 5.0)),
             RankPace(t.log_every_n_steps),
             RecordHosts(run_id),  # every rank: it gathers the ranks' hosts to rank 0
             *callbacks,
@@ -214,7 +223,8 @@ def train(
     io = ManifestCheckpointIO(checkpoint_dir, config.checkpoint.keep_last, config.checkpoint.async_save)
     if config.train.strategy == "fsdp" and has_batch_norm(module):  # DDP's handling of BatchNorm, under FSDP
         callbacks = (*callbacks, Rank0Buffers())
-    trainer = _trainer(config, run_id, io, progress, progress_file, callbacks, workload.fsdp_units(module), schedule)
+    reports = Progress(bar=progress, file=progress_file)
+    trainer = _trainer(config, run_id, io, reports, workload.fsdp_units(module), callbacks, schedule)
     rank, world = trainer.global_rank, trainer.world_size
     train_loader, val_loader = workload.loaders(config, data_dir, data, rank, world, run.replay)
     if resume_from is not None:

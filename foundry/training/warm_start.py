@@ -1,7 +1,8 @@
 """Runs that continue from a registered model rather than from random weights (retrain, fine-tune, chat tuning):
 the parent's model shape and tokenizer, its weights as the start. A retrain's config is built here
 (`retrain_config`); the fine-tune's and the chat tuning's in their own folders, with
-`FoundryConfig.warm_started_from`."""
+`FoundryConfig.warm_started_from`. What a parent's weights must share with the run that starts from them is its
+workload's (a text parent's: `foundry.pretrain.parent_weights`)."""
 
 from __future__ import annotations
 
@@ -37,29 +38,3 @@ def retrain_config(config: FoundryConfig, parent: ParentModel) -> FoundryConfig:
     warn_of_train_keys_not_taken(config, "retrain")
     kept = for_recorded(parent.config).retrain_sections(config, parent.config)
     return config.warm_started_from(parent, config.training_for("retrain"), **kept)
-
-
-# The model settings a parent's weights must share with the run that starts from them. Some change what the same
-# names and shapes compute (heads, QK-norm, the activation): loading would succeed and train another function.
-PARENT_SETTINGS = (
-    *("n_layer", "n_head", "n_embd", "positions"),
-    *("bigram_buckets", "qk_norm", "mlp_activation", "value_embeddings", "mtp_depth"),
-)
-
-
-def text_start(parent: dict, model_config) -> dict:
-    """A text parent's weights (its `model.pt` as loaded) for a model of `model_config` (a `models.gpt.GPTConfig`);
-    refused, naming the settings, when the parent was trained with other ones."""
-    from models.gpt import GPTConfig
-
-    if "model_args" not in parent:
-        return parent["state_dict"]
-    theirs = GPTConfig(**parent["model_args"]).to_dict()  # a key the parent predates reads as its default
-    ours = model_config.to_dict()
-    differ = {k: (theirs[k], ours[k]) for k in PARENT_SETTINGS if theirs[k] != ours[k]}
-    if differ:
-        raise ValueError(
-            f"train.init_from's model was trained with other model settings, {differ} (parent's, this run's): "
-            "a run from it needs the model.* settings its model.pt was saved with"
-        )
-    return parent["state_dict"]

@@ -8,8 +8,11 @@ trained and scored on them (`workload`, as `foundry.core.workload` asks it).
 - `validate_images`: stage A's gate for an image dataset
 - `training`: the LightningModule and loaders of an image dataset; `finetune`: a registered classifier's fine-tune
 - `evaluate`: a classifier's pass over the holdout shards; `validation`: stage E's metrics beside the baselines
+- `gate_inputs`: what its gates decide on, a classifier's holdout accuracy against the champion's and the base's
 - `scoring`: `foundry evaluate` on images; `purge`: purging images from an image data version
+- `card`: a classifier's model card and evaluation table
 - `package`: logging a classifier as a served model (its leaf is `foundry.serving.vision_pyfunc`)
-- `config`: the `image` section's old import path
+- `config`: the workload's config sections, `image` (how images are fitted and checked) and `vision` (the
+  classifier), registered in `foundry.core.registrations`
 - `fields`: what images add to the shared models: their datasets' fields, a classifier's scores
 """

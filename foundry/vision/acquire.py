@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from foundry.config import DataConfig
-from foundry.config.variants import fetching_images
 from foundry.data.acquire import holding_mirror, local_root
 from foundry.data.formats import bounded_lines
 from foundry.data.remote import SourceError, inside
 from foundry.runtime.env import foundry_home
 from foundry.vision import builtin
-from foundry.vision.config import IMAGE_EXTENSIONS, INDEX_EXTENSIONS, ImageConfig
+from foundry.vision.config import IMAGE_EXTENSIONS, INDEX_EXTENSIONS, ImageConfig, fetching_images
 
 # An index line holds a path (at most 4096 bytes on Linux) and a label (at most 200 characters): a longer one is
 # skipped unread.

@@ -2,7 +2,7 @@
 
 `ManifestFields`: what every image dataset's manifest has and a text dataset's has not, where a text dataset has its
 tokens. `ScoresFields`: a classifier's figures in `foundry evaluate`'s `ModelScores`. The image config sections are
-`foundry.config.image`'s.
+`foundry.vision.config`'s.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from foundry.core.preparing import Preparing, Validating
 from foundry.core.workload import Purging, Workload
 from foundry.data.manifest import FILE as MANIFEST
-from foundry.gates.inputs import BY_ACCURACY, Compared
+from foundry.gates.inputs import Compared
+from foundry.vision.gate_inputs import BY_ACCURACY
 
 # `foundry.vision.shards.FILE`, named here: asking whether a folder holds images must not import torch and Pillow
 FILE = "shards.json"
@@ -39,7 +40,7 @@ class ImageWorkload(Workload):
 
     def file_holds(self, name: str, extensions: list[str], alone: bool) -> bool:
         """An image (gzip-compressed or not), or, named alone, a .csv that is not a text type: an index of images."""
-        from foundry.config.image import IMAGE_EXTENSIONS
+        from foundry.vision.config import IMAGE_EXTENSIONS
 
         if Path(name.lower().removesuffix(".gz")).suffix in IMAGE_EXTENSIONS:
             return True
@@ -103,7 +104,7 @@ class ImageWorkload(Workload):
         return log_vision_model(run_id, checkpoint)
 
     def model_card(self, config: FoundryConfig, candidate: Candidate, decision: Decision, tags: VersionTags) -> str:
-        from foundry.reports.vision_card import vision_card
+        from foundry.vision.card import vision_card
         from foundry.vision.evaluate import load_saved
         from models.vision import classifier_from_saved
 
@@ -177,7 +178,7 @@ class ImageWorkload(Workload):
         return validate(config, checkpoint, data_dir, run)
 
     def summary_table(self, metrics: VisionMetrics, decision: Decision) -> Any:
-        from foundry.reports.vision_card import vision_summary_table
+        from foundry.vision.card import vision_summary_table
 
         return vision_summary_table(metrics, decision)
 

@@ -11,12 +11,12 @@ from conftest import REPO_ROOT
 
 from foundry.align.start import align_config
 from foundry.config import ConfigError, FoundryConfig, load_config, validate, variants
-from foundry.config.image import IMAGE_EXTENSIONS, INDEX_EXTENSIONS
-from foundry.config.variants import fetching_images, image_data
+from foundry.config.variants import image_data
 from foundry.core import workload
 from foundry.core.contracts import ParentModel, SourceManifest
 from foundry.core.model_uri import ModelUri
 from foundry.specialists.finetune import specialist_config
+from foundry.vision.config import IMAGE_EXTENSIONS, INDEX_EXTENSIONS, fetching_images
 from foundry.vision.finetune import image_sections
 
 
@@ -170,6 +170,14 @@ def test_the_data_sections_image_variants_are_the_old_copies_validated(tiny_conf
     assert fetching_images(data) == fetched and fetched.extensions != data.extensions
     with pytest.raises(ConfigError, match="stdlib:// is text"):  # the copy took it; the variant checks it
         image_data(tiny_config.reading("stdlib://shakespeare").data)
+
+
+def test_a_start_rebuilt_from_a_parent_is_the_edited_dict(tiny_config):
+    """A reproduced aligned version's start (flows/reproduce.py), as the edit it replaced set it."""
+    start = parent_of(tiny_config, tokenizer="/home/chat-base/tokenizer.json")
+    old = edited(tiny_config, train={"init_from": start.weights}, tokenizer={"from_file": start.tokenizer})
+    same(tiny_config.initialised_from(start), old)
+    assert old.train.init_from == "model.pt" and old.train.init_from != tiny_config.train.init_from
 
 
 def test_the_scoring_variants_are_the_edited_sections(tiny_config, vision_tiny):

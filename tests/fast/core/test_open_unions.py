@@ -23,14 +23,12 @@ from foundry.gates.decision import Decision, Inputs
 from foundry.gates.inputs import (
     AlignmentInputs,
     HoldoutScore,
-    ImageInputs,
-    ImageSpecialistInputs,
     MergeInputs,
     OldHoldout,
-    OldImageHoldout,
     PretrainInputs,
     SpecialistInputs,
 )
+from foundry.vision.gate_inputs import ImageInputs, ImageSpecialistInputs, OldImageHoldout
 
 # The closed unions as they were declared before (contracts.Candidate, contracts.PipelineResult, decision.Inputs).
 OLD_CANDIDATE_METRICS = TypeAdapter(HoldoutMetrics | AlignmentMetrics | VisionMetrics)

@@ -31,10 +31,13 @@ COMMAND_LAYERS = ("tasks", "flows", "foundry/cli")
 WORKLOAD_PACKAGES = {folder.replace("/", ".") for folder in WORKLOAD_FOLDERS}
 
 
+GATE_INPUT_MODULES = ("foundry/gates/inputs.py", "foundry/vision/gate_inputs.py")  # the shared ones, the image's
+
+
 def _gate_inputs_types() -> set[str]:
-    """The classes of foundry/gates/inputs.py a gate decides on (`PretrainInputs`, `AlignmentInputs`...)."""
-    tree = ast.parse((REPO_ROOT / "foundry" / "gates" / "inputs.py").read_text())
-    return {node.name for node in tree.body if isinstance(node, ast.ClassDef) and node.name.endswith("Inputs")}
+    """The classes a gate decides on (`PretrainInputs`, `AlignmentInputs`, the image workload's `ImageInputs`...)."""
+    trees = [ast.parse((REPO_ROOT / module).read_text()) for module in GATE_INPUT_MODULES]
+    return {n.name for tree in trees for n in tree.body if isinstance(n, ast.ClassDef) and n.name.endswith("Inputs")}
 
 
 INPUTS = _gate_inputs_types()

@@ -13,13 +13,12 @@ from foundry.gates.inputs import (
     AlignedScores,
     AlignmentInputs,
     HoldoutScore,
-    ImageInputs,
     MergeInputs,
     OldHoldout,
-    OldImageHoldout,
     PretrainInputs,
     SpecialistInputs,
 )
+from foundry.vision.gate_inputs import ImageInputs, OldImageHoldout
 
 
 def old(challenger: float, champion: float, max_regression: float = 0.02) -> OldHoldout:

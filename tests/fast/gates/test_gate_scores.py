@@ -3,7 +3,8 @@ measure its inputs compare, as each kind of gate named them when each had its ow
 
 from __future__ import annotations
 
-from foundry.gates.inputs import ImageSpecialistInputs, OldHoldout, OldImageHoldout, PretrainInputs, SpecialistInputs
+from foundry.gates.inputs import OldHoldout, PretrainInputs, SpecialistInputs
+from foundry.vision.gate_inputs import ImageSpecialistInputs, OldImageHoldout
 from tasks.registry import gate_scores
 
 

@@ -11,12 +11,11 @@ from foundry.core.version_tags import PromotionTags, Publication, VersionTags
 from foundry.gates.decision import Check, Decision
 from foundry.gates.inputs import (
     AlignmentInputs,
-    ImageSpecialistInputs,
     MergeInputs,
     OldHoldout,
-    OldImageHoldout,
     PretrainInputs,
 )
+from foundry.vision.gate_inputs import ImageSpecialistInputs, OldImageHoldout
 
 
 def test_a_pretraining_gates_tags_with_a_purged_old_holdout_are_the_keys_recorded_today():

@@ -118,19 +118,19 @@ def test_a_parent_trained_with_other_model_settings_is_refused_before_training(t
 
 def test_deterministic_switch_reaches_torch(tmp_path, monkeypatch):
     from foundry.checkpointing.writer import ManifestCheckpointIO
-    from foundry.training.trainer import _trainer
+    from foundry.training.trainer import Progress, _trainer
 
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")  # Lightning sets it; restored after the test
     io = ManifestCheckpointIO(tmp_path, 1)
     try:
-        _trainer(tiny("train.deterministic=true"), None, io, progress=False, progress_file=None)
+        _trainer(tiny("train.deterministic=true"), None, io, Progress(bar=False), units=set())
         assert (
             torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled()
         )
         assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
-        _trainer(tiny("train.deterministic=warn"), None, io, progress=False, progress_file=None)
+        _trainer(tiny("train.deterministic=warn"), None, io, Progress(bar=False), units=set())
         assert torch.is_deterministic_algorithms_warn_only_enabled()
-        _trainer(tiny(), None, io, progress=False, progress_file=None)
+        _trainer(tiny(), None, io, Progress(bar=False), units=set())
         assert not torch.are_deterministic_algorithms_enabled()
     finally:
         torch.use_deterministic_algorithms(False)
@@ -197,14 +197,15 @@ def test_fsdp_keeps_full_state_dicts_and_runs_on_gpus_as_lightning_has_it_and_on
 
     from foundry.training.sharding import CpuFSDPStrategy
     from foundry.training.trainer import _strategy
+    from models.gpt import Block
 
     with pytest.raises(ConfigError, match="optimizer muon needs whole matrices"):
         tiny("train.strategy=fsdp", "train.optimizer=muon")
     sharded = ("train.strategy=fsdp", "train.optimizer=adamw", "train.collective_timeout_s=42")
-    strategy = _strategy(tiny(*sharded, "train.accelerator=gpu").train)
+    strategy = _strategy(tiny(*sharded, "train.accelerator=gpu").train, {Block})
     assert type(strategy) is FSDPStrategy and strategy._state_dict_type == "full"
     assert strategy._timeout.total_seconds() == 42
-    assert type(_strategy(tiny(*sharded).train)) is CpuFSDPStrategy  # accelerator cpu: gloo ranks
+    assert type(_strategy(tiny(*sharded).train, {Block})) is CpuFSDPStrategy  # accelerator cpu: gloo ranks
 
 
 def test_fsdp_wraps_each_block_of_a_gpt_or_vit_and_a_cnn_whole():

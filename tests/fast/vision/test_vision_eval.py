@@ -131,8 +131,8 @@ def test_the_model_card_shows_accuracy_beside_the_baselines_and_the_champion(tmp
 
     from foundry.core.version_tags import VersionTags
     from foundry.gates import pretrain
-    from foundry.gates.inputs import ImageInputs, OldImageHoldout
-    from foundry.reports.vision_card import vision_card
+    from foundry.vision.card import vision_card
+    from foundry.vision.gate_inputs import ImageInputs, OldImageHoldout
 
     m = VisionMetrics(
         accuracy=0.95, macro_f1=0.94, loss=0.2, images=8, majority_accuracy=0.5, per_class_accuracy={"dark": 1.0}

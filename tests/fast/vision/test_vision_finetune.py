@@ -15,9 +15,9 @@ from foundry.config import load_config
 from foundry.core.contracts import ParentModel, SourceManifest
 from foundry.gates import specialist
 from foundry.gates.decision import Decision
-from foundry.gates.inputs import ImageSpecialistInputs, OldImageHoldout
 from foundry.specialists.finetune import ModalityMismatch, specialist_config
 from foundry.vision.finetune import warm_start_state
+from foundry.vision.gate_inputs import ImageSpecialistInputs, OldImageHoldout
 from foundry.vision.shards import ShardManifest
 from foundry.vision.table import merged_classes
 from models.vision import ImageClassifier, VisionConfig
