@@ -40,7 +40,7 @@ def named(docstring: str) -> list[str]:
 
 # foundry/purge names an `images` module it does not hold; that folder is being edited elsewhere (issue #55), so its
 # fix waits: strict, so this mark fails as soon as the docstring is fixed and must then be removed.
-DRIFTED = {"foundry/purge": "names `images`, which it does not hold: fix the docstring, then drop this entry"}
+DRIFTED: dict[str, str] = {}  # package -> why its docstring may name a module it lacks (none now)
 
 
 def drift_marked(package: Path):
