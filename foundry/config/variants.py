@@ -4,9 +4,9 @@ a search trial's values.
 Each is the config with some sections (or some of their keys) changed and validated again as a whole, as a loaded
 file is: a section's own checks (a source's allow-lists) and the checks across sections (the search space, a ViT's
 patches) judge the new values, with the same messages (`ConfigError`). `FoundryConfig`'s methods of the same names
-are the way in; the functions here take the config first. A variant one feature alone asks for (reading images as
-a model takes them, preparing chats for one) is called here, and one of the `data` section alone
-(`image_data`, `fetching`) takes and gives that section, validated as the section.
+are the way in; the functions here take the config first. A variant one feature alone asks for (preparing chats
+for one) is called here; one of the `data` section alone (`of_modality`, `fetching`) takes and gives that section,
+validated as the section. The image workload's own variants are in `foundry.vision.config`.
 """
 
 from __future__ import annotations
@@ -73,12 +73,6 @@ def initialised_from(config: FoundryConfig, parent: ParentModel) -> FoundryConfi
     return with_keys(config, train={"init_from": parent.weights}, tokenizer={"from_file": parent.tokenizer})
 
 
-def reading_images(config: FoundryConfig, size: int, channels: str, mode: str) -> FoundryConfig:
-    """`config` reading images (`data.modality` image) at `size`, in `channels`, fitted by `mode`: as a model
-    trained on them takes them."""
-    return with_keys(config, data={"modality": "image"}, image={"size": size, "channels": channels, "mode": mode})
-
-
 def preparing_chats_for(config: FoundryConfig, tokenizer: str | Path, block_size: int) -> FoundryConfig:
     """`config` preparing chat records as an aligned model with this tokenizer and context reads them: one
     response a record (sft's preparation), whichever method the config aligns with."""
@@ -87,9 +81,10 @@ def preparing_chats_for(config: FoundryConfig, tokenizer: str | Path, block_size
     )
 
 
-def image_data(data: DataConfig) -> DataConfig:
-    """The `data` section reading images (`modality` image), its other keys kept."""
-    return _data_with(data, modality="image")
+def of_modality(data: DataConfig, modality: str) -> DataConfig:
+    """The `data` section reading data of `modality` (a workload's own: `foundry.vision.config.image_data`), its
+    other keys kept."""
+    return _data_with(data, modality=modality)
 
 
 def fetching(data: DataConfig, extensions: list[str]) -> DataConfig:

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, model_validator
 
 from foundry.config.base import _Section
-from foundry.config.variants import fetching
+from foundry.config.variants import fetching, of_modality, with_keys
 
 if TYPE_CHECKING:
+    from foundry.config import FoundryConfig
     from foundry.config.data import DataConfig
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
@@ -25,6 +26,17 @@ def fetching_images(data: DataConfig) -> DataConfig:
     """The `data` section fetching image files and the index files that label them (`extensions`): what an image
     source's listing fetches, where the text fetcher keeps `extensions` alone."""
     return fetching(data, [*IMAGE_EXTENSIONS, *INDEX_EXTENSIONS])
+
+
+def image_data(data: DataConfig) -> DataConfig:
+    """The `data` section reading images (`modality` image), its other keys kept."""
+    return of_modality(data, "image")
+
+
+def reading_images(config: FoundryConfig, size: int, channels: str, mode: str) -> FoundryConfig:
+    """`config` reading images (`data.modality` image) at `size`, in `channels`, fitted by `mode`: as a model
+    trained on them takes them."""
+    return with_keys(config, data={"modality": "image"}, image={"size": size, "channels": channels, "mode": mode})
 
 
 class ImageConfig(_Section):

@@ -12,7 +12,8 @@ import math
 
 import torch
 
-from foundry.config import FoundryConfig, variants
+from foundry.config import FoundryConfig
+from foundry.vision.config import image_data
 
 HEAD = ("net.head.weight", "net.head.bias")  # the linear head of both architectures (models.vision)
 
@@ -78,6 +79,6 @@ def image_sections(config: FoundryConfig, recorded: dict) -> dict:
     return {
         "model": config.model,
         "tokenizer": config.tokenizer,
-        "data": variants.image_data(config.data),
+        "data": image_data(config.data),
         **kept,
     }

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from foundry.config import FoundryConfig, variants
+from foundry.config import FoundryConfig
 from foundry.core.metrics.images import VisionMetrics
 from foundry.core.redact import redact_url
 from foundry.evaluate.report import best, head, markdown, name_of, runs_lines
 from foundry.evaluate.scores import Baselines, Evaluation, EvaluationData, ModelRef, ModelScores, described
 from foundry.evaluate.scoring import Scoring, Source
+from foundry.vision.config import reading_images
 
 IMAGE = "image"
 CHANNELS = {"gray": 1, "rgb": 3}
@@ -53,7 +54,7 @@ def image_config(config: FoundryConfig, saved: dict) -> FoundryConfig:
     """`config` (its `data.source` the source) reading images as the model takes them: data.modality image and
     the model's size, channels and fitting mode."""
     fitted = saved["image"]
-    return variants.reading_images(config, fitted["size"], fitted["channels"], fitted["mode"])
+    return reading_images(config, fitted["size"], fitted["channels"], fitted["mode"])
 
 
 def prepared_images(config: FoundryConfig, refs: list[ModelRef], out_dir: Path) -> EvaluationData:

@@ -11,12 +11,11 @@ from conftest import REPO_ROOT
 
 from foundry.align.start import align_config
 from foundry.config import ConfigError, FoundryConfig, load_config, validate, variants
-from foundry.config.variants import image_data
 from foundry.core import workload
 from foundry.core.contracts import ParentModel, SourceManifest
 from foundry.core.model_uri import ModelUri
 from foundry.specialists.finetune import specialist_config
-from foundry.vision.config import IMAGE_EXTENSIONS, INDEX_EXTENSIONS, fetching_images
+from foundry.vision.config import IMAGE_EXTENSIONS, INDEX_EXTENSIONS, fetching_images, image_data, reading_images
 from foundry.vision.finetune import image_sections
 
 
@@ -189,4 +188,4 @@ def test_the_scoring_variants_are_the_edited_sections(tiny_config, vision_tiny):
     same(variants.preparing_chats_for(tiny_config, Path("/m/tokenizer.json"), 32), edited(tiny_config, **chats))
     fitted = {"size": 8, "channels": "gray", "mode": "resize"}
     images = {"data": {"modality": "image"}, "image": fitted}
-    same(variants.reading_images(vision_tiny, **fitted), edited(vision_tiny, **images))
+    same(reading_images(vision_tiny, **fitted), edited(vision_tiny, **images))
