@@ -7,7 +7,9 @@ written (`foundry.checkpointing.writer.CheckpointEvery`): every rank stops at th
 checkpoint there as any other, and `Preempted` ends the fit naming it. A re-run resumes from it as from any
 checkpoint, bitwise. Whatever still runs when the grace period ends is ended (`hard_exit`): this process's children
 (the ranks, Prefect's temporary server) and then the process, without waiting for Prefect's own shutdown, whose
-event worker alone held `foundry run` for more than 80 s.
+event worker alone held `foundry run` for more than 80 s. A command that cannot resume (`foundry reproduce`, `foundry
+search`) arms it with what its re-run does instead (`arm(grace_s, rerun)`), which the exit says in place of a
+checkpoint.
 """
 
 from __future__ import annotations

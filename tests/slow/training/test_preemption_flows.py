@@ -101,3 +101,38 @@ def test_sigterm_to_foundry_align_checkpoints_and_the_same_command_resumes(
     step, stdout = preempted_then_resumed(argv, foundry_home, tmp_path)
     assert resumed_from(stdout) == str(step)
     assert step < 60
+
+
+def test_sigterm_to_foundry_reproduce_stops_and_says_the_rerun_starts_over(base_model, foundry_home, tmp_path):
+    """A reproduction trains from scratch on purpose: it stops at the next step, within the default grace (the
+    recorded config is read after the signal is armed), names no checkpoint and registers nothing."""
+    from foundry.cli.pipeline import REPRODUCE_RERUN
+    from foundry.config import TrainConfig
+    from foundry.runtime import tracking
+
+    grace = TrainConfig.model_fields["preempt_grace_s"].default
+    name = base_model[1].model_name
+    versions = {v.version for v in tracking.client().search_model_versions(f"name='{name}'")}
+    env = {**os.environ, "FOUNDRY_HOME": str(foundry_home), "PYTHONPATH": str(REPO_ROOT)}
+    argv = [sys.executable, "-m", "foundry.cli", "reproduce", base_model[1].model_uri, "--force"]  # a dirty tree too
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    family: dict[int, psutil.Process] = {}
+    try:
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            descendants(proc.pid, family)
+            if "Task run 'train" in line and (done := re.search(r" - step (\d+)/", line)) and int(done[1]) >= 1:
+                break
+        else:
+            raise AssertionError(f"ended before training reported a step ({proc.wait()}): {''.join(seen)[-3000:]}")
+        descendants(proc.pid, family)
+        code, took, rest = terminated(proc, family)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == EXIT_CODE, rest[-3000:]
+    assert took < grace + 5, took
+    message = rest.strip().splitlines()[-1]
+    assert re.fullmatch(rf"foundry: preempted \(SIGTERM\): stopped at step \d+; {REPRODUCE_RERUN}", message), message
+    assert {v.version for v in tracking.client().search_model_versions(f"name='{name}'")} == versions
