@@ -74,9 +74,9 @@ def on_every_core():
 # in a module missing here.
 PREFECT_MODULES = {
     "test_align_flow", "test_credentials_flow", "test_evaluate_flow", "test_finetune", "test_locks_prefect",
-    "test_merge_flow", "test_parallel", "test_pipeline", "test_purge_flow", "test_rank_logs_flow", "test_retrain",
-    "test_run_page", "test_search_flow", "test_serving", "test_train_retries", "test_validate_tasks",
-    "test_vision_pipeline",
+    "test_merge_flow", "test_parallel", "test_pipeline", "test_preemption_flows", "test_purge_flow",
+    "test_rank_logs_flow", "test_retrain", "test_run_page", "test_search_flow", "test_serving", "test_train_retries",
+    "test_validate_tasks", "test_vision_pipeline",
 }  # fmt: skip
 
 

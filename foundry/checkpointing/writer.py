@@ -273,7 +273,8 @@ class CheckpointEvery(Callback):
         if self._saved_step != trainer.global_step:
             self.save(trainer)
         self.io.wait()
-        raise preemption.Preempted(self.io.directory / f"step-{trainer.global_step:06d}.ckpt", trainer.global_step)
+        step = trainer.global_step
+        raise preemption.Preempted(self.io.directory / f"step-{step:06d}.ckpt", step, preemption.rerun())
 
     def on_validation_end(self, trainer, pl_module) -> None:
         loss = trainer.callback_metrics.get("val/loss")

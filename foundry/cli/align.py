@@ -1,4 +1,6 @@
-"""`foundry align` and `foundry instructions`: instruction-tuning and preference-optimising a registered model."""
+"""`foundry align` and `foundry instructions`: instruction-tuning and preference-optimising a registered model.
+SIGTERM to `align` is a preemption (`foundry.runtime.preemption`): a checkpoint, the exit, and the re-run resumes
+from it."""
 
 from __future__ import annotations
 
@@ -7,10 +9,12 @@ from pathlib import Path
 
 from foundry.align.instructions import TRAIN_PER_TASK
 from foundry.cli.common import allow_purged_arg, config_args, load, refuse_purged
+from foundry.runtime import preemption
 
 
 def cmd_align(args: argparse.Namespace) -> int:
     config = load(args)
+    preemption.arm(config.train.preempt_grace_s)  # its training resumes as the pipeline's: same key, same folder
     refuse_purged([args.model_uri], args.allow_purged, "aligned")
     from flows.align import align
     from foundry.reports.summaries import align_summary

@@ -1,12 +1,17 @@
 """`foundry run`, `retrain` and `reproduce`: the training flows from the command line. SIGTERM to `run` or `retrain`
-is a preemption (`foundry.runtime.preemption`): a checkpoint, then the exit, within `train.preempt_grace_s`."""
+is a preemption (`foundry.runtime.preemption`): a checkpoint, then the exit, within `train.preempt_grace_s`. SIGTERM
+to `reproduce`, which trains from scratch on purpose, stops its training at the next step within the default grace
+(the recorded config is read later) and says the re-run starts over; a reproduction registers nothing."""
 
 from __future__ import annotations
 
 import argparse
 
 from foundry.cli.common import allow_purged_arg, config_args, load, refuse_purged, summary_text
+from foundry.config import TrainConfig
 from foundry.runtime import preemption
+
+REPRODUCE_RERUN = "a reproduction trains from scratch: the same command starts it over"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -36,6 +41,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     refuse_purged([args.model_uri], args.allow_purged, "reproduced")  # it would train on the purged documents again
+    preemption.arm(TrainConfig.model_fields["preempt_grace_s"].default, REPRODUCE_RERUN)
     from flows.reproduce import reproduce
     from foundry.reports.summaries import reproduce_summary
 

@@ -1,4 +1,7 @@
-"""`foundry search`: the hyperparameter search flow from the command line."""
+"""`foundry search`: the hyperparameter search flow from the command line. SIGTERM stops it within
+`train.preempt_grace_s`: its trials (on Dask workers, this process's children) are ended, and a re-run continues the
+study, the trials that were running started over (`foundry.search.study`); `--train-best`'s training after them is
+preempted as `foundry run`'s, and resumes."""
 
 from __future__ import annotations
 
@@ -7,6 +10,9 @@ import shutil
 from pathlib import Path
 
 from foundry.cli.common import config_args, load, summary_text
+from foundry.runtime import preemption
+
+SEARCH_RERUN = "the same command continues the study: its finished trials are kept, the running ones start over"
 
 
 def add_commands(commands) -> None:
@@ -24,6 +30,7 @@ def add_commands(commands) -> None:
 
 def cmd_search(args: argparse.Namespace) -> int:
     config = load(args)
+    preemption.arm(config.train.preempt_grace_s, SEARCH_RERUN)  # a trial keeps no checkpoint to resume from
     from flows.search import search
     from foundry.reports.summaries import search_summary
 
@@ -39,5 +46,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         from flows.train_pipeline import train_pipeline
         from foundry.config import load_config
 
-        print(summary_text(train_pipeline(config=load_config(result.best_config))))
+        best = load_config(result.best_config)
+        preemption.arm(best.train.preempt_grace_s)  # now a training that resumes, as `foundry run`'s
+        print(summary_text(train_pipeline(config=best)))
     return 0

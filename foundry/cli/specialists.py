@@ -1,10 +1,12 @@
-"""`foundry finetune` and `foundry merge`: specialising a registered model and merging specialists."""
+"""`foundry finetune` and `foundry merge`: specialising a registered model and merging specialists. SIGTERM to
+`finetune` is a preemption (`foundry.runtime.preemption`): a checkpoint, the exit, and the re-run resumes from it."""
 
 from __future__ import annotations
 
 import argparse
 
 from foundry.cli.common import allow_purged_arg, config_args, load, refuse_purged, summary_text
+from foundry.runtime import preemption
 
 
 def add_commands(commands) -> None:
@@ -30,6 +32,7 @@ def add_commands(commands) -> None:
 
 def cmd_finetune(args: argparse.Namespace) -> int:
     config = load(args)
+    preemption.arm(config.train.preempt_grace_s)  # its training resumes as the pipeline's: same key, same folder
     refuse_purged([args.model], args.allow_purged, "fine-tuned")
     from flows.finetune import finetune
 

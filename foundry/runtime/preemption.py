@@ -7,7 +7,9 @@ written (`foundry.checkpointing.writer.CheckpointEvery`): every rank stops at th
 checkpoint there as any other, and `Preempted` ends the fit naming it. A re-run resumes from it as from any
 checkpoint, bitwise. Whatever still runs when the grace period ends is ended (`hard_exit`): this process's children
 (the ranks, Prefect's temporary server) and then the process, without waiting for Prefect's own shutdown, whose
-event worker alone held `foundry run` for more than 80 s.
+event worker alone held `foundry run` for more than 80 s. A command that cannot resume (`foundry reproduce`, `foundry
+search`) arms it with what its re-run does instead (`arm(grace_s, rerun)`), which the exit says in place of a
+checkpoint.
 """
 
 from __future__ import annotations
@@ -30,24 +32,28 @@ CHILDREN_GRACE_S = 2.0  # from SIGTERM to SIGKILL for the children left at a har
 
 
 class Preempted(Exception):
-    """Training stopped on SIGTERM; `checkpoint`: the one a re-run resumes from (None: none written yet)."""
+    """Training stopped on SIGTERM; `checkpoint`: the one a re-run resumes from (None: none written yet). `rerun`:
+    what the same command does instead, where it cannot resume (`foundry reproduce` trains from scratch on purpose,
+    a search's running trials start over); then no checkpoint is named (None: it resumes)."""
 
-    def __init__(self, checkpoint: Path | None, step: int | None = None):
-        self.checkpoint, self.step = checkpoint, step
-        if checkpoint is None:
+    def __init__(self, checkpoint: Path | None, step: int | None = None, rerun: str | None = None):
+        self.checkpoint, self.step, self.rerun = checkpoint, step, rerun
+        at = f" at step {step}" if step is not None else ""
+        if rerun is not None:
+            text = f"preempted (SIGTERM): stopped{at}; {rerun}"
+        elif checkpoint is None:
             text = (
                 "preempted (SIGTERM) before training wrote a checkpoint: the same command starts again (from the "
                 "newest checkpoint an earlier run of it left, if any)"
             )
         else:
-            at = f" at step {step}" if step is not None else ""
             text = (
                 f"preempted (SIGTERM): training stopped{at}, checkpoint {checkpoint}; the same command resumes from it"
             )
         super().__init__(text)
 
     def __reduce__(self):  # pickled (Prefect keeps a failed task's exception) with its checkpoint, not its text
-        return type(self), (self.checkpoint, self.step)
+        return type(self), (self.checkpoint, self.step, self.rerun)
 
 
 class _Request:
@@ -61,17 +67,20 @@ class _Request:
         self.training = False
         self.timer: threading.Timer | None = None
         self.folder: Path | None = None
+        self.rerun: str | None = None  # what a re-run does where it cannot resume (`arm`); None: it resumes
         self.lock = threading.RLock()  # a second SIGTERM may arrive while the first one's handler holds it
 
 
 _REQUEST = _Request()
 
 
-def arm(grace_s: float | None = None) -> None:
-    """From now on SIGTERM to this process asks training to stop within `grace_s` seconds (None: as armed before).
-    The main thread only: elsewhere Python cannot install a handler, and the one installed stays."""
+def arm(grace_s: float | None = None, rerun: str | None = None) -> None:
+    """From now on SIGTERM to this process asks training to stop within `grace_s` seconds (None: as armed before,
+    `rerun` included). `rerun`: what the same command does when re-run, for a command that cannot resume (None: it
+    resumes from the checkpoint the exit names); a checkpoint it would not use is not named. The main thread only:
+    elsewhere Python cannot install a handler, and the one installed stays."""
     if grace_s is not None:
-        _REQUEST.grace_s = grace_s
+        _REQUEST.grace_s, _REQUEST.rerun = grace_s, rerun
     _REQUEST.armed = True
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_sigterm)
@@ -121,13 +130,21 @@ def training(folder: Path) -> Iterator[None]:
 
 
 def stopped() -> Preempted:
-    """The preemption as it stands: the newest intact checkpoint of the folder `watch` named, and its step."""
+    """The preemption as it stands: the newest intact checkpoint of the folder `training` named, and its step; where
+    the command cannot resume, what its re-run does instead."""
     if _REQUEST.folder is None:
-        return Preempted(None)
+        return Preempted(None, rerun=_REQUEST.rerun)
     from foundry.checkpointing.manifest import latest_valid
 
     newest = latest_valid(_REQUEST.folder)
+    if _REQUEST.rerun is not None:
+        return Preempted(None, newest.step if newest else None, _REQUEST.rerun)
     return Preempted(_REQUEST.folder / newest.file, newest.step) if newest else Preempted(None)
+
+
+def rerun() -> str | None:
+    """What the same command does when re-run, where it cannot resume (`arm`); None where it resumes."""
+    return _REQUEST.rerun
 
 
 def _out_of_time() -> None:
