@@ -122,6 +122,21 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: otherwise in collection order
 
 
+@pytest.fixture(autouse=True)
+def _sigterm_unarmed(monkeypatch):
+    """A command called in-process (`foundry.cli.main(["align", ...])`) arms preemption as its own process would
+    (`foundry.runtime.preemption.arm`): each test starts with a fresh, unarmed request, and the SIGTERM handler it
+    found is put back, so that no test inherits what another armed in this worker."""
+    import signal
+
+    from foundry.runtime import preemption
+
+    handler = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(preemption, "_REQUEST", preemption._Request())
+    yield
+    signal.signal(signal.SIGTERM, handler)
+
+
 @pytest.fixture(scope="session")
 def foundry_home() -> Path:
     return SESSION_HOME

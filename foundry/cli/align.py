@@ -14,8 +14,8 @@ from foundry.runtime import preemption
 
 def cmd_align(args: argparse.Namespace) -> int:
     config = load(args)
-    preemption.arm(config.train.preempt_grace_s)  # its training resumes as the pipeline's: same key, same folder
     refuse_purged([args.model_uri], args.allow_purged, "aligned")
+    preemption.arm(config.train.preempt_grace_s)  # its training resumes as the pipeline's: same key, same folder
     from flows.align import align
     from foundry.reports.summaries import align_summary
 

@@ -32,8 +32,8 @@ def add_commands(commands) -> None:
 
 def cmd_finetune(args: argparse.Namespace) -> int:
     config = load(args)
-    preemption.arm(config.train.preempt_grace_s)  # its training resumes as the pipeline's: same key, same folder
     refuse_purged([args.model], args.allow_purged, "fine-tuned")
+    preemption.arm(config.train.preempt_grace_s)  # its training resumes as the pipeline's: same key, same folder
     from flows.finetune import finetune
 
     result = finetune(model=args.model, config=config, allow_purged=args.allow_purged)
