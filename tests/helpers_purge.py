@@ -111,6 +111,16 @@ def traces_flow(path: str) -> None:
     reads(path)
 
 
+def _every(read) -> list:
+    """Every record a paged Prefect read returns (`read(offset)`, 200 a page: the server's default limit would
+    hide the newest records of a session's shared server behind the first page)."""
+    records, offset = [], 0
+    while batch := read(offset):
+        records += batch
+        offset += len(batch)
+    return records
+
+
 def prefect_places_holding(needle: str, wait: bool = False) -> list[str]:
     """Every record Prefect's API shows that holds `needle`, as "<kind> <id>" (kind: flow-run-parameters,
     flow-run-state, task-run-state, log, event). With `wait`, until a log and an event hold it too (both are
@@ -126,18 +136,19 @@ def prefect_places_holding(needle: str, wait: bool = False) -> list[str]:
     while True:
         found = []
         with get_client(sync_client=True) as client:
-            for run in client.read_flow_runs():
+            for run in _every(lambda offset: client.read_flow_runs(limit=200, offset=offset)):
                 found += [f"flow-run-parameters {run.id}"] if needle in json.dumps(run.parameters) else []
                 found += [
                     f"flow-run-state {s.id}" for s in client.read_flow_run_states(run.id) if needle in (s.message or "")
                 ]
-            for task in client.read_task_runs():
+            for task in _every(lambda offset: client.read_task_runs(limit=200, offset=offset)):
                 found += [
                     f"task-run-state {s.id}"
                     for s in client.read_task_run_states(task.id)
                     if needle in (s.message or "")
                 ]
-            found += [f"log {line.id}" for line in client.read_logs() if needle in line.message]
+            logs = _every(lambda offset: client.read_logs(limit=200, offset=offset))
+            found += [f"log {line.id}" for line in logs if needle in line.message]
             since = EventFilter(occurred=EventOccurredFilter(since=datetime(2000, 1, 1, tzinfo=UTC)))
             page = client.read_events(filter=since, limit=50)
             events = list(page.events)
