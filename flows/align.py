@@ -16,6 +16,7 @@ from foundry.align.start import align_config  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.core.contracts import AlignResult, Candidate  # noqa: E402
 from foundry.core.run_tags import RunTags  # noqa: E402
+from foundry.energy.record import RunEnergy  # noqa: E402
 from foundry.registry.versions import refuse_purged_versions  # noqa: E402
 from foundry.reports.summaries import align_summary  # noqa: E402
 from foundry.runtime.env import foundry_home  # noqa: E402
@@ -84,6 +85,7 @@ def align(model_uri: str, config: FoundryConfig = FoundryConfig(), allow_purged:
         metrics=metrics,
         promoted=outcome.promoted,
         verdict=outcome.verdict,
+        energy=RunEnergy.read(run.dir),
     )
     summary = align_summary(result)
     publish_summary(summary, result.model_uri, result.verdict, result.run_id, result.model_name, result.model_version)

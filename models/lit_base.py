@@ -92,6 +92,7 @@ class LitBase(L.LightningModule):
         if unknown := sorted(given - set(SETTINGS)):
             raise TypeError(f"{type(self).__name__} takes no settings {unknown}; it takes {', '.join(SETTINGS)}")
         self._window = _Window()
+        self.units_trained = 0  # this process's micro-batches' units since it started: the energy's denominator
         self._last_batch_end: float | None = None
         self._last_step = 0
         self._validation_start = 0.0
@@ -113,6 +114,7 @@ class LitBase(L.LightningModule):
         """One micro-batch's loss and size into the window."""
         w = self._window
         w.loss_sum, w.micro_batches, w.tokens = w.loss_sum + loss.detach(), w.micro_batches + 1, w.tokens + units
+        self.units_trained += int(units)
 
     def on_train_start(self) -> None:
         self._last_step = self.trainer.global_step  # a resumed run counts on from its checkpoint

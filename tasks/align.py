@@ -14,6 +14,7 @@ from foundry.core.metrics.aligned import AlignmentMetrics
 from foundry.core.metrics.scores import AlignedScores
 from foundry.core.model_uri import LoggedModelUri
 from foundry.data.manifest import DatasetManifest
+from foundry.energy.record import RunEnergy
 from foundry.gates.decision import Decision
 from foundry.runtime import tracking
 
@@ -121,35 +122,37 @@ def evaluate_aligned(
 ) -> AlignmentMetrics:
     """Held-out scores of the aligned model and of the base (the parent with the template's tokens), bits per
     byte on the base's pretraining holdout (the parent's own, with its own tokenizer), and replies to
-    `align.prompts` from both, through the chat template."""
+    `align.prompts` from both, through the chat template; their energy recorded on the run (`energy/evaluate/...`)."""
     from tokenizers import Tokenizer
 
     from foundry.align.evaluation import heldout_scores
     from foundry.data.hydrate import hydrate_version
+    from foundry.energy.tracked import measured
     from foundry.pretrain.holdout_metrics import holdout_metrics
     from models.chat import saved_template
     from models.generate import Sampling, generate_replies
     from models.gpt import gpt_from_saved, load_gpt, load_saved
 
-    e, manifest = config.evaluation, DatasetManifest.read(data_dir)
-    tokenizer, scores, replies = Tokenizer.from_file(str(data_dir / "tokenizer.json")), {}, {}
-    chats = [[{"role": "user", "content": p}] for p in config.align.prompts]
-    for who, path in (("base", Path(base.weights)), ("aligned", checkpoint)):
-        saved = load_saved(path)
-        model = gpt_from_saved(saved)
-        scores[who] = heldout_scores(model, data_dir, manifest, e.batch_size)
-        template = saved_template(saved)
-        replies[who] = generate_replies(
-            model, tokenizer, template, chats, Sampling(config.align.max_new_tokens, top_k=1)
-        )
-    if parent.pretrain_data is not None:  # else the gate's forgetting check fails: nothing to compare on
-        pretrain = hydrate_version(parent.pretrain_data, run.home)
-        for who, model, tokens in (
-            ("base", load_gpt(parent.weights), Path(parent.tokenizer)),
-            ("aligned", load_gpt(checkpoint), data_dir / "tokenizer.json"),
-        ):
-            scored = holdout_metrics(model, tokens, pretrain, e.batch_size, e.max_tokens, e.window_overlap)
-            scores[who]["pretrain_bits_per_byte"] = scored.bits_per_byte
+    with measured(run, "evaluate", config.energy):
+        e, manifest = config.evaluation, DatasetManifest.read(data_dir)
+        tokenizer, scores, replies = Tokenizer.from_file(str(data_dir / "tokenizer.json")), {}, {}
+        chats = [[{"role": "user", "content": p}] for p in config.align.prompts]
+        for who, path in (("base", Path(base.weights)), ("aligned", checkpoint)):
+            saved = load_saved(path)
+            model = gpt_from_saved(saved)
+            scores[who] = heldout_scores(model, data_dir, manifest, e.batch_size)
+            template = saved_template(saved)
+            replies[who] = generate_replies(
+                model, tokenizer, template, chats, Sampling(config.align.max_new_tokens, top_k=1)
+            )
+        if parent.pretrain_data is not None:  # else the gate's forgetting check fails: nothing to compare on
+            pretrain = hydrate_version(parent.pretrain_data, run.home)
+            for who, model, tokens in (
+                ("base", load_gpt(parent.weights), Path(parent.tokenizer)),
+                ("aligned", load_gpt(checkpoint), data_dir / "tokenizer.json"),
+            ):
+                scored = holdout_metrics(model, tokens, pretrain, e.batch_size, e.max_tokens, e.window_overlap)
+                scores[who]["pretrain_bits_per_byte"] = scored.bits_per_byte
     metrics = AlignmentMetrics.model_validate(scores)
     tracking.log_metrics(run.run_id, metrics.as_mlflow())
     table = {"prompt": config.align.prompts, "base": replies["base"], "aligned": replies["aligned"]}
@@ -216,7 +219,7 @@ def register_aligned(config: FoundryConfig, candidate: Candidate, decision: Deci
     tags = tags.with_align_method(config.align.method)
     if parent.pretrain_data is not None:  # what the next alignment from this version must not forget either
         tags = tags.with_pretrain_data(parent.pretrain_data.data_version, parent.pretrain_data.remote)
-    card = alignment_card(config, manifest, metrics, decision, tags)
+    card = alignment_card(config, manifest, metrics, decision, tags) + RunEnergy.read(run.dir).card_section()
     name = config.registry.model_name
     return versions.publish(
         uri, name, run.run_id, tags.as_tags(), decision.make_champion, decision.verdict, description=card

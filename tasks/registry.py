@@ -19,6 +19,7 @@ from foundry.core.contracts import (
 )
 from foundry.core.model_uri import LoggedModelUri, ModelUri
 from foundry.data.manifest import DatasetManifest
+from foundry.energy.record import RunEnergy
 from foundry.gates.decision import Decision
 from foundry.gates.inputs import AgainstBase, AgainstChampion
 from foundry.runtime import tracking
@@ -141,7 +142,7 @@ def register(config: FoundryConfig, candidate: Candidate, decision: Decision, pa
     tracking.link_metrics(run.run_id, sorted(c.metrics.as_mlflow()), model_id=LoggedModelUri.parse(uri).model_id)
     git = tracking.run_git(tracking.client().get_run(run.run_id).data.tags)
     tags = version_tags(config, run.run_id, c.data, manifest.source_digest, decision, git, parent)
-    card = served.model_card(config, c, decision, tags)
+    card = served.model_card(config, c, decision, tags) + RunEnergy.read(run.dir).card_section()
     made, verdict = decision.make_champion, decision.verdict
     outcome = versions.publish(uri, name, run.run_id, tags.as_tags(), made, verdict, description=card)
     payload = {"verdict": decision.verdict, **decision.tags(), **served.event_scores(c.metrics)}

@@ -48,7 +48,8 @@ def unless_the_input_is_wrong(task, task_run, state) -> bool:
 
 @task(name="train", cache_policy=NO_CACHE)
 def train_task(job: Training) -> Path:
-    """Lightning training; metrics stream to the flow's MLflow run.
+    """Lightning training; metrics stream to the flow's MLflow run, and its energy is recorded on it
+    (`foundry.energy`: `energy/train/joules` and per unit trained).
 
     Unfinished training lives under a key of config and data versions (the replayed one too), so a retry, or
     a re-run of the same command after a crash, resumes it; finished, it moves to this run's folder.
@@ -56,6 +57,8 @@ def train_task(job: Training) -> Path:
     left behind."""
     from foundry.checkpointing.manifest import LAST, MANIFEST
     from foundry.checkpointing.resume import attempt_dir, claimed, finish_attempt
+    from foundry.energy.record import read_units
+    from foundry.energy.tracked import measured
     from foundry.export.peft import PEFT_ADAPTER
     from foundry.training.launch import launch_with
     from foundry.training.progress import PROGRESS_FILE
@@ -67,7 +70,8 @@ def train_task(job: Training) -> Path:
     t = config.train
     with claimed(attempt):
         with training_progress(attempt / PROGRESS_FILE, t.max_steps, t.progress_every_s), system_metrics(run, t):
-            launch_with(config, job.data_dir, attempt, run.run_id, job.data, replay)
+            with measured(run, "train", config.energy, units=lambda: read_units(attempt)):
+                launch_with(config, job.data_dir, attempt, run.run_id, job.data, replay)
         checkpoints = finish_attempt(attempt, own) if attempt != own else own
     for name in (LAST, MANIFEST):  # each once, at the end: no copy per save
         tracking.log_artifact(run.run_id, checkpoints / name, "checkpoints")

@@ -66,13 +66,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from foundry.energy.plan import format_energy, planned
     from foundry.training.plan import format_plan, parse_bytes
 
     try:
         device_memory = parse_bytes(args.device_memory) if args.device_memory else None
     except ValueError as exc:
         raise ConfigError(f"--device-memory: {exc}") from None
-    print(format_plan(load(args), device_memory))
+    config = load(args)
+    print(format_plan(config, device_memory))
+    print(format_energy(config, planned(config)))
     return 0
 
 
@@ -108,7 +111,9 @@ def add_commands(commands) -> None:
     doctor = commands.add_parser("doctor", help="versions, backends and whether they answer, telemetry switches")
     doctor.set_defaults(func=cmd_doctor)
 
-    plan = commands.add_parser("plan", help="memory per device for the config, and the largest micro-batch that fits")
+    plan = commands.add_parser(
+        "plan", help="memory per device for the config, the largest micro-batch that fits, and its time and energy"
+    )
     config_args(plan)
     plan.add_argument("--device-memory", metavar="SIZE", help="memory of one device, e.g. 80GB or 141GiB")
     plan.set_defaults(func=cmd_plan)

@@ -1,8 +1,8 @@
 """The one typed config: flow parameters, DVC params.yaml and MLflow params all come from here.
 
-One module per group of sections (`data`, `training`, `evaluation`, `serving`, `align`, `adapt`, `search`);
-`base` is what every section shares, `describe` explains the config to people (comments, `--explain`), `variants`
-derives a config from a config (another source, a warm start, a trial's values) and validates it again.
+One module per group of sections (`data`, `training`, `evaluation`, `serving`, `align`, `adapt`, `energy`,
+`search`); `base` is what every section shares, `describe` explains the config to people (comments, `--explain`),
+`variants` derives a config from a config (another source, a warm start, a trial's values) and validates it again.
 `FoundryConfig` is the sections every workload shares with each registered workload's own in its place
 (`foundry.core.registrations.Section`: `image` and `vision` are the image workload's, in `foundry.vision.config`), built by
 `foundry.core.extended`. Defaults in these files are the source of truth; `params.yaml` is written from them
@@ -26,6 +26,7 @@ from foundry.config.align import AlignConfig, SftTrain
 from foundry.config.base import _Section
 from foundry.config.data import PII_KINDS, DataConfig
 from foundry.config.describe import commented_yaml
+from foundry.config.energy import EnergyConfig
 from foundry.config.evaluation import EvaluationConfig, RegistryConfig, RetrainConfig
 from foundry.config.search import SearchConfig, search_fits_config
 from foundry.config.serving import ServingConfig
@@ -44,6 +45,7 @@ __all__ = [
     "CheckpointConfig",
     "ConfigError",
     "DataConfig",
+    "EnergyConfig",
     "EvaluationConfig",
     "FinetuneConfig",
     "FoundryConfig",
@@ -95,6 +97,11 @@ class _SharedSections(_Section):
         FinetuneConfig(), description="`foundry finetune`: specialise a registered model on a domain's text."
     )
     merge: MergeConfig = Field(MergeConfig(), description="`foundry merge`: merge specialists into one model.")
+    energy: EnergyConfig = Field(
+        EnergyConfig(),
+        description="The energy each run records per stage: the estimate's watts per core where no counter is "
+        "readable, the grid's CO2 per kWh.",
+    )
     # last: its validator checks the space against the sections above
     search: SearchConfig = Field(SearchConfig(), description="`foundry search`: a hyperparameter study (Optuna).")
 

@@ -21,6 +21,7 @@ from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.metrics.images import VisionMetrics  # noqa: F401
 from foundry.core.metrics.kinds import AnyMetrics
 from foundry.core.model_uri import ModelUri
+from foundry.energy.record import RunEnergy
 
 
 class _Value(BaseModel):
@@ -187,6 +188,7 @@ class PipelineResult(_Value):
     promoted: bool
     verdict: str
     parent: str = ""
+    energy: RunEnergy = RunEnergy()  # what each stage of its run used (`foundry.energy`)
 
     @property
     def model_uri(self) -> str:
@@ -194,7 +196,8 @@ class PipelineResult(_Value):
 
     @classmethod
     def of(cls, candidate: Candidate, model_name: str, outcome: Promotion, parent: str = "") -> PipelineResult:
-        """The result of a flow that trained `candidate` (holdout metrics) and published it as `outcome`."""
+        """The result of a flow that trained `candidate` (holdout metrics) and published it as `outcome`, with the
+        energy its run's stages recorded in the run's folder."""
         return cls(
             run_id=candidate.run.run_id,
             model_name=model_name,
@@ -204,6 +207,7 @@ class PipelineResult(_Value):
             promoted=outcome.promoted,
             verdict=outcome.verdict,
             parent=parent,
+            energy=RunEnergy.read(candidate.run.dir),
         )
 
 
@@ -270,6 +274,7 @@ class AlignResult(_Value):
     metrics: AlignmentMetrics
     promoted: bool
     verdict: str
+    energy: RunEnergy = RunEnergy()  # what each stage of its run used (`foundry.energy`)
 
     @property
     def model_uri(self) -> str:

@@ -9,6 +9,7 @@ from foundry.config import FoundryConfig
 from foundry.core.contracts import RunContext
 from foundry.core.fs import remove_tree
 from foundry.core.workload import REGISTERED, named
+from foundry.energy.tracked import measured
 from foundry.evaluate import report, runs
 from foundry.evaluate.scores import (
     Baselines,
@@ -49,8 +50,10 @@ def baselines(data: EvaluationData, config: FoundryConfig) -> Baselines:
 def scored_and_logged(
     ref: ModelRef, data: EvaluationData, base: Baselines, config: FoundryConfig, run: RunContext
 ) -> ModelScores:
-    """One model scored on the data, its evaluation run logged."""
-    scores = scoring_of(data).score(ref, data, config, base)
+    """One model scored on the data, its evaluation run logged; the energy of its scoring added to the
+    flow's run (`energy/evaluate/joules`: every model's together)."""
+    with measured(run, "evaluate", config.energy):
+        scores = scoring_of(data).score(ref, data, config, base)
     return scores.model_copy(update={"run_id": runs.log_model_run(run, scores, data, base)})
 
 

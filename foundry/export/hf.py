@@ -3,7 +3,8 @@
 `write_hf` writes `model.safetensors`, `config.json` (GPT-2 or GPT-NeoX: `foundry.export.layout`),
 `tokenizer.json` (the version's own, byte for byte), `tokenizer_config.json` (end-of-text token, maximum length
 and, for an aligned version, a Jinja `chat_template` rendering exactly what `models.chat.ChatTemplate` renders),
-`generation_config.json` and a `README.md` model card. Pure: no registry, no network.
+`generation_config.json` and a `README.md` model card (with `co2_eq_emissions` in its metadata when `saved` holds
+them). Pure: no registry, no network.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+
+import yaml
 
 from foundry.export.layout import UnsupportedArchitecture, check_vocab, hf_config, hf_tensors, target
 from models.chat import ChatTemplate, saved_template
@@ -99,6 +102,14 @@ def tokenizer_files(saved: dict, vocab: dict[str, int]) -> tuple[dict, dict]:
     return tokenizer, generation | {"do_sample": False, "transformers_version": "5.24.0"}
 
 
+def _metadata(saved: dict) -> str:
+    """The card's YAML front matter that the Hub reads: `co2_eq_emissions` when the version's run recorded its
+    energy (`foundry.export.publish` adds it to `saved`); empty otherwise."""
+    if "co2_eq_emissions" not in saved:
+        return ""
+    return "---\n" + yaml.safe_dump({"co2_eq_emissions": saved["co2_eq_emissions"]}, sort_keys=False) + "---\n"
+
+
 def model_card(saved: dict, arch: str, source: str) -> str:
     args = saved["model_args"]
     template = saved_template(saved)
@@ -109,7 +120,7 @@ def model_card(saved: dict, arch: str, source: str) -> str:
         else "It is a base language model: it continues text and ends a document with `<|endoftext|>`.\n"
     )
     return (
-        f"# {source}\n\n"
+        _metadata(saved) + f"# {source}\n\n"
         f"A GPT-style decoder trained by Foundry, exported from `{source}` in {ARCHITECTURES[arch]}'s layout.\n\n"
         f"- layers {args.get('n_layer')}, heads {args.get('n_head')}, width {args.get('n_embd')}, "
         f"context {args.get('block_size')} tokens, vocabulary {args.get('vocab_size')}, "

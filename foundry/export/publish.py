@@ -169,8 +169,21 @@ def _write(version, workload: Workload, fmt: str, home: Path, dest: Path) -> Non
 
     write = writer(fmt, workload, str(ModelUri.of(version)))
     artifacts = download(version, home)
-    saved = load_saved(artifacts / "model.pt")
+    saved = load_saved(artifacts / "model.pt") | _emissions(version.run_id)
     write(saved, artifacts / "tokenizer.json", dest, source=str(ModelUri.of(version)))
+
+
+def _emissions(run_id: str) -> dict:
+    """`co2_eq_emissions` of the version's run (its energy at its config's grid intensity), as the saved model's
+    key a writer puts in its card's metadata; none for a run that recorded no energy."""
+    from foundry.core.run_tags import STAGE
+    from foundry.energy.record import co2_eq_emissions
+    from foundry.runtime import tracking
+
+    data = tracking.client().get_run(run_id).data
+    kind = "pre-training" if data.tags.get(STAGE, "pipeline") == "pipeline" else "fine-tuning"
+    emissions = co2_eq_emissions(data.metrics, data.tags, kind)
+    return {} if emissions is None else {"co2_eq_emissions": emissions}
 
 
 def export_version(model_uri: str | ModelUri, fmt: str, out_dir: Path, home: Path) -> Export:

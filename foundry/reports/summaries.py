@@ -7,6 +7,7 @@ from pathlib import Path
 
 from foundry.core.contracts import AlignResult, PipelineResult, Reproduction, SearchResult, SkippedRun
 from foundry.core.model_uri import ModelUri
+from foundry.energy.record import RunEnergy
 from foundry.specialists.contracts import MergeResult
 
 
@@ -16,6 +17,13 @@ def _rule(title: str) -> str:
 
 def _or_nan(value: float | None) -> float:
     return float("nan") if value is None else value
+
+
+def _energy_lines(energy: RunEnergy) -> list[str]:
+    """The run's energy, then each stage's, under the label `energy`; none when nothing was measured."""
+    if not energy.stages:
+        return []
+    return [f"{'energy' if i == 0 else '':10s} {line}" for i, line in enumerate(energy.lines())]
 
 
 def align_summary(result: AlignResult) -> str:
@@ -32,6 +40,7 @@ def align_summary(result: AlignResult) -> str:
                 f"  {measure:26s} base {_or_nan(base):.4f}  aligned {aligned:.4f}"
                 for measure, (base, aligned) in result.metrics.compared().items()
             ),
+            *_energy_lines(result.energy),
         ]
     )
 
@@ -100,6 +109,7 @@ def pipeline_summary(result: PipelineResult, home: Path) -> str:
             f"model      {result.model_uri}  (alias: {status}; {result.verdict})",
             f"data       version {result.data_version}",
             *(f"{label:10s} {line}" for label, line in result.metrics.summary_rows()),
+            *_energy_lines(result.energy),
             f"MLflow run {result.run_id}",
             f"MLflow UI  .venv/bin/mlflow ui --backend-store-uri sqlite:///{home}/mlflow/mlflow.db --host 127.0.0.1 "
             "--port 5000",

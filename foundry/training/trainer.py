@@ -23,6 +23,7 @@ from foundry.checkpointing.world import Schedule, at_world, saved_schedule
 from foundry.config import FoundryConfig, TrainConfig
 from foundry.core import run_tags
 from foundry.core.workload import Workload, for_data
+from foundry.energy.record import write_units
 from foundry.runtime.arithmetic import arithmetic, compiles, cpu_threads, resolve_precision, uses_gpu
 from foundry.runtime.cpu_features import RESOLVED_PRECISION_TAG
 from foundry.training.adapters import lora_spec, save_peft_adapter
@@ -237,6 +238,8 @@ def train(
         }
         _record_start(run_id, resume_from, started, share)
     trainer.fit(module, train_loader, val_loader, ckpt_path=str(resume_from) if resume_from else None)
+    if trainer.global_rank == 0:  # every rank trains the same shapes: rank 0's count times the world
+        write_units(checkpoint_dir, module.units_trained * world, module.throughput_unit.removesuffix("s"))
     if lora:  # the registered model is the base architecture with the adapters merged in; they are kept too
         adapters = module.merge_adapters()
         if trainer.global_rank == 0:
