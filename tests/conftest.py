@@ -73,7 +73,7 @@ def on_every_core():
 # `--dist loadscope` they all go to one xdist worker (below). The collection refuses a test that uses the stack
 # in a module missing here.
 PREFECT_MODULES = {
-    "test_align_flow", "test_credentials_flow", "test_evaluate_flow", "test_finetune", "test_locks_prefect",
+    "test_align_flow", "test_credentials_flow", "test_energy", "test_evaluate_flow", "test_finetune", "test_locks_prefect",
     "test_merge_flow", "test_parallel", "test_pipeline", "test_preemption_flows", "test_purge_flow",
     "test_rank_logs_flow", "test_retrain", "test_run_page", "test_search_flow", "test_serving", "test_train_retries",
     "test_validate_tasks", "test_vision_pipeline",
