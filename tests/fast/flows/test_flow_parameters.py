@@ -30,6 +30,7 @@ def test_the_flow_parameter_is_the_config_form():
         "align",
         "finetune",
         "merge",
+        "energy",
         "search",
     }
     train = definitions["TrainConfig"]["properties"]
