@@ -74,3 +74,16 @@ def test_hugging_face_metadata_from_a_runs_record():
     assert emissions["training_type"] == "pre-training"
     assert "estimated from CPU time" in emissions["source"] and "475 g CO2-eq/kWh" in emissions["source"]
     assert co2_eq_emissions({}, {}, "pre-training") is None
+
+
+def test_the_summaries_print_the_energy_and_leave_it_out_when_none_was_measured(tmp_path):
+    from foundry.core.contracts import AlignResult
+    from foundry.core.metrics.aligned import AlignmentMetrics
+    from foundry.reports.summaries import align_summary
+
+    metrics = AlignmentMetrics.model_validate({"base": {"response_loss": 2.0}, "aligned": {"response_loss": 1.0}})
+    values = dict(run_id="r1", model_name="c", model_version="1", data_version="d" * 32, parent="models:/g/1")
+    values |= dict(method="sft", metrics=metrics, promoted=False, verdict="v")
+    measured = align_summary(AlignResult(**values, energy=RunEnergy().adding(TRAIN, 475.0)))
+    assert "energy     720.0 J" in measured and "train: 720.0 J in 60.0 s, 0.02 J per token" in measured
+    assert "energy" not in align_summary(AlignResult(**values))

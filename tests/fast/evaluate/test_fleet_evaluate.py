@@ -51,6 +51,8 @@ def test_a_data_version_is_hydrated_and_scored_as_registration_scores_it(tiny_da
     assert "| model | bits_per_byte | loss | perplexity | tokens |" in text  # one tokenizer: loss compares
     linked = {m.key: m for m in tracking.client().get_logged_model(scores.model.model_id).metrics}
     assert linked["eval/bits_per_byte"].dataset_digest == data.data_version
+    energy = tracking.client().get_run(run.run_id).data  # the scoring's, on the evaluation's run (#59)
+    assert energy.metrics["energy/evaluate/joules"] > 0 and energy.tags["energy.evaluate.method"]
 
 
 def test_a_missing_version_is_an_error_not_nothing_to_evaluate(tiny_dataset, home):
