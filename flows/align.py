@@ -15,8 +15,8 @@ from prefect import flow, runtime  # noqa: E402
 from foundry.align.start import align_config  # noqa: E402
 from foundry.config import FoundryConfig  # noqa: E402
 from foundry.core.contracts import AlignResult, Candidate  # noqa: E402
+from foundry.core.energy import RunEnergy  # noqa: E402
 from foundry.core.run_tags import RunTags  # noqa: E402
-from foundry.energy.record import RunEnergy  # noqa: E402
 from foundry.registry.versions import refuse_purged_versions  # noqa: E402
 from foundry.reports.summaries import align_summary  # noqa: E402
 from foundry.runtime.env import foundry_home  # noqa: E402

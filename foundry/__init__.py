@@ -27,8 +27,7 @@ and the modules beside them:
 - `cli`: the `foundry` command, one module per domain
 - `core`: the typed values the stages hand each other, model URIs, digests, safe removal, redaction
 - `runtime`: environment, logs, progress, MLflow bookkeeping, run ownership, deployment policy
-- `energy`: the energy each stage of a run used (NVML, RAPL, else estimated from CPU time), its CO2, and
-  `foundry plan`'s estimate before a run
+- `energy`: the energy each stage of a run used, measured (NVML, RAPL) or estimated from CPU time, on its run
 - `ops`: local servers (`foundry up`) and health (`foundry doctor`), one module each
 - `contracts`: the old path of `core.contracts`, which cached Prefect results name
 

@@ -10,11 +10,11 @@ from prefect.cache_policies import NO_CACHE
 
 from foundry.config import FoundryConfig
 from foundry.core.contracts import Candidate, DataVersion, ParentModel, Promotion, Replay, RunContext, SourceManifest
+from foundry.core.energy import RunEnergy
 from foundry.core.metrics.aligned import AlignmentMetrics
 from foundry.core.metrics.scores import AlignedScores
 from foundry.core.model_uri import LoggedModelUri
 from foundry.data.manifest import DatasetManifest
-from foundry.energy.record import RunEnergy
 from foundry.gates.decision import Decision
 from foundry.runtime import tracking
 

@@ -17,9 +17,9 @@ from foundry.core.contracts import (
     RunContext,
     SourceManifest,
 )
+from foundry.core.energy import RunEnergy
 from foundry.core.model_uri import LoggedModelUri, ModelUri
 from foundry.data.manifest import DatasetManifest
-from foundry.energy.record import RunEnergy
 from foundry.gates.decision import Decision
 from foundry.gates.inputs import AgainstBase, AgainstChampion
 from foundry.runtime import tracking

@@ -57,7 +57,7 @@ def train_task(job: Training) -> Path:
     left behind."""
     from foundry.checkpointing.manifest import LAST, MANIFEST
     from foundry.checkpointing.resume import attempt_dir, claimed, finish_attempt
-    from foundry.energy.record import read_units
+    from foundry.core.energy import read_units
     from foundry.energy.tracked import measured
     from foundry.export.peft import PEFT_ADAPTER
     from foundry.training.launch import launch_with

@@ -66,7 +66,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from foundry.energy.plan import format_energy, planned
+    from foundry.training.energy_plan import format_energy, planned
     from foundry.training.plan import format_plan, parse_bytes
 
     try:

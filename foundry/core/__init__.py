@@ -6,6 +6,7 @@
 - `digests`: file digests, one read per file
 - `fs`: removing folders without ever leaving the folder meant to hold them
 - `metrics`: what a model scored, as typed values (holdout, aligned, images)
+- `energy`: what a run's stages used (a meter's `Reading`, `StageEnergy`, `RunEnergy`): metrics, CO2, card lines
 - `open_union`: fields typed as a base class that take any subclass registered under it (metrics, gate inputs)
 - `version_tags`: the MLflow tags Foundry sets on a run and a registered version, named and written in one place
 - `gate_tags`: the `gate.*` tags recording a gate's decision and its inputs, named in one place

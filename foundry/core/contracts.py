@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from foundry.core.energy import RunEnergy
 from foundry.core.metrics.aligned import AlignmentMetrics
 from foundry.core.metrics.baselines import AnyBaselined
 from foundry.core.metrics.holdout import HoldoutMetrics
@@ -21,7 +22,6 @@ from foundry.core.metrics.holdout import HoldoutMetrics
 from foundry.core.metrics.images import VisionMetrics  # noqa: F401
 from foundry.core.metrics.kinds import AnyMetrics
 from foundry.core.model_uri import ModelUri
-from foundry.energy.record import RunEnergy
 
 
 class _Value(BaseModel):

@@ -14,7 +14,8 @@ Sources, each added when present:
               its inputs.
 
 The sum is the reading's `joules`; `method` names what it adds (`nvml+rapl`, `nvml+estimate:cpu_time`...).
-Nothing here reaches the network or imports Prefect or MLflow.
+Nothing here reaches the network or imports Prefect or MLflow. The reading's type is the core's
+(`foundry.core.energy`): the stages' results carry it.
 """
 
 from __future__ import annotations
@@ -23,30 +24,11 @@ import importlib
 import resource
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from foundry.core.energy import ESTIMATE, Reading
+
 POWERCAP = Path("/sys/class/powercap")
-ESTIMATE = "estimate:cpu_time"
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What a meter measured: `joules` in all over `seconds` of wall time; `method` the sources added (`+`);
-    `cpu_seconds` and `watts_per_core` the estimate's inputs (0 when the CPU was measured, not estimated);
-    `gpu_joules`/`cpu_joules` the two parts."""
-
-    joules: float
-    seconds: float
-    method: str
-    cpu_joules: float = 0.0
-    gpu_joules: float = 0.0
-    cpu_seconds: float = 0.0
-    watts_per_core: float = 0.0
-
-    @property
-    def estimated(self) -> bool:
-        return ESTIMATE in self.method
 
 
 class Rapl:

@@ -1,5 +1,5 @@
 """A stage's energy on its run: measured around the stage (`metered`), added to the run's `energy.json`, logged as
-the run's MLflow metrics and tags (`foundry.energy.record`)."""
+the run's MLflow metrics and tags (`foundry.core.energy`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 from foundry.config import EnergyConfig
 from foundry.core.contracts import RunContext
+from foundry.core.energy import RunEnergy, StageEnergy
 from foundry.energy.meter import EnergyMeter
-from foundry.energy.record import RunEnergy, StageEnergy
 
 
 @contextmanager

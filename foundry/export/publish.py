@@ -176,8 +176,8 @@ def _write(version, workload: Workload, fmt: str, home: Path, dest: Path) -> Non
 def _emissions(run_id: str) -> dict:
     """`co2_eq_emissions` of the version's run (its energy at its config's grid intensity), as the saved model's
     key a writer puts in its card's metadata; none for a run that recorded no energy."""
+    from foundry.core.energy import co2_eq_emissions
     from foundry.core.run_tags import STAGE
-    from foundry.energy.record import co2_eq_emissions
     from foundry.runtime import tracking
 
     data = tracking.client().get_run(run_id).data

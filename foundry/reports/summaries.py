@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from foundry.core.contracts import AlignResult, PipelineResult, Reproduction, SearchResult, SkippedRun
+from foundry.core.energy import RunEnergy
 from foundry.core.model_uri import ModelUri
-from foundry.energy.record import RunEnergy
 from foundry.specialists.contracts import MergeResult
 
 

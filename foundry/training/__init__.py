@@ -13,6 +13,7 @@ workload (`foundry.core.workload`).
 - `hosts`: where the ranks ran, the run's `train.hosts` tag
 - `progress`: training progress: a bar on a terminal, a small file the orchestrator polls
 - `plan`: `foundry plan`, memory per device and the largest micro-batch that fits
+- `energy_plan`: `foundry plan`'s time and energy of a training before it runs, from its FLOPs and a power figure
 - `cpu_peak`: a CPU's measured peak FLOP/s, for MFU
 - `adapters`: LoRA's spec from the config, and the adapters written in PEFT's format
 - `warm_start`: training that continues from a registered model (retrain, fine-tune, SFT and DPO)

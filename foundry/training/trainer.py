@@ -22,8 +22,8 @@ import torch
 from foundry.checkpointing.world import Schedule, at_world, saved_schedule
 from foundry.config import FoundryConfig, TrainConfig
 from foundry.core import run_tags
+from foundry.core.energy import write_units
 from foundry.core.workload import Workload, for_data
-from foundry.energy.record import write_units
 from foundry.runtime.arithmetic import arithmetic, compiles, cpu_threads, resolve_precision, uses_gpu
 from foundry.runtime.cpu_features import RESOLVED_PRECISION_TAG
 from foundry.training.adapters import lora_spec, save_peft_adapter

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from foundry.energy.meter import ESTIMATE, EnergyMeter, Rapl, estimated_joules
+from foundry.core.energy import ESTIMATE
+from foundry.energy.meter import EnergyMeter, Rapl, estimated_joules
 
 WRAP = 262_143_328_850  # a package's max_energy_range_uj as one kernel reports it
 

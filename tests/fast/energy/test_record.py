@@ -1,12 +1,11 @@
-"""foundry.energy.record: a run's stages added up, their MLflow metrics and tags, grams of CO2 at the grid's
+"""foundry.core.energy: a run's stages added up, their MLflow metrics and tags, grams of CO2 at the grid's
 intensity, the card's and the summary's lines, `energy.json` and the Hugging Face metadata from a run's record."""
 
 from __future__ import annotations
 
 import pytest
 
-from foundry.energy.meter import ESTIMATE, Reading
-from foundry.energy.record import RunEnergy, StageEnergy, co2_eq_emissions, read_units, write_units
+from foundry.core.energy import ESTIMATE, Reading, RunEnergy, StageEnergy, co2_eq_emissions, read_units, write_units
 
 TRAIN = StageEnergy("train", Reading(720.0, 60.0, ESTIMATE, 720.0, 0.0, 72.0, 10.0), units=36_000, unit="token")
 EVALUATE = StageEnergy("evaluate", Reading(3600.0, 10.0, "nvml+rapl", 600.0, 3000.0), units=0)

@@ -12,9 +12,8 @@ from helpers_registry import new_run
 
 from foundry.cli import main
 from foundry.config import EnergyConfig
+from foundry.core.energy import ESTIMATE, Reading, StageEnergy
 from foundry.core.run_tags import STAGE
-from foundry.energy.meter import ESTIMATE, Reading
-from foundry.energy.record import StageEnergy
 from foundry.energy.tracked import record
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from foundry.energy.meter import ESTIMATE
+from foundry.core.energy import ESTIMATE
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""foundry.energy.plan: a training's FLOPs as the model counts them, its time and energy from a peak and a power
+"""foundry.training.energy_plan: a training's FLOPs as the model counts them, its time and energy from a peak and a power
 figure, and `foundry plan`'s lines."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from conftest import REPO_ROOT
 
 from foundry.cli import main
 from foundry.config import load_config
-from foundry.energy.plan import board_watts, flops_per_token, plan, training_tokens
+from foundry.training.energy_plan import board_watts, flops_per_token, plan, training_tokens
 from models.gpt import GPT, GPTConfig
 
 

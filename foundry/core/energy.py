@@ -1,6 +1,7 @@
-"""A run's energy, stage by stage (`RunEnergy`), as its MLflow metrics and tags, its grams of CO2, and the lines the
-model card, the summary and the Hugging Face card show. It lives in `energy.json` in the run's folder, where each
-stage adds itself (`foundry.energy.tracked`); a stage that runs twice (a retried training) adds both runs."""
+"""A run's energy, stage by stage (`RunEnergy` of `StageEnergy`, each a meter's `Reading`: `foundry.energy.meter`),
+as its MLflow metrics and tags, its grams of CO2, and the lines the model card, the summary and the Hugging Face card
+show. It lives in `energy.json` in the run's folder, where each stage adds itself (`foundry.energy.tracked`); a stage
+that runs twice (a retried training) adds both runs. Here, in the core, because the flows' results carry it."""
 
 from __future__ import annotations
 
@@ -9,11 +10,29 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from foundry.energy.meter import ESTIMATE, Reading
-
+ESTIMATE = "estimate:cpu_time"  # the method of a reading estimated from CPU time (`foundry.energy.meter`)
 FILE = "energy.json"
 UNITS_FILE = "trained_units.json"  # beside a training's checkpoints: what its ranks processed
 JOULES_PER_KWH = 3.6e6
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a meter measured: `joules` in all over `seconds` of wall time; `method` the sources added (`+`);
+    `cpu_seconds` and `watts_per_core` the estimate's inputs (0 when the CPU was measured, not estimated);
+    `gpu_joules`/`cpu_joules` the two parts."""
+
+    joules: float
+    seconds: float
+    method: str
+    cpu_joules: float = 0.0
+    gpu_joules: float = 0.0
+    cpu_seconds: float = 0.0
+    watts_per_core: float = 0.0
+
+    @property
+    def estimated(self) -> bool:
+        return ESTIMATE in self.method
 
 
 @dataclass(frozen=True)
