@@ -57,6 +57,12 @@ def test_sft_registers_an_aligned_version_with_lineage_gate_and_card(aligned_mod
         config.align.prompts
     )
     assert "| response_loss |" in version.description and base.model_uri in version.description
+    # Its energy per stage (#59): on the run, in the card and the summary.
+    assert run.data.metrics["energy/train/joules"] > 0 and run.data.metrics["energy/evaluate/joules"] > 0
+    assert run.data.metrics["energy/train/joules_per_token"] > 0 and run.data.tags["energy.train.method"]
+    assert "## Energy" in version.description and "- train: " in version.description
+    assert result.energy.joules == pytest.approx(run.data.metrics["energy/joules"])
+    assert "energy     " in align_summary(result)
     chain = lineage(result.model_uri)
     assert [r.model for r in chain] == [result.model_uri, base.model_uri]
     # The template travels with the version: in model.pt, and as special tokens in its tokenizer.
