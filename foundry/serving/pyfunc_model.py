@@ -29,16 +29,21 @@ iterated (`stream: true`), and `complete_text`, OpenAI's `/v1/completions` (a pr
 `echo`, streamed or not). Both check a request as `predict` does, against the same limits, before generating.
 """
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import mlflow.pyfunc
 import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.models import set_model
+from mlflow.protos.databricks_pb2 import DEADLINE_EXCEEDED
 
 from models.chat import ROLES, saved_template
 from models.chat_completion import Chunks, Reply, ReplyStream, chat_chunks, chat_stream, complete_chat
 from models.generate import Sampling, generate_ids, generate_replies, generate_texts, prompt_ids
 from models.gpt import gpt_from_saved, load_saved
-from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS, saved_limits
+from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS, TimeLimit, saved_limits
 from models.text_completion import (
     chat_logprobs,
     completion_logprobs,
@@ -56,6 +61,26 @@ MAX_TOP_LOGPROBS = 20  # the likeliest tokens a completion lists at each positio
 
 def refused(message: str) -> MlflowException:
     return MlflowException.invalid_parameter_value(message)
+
+
+@contextmanager
+def within_time(limits: dict[str, int]) -> Iterator[None]:
+    """Generation stopped at the request's deadline (`TimeLimit`) as a refusal: DEADLINE_EXCEEDED, which the scoring
+    server answers with HTTP 504, naming the limit and the field that sets the work (`max_tokens`)."""
+    try:
+        yield
+    except TimeLimit as exc:
+        message = (
+            f"max_tokens: generation ran past this version's {limits['max_request_s']} s per request "
+            f"(serving.max_request_s) and was stopped after {exc.tokens} tokens; ask for fewer tokens or rows"
+        )
+        raise MlflowException(message, error_code=DEADLINE_EXCEEDED) from None
+
+
+def timed(chunks: Chunks, limits: dict[str, int]) -> Chunks:
+    """`chunks` (generated as iterated), a `TimeLimit` while iterating raised as `within_time` raises it."""
+    with within_time(limits):
+        yield from chunks
 
 
 def _present(value) -> bool:
@@ -79,7 +104,7 @@ def _whole(value, field: str) -> int:
 
 def sampling(params: dict | None, limits: dict[str, int], length: tuple[str, object] | None = None) -> Sampling:
     """The sampling a request asks for (max_new_tokens, temperature, top_k, seed), checked; absent ones take their
-    defaults.
+    defaults; generation stops `max_request_s` (the version's limit) from now at the latest.
     `length`: (field, value) of a chat-completions request's `max_tokens`, which then stands for max_new_tokens."""
     given = {**DEFAULTS, "max_new_tokens": min(DEFAULTS["max_new_tokens"], limits["max_new_tokens"])}
     given.update({k: v for k, v in (params or {}).items() if v is not None})
@@ -102,7 +127,8 @@ def sampling(params: dict | None, limits: dict[str, int], length: tuple[str, obj
         raise refused(f"params.top_k = {top_k}: must be >= 1, or 0 for no top-k cut")
     if not SEEDS[0] <= seed <= SEEDS[1]:
         raise refused(f"params.seed = {seed}: must be between {SEEDS[0]} and {SEEDS[1]}")
-    return Sampling(max_new_tokens, temperature, top_k or None, seed)
+    deadline = time.monotonic() + limits.get("max_request_s", LIMITS["max_request_s"])
+    return Sampling(max_new_tokens, temperature, top_k or None, seed, deadline)
 
 
 def _messages(row: int, messages, max_turns: int) -> list[dict]:
@@ -315,7 +341,7 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         if chat_logprobs_option(body) is not None:
             raise refused("logprobs: a streamed reply comes without log-probabilities; send stream = false for them")
         reply, model = self._reply_stream(body)
-        return chat_chunks(reply, model, include_usage)
+        return timed(chat_chunks(reply, model, include_usage), getattr(self, "limits", LIMITS))
 
     def answer_chat(self, body: dict) -> dict:
         """A chat-completions request answered whole (`chat.completion`), with what `predict`'s signature does not
@@ -323,8 +349,9 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         position). The same checks and the same reply as `stream_chat`."""
         top = chat_logprobs_option(body)
         stream, model = self._reply_stream(body)
-        for _ in stream:  # generated as iterated
-            pass
+        with within_time(getattr(self, "limits", LIMITS)):
+            for _ in stream:  # generated as iterated
+                pass
         answer = chat_completion(stream.reply, model)
         if top is not None:
             try:
@@ -366,8 +393,9 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
                 field = "prompt" if len(prompts) != 1 else "logprobs"
                 raise refused(f"{field}: a streamed completion is one prompt, without logprobs; send stream = false")
             replies = ReplyStream(self.model, encoded[0], eot, self.tokenizer.decode, chosen, "cmpl", stops)
-            return text_chunks(replies, model, include_usage, prompts[0] if echo else "")
-        generated = self._continuations(encoded, chosen, stops)
+            return timed(text_chunks(replies, model, include_usage, prompts[0] if echo else ""), limits)
+        with within_time(limits):
+            generated = self._continuations(encoded, chosen, stops)
         choices = [
             self._text_choice(i, text, ids, reply, top, echo)
             for i, (text, ids, reply) in enumerate(zip(prompts, encoded, generated, strict=True))
@@ -388,7 +416,7 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         out = []
         for ids, tokens in zip(
             encoded,
-            generate_ids(self.model, encoded, s.max_new_tokens, s.temperature, s.top_k, s.seed, eot),
+            generate_ids(self.model, encoded, s.max_new_tokens, s.temperature, s.top_k, s.seed, eot, s.deadline),
             strict=True,
         ):
             stopped = len(tokens) < s.max_new_tokens
@@ -412,10 +440,11 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame | dict:
         limits = getattr(self, "limits", LIMITS)
         request = completion_request(model_input)
-        if request is not None:
-            return self._complete(model_input, request, params, limits)
-        chosen = sampling(params, limits)
-        return pd.DataFrame({"completion": self._generate(checked_rows(model_input, limits), chosen)})
+        with within_time(limits):
+            if request is not None:
+                return self._complete(model_input, request, params, limits)
+            chosen = sampling(params, limits)
+            return pd.DataFrame({"completion": self._generate(checked_rows(model_input, limits), chosen)})
 
 
 # MLflow runs this file to load a version: it takes the model from here.
