@@ -30,6 +30,11 @@ class Sampling:
     deadline: float | None = None
 
 
+def deadline_after(seconds: float) -> float:
+    """The `Sampling.deadline` `seconds` from now."""
+    return time.monotonic() + seconds
+
+
 class RowDraws:
     """One row's random draws, as generating it alone makes them: `torch.multinomial` from its own generator,
     seeded with `seed`, once per token.

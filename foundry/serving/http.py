@@ -20,8 +20,11 @@ have. This app is MLflow's own with more routes:
 Every body posted to `/invocations` or an OpenAI route is read by `BoundedBody` before any route sees it:
 over the version's `max_body_bytes` (its `serving` config; `MAX_BODY_BYTES` for a version that saved none) it is
 answered 413 as soon as its `Content-Length`, or the bytes read so far when it is chunked, pass the limit; a JSON body
-that does not parse or nests deeper than `MAX_JSON_DEPTH` is answered 400. Both in OpenAI's error shape, on both
+that does not parse or nests deeper than `MAX_JSON_DEPTH` is answered 400, and so is one holding a list longer than
+the version's turns or rows allow, or (an image classifier) a text longer than its largest image's base64
+(`check_sizes`: before MLflow makes a frame of every item or decodes the text). All in OpenAI's error shape, on both
 routes: MLflow's own app answers a body it cannot parse in its own shape, and one nested 1,000 deep with a bare 500.
+A refusal while a streamed answer is generated (the version's `max_request_s`) ends the stream with an error event.
 
 Loopback only unless `allow_remote`: the server has no authentication, and anyone who reaches it can generate.
 """

@@ -13,8 +13,10 @@ A request is checked before any generation: its rows, each row's text and the sa
 against the limits saved with the version (its `model_config`; `LIMITS` for a version logged before
 there were any). A refusal is an `MlflowException` of INVALID_PARAMETER_VALUE, which the scoring
 server answers with HTTP 400; its message names the field and the limit; a chat's turns are counted before any is
-read. All rows of a request are generated in one call. A request's text is encoded as text (`models.tokens.text_only`):
-a user's `<|endoftext|>` or `<|user|>` is never the control token, which only the template puts in, by id.
+read, and a chat is encoded turn by turn only as far as the context holds it. All rows of a request are generated in
+one call, and generation stops at the version's `max_request_s`: DEADLINE_EXCEEDED (HTTP 504) naming it. A request's
+text is encoded as text (`models.tokens.text_only`): a user's `<|endoftext|>` or `<|user|>` is never the control
+token, which only the template puts in, by id.
 
 A request that names one of the chat-completions fields (`model`, `max_tokens`, `max_completion_tokens`,
 `n`, `stream`: OpenAI's names, optional columns of the signature) beside its `messages` is one chat
@@ -29,10 +31,6 @@ iterated (`stream: true`), and `complete_text`, OpenAI's `/v1/completions` (a pr
 `echo`, streamed or not). Both check a request as `predict` does, against the same limits, before generating.
 """
 
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import mlflow.pyfunc
 import pandas as pd
 from mlflow.exceptions import MlflowException
@@ -41,7 +39,7 @@ from mlflow.protos.databricks_pb2 import DEADLINE_EXCEEDED
 
 from models.chat import ROLES, saved_template
 from models.chat_completion import Chunks, Reply, ReplyStream, chat_chunks, chat_stream, complete_chat
-from models.generate import Sampling, generate_ids, generate_replies, generate_texts, prompt_ids
+from models.generate import Sampling, deadline_after, generate_ids, generate_replies, generate_texts, prompt_ids
 from models.gpt import gpt_from_saved, load_saved
 from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS, TimeLimit, saved_limits
 from models.text_completion import (
@@ -63,23 +61,28 @@ def refused(message: str) -> MlflowException:
     return MlflowException.invalid_parameter_value(message)
 
 
-@contextmanager
-def within_time(limits: dict[str, int]) -> Iterator[None]:
-    """Generation stopped at the request's deadline (`TimeLimit`) as a refusal: DEADLINE_EXCEEDED, which the scoring
-    server answers with HTTP 504, naming the limit and the field that sets the work (`max_tokens`)."""
-    try:
-        yield
-    except TimeLimit as exc:
-        message = (
-            f"max_tokens: generation ran past this version's {limits['max_request_s']} s per request "
-            f"(serving.max_request_s) and was stopped after {exc.tokens} tokens; ask for fewer tokens or rows"
-        )
-        raise MlflowException(message, error_code=DEADLINE_EXCEEDED) from None
+class InTime:  # a class, not `contextlib.contextmanager`: the leaf imports nothing but its runtime
+    """Generation stopped at the request's deadline (`TimeLimit`) raised as a refusal: DEADLINE_EXCEEDED, which the
+    scoring server answers with HTTP 504, naming the limit and the field that sets the work (`max_tokens`)."""
+
+    def __init__(self, limits: dict[str, int]):
+        self.limits = limits
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, traceback) -> None:
+        if isinstance(exc, TimeLimit):
+            message = (
+                f"max_tokens: generation ran past this version's {self.limits['max_request_s']} s per request "
+                f"(serving.max_request_s) and was stopped after {exc.tokens} tokens; ask for fewer tokens or rows"
+            )
+            raise MlflowException(message, error_code=DEADLINE_EXCEEDED) from None
 
 
 def timed(chunks: Chunks, limits: dict[str, int]) -> Chunks:
-    """`chunks` (generated as iterated), a `TimeLimit` while iterating raised as `within_time` raises it."""
-    with within_time(limits):
+    """`chunks` (generated as iterated), a `TimeLimit` while iterating raised as `InTime` raises it."""
+    with InTime(limits):
         yield from chunks
 
 
@@ -127,7 +130,7 @@ def sampling(params: dict | None, limits: dict[str, int], length: tuple[str, obj
         raise refused(f"params.top_k = {top_k}: must be >= 1, or 0 for no top-k cut")
     if not SEEDS[0] <= seed <= SEEDS[1]:
         raise refused(f"params.seed = {seed}: must be between {SEEDS[0]} and {SEEDS[1]}")
-    deadline = time.monotonic() + limits.get("max_request_s", LIMITS["max_request_s"])
+    deadline = deadline_after(limits.get("max_request_s", LIMITS["max_request_s"]))
     return Sampling(max_new_tokens, temperature, top_k or None, seed, deadline)
 
 
@@ -349,7 +352,7 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         position). The same checks and the same reply as `stream_chat`."""
         top = chat_logprobs_option(body)
         stream, model = self._reply_stream(body)
-        with within_time(getattr(self, "limits", LIMITS)):
+        with InTime(getattr(self, "limits", LIMITS)):
             for _ in stream:  # generated as iterated
                 pass
         answer = chat_completion(stream.reply, model)
@@ -394,7 +397,7 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
                 raise refused(f"{field}: a streamed completion is one prompt, without logprobs; send stream = false")
             replies = ReplyStream(self.model, encoded[0], eot, self.tokenizer.decode, chosen, "cmpl", stops)
             return timed(text_chunks(replies, model, include_usage, prompts[0] if echo else ""), limits)
-        with within_time(limits):
+        with InTime(limits):
             generated = self._continuations(encoded, chosen, stops)
         choices = [
             self._text_choice(i, text, ids, reply, top, echo)
@@ -440,7 +443,7 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame | dict:
         limits = getattr(self, "limits", LIMITS)
         request = completion_request(model_input)
-        with within_time(limits):
+        with InTime(limits):
             if request is not None:
                 return self._complete(model_input, request, params, limits)
             chosen = sampling(params, limits)
