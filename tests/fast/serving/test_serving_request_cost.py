@@ -60,12 +60,14 @@ def test_400000_empty_turns_are_refused_in_well_under_a_second(url, path):
     (MLflow took a minute to make a frame of them before the model's turn count refused them)."""
     body = json.dumps({"messages": [{"role": "user", "content": ""}] * 400_000, "max_tokens": 1}).encode()
     assert len(body) > 12_000_000
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     answer = httpx.post(url + path, content=body, headers={"Content-Type": "application/json"}, timeout=120)
-    elapsed = time.monotonic() - started
+    elapsed, cpu = time.monotonic() - started, time.process_time() - cpu
     error = _error(answer, 400)
     assert error["param"] == "messages" and error["message"].startswith("messages: a list of 400000 items")
-    assert elapsed < 1.0, f"{elapsed:.2f} s"
+    # CPU of this process, server and client: what the request cost, however busy the machine; the time it took
+    # is bounded looser for that (about 0.6 s on an idle one, mostly json.loads of 12 MB).
+    assert cpu < 1.0 and elapsed < 3.0, f"{cpu:.2f} s of CPU, {elapsed:.2f} s"
 
 
 class CountingTokenizer:
