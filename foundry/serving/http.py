@@ -170,7 +170,7 @@ def check_sizes(body, bounds: Bounds) -> None:
     text of more than `bounds.chars` characters: no request to the version needs one, and the model would refuse it
     only after MLflow has made a frame of every item (400,000 empty turns: a minute) or base64-decoded the text (an
     image's). Walked from the top, a long list refused before its items are looked at."""
-    stack = [("body", body)]
+    stack, kinds = [("body", body)], (dict, list) if bounds.chars is None else (dict, list, str)
     while stack:
         key, node = stack.pop()
         if isinstance(node, str) and bounds.chars is not None and len(node) > bounds.chars:
@@ -187,7 +187,7 @@ def check_sizes(body, bounds: Bounds) -> None:
             )
         if isinstance(node, dict | list):
             items = node.items() if isinstance(node, dict) else ((key, child) for child in node)
-            stack.extend((name, child) for name, child in items if isinstance(child, dict | list | str))
+            stack.extend((name, child) for name, child in items if isinstance(child, kinds))
 
 
 def _is_json(headers: dict[bytes, bytes]) -> bool:

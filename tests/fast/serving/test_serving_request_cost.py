@@ -144,7 +144,7 @@ def test_a_request_past_max_request_s_gets_504_within_the_bound_and_stops(url, n
     started = time.monotonic()
     short = httpx.post(f"{url}/v1/chat/completions", json={"messages": CHAT, "max_tokens": 2}, timeout=60)
     assert short.status_code == 200 and short.json()["usage"]["completion_tokens"] == 2, short.text
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < SLACK_S
 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
