@@ -45,7 +45,7 @@ def complete_chat(
     ids = prompt_ids(model, tokenizer, template, messages)
     end = template.token_id(tokenizer, template.end)
     s = sampling
-    [content] = generate_ids(model, [ids], s.max_new_tokens, s.temperature, s.top_k, s.seed, end)
+    [content] = generate_ids(model, [ids], s.max_new_tokens, s.temperature, s.top_k, s.seed, end, s.deadline)
     stopped = len(content) < s.max_new_tokens  # `generate_ids` leaves the end marker out; only it ends a row early
     return Reply(
         text=template.decode_reply(tokenizer, content),
@@ -117,7 +117,9 @@ class ReplyStream:
 
     def __iter__(self) -> Iterator[str]:
         s, count, ended = self.sampling, 0, False
-        steps = generated_steps(self.model, [self.ids], s.max_new_tokens, s.temperature, s.top_k, s.seed, self.end)
+        steps = generated_steps(
+            self.model, [self.ids], s.max_new_tokens, s.temperature, s.top_k, s.seed, self.end, s.deadline
+        )
         for [(_, token)] in steps:
             if token == self.end:
                 ended = True

@@ -5,6 +5,7 @@ each with its own random generator seeded with `seed`: a prompt's completion is 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -12,19 +13,26 @@ import torch
 
 from models.gpt import GPT, sampling_probs
 from models.kv_cache import Decoder
-from models.request_limits import DEFAULTS
+from models.request_limits import DEFAULTS, TimeLimit
 from models.tokens import EOT
 
 
 @dataclass(frozen=True)
 class Sampling:
     """How a request's tokens are drawn: up to `max_new_tokens`, at `temperature`, from the `top_k` likeliest
-    (None: all; 1: greedy), each row's generator seeded with `seed`. The defaults are the served model's."""
+    (None: all; 1: greedy), each row's generator seeded with `seed`, until `deadline` (`time.monotonic()`; None:
+    none) at the latest. The defaults are the served model's."""
 
     max_new_tokens: int = DEFAULTS["max_new_tokens"]
     temperature: float = DEFAULTS["temperature"]
     top_k: int | None = DEFAULTS["top_k"]
     seed: int = DEFAULTS["seed"]
+    deadline: float | None = None
+
+
+def deadline_after(seconds: float) -> float:
+    """The `Sampling.deadline` `seconds` from now."""
+    return time.monotonic() + seconds
 
 
 class RowDraws:
@@ -76,15 +84,19 @@ def generated_steps(
     top_k: int | None,
     seed: int,
     stop_token: int | None,
+    deadline: float | None = None,
 ) -> Iterator[list[tuple[int, int]]]:
     """Each step's (row, token) of the rows still going, as soon as the step has chosen them; a row's token is
     `stop_token` once, at the step it stops (then it leaves the batch; the others go on as before). Row i draws
-    what `model.generate` draws for prompt i alone with `torch.Generator().manual_seed(seed)`."""
+    what `model.generate` draws for prompt i alone with `torch.Generator().manual_seed(seed)`. Past `deadline`
+    (`time.monotonic()`), `TimeLimit` instead of the next step: no step starts after it."""
     draws = [RowDraws(seed) for _ in prompts]
     decoder = Decoder(model, prompts)
-    for _ in range(max_new_tokens):
+    for step in range(max_new_tokens):
         if not decoder.active:
             break
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeLimit(step)
         chosen = choose(decoder.next_logits(), temperature, top_k, [draws[row] for row in decoder.active])
         decoder.push(chosen)
         yield list(zip(decoder.active, chosen, strict=True))
@@ -99,11 +111,12 @@ def generate_ids(
     top_k: int | None,
     seed: int,
     stop_token: int | None,
+    deadline: float | None = None,
 ) -> list[list[int]]:
     """The tokens generated after each prompt, up to (without) `stop_token`: row i is what
-    `model.generate` gives prompt i alone with `torch.Generator().manual_seed(seed)`."""
+    `model.generate` gives prompt i alone with `torch.Generator().manual_seed(seed)`; `TimeLimit` past `deadline`."""
     out: list[list[int]] = [[] for _ in prompts]
-    for step in generated_steps(model, prompts, max_new_tokens, temperature, top_k, seed, stop_token):
+    for step in generated_steps(model, prompts, max_new_tokens, temperature, top_k, seed, stop_token, deadline):
         for row, token in step:
             if token != stop_token:
                 out[row].append(token)
@@ -120,17 +133,30 @@ def generate_texts(
     eot = tokenizer.token_to_id(EOT)
     encoded = [tokenizer.encode(str(prompt)).ids or [eot] for prompt in prompts]
     s = sampling
-    generated = generate_ids(model, encoded, s.max_new_tokens, s.temperature, s.top_k, s.seed, eot)
+    generated = generate_ids(model, encoded, s.max_new_tokens, s.temperature, s.top_k, s.seed, eot, s.deadline)
     return [tokenizer.decode(ids) for ids in generated]
 
 
 def prompt_ids(model: GPT, tokenizer, template, messages: list[dict]) -> list[int]:
     """The token ids generation continues from for a chat; a `ValueError` when the template cannot render the chat
-    or the context cannot hold it with room for one token."""
-    ids = template.encode_prompt(tokenizer, messages)
-    if len(ids) >= model.config.block_size:
-        raise ValueError(f"the conversation is {len(ids)} tokens; the context holds {model.config.block_size}")
-    return ids
+    or the context cannot hold it with room for one token. The context bounds the work too: a chat is refused from
+    its count of turns before any is encoded (each takes 2 tokens or more: its marker and the end marker), else
+    encoded turn by turn and refused at the first turn that passes the context, the rest never encoded."""
+    context = model.config.block_size
+    if 2 * len(messages) + 1 >= context:
+        raise ValueError(
+            f"the conversation's {len(messages)} turns take {2 * len(messages) + 1} tokens or more; "
+            f"the context holds {context}"
+        )
+    ids: list[int] = []
+    for turn, message in enumerate(messages):
+        ids += template.encode(tokenizer, [message])[0]  # each turn is encoded on its own: the same ids
+        if len(ids) + 1 >= context:
+            raise ValueError(
+                f"the conversation is {len(ids) + 1} tokens or more by turn {turn} of {len(messages)}; "
+                f"the context holds {context}"
+            )
+    return ids + [template.token_id(tokenizer, template.assistant)]
 
 
 def generate_replies(
@@ -145,5 +171,5 @@ def generate_replies(
     end = template.token_id(tokenizer, template.end)
     encoded = [prompt_ids(model, tokenizer, template, messages) for messages in conversations]
     s = sampling
-    generated = generate_ids(model, encoded, s.max_new_tokens, s.temperature, s.top_k, s.seed, end)
+    generated = generate_ids(model, encoded, s.max_new_tokens, s.temperature, s.top_k, s.seed, end, s.deadline)
     return [template.decode_reply(tokenizer, ids) for ids in generated]

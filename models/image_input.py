@@ -25,6 +25,17 @@ class NotAnImage(ValueError):
     """The bytes are not an image this model reads (corrupt, truncated, another format, too large)."""
 
 
+def image_size(data: bytes) -> tuple[int, int]:
+    """(width, height) from the image's header, no pixel decoded; `NotAnImage` naming why not."""
+    try:
+        with Image.open(io.BytesIO(data), formats=FORMATS) as image:
+            return image.size
+    except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError):
+        raise NotAnImage(f"not a {', '.join(FORMATS)} image Pillow can decode") from None
+    except Image.DecompressionBombWarning:  # only when warnings are errors: the size is still the header's
+        raise NotAnImage("more pixels than Pillow decodes safely") from None
+
+
 def open_image(data: bytes, max_pixels: int) -> Image.Image:
     """The decoded image; `NotAnImage` naming why not. Its size is checked from the header, before decoding."""
     try:

@@ -39,3 +39,10 @@ class ServingConfig(_Section):
         description="Largest request body, in bytes, `foundry serve-model` reads for a registered version (JSON as "
         "sent); saved with the version, a larger body gets HTTP 413 before it is parsed.",
     )
+    max_request_s: int = Field(
+        LIMITS["max_request_s"],
+        ge=1,
+        description="Longest a request to a registered version may generate, in seconds of wall-clock time from when "
+        "the model takes it: past it generation stops (no step starts after it) and the request gets HTTP 504, or a "
+        "streamed one an error event; saved with the version.",
+    )

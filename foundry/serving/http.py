@@ -20,8 +20,11 @@ have. This app is MLflow's own with more routes:
 Every body posted to `/invocations` or an OpenAI route is read by `BoundedBody` before any route sees it:
 over the version's `max_body_bytes` (its `serving` config; `MAX_BODY_BYTES` for a version that saved none) it is
 answered 413 as soon as its `Content-Length`, or the bytes read so far when it is chunked, pass the limit; a JSON body
-that does not parse or nests deeper than `MAX_JSON_DEPTH` is answered 400. Both in OpenAI's error shape, on both
+that does not parse or nests deeper than `MAX_JSON_DEPTH` is answered 400, and so is one holding a list longer than
+the version's turns or rows allow, or (an image classifier) a text longer than its largest image's base64
+(`check_sizes`: before MLflow makes a frame of every item or decodes the text). All in OpenAI's error shape, on both
 routes: MLflow's own app answers a body it cannot parse in its own shape, and one nested 1,000 deep with a bare 500.
+A refusal while a streamed answer is generated (the version's `max_request_s`) ends the stream with an error event.
 
 Loopback only unless `allow_remote`: the server has no authentication, and anyone who reaches it can generate.
 """
@@ -32,8 +35,16 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
-from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, MAX_BODY_BYTES
+from models.request_limits import (
+    CHAT_COMPLETION_FIELDS,
+    DEFAULTS,
+    IMAGE_LIMITS,
+    MAX_BODY_BYTES,
+    base64_chars,
+    saved_limits,
+)
 
 DEFAULT_PORT = 8000
 REMOTE_FLAG = "--allow-remote"
@@ -76,13 +87,17 @@ def openai_error(status: int, message: str, code: str | None = None, param: str 
     """A JSON response in OpenAI's error shape; `param` is the request field the message starts with, if any."""
     from fastapi.responses import JSONResponse
 
+    return JSONResponse(error_body(status, message, code, param), status_code=status)
+
+
+def error_body(status: int, message: str, code: str | None = None, param: str | None = None) -> dict:
+    """`openai_error`'s body: `{"error": {"message", "type", "param", "code"}}`."""
     if message.startswith(_PREDICT_PREFIX):  # drop MLflow's echo of the whole parsed input
         message = message.partition("\nError: ")[2] or message
     named = _NAMED_FIELD.match(message)
     param = param or (named.group(1) if named and named.group(1) in PARAMS else None)
     kind = "invalid_request_error" if status < 500 else "server_error"
-    error = {"message": message, "type": kind, "param": param, "code": code}
-    return JSONResponse({"error": error}, status_code=status)
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 class BadBody(ValueError):
@@ -114,8 +129,28 @@ def _nests_deeper(value, limit: int) -> bool:
     return False
 
 
-def parsed_json(raw: bytes):
-    """The body's JSON value; a BadBody when it is not JSON or nests deeper than `MAX_JSON_DEPTH`."""
+class Bounds(NamedTuple):
+    """What no list and no text of a request to a version exceeds: `items` (its turns per chat or its rows, whichever
+    is more) and, for an image classifier, `chars`: the base64 length of its largest image (MLflow decodes a text
+    before the model sees it; a text model checks its own texts, which MLflow hands over as they are)."""
+
+    items: int
+    chars: int | None = None
+
+
+def request_bounds(model_config: dict | None) -> Bounds:
+    """The version's `Bounds`, from the limits it saved (`LIMITS`' where it saved none)."""
+    saved = model_config or {}
+    if "max_image_bytes" in saved:  # an image classifier: its rows' images
+        limits = saved_limits(saved, IMAGE_LIMITS)
+        return Bounds(limits["max_rows"], base64_chars(limits["max_image_bytes"]))
+    limits = saved_limits(saved)
+    return Bounds(max(limits["max_turns"], limits["max_rows"]))
+
+
+def parsed_json(raw: bytes, bounds: Bounds | None = None):
+    """The body's JSON value; a BadBody when it is not JSON, holds a list or a text longer than `bounds` (if given)
+    or nests deeper than `MAX_JSON_DEPTH`."""
     too_deep = f"the body nests lists and objects more than {MAX_JSON_DEPTH} deep; no request here needs that many"
     try:
         body = json.loads(raw)
@@ -123,9 +158,36 @@ def parsed_json(raw: bytes):
         raise BadBody(f"the body is not JSON: {exc}") from None
     except RecursionError:  # json.loads of a body nested about 1,000 deep
         raise BadBody(too_deep) from None
+    if bounds is not None:  # first: it stops at a long list, where the depth walk would visit every item
+        check_sizes(body, bounds)
     if isinstance(body, dict | list) and _nests_deeper(body, MAX_JSON_DEPTH):
         raise BadBody(too_deep)
     return body
+
+
+def check_sizes(body, bounds: Bounds) -> None:
+    """A BadBody naming the first field (the key above it) that holds a list of more than `bounds.items` items or a
+    text of more than `bounds.chars` characters: no request to the version needs one, and the model would refuse it
+    only after MLflow has made a frame of every item (400,000 empty turns: a minute) or base64-decoded the text (an
+    image's). Walked from the top, a long list refused before its items are looked at."""
+    stack, kinds = [("body", body)], (dict, list) if bounds.chars is None else (dict, list, str)
+    while stack:
+        key, node = stack.pop()
+        if isinstance(node, str) and bounds.chars is not None and len(node) > bounds.chars:
+            raise BadBody(
+                f"{key}: a text of {len(node)} characters; no text in a request to this version is longer than "
+                f"{bounds.chars}, the base64 of its largest image, so it is refused before it is decoded",
+                key if key in PARAMS else None,
+            )
+        if isinstance(node, list) and len(node) > bounds.items:
+            raise BadBody(
+                f"{key}: a list of {len(node)} items; no list in a request to this version holds more than "
+                f"{bounds.items} (its serving.max_turns and max_rows), so it is refused before any item is read",
+                key if key in PARAMS else None,
+            )
+        if isinstance(node, dict | list):
+            items = node.items() if isinstance(node, dict) else ((key, child) for child in node)
+            stack.extend((name, child) for name, child in items if isinstance(child, kinds))
 
 
 def _is_json(headers: dict[bytes, bytes]) -> bool:
@@ -137,8 +199,8 @@ class BoundedBody:
     from `Content-Length` before reading and from the bytes read), a JSON one parsed once to refuse what is not JSON
     or nests too deep (400), then handed to the route as it came. Other requests pass untouched."""
 
-    def __init__(self, app, max_body_bytes: int):
-        self.app, self.limit = app, max_body_bytes
+    def __init__(self, app, max_body_bytes: int, bounds: Bounds):
+        self.app, self.limit, self.bounds = app, max_body_bytes, bounds
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in BODY_ROUTES:
@@ -160,9 +222,9 @@ class BoundedBody:
         raw = b"".join(chunks)
         if scope["path"] in OPENAI_ROUTES or _is_json(headers):
             try:
-                parsed_json(raw)
+                parsed_json(raw, self.bounds)
             except BadBody as exc:
-                return await openai_error(400, str(exc), "invalid_request")(scope, receive, send)
+                return await openai_error(400, str(exc), "invalid_request", exc.param)(scope, receive, send)
         replayed = False
 
         async def replay():
@@ -214,9 +276,16 @@ def openai_body(raw: bytes, model_id: str, required: str, honoured: set[str], ki
 
 
 def server_sent_events(chunks: Iterator[dict]) -> Iterator[str]:
-    """Each chunk as one server-sent event, `data: [DONE]` after the last, as OpenAI ends a stream."""
-    for chunk in chunks:
-        yield f"data: {json.dumps(chunk)}\n\n"
+    """Each chunk as one server-sent event, `data: [DONE]` after the last, as OpenAI ends a stream. A refusal while
+    the chunks are generated (the request's time limit: `serving.max_request_s`) comes as one more event, an error in
+    OpenAI's shape (which the OpenAI SDK raises), then `[DONE]`: the status line has gone already."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        for chunk in chunks:
+            yield f"data: {json.dumps(chunk)}\n\n"
+    except MlflowException as exc:
+        yield f"data: {json.dumps(error_body(exc.get_http_status_code(), exc.message, exc.error_code))}\n\n"
     yield "data: [DONE]\n\n"
 
 
@@ -234,9 +303,9 @@ def build_app(model, model_id: str):
     from mlflow.pyfunc.scoring_server import CONTENT_TYPE_JSON, init, invocations
 
     app = init(model)
-    app.add_middleware(
-        BoundedBody, max_body_bytes=int((model.model_config or {}).get("max_body_bytes", MAX_BODY_BYTES))
-    )
+    saved = model.model_config or {}
+    max_body_bytes = int(saved.get("max_body_bytes", MAX_BODY_BYTES))
+    app.add_middleware(BoundedBody, max_body_bytes=max_body_bytes, bounds=request_bounds(saved))
     schema = model.metadata.get_input_schema()
     created = int(time.time())
 

@@ -48,7 +48,7 @@ def log_model(run_id: str, checkpoint: Path, tokenizer: Path, limits: Mapping[st
     import mlflow
     import pandas as pd
 
-    limits = {key: int((limits or LIMITS)[key]) for key in LIMITS}
+    limits = {key: int((limits or LIMITS).get(key, LIMITS[key])) for key in LIMITS}
 
     with mlflow.start_run(run_id=run_id):
         info = mlflow.pyfunc.log_model(

@@ -13,8 +13,10 @@ A request is checked before any generation: its rows, each row's text and the sa
 against the limits saved with the version (its `model_config`; `LIMITS` for a version logged before
 there were any). A refusal is an `MlflowException` of INVALID_PARAMETER_VALUE, which the scoring
 server answers with HTTP 400; its message names the field and the limit; a chat's turns are counted before any is
-read. All rows of a request are generated in one call. A request's text is encoded as text (`models.tokens.text_only`):
-a user's `<|endoftext|>` or `<|user|>` is never the control token, which only the template puts in, by id.
+read, and a chat is encoded turn by turn only as far as the context holds it. All rows of a request are generated in
+one call, and generation stops at the version's `max_request_s`: DEADLINE_EXCEEDED (HTTP 504) naming it. A request's
+text is encoded as text (`models.tokens.text_only`): a user's `<|endoftext|>` or `<|user|>` is never the control
+token, which only the template puts in, by id.
 
 A request that names one of the chat-completions fields (`model`, `max_tokens`, `max_completion_tokens`,
 `n`, `stream`: OpenAI's names, optional columns of the signature) beside its `messages` is one chat
@@ -33,12 +35,13 @@ import mlflow.pyfunc
 import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.models import set_model
+from mlflow.protos.databricks_pb2 import DEADLINE_EXCEEDED
 
 from models.chat import ROLES, saved_template
 from models.chat_completion import Chunks, Reply, ReplyStream, chat_chunks, chat_stream, complete_chat
-from models.generate import Sampling, generate_ids, generate_replies, generate_texts, prompt_ids
+from models.generate import Sampling, deadline_after, generate_ids, generate_replies, generate_texts, prompt_ids
 from models.gpt import gpt_from_saved, load_saved
-from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS, saved_limits
+from models.request_limits import CHAT_COMPLETION_FIELDS, DEFAULTS, LIMITS, TimeLimit, saved_limits
 from models.text_completion import (
     chat_logprobs,
     completion_logprobs,
@@ -56,6 +59,31 @@ MAX_TOP_LOGPROBS = 20  # the likeliest tokens a completion lists at each positio
 
 def refused(message: str) -> MlflowException:
     return MlflowException.invalid_parameter_value(message)
+
+
+class InTime:  # a class, not `contextlib.contextmanager`: the leaf imports nothing but its runtime
+    """Generation stopped at the request's deadline (`TimeLimit`) raised as a refusal: DEADLINE_EXCEEDED, which the
+    scoring server answers with HTTP 504, naming the limit and the field that sets the work (`max_tokens`)."""
+
+    def __init__(self, limits: dict[str, int]):
+        self.limits = limits
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, traceback) -> None:
+        if isinstance(exc, TimeLimit):
+            message = (
+                f"max_tokens: generation ran past this version's {self.limits['max_request_s']} s per request "
+                f"(serving.max_request_s) and was stopped after {exc.tokens} tokens; ask for fewer tokens or rows"
+            )
+            raise MlflowException(message, error_code=DEADLINE_EXCEEDED) from None
+
+
+def timed(chunks: Chunks, limits: dict[str, int]) -> Chunks:
+    """`chunks` (generated as iterated), a `TimeLimit` while iterating raised as `InTime` raises it."""
+    with InTime(limits):
+        yield from chunks
 
 
 def _present(value) -> bool:
@@ -79,7 +107,7 @@ def _whole(value, field: str) -> int:
 
 def sampling(params: dict | None, limits: dict[str, int], length: tuple[str, object] | None = None) -> Sampling:
     """The sampling a request asks for (max_new_tokens, temperature, top_k, seed), checked; absent ones take their
-    defaults.
+    defaults; generation stops `max_request_s` (the version's limit) from now at the latest.
     `length`: (field, value) of a chat-completions request's `max_tokens`, which then stands for max_new_tokens."""
     given = {**DEFAULTS, "max_new_tokens": min(DEFAULTS["max_new_tokens"], limits["max_new_tokens"])}
     given.update({k: v for k, v in (params or {}).items() if v is not None})
@@ -102,7 +130,8 @@ def sampling(params: dict | None, limits: dict[str, int], length: tuple[str, obj
         raise refused(f"params.top_k = {top_k}: must be >= 1, or 0 for no top-k cut")
     if not SEEDS[0] <= seed <= SEEDS[1]:
         raise refused(f"params.seed = {seed}: must be between {SEEDS[0]} and {SEEDS[1]}")
-    return Sampling(max_new_tokens, temperature, top_k or None, seed)
+    deadline = deadline_after(limits.get("max_request_s", LIMITS["max_request_s"]))
+    return Sampling(max_new_tokens, temperature, top_k or None, seed, deadline)
 
 
 def _messages(row: int, messages, max_turns: int) -> list[dict]:
@@ -315,7 +344,7 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         if chat_logprobs_option(body) is not None:
             raise refused("logprobs: a streamed reply comes without log-probabilities; send stream = false for them")
         reply, model = self._reply_stream(body)
-        return chat_chunks(reply, model, include_usage)
+        return timed(chat_chunks(reply, model, include_usage), getattr(self, "limits", LIMITS))
 
     def answer_chat(self, body: dict) -> dict:
         """A chat-completions request answered whole (`chat.completion`), with what `predict`'s signature does not
@@ -323,8 +352,9 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         position). The same checks and the same reply as `stream_chat`."""
         top = chat_logprobs_option(body)
         stream, model = self._reply_stream(body)
-        for _ in stream:  # generated as iterated
-            pass
+        with InTime(getattr(self, "limits", LIMITS)):
+            for _ in stream:  # generated as iterated
+                pass
         answer = chat_completion(stream.reply, model)
         if top is not None:
             try:
@@ -366,8 +396,9 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
                 field = "prompt" if len(prompts) != 1 else "logprobs"
                 raise refused(f"{field}: a streamed completion is one prompt, without logprobs; send stream = false")
             replies = ReplyStream(self.model, encoded[0], eot, self.tokenizer.decode, chosen, "cmpl", stops)
-            return text_chunks(replies, model, include_usage, prompts[0] if echo else "")
-        generated = self._continuations(encoded, chosen, stops)
+            return timed(text_chunks(replies, model, include_usage, prompts[0] if echo else ""), limits)
+        with InTime(limits):
+            generated = self._continuations(encoded, chosen, stops)
         choices = [
             self._text_choice(i, text, ids, reply, top, echo)
             for i, (text, ids, reply) in enumerate(zip(prompts, encoded, generated, strict=True))
@@ -388,7 +419,7 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
         out = []
         for ids, tokens in zip(
             encoded,
-            generate_ids(self.model, encoded, s.max_new_tokens, s.temperature, s.top_k, s.seed, eot),
+            generate_ids(self.model, encoded, s.max_new_tokens, s.temperature, s.top_k, s.seed, eot, s.deadline),
             strict=True,
         ):
             stopped = len(tokens) < s.max_new_tokens
@@ -412,10 +443,11 @@ class GPTTextGenerator(mlflow.pyfunc.PythonModel):
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame | dict:
         limits = getattr(self, "limits", LIMITS)
         request = completion_request(model_input)
-        if request is not None:
-            return self._complete(model_input, request, params, limits)
-        chosen = sampling(params, limits)
-        return pd.DataFrame({"completion": self._generate(checked_rows(model_input, limits), chosen)})
+        with InTime(limits):
+            if request is not None:
+                return self._complete(model_input, request, params, limits)
+            chosen = sampling(params, limits)
+            return pd.DataFrame({"completion": self._generate(checked_rows(model_input, limits), chosen)})
 
 
 # MLflow runs this file to load a version: it takes the model from here.

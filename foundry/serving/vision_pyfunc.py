@@ -11,8 +11,9 @@ own disk for a caller). In-process, `{"image": [...]}` and a list of `{"image": 
 makes them a DataFrame first). Each image is decoded and fitted exactly as the
 data stage staged the training images (`models.image_input`, with the size, mode and channels saved in
 `model.pt`). A request is checked first, against the limits saved with the version (its `model_config`): rows,
-bytes per image, pixels per image; a refusal is an `MlflowException` of INVALID_PARAMETER_VALUE (HTTP 400)
-naming the row and the limit.
+bytes per image (a base64 text from its length, before it is decoded), then, from every image's header before any
+is decoded, pixels per image, the long side over the short one and the pixels of the whole request; a refusal is an
+`MlflowException` of INVALID_PARAMETER_VALUE (HTTP 400) naming the row and the limit.
 """
 
 import base64
@@ -26,8 +27,8 @@ import torch
 from mlflow.exceptions import MlflowException
 from mlflow.models import set_model
 
-from models.image_input import NotAnImage, pixels
-from models.request_limits import IMAGE_LIMITS, saved_limits
+from models.image_input import NotAnImage, image_size, pixels
+from models.request_limits import IMAGE_LIMITS, base64_chars, saved_limits
 from models.vision import classifier_from_saved
 
 
@@ -46,12 +47,6 @@ def image_values(model_input) -> list:
     raise refused(
         f"the input must be rows with an `image` column or a list of images, not {type(model_input).__name__}"
     )
-
-
-def base64_chars(max_bytes: int) -> int:
-    """The longest base64 text of `max_bytes` bytes: 4 characters per 3 bytes, a line break every 76 of them."""
-    chars = (max_bytes + 2) // 3 * 4
-    return chars + chars // 76 + 2
 
 
 def image_bytes(row: int, value, max_bytes: int) -> bytes:
@@ -82,6 +77,32 @@ def image_bytes(row: int, value, max_bytes: int) -> bytes:
     return bytes(value)
 
 
+def header_size(row: int, data: bytes) -> tuple[int, int]:
+    try:
+        return image_size(data)
+    except NotAnImage as exc:
+        raise refused(f"row {row}: image: {exc}") from None
+
+
+def check_sizes(sizes: list[tuple[int, int]], limits: dict[str, int]) -> None:
+    """The images' sizes (from their headers: nothing is decoded yet) within the version's limits: pixels per image,
+    long side over short side, pixels of the whole request."""
+    for row, (width, height) in enumerate(sizes):
+        if width * height > limits["max_pixels"]:
+            raise refused(f"row {row}: image: {width}x{height} pixels, more than the {limits['max_pixels']} allowed")
+        if max(width, height) > limits["max_aspect_ratio"] * min(width, height):
+            raise refused(
+                f"row {row}: image: {width}x{height} pixels, one side more than {limits['max_aspect_ratio']} times "
+                f"the other (max_aspect_ratio)"
+            )
+    total = sum(width * height for width, height in sizes)
+    if total > limits["max_request_pixels"]:
+        raise refused(
+            f"rows: the images hold {total} pixels together; a request to this version holds at most "
+            f"{limits['max_request_pixels']} (max_request_pixels)"
+        )
+
+
 class ImageClassifierModel(mlflow.pyfunc.PythonModel):
     """Loads the `checkpoint` artifact (model.pt of an image classifier); classifies on CPU."""
 
@@ -105,9 +126,10 @@ class ImageClassifierModel(mlflow.pyfunc.PythonModel):
             raise refused(
                 f"rows: {len(values)} images; a request holds 1 to {limits['max_rows']}, this version's limit"
             )
+        datas = [image_bytes(row, value, limits["max_image_bytes"]) for row, value in enumerate(values)]
+        check_sizes([header_size(row, data) for row, data in enumerate(datas)], limits)
         images = []
-        for row, value in enumerate(values):
-            data = image_bytes(row, value, limits["max_image_bytes"])
+        for row, data in enumerate(datas):
             try:
                 images.append(pixels(data, self.size, self.mode, self.channels, limits["max_pixels"]))
             except NotAnImage as exc:
