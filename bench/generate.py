@@ -17,11 +17,21 @@ library source, cut at different lengths), each `--new-tokens` long:
 - Foundry, uncached: one prompt at a time through `GPT.generate(..., use_cache=False)`, which recomputes the
   whole context for every token, as serving did before.
 Stop tokens are ignored so that all three do the same work: Foundry's `stop_token=None`, transformers'
-`eos_token_id=None` (every row is checked to hold exactly `--new-tokens` new tokens). Foundry and transformers
-alternate, `--repeats` times each, and the median time counts (the uncached way runs once: it is the slow
-one); the same torch threads serve both (`--threads`: on a machine busy with other work, two threads per
-process wait on each other, and every figure drops tenfold and scatters). The last line is the headline (target:
-Foundry >= 1.0x transformers).
+`eos_token_id=None` (every row is checked to hold exactly `--new-tokens` new tokens). After one untimed run of each,
+Foundry and transformers alternate, `--repeats` times each, and the median time counts (the uncached way runs once:
+it is the slow one); the same torch threads serve both (`--threads`: on a machine busy with other work, two threads per
+process wait on each other, and every figure drops tenfold and scatters).
+
+Then the served model's `predict`, as `mlflow.pyfunc` calls it: the version saved with `mlflow.pyfunc.save_model` and
+the arguments `foundry.serving.package.log_model` logs it with (its code, signature, limits), loaded with
+`mlflow.pyfunc.load_model`, and `predict(DataFrame, params)` called on the same texts with greedy sampling
+(`top_k=1`), one untimed run and then `--repeats` times, alternating with `generate_ids` on the ids `predict` encodes
+(the difference is `predict`'s own cost: the signature's checks, the request's, tokenizing, decoding). Twice: `prompt`
+rows on the version (continued as text, stopping at end-of-text) and `messages` rows (one user turn each) on the
+version with the chat template that `foundry align` starts from (`foundry.align.start.chat_base`: the template's
+markers added to the tokenizer, the embedding grown by as many rows; stopping at `<|end|>`). `predict` cannot be told
+to ignore its stop tokens: tokens per second count the tokens generated, and each row's completion is checked to be
+the decoded `generate_ids` output. The last line is the headline (target: Foundry >= 1.0x transformers).
 """
 
 from __future__ import annotations
@@ -131,6 +141,96 @@ def check_lengths(name: str, out: list[list[int]], n: int) -> None:
         )
 
 
+def chat_version(saved: dict, tokenizer_file: Path, folder: Path) -> tuple[dict, Path]:
+    """The version with the chat template, as `foundry align` starts from it (`foundry.align.start.chat_base`): the
+    template's markers added to the tokenizer, the embedding and tied head grown by as many rows."""
+    from tokenizers import Tokenizer
+
+    from models.chat import ChatTemplate, add_chat_tokens, grow_vocabulary
+    from models.gpt import gpt_from_saved
+
+    template, tokenizer = ChatTemplate(), Tokenizer.from_file(str(tokenizer_file))
+    if add_chat_tokens(tokenizer, template) == 0 and saved.get("chat_template"):
+        return saved, tokenizer_file  # an aligned version has them already
+    grown = grow_vocabulary(gpt_from_saved(saved), tokenizer.get_vocab_size())
+    tokenizer.save(str(folder / "chat-tokenizer.json"))
+    payload = {"model_args": grown.config.to_dict(), "state_dict": grown.state_dict()}
+    return {**saved, **payload, "chat_template": template.to_dict()}, folder / "chat-tokenizer.json"
+
+
+def served(saved: dict, tokenizer_file: Path, folder: Path):
+    """The version as `mlflow.pyfunc.load_model` loads it, saved with the arguments `foundry.serving.package.log_model`
+    logs it with (to a folder rather than a run: no tracking server)."""
+    import mlflow.pyfunc
+    import pandas as pd
+
+    from foundry.serving.package import LEAF, MODEL_CODE, REQUIREMENTS, signature
+    from models.request_limits import LIMITS
+
+    folder.mkdir()
+    torch.save(saved, folder / "model.pt")
+    mlflow.pyfunc.save_model(
+        str(folder / "pyfunc"),
+        python_model=str(LEAF),
+        code_paths=[str(MODEL_CODE)],
+        artifacts={"checkpoint": str(folder / "model.pt"), "tokenizer": str(tokenizer_file)},
+        signature=signature(LIMITS),
+        model_config=dict(LIMITS),
+        input_example=pd.DataFrame({"prompt": ["def main():"]}),
+        pip_requirements=str(REQUIREMENTS),
+    )
+    return mlflow.pyfunc.load_model(str(folder / "pyfunc"))
+
+
+def predict_work(loaded, texts: list[str], chat: bool):
+    """The request `predict` gets, and what `generate_ids` is given for the same work: the ids `predict` encodes,
+    its stop token, and how a row's ids decode into its completion."""
+    import pandas as pd
+
+    from models.generate import prompt_ids
+
+    served_model = loaded.unwrap_python_model()
+    model, tokenizer, template = served_model.model, served_model.tokenizer, served_model.template
+    if chat:
+        chats = [[{"role": "user", "content": text}] for text in texts]
+        ids = [prompt_ids(model, tokenizer, template, c) for c in chats]
+        stop = template.token_id(tokenizer, template.end)
+        return pd.DataFrame({"messages": chats}), model, ids, stop, lambda out: template.decode_reply(tokenizer, out)
+    eot = tokenizer.token_to_id(EOT)
+    ids = [tokenizer.encode(text).ids or [eot] for text in texts]
+    return pd.DataFrame({"prompt": texts}), model, ids, eot, tokenizer.decode
+
+
+def time_predict(loaded, texts: list[str], chat: bool, n: int, repeats: int) -> dict:
+    """`predict` and `generate_ids` on the same work, alternating `repeats` times; medians in seconds, the tokens
+    generated (stop tokens end rows early: `predict` cannot ignore them)."""
+    frame, model, ids, stop, decode = predict_work(loaded, texts, chat)
+    params = {"max_new_tokens": n, "temperature": 1.0, "top_k": 1, "seed": 0}
+    loaded.predict(frame, params), generate_ids(model, ids, n, 1.0, 1, 0, stop)  # warm-up, untimed
+    times: dict[str, list[float]] = {"predict": [], "generate_ids": []}
+    for _ in range(repeats):
+        seconds, answer = timed(loaded.predict, frame, params)
+        times["predict"].append(seconds)
+        seconds, out = timed(generate_ids, model, ids, n, 1.0, 1, 0, stop)
+        times["generate_ids"].append(seconds)
+    completions = list(answer["completion"])
+    if completions != [decode(row) for row in out]:
+        raise SystemExit(f"predict's completions are not generate_ids' tokens decoded: {completions[:2]!r:.200}")
+    median = {name: statistics.median(t) for name, t in times.items()}
+    return {**median, "tokens": sum(map(len, out)), "runs": times, "vocabulary": model.config.vocab_size}
+
+
+def report_predict(name: str, result: dict, rows: int, n: int) -> None:
+    runs = ", ".join(f"{s:.3f}" for s in result["runs"]["predict"])
+    extra = result["predict"] - result["generate_ids"]
+    print(
+        f"predict, {name} (vocabulary {result['vocabulary']}): {result['tokens'] / result['predict']:,.0f} tokens/s "
+        f"({result['tokens']} of {rows * n} tokens generated; median of {len(result['runs']['predict'])} runs: "
+        f"{runs} s); generate_ids on the same ids {result['tokens'] / result['generate_ids']:,.0f} tokens/s; "
+        f"predict's own cost {1000 * extra:+.1f} ms a request ({extra / result['generate_ids']:+.0%})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", help="a registered version (models:/NAME@ALIAS); default: random weights")
@@ -163,6 +263,7 @@ def main() -> None:
         if max(map(len, rows)) + args.new_tokens > block:
             raise SystemExit(f"--new-tokens {args.new_tokens} leaves too little of the {block}-token context")
 
+        foundry_cached(model, rows, args.new_tokens), transformers_generate(hf, rows, args.new_tokens, pad)  # warm-up
         times: dict[str, list[float]] = {"foundry": [], "transformers": []}
         for _ in range(args.repeats):
             seconds, ours = timed(foundry_cached, model, rows, args.new_tokens)
@@ -172,6 +273,12 @@ def main() -> None:
         uncached_seconds, before = timed(foundry_uncached, model, rows, args.new_tokens)
         for name, out in (("Foundry", ours), ("transformers", theirs), ("Foundry uncached", before)):
             check_lengths(name, out, args.new_tokens)
+        texts = [tokenizer.decode(row) for row in rows]
+        served_prompts = served(saved, tokenizer_file, folder / "served")
+        by_prompt = time_predict(served_prompts, texts, False, args.new_tokens, args.repeats)
+        chat_saved, chat_tokenizer = chat_version(saved, tokenizer_file, folder)
+        served_chats = served(chat_saved, chat_tokenizer, folder / "served-chat")
+        by_chat = time_predict(served_chats, texts, True, args.new_tokens, args.repeats)
 
     tokens = len(rows) * args.new_tokens
     rate = {name: tokens / statistics.median(t) for name, t in times.items()}
@@ -191,6 +298,8 @@ def main() -> None:
     print(
         f"Foundry, uncached, one prompt at a time (before): {rate['uncached']:,.0f} tokens/s ({uncached_seconds:.3f} s)"
     )
+    report_predict("prompts, continued as text", by_prompt, len(rows), args.new_tokens)
+    report_predict("chats of one user turn, the chat template's version", by_chat, len(rows), args.new_tokens)
     same = sum(a == b for a, b in zip(ours, theirs, strict=True))
     print(
         f"same tokens: Foundry vs transformers {same}/{len(rows)} rows; cached vs uncached "

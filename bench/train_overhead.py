@@ -2,15 +2,16 @@
 
     python bench/train_overhead.py [--steps 150] [--block 1] [--warmup 10] [--set train.batch_size=16 ...]
 
-Both train the default config's GPT with the optimizer training builds for it (params.yaml; the figures in
-bench/README.md were measured with earlier defaults: 3 layers, width 192, learned positions, AdamW) on the
-same `RandomWindows` over synthetic tokens, in this one process, with the same optimizer, schedule and
-clipping. Ours is `foundry.training.trainer`'s Trainer: the windowed metrics
-(loss, lr, tokens/s, step time, data wait) go to a real MLflow run every `train.log_every_n_steps`;
-checkpoints and validation are off (bench/checkpoint.py measures those). The two alternate step by
-step inside one Lightning run (a callback runs the raw step), so load from other work on the
-machine hits both alike. The last line is the headline: total time of ours / total time of raw over
-the same number of steps, MLflow logging included (target <= 1.05x).
+Both train the default config's GPT with the optimizer training builds for it (params.yaml; bench/README.md says which
+model each recorded figure is of) on the same `RandomWindows` over synthetic tokens (`train.batch_size` rows a step
+throughout: no batch ramp), in this one process, with the same optimizer, schedule and clipping. Both in eager float32
+unless `--set train.precision=... --set train.compile=true` say otherwise: the raw loop then autocasts to bf16 where
+the precision resolves to bf16-mixed on this machine and compiles its model as the trainer does (in place). Ours is
+`foundry.training.trainer`'s Trainer: the windowed metrics (loss, lr, tokens/s, step time, data wait) go to a real
+MLflow run every `train.log_every_n_steps`; checkpoints and validation are off (bench/checkpoint.py measures those).
+The two alternate step by step inside one Lightning run (a callback runs the raw step), so load from other work on the
+machine hits both alike. The last line is the headline: total time of ours / total time of raw over the same number of
+steps, MLflow logging included (target <= 1.05x).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class RawLoop:
     def __init__(self, config, tokens):
         import torch
 
+        from foundry.runtime.arithmetic import compiles, resolve_precision
         from models.gpt import GPT, GPTConfig
         from models.lit_base import warmup_cosine
         from models.optim import muon_adamw
@@ -61,6 +63,9 @@ class RawLoop:
         t = self.train = config.train
         torch.manual_seed(t.seed)
         self.model = GPT(GPTConfig(vocab_size=config.tokenizer.vocab_size, **config.model.model_dump()))
+        self.bf16 = resolve_precision(t) == "bf16-mixed"  # Lightning's bf16-mixed on a CPU: autocast to bf16
+        if compiles(t):
+            self.model.compile()  # as the trainer compiles its model
         if t.uses_muon:  # the optimizer training builds for this config
             self.optimizer = muon_adamw(self.model, t.learning_rate, t.muon_learning_rate, t.weight_decay)
         else:
@@ -80,7 +85,8 @@ class RawLoop:
         for _ in range(steps):
             x, y = next(self.batches)
             self.optimizer.zero_grad(set_to_none=True)
-            _, loss = self.model(x, y)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+                _, loss = self.model(x, y)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.train.grad_clip)
             self.optimizer.step()
@@ -146,6 +152,7 @@ def main() -> None:
 
     from foundry.config import load_config
     from foundry.runtime import tracking
+    from foundry.runtime.arithmetic import compiles, resolve_precision
 
     steps = args.warmup + args.steps
     overrides = [
@@ -161,7 +168,8 @@ def main() -> None:
     print(
         f"load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores, torch threads {torch.get_num_threads()}; "
         f"{args.steps} timed steps each, alternating every {args.block}; {config.train.batch_size} x "
-        f"{config.model.block_size} tokens a step; MLflow log every {config.train.log_every_n_steps} steps"
+        f"{config.model.block_size} tokens a step; MLflow log every {config.train.log_every_n_steps} steps; "
+        f"precision {resolve_precision(config.train)}, {'compiled' if compiles(config.train) else 'eager'}"
     )
     run_id = tracking.start_pipeline_run(config, run_name="bench train_overhead")
     with tempfile.TemporaryDirectory() as folder:
