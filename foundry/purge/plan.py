@@ -80,11 +80,31 @@ def _name_pattern(name: str) -> re.Pattern:
     return re.compile(r"(?<![\w./-])" + re.escape(name) + r"(?!\w)")
 
 
-def names_in(text: str, name: str) -> bool:
+@functools.lru_cache(maxsize=4096)
+def _bare_pattern(name: str) -> re.Pattern:
+    return re.compile("^" + re.escape(name) + r"(?::\d+)?$|^" + re.escape(name) + r":\d")
+
+
+def is_bare(name: str) -> bool:
+    """Whether a name is a bare word (`email`: no suffix, no folder, no `:line`), which prose and config lists
+    hold as a word without naming the file."""
+    return not re.search(r"[/\\]|.\.|:\d", name)
+
+
+def names_in(text: str, name: str, whole: bool = True) -> bool:
     """Whether `text` names `name` (a source file or a ledger name, `file:line`) as a whole: between characters
     that cannot be part of a name, so that `file.jsonl:3` is not found in `file.jsonl:30` nor `a.txt` in
-    `data.txt`. The one rule for every place a purge looks for a name (audit, ledger, artifacts, home files)."""
-    return bool(name) and _name_pattern(name).search(text) is not None
+    `data.txt`. A bare word (`is_bare`: `email`) counts only as the whole text or a record's place (`email:3`),
+    never as a word of a sentence or a list (`data.pii`: `['email', 'phone']`); `whole` False (a JSON key, or a
+    string item of a JSON list: `["email", "phone"]` is a list of words) only as a record's place. The one rule for every place a
+    purge looks for a name (audit, ledger, artifacts, home files; Prefect's and MLflow's records add a path's
+    last components: `trace_stores.named_in`)."""
+    if not name:
+        return False
+    if is_bare(name):
+        found = _bare_pattern(name).search(text.strip())
+        return found is not None and (whole or found.group().startswith(name + ":"))
+    return _name_pattern(name).search(text) is not None
 
 
 class Location(_Value):
