@@ -154,8 +154,10 @@ def _every(read) -> list:
 
 def prefect_places_holding(needle: str, wait: bool = False) -> list[str]:
     """Every record Prefect's API shows that holds `needle`, as "<kind> <id>" (kind: flow-run-parameters,
-    flow-run-name, flow-run-state, task-run-state, log, event, deployment-parameters, schedule-parameters). With `wait`, until a log and an event hold it too (both are
-    sent in the background), for up to a minute."""
+    flow-run-name, flow-run-state, task-run-state, log, event, deployment-parameters, schedule-parameters). With
+    `wait`, until a log and an event hold it too and two searches six seconds apart agree (logs and events are
+    sent and stored in the background: a purge searching before the last of them lands would miss it), for up
+    to a minute."""
     import json
     import time
     from datetime import UTC, datetime
@@ -163,7 +165,7 @@ def prefect_places_holding(needle: str, wait: bool = False) -> list[str]:
     from prefect.client.orchestration import get_client
     from prefect.events.filters import EventFilter, EventOccurredFilter
 
-    deadline = time.time() + 60
+    deadline, before = time.time() + 60, None
     while True:
         found = []
         with get_client(sync_client=True) as client:
@@ -196,6 +198,7 @@ def prefect_places_holding(needle: str, wait: bool = False) -> list[str]:
                 events += page.events
             found += [f"event {e.id}" for e in events if needle in e.model_dump_json()]
         kinds = {place.split(" ")[0] for place in found}
-        if not wait or {"log", "event"} <= kinds or time.time() > deadline:
+        if not wait or ({"log", "event"} <= kinds and sorted(found) == before) or time.time() > deadline:
             return found
-        time.sleep(1)
+        before = sorted(found)
+        time.sleep(6)  # longer than the server's event persister waits to flush (5 s)

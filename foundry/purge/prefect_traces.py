@@ -7,7 +7,8 @@ and events (a state-change event repeats the state's message), found through Pre
   (`update_flow_run`, `update_deployment`, `update_deployment_schedule`), each string holding a needle "[purged]";
 - a flow or task run state's message: no route changes a state, so it is rewritten in the store's SQLite file
   when Foundry owns it (`trace_stores.Store`), else left and listed;
-- a log line and an event: no route deletes them, so their rows are deleted in that file, else left and listed.
+- a log line and an event: no route deletes them, so their rows are deleted in that file, else left and listed;
+  so is the event a deployment's update emits, which quotes its parameters as they were (`_echoes`).
 
 A store that cannot be read is `PrefectUnreadable` (fail closed); no store at all (the temporary server's
 database not a file) is "nothing there", as for the artifacts.
@@ -15,8 +16,9 @@ database not a file) is "nothing there", as for the artifacts.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID
 
@@ -27,6 +29,7 @@ from foundry.purge.trace_stores import Store, TraceNeedles, count
 
 PAGE = 200  # the server's largest page
 EVENT_PAGE = 50  # the events route's largest
+ECHO_WAIT_S = 30  # how long `remove` waits for the events its own changes emit to be stored
 # kind -> (table, id column): the rows changed in Foundry's own store
 TABLES = {
     "flow run state": ("flow_run_state", "id"),
@@ -129,14 +132,41 @@ def scan(home: Path, needles: TraceNeedles) -> list[TraceHit]:
 
 
 def remove(home: Path, needles: TraceNeedles, hits: list[TraceHit], counts: dict[str, int]) -> Store:
-    """Each hit changed as its action says; the `Store` whose `changed` files are to be vacuumed."""
+    """Each hit changed as its action says; the `Store` whose `changed` files are to be vacuumed. A deployment's
+    parameters changed through the API leave an event that quotes them as they were (`_echoes`): deleted too."""
     found = store(home)
     api = [h for h in hits if h.how == "api"]
     if api:
+        since = datetime.now(UTC) - timedelta(minutes=1)  # the server's clock may differ a little from ours
         prefect_runs.with_client(lambda client: [count(counts, h, _through_api(client, h, needles)) for h in api])
+        if updated := {h.id for h in api if h.kind == "deployment parameters"}:
+            echoes = prefect_runs.with_client(lambda client: _echoes(client, updated, since, needles))
+            hits = hits + [e for e in (_held("event", i, found) for i in echoes) if e.how == "sqlite"]
     for hit in (h for h in hits if h.how == "sqlite"):
         count(counts, hit, _in_file(found, hit, needles))
     return found
+
+
+def _echoes(client, deployments: set[str], since: datetime, needles: TraceNeedles) -> list[str]:
+    """The ids of the `prefect.deployment.updated` events the purge's own updates of `deployments` emitted,
+    which quote the parameters as they were ("from"). The server stores events in batches (every 5 s by
+    default), so they are waited for, up to `ECHO_WAIT_S`: the purge's second search would otherwise run
+    before they land and call the store clean. Those of a store Foundry does not own stay, and that search
+    lists them as left."""
+    from prefect.events.filters import EventFilter, EventNameFilter, EventOccurredFilter, EventResourceFilter
+
+    wanted = EventFilter(
+        occurred=EventOccurredFilter(since=since),
+        event=EventNameFilter(name=["prefect.deployment.updated"]),
+        resource=EventResourceFilter(id=[f"prefect.deployment.{d}" for d in sorted(deployments)]),
+    )
+    deadline = time.monotonic() + ECHO_WAIT_S
+    while True:
+        events = client.read_events(filter=wanted, limit=EVENT_PAGE).events
+        landed = {e.resource.id.removeprefix("prefect.deployment.") for e in events}
+        if deployments <= landed or time.monotonic() > deadline:
+            return [str(e.id) for e in events if needles.in_value(e.model_dump(mode="json", exclude={"id"}))]
+        time.sleep(1)
 
 
 def _through_api(client, hit: TraceHit, needles: TraceNeedles) -> int:
