@@ -175,13 +175,16 @@ class HomeHit(_Value):
 
 
 class TraceHit(_Value):
-    """A record Prefect or MLflow keeps in its own store (not a file) that holds a needle: a flow run's parameters,
-    a run state's message, a log line, an event; a run's params, tags or dataset inputs, a registered version's or
-    model's tags or description (`purge_traces`). Named by ids and key names, never by the text."""
+    """A record Prefect or MLflow keeps in its own store (not a file) that holds a needle: a flow run's parameters
+    or name, a deployment's or its schedule's parameters, a run state's message, a log line, an event; a run's
+    params, tags, name or dataset inputs, a registered version's or model's tags or description (`purge_traces`).
+    Named by ids and key names, never by the text."""
 
     store: Literal["prefect", "mlflow"]
     kind: str  # "flow run parameters", "task run state", "log", "run params", "version description"...
-    id: str  # the flow run, state, log or event id; the MLflow run id; models:/NAME/VERSION; a model's name
+    # the flow run, deployment (DEPLOYMENT/SCHEDULE), state, log or event id; the MLflow run id;
+    # models:/NAME/VERSION; a model's name
+    id: str
     keys: tuple[str, ...] = ()  # the parameters, params or tags holding one (their names), or the dataset digests
     # redact: the value replaced by "[purged]"; delete: the record deleted; left: neither can be done (the
     # purge record lists it). `how`: through the store's API, or in the SQLite file of Foundry's own store.
