@@ -111,6 +111,37 @@ def traces_flow(path: str) -> None:
     reads(path)
 
 
+def named_flow_run(path: str) -> None:
+    """A flow run named after the single-file source `path` as `flows/evaluate.py` names one
+    (`evaluate-<file name>`), whose parameters do not name it: its name, and the engine's log lines and events
+    that quote the name, are all that hold it."""
+    from prefect import flow
+
+    @flow(name="named", flow_run_name=f"evaluate-{path.rsplit('/', 1)[-1]}")
+    def named(data: str) -> None:
+        pass
+
+    named("0123abcd")
+
+
+def deployment_naming(path: str) -> str:
+    """A deployment whose parameters and whose schedule's name the single-file source `path` (a nightly
+    evaluation, as `foundry up` serves one), beside a config list that only shares words with a name; its id."""
+    from datetime import timedelta
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import DeploymentScheduleCreate
+    from prefect.client.schemas.schedules import IntervalSchedule
+
+    with get_client(sync_client=True) as client:
+        flow_id = client.create_flow_from_name("evaluate")
+        schedule = DeploymentScheduleCreate(
+            schedule=IntervalSchedule(interval=timedelta(days=1)), active=False, parameters={"data": path}
+        )
+        parameters = {"data": path, "config": {"data": {"pii": ["email", "phone"]}}}
+        return str(client.create_deployment(flow_id, "nightly-eval", parameters=parameters, schedules=[schedule]))
+
+
 def _every(read) -> list:
     """Every record a paged Prefect read returns (`read(offset)`, 200 a page: the server's default limit would
     hide the newest records of a session's shared server behind the first page)."""
@@ -123,8 +154,10 @@ def _every(read) -> list:
 
 def prefect_places_holding(needle: str, wait: bool = False) -> list[str]:
     """Every record Prefect's API shows that holds `needle`, as "<kind> <id>" (kind: flow-run-parameters,
-    flow-run-state, task-run-state, log, event). With `wait`, until a log and an event hold it too (both are
-    sent in the background), for up to a minute."""
+    flow-run-name, flow-run-state, task-run-state, log, event, deployment-parameters, schedule-parameters). With
+    `wait`, until a log and an event hold it too and two searches six seconds apart agree (logs and events are
+    sent and stored in the background: a purge searching before the last of them lands would miss it), for up
+    to a minute."""
     import json
     import time
     from datetime import UTC, datetime
@@ -132,12 +165,13 @@ def prefect_places_holding(needle: str, wait: bool = False) -> list[str]:
     from prefect.client.orchestration import get_client
     from prefect.events.filters import EventFilter, EventOccurredFilter
 
-    deadline = time.time() + 60
+    deadline, before = time.time() + 60, None
     while True:
         found = []
         with get_client(sync_client=True) as client:
             for run in _every(lambda offset: client.read_flow_runs(limit=200, offset=offset)):
                 found += [f"flow-run-parameters {run.id}"] if needle in json.dumps(run.parameters) else []
+                found += [f"flow-run-name {run.id}"] if needle in run.name else []
                 found += [
                     f"flow-run-state {s.id}" for s in client.read_flow_run_states(run.id) if needle in (s.message or "")
                 ]
@@ -146,6 +180,13 @@ def prefect_places_holding(needle: str, wait: bool = False) -> list[str]:
                     f"task-run-state {s.id}"
                     for s in client.read_task_run_states(task.id)
                     if needle in (s.message or "")
+                ]
+            for deployment in _every(lambda offset: client.read_deployments(limit=200, offset=offset)):
+                found += (
+                    [f"deployment-parameters {deployment.id}"] if needle in json.dumps(deployment.parameters) else []
+                )
+                found += [
+                    f"schedule-parameters {s.id}" for s in deployment.schedules if needle in json.dumps(s.parameters)
                 ]
             logs = _every(lambda offset: client.read_logs(limit=200, offset=offset))
             found += [f"log {line.id}" for line in logs if needle in line.message]
@@ -157,6 +198,7 @@ def prefect_places_holding(needle: str, wait: bool = False) -> list[str]:
                 events += page.events
             found += [f"event {e.id}" for e in events if needle in e.model_dump_json()]
         kinds = {place.split(" ")[0] for place in found}
-        if not wait or {"log", "event"} <= kinds or time.time() > deadline:
+        if not wait or ({"log", "event"} <= kinds and sorted(found) == before) or time.time() > deadline:
             return found
-        time.sleep(1)
+        before = sorted(found)
+        time.sleep(6)  # longer than the server's event persister waits to flush (5 s)

@@ -88,35 +88,37 @@ def unread_files(root: Path) -> list[str]:
     return [p.relative_to(root).as_posix() for p in regular_files(root) if unread(p.name)]
 
 
-def _leaves(value) -> Iterator[str]:
+def _leaves(value, whole: bool = True) -> Iterator[tuple[str, bool]]:
+    """Each string of a JSON value, and whether it stands as a whole value (`Needles.hit`'s `whole`): a key or a
+    string item of a list does not (`["email", "phone"]` lists words, which a bare source name must not match)."""
     if isinstance(value, str):
-        yield value
+        yield value, whole
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _leaves(key)
+            yield key, False
             yield from _leaves(item)
     elif isinstance(value, list):
         for item in value:
-            yield from _leaves(item)
+            yield from _leaves(item, whole=False)
 
 
-def _strings(path: Path) -> list[str]:
+def _strings(path: Path) -> list[tuple[str, bool]]:
     text = path.read_text(encoding="utf-8", errors="replace")
     suffix = path.suffix.lower()
     if suffix == ".json":
         try:
             return list(_leaves(json.loads(text)))
         except ValueError:
-            return [text]
+            return [(text, True)]
     if suffix == ".jsonl":
         found = []
         for line in text.splitlines():
             try:
                 found += list(_leaves(json.loads(line)))
             except ValueError:
-                found.append(line)
+                found.append((line, True))
         return found
-    return [text]
+    return [(text, True)]
 
 
 class Needles:
@@ -145,23 +147,31 @@ class Needles:
         found.regex = None
         return found
 
+    def unnamed(self) -> Needles:
+        """The same needles without the names: for a store's records, which look for names their own way
+        (`trace_stores.TraceNeedles`)."""
+        found = copy.copy(self)
+        found.names = set()
+        return found
+
     def of(self, relative: str | Path) -> Needles:
         """The needles for one file, by its path below the store or home."""
         return self.exact() if self.regex is not None and is_config(relative) else self
 
-    def hit(self, value: str) -> bool:
+    def hit(self, value: str, whole: bool = True) -> bool:
+        """Whether `value` holds a needle; `whole` False for a JSON key or list item (`purge_plan.names_in`)."""
         if self.regex is not None and self.regex.search(value):
             return True
         if any(text in value or text.rstrip("\n") == value for text in self.texts):
             return True
         if hashlib.sha256(value.encode("utf-8")).hexdigest() in self.shas:
             return True
-        return any(names_in(value, name) for name in self.names)
+        return any(names_in(value, name, whole) for name in self.names)
 
 
 def count(path: Path, needles: Needles) -> int:
     """How many strings of a text artifact file (read as `scan` reads one) hold a needle."""
-    return sum(1 for value in _strings(path) if needles.hit(value))
+    return sum(1 for value, whole in _strings(path) if needles.hit(value, whole))
 
 
 def run_of(relative: Path) -> str:
@@ -216,17 +226,18 @@ def scrubbed_value(value, needles: Needles) -> tuple[object, int]:
     return _scrubbed_value(value, needles, _replacement(needles))
 
 
-def _scrubbed_value(value, needles: Needles, marker: str) -> tuple[object, int]:
-    """A JSON value with every string (value or key) that holds a needle replaced by `marker`, and how many."""
+def _scrubbed_value(value, needles: Needles, marker: str, whole: bool = True) -> tuple[object, int]:
+    """A JSON value with every string (value or key) that holds a needle replaced by `marker`, and how many;
+    a key or a list's string item counted as `_leaves` counts it."""
     if isinstance(value, str):
-        return (marker, 1) if needles.hit(value) else (value, 0)
+        return (marker, 1) if needles.hit(value, whole) else (value, 0)
     if isinstance(value, list):
-        pairs = [_scrubbed_value(item, needles, marker) for item in value]
+        pairs = [_scrubbed_value(item, needles, marker, whole=False) for item in value]
         return [item for item, _ in pairs], sum(n for _, n in pairs)
     if isinstance(value, dict):
         out, count = {}, 0
         for key, item in value.items():
-            if needles.hit(key):
+            if needles.hit(key, whole=False):
                 key, count = _free(out, marker), count + 1
             out[key], n = _scrubbed_value(item, needles, marker)
             count += n
@@ -269,7 +280,7 @@ def scrub_lines(text: str, needles: Needles) -> tuple[str, int]:
 
 def _jsonl_hit(line: str, needles: Needles) -> bool:
     try:
-        return any(needles.hit(value) for value in _leaves(json.loads(line)))
+        return any(needles.hit(value, whole) for value, whole in _leaves(json.loads(line)))
     except ValueError:
         return needles.hit(line.rstrip("\r\n"))
 

@@ -1,11 +1,14 @@
 """What MLflow keeps of a purged document besides artifacts (`purge_artifacts`, `served`): a run's params (the
-flattened config: `data.source`), its tags, its dataset inputs (name, source, `mlflow.data.source` tag), and a
-registered version's or model's tags and description; found through the client API, every run of every
-experiment, deleted ones included (a deleted run's rows stay until `mlflow gc`).
+flattened config: `data.source`), its tags, its name (`evaluate-jane.txt`), its dataset inputs (name, source,
+`mlflow.data.source` tag), and a registered version's or model's tags and description; found through the client
+API, every run of every experiment, deleted ones included (a deleted run's rows stay until `mlflow gc`, which a
+purge does not run: it changes them as it changes an active run's, so the rows `mlflow gc` would drop later hold
+nothing of the document either).
 
-- run tags (of an active run), version and model tags, descriptions: rewritten through the API ("[purged]");
-- run params and dataset inputs, which MLflow never lets change, and a deleted run's tags: rewritten in the
-  tracking store's SQLite file when Foundry owns it (`trace_stores.Store`), else left and listed in the purge record.
+- run tags and name (of an active run), version and model tags, descriptions: rewritten through the API ("[purged]");
+- run params and dataset inputs, which MLflow never lets change, and a deleted run's tags and name: rewritten in
+  the tracking store's SQLite file when Foundry owns it (`trace_stores.Store`), else left and listed in the purge
+  record (a deleted run on another machine's server keeps them until its operator runs `mlflow gc`).
 
 The purge records' own runs (experiment `foundry-purges`: the reason as given, labels) are not searched. Any
 error reading is `TrackingUnreadable`: a purge that cannot see every run refuses, never finds "nothing".
@@ -18,7 +21,7 @@ from pathlib import Path
 
 from foundry.core.model_uri import ModelUri
 from foundry.gc.refs import registered_versions
-from foundry.purge.artifacts import scrubbed_value
+from foundry.purge.artifacts import PURGED, scrubbed_value
 from foundry.purge.plan import TraceHit
 from foundry.purge.trace_stores import Store, TraceNeedles, count
 from foundry.registry.versions import PURGE_EXPERIMENT
@@ -89,6 +92,7 @@ def _run_hits(run, needles: TraceNeedles, owned: bool) -> list[TraceHit]:
     found = {
         "run params": ([k for k, v in run.data.params.items() if needles.hit(v)], False),
         "run tags": ([k for k, v in run.data.tags.items() if needles.hit(v)], active),
+        "run name": (["name"] if needles.in_run_name(run.info.run_name) else [], active),
         "dataset input": (
             [d.dataset.digest for d in (run.inputs.dataset_inputs if run.inputs else []) if _dataset_holds(d, needles)],
             False,
@@ -148,7 +152,9 @@ def remove(home: Path, client, needles: TraceNeedles, hits: list[TraceHit], coun
 
 def _through_api(client, hit: TraceHit, needles: TraceNeedles) -> int:
     marker = needles.marker
-    if hit.kind == "run tags":
+    if hit.kind == "run name":  # the run's name and its `mlflow.runName` tag, as MLflow keeps them equal
+        client.update_run(hit.id, name=marker or PURGED)
+    elif hit.kind == "run tags":
         for key in hit.keys:
             client.set_tag(hit.id, key, marker)
     elif hit.kind in ("version tags", "version description"):
@@ -170,6 +176,15 @@ def _in_file(found: Store, hit: TraceHit, needles: TraceNeedles) -> int:
     path = found.holding("runs", "run_uuid", hit.id)
     if path is None:
         return 0
+    if hit.kind == "run name":
+        marker = needles.marker or PURGED  # a run has a name: never empty
+        return found.execute(
+            path,
+            [
+                ("UPDATE runs SET name = ? WHERE run_uuid = ?", (marker, hit.id)),
+                ("UPDATE tags SET value = ? WHERE run_uuid = ? AND key = 'mlflow.runName'", (marker, hit.id)),
+            ],
+        )
     if hit.kind in ("run params", "run tags"):
         table = "params" if hit.kind == "run params" else "tags"
         sql = f"UPDATE {table} SET value = ? WHERE run_uuid = ? AND key = ?"

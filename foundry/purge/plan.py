@@ -80,11 +80,31 @@ def _name_pattern(name: str) -> re.Pattern:
     return re.compile(r"(?<![\w./-])" + re.escape(name) + r"(?!\w)")
 
 
-def names_in(text: str, name: str) -> bool:
+@functools.lru_cache(maxsize=4096)
+def _bare_pattern(name: str) -> re.Pattern:
+    return re.compile("^" + re.escape(name) + r"(?::\d+)?$|^" + re.escape(name) + r":\d")
+
+
+def is_bare(name: str) -> bool:
+    """Whether a name is a bare word (`email`: no suffix, no folder, no `:line`), which prose and config lists
+    hold as a word without naming the file."""
+    return not re.search(r"[/\\]|.\.|:\d", name)
+
+
+def names_in(text: str, name: str, whole: bool = True) -> bool:
     """Whether `text` names `name` (a source file or a ledger name, `file:line`) as a whole: between characters
     that cannot be part of a name, so that `file.jsonl:3` is not found in `file.jsonl:30` nor `a.txt` in
-    `data.txt`. The one rule for every place a purge looks for a name (audit, ledger, artifacts, home files)."""
-    return bool(name) and _name_pattern(name).search(text) is not None
+    `data.txt`. A bare word (`is_bare`: `email`) counts only as the whole text or a record's place (`email:3`),
+    never as a word of a sentence or a list (`data.pii`: `['email', 'phone']`); `whole` False (a JSON key, or a
+    string item of a JSON list: `["email", "phone"]` is a list of words) only as a record's place. The one rule for every place a
+    purge looks for a name (audit, ledger, artifacts, home files; Prefect's and MLflow's records add a path's
+    last components: `trace_stores.named_in`)."""
+    if not name:
+        return False
+    if is_bare(name):
+        found = _bare_pattern(name).search(text.strip())
+        return found is not None and (whole or found.group().startswith(name + ":"))
+    return _name_pattern(name).search(text) is not None
 
 
 class Location(_Value):
@@ -155,13 +175,16 @@ class HomeHit(_Value):
 
 
 class TraceHit(_Value):
-    """A record Prefect or MLflow keeps in its own store (not a file) that holds a needle: a flow run's parameters,
-    a run state's message, a log line, an event; a run's params, tags or dataset inputs, a registered version's or
-    model's tags or description (`purge_traces`). Named by ids and key names, never by the text."""
+    """A record Prefect or MLflow keeps in its own store (not a file) that holds a needle: a flow run's parameters
+    or name, a deployment's or its schedule's parameters, a run state's message, a log line, an event; a run's
+    params, tags, name or dataset inputs, a registered version's or model's tags or description (`purge_traces`).
+    Named by ids and key names, never by the text."""
 
     store: Literal["prefect", "mlflow"]
     kind: str  # "flow run parameters", "task run state", "log", "run params", "version description"...
-    id: str  # the flow run, state, log or event id; the MLflow run id; models:/NAME/VERSION; a model's name
+    # the flow run, deployment (DEPLOYMENT/SCHEDULE), state, log or event id; the MLflow run id;
+    # models:/NAME/VERSION; a model's name
+    id: str
     keys: tuple[str, ...] = ()  # the parameters, params or tags holding one (their names), or the dataset digests
     # redact: the value replaced by "[purged]"; delete: the record deleted; left: neither can be done (the
     # purge record lists it). `how`: through the store's API, or in the SQLite file of Foundry's own store.

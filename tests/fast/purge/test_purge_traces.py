@@ -120,3 +120,45 @@ def test_a_prefect_or_mlflow_store_that_cannot_be_searched_fails_the_search(tmp_
     with failing_mlflow_server(monkeypatch, "MLFLOW_TRACKING_URI"):
         with pytest.raises(mlflow_traces.TrackingUnreadable, match="purge refuses"):
             mlflow_traces.scan(tmp_path, tracking.client(), found)
+
+
+def test_a_bare_source_name_counts_as_a_whole_value_or_a_path_never_as_a_word_a_record_shares(fleet, capsys, tmp_path):
+    """Fails on the code before: `--source email` found every run's `data.pii` list (which names the `email`
+    detector), a note and a run name that only share the word, and rewrote them, with the data version whose
+    audit counts `email` findings and the artifacts that say `email`; and it missed the run named after the
+    source (`evaluate-email`), whose deleted twin kept that name in the store's `runs` table."""
+    without_the_unreadable_version(fleet)
+    client, experiment = tracking.client(), tracking.experiment_id("traces")
+    shares = client.create_run(experiment, run_name="email-digest").info.run_id
+    client.log_param(shares, "data.pii", str(["private_key", "email", "phone"]))
+    client.log_param(shares, "data.source", "/srv/in/email/letters.txt")  # a folder called email: another file
+    client.set_tag(shares, "note", "sent the email summary")
+    client.set_terminated(shares, "FINISHED")
+    names = {}
+    for kept in ("active", "deleted"):
+        names[kept] = client.create_run(experiment, run_name="evaluate-email").info.run_id
+        client.log_param(names[kept], "data.source", "/srv/in/email")
+        client.set_terminated(names[kept], "FINISHED")
+    client.delete_run(names["deleted"])
+    assert main(["purge", "--source", "email", "--reason", "request 18", "--json"]) == 0
+    traces = json.loads(capsys.readouterr().out)["traces"]
+    assert {t["id"] for t in traces} == set(names.values())  # no run of the fleet either: each has a data.pii
+    assert {t["kind"] for t in traces} == {"run params", "run name"}
+    assert main(["purge", "--source", "email", "--reason", "request 18", "--apply", "--json"]) == 0
+    record = _record(capsys.readouterr().out)
+    assert record.verified and record.left_in_stores == ()
+    assert record.removed["mlflow run name"] == 2 and record.removed["mlflow run params"] == 2
+    # No data version, audit line or artifact that only holds the word (the fleet's audit counts `email` finds)
+    assert record.replaced == {} and {k for k, n in record.removed.items() if n} == {
+        "mlflow run name",
+        "mlflow run params",
+    }
+    shared = client.get_run(shares)
+    assert shared.data.params["data.pii"] == str(["private_key", "email", "phone"])
+    assert shared.data.params["data.source"] == "/srv/in/email/letters.txt"
+    assert shared.data.tags["note"] == "sent the email summary" and shared.info.run_name == "email-digest"
+    for run in names.values():
+        got = client.get_run(run)
+        assert got.data.params["data.source"] == "[purged]" and got.info.run_name == "[purged]"
+        assert got.data.tags["mlflow.runName"] == "[purged]"
+    assert b"evaluate-email" not in (tmp_path / "mlflow.db").read_bytes()  # the deleted run's too, before any gc

@@ -5,7 +5,13 @@ a registered version refusing a purged one before its first task (the other flow
 from __future__ import annotations
 
 from conftest import tracking_uri
-from helpers_purge import prefect_artifacts_scrubbed, prefect_places_holding, traces_flow
+from helpers_purge import (
+    deployment_naming,
+    named_flow_run,
+    prefect_artifacts_scrubbed,
+    prefect_places_holding,
+    traces_flow,
+)
 from helpers_registry import register_tagged
 
 
@@ -104,3 +110,39 @@ def test_a_purge_leaves_the_source_name_in_no_flow_run_parameter_state_message_l
     assert "verified: a second search finds none" in applied and "left, cannot be removed" not in applied
     assert name not in planned + applied
     assert prefect_places_holding(name) == []
+
+
+def test_a_purge_rewrites_deployment_and_schedule_parameters_and_a_flow_run_named_after_the_source(
+    prefect_harness, tmp_path, monkeypatch
+):
+    """#55 point 6, what the first search missed: a deployment's parameters and its schedule's (a nightly run's
+    `data`), and a flow run named after the source (`evaluate-<file>`, as flows/evaluate.py names one) with the
+    engine's log lines and events quoting that name. After the purge flow's `apply` none holds the name, and the
+    deployment's other parameters are as they were. Failed with the first version of this change: the purge's own
+    update of the deployment emitted an event quoting the parameters as they were, stored after its second search
+    (which called the store clean)."""
+    import time
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+
+    from flows.purge import purge_documents
+
+    name = "mary_roe_letter.txt"
+    monkeypatch.setenv("FOUNDRY_HOME", str(tmp_path / "home"))
+    with tracking_uri(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}"):
+        deployment = deployment_naming(f"/srv/in/{name}")
+        named_flow_run(f"/srv/in/{name}")
+        before = {p.split(" ")[0] for p in prefect_places_holding(name, wait=True)}
+        assert {"deployment-parameters", "schedule-parameters", "flow-run-name", "log", "event"} <= before
+        planned = purge_documents(reason="request 19", source=name)
+        for kind in ("deployment parameters", "deployment schedule parameters", "flow run name"):
+            assert kind in planned
+        applied = purge_documents(reason="request 19", source=name, apply=True)
+    assert "verified: a second search finds none" in applied and "left, cannot be removed" not in applied
+    time.sleep(6)  # the server stores events every 5 s: an event the purge's own changes emitted has landed
+    assert prefect_places_holding(name) == []
+    with get_client(sync_client=True) as client:
+        kept = client.read_deployment(UUID(deployment))
+    assert kept.parameters == {"data": "[purged]", "config": {"data": {"pii": ["email", "phone"]}}}
+    assert kept.schedules[0].parameters == {"data": "[purged]"}

@@ -37,6 +37,8 @@ def test_a_tracking_server_keeps_only_what_its_api_cannot_change_and_the_record_
         runs = seed_mlflow_traces(
             client, tracking.experiment_id("traces"), f"/srv/in/{NAME}", f"traces-model/{version.version}"
         )
+        named = client.create_run(tracking.experiment_id("traces"), run_name=f"evaluate-{NAME}").info.run_id
+        client.delete_run(named)  # deleted, as `foundry gc` leaves a run: its rows stay until `mlflow gc`
         record = _applied(capsys)
         left = mlflow_places_holding(client, NAME)
         assert left and not [p for p in left if p.startswith(("models:/", "model "))]  # the API changed those
@@ -45,9 +47,13 @@ def test_a_tracking_server_keeps_only_what_its_api_cannot_change_and_the_record_
             run_id = place.split(" ")[1]
             assert any(run_id in label for label in record.left_in_stores), place
         assert f"mlflow run params {runs['kept']} (data.source)" in record.left_in_stores
+        # A deleted run's name and params: no API changes them, so listed as left, never counted as removed
+        assert f"mlflow run name {named} (name)" in record.left_in_stores and "mlflow run name" not in record.removed
+        assert f"mlflow run params {runs['deleted']} (data.source)" in record.left_in_stores
         assert record.verified  # what is left is listed, not missed
         # The server's store is Foundry's once FOUNDRY_HOME is the home it serves: rewritten in its SQLite file.
         monkeypatch.setenv("FOUNDRY_HOME", str(state["home"]))
         record = _applied(capsys)
         assert record.left_in_stores == () and record.removed["mlflow run params"] == 2
+        assert record.removed["mlflow run name"] == 1 and client.get_run(named).info.run_name == "[purged]"
         assert mlflow_places_holding(client, NAME) == []
