@@ -306,3 +306,21 @@ def test_a_file_name_too_long_for_the_disk_is_a_clear_error(tmp_path, capsys, ht
     err = capsys.readouterr().err
     assert code == 1 and f"cannot download {base}/{name}: its file name is longer than the 255 bytes" in err
     assert "Traceback" not in err and parts_left() == []
+
+
+def test_a_failed_acquire_leaves_its_log_with_the_traceback(tmp_path):
+    """`foundry acquire` too (its log stayed empty at 80850a5): a source that does not exist stops it, and its log
+    under $FOUNDRY_HOME/logs/ opens with the command and ends with the error the console named."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "FOUNDRY_HOME": str(tmp_path / "home")}
+    for name in ("MLFLOW_TRACKING_URI", "PREFECT_HOME", "PREFECT_API_URL"):  # the test's home, not the session's
+        env.pop(name, None)
+    missing = tmp_path / "nowhere"
+    command = ["acquire", "--config", TINY, "--set", f"data.source={missing}", "--out", str(tmp_path / "m.json")]
+    done = subprocess.run(
+        [sys.executable, "-m", "foundry.cli", *command], cwd=REPO_ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "does not exist" in done.stderr
+    (log,) = (tmp_path / "home" / "logs").glob("acquire-*.log")
+    text = log.read_text()
+    assert "foundry acquire started" in text.splitlines()[0]
+    assert "Traceback" in text and f"SourceError: data.source '{missing}' does not exist" in text
