@@ -42,9 +42,11 @@ class LayerCache:
 
 
 def _shifted(buffer: torch.Tensor, drop_front: int, length: int) -> torch.Tensor:
-    out = torch.zeros_like(buffer)
-    out[:, :, : length - drop_front] = buffer[:, :, drop_front:length]
-    return out
+    """`buffer` (rows kept: a copy already) moved `drop_front` columns left, in place; the columns past the new
+    length are never read before being written again, so they keep what they hold."""
+    if drop_front:
+        buffer[:, :, : length - drop_front] = buffer[:, :, drop_front:length].clone()
+    return buffer
 
 
 class KVCache:
