@@ -57,6 +57,8 @@ class Result:
     first_token: float | None
     tokens: int
     error: str | None = None
+    text: str = ""
+    key: tuple[int, int] = (-1, -1)  # (client, its request's index): the same request sent to the other server
 
 
 @dataclass
@@ -183,7 +185,7 @@ def complete(port: int, prompt: str, max_tokens: int, count, extra: dict) -> Res
             return Result(time.perf_counter() - begun, first, 0, "the stream ended without [DONE]")
     except (OSError, ValueError, http.client.HTTPException) as exc:
         return Result(time.perf_counter() - begun, first, 0, f"{type(exc).__name__}: {exc}")
-    return Result(time.perf_counter() - begun, first, count("".join(text)))
+    return Result(time.perf_counter() - begun, first, count("".join(text)), text="".join(text))
 
 
 def run_load(port: int, sequences: list[list[tuple[str, int]]], seconds: float, count, extra: dict, pid: int) -> Load:
@@ -193,15 +195,16 @@ def run_load(port: int, sequences: list[list[tuple[str, int]]], seconds: float, 
     load, end = Load(), time.monotonic() + seconds
     process = psutil.Process(pid)
 
-    def client(sequence):
-        for prompt, max_tokens in sequence:
+    def client(number, sequence):
+        for index, (prompt, max_tokens) in enumerate(sequence):
             if time.monotonic() >= end:
                 return
             result = complete(port, prompt, max_tokens, count, extra)
+            result.key = (number, index)
             with load.lock:
                 load.results.append(result)
 
-    threads = [threading.Thread(target=client, args=(sequence,), daemon=True) for sequence in sequences]
+    threads = [threading.Thread(target=client, args=pair, daemon=True) for pair in enumerate(sequences)]
     began = time.monotonic()
     for thread in threads:
         thread.start()
@@ -250,6 +253,14 @@ def report(name: str, load: Load) -> float:
     return rate
 
 
+def same_text(ours: Load, theirs: Load) -> None:
+    """How many of the requests both servers answered got the same greedy text (llama.cpp computes GELU with the
+    tanh approximation: logits ~1e-3 apart, so a near tie may go the other way and the texts part there)."""
+    answered = {r.key: r.text for r in theirs.results if r.error is None}
+    both = [(r.text, answered[r.key]) for r in ours.results if r.error is None and r.key in answered]
+    print(f"same greedy text: {sum(a == b for a, b in both)} of the {len(both)} requests both servers answered")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--clients", type=int, default=32)
@@ -293,7 +304,7 @@ def main() -> None:
             f"prompts {PROMPT_TOKENS[0]}-{PROMPT_TOKENS[1]} tokens, max_tokens {OUTPUT_TOKENS[0]}-{OUTPUT_TOKENS[1]}; "
             f"{args.threads} threads per server, {os.cpu_count()} cores"
         )
-        rates = {}
+        rates, loads = {}, {}
         servers = {
             "foundry serve-model": [sys.executable, "-m", "foundry.cli", "serve-model", uri, "--model-name", "m"]
             + ["--max-batch-rows", str(args.max_batch_rows), "--port"],
@@ -309,7 +320,8 @@ def main() -> None:
                 load = run_load(port, sequences, args.seconds, count, extras[name], server.pid)
             finally:
                 stop(server)
-            rates[name] = report(name, load)
+            rates[name], loads[name] = report(name, load), load
+    same_text(loads["foundry serve-model"], loads["llama.cpp server"])
     foundry, llama = rates["foundry serve-model"], rates["llama.cpp server"]
     print(f"serving load: foundry {foundry / llama:.2f}x llama.cpp output tokens/s ({foundry:,.1f} vs {llama:,.1f})")
 
