@@ -6,7 +6,9 @@ engine admits waiting requests at the start of each step, as many as fit under `
 together in one forward (prefill), their cache stacked under the running rows' (`Decoder.join`), and from then on
 one forward per step extends every row. When the engine is idle, the first request waits `window_s` for others to
 arrive with it (a burst of clients starts as one batch). A row leaves the batch at its own end (its stop token, its
-request's `max_new_tokens`, or its consumer gone), the others going on.
+request's `max_new_tokens`, or its consumer gone), the others going on. A request whose rows may outgrow the context
+(prompt and `max_new_tokens` past block_size) runs in a second lane, its own batch: past the context a decoder
+recomputes every row's window each step, and it would make the rows beside it do so too.
 
 Each row keeps its own random draws (`RowDraws`, seeded with its request's seed) and is chosen with its own request's
 temperature and top-k, and the decoder computes each row as it computes it alone (left padding, masked): a request
@@ -29,6 +31,7 @@ from models.kv_cache import Decoder
 
 MAX_ROWS = 32  # rows generated together at most: past this a step's forward costs about as much per row as alone
 WINDOW_S = 0.005  # how long the first request to an idle engine waits for others to start with it
+FITS, SLIDES = 0, 1  # the lanes: rows that stay within the context, and rows that may outgrow it
 
 
 @dataclass(eq=False)
@@ -44,6 +47,7 @@ class Job:
     stop_token: int | None
     out: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
     cancelled: bool = False
+    lane: int = 0  # FITS, or SLIDES: a row may outgrow the context
     live: list[Row] = field(default_factory=list)  # its rows still generating, in order
     made: int = 0  # steps generated
     tokens: int = 0  # tokens generated, over all rows
@@ -51,9 +55,9 @@ class Job:
 
 @dataclass(eq=False)
 class Row:
-    """One running row: its name in the decoder, its index in its request, its own draws."""
+    """One running row: its lane and its name in that lane's decoder, its index in its request, its own draws."""
 
-    name: int
+    name: tuple[int, int]
     index: int
     draws: RowDraws
 
@@ -99,6 +103,8 @@ class BatchingEngine:
         if any(not p for p in prompts):
             raise ValueError("every prompt needs at least one token")
         job = Job([list(p) for p in prompts], max_new_tokens, temperature, top_k, seed, stop_token)
+        longest = max(map(len, prompts), default=0) + max_new_tokens
+        job.lane = SLIDES if longest > self.model.config.block_size else FITS
         if max_new_tokens < 1:
             return
         with self._wake:
@@ -127,19 +133,23 @@ class BatchingEngine:
             self._thread.join()
 
     def _run(self) -> None:
-        decoder = None
+        lanes = self._fresh_lanes()
         while (admitted := self._admit()) is not None:
-            if decoder is None or not decoder.active:
-                decoder = Decoder(self.model, [])  # a fresh one: the rows' names start again from 0
+            lanes = [lane if lane.active else Decoder(self.model, []) for lane in lanes]  # names start again at 0
             try:
-                self._step(decoder, admitted)
+                self._step(lanes, admitted)
             except Exception as exc:  # a failed step fails the requests in it, not the server
                 for job in {*self._running, *admitted}:
                     job.out.put(exc)
-                self._running, decoder = [], None
+                self._running, lanes = [], self._fresh_lanes()
         stopped = RuntimeError("the batching engine is closed: the server is stopping")
         for job in [*self._running, *self._pending]:
             job.out.put(stopped)
+
+    def _fresh_lanes(self) -> list[Decoder]:
+        """Two decoders: rows that stay within the context (cached), and rows that outgrow it (`SLIDES`: their
+        windows recomputed every step; beside the others they would make every row recompute its own)."""
+        return [Decoder(self.model, []), Decoder(self.model, [])]
 
     def _admit(self) -> list[Job] | None:
         """The waiting requests that fit beside the running rows (one at least when none run), after waiting for
@@ -166,23 +176,34 @@ class BatchingEngine:
         return sum(len(job.prompts) for job in jobs)
 
     @torch.no_grad()
-    def _step(self, decoder: Decoder, admitted: list[Job]) -> None:
-        """One token for every running row and the first for each admitted one, in one batched forward each."""
-        self._leave(decoder, [job for job in self._running if job.cancelled])
-        logits = [decoder.next_logits()] if decoder.active else []
-        if admitted:
-            joining = Decoder(self.model, [p for job in admitted for p in job.prompts])
+    def _step(self, lanes: list[Decoder], admitted: list[Job]) -> None:
+        """One token for every running row and the first for each admitted one: one forward per lane with rows,
+        and one per lane for the rows joining it."""
+        self._leave(lanes, [job for job in self._running if job.cancelled])
+        logits, order = [], []
+        for lane, decoder in enumerate(lanes):
+            if decoder.active:
+                logits.append(decoder.next_logits())
+                order += [(lane, name) for name in decoder.active]
+        for lane, decoder in enumerate(lanes):
+            joining_jobs = [job for job in admitted if job.lane == lane]
+            if not joining_jobs:
+                continue
+            joining = Decoder(self.model, [p for job in joining_jobs for p in job.prompts])
             logits.append(joining.next_logits())
-            names = iter(decoder.join(joining))
-            for job in admitted:
-                job.live = [Row(next(names), i, RowDraws(job.seed)) for i in range(len(job.prompts))]
-            self._running.extend(admitted)
+            names = [(lane, name) for name in decoder.join(joining)]
+            order += names
+            rows = iter(names)
+            for job in joining_jobs:
+                job.live = [Row(next(rows), i, RowDraws(job.seed)) for i in range(len(job.prompts))]
+        self._running.extend(admitted)
         if not logits:
             return
-        chosen = self._choose(decoder, torch.cat(logits))
+        chosen = self._choose(order, torch.cat(logits))
         self.forwards += 1
         self.rows_stepped += len(chosen)
-        decoder.push([chosen[name] for name in decoder.active])
+        for lane, decoder in enumerate(lanes):
+            decoder.push([chosen[(lane, name)] for name in decoder.active])
         ended = []
         for job in self._running:
             job.made += 1
@@ -191,16 +212,16 @@ class BatchingEngine:
             job.out.put(step)
             done = [row.name for row in job.live if chosen[row.name] == job.stop_token]
             job.live = [row for row in job.live if row.name not in done]
-            decoder.drop(done)
-            decoder.release(done)
+            _drop(lanes, done)
             if job.made >= job.max_new_tokens or not job.live:
                 ended.append(job)
-        self._leave(decoder, ended)
+        self._leave(lanes, ended)
 
-    def _choose(self, decoder: Decoder, logits: torch.Tensor) -> dict[int, int]:
-        """Each active row's token (by its name), chosen with its own request's sampling and draws: rows that
-        sample alike chosen together (`choose` is row by row: a row's token does not depend on its neighbours)."""
-        place = {name: i for i, name in enumerate(decoder.active)}
+    def _choose(self, order: list[tuple[int, int]], logits: torch.Tensor) -> dict[tuple[int, int], int]:
+        """Each row's token (by its (lane, name), `order` the logits' rows), chosen with its own request's sampling
+        and draws: rows that sample alike chosen together (`choose` is row by row: a row's token does not depend on
+        its neighbours)."""
+        place = {name: i for i, name in enumerate(order)}
         groups: dict[tuple, list[Row]] = {}
         for job in self._running:
             groups.setdefault((job.temperature, job.top_k), []).extend(job.live)
@@ -211,14 +232,20 @@ class BatchingEngine:
             chosen.update(zip((row.name for row in rows), tokens, strict=True))
         return chosen
 
-    def _leave(self, decoder: Decoder, jobs: list[Job]) -> None:
+    def _leave(self, lanes: list[Decoder], jobs: list[Job]) -> None:
         """Take `jobs` out of the batch (ended, or their consumer gone) and tell their consumers."""
         for job in jobs:
-            names = [row.name for row in job.live]
-            decoder.drop(names)
-            decoder.release(names)
+            _drop(lanes, [row.name for row in job.live])
             job.live = []
             job.out.put(None)
             if self.on_finished is not None:
                 self.on_finished(job.tokens)
         self._running = [job for job in self._running if job not in jobs]
+
+
+def _drop(lanes: list[Decoder], names: list[tuple[int, int]]) -> None:
+    """Rows (lane, name) out of their lanes' batches, their tokens forgotten."""
+    for lane, decoder in enumerate(lanes):
+        mine = [name for at, name in names if at == lane]
+        decoder.drop(mine)
+        decoder.release(mine)

@@ -64,7 +64,7 @@ def test_a_request_joins_a_running_batch_and_a_closed_one_leaves_it():
     long_tokens = [next(long_steps)[0][1] for _ in range(3)]
     short = [step[0][1] for step in engine.steps([[9, 8, 7, 6, 5]], 6, 0.9, None, 3, None)]
     assert short == short_alone
-    assert engine.rows_stepped > engine.forwards  # the short request ran beside the long one
+    assert engine.rows_stepped > engine.forwards  # the short request ran in the same steps as the long one
     long_tokens += [next(long_steps)[0][1] for _ in range(37)]
     assert long_tokens == long_alone  # its steps past the context too (block 16): windows
     long_steps.close()
