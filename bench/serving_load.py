@@ -1,8 +1,8 @@
 """Serving under load: `foundry serve-model` against llama.cpp's server on the GGUF export of the same version, the
 same clients sending the same requests to each in turn.
 
-    python bench/serving_load.py [--clients 32] [--seconds 60] [--model models:/NAME@ALIAS] [--threads N]
-                                 [--max-batch-rows 32]
+    python bench/serving_load.py [--clients 32] [--seconds 60] [--rounds 4] [--model models:/NAME@ALIAS]
+                                 [--threads N] [--max-batch-rows 32]
 
 The version is the default config's architecture (rotary positions, 2 layers of width 192, context 256, vocabulary
 4096) with random weights and a BPE trained on a few standard-library modules (`bench/generate.py`'s), registered
@@ -15,7 +15,9 @@ only the last position's), or where its `[server]` extras are not installed, `be
 
 Each of `--clients` threads sends streamed `/v1/completions` one after the other for `--seconds`: a prompt of 8 to
 120 tokens of library text and `max_tokens` of 16 to 128, drawn from the client's own seeded sequence (the same
-sequence for both servers), greedy (`temperature` 0). For each server: requests answered and errors (a status other
+sequence for both servers), greedy (`temperature` 0). Both servers run throughout and take turns, `--rounds` of
+`--seconds / rounds` each, in the order F L, L F, F L...: on a shared machine whose load drifts, one server's
+figures would otherwise be measured in a quieter minute than the other's. For each server: requests answered and errors (a status other
 than 200, a broken stream, a timeout), latency p50/p99 (request to `[DONE]`), time to first token p50/p99 (request to
 the first chunk with text), output tokens/s over the run (each answer's text re-encoded with the version's tokenizer:
 one count for both servers), and the server process's peak resident memory. Both servers get `--threads` threads
@@ -46,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 PROMPT_TOKENS = (8, 120)  # with OUTPUT_TOKENS, within the default context (256): no window slides, neither errs
 OUTPUT_TOKENS = (16, 128)
+N_CTX = 256  # llama.cpp's context: the model's (512 changes nothing in its failures, see bench/README.md)
 START_S = 180  # for a server to answer its first request
 
 
@@ -65,6 +68,8 @@ class Result:
 class Load:
     """What one server answered over the run."""
 
+    pid: int
+    cursors: list[int]  # each client's next request
     results: list[Result] = field(default_factory=list)
     seconds: float = 0.0
     peak_rss: int = 0
@@ -116,8 +121,8 @@ def llama_server(gguf: Path, threads: int) -> list[str]:
     except ImportError as exc:
         print(f"llama_cpp.server cannot start here ({exc}): bench/_llama_server.py serves the GGUF instead")
         base = [sys.executable, str(ROOT / "bench" / "_llama_server.py"), "--model", str(gguf)]
-        return [*base, "--n_ctx", "256", "--n_threads", str(threads), "--port"]
-    base = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--n_ctx", "256"]
+        return [*base, "--n_ctx", str(N_CTX), "--n_threads", str(threads), "--port"]
+    base = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--n_ctx", str(N_CTX)]
     base += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
     return [*base, "--interrupt_requests", "False", "--logits_all", "False", "--verbose", "False", "--port"]
 
@@ -188,19 +193,19 @@ def complete(port: int, prompt: str, max_tokens: int, count, extra: dict) -> Res
     return Result(time.perf_counter() - begun, first, count("".join(text)), text="".join(text))
 
 
-def run_load(port: int, sequences: list[list[tuple[str, int]]], seconds: float, count, extra: dict, pid: int) -> Load:
-    """Every client sending its sequence until `seconds` have passed (the requests under way then finish)."""
+def run_load(port: int, sequences: list[list[tuple[str, int]]], seconds: float, count, extra: dict, load: Load) -> None:
+    """Every client sending its sequence, from where it stopped in the last round (`load.cursors`), until `seconds`
+    have passed (the requests under way then finish); the answers added to `load`."""
     import psutil
 
-    load, end = Load(), time.monotonic() + seconds
-    process = psutil.Process(pid)
+    end, process = time.monotonic() + seconds, psutil.Process(load.pid)
 
     def client(number, sequence):
-        for index, (prompt, max_tokens) in enumerate(sequence):
+        for index in range(load.cursors[number], len(sequence)):
             if time.monotonic() >= end:
                 return
-            result = complete(port, prompt, max_tokens, count, extra)
-            result.key = (number, index)
+            result = complete(port, *sequence[index], count, extra)
+            result.key, load.cursors[number] = (number, index), index + 1
             with load.lock:
                 load.results.append(result)
 
@@ -211,8 +216,7 @@ def run_load(port: int, sequences: list[list[tuple[str, int]]], seconds: float, 
     while any(thread.is_alive() for thread in threads):
         load.peak_rss = max(load.peak_rss, rss(process))
         time.sleep(0.2)
-    load.seconds = time.monotonic() - began
-    return load
+    load.seconds += time.monotonic() - began
 
 
 def rss(process) -> int:
@@ -268,6 +272,7 @@ def main() -> None:
     parser.add_argument("--model", help="a registered base version (models:/NAME@ALIAS); default: random weights")
     parser.add_argument("--threads", type=int, default=1, help="each server's threads (default 1: see the docstring)")
     parser.add_argument("--max-batch-rows", type=int, default=32, help="foundry serve-model's --max-batch-rows")
+    parser.add_argument("--rounds", type=int, default=4, help="the servers take turns, each --seconds / ROUNDS")
     args = parser.parse_args()
 
     from tokenizers import Tokenizer
@@ -300,7 +305,7 @@ def main() -> None:
             f"{cfg['n_embd']}, context {cfg['block_size']}, vocabulary {cfg['vocab_size']}"
         )
         print(
-            f"load: {args.clients} clients for {args.seconds:g} s each server, streamed /v1/completions, greedy, "
+            f"load: {args.clients} clients for {args.seconds:g} s each server in {args.rounds} turns, streamed /v1/completions, greedy, "
             f"prompts {PROMPT_TOKENS[0]}-{PROMPT_TOKENS[1]} tokens, max_tokens {OUTPUT_TOKENS[0]}-{OUTPUT_TOKENS[1]}; "
             f"{args.threads} threads per server, {os.cpu_count()} cores"
         )
@@ -312,15 +317,22 @@ def main() -> None:
         }
         # llama.cpp's server penalises repeats unless told not to (1.1): greedy means none, as Foundry's
         extras = {"foundry serve-model": {}, "llama.cpp server": {"repeat_penalty": 1.0}}
-        for name, command in servers.items():
-            port = free_port()
-            server = start([*command, str(port)], env, folder / f"{name.split()[0]}.log", port)
-            try:
+        started = {}
+        try:
+            for name, command in servers.items():
+                port = free_port()
+                started[name] = port, start([*command, str(port)], env, folder / f"{name.split()[0]}.log", port)
                 complete(port, "warm up", 4, count, extras[name])
-                load = run_load(port, sequences, args.seconds, count, extras[name], server.pid)
-            finally:
+                loads[name] = Load(started[name][1].pid, [0] * args.clients)
+            for round_ in range(args.rounds):  # alternated: a change in the machine's load falls on both
+                for name in list(servers)[:: 1 if round_ % 2 == 0 else -1]:
+                    port = started[name][0]
+                    run_load(port, sequences, args.seconds / args.rounds, count, extras[name], loads[name])
+        finally:
+            for _, server in started.values():
                 stop(server)
-            rates[name], loads[name] = report(name, load), load
+        for name, load in loads.items():
+            rates[name] = report(name, load)
     same_text(loads["foundry serve-model"], loads["llama.cpp server"])
     foundry, llama = rates["foundry serve-model"], rates["llama.cpp server"]
     print(f"serving load: foundry {foundry / llama:.2f}x llama.cpp output tokens/s ({foundry:,.1f} vs {llama:,.1f})")
