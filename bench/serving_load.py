@@ -77,7 +77,7 @@ class Load:
 
 
 def version(folder: Path, model: str | None) -> tuple[dict, Path, str]:
-    from bench.generate import random_version, registered_version
+    from generate import random_version, registered_version  # bench/generate.py: this script's folder is on the path
 
     return registered_version(model) if model else random_version(folder)
 
@@ -98,7 +98,7 @@ def register(saved: dict, tokenizer: Path, folder: Path) -> str:
 
 def requests(tokenizer, clients: int, seconds: float) -> list[list[tuple[str, int]]]:
     """Each client's sequence of (prompt text, max_tokens), longer than it can send in `seconds`."""
-    from bench.generate import library_texts
+    from generate import library_texts
 
     ids = tokenizer.encode("\n".join(library_texts())).ids
     per_client = int(seconds * 20) + 10
