@@ -17,6 +17,8 @@ def cmd_serve_model(args: argparse.Namespace) -> int:
         http.check_host(args.host, args.allow_remote)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if args.max_batch_rows is not None and args.max_batch_rows < 1:
+        raise ConfigError(f"--max-batch-rows {args.max_batch_rows}: the batch needs room for 1 row or more")
     refuse_purged([uri], args.allow_purged, "served")
     base = f"http://{args.host}:{args.port}"
     print(

@@ -139,3 +139,10 @@ def test_health_says_the_model_is_loaded(url):
     assert health["queue_depth"] == 0 and health["max_batch_rows"] == 32
     with urlopen(f"{url}/ping", timeout=30) as answer:  # MLflow's own, unchanged
         assert answer.status == 200
+
+
+def test_the_command_refuses_an_empty_batch_before_loading_anything(capsys):
+    from foundry.cli import main
+
+    assert main(["serve-model", "models:/no-such-model/1", "--max-batch-rows", "0"]) == 2
+    assert "--max-batch-rows 0: the batch needs room for 1 row or more" in capsys.readouterr().err
