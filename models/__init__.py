@@ -9,6 +9,7 @@
 - `tokens`: the end-of-text token the model and its tokenizer share
 - `generate`: seeded text generation, all rows of a call at once
 - `kv_cache`: the key/value cache and left-padded rows that generation extends one token at a time
+- `batching`: many requests' rows generated together by one engine thread (a server's continuous batching)
 - `request_limits`: defaults and bounds of one generation request (no torch: the config reads them)
 - `image_input`: a request's image decoded and fitted as the data stage staged the training images
 - `chat`: the chat template, one rendering for training, evaluation and serving

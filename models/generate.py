@@ -1,7 +1,8 @@
 """Text generation with a trained model and its tokenizer, seeded so the same prompt gives the same text.
 
 All prompts of a call are generated together (`models.kv_cache.Decoder`: left-padded rows, a key/value cache),
-each with its own random generator seeded with `seed`: a prompt's completion is the one it gets alone."""
+each with its own random generator seeded with `seed`: a prompt's completion is the one it gets alone. Under
+`foundry serve-model`, with the rows of every other request running (`models.batching`), the same."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from models.gpt import GPT, sampling_probs
 from models.kv_cache import Decoder
 from models.request_limits import DEFAULTS, TimeLimit
 from models.tokens import EOT
+
+BATCHING = "batching"  # the served model's attribute holding its `models.batching.BatchingEngine`, if it has one
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,13 @@ def generated_steps(
     """Each step's (row, token) of the rows still going, as soon as the step has chosen them; a row's token is
     `stop_token` once, at the step it stops (then it leaves the batch; the others go on as before). Row i draws
     what `model.generate` draws for prompt i alone with `torch.Generator().manual_seed(seed)`. Past `deadline`
-    (`time.monotonic()`), `TimeLimit` instead of the next step: no step starts after it."""
+    (`time.monotonic()`), `TimeLimit` instead of the next step: no step starts after it.
+    A model `foundry serve-model` serves has a `batching` engine (`models.batching`): the rows are generated there,
+    in one batch with every other request's, each the same as here, under the same deadline."""
+    engine = getattr(model, BATCHING, None)
+    if engine is not None:
+        yield from engine.steps(prompts, max_new_tokens, temperature, top_k, seed, stop_token, deadline)
+        return
     draws = [RowDraws(seed) for _ in prompts]
     decoder = Decoder(model, prompts)
     for step in range(max_new_tokens):

@@ -42,9 +42,11 @@ class LayerCache:
 
 
 def _shifted(buffer: torch.Tensor, drop_front: int, length: int) -> torch.Tensor:
-    out = torch.zeros_like(buffer)
-    out[:, :, : length - drop_front] = buffer[:, :, drop_front:length]
-    return out
+    """`buffer` (rows kept: a copy already) moved `drop_front` columns left, in place; the columns past the new
+    length are never read before being written again, so they keep what they hold."""
+    if drop_front:
+        buffer[:, :, : length - drop_front] = buffer[:, :, drop_front:length].clone()
+    return buffer
 
 
 class KVCache:
@@ -62,6 +64,22 @@ class KVCache:
     def keep(self, rows: torch.Tensor, drop_front: int) -> None:
         for layer in self.layers:
             layer.keep(rows, drop_front)
+
+    def stacked(self, other: KVCache) -> None:
+        """`other`'s rows below these, both full to their length: the shorter left-padded with zero columns (which
+        the mask hides) so that every row's newest token stays in the last column."""
+        length = max(self.length, other.length)
+        for mine, theirs in zip(self.layers, other.layers, strict=True):
+            mine.keys = _stacked(mine.keys, mine.length, theirs.keys, theirs.length, length)
+            mine.values = _stacked(mine.values, mine.length, theirs.values, theirs.length, length)
+            mine.length = length
+
+
+def _stacked(top: torch.Tensor, top_length: int, bottom: torch.Tensor, bottom_length: int, length: int):
+    out = top.new_zeros((top.size(0) + bottom.size(0), *top.shape[1:]))
+    out[: top.size(0), :, length - top_length : length] = top[:, :, :top_length]
+    out[top.size(0) :, :, length - bottom_length : length] = bottom[:, :, :bottom_length]
+    return out
 
 
 class Decoder:
@@ -108,6 +126,28 @@ class Decoder:
             self.cache.keep(torch.tensor(kept, device=self.device), before - self.width)
         elif not self.active:
             self.cache = None
+
+    def join(self, other: Decoder) -> list[int]:
+        """Take `other`'s active rows as rows of this decoder, after its own (continuous batching: requests that
+        arrive while these rows generate join them). Both must stand where `next_logits` leaves a decoder, every
+        token cached and the chosen ones not pushed yet; their caches are stacked (`KVCache.stacked`), or dropped
+        to be rebuilt at the next step where either has none (a window past block_size). Returns the rows' names
+        here, in `other.active`'s order."""
+        names = list(range(len(self.rows), len(self.rows) + len(other.active)))
+        self.rows.extend(other.rows[r] for r in other.active)
+        if not self.active:
+            self.cache = other.cache
+        elif self.cache is not None and other.cache is not None:
+            self.cache.stacked(other.cache)
+        else:
+            self.cache = None
+        self.active.extend(names)
+        return names
+
+    def release(self, rows: list[int]) -> None:
+        """Forget the tokens of `rows`, dropped already (a decoder that runs for hours would keep them all)."""
+        for row in rows:
+            self.rows[row] = []
 
     def _cached_logits(self) -> torch.Tensor:
         width, start = self.width, self.cache.length

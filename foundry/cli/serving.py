@@ -17,6 +17,8 @@ def cmd_serve_model(args: argparse.Namespace) -> int:
         http.check_host(args.host, args.allow_remote)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if args.max_batch_rows is not None and args.max_batch_rows < 1:
+        raise ConfigError(f"--max-batch-rows {args.max_batch_rows}: the batch needs room for 1 row or more")
     refuse_purged([uri], args.allow_purged, "served")
     base = f"http://{args.host}:{args.port}"
     print(
@@ -24,7 +26,7 @@ def cmd_serve_model(args: argparse.Namespace) -> int:
         f"(model {args.model_name or uri}). Ctrl-C stops it.",
         flush=True,
     )
-    http.serve(uri, args.host, args.port, args.model_name, args.allow_remote)
+    http.serve(uri, args.host, args.port, args.model_name, args.allow_remote, args.max_batch_rows)
     return 0
 
 
@@ -46,6 +48,11 @@ def add_commands(commands) -> None:
         REMOTE_FLAG,
         action="store_true",
         help="allow a --host that is not loopback: there is no authentication, anyone who reaches it can generate",
+    )
+    serve.add_argument(
+        "--max-batch-rows",
+        type=int,
+        help="rows generated together at most, over all clients' requests (default 32; 1: one row at a time)",
     )
     allow_purged_arg(serve, "serve")
     serve.set_defaults(func=cmd_serve_model)

@@ -6,4 +6,5 @@
   (an image classifier's: `foundry.vision.package`)
 - `requirements.txt`: the requirements every version logs
 - `http`: not the model's code (it stays here): `foundry serve-model`'s app, MLflow's scoring routes and OpenAI's
+- `operations`: not the model's code either: that app's batching of many clients' requests, `/metrics` and `/health`
 """

@@ -293,8 +293,10 @@ def model_list(model_id: str, created: int) -> dict:
     return {"object": "list", "data": [{"id": model_id, "object": "model", "created": created, "owned_by": "foundry"}]}
 
 
-def build_app(model, model_id: str):
-    """MLflow's scoring app for the loaded `model` (a PyFuncModel) with the OpenAI routes added."""
+def build_app(model, model_id: str, max_batch_rows: int | None = None, batch_window_s: float | None = None):
+    """MLflow's scoring app for the loaded `model` (a PyFuncModel) with the OpenAI routes added, requests batched
+    together (up to `max_batch_rows` rows; `batch_window_s`, the first one's wait for others: None, the defaults of
+    `models.batching`), `/metrics` and `/health` (foundry/serving/operations.py)."""
     import asyncio
 
     from fastapi import Request
@@ -302,10 +304,15 @@ def build_app(model, model_id: str):
     from mlflow.exceptions import MlflowException
     from mlflow.pyfunc.scoring_server import CONTENT_TYPE_JSON, init, invocations
 
+    from foundry.serving import operations
+    from models.batching import MAX_ROWS, WINDOW_S
+
     app = init(model)
     saved = model.model_config or {}
     max_body_bytes = int(saved.get("max_body_bytes", MAX_BODY_BYTES))
     app.add_middleware(BoundedBody, max_body_bytes=max_body_bytes, bounds=request_bounds(saved))
+    rows, window = max_batch_rows or MAX_ROWS, WINDOW_S if batch_window_s is None else batch_window_s
+    operations.install(app, model, model_id, BODY_ROUTES | {"/v1/models", "/models"}, rows, window)
     schema = model.metadata.get_input_schema()
     created = int(time.time())
 
@@ -392,11 +399,19 @@ def build_app(model, model_id: str):
     return app
 
 
-def serve(model_uri: str, host: str, port: int, model_id: str | None = None, allow_remote: bool = False) -> None:
-    """Load the version as `mlflow models serve` does (SERVING_MODEL_CONFIG honoured) and serve it until stopped."""
+def serve(
+    model_uri: str,
+    host: str,
+    port: int,
+    model_id: str | None = None,
+    allow_remote: bool = False,
+    max_batch_rows: int | None = None,
+) -> None:
+    """Load the version as `mlflow models serve` does (SERVING_MODEL_CONFIG honoured) and serve it until stopped,
+    requests from all clients batched together, up to `max_batch_rows` rows."""
     import uvicorn
     from mlflow.pyfunc.scoring_server import load_model_with_mlflow_config
 
     check_host(host, allow_remote)
-    app = build_app(load_model_with_mlflow_config(model_uri), model_id or model_uri)
+    app = build_app(load_model_with_mlflow_config(model_uri), model_id or model_uri, max_batch_rows)
     uvicorn.run(app, host=host, port=port, workers=1, log_level="info")
