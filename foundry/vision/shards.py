@@ -24,7 +24,7 @@ from __future__ import annotations
 import io
 import tarfile
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -128,16 +128,22 @@ def pack(path: Path, images: Iterable[tuple[bytes, int]]) -> int:
     return count
 
 
-def _write_shard(path: Path, images: list[tuple[str, int]]) -> None:
-    pack(path, ((Path(source).read_bytes(), index) for source, index in images))
+def _read_file(path: str) -> bytes:
+    return Path(path).read_bytes()
 
 
 def write_shards(
-    records: Iterable[ImageRecord], out: Path, shard_images: int = 4096, classes: list[str] | None = None
+    records: Iterable[ImageRecord],
+    out: Path,
+    shard_images: int = 4096,
+    classes: list[str] | None = None,
+    read: Callable[[str], bytes] = _read_file,
+    shapes: list[tuple[int, int, int]] | None = None,
 ) -> ShardManifest:
     """Write the records' PNGs into shards in `out` (created; must not hold shards) and their manifest.
     `classes` fixes the label order (a fine-tune keeps its parent's indices and may add labels at the end);
-    by default the sorted labels."""
+    by default the sorted labels. `read` gives a record's PNG bytes from its path (by default the file's);
+    `shapes`, each record's (C, H, W) when the caller knows them (else read from each PNG's header)."""
     records = list(records)
     if not records:
         raise ValueError("no images to write: the table is empty")
@@ -146,7 +152,7 @@ def write_shards(
     unknown = sorted({r.label for r in records} - set(index))
     if unknown:
         raise ValueError(f"labels {unknown[:5]} are not among the classes {classes[:10]}: add them to the classes")
-    shapes = Counter(image_shape(r.path) for r in records)
+    shapes = Counter(shapes if shapes is not None else (image_shape(r.path) for r in records))
     if len(shapes) > 1:
         raise ValueError(f"images differ in shape (C, H, W): {dict(shapes)}; prepare fits them to one size")
     out = Path(out)
@@ -158,7 +164,7 @@ def write_shards(
         rows = [(r.path, index[r.label]) for r in records if r.split == split]
         for n, start in enumerate(range(0, len(rows), shard_images)):
             path = out / f"{split}-{n:05d}.tar"
-            _write_shard(path, rows[start : start + shard_images])
+            pack(path, ((read(source), i) for source, i in rows[start : start + shard_images]))
             images = len(rows[start : start + shard_images])
             shards.append(ShardFile(file=path.name, split=split, images=images, sha256=sha256_file(path)))
     counts = {s: dict(sorted(Counter(r.label for r in records if r.split == s).items())) for s in SPLITS}
