@@ -64,7 +64,7 @@ class ImageWorkload(Workload):
 
     def shaping(self, config: FoundryConfig) -> dict[str, Any]:
         # images are fitted and sharded by it; no tokenizer. How many processes prepare them changes nothing.
-        return {"image": config.image.model_dump(mode="json", exclude={"workers"})}
+        return {"image": config.image.model_dump(mode="json", exclude={"workers", "loader_workers"})}
 
     def data_metrics(self, manifest: DatasetManifest) -> dict[str, float]:
         return {**manifest.data_metrics(), "data/classes": len(manifest.classes)}
