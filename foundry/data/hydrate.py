@@ -14,6 +14,7 @@ version's listing, goes through DVC.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -47,8 +48,8 @@ def verify_dataset(data_dir: Path, listing: dict[str, str] | None = None) -> lis
 
     The manifest lists every other file's xxh3-128 (datasets from before it did: the shards' sha256);
     `listing`, DVC's {file: md5} for the version, vouches for the manifest itself, and a file the
-    listing names that the manifest does not is reported too. Files are hashed in parallel threads:
-    both hashes release the GIL on large buffers."""
+    listing names that the manifest does not is reported too. Files are hashed in parallel threads (both
+    hashes release the GIL on large buffers), those of a dataset under THREADED_BYTES in this one."""
     from concurrent.futures import ThreadPoolExecutor
 
     try:
@@ -66,8 +67,23 @@ def verify_dataset(data_dir: Path, listing: dict[str, str] | None = None) -> lis
         return not path.is_file() or digest(path) != expected[name]
 
     names = sorted(expected)
+    if _bytes(data_dir, names) < THREADED_BYTES:  # hashed in a few ms: starting threads would cost more
+        return sorted(unlisted + [name for name in names if bad(name)])
     with ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 1))) as pool:
         return sorted(unlisted + [name for name, is_bad in zip(names, pool.map(bad, names)) if is_bad])
+
+
+THREADED_BYTES = 64 << 20  # a dataset smaller than this is checked in the calling thread
+
+
+def _bytes(data_dir: Path, names: list[str]) -> int:
+    total = 0
+    for name in names:
+        try:
+            total += (data_dir / name).stat().st_size
+        except OSError:
+            pass  # missing: `bad` reports it
+    return total
 
 
 def listing_path(cache: Path, data_version: str) -> Path:
@@ -143,15 +159,16 @@ def hydrate_version(version: DataVersion, home: Path) -> Path:
     scratch = hydrated / f".pull-{uuid.uuid4().hex[:8]}"
     scratch.mkdir(parents=True)
     try:
-        try:
-            copied = _copy_from_folder(version, scratch / "prepared", cache)
+        try:  # a folder remote's files straight into the scratch folder, which becomes the copy: none to remove
+            copied = _copy_from_folder(version, scratch, cache)
         except HydrationError:
             _forget(cache, version.data_version)
             raise
         if not copied:
             _pull(version, scratch, cache=cache)
+        prepared = scratch if copied else scratch / "prepared"
         try:
-            bad = verify_dataset(scratch / "prepared", dvc_listing(cache, version.data_version))
+            bad = verify_dataset(prepared, dvc_listing(cache, version.data_version))
         except HydrationError:
             _forget(cache, version.data_version)
             raise
@@ -162,12 +179,13 @@ def hydrate_version(version: DataVersion, home: Path) -> Path:
                 "nothing was hydrated"
             )
         try:
-            os.rename(scratch / "prepared", target)  # atomic: readers see all of it or none
+            os.rename(prepared, target)  # atomic: readers see all of it or none
         except OSError:
             if not target.is_dir():  # another process won the race with the same content
                 raise
     finally:
-        remove_tree(scratch, within=hydrated, ignore_errors=True)
+        if scratch.exists():
+            remove_tree(scratch, within=hydrated, ignore_errors=True)
     return target
 
 
@@ -212,18 +230,35 @@ def _copy_from_folder(version: DataVersion, out: Path, cache: Path) -> bool:
             cached.parent.mkdir(parents=True, exist_ok=True)
             partial = cached.with_name(f"{cached.name}.{uuid.uuid4().hex[:8]}.tmp")
             try:
-                shutil.copyfile(_object(folder, md5), partial)
+                _copy_read_only(_object(folder, md5), partial)
             except FileNotFoundError:
                 partial.unlink(missing_ok=True)
                 raise HydrationError(f"data version {version.data_version}: {version.remote} lacks {name}") from None
-            os.chmod(partial, 0o444)
-            os.replace(partial, cached)
+            os.replace(partial, cached)  # whole or not at all: a concurrent hydration links only whole objects
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.link(cached, target)
         except OSError:  # another file system: a copy, as DVC's "hardlink,copy"
             shutil.copyfile(cached, target)
     return True
+
+
+def _copy_read_only(source: Path, target: Path) -> None:
+    """`source`'s bytes into a new read-only file (as DVC leaves its cache), by the kernel (sendfile, as `cp`)."""
+    with open(source, "rb") as src:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        with open(fd, "wb", closefd=True) as dst:
+            size, offset = os.fstat(src.fileno()).st_size, 0
+            try:
+                while offset < size:
+                    sent = os.sendfile(fd, src.fileno(), offset, size - offset)
+                    if not sent:
+                        raise OSError(f"{source} ended at {offset} of {size} bytes while it was copied")
+                    offset += sent
+            except (AttributeError, OSError) as exc:  # no sendfile between files here: through user space
+                if offset or not isinstance(exc, AttributeError) and exc.errno not in (errno.EINVAL, errno.ENOTSOCK):
+                    raise
+                shutil.copyfileobj(src, dst)
 
 
 def _pull(version: DataVersion, scratch: Path, cache: Path) -> None:
