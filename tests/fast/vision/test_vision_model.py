@@ -204,3 +204,32 @@ def test_a_shards_members_read_directly_are_tarfiles_and_another_tools_tar_is_re
     with tarfile.open(path) as tar:
         expected = [(m.name, tar.extractfile(m).read()) for m in tar]
     assert list(members(path)) == expected and len(expected) == len(blobs) * (2 if tool == "pack" else 1)
+
+
+def test_pack_writes_the_bytes_tarfile_writes_for_its_members(tmp_path):
+    """`pack` builds ustar headers itself; a shard must stay byte for byte what tarfile made of it before."""
+    import tarfile
+
+    from foundry.vision.shards import pack
+
+    images = [(bytes([n % 251]) * n, n % 12) for n in (0, 1, 511, 512, 513, 1024, 5000, 20_000)]
+    with tarfile.open(tmp_path / "tarfile.tar", "w", format=tarfile.USTAR_FORMAT) as tar:
+        for key, (png, index) in enumerate(images):
+            for name, data in ((f"{key:08d}.png", png), (f"{key:08d}.cls", str(index).encode())):
+                info = tarfile.TarInfo(name)
+                info.size, info.mtime, info.mode, info.uid, info.gid, info.uname, info.gname = (
+                    len(data),
+                    0,
+                    0o444,
+                    0,
+                    0,
+                    "",
+                    "",
+                )
+                tar.addfile(info, io.BytesIO(data))
+    assert pack(tmp_path / "pack.tar", images) == len(images)
+    assert (tmp_path / "pack.tar").read_bytes() == (tmp_path / "tarfile.tar").read_bytes()
+    pack(tmp_path / "empty.tar", [])
+    with tarfile.open(tmp_path / "empty-tarfile.tar", "w", format=tarfile.USTAR_FORMAT):
+        pass
+    assert (tmp_path / "empty.tar").read_bytes() == (tmp_path / "empty-tarfile.tar").read_bytes()
