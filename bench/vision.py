@@ -7,9 +7,10 @@ Datasets: `configs/vision.yaml`'s sklearn digits (1,797 8x8 gray), and for prepa
 `--synthetic` deterministic 64x64 RGB PNGs (smooth colour fields with noise, 10 class folders) written to a temp
 folder. Ratios are Foundry's throughput over the baseline's (above 1: Foundry faster); each figure is the median
 of `--repeats` runs of each side, the sides alternating (ABBA...), so load from other work hits both alike.
-1. prepare: `foundry.vision.stage.prepare_image_dataset` (the pipeline's call: list and fingerprint the sources
-   again, decode, count and strip metadata, fit, dHash, exact/near de-duplication, split on the ledger, write the
-   staged PNGs, table, audit and ledger, then `write_shards` and the manifest with every file's digests) against
+1. prepare: `foundry.vision.stage.prepare_image_dataset` (the pipeline's call: list the sources again, then in
+   image.workers processes read, fingerprint, decode, count and strip metadata, fit, dHash and encode each image,
+   its PNG spooled; exact/near de-duplication, split on the ledger, table, audit and ledger, then `write_shards`
+   from the spools and the manifest with every file's digests) against
    plain: one Pillow loop that opens each file, converts it to L/RGB, resizes it to image.size (bicubic), hashes
    the pixels with sha256, drops exact repeats, and writes a PNG (compress_level 6, as Foundry's) per image.
 2. loading: whole epochs (at least 8,000 images a measure) of the trainer's own loader
