@@ -1,25 +1,26 @@
 """The vision workload against plain baselines in the same run: data preparation, loading, training, hydration,
 and the default run's holdout accuracy beside its baselines.
 
-    nice -n 19 python bench/vision.py [--synthetic 5000] [--steps 200] [--repeats 2]
+    nice -n 19 python bench/vision.py [--synthetic 5000] [--steps 200] [--repeats 2] [--workers 2] [--no-accuracy]
 
 Datasets: `configs/vision.yaml`'s sklearn digits (1,797 8x8 gray), and for preparation, loading and hydration also
 `--synthetic` deterministic 64x64 RGB PNGs (smooth colour fields with noise, 10 class folders) written to a temp
 folder. Ratios are Foundry's throughput over the baseline's (above 1: Foundry faster); each figure is the median
 of `--repeats` runs of each side, the sides alternating (ABBA...), so load from other work hits both alike.
-1. prepare: `foundry.vision.stage.prepare_image_dataset` (the pipeline's call: list and fingerprint the sources
-   again, decode, count and strip metadata, fit, dHash, exact/near de-duplication, split on the ledger, write the
-   staged PNGs, table, audit and ledger, then `write_shards` and the manifest with every file's digests) against
+1. prepare: `foundry.vision.stage.prepare_image_dataset` (the pipeline's call: list the sources again, then in
+   image.workers processes read, fingerprint, decode, count and strip metadata, fit, dHash and encode each image,
+   its PNG spooled; exact/near de-duplication, split on the ledger, table, audit and ledger, then `write_shards`
+   from the spools and the manifest with every file's digests) against
    plain: one Pillow loop that opens each file, converts it to L/RGB, resizes it to image.size (bicubic), hashes
    the pixels with sha256, drops exact repeats, and writes a PNG (compress_level 6, as Foundry's) per image.
 2. loading: whole epochs (at least 8,000 images a measure) of the trainer's own loader
-   (`foundry.vision.training.ShardBatches`: tar shards, shuffle buffer, Pillow decode, in the training process)
-   against a `torch.utils.data.DataLoader` over the same train PNGs as plain files (shuffled, Pillow decode),
-   both batch train.batch_size, 0 workers (the trainer has none).
+   (`foundry.vision.training.ShardBatches`: tar shards, shuffle buffer, Pillow decode, in `--workers` DataLoader
+   processes as image.loader_workers) against a `torch.utils.data.DataLoader` over the same train PNGs as plain
+   files (shuffled, Pillow decode, `--workers` persistent workers), both batch train.batch_size.
 3. training (digits): `--steps` steps of `foundry.training.trainer.train` on the hydrated version (no MLflow
    run; validation and checkpoints between steps off; the final checkpoint and model.pt written) against a plain
    loop: the same `models.vision` classifier, augmentation, fused AdamW, schedule, clipping, batch size and thread
-   count, batches from the plain DataLoader of (2). The two alternate step by step in one process (a callback
+   count, batches from the plain DataLoader of (2), both sides with `--workers` loader processes. The two alternate step by step in one process (a callback
    runs a plain step after each of ours from step 10 on, as bench/train_overhead.py does), so load from other
    work hits both alike. Data wait: ours from the end of the plain step to our step's start (the loader's next
    batch and Lightning's loop between steps, as `LitVision`'s train/data_wait_ms), the plain one's `next()`.
@@ -202,10 +203,16 @@ class PlainImages(torch.utils.data.Dataset):
         return torch.from_numpy(np.ascontiguousarray(array)), label
 
 
-def plain_loader(files, batch_size: int, seed: int):
+def plain_loader(files, batch_size: int, seed: int, workers: int):
     generator = torch.Generator().manual_seed(seed)
     return torch.utils.data.DataLoader(
-        PlainImages(files), batch_size=batch_size, shuffle=True, drop_last=True, num_workers=0, generator=generator
+        PlainImages(files),
+        batch_size=batch_size,
+        shuffle=True,
+        drop_last=True,
+        num_workers=workers,
+        persistent_workers=workers > 0,
+        generator=generator,
     )
 
 
@@ -214,7 +221,11 @@ def loading_side(config, name: str, data_dir: Path, files, repeats: int) -> dict
     from foundry.vision.training import ShardBatches
 
     t = config.train
-    batches = {"foundry": ShardBatches(data_dir, t.batch_size, t.seed), "plain": plain_loader(files, t.batch_size, 0)}
+    workers = config.image.loader_workers
+    batches = {
+        "foundry": ShardBatches(data_dir, t.batch_size, t.seed, workers=workers),
+        "plain": plain_loader(files, t.batch_size, 0, workers),
+    }
     epochs, count = math.ceil(LOAD_IMAGES / len(files)), {}
 
     def passes(which: str):
@@ -230,7 +241,7 @@ def loading_side(config, name: str, data_dir: Path, files, repeats: int) -> dict
     times = alternating(repeats, {"foundry": passes("foundry"), "plain": passes("plain")})
     rates = {k: count[k] / statistics.median(v) for k, v in times.items()}
     print(
-        f"{name} loading ({epochs} epochs of {len(files)} train images, batch {t.batch_size}): "
+        f"{name} loading ({epochs} epochs of {len(files)} train images, batch {t.batch_size}, {workers} workers): "
         f"foundry {rates['foundry']:,.0f} images/s, plain {rates['plain']:,.0f} images/s"
     )
     return rates
@@ -254,7 +265,7 @@ class PlainLoop:
             self.optimizer, lambda s: warmup_cosine(s, t.warmup_steps, t.max_steps, t.min_lr_ratio)
         )
         self.shifts, self.generator = AugmentConfig(**augment_args(config)), torch.Generator().manual_seed(t.seed)
-        self.batches = self._forever(plain_loader(files, t.batch_size, t.seed))
+        self.batches = self._forever(plain_loader(files, t.batch_size, t.seed, config.image.loader_workers))
         self.times, self.waits, self.losses = [], [], []
 
     @staticmethod
@@ -370,19 +381,23 @@ def main() -> None:
     parser.add_argument("--synthetic", type=int, default=5000, help="64x64 RGB PNGs in the larger set")
     parser.add_argument("--steps", type=int, default=200, help="training steps of each timed run")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each side per measure, alternating")
+    parser.add_argument("--workers", type=int, default=2, help="loader processes of each side (image.loader_workers)")
+    parser.add_argument("--no-accuracy", action="store_true", help="leave out (5), the default run's 2,000 steps")
     args = parser.parse_args()
     if args.steps <= SKIP + 1:
         parser.error(f"--steps must be above {SKIP + 1}")
     try:
         print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; work folder {WORK}")
-        default = load_config(REPO / "configs" / "vision.yaml")
+        workers = f"image.loader_workers={args.workers}"
+        default = load_config(REPO / "configs" / "vision.yaml", [workers])
         start = time.perf_counter()
         source = synthetic_source(WORK / "synthetic-source", args.synthetic)
         print(f"synthetic: {args.synthetic} 64x64 RGB PNGs written in {time.perf_counter() - start:.1f} s")
         configs = {
             "digits": default,
             "synthetic": load_config(
-                REPO / "configs" / "vision.yaml", [f"data.source={source}", "image.size=64", "image.channels=rgb"]
+                REPO / "configs" / "vision.yaml",
+                [f"data.source={source}", "image.size=64", "image.channels=rgb", workers],
             ),
         }
         prepared = {name: prepare_side(cfg, name, args.repeats) for name, cfg in configs.items()}
@@ -393,10 +408,15 @@ def main() -> None:
         }
         timed_config = load_config(
             REPO / "configs" / "vision.yaml",
-            [f"train.max_steps={args.steps}", "train.val_every_n_steps=1000000", "checkpoint.every_n_steps=1000000"],
+            [
+                f"train.max_steps={args.steps}",
+                "train.val_every_n_steps=1000000",
+                "checkpoint.every_n_steps=1000000",
+                workers,
+            ],
         )
         training = training_side(timed_config, hydrated["digits"][0], files["digits"])
-        metrics = default_run(default, hydrated["digits"][0])
+        metrics = None if args.no_accuracy else default_run(default, hydrated["digits"][0])
         prep = {name: ratio(p["times"], "foundry", "plain") for name, p in prepared.items()}
         hydrate = {name: ratio(h[1], "hydrate", "cp") for name, h in hydrated.items()}
         load = {name: rates["foundry"] / rates["plain"] for name, rates in loading.items()}
@@ -405,9 +425,13 @@ def main() -> None:
             f"loading {load['synthetic']:.2f}x plain (digits {load['digits']:.2f}x), "
             f"train {training['foundry'][0] / training['plain'][0]:.2f}x plain, "
             f"data wait {100 * training['foundry'][1]:.0f}% of step (plain {100 * training['plain'][1]:.0f}%), "
-            f"hydrate {hydrate['synthetic']:.2f}x cp -r (digits {hydrate['digits']:.2f}x); "
-            f"holdout accuracy {metrics.accuracy:.3f} (nearest class mean {metrics.nearest_class_mean_accuracy:.3f}, "
-            f"majority {metrics.majority_accuracy:.3f})"
+            f"hydrate {hydrate['synthetic']:.2f}x cp -r (digits {hydrate['digits']:.2f}x)"
+            + (
+                ""
+                if metrics is None
+                else f"; holdout accuracy {metrics.accuracy:.3f} (nearest class mean "
+                f"{metrics.nearest_class_mean_accuracy:.3f}, majority {metrics.majority_accuracy:.3f})"
+            )
         )
     finally:
         shutil.rmtree(WORK, ignore_errors=True)

@@ -77,10 +77,10 @@ def eight_bit(image: Image.Image) -> Image.Image:
 def coloured(image: Image.Image, channels: str) -> Image.Image:
     """gray, rgb, or auto: gray for a grayscale image (equal channels count as gray), else RGB."""
     image = eight_bit(image)
+    if channels != "auto":  # colourless() reads every pixel: only auto asks it
+        return image.convert("L" if channels == "gray" else "RGB")
     gray = image.mode in GRAY_MODES or (image.mode in ("P", "RGB") and colourless(image))
-    if channels == "gray" or (channels == "auto" and gray):
-        return image.convert("L")
-    return image.convert("RGB")
+    return image.convert("L" if gray else "RGB")
 
 
 def fitted(image: Image.Image, size: int, mode: str) -> Image.Image:

@@ -81,7 +81,7 @@ def check_data_version(value: str) -> str:
 
 class DataVersion(_Value):
     """A prepared dataset as DVC versioned it: its content hash and the remote holding it (a DVC remote URL,
-    only ever handed to DVC, never joined to a local path)."""
+    handed to DVC; only hydration reads a folder remote itself, in DVC's layout, checking every name it joins)."""
 
     data_version: str
     remote: str

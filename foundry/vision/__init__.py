@@ -4,6 +4,7 @@ trained and scored on them (`workload`, as `foundry.core.workload` asks it).
 - `builtin`: image sources every install has offline (`sklearn://digits`)
 - `acquire`: the labelled images of every source, in a stable order; `stage`: the image data stage as the pipeline runs it
 - `decode`: one image decoded and fitted; `neardup`, `dedup`: perceptual near copies and which images are kept
+- `readpool`: each source image read once, fingerprinted, decoded and its PNG spooled, on every core
 - `prepare`: labelled images in, a staged folder out; `table`: its typed rows and audit; `shards`: WebDataset shards
 - `validate_images`: stage A's gate for an image dataset
 - `training`: the LightningModule and loaders of an image dataset; `finetune`: a registered classifier's fine-tune

@@ -74,18 +74,18 @@ def _unwrap(root: Path) -> Path:
 def _by_folder(root: Path, prefix: str, data: DataConfig, found: Listing) -> None:
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in data.exclude_dirs)
+        folder = Path(dirpath).relative_to(root).parts  # once a folder: per file it cost ~40 us of a digit's ~200
+        within = prefix + "".join(f"{part}/" for part in folder)
         for filename in sorted(f for f in filenames if not f.startswith(".")):
-            path = Path(dirpath, filename)
-            relative = path.relative_to(root)
-            name = prefix + relative.as_posix()
+            name = within + filename
             if not is_image(filename):
                 found.skip("not_an_image_file", name, data.on_error, "not a .jpg, .jpeg, .png, .webp or .bmp name")
-            elif len(relative.parts) < 2:
+            elif not folder:
                 found.skip("unlabelled", name, data.on_error, "outside any class folder")
-            elif path.is_symlink() and not inside(path, root):
+            elif os.path.islink(path := os.path.join(dirpath, filename)) and not inside(Path(path), root):
                 found.skip("symlink_outside_root", name, data.on_error)
             else:
-                found.images.append(LabelledImage(path, name, relative.parts[0]))
+                found.images.append(LabelledImage(Path(path), name, folder[0]))
 
 
 def _index_rows(index: Path) -> Iterator[tuple[int, dict | None, str]]:

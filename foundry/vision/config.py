@@ -78,6 +78,18 @@ class ImageConfig(_Section):
     shard_images: int = Field(
         4096, ge=1, description="Images per WebDataset tar shard of the prepared dataset (train-00000.tar...)."
     )
+    workers: int = Field(
+        0,
+        ge=0,
+        description="Processes that read, decode, hash and encode the images in prepare: 0, one per core this "
+        "process may run on; 1, the calling process. The prepared data is the same for any number.",
+    )
+    loader_workers: int = Field(
+        2,
+        ge=0,
+        description="DataLoader worker processes that read and decode training batches ahead of each step (per "
+        "training process); 0 decodes them in the training process. The batches are the same for any number.",
+    )
     min_per_class: int = Field(
         10,
         ge=1,

@@ -14,6 +14,7 @@ import io
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from PIL import Image
@@ -46,10 +47,10 @@ class Decoded:
     def image(self) -> Image.Image:
         return Image.fromarray(self.pixels)
 
-    def png(self) -> bytes:
-        """Lossless, metadata-free PNG bytes, the same for the same pixels."""
+    def png(self, image: Image.Image | None = None) -> bytes:
+        """Lossless, metadata-free PNG bytes, the same for the same pixels (`image`: `self.image()`, made already)."""
         out = io.BytesIO()
-        self.image().save(out, format="PNG", compress_level=6)
+        (image or self.image()).save(out, format="PNG", compress_level=6)
         return out.getvalue()
 
 
@@ -76,7 +77,7 @@ def metadata_kinds(image: Image.Image) -> tuple[str, ...]:
     return tuple(kind for kind in METADATA_KINDS if kind in found)
 
 
-def _open(path: Path, cfg: ImageConfig) -> Image.Image:
+def _open(path: Path | BinaryIO, cfg: ImageConfig) -> Image.Image:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -105,8 +106,9 @@ def pixel_sha256(pixels: np.ndarray) -> str:
     return hashlib.sha256(shape.encode() + b":" + np.ascontiguousarray(pixels).tobytes()).hexdigest()
 
 
-def decode(path: Path, cfg: ImageConfig) -> Decoded:
-    """The image at `path`, oriented, coloured and fitted; `UndecodableImage` when it cannot be read."""
+def decode(path: Path | BinaryIO, cfg: ImageConfig) -> Decoded:
+    """The image at `path` (or in a file object already read), oriented, coloured and fitted;
+    `UndecodableImage` when it cannot be read."""
     with _open(path, cfg) as image:
         kinds = metadata_kinds(image)
         fixed = upright(image)

@@ -1,6 +1,7 @@
 """Prepare for images: labelled images in, a staged folder out (metadata-free PNGs, the table, the audit, the ledger).
 
-The staged folder holds `images/<sha[:2]>/<sha>.png` (pixels after the size policy, no metadata),
+The staged folder holds `images/<sha[:2]>/<sha>.png` (pixels after the size policy, no metadata; or, for the
+pipeline, which shards them at once, the PNGs in spool files there: `StagedImages.pngs`),
 `images.csv` (`foundry.vision.table.ImageRow`), `audit.json` and the sticky-split ledger of
 `foundry.data.ledger` (`ledger.csv`, and the dHash of each image as `ledger_minhash.npy`'s signature row),
 keyed by the pixels' sha256 as text is by the document's. The split is `holdout_set` over image counts.
@@ -19,13 +20,14 @@ import numpy as np
 
 from foundry.config import DataConfig
 from foundry.core.fs import remove_tree
+from foundry.data.acquire import content_digest
 from foundry.data.ledger import Ledger, Lineage, holdout_set, identity
 from foundry.data.remote import SourceError
 from foundry.vision.acquire import LabelledImage, Listing
 from foundry.vision.config import ImageConfig
-from foundry.vision.decode import Decoded, UndecodableImage, decode
 from foundry.vision.dedup import Candidate, Deduplicator
-from foundry.vision.neardup import dhash, hash_words, to_words
+from foundry.vision.neardup import hash_words, to_words
+from foundry.vision.readpool import PngRef, Read, SpoolReader, read_images
 from foundry.vision.table import Dropped, ImageAudit, ImageRow, write_table
 
 log = logging.getLogger(__name__)
@@ -41,13 +43,26 @@ class StagedImages:
     rows: list[ImageRow]
     audit: ImageAudit
     ledger: Ledger
+    pngs: dict[str, PngRef]  # sha256 -> its PNG in the spools of `folder / "images"`; empty when staged as files
+
+    def png_reader(self) -> SpoolReader:
+        return SpoolReader(self.folder / "images")
 
 
 @dataclass(frozen=True)
 class _Met:
     image: LabelledImage
-    decoded: Decoded
-    bits: np.ndarray
+    read: Read
+
+
+def source_content(images: list[LabelledImage], sizes: list[int], shas: list[str]) -> str:
+    """The digest of what identifies the images read (`foundry.data.acquire.content_digest` of each one's name,
+    label, size and sha256): a relabelled image is another source, as a changed file is."""
+    content = [
+        {"name": one.name, "label": one.label, "size": size, "sha256": sha}
+        for one, size, sha in zip(images, sizes, shas, strict=True)
+    ]
+    return content_digest(content)
 
 
 def read_lineage(parent: Path, image: ImageConfig, replay_fraction: float | None = None) -> Lineage:
@@ -63,31 +78,38 @@ def read_lineage(parent: Path, image: ImageConfig, replay_fraction: float | None
 
 
 def _decode_all(
-    found: Listing, data: DataConfig, image: ImageConfig, audit: ImageAudit, staged: Path, purged=frozenset()
+    found: Listing,
+    data: DataConfig,
+    image: ImageConfig,
+    audit: ImageAudit,
+    staged: Path,
+    purged=frozenset(),
+    source_digest: str | None = None,
 ) -> list[_Met]:
+    """Every image read once (`foundry.vision.readpool`), its PNG spooled under `staged/images`; then, in the
+    listing's order, the checks: the sources still the ones acquired (`source_digest`), each image readable."""
+    reads = read_images([one.path for one in found.images], image, data.max_file_bytes, purged, staged / "images")
+    if source_digest is not None:
+        digest = source_content(found.images, [r.size for r in reads], [r.source_sha256 for r in reads])
+        if digest != source_digest:
+            raise SourceError(
+                f"the images changed since they were acquired (digest {digest[:12]}, acquired {source_digest[:12]}): "
+                "run again, so that acquire and prepare read the same images"
+            )
     met = []
-    for entry in found.images:
-        try:
-            size = entry.path.stat().st_size
-            if size > data.max_file_bytes:
-                raise UndecodableImage(f"{size} bytes, more than data.max_file_bytes ({data.max_file_bytes})")
-            decoded = decode(entry.path, image)
-        except (UndecodableImage, OSError) as exc:
+    for entry, read in zip(found.images, reads):
+        if read.error:
             if data.on_error == "fail":
-                raise SourceError(f"cannot decode {entry.name}: {exc}") from None
-            audit.drop("undecodable", entry.name, str(exc))
-            log.warning("dropped an image that is not readable (named in audit.json): %s", type(exc).__name__)
+                raise SourceError(f"cannot decode {entry.name}: {read.error}") from None
+            audit.drop("undecodable", entry.name, read.error)
+            log.warning("dropped an image that is not readable (named in audit.json)")
             continue
-        if decoded.sha256 in purged:  # its name may be what a person asked to have forgotten: a count only
+        if read.purged:  # its name may be what a person asked to have forgotten: a count only
             audit.dropped.setdefault("purged", Dropped()).images += 1
             continue
-        for kind in decoded.metadata:
+        for kind in read.metadata:
             audit.stripped[kind] = audit.stripped.get(kind, 0) + 1
-        target = staged / _image_path(decoded.sha256)
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(decoded.png())
-        met.append(_Met(entry, decoded, dhash(decoded.image(), image.hash_size)))
+        met.append(_Met(entry, read))
     return met
 
 
@@ -110,12 +132,12 @@ def _select(met: list[_Met], image: ImageConfig, audit: ImageAudit, lineage: Lin
         dedup.seed(lineage.ledger)
     first: dict[str, _Met] = {}
     for one in met:
-        candidate = Candidate(one.decoded.sha256, one.bits, one.image.label, one.image.name)
+        candidate = Candidate(one.read.sha256, one.read.bits, one.image.label, one.image.name)
         reason, detail = dedup.check(candidate)
         if reason:
             audit.drop(reason, one.image.name, detail)
         else:
-            first[one.decoded.sha256] = one
+            first[one.read.sha256] = one
     for _, name, other in dedup.conflicted():
         audit.drop("label_conflict", name, f"also under another label as {other}")
     return [first[sha] for sha in dedup.survivors()]
@@ -129,11 +151,15 @@ def prepare_images(
     parent: Path | None = None,
     replay_fraction: float | None = None,
     purged: frozenset[str] = frozenset(),
+    source_digest: str | None = None,
+    as_files: bool = True,
 ) -> StagedImages:
     """Decode, strip, fit, de-duplicate and split `found`'s images into `out_dir` (replaced whole).
 
     `parent` is an earlier staged folder whose ledger this one builds on: its images keep their split.
-    `purged`: pixel sha256s a purge removed (`foundry.data.purged`), dropped as "purged", counted, never named."""
+    `purged`: pixel sha256s a purge removed (`foundry.data.purged`), dropped as "purged", counted, never named.
+    `source_digest`: what acquire fingerprinted (`source_content`); the images read must still be those.
+    `as_files`: each kept image a PNG file in `images/`; else left in the spools there, for the shards only."""
     lineage = read_lineage(parent, image, replay_fraction) if parent is not None else None
     audit = ImageAudit(images_in=len(found.images) + sum(len(names) for names in found.skipped.values()))
     for reason, names in found.skipped.items():
@@ -144,9 +170,14 @@ def prepare_images(
     remove_tree(work, within=out_dir.parent, ignore_errors=True)
     work.mkdir(parents=True)
     try:
-        kept = _select(_decode_all(found, data, image, audit, work, purged), image, audit, lineage)
+        met = _decode_all(found, data, image, audit, work, purged, source_digest)
+        kept = _select(met, image, audit, lineage)
         rows, ledger = _split(kept, data, audit, lineage, hash_words(image.hash_size))
-        _remove_unlisted(work, {row.path for row in rows})
+        pngs = {one.read.sha256: one.read.png for one in kept}
+        pngs = {row.sha256: pngs[row.sha256] for row in rows}
+        if as_files:
+            _unspool(work, rows, pngs)
+            pngs = {}
         write_table(rows, work)
         ledger.write(work)
         audit.write(work)
@@ -156,23 +187,23 @@ def prepare_images(
     remove_tree(out_dir, within=out_dir.parent, ignore_errors=True)
     work.rename(out_dir)
     log.info("images: kept %d of %d; %s", audit.images_out, audit.images_in, audit.splits)
-    return StagedImages(out_dir, rows, audit, ledger)
+    return StagedImages(out_dir, rows, audit, ledger, pngs)
 
 
 def _split(
     kept: list[_Met], data: DataConfig, audit: ImageAudit, lineage: Lineage | None, words: int
 ) -> tuple[list[ImageRow], Ledger]:
     sticky = lineage.ledger.split_of if lineage is not None else {}
-    holdout = holdout_set([(one.decoded.sha256, 1) for one in kept], data.holdout_fraction, sticky)
+    holdout = holdout_set([(one.read.sha256, 1) for one in kept], data.holdout_fraction, sticky)
     rows, new = [], []
     for one in kept:
-        sha = one.decoded.sha256
+        sha = one.read.sha256
         split = _split_of(sha, holdout, lineage)
         if sha not in sticky:
-            new.append((sha, split or "train", one.image.name, to_words(one.bits)))
+            new.append((sha, split or "train", one.image.name, to_words(one.read.bits)))
         if split is None:
             continue
-        height, width = one.decoded.pixels.shape[:2]
+        height, width = one.read.shape[:2]
         rows.append(
             ImageRow(
                 path=_image_path(sha),
@@ -180,7 +211,7 @@ def _split(
                 sha256=sha,
                 width=width,
                 height=height,
-                channels=one.decoded.channels,
+                channels=one.read.channels,
                 split=split,
                 source=one.image.name,
             )
@@ -196,8 +227,13 @@ def _split(
     return rows, base.extended(new, words)
 
 
-def _remove_unlisted(work: Path, listed: set[str]) -> None:
-    """PNGs of images decoded but then dropped (duplicates, conflicts, not replayed) leave the staged folder."""
-    for path in sorted((work / "images").glob("*/*.png")):
-        if path.relative_to(work).as_posix() not in listed:
-            path.unlink()
+def _unspool(work: Path, rows: list[ImageRow], pngs: dict[str, PngRef]) -> None:
+    """Each kept image's PNG from the spools to its own file; the spools removed."""
+    spools = work / "images"
+    with SpoolReader(spools) as spool:
+        for row in rows:
+            target = work / row.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(spool.read(pngs[row.sha256]))
+    for path in spools.glob("spool-*.bin"):
+        path.unlink()

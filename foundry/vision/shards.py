@@ -21,10 +21,14 @@ ranks whole shards too), decoding each PNG with Pillow into a uint8 (C, H, W) te
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import io
+import mmap
+import os
 import tarfile
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -108,36 +112,74 @@ def image_shape(path: str) -> tuple[int, int, int]:
         return (1 if image.mode in ("L", "I;16", "1") else 3, image.height, image.width)
 
 
-def _member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size, info.mtime, info.mode = len(data), 0, 0o444
+BLOCK, RECORD = tarfile.BLOCKSIZE, tarfile.RECORDSIZE
+
+
+@functools.cache
+def _template() -> bytes:
+    """tarfile's ustar header of a member as `pack` writes them (mode 0o444, owners 0 and unnamed, time 0),
+    for an empty name and size: `_header` fills in both and the checksum."""
+    info = tarfile.TarInfo("")
+    info.size, info.mtime, info.mode = 0, 0, 0o444
     info.uid = info.gid = 0
     info.uname = info.gname = ""
-    tar.addfile(info, io.BytesIO(data))
+    return info.tobuf(tarfile.USTAR_FORMAT, "utf-8", "surrogateescape")
+
+
+def _header(name: str, size: int) -> bytes:
+    """The header tarfile writes for `name` and `size` (checked against it by tests/fast/vision): tarfile builds
+    a TarInfo and copies it per member, which cost the digits' prepare more than their PNGs' encoding."""
+    header = bytearray(_template())
+    header[0:100] = name.encode("ascii").ljust(100, b"\0")
+    header[124:136] = b"%011o\0" % size
+    header[148:156] = b" " * 8  # as tarfile: the checksum counts its own field as spaces
+    header[148:155] = b"%06o\0" % sum(header)
+    return bytes(header)
 
 
 def pack(path: Path, images: Iterable[tuple[bytes, int]]) -> int:
     """One shard of (PNG bytes, class index) pairs, keyed by their place in it; returns how many it holds
     (a purge writes a shard again through this, without the purged images: `foundry.vision.purge`)."""
-    count = 0
-    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+    return _pack(path, images)[0]
+
+
+def _pack(path: Path, images: Iterable[tuple[bytes, int]]) -> tuple[int, str]:
+    """`pack`, and the shard's sha256, hashed as it is written: the bytes `tarfile` writes for these members
+    in USTAR format (a header, the bytes padded to a block; two zero blocks and padding to a record at the end)."""
+    digest, count, written = hashlib.sha256(), 0, 0
+    with open(path, "wb") as f:
+
+        def put(data: bytes) -> None:
+            nonlocal written
+            f.write(data)
+            digest.update(data)
+            written += len(data)
+
         for count, (png, index) in enumerate(images, 1):
             key = f"{count - 1:08d}"
-            _member(tar, f"{key}.png", png)
-            _member(tar, f"{key}.cls", str(index).encode())
-    return count
+            for name, data in ((f"{key}.png", png), (f"{key}.cls", str(index).encode())):
+                put(_header(name, len(data)) + data + b"\0" * (-len(data) % BLOCK))
+        put(b"\0" * (2 * BLOCK))
+        put(b"\0" * (-written % RECORD))
+    return count, digest.hexdigest()
 
 
-def _write_shard(path: Path, images: list[tuple[str, int]]) -> None:
-    pack(path, ((Path(source).read_bytes(), index) for source, index in images))
+def _read_file(path: str) -> bytes:
+    return Path(path).read_bytes()
 
 
 def write_shards(
-    records: Iterable[ImageRecord], out: Path, shard_images: int = 4096, classes: list[str] | None = None
+    records: Iterable[ImageRecord],
+    out: Path,
+    shard_images: int = 4096,
+    classes: list[str] | None = None,
+    read: Callable[[str], bytes] = _read_file,
+    shapes: list[tuple[int, int, int]] | None = None,
 ) -> ShardManifest:
     """Write the records' PNGs into shards in `out` (created; must not hold shards) and their manifest.
     `classes` fixes the label order (a fine-tune keeps its parent's indices and may add labels at the end);
-    by default the sorted labels."""
+    by default the sorted labels. `read` gives a record's PNG bytes from its path (by default the file's);
+    `shapes`, each record's (C, H, W) when the caller knows them (else read from each PNG's header)."""
     records = list(records)
     if not records:
         raise ValueError("no images to write: the table is empty")
@@ -146,7 +188,7 @@ def write_shards(
     unknown = sorted({r.label for r in records} - set(index))
     if unknown:
         raise ValueError(f"labels {unknown[:5]} are not among the classes {classes[:10]}: add them to the classes")
-    shapes = Counter(image_shape(r.path) for r in records)
+    shapes = Counter(shapes if shapes is not None else (image_shape(r.path) for r in records))
     if len(shapes) > 1:
         raise ValueError(f"images differ in shape (C, H, W): {dict(shapes)}; prepare fits them to one size")
     out = Path(out)
@@ -158,13 +200,39 @@ def write_shards(
         rows = [(r.path, index[r.label]) for r in records if r.split == split]
         for n, start in enumerate(range(0, len(rows), shard_images)):
             path = out / f"{split}-{n:05d}.tar"
-            _write_shard(path, rows[start : start + shard_images])
-            images = len(rows[start : start + shard_images])
-            shards.append(ShardFile(file=path.name, split=split, images=images, sha256=sha256_file(path)))
+            images, sha256 = _pack(path, ((read(source), i) for source, i in rows[start : start + shard_images]))
+            shards.append(ShardFile(file=path.name, split=split, images=images, sha256=sha256))
     counts = {s: dict(sorted(Counter(r.label for r in records if r.split == s).items())) for s in SPLITS}
     manifest = ShardManifest(classes=classes, shape=next(iter(shapes)), counts=counts, shards=shards)
     manifest.write(out)
     return manifest
+
+
+def members(path: Path) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of each member of a shard, in order. Read from `pack`'s fixed ustar layout directly (a header
+    block, the bytes, padding to 512): `tarfile` parses each header in Python, which cost the training loader's
+    workers about as much as decoding the digits. A header `pack` does not write (another tar tool's) is read
+    by `tarfile` instead."""
+    with open(path, "rb") as f:
+        if not os.fstat(f.fileno()).st_size:
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            pos, end = 0, len(data)
+            while pos + 512 <= end and data[pos] != 0:
+                header = data[pos : pos + 512]
+                if header[257:263] != b"ustar\0" or header[156] not in b"0\0" or header[345] != 0:
+                    yield from _tar_members(path)  # not pack's layout: every member through tarfile
+                    return
+                name = header[:100].rstrip(b"\0").decode()
+                size = int(header[124:136].rstrip(b"\0 ") or b"0", 8)
+                yield name, data[pos + 512 : pos + 512 + size]
+                pos += 512 + -(-size // 512) * 512
+
+
+def _tar_members(path: Path) -> Iterator[tuple[str, bytes]]:
+    with tarfile.open(path) as tar:
+        for member in tar:
+            yield member.name, tar.extractfile(member).read()
 
 
 def decode_png(data: bytes) -> torch.Tensor:

@@ -20,13 +20,13 @@ from foundry.core.contracts import SourceFile, SourceManifest
 from foundry.core.digests import folder_digests, sha256_file
 from foundry.core.fs import remove_tree
 from foundry.core.preparing import Preparing
-from foundry.data.acquire import content_digest, listed_sources
+from foundry.data.acquire import listed_sources
 from foundry.data.manifest import FILE as MANIFEST_FILE
 from foundry.data.manifest import DatasetManifest, LedgerRecord
 from foundry.data.prepared import Prepared
 from foundry.data.remote import SourceError
 from foundry.vision.acquire import Listing, listing
-from foundry.vision.prepare import StagedImages, prepare_images
+from foundry.vision.prepare import StagedImages, prepare_images, source_content
 from foundry.vision.shards import FILE as SHARDS_FILE
 from foundry.vision.shards import ShardManifest, records_of, write_shards
 from foundry.vision.table import ImageAudit, merged_classes
@@ -41,11 +41,7 @@ def _entries(found: Listing) -> tuple[list[SourceFile], str]:
         SourceFile(path=str(one.path), name=one.name, size=one.path.stat().st_size, sha256=sha256_file(one.path))
         for one in found.images
     ]
-    content = [
-        {"name": e.name, "label": one.label, "size": e.size, "sha256": e.sha256}
-        for e, one in zip(entries, found.images)
-    ]
-    return entries, content_digest(content)
+    return entries, source_content(found.images, [e.size for e in entries], [e.sha256 for e in entries])
 
 
 def _source_manifest(config: FoundryConfig, found: Listing) -> SourceManifest:
@@ -102,26 +98,39 @@ def prepare_image_dataset(job: Preparing) -> Prepared:
     """Decode, de-duplicate and split the acquired images into `job.out_dir`, shard them and write the manifest.
     The job's basis: `parent` is the data version (folder) whose ledger and classes this one builds on; `purged` the
     pixel sha256s a purge removed, dropped should a source still hold them. The sources are listed again (their
-    mirrors held while read): they must still be what `acquire` fingerprinted."""
+    mirrors held while read) and fingerprinted as they are decoded, each file read once: they must still be what
+    `acquire` fingerprinted. The PNGs go from prepare's spools into the shards, never a file each."""
     source, config, parent, replay_fraction = job.source, job.config, job.basis.parent, job.basis.replay_fraction
     if replay_fraction is not None and parent is None:
         raise ValueError("replaying old training images needs the parent data version they come from")
     with listing(config.data, config.image) as found:
-        _, digest = _entries(found)
-        if digest != source.digest:
-            raise SourceError(
-                f"the images of {source.source!r} changed since they were acquired (digest {digest[:12]}, acquired "
-                f"{source.digest[:12]}): run again, so that acquire and prepare read the same images"
+        try:
+            staged = prepare_images(
+                found,
+                config.data,
+                config.image,
+                job.out_dir,
+                parent,
+                replay_fraction,
+                job.basis.purged,
+                source_digest=source.digest,
+                as_files=False,
             )
-        staged = prepare_images(
-            found, config.data, config.image, job.out_dir, parent, replay_fraction, job.basis.purged
-        )
+        except SourceError as exc:
+            raise SourceError(f"{source.source!r}: {exc}") from None
     if not staged.rows:
         raise ValueError(f"no image of {source.source!r} left to prepare: dropped {staged.audit.dropped}")
-    shards = write_shards(
-        records_of(staged.rows, staged.folder), staged.folder, config.image.shard_images, _classes(staged.rows, parent)
-    )
-    remove_tree(staged.folder / "images", within=staged.folder)  # the shards hold every PNG
+    refs = {str(staged.folder / row.path): staged.pngs[row.sha256] for row in staged.rows}
+    with staged.png_reader() as spool:
+        shards = write_shards(
+            records_of(staged.rows, staged.folder),
+            staged.folder,
+            config.image.shard_images,
+            _classes(staged.rows, parent),
+            read=lambda path: spool.read(refs[path]),
+            shapes=[(row.channels, row.height, row.width) for row in staged.rows],
+        )
+    remove_tree(staged.folder / "images", within=staged.folder)  # the spools: the shards hold every PNG
     manifest = image_manifest(source, config, staged, shards)
     manifest.write(staged.folder)
     log.info(

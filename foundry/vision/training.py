@@ -9,12 +9,16 @@ from (seed, rank, epoch). Every rank takes the same number of batches an epoch, 
 images fills, so no rank waits in an all-reduce for one that has run out. The loader's position (epoch, batch) is
 in the checkpoint, as `models.data.RandomWindows`'s is; a resumed run reads its epoch's stream again up to that
 position without decoding the images it passes, so it draws exactly the batches the interrupted run would have.
+
+With `image.loader_workers` > 0, DataLoader worker processes read and decode the batches ahead of the step (the
+trainer's data wait: 19% of a digits step in the training process, bench/README.md's vision section). Each worker
+walks the same seeded stream and decodes every n-th batch, and the DataLoader hands them out in turn, so the
+batches are those of the training process, in its order; they run on across epochs, started once.
 """
 
 from __future__ import annotations
 
 import math
-import tarfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,11 +27,15 @@ import numpy as np
 import torch
 
 from foundry.config import FoundryConfig
-from foundry.vision.shards import ShardFile, ShardManifest, decode_png
+from foundry.vision.shards import ShardFile, ShardManifest, decode_png, members
 from models.data import ResumableEpochs, check_rank
 from models.vision import AugmentConfig, VisionConfig
 
 SHUFFLE_BUFFER = 4096  # images; fixed: no config section has a key for it
+# A worker's batch of fewer bytes comes back pickled through the pipe, a larger one in shared memory: a tensor
+# through shared memory costs ~3 ms a batch on the reference machine (its segment and file descriptor), a 4 KiB
+# digits batch pickled 0.16 ms.
+PIPED_BYTES = 4 << 20
 
 
 def vision_model_args(config: FoundryConfig, shards: ShardManifest) -> dict:
@@ -68,14 +76,12 @@ def saved_extra(config: FoundryConfig, shards: ShardManifest) -> dict:
 
 def _samples(path: Path) -> Iterator[tuple[bytes, int]]:
     """(PNG bytes, class index) of one shard in its order, undecoded: a resume passes them cheaply."""
-    with tarfile.open(path) as tar:
-        png = b""
-        for member in tar:
-            data = tar.extractfile(member).read()
-            if member.name.endswith(".png"):
-                png = data
-            elif member.name.endswith(".cls"):
-                yield png, int(data)
+    png = b""
+    for name, data in members(path):
+        if name.endswith(".png"):
+            png = data
+        elif name.endswith(".cls"):
+            yield png, int(data)
 
 
 def _batch(samples: list[tuple[bytes, int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -101,31 +107,17 @@ def rank_parts(shards: list[ShardFile], rank: int, world_size: int) -> list[_Par
     return [_Part(s.file, len(range(rank, s.images, world_size)), world_size, rank) for s in shards]
 
 
-class ShardBatches(ResumableEpochs):
-    """Shuffled training batches of one rank, `steps_per_epoch` an epoch, resumable mid-epoch (`state_dict`)."""
+@dataclass(frozen=True)
+class _Plan:
+    """What fixes one rank's stream of training images: its parts of the shards, the seed and the shuffle buffer."""
 
-    def __init__(
-        self,
-        folder: Path,
-        batch_size: int,
-        seed: int,
-        shuffle: int = SHUFFLE_BUFFER,
-        rank: int = 0,
-        world_size: int = 1,
-    ):
-        check_rank(rank, world_size)
-        self.folder, self.batch_size, self.seed, self.shuffle = Path(folder), batch_size, seed, shuffle
-        self.rank, self.world_size = rank, world_size  # the state names its world: resumed in that one only
-        shards = ShardManifest.read(self.folder).shards_of("train")
-        parts = [rank_parts(shards, r, world_size) for r in range(world_size)]
-        fewest = min(sum(p.images for p in mine) for mine in parts)
-        self.steps_per_epoch = fewest // batch_size
-        if self.steps_per_epoch == 0:
-            raise ValueError(
-                f"{self.folder}: a rank gets {fewest} training images, fewer than a batch of {batch_size} "
-                f"across {world_size} ranks: lower train.batch_size or the number of processes"
-            )
-        self.parts = parts[rank]
+    folder: Path
+    parts: list[_Part]
+    batch_size: int
+    seed: int
+    shuffle: int
+    rank: int
+    steps_per_epoch: int
 
     def _stream(self, rng: np.random.Generator) -> Iterator[tuple[bytes, int]]:
         for i in rng.permutation(len(self.parts)):
@@ -147,15 +139,109 @@ class ShardBatches(ResumableEpochs):
         for i in rng.permutation(len(buffer)) if self.shuffle else range(len(buffer)):
             yield buffer[i]
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        stream = self._shuffled(np.random.default_rng([self.seed, self.rank, self.epoch]))
-        for _ in range(self.batch_in_epoch * self.batch_size):  # a resumed epoch: to where it stopped
+    def samples(self, epoch: int, start: int) -> Iterator[list[tuple[bytes, int]]]:
+        """Epoch `epoch`'s batches from batch `start` on, undecoded: the ones before it are read, not decoded."""
+        stream = self._shuffled(np.random.default_rng([self.seed, self.rank, epoch]))
+        for _ in range(start * self.batch_size):
             next(stream)
+        for _ in range(start, self.steps_per_epoch):
+            yield [next(stream) for _ in range(self.batch_size)]
+
+
+class _Ahead(torch.utils.data.IterableDataset):
+    """Batches from (epoch, batch) on, epoch after epoch, for a DataLoader's workers: worker w of n decodes
+    batches w, w + n, ... and only reads past the others; the DataLoader takes one from each in turn."""
+
+    def __init__(self, plan: _Plan, epoch: int, start: int):
+        super().__init__()
+        self.plan, self.epoch, self.start = plan, epoch, start
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        n, epoch, start = 0, self.epoch, self.start
+        while True:
+            for samples in self.plan.samples(epoch, start):
+                if n % workers == worker:
+                    images, labels = _batch(samples)
+                    yield (images.numpy(), labels.numpy()) if images.numel() < PIPED_BYTES else (images, labels)
+                n += 1
+            epoch, start = epoch + 1, 0
+
+
+def _as_is(batch):
+    """The DataLoader's collate: a worker's batch as it sent it (numpy arrays stay arrays: `_tensors`)."""
+    return batch
+
+
+def _tensors(batch) -> tuple[torch.Tensor, torch.Tensor]:
+    return tuple(torch.from_numpy(part) if isinstance(part, np.ndarray) else part for part in batch)
+
+
+@dataclass
+class _Running:
+    """The workers' iterator and the (epoch, batch) of the next batch it yields."""
+
+    batches: Iterator
+    at: tuple[int, int]
+
+
+class ShardBatches(ResumableEpochs):
+    """Shuffled training batches of one rank, `steps_per_epoch` an epoch, resumable mid-epoch (`state_dict`);
+    decoded by `workers` DataLoader processes ahead of use, or in this process (0)."""
+
+    def __init__(
+        self,
+        folder: Path,
+        batch_size: int,
+        seed: int,
+        shuffle: int = SHUFFLE_BUFFER,
+        rank: int = 0,
+        world_size: int = 1,
+        workers: int = 0,
+    ):
+        check_rank(rank, world_size)
+        self.folder, self.batch_size, self.seed, self.shuffle = Path(folder), batch_size, seed, shuffle
+        self.rank, self.world_size = rank, world_size  # the state names its world: resumed in that one only
+        shards = ShardManifest.read(self.folder).shards_of("train")
+        parts = [rank_parts(shards, r, world_size) for r in range(world_size)]
+        fewest = min(sum(p.images for p in mine) for mine in parts)
+        self.steps_per_epoch = fewest // batch_size
+        if self.steps_per_epoch == 0:
+            raise ValueError(
+                f"{self.folder}: a rank gets {fewest} training images, fewer than a batch of {batch_size} "
+                f"across {world_size} ranks: lower train.batch_size or the number of processes"
+            )
+        self.parts, self.workers = parts[rank], workers
+        self.plan = _Plan(self.folder, self.parts, batch_size, seed, shuffle, rank, self.steps_per_epoch)
+        self._running: _Running | None = None
+
+    def _ahead(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """The workers' batches from this loader's position: those already running when they stand there
+        (the next epoch goes on where the last one ended), else workers started there (a resume, a first epoch)."""
+        at = (self.epoch, self.batch_in_epoch)
+        if self._running is None or self._running.at != at:
+            self._running = None  # its workers stop as the iterator goes
+            loader = torch.utils.data.DataLoader(
+                _Ahead(self.plan, *at), batch_size=None, num_workers=self.workers, prefetch_factor=4, collate_fn=_as_is
+            )
+            self._running = _Running(iter(loader), at)
+        return self._running.batches
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        if self.workers:
+            batches = map(_tensors, self._ahead())
+        else:
+            batches = (_batch(samples) for samples in self.plan.samples(self.epoch, self.batch_in_epoch))
         for i in range(self.batch_in_epoch, self.steps_per_epoch):
-            samples = [next(stream) for _ in range(self.batch_size)]
+            batch = next(batches)
             self.batch_in_epoch = i + 1
-            yield _batch(samples)
+            if self._running is not None:
+                self._running.at = (self.epoch, i + 1)
+            yield batch
         self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+        if self._running is not None:
+            self._running.at = (self.epoch, 0)
 
 
 class HoldoutBatches:
@@ -183,5 +269,5 @@ def vision_loaders(config: FoundryConfig, data_dir: Path, rank: int, world_size:
     """(train, validation) loaders of an image dataset, for the trainer: batch_size images from the first step
     (the batch ramp, measured on text pretraining only, is not applied)."""
     t = config.train
-    train = ShardBatches(data_dir, t.batch_size, t.seed, SHUFFLE_BUFFER, rank, world_size)
+    train = ShardBatches(data_dir, t.batch_size, t.seed, SHUFFLE_BUFFER, rank, world_size, config.image.loader_workers)
     return train, HoldoutBatches(data_dir, t.batch_size, t.val_batches)

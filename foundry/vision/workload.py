@@ -63,7 +63,8 @@ class ImageWorkload(Workload):
         return validate_image_dataset(job)
 
     def shaping(self, config: FoundryConfig) -> dict[str, Any]:
-        return {"image": config.image.model_dump(mode="json")}  # images are fitted and sharded by it; no tokenizer
+        # images are fitted and sharded by it; no tokenizer. How many processes prepare them changes nothing.
+        return {"image": config.image.model_dump(mode="json", exclude={"workers", "loader_workers"})}
 
     def data_metrics(self, manifest: DatasetManifest) -> dict[str, float]:
         return {**manifest.data_metrics(), "data/classes": len(manifest.classes)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -116,6 +117,22 @@ def test_a_missing_listing_is_an_error_not_a_skipped_check(versioned, tmp_path):
     shutil.rmtree(node / "hydrated" / ".cache")  # nothing vouches for the copy any more: fetched again
     assert hydrate_version(data, node) == target
     assert (node / "hydrated" / ".cache").is_dir()
+
+
+@pytest.mark.parametrize("relpath", ["../outside", "/etc/outside", "a/../../outside", ""])
+def test_a_folder_remotes_listing_that_names_a_file_outside_the_copy_is_refused(tmp_path, relpath):
+    """Read without DVC from a folder remote, a listing (which hashes to its version) still cannot place a file
+    anywhere but inside the version's folder."""
+    raw = json.dumps([{"md5": "0" * 32, "relpath": relpath}]).encode()
+    version = hashlib.md5(raw).hexdigest()
+    entry = tmp_path / "remote" / "files" / "md5" / version[:2] / f"{version[2:]}.dir"
+    entry.parent.mkdir(parents=True)
+    entry.write_bytes(raw)
+    (tmp_path / "remote" / "files" / "md5" / "00").mkdir()
+    (tmp_path / "remote" / "files" / "md5" / "00" / ("0" * 30)).write_bytes(b"x")
+    with pytest.raises(HydrationError, match="names a file or object unsafely"):
+        hydrate_version(DataVersion(data_version=version, remote=str(tmp_path / "remote")), tmp_path / "node")
+    assert not (tmp_path / "outside").exists() and not (tmp_path / "node" / "hydrated" / version).exists()
 
 
 def test_an_unknown_version_names_the_node_and_the_version(versioned, tmp_path):

@@ -196,3 +196,28 @@ def test_digits_are_offline_deterministic_and_match_scikit_learn(tmp_path):
         True,
         [str(d) for d in range(10)],
     )
+
+
+def test_a_class_folder_listing_names_skips_loose_files_and_links_out_of_the_source(tmp_path):
+    src = tmp_path / "src"
+    save(picture(1), src / "cat" / "a.png")
+    save(picture(2), src / "cat" / "deep" / "b.png")
+    save(picture(3), src / "loose.png")
+    save(picture(4), tmp_path / "outside.png")
+    (src / "dog").mkdir()
+    (src / "dog" / "out.png").symlink_to(tmp_path / "outside.png")
+    (src / "dog" / "in.png").symlink_to(src / "cat" / "a.png")
+    (src / "dog" / "notes.txt").write_text("not an image")
+    with listing(DataConfig(source=str(src)), ImageConfig()) as found:
+        listed = [(one.name, one.label, one.path) for one in found.images]
+        skipped = found.skipped
+    assert listed == [
+        ("cat/a.png", "cat", src / "cat" / "a.png"),
+        ("cat/deep/b.png", "cat", src / "cat" / "deep" / "b.png"),
+        ("dog/in.png", "dog", src / "dog" / "in.png"),
+    ]
+    assert skipped == {
+        "unlabelled": ["loose.png"],
+        "not_an_image_file": ["dog/notes.txt"],
+        "symlink_outside_root": ["dog/out.png"],
+    }

@@ -181,3 +181,55 @@ def test_a_changed_shard_is_named_by_verify(image_table, tmp_path):
         f.write(b"x")
     with pytest.raises(ValueError, match="train-00001.tar differs from its digest"):
         manifest.verify(tmp_path / "shards")
+
+
+@pytest.mark.parametrize("tool", ["pack", "gnu", "pax"])
+def test_a_shards_members_read_directly_are_tarfiles_and_another_tools_tar_is_read_too(tmp_path, tool):
+    """The direct reader of pack's layout against `tarfile`, on sizes at and around the 512-byte blocks; a tar
+    another tool wrote (GNU or pax headers, a long name) is read through tarfile."""
+    import tarfile
+
+    from foundry.vision.shards import members, pack
+
+    blobs = [bytes([n % 251]) * n for n in (0, 1, 511, 512, 513, 1024, 5000)]
+    path = tmp_path / "shard.tar"
+    if tool == "pack":
+        pack(path, ((blob, n) for n, blob in enumerate(blobs)))
+    else:
+        with tarfile.open(path, "w", format=tarfile.GNU_FORMAT if tool == "gnu" else tarfile.PAX_FORMAT) as tar:
+            for n, blob in enumerate(blobs):
+                info = tarfile.TarInfo(f"{'long-' * 30}{n:08d}.png")
+                info.size = len(blob)
+                tar.addfile(info, io.BytesIO(blob))
+    with tarfile.open(path) as tar:
+        expected = [(m.name, tar.extractfile(m).read()) for m in tar]
+    assert list(members(path)) == expected and len(expected) == len(blobs) * (2 if tool == "pack" else 1)
+
+
+def test_pack_writes_the_bytes_tarfile_writes_for_its_members(tmp_path):
+    """`pack` builds ustar headers itself; a shard must stay byte for byte what tarfile made of it before."""
+    import tarfile
+
+    from foundry.vision.shards import pack
+
+    images = [(bytes([n % 251]) * n, n % 12) for n in (0, 1, 511, 512, 513, 1024, 5000, 20_000)]
+    with tarfile.open(tmp_path / "tarfile.tar", "w", format=tarfile.USTAR_FORMAT) as tar:
+        for key, (png, index) in enumerate(images):
+            for name, data in ((f"{key:08d}.png", png), (f"{key:08d}.cls", str(index).encode())):
+                info = tarfile.TarInfo(name)
+                info.size, info.mtime, info.mode, info.uid, info.gid, info.uname, info.gname = (
+                    len(data),
+                    0,
+                    0o444,
+                    0,
+                    0,
+                    "",
+                    "",
+                )
+                tar.addfile(info, io.BytesIO(data))
+    assert pack(tmp_path / "pack.tar", images) == len(images)
+    assert (tmp_path / "pack.tar").read_bytes() == (tmp_path / "tarfile.tar").read_bytes()
+    pack(tmp_path / "empty.tar", [])
+    with tarfile.open(tmp_path / "empty-tarfile.tar", "w", format=tarfile.USTAR_FORMAT):
+        pass
+    assert (tmp_path / "empty.tar").read_bytes() == (tmp_path / "empty-tarfile.tar").read_bytes()

@@ -59,6 +59,18 @@ def test_digits_are_prepared_as_shards_with_an_image_manifest(digits):
         manifest.vocab_size  # noqa: B018 - the read itself raises
 
 
+def test_the_prepared_digits_are_byte_identical_from_one_process_or_two(digits, vision_config, tmp_path):
+    source, _ = digits
+    folders = {}
+    for workers in (1, 2):
+        config = load_config(REPO_ROOT / "configs" / "vision-tiny.yaml", [f"image.workers={workers}"])
+        assert dataset_key(config, source.digest) == dataset_key(vision_config, source.digest)
+        folders[workers] = tmp_path / f"prepared-{workers}"
+        run_prepare(source, config, folders[workers], progress=False)
+    files = {w: {p.name: p.read_bytes() for p in folder.iterdir()} for w, folder in folders.items()}
+    assert files[1] == files[2] and len(files[1]) > 5
+
+
 def test_a_versioned_image_dataset_hydrates_verified_on_a_fresh_node(digits, vision_config, tmp_path):
     source, prepared = digits
     staged = tmp_path / "staged"

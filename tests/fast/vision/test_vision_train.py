@@ -121,8 +121,21 @@ def test_fewer_shards_than_ranks_give_each_rank_a_stride_of_every_shard(image_da
     assert len(seen) == len(set(seen)) == 30
 
 
-def test_a_loader_resumed_mid_epoch_draws_the_batches_an_uninterrupted_one_draws(image_dataset):
-    assert_resumes_exactly(lambda: ShardBatches(image_dataset, 8, seed=3))
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_loader_resumed_mid_epoch_draws_the_batches_an_uninterrupted_one_draws(image_dataset, workers):
+    assert_resumes_exactly(lambda: ShardBatches(image_dataset, 8, seed=3, workers=workers))
+
+
+def test_worker_processes_decode_the_batches_of_the_training_process_in_its_order(image_dataset):
+    """Three epochs, a pause mid-epoch included: the workers run on across epochs, each decoding every other batch."""
+    epochs = {}
+    for workers in (0, 2):
+        loader = ShardBatches(image_dataset, 4, seed=5, workers=workers)
+        first = iter(loader)
+        batches = [next(first), next(first)]  # a pause: the rest of the epoch is taken by another iterator
+        batches += [b for _ in range(3) for b in loader]
+        epochs[workers] = (torch.cat([images for images, _ in batches]), torch.cat([labels for _, labels in batches]))
+    assert len(epochs[0][1]) == 3 * 36 and all(torch.equal(a, b) for a, b in zip(epochs[0], epochs[2]))
 
 
 def test_each_epoch_draws_another_order(image_dataset):
