@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -203,6 +205,70 @@ def test_a_job_that_fails_is_named_with_its_state_and_the_end_of_its_output(clus
     output = checkpoints / f"foundry-train-{job.group(1)}.out"
     assert str(output) in str(failed.value) and missing.data_version in str(failed.value)  # the output's last lines
     assert sorted(p.name for p in checkpoints.parent.iterdir()) == ["attempt"]  # RUN_DIR gone, the output kept
+
+
+def training_rank_on(node: str) -> tuple[int, int] | None:
+    """(pid, RANK) of the training rank that SLURM started on `node`; None while there is none."""
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (proc / "cmdline").read_text()
+            env = dict(v.split("=", 1) for v in (proc / "environ").read_text().split("\0") if "=" in v)
+        except OSError:  # ended meanwhile
+            continue
+        if "foundry.training.worker" in cmdline and env.get("SLURMD_NODENAME") == node and "RANK" in env:
+            return int(proc.name), int(env["RANK"])
+    return None
+
+
+def test_a_rank_stopped_on_one_node_ends_the_job_within_the_timeout_naming_the_rank_and_its_node(
+    cluster, versioned_once, tmp_path
+):
+    """#56 point 6 across the two nodes: the rank on node2 stopped (SIGSTOP, as a node whose network died) after the
+    first checkpoint. The rank on node1 gives up after `train.collective_timeout_s`, names the rank it waited for and
+    its node (`foundry.training.heartbeats`), and the job ends FAILED; nothing of it is left running."""
+    from foundry.checkpointing.manifest import read_manifest
+
+    state, _ = cluster
+    data, _, _ = versioned_once
+    config = tiny("train.max_steps=5000", "train.collective_timeout_s=15", "checkpoint.every_n_steps=5")
+    (tmp_path / "params.yaml").write_text(to_yaml(config))
+    env = {**slurm_env(state), "PYTHON": sys.executable, "NODE_LOCAL_DIR": str(tmp_path / "node-local")}
+    submitted = subprocess.run(
+        ["sbatch", "--nodes=2", "--parsable", str(SBATCH), "params.yaml", data.data_version, data.remote],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip().split(";")[0]
+
+    def job_state() -> str:
+        shown = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
+        return re.search(r"JobState=(\w+)", shown).group(1)
+
+    checkpoints = tmp_path / "runs" / f"slurm-{job}" / "checkpoints"
+    deadline = time.monotonic() + 300
+    while not read_manifest(checkpoints):
+        assert job_state() in ("PENDING", "CONFIGURING", "RUNNING"), (tmp_path / f"foundry-train-{job}.out").read_text()
+        assert time.monotonic() < deadline, "no checkpoint within 300 s"
+        time.sleep(0.5)
+    pid, rank = training_rank_on("node2")
+    os.kill(pid, signal.SIGSTOP)
+    stopped = time.monotonic()
+    while job_state() in ("RUNNING", "COMPLETING"):
+        assert time.monotonic() - stopped < 180, "the job still runs 180 s after its rank on node2 was stopped"
+        time.sleep(0.5)
+    took = time.monotonic() - stopped
+    output = (tmp_path / f"foundry-train-{job}.out").read_text()
+    print(f"the job ended {job_state()} {took:.0f} s after the stop")
+    assert job_state() == "FAILED", output[-5000:]
+    assert f"rank {rank} on node2 stopped answering" in output, output[-5000:]
+    assert "Timed out" in output or "timeout" in output, output[-5000:]
+    # The timeout, the two heartbeat intervals (6 s), torchrun's exit, srun's KillWait of 10 s for the stopped rank.
+    assert took < config.train.collective_timeout_s + 60, took
+    assert training_rank_on("node2") is None and training_rank_on("node1") is None
 
 
 def test_down_leaves_nothing_running_and_again_changes_nothing(cluster, submit_dir):
