@@ -30,9 +30,9 @@ TIMED_OUT = re.compile(r"timed? ?out", re.IGNORECASE)
 
 
 def interval_s(collective_timeout_s: float) -> float:
-    """A beat every fifth of the timeout, between 0.5 and 5 s: two intervals to tell who is silent stay short
-    beside the timeout the failing rank has already waited."""
-    return min(5.0, max(0.5, collective_timeout_s / 5))
+    """A beat every tenth of the timeout, between 0.5 and 5 s: the two intervals it takes to tell who is silent
+    stay short beside the timeout the failing rank has already waited."""
+    return min(5.0, max(0.5, collective_timeout_s / 10))
 
 
 class Heartbeat:

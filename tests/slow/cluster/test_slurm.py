@@ -266,7 +266,7 @@ def test_a_rank_stopped_on_one_node_ends_the_job_within_the_timeout_naming_the_r
     assert job_state() == "FAILED", output[-5000:]
     assert f"rank {rank} on node2 stopped answering" in output, output[-5000:]
     assert "Timed out" in output or "timeout" in output, output[-5000:]
-    # The timeout, the two heartbeat intervals (6 s), torchrun's exit, srun's KillWait of 10 s for the stopped rank.
+    # The timeout, the two heartbeat intervals (3 s), torchrun's exit, srun's KillWait of 10 s for the stopped rank.
     assert took < config.train.collective_timeout_s + 60, took
     assert training_rank_on("node2") is None and training_rank_on("node1") is None
 

@@ -150,10 +150,10 @@ def test_a_tracking_server_that_never_comes_back_stops_the_run_naming_it(mlflow_
         running()  # the session's server, for whoever comes next
     reader.join(timeout=30)
     output = "".join(lines)
-    print(f"the run ended {took:.0f} s after the kill, exit {code}")
+    print(f"the run ended {took:.0f} s after the kill, exit {code}; its last lines:", *output.splitlines()[-4:])
     assert code != 0, output[-5000:]
     assert took < 120, output[-5000:]
-    assert url in output.splitlines()[-1] or url in output[-3000:], output[-5000:]
+    assert url in output[-3000:], output[-5000:]  # the command's own error, last
     assert store.search_model_versions(f"name = '{model}'") == []
     (attempt,) = [p for p in (home / "checkpoints").iterdir() if p.is_dir()]
     assert latest_valid(attempt).step >= 10  # the re-run's resume point
