@@ -1,8 +1,9 @@
 """infra/slurm/train.sbatch on a real SLURM cluster: Debian's slurmctld and two slurmd on this host
 (infra/slurm/local-cluster.sh), the tiny twin trained across both nodes, one gloo rank each, hydrating a DVC
 data version on each node and logging to an MLflow server, submitted by hand and by `foundry run` with
-`train.launcher=slurm` (which then evaluates, gates and registers what the job trained); then the cluster goes
-down, leaving nothing running."""
+`train.launcher=slurm` (which then evaluates, gates and registers what the job trained); a rank stopped on one node
+(named by the other) and a job requeued (its ranks checkpoint at SIGTERM, the requeued job resumes); then the
+cluster goes down, leaving nothing running."""
 
 from __future__ import annotations
 
@@ -269,6 +270,55 @@ def test_a_rank_stopped_on_one_node_ends_the_job_within_the_timeout_naming_the_r
     # The timeout, the two heartbeat intervals (3 s), torchrun's exit, srun's KillWait of 10 s for the stopped rank.
     assert took < config.train.collective_timeout_s + 60, took
     assert training_rank_on("node2") is None and training_rank_on("node1") is None
+
+
+def test_a_requeued_job_checkpoints_at_sigterm_and_resumes_from_that_checkpoint(cluster, versioned_once, tmp_path):
+    """#56 point 2 on SLURM: `scontrol requeue` of a running job sends its processes SIGTERM (SIGKILL 10 s later,
+    the cluster's KillWait): each rank checkpoints at its next step and exits naming the checkpoint; the requeued job
+    (the same id, so the same RUN_DIR) resumes from that checkpoint and completes."""
+    from foundry.checkpointing.manifest import read_manifest
+
+    state, _ = cluster
+    data, _, _ = versioned_once
+    config = tiny("train.max_steps=60", "checkpoint.every_n_steps=10", "train.preempt_grace_s=8")
+    (tmp_path / "params.yaml").write_text(to_yaml(config))
+    env = {**slurm_env(state), "PYTHON": sys.executable, "NODE_LOCAL_DIR": str(tmp_path / "node-local")}
+    submit = ["sbatch", "--nodes=2", "--parsable", "--open-mode=append", str(SBATCH)]
+    submitted = subprocess.run(
+        [*submit, "params.yaml", data.data_version, data.remote], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip().split(";")[0]
+    out = tmp_path / f"foundry-train-{job}.out"
+
+    def shown() -> str:
+        return subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
+
+    checkpoints = tmp_path / "runs" / f"slurm-{job}" / "checkpoints"
+    deadline = time.monotonic() + 300
+    while not read_manifest(checkpoints):
+        assert re.search(r"JobState=(PENDING|CONFIGURING|RUNNING) ", shown()), out.read_text()
+        assert time.monotonic() < deadline, "no checkpoint within 300 s"
+        time.sleep(0.5)
+    requeue = subprocess.run(["scontrol", "requeue", job], env=env, capture_output=True, text=True)
+    assert requeue.returncode == 0, requeue.stderr
+    requeued = time.monotonic()
+    deadline = time.monotonic() + 300
+    while "JobState=COMPLETED" not in (now := shown()):
+        assert "JobState=FAILED" not in now and "JobState=CANCELLED" not in now, now + out.read_text()[-5000:]
+        if "Reason=BeginTime" in now:  # a requeued job waits a while before it may start again: start it now
+            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, capture_output=True)
+        assert time.monotonic() < deadline, now + out.read_text()[-5000:]
+        time.sleep(1)
+    print(f"requeued, then COMPLETED {time.monotonic() - requeued:.0f} s later")
+    output = out.read_text()
+    assert "Restarts=1" in now, now
+    stops = re.findall(r"rank (\d): preempted \(SIGTERM\): training stopped at step (\d+), checkpoint (\S+);", output)
+    assert sorted(rank for rank, _, _ in stops) == ["0", "1"], output[-5000:]  # each rank, at one step and checkpoint
+    assert len({(step, path) for _, step, path in stops}) == 1, stops
+    _, step, path = stops[0]
+    assert f"Restoring states from the checkpoint path at {path}" in output, output[-5000:]  # the requeued job
+    assert 0 < int(step) < 60 and read_manifest(checkpoints)[-1].step == 60 and (checkpoints / "model.pt").exists()
 
 
 def test_down_leaves_nothing_running_and_again_changes_nothing(cluster, submit_dir):
