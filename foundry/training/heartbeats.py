@@ -3,9 +3,10 @@
 A collective that times out (`train.collective_timeout_s`) tells a rank that it waited, not for whom. So every rank
 counts a heartbeat in the process group's store every `interval` seconds from a thread of its own: it goes on while
 the rank waits inside a collective (torch releases the GIL there) and stops when the process is stopped (SIGSTOP, a
-hung node) or dead. A rank whose training fails reads every count twice, two intervals apart, and names each rank
-whose count did not move, with its host (`foundry.training.hosts`), in a log line and in a note on the exception,
-which its traceback and so the launcher's error carry. Under torchrun the store is its agent's (the c10d rendezvous
+hung node) or dead. A rank whose collective timed out reads every count twice, two intervals apart, and names each
+other rank whose count did not move, with its host (`foundry.training.hosts`), in a log line and in a note on the
+exception, which its traceback and so the launcher's error carry. Tested with two ranks; with more, a rank that
+waits in a collective too must keep beating, which rests on the GIL released there (not tested). Under torchrun the store is its agent's (the c10d rendezvous
 store, on the first node), not a rank's, so it answers while a rank is stopped, on this host or across nodes.
 """
 
