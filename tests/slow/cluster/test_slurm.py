@@ -2,7 +2,8 @@
 (infra/slurm/local-cluster.sh), the tiny twin trained across both nodes, one gloo rank each, hydrating a DVC
 data version on each node and logging to an MLflow server, submitted by hand and by `foundry run` with
 `train.launcher=slurm` (which then evaluates, gates and registers what the job trained); a rank stopped on one node
-(named by the other) and a job requeued (its ranks checkpoint at SIGTERM, the requeued job resumes); then the
+(named by the other), SIGTERM to a job's batch shell (its ranks checkpoint) and a job requeued (the requeued job
+resumes from that checkpoint); then the
 cluster goes down, leaving nothing running."""
 
 from __future__ import annotations
@@ -319,6 +320,62 @@ def test_a_requeued_job_checkpoints_at_sigterm_and_resumes_from_that_checkpoint(
     _, step, path = stops[0]
     assert f"Restoring states from the checkpoint path at {path}" in output, output[-5000:]  # the requeued job
     assert 0 < int(step) < 60 and read_manifest(checkpoints)[-1].step == 60 and (checkpoints / "model.pt").exists()
+
+
+def test_sigterm_to_the_batch_shell_stops_every_rank_at_a_checkpoint(cluster, versioned_once, tmp_path):
+    """#56 point 2: what `sbatch --signal=B:TERM@60` sends before a job's time limit, SIGTERM to the batch shell alone
+    (`scancel --signal=TERM --batch`, at once rather than waiting for a time limit): the job ends, every rank having
+    stopped at one step with its checkpoint, named."""
+    from foundry.checkpointing.manifest import read_manifest
+
+    state, _ = cluster
+    data, _, _ = versioned_once
+    config = tiny("train.max_steps=5000", "checkpoint.every_n_steps=10", "train.preempt_grace_s=8")
+    (tmp_path / "params.yaml").write_text(to_yaml(config))
+    env = {**slurm_env(state), "PYTHON": sys.executable, "NODE_LOCAL_DIR": str(tmp_path / "node-local")}
+    submitted = subprocess.run(
+        [
+            "sbatch",
+            "--nodes=2",
+            "--parsable",
+            "--no-requeue",
+            str(SBATCH),
+            "params.yaml",
+            data.data_version,
+            data.remote,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip().split(";")[0]
+    out = tmp_path / f"foundry-train-{job}.out"
+
+    def state_of() -> str:
+        shown = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
+        return re.search(r"JobState=(\w+)", shown).group(1)
+
+    checkpoints = tmp_path / "runs" / f"slurm-{job}" / "checkpoints"
+    deadline = time.monotonic() + 300
+    while not read_manifest(checkpoints):
+        assert state_of() in ("PENDING", "CONFIGURING", "RUNNING"), out.read_text()
+        assert time.monotonic() < deadline, "no checkpoint within 300 s"
+        time.sleep(0.5)
+    signalled = subprocess.run(["scancel", "--signal=TERM", "--batch", job], env=env, capture_output=True, text=True)
+    assert signalled.returncode == 0, signalled.stderr
+    sent = time.monotonic()
+    while state_of() in ("RUNNING", "COMPLETING"):
+        assert time.monotonic() - sent < 120, out.read_text()[-5000:]
+        time.sleep(0.5)
+    took = time.monotonic() - sent
+    output = out.read_text()
+    print(f"the job ended {state_of()} {took:.0f} s after SIGTERM to its batch shell")
+    stops = re.findall(r"rank (\d): preempted \(SIGTERM\): training stopped at step (\d+), checkpoint (\S+);", output)
+    assert sorted(rank for rank, _, _ in stops) == ["0", "1"], output[-5000:]
+    assert len({(step, path) for _, step, path in stops}) == 1, stops
+    assert Path(stops[0][2]).exists() and training_rank_on("node1") is None and training_rank_on("node2") is None
 
 
 def test_down_leaves_nothing_running_and_again_changes_nothing(cluster, submit_dir):
