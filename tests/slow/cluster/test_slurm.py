@@ -3,8 +3,7 @@
 data version on each node and logging to an MLflow server, submitted by hand and by `foundry run` with
 `train.launcher=slurm` (which then evaluates, gates and registers what the job trained); a rank stopped on one node
 (named by the other), SIGTERM to a job's batch shell (its ranks checkpoint) and a job requeued (the requeued job
-resumes from that checkpoint); then the
-cluster goes down, leaving nothing running."""
+resumes from that checkpoint); then the cluster goes down, leaving nothing running."""
 
 from __future__ import annotations
 
