@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 from prefect import get_run_logger, runtime, task
 from prefect.artifacts import (
     create_link_artifact,
@@ -114,13 +115,18 @@ def reported_progress(
     seen = []
 
     def report() -> None:
+        nonlocal made
         now = read(progress_file)
         if now is None or (seen and seen[-1] == now.line()):
             return
         seen.append(now.line())
         logger.info(now.line())  # first: the line keeps the rhythm, whatever the API call below takes
         if made is not None:
-            update_progress_artifact(made, now.percent, description=now.line(), _sync=True)
+            try:
+                update_progress_artifact(made, now.percent, description=now.line(), _sync=True)
+            except httpx.TransportError as exc:  # the server away past its client's retries (~62 s)
+                made = None  # the bar stops; the stage, and these lines, go on (a finished training is not lost)
+                logger.warning("the Prefect server did not take the progress artifact (%s): not updated any more", exc)
 
     progress_file.unlink(missing_ok=True)  # an earlier attempt's last report is not this one's
     try:

@@ -10,6 +10,7 @@ workload (`foundry.core.workload`).
 - `failures`: what a failed multi-rank launch reports: the rank that failed first and its traceback
 - `rank_logs`: the ranks' output, line by line, through this process's logging
 - `stragglers`: each rank's pace in the run's metrics, and a warning naming a rank far slower than the rest
+- `heartbeats`: which rank stopped answering when a collective timed out, named with its host
 - `hosts`: where the ranks ran, the run's `train.hosts` tag
 - `progress`: training progress: a bar on a terminal, a small file the orchestrator polls
 - `plan`: `foundry plan`, memory per device and the largest micro-batch that fits

@@ -121,6 +121,7 @@ def _trainer(
     from lightning.pytorch.plugins.environments import LightningEnvironment
 
     from foundry.checkpointing.writer import CheckpointEvery
+    from foundry.training.heartbeats import Heartbeats
     from foundry.training.hosts import RecordHosts
     from foundry.training.progress import ProgressReport
     from foundry.training.stragglers import RankPace
@@ -151,6 +152,7 @@ def _trainer(
             CheckpointEvery(io, config.checkpoint.every_n_steps, arithmetic(t), schedule),
             ProgressReport(progress.file, bar=progress.bar, every_s=min(t.progress_every_s, 5.0)),
             RankPace(t.log_every_n_steps),
+            Heartbeats(t.collective_timeout_s),  # a collective that timed out names the rank it waited for
             RecordHosts(run_id),  # every rank: it gathers the ranks' hosts to rank 0
             *callbacks,
         ],

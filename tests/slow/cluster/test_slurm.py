@@ -1,16 +1,19 @@
 """infra/slurm/train.sbatch on a real SLURM cluster: Debian's slurmctld and two slurmd on this host
 (infra/slurm/local-cluster.sh), the tiny twin trained across both nodes, one gloo rank each, hydrating a DVC
 data version on each node and logging to an MLflow server, submitted by hand and by `foundry run` with
-`train.launcher=slurm` (which then evaluates, gates and registers what the job trained); then the cluster goes
-down, leaving nothing running."""
+`train.launcher=slurm` (which then evaluates, gates and registers what the job trained); a rank stopped on one node
+(named by the other), SIGTERM to a job's batch shell (its ranks checkpoint) and a job requeued (the requeued job
+resumes from that checkpoint); then the cluster goes down, leaving nothing running."""
 
 from __future__ import annotations
 
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -203,6 +206,175 @@ def test_a_job_that_fails_is_named_with_its_state_and_the_end_of_its_output(clus
     output = checkpoints / f"foundry-train-{job.group(1)}.out"
     assert str(output) in str(failed.value) and missing.data_version in str(failed.value)  # the output's last lines
     assert sorted(p.name for p in checkpoints.parent.iterdir()) == ["attempt"]  # RUN_DIR gone, the output kept
+
+
+def training_rank_on(node: str) -> tuple[int, int] | None:
+    """(pid, RANK) of the training rank that SLURM started on `node`; None while there is none."""
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (proc / "cmdline").read_text()
+            env = dict(v.split("=", 1) for v in (proc / "environ").read_text().split("\0") if "=" in v)
+        except OSError:  # ended meanwhile
+            continue
+        if "foundry.training.worker" in cmdline and env.get("SLURMD_NODENAME") == node and "RANK" in env:
+            return int(proc.name), int(env["RANK"])
+    return None
+
+
+def test_a_rank_stopped_on_one_node_ends_the_job_within_the_timeout_naming_the_rank_and_its_node(
+    cluster, versioned_once, tmp_path
+):
+    """#56 point 6 across the two nodes: the rank on node2 stopped (SIGSTOP, as a node whose network died) after the
+    first checkpoint. The rank on node1 gives up after `train.collective_timeout_s`, names the rank it waited for and
+    its node (`foundry.training.heartbeats`), and the job ends FAILED; nothing of it is left running."""
+    from foundry.checkpointing.manifest import read_manifest
+
+    state, _ = cluster
+    data, _, _ = versioned_once
+    config = tiny("train.max_steps=5000", "train.collective_timeout_s=15", "checkpoint.every_n_steps=5")
+    (tmp_path / "params.yaml").write_text(to_yaml(config))
+    env = {**slurm_env(state), "PYTHON": sys.executable, "NODE_LOCAL_DIR": str(tmp_path / "node-local")}
+    submitted = subprocess.run(
+        ["sbatch", "--nodes=2", "--parsable", str(SBATCH), "params.yaml", data.data_version, data.remote],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip().split(";")[0]
+
+    def job_state() -> str:
+        shown = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
+        return re.search(r"JobState=(\w+)", shown).group(1)
+
+    checkpoints = tmp_path / "runs" / f"slurm-{job}" / "checkpoints"
+    deadline = time.monotonic() + 300
+    while not read_manifest(checkpoints):
+        assert job_state() in ("PENDING", "CONFIGURING", "RUNNING"), (tmp_path / f"foundry-train-{job}.out").read_text()
+        assert time.monotonic() < deadline, "no checkpoint within 300 s"
+        time.sleep(0.5)
+    pid, rank = training_rank_on("node2")
+    os.kill(pid, signal.SIGSTOP)
+    stopped = time.monotonic()
+    while job_state() in ("RUNNING", "COMPLETING"):
+        assert time.monotonic() - stopped < 180, "the job still runs 180 s after its rank on node2 was stopped"
+        time.sleep(0.5)
+    took = time.monotonic() - stopped
+    output = (tmp_path / f"foundry-train-{job}.out").read_text()
+    print(f"the job ended {job_state()} {took:.0f} s after the stop")
+    assert job_state() == "FAILED", output[-5000:]
+    assert f"rank {rank} on node2 stopped answering" in output, output[-5000:]
+    assert "Timed out" in output or "timeout" in output, output[-5000:]
+    # The timeout, the two heartbeat intervals (3 s), torchrun's exit, srun's KillWait of 10 s for the stopped rank.
+    assert took < config.train.collective_timeout_s + 60, took
+    assert training_rank_on("node2") is None and training_rank_on("node1") is None
+
+
+def test_a_requeued_job_checkpoints_at_sigterm_and_resumes_from_that_checkpoint(cluster, versioned_once, tmp_path):
+    """#56 point 2 on SLURM: `scontrol requeue` of a running job sends its processes SIGTERM (SIGKILL 10 s later,
+    the cluster's KillWait): each rank checkpoints at its next step and exits naming the checkpoint; the requeued job
+    (the same id, so the same RUN_DIR) resumes from that checkpoint and completes."""
+    from foundry.checkpointing.manifest import read_manifest
+
+    state, _ = cluster
+    data, _, _ = versioned_once
+    config = tiny("train.max_steps=60", "checkpoint.every_n_steps=10", "train.preempt_grace_s=8")
+    (tmp_path / "params.yaml").write_text(to_yaml(config))
+    env = {**slurm_env(state), "PYTHON": sys.executable, "NODE_LOCAL_DIR": str(tmp_path / "node-local")}
+    submit = ["sbatch", "--nodes=2", "--parsable", "--open-mode=append", str(SBATCH)]
+    submitted = subprocess.run(
+        [*submit, "params.yaml", data.data_version, data.remote], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip().split(";")[0]
+    out = tmp_path / f"foundry-train-{job}.out"
+
+    def shown() -> str:
+        return subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
+
+    checkpoints = tmp_path / "runs" / f"slurm-{job}" / "checkpoints"
+    deadline = time.monotonic() + 300
+    while not read_manifest(checkpoints):
+        assert re.search(r"JobState=(PENDING|CONFIGURING|RUNNING) ", shown()), out.read_text()
+        assert time.monotonic() < deadline, "no checkpoint within 300 s"
+        time.sleep(0.5)
+    requeue = subprocess.run(["scontrol", "requeue", job], env=env, capture_output=True, text=True)
+    assert requeue.returncode == 0, requeue.stderr
+    requeued = time.monotonic()
+    deadline = time.monotonic() + 300
+    while "JobState=COMPLETED" not in (now := shown()):
+        assert "JobState=FAILED" not in now and "JobState=CANCELLED" not in now, now + out.read_text()[-5000:]
+        if "Reason=BeginTime" in now:  # a requeued job waits a while before it may start again: start it now
+            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, capture_output=True)
+        assert time.monotonic() < deadline, now + out.read_text()[-5000:]
+        time.sleep(1)
+    print(f"requeued, then COMPLETED {time.monotonic() - requeued:.0f} s later")
+    output = out.read_text()
+    assert "Restarts=1" in now, now
+    stops = re.findall(r"rank (\d): preempted \(SIGTERM\): training stopped at step (\d+), checkpoint (\S+);", output)
+    assert sorted(rank for rank, _, _ in stops) == ["0", "1"], output[-5000:]  # each rank, at one step and checkpoint
+    assert len({(step, path) for _, step, path in stops}) == 1, stops
+    _, step, path = stops[0]
+    assert f"Restoring states from the checkpoint path at {path}" in output, output[-5000:]  # the requeued job
+    assert 0 < int(step) < 60 and read_manifest(checkpoints)[-1].step == 60 and (checkpoints / "model.pt").exists()
+
+
+def test_sigterm_to_the_batch_shell_stops_every_rank_at_a_checkpoint(cluster, versioned_once, tmp_path):
+    """#56 point 2: what `sbatch --signal=B:TERM@60` sends before a job's time limit, SIGTERM to the batch shell alone
+    (`scancel --signal=TERM --batch`, at once rather than waiting for a time limit): the job ends, every rank having
+    stopped at one step with its checkpoint, named."""
+    from foundry.checkpointing.manifest import read_manifest
+
+    state, _ = cluster
+    data, _, _ = versioned_once
+    config = tiny("train.max_steps=5000", "checkpoint.every_n_steps=10", "train.preempt_grace_s=8")
+    (tmp_path / "params.yaml").write_text(to_yaml(config))
+    env = {**slurm_env(state), "PYTHON": sys.executable, "NODE_LOCAL_DIR": str(tmp_path / "node-local")}
+    submitted = subprocess.run(
+        [
+            "sbatch",
+            "--nodes=2",
+            "--parsable",
+            "--no-requeue",
+            str(SBATCH),
+            "params.yaml",
+            data.data_version,
+            data.remote,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip().split(";")[0]
+    out = tmp_path / f"foundry-train-{job}.out"
+
+    def state_of() -> str:
+        shown = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
+        return re.search(r"JobState=(\w+)", shown).group(1)
+
+    checkpoints = tmp_path / "runs" / f"slurm-{job}" / "checkpoints"
+    deadline = time.monotonic() + 300
+    while not read_manifest(checkpoints):
+        assert state_of() in ("PENDING", "CONFIGURING", "RUNNING"), out.read_text()
+        assert time.monotonic() < deadline, "no checkpoint within 300 s"
+        time.sleep(0.5)
+    signalled = subprocess.run(["scancel", "--signal=TERM", "--batch", job], env=env, capture_output=True, text=True)
+    assert signalled.returncode == 0, signalled.stderr
+    sent = time.monotonic()
+    while state_of() in ("RUNNING", "COMPLETING"):
+        assert time.monotonic() - sent < 120, out.read_text()[-5000:]
+        time.sleep(0.5)
+    took = time.monotonic() - sent
+    output = out.read_text()
+    print(f"the job ended {state_of()} {took:.0f} s after SIGTERM to its batch shell")
+    stops = re.findall(r"rank (\d): preempted \(SIGTERM\): training stopped at step (\d+), checkpoint (\S+);", output)
+    assert sorted(rank for rank, _, _ in stops) == ["0", "1"], output[-5000:]
+    assert len({(step, path) for _, step, path in stops}) == 1, stops
+    assert Path(stops[0][2]).exists() and training_rank_on("node1") is None and training_rank_on("node2") is None
 
 
 def test_down_leaves_nothing_running_and_again_changes_nothing(cluster, submit_dir):

@@ -131,3 +131,59 @@ def test_the_prefect_server_killed_mid_training_under_a_deployment_run(tmp_path)
     assert store.get_run(version.run_id).info.status == "FINISHED"
     last_step = r"Task run 'train-\w+' - step 150/150"
     assert re.search(last_step, output) and not re.search(last_step, before)  # killed mid-training
+
+
+@pytest.mark.long
+def test_a_prefect_server_that_never_comes_back_stops_the_deployment_run_naming_it(tmp_path):
+    """#56 point 4(b): the Prefect server killed under a deployment run mid-training and not started again. Training
+    does not wait on it (a progress artifact the server does not take is given up, with a warning); the run comes to
+    its promotion lock, waits `tasks.locks.SERVER_WAIT_S` for the server, then stops naming it, with nothing judged
+    or registered."""
+    from mlflow import MlflowClient
+
+    from foundry.ops import servers as ops
+    from tasks.locks import SERVER_WAIT_S
+
+    home = seeded_home(tmp_path / "servers")
+    logs = home / "logs"
+    logs.mkdir()
+    prefect = ops.start_prefect(_free_port(), home, logs / "prefect.log")
+    api, serve = f"{prefect.url}/api", None
+    model = "never-back-prefect"
+    try:
+        ops.wait_healthy(prefect, timeout=180)
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_", "DVC_"))},
+            "PREFECT_API_URL": api,
+            "FOUNDRY_HOME": str(tmp_path / "worker"),
+            # Prefect's client retries as by default (62 s): with PREFECT_CLIENT_MAX_RETRIES=2, `foundry serve` itself
+            # exited during the outage, before its flow run came to the promotion lock.
+            "PREFECT_RUNNER_POLL_FREQUENCY": "1",
+        }
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "foundry.cli", "serve", "--config", "configs/tiny.yaml"],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=open(logs / "serve.log", "wb"),
+            stderr=subprocess.STDOUT,
+        )
+        config = tiny(f"registry.model_name={model}", "train.max_steps=45", "train.progress_every_s=0.2", *NO_BASELINES)
+        _start_run(api, config, serve, logs / "serve.log")
+        _wait_for_line(logs / "serve.log", r"Task run 'train-\w+' - step (1[2-9]|[2-4]\d)/", serve)
+        _kill_tree(prefect.process)
+        killed = time.monotonic()
+        named = f"the Prefect server at {api} did not answer for {SERVER_WAIT_S:.0f} s"
+        _wait_for_line(logs / "serve.log", re.escape(named), serve, timeout=400)
+        took = time.monotonic() - killed
+    finally:
+        if serve is not None and serve.poll() is None:
+            _kill_tree(serve)  # and the flow run's engine, which may still be telling the absent server it failed
+        ops.stop([prefect])
+    output = (logs / "serve.log").read_text(errors="replace")
+    print(f"the run named the server {took:.0f} s after the kill")
+    assert "nothing was judged or registered" in output, output[-5000:]
+    assert re.search(r"Task run 'train-\w+' - step 45/45", output), output[-5000:]  # training went on without it
+    assert "did not take the progress artifact" in output and "Retry 1/1" not in output, output[-5000:]
+    store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'worker' / 'mlflow' / 'mlflow.db'}")
+    assert store.search_model_versions(f"name = '{model}'") == []
+    assert took < SERVER_WAIT_S + 240, took  # the rest of training and the evaluation, then the wait

@@ -104,3 +104,56 @@ def test_the_tracking_server_killed_mid_training_loses_nothing(mlflow_server, tm
     files = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
     assert "MLmodel" in files and "artifacts/tokenizer.json" in files, files
     assert len([f for f in files if f.startswith("artifacts/")]) == 2, files  # and the checkpoint
+
+
+# A client told to give up sooner than MLflow's default four minutes: a refused call is tried at 0, 0 and ~2 s
+# (urllib3's backoff of 1 * 2**(n-1) s from the second failure, plus MLflow's jitter of up to 1 s), then raises.
+QUICK_CLIENT = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+
+
+def test_a_tracking_server_that_never_comes_back_stops_the_run_naming_it(mlflow_server, tmp_path):
+    """#56 point 4(a): the server killed mid-training and not started again. The run stops by itself, within its
+    client's retries of each call, naming the server; nothing is registered; the checkpoints the training wrote stay
+    where the re-run resumes from them (that resume: tests/slow/training/test_train_processes.py, after kill -9)."""
+    from foundry.checkpointing.manifest import latest_valid
+
+    state, running, store = mlflow_server
+    running()
+    url = state["server"].url
+    model = "never-back"
+    sets = [f"registry.model_name={model}", "train.progress_every_s=0.2", *NO_BASELINES]
+    command = [sys.executable, "-m", "foundry.cli", "run", "--config", str(REPO / "configs" / "tiny.yaml")]
+    command += [arg for key in sets for arg in ("--set", key)]
+    home = tmp_path / "home"
+    env = {**os.environ, **QUICK_CLIENT, "FOUNDRY_HOME": str(home), "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": url}
+    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    training = threading.Event()
+
+    def read():
+        for line in proc.stderr:
+            lines.append(line)
+            if "Task run 'train" in line and (done := re.search(r" - step (\d+)/", line)) and int(done[1]) >= 12:
+                training.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert training.wait(timeout=300), "".join(lines[-40:])
+        kill_tree(state["server"].process)
+        killed = time.monotonic()
+        code = proc.wait(timeout=300)
+        took = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        running()  # the session's server, for whoever comes next
+    reader.join(timeout=30)
+    output = "".join(lines)
+    print(f"the run ended {took:.0f} s after the kill, exit {code}; its last lines:", *output.splitlines()[-4:])
+    assert code != 0, output[-5000:]
+    assert took < 120, output[-5000:]
+    assert url in output[-3000:], output[-5000:]  # the command's own error, last
+    assert store.search_model_versions(f"name = '{model}'") == []
+    (attempt,) = [p for p in (home / "checkpoints").iterdir() if p.is_dir()]
+    assert latest_valid(attempt).step >= 10  # the re-run's resume point
