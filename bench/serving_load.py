@@ -23,7 +23,8 @@ the first chunk with text), output tokens/s over the run (each answer's text re-
 one count for both servers), and the server process's peak resident memory. Both servers get `--threads` threads
 (torch's intra-op threads through OMP_NUM_THREADS; llama.cpp's n_threads), 1 by default: llama.cpp's threads
 spin while they wait for each other, and on a busy 2-core machine 2 threads made 24 tokens/s where 1 made 1,021
-(bench/README.md); `--threads N` gives each N. The clients run on the same machine. The last line: Foundry's output tokens/s over llama.cpp's.
+(bench/README.md); `--threads N` gives each N. The clients run on the same machine. The last line: Foundry's
+output tokens/s over llama.cpp's.
 """
 
 from __future__ import annotations
