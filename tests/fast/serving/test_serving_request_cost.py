@@ -152,10 +152,10 @@ def test_max_request_s_holds_without_the_batching_engine_as_mlflow_models_serve_
     holds there too, in `predict` itself and in MLflow's scoring app (what that command serves), answered 504."""
     import mlflow
     import pandas as pd
+    from fastapi.testclient import TestClient
     from mlflow.environment_variables import _MLFLOW_IS_IN_SERVING_ENVIRONMENT
     from mlflow.exceptions import MlflowException
     from mlflow.pyfunc.scoring_server import init
-    from starlette.testclient import TestClient
 
     from models.generate import BATCHING
 
