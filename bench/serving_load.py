@@ -21,8 +21,10 @@ figures would otherwise be measured in a quieter minute than the other's. For ea
 than 200, a broken stream, a timeout), latency p50/p99 (request to `[DONE]`), time to first token p50/p99 (request to
 the first chunk with text), output tokens/s over the run (each answer's text re-encoded with the version's tokenizer:
 one count for both servers), and the server process's peak resident memory. Both servers get `--threads` threads
-(torch's intra-op threads through OMP_NUM_THREADS; llama.cpp's n_threads), all of the machine's cores by default; the
-clients run on the same machine. The last line: Foundry's output tokens/s over llama.cpp's.
+(torch's intra-op threads through OMP_NUM_THREADS; llama.cpp's n_threads), 1 by default: llama.cpp's threads
+spin while they wait for each other, and on a busy 2-core machine 2 threads made 24 tokens/s where 1 made 1,021
+(bench/README.md); `--threads N` gives each N. The clients run on the same machine. The last line: Foundry's
+output tokens/s over llama.cpp's.
 """
 
 from __future__ import annotations

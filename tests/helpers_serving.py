@@ -33,9 +33,10 @@ def tiny_served_files(root: Path, seed: int = 0) -> tuple[Path, Path, Path]:
 
 
 @contextlib.contextmanager
-def served(model, model_id: str) -> Iterator[str]:
+def served(model, model_id: str, max_batch_rows: int | None = None) -> Iterator[str]:
     """`model` (a loaded PyFuncModel) served on a free loopback port by `foundry serve-model`'s app (uvicorn running
-    `build_app`, as `foundry.serving.http.serve` does), in a thread of this process; yields its URL."""
+    `build_app`, as `foundry.serving.http.serve` does, batches of up to `max_batch_rows` rows), in a thread of this
+    process; yields its URL."""
     import pytest
     import uvicorn
     from mlflow.environment_variables import _MLFLOW_IS_IN_SERVING_ENVIRONMENT
@@ -45,7 +46,9 @@ def served(model, model_id: str) -> Iterator[str]:
     port = free_port()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(_MLFLOW_IS_IN_SERVING_ENVIRONMENT.name, "false")  # MLflow's init sets it; put back after
-        server = uvicorn.Server(uvicorn.Config(build_app(model, model_id), port=port, log_level="warning"))
+        server = uvicorn.Server(
+            uvicorn.Config(build_app(model, model_id, max_batch_rows), port=port, log_level="warning")
+        )
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         deadline = time.monotonic() + 60

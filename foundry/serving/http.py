@@ -24,6 +24,8 @@ that does not parse or nests deeper than `MAX_JSON_DEPTH` is answered 400, and s
 the version's turns or rows allow, or (an image classifier) a text longer than its largest image's base64
 (`check_sizes`: before MLflow makes a frame of every item or decodes the text). All in OpenAI's error shape, on both
 routes: MLflow's own app answers a body it cannot parse in its own shape, and one nested 1,000 deep with a bare 500.
+An image classifier's `/invocations` answers the model's own refusals (its images' sizes) in the same shape, `param`
+the field they name (`image_invocations`), so that all of its refusals read alike; a text model's keeps MLflow's.
 A refusal while a streamed answer is generated (the version's `max_request_s`) ends the stream with an error event.
 
 Loopback only unless `allow_remote`: the server has no authentication, and anyone who reaches it can generate.
@@ -174,10 +176,10 @@ def check_sizes(body, bounds: Bounds) -> None:
     while stack:
         key, node = stack.pop()
         if isinstance(node, str) and bounds.chars is not None and len(node) > bounds.chars:
-            raise BadBody(
+            raise BadBody(  # only an image classifier's bounds count characters: the key is its field
                 f"{key}: a text of {len(node)} characters; no text in a request to this version is longer than "
                 f"{bounds.chars}, the base64 of its largest image, so it is refused before it is decoded",
-                key if key in PARAMS else None,
+                key,
             )
         if isinstance(node, list) and len(node) > bounds.items:
             raise BadBody(
@@ -293,6 +295,33 @@ def model_list(model_id: str, created: int) -> dict:
     return {"object": "list", "data": [{"id": model_id, "object": "model", "created": created, "owned_by": "foundry"}]}
 
 
+def image_invocations(app, model) -> None:
+    """MLflow's `/invocations` route replaced by the same call answering its refusals in OpenAI's error shape, `param`
+    the refusal's own (an image classifier's: foundry/serving/vision_pyfunc.py), as the body's checks answer."""
+    import asyncio
+
+    from fastapi import Request
+    from fastapi.responses import Response
+    from mlflow.exceptions import MlflowException
+    from mlflow.pyfunc.scoring_server import invocations
+
+    schema = model.metadata.get_input_schema()
+
+    async def answered(request: Request):
+        content_type = request.headers.get("content-type") or ""
+        try:  # a thread, as MLflow's route: the model must not block the event loop
+            result = await asyncio.to_thread(invocations, await request.body(), content_type, model, schema)
+        except MlflowException as exc:
+            status = exc.get_http_status_code()
+            return openai_error(status, exc.message, exc.error_code, getattr(exc, "param", None))
+        if result.status != 200:
+            return openai_error(result.status, result.response)
+        return Response(content=result.response, status_code=200, media_type=result.mimetype)
+
+    app.router.routes[:] = [route for route in app.router.routes if getattr(route, "path", None) != "/invocations"]
+    app.post("/invocations")(answered)
+
+
 def build_app(model, model_id: str, max_batch_rows: int | None = None, batch_window_s: float | None = None):
     """MLflow's scoring app for the loaded `model` (a PyFuncModel) with the OpenAI routes added, requests batched
     together (up to `max_batch_rows` rows; `batch_window_s`, the first one's wait for others: None, the defaults of
@@ -310,7 +339,10 @@ def build_app(model, model_id: str, max_batch_rows: int | None = None, batch_win
     app = init(model)
     saved = model.model_config or {}
     max_body_bytes = int(saved.get("max_body_bytes", MAX_BODY_BYTES))
-    app.add_middleware(BoundedBody, max_body_bytes=max_body_bytes, bounds=request_bounds(saved))
+    bounds = request_bounds(saved)
+    app.add_middleware(BoundedBody, max_body_bytes=max_body_bytes, bounds=bounds)
+    if bounds.chars is not None:  # an image classifier
+        image_invocations(app, model)
     rows, window = max_batch_rows or MAX_ROWS, WINDOW_S if batch_window_s is None else batch_window_s
     operations.install(app, model, model_id, BODY_ROUTES | {"/v1/models", "/models"}, rows, window)
     schema = model.metadata.get_input_schema()

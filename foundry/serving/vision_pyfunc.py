@@ -13,7 +13,8 @@ data stage staged the training images (`models.image_input`, with the size, mode
 `model.pt`). A request is checked first, against the limits saved with the version (its `model_config`): rows,
 bytes per image (a base64 text from its length, before it is decoded), then, from every image's header before any
 is decoded, pixels per image, the long side over the short one and the pixels of the whole request; a refusal is an
-`MlflowException` of INVALID_PARAMETER_VALUE (HTTP 400) naming the row and the limit.
+`MlflowException` of INVALID_PARAMETER_VALUE (HTTP 400) naming the row and the limit, its `param` the request's field
+at fault (`image`: every refusal is about the images), which `foundry serve-model` answers in OpenAI's error shape.
 """
 
 import base64
@@ -31,9 +32,13 @@ from models.image_input import NotAnImage, image_size, pixels
 from models.request_limits import IMAGE_LIMITS, base64_chars, saved_limits
 from models.vision import classifier_from_saved
 
+PARAM = "image"  # the one column a request holds: the field every refusal names
+
 
 def refused(message: str) -> MlflowException:
-    return MlflowException.invalid_parameter_value(message)
+    refusal = MlflowException.invalid_parameter_value(message)
+    refusal.param = PARAM  # read by `foundry serve-model` (foundry/serving/http.py); MLflow's own server ignores it
+    return refusal
 
 
 def image_values(model_input) -> list:

@@ -131,6 +131,32 @@ def test_metrics_count_requests_by_route_and_status_with_latency_tokens_and_queu
     assert _metrics(url)[("foundry_requests_total", (("route", "other"), ("status", "404")))] >= 1
 
 
+def test_the_queue_depth_counts_the_requests_waiting_for_a_row(tmp_path_factory):
+    """Batches of 1 row and 4 clients at once: while one generates, the others wait, and `/metrics` and `/health`
+    say so (the test above sees the queue only empty)."""
+    import mlflow
+
+    files = tiny_served_files(tmp_path_factory.mktemp("one-row"), seed=WEIGHTS_SEED)
+    limits = load_config(None, ["serving.max_new_tokens=48"]).serving.model_dump()
+    model = mlflow.pyfunc.load_model(log_model(new_run("one-row"), files[0], files[1], limits))
+    path, chat = "/v1/chat/completions", {"messages": [{"role": "user", "content": "river stone"}], "max_tokens": 48}
+    chat["temperature"] = 0  # greedy: the same reply for every client, none cut short by a sampled end
+    with served(model, "models:/tiny-one-row/1", max_batch_rows=1) as url:
+        statuses: list[int] = []
+        threads = [threading.Thread(target=lambda: statuses.append(_post(url, path, chat)[0])) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        depths, waiting = [], []
+        while any(thread.is_alive() for thread in threads):
+            depths.append(_metrics(url)[("foundry_queue_depth", ())])
+            with urlopen(f"{url}/health", timeout=30) as answer:
+                waiting.append(json.loads(answer.read())["queue_depth"])
+        for thread in threads:
+            thread.join(120)
+        assert statuses == [200] * 4 and max(depths) > 0 and max(waiting) > 0, (statuses, depths, waiting)
+        assert max(depths) <= 3 and _metrics(url)[("foundry_queue_depth", ())] == 0  # one generating at most
+
+
 def test_health_says_the_model_is_loaded(url):
     with urlopen(f"{url}/health", timeout=30) as answer:
         assert answer.status == 200

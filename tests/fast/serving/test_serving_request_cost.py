@@ -147,6 +147,39 @@ def test_a_request_past_max_request_s_gets_504_within_the_bound_and_stops(url, n
     assert time.monotonic() - started < SLACK_S
 
 
+def test_max_request_s_holds_without_the_batching_engine_as_mlflow_models_serve_runs_it(files, monkeypatch):
+    """`mlflow models serve` loads the version with `mlflow.pyfunc.load_model` and has no batching engine: the bound
+    holds there too, in `predict` itself and in MLflow's scoring app (what that command serves), answered 504."""
+    import mlflow
+    import pandas as pd
+    from fastapi.testclient import TestClient
+    from mlflow.environment_variables import _MLFLOW_IS_IN_SERVING_ENVIRONMENT
+    from mlflow.exceptions import MlflowException
+    from mlflow.pyfunc.scoring_server import init
+
+    from models.generate import BATCHING
+
+    limits = load_config(None, [f"serving.max_request_s={MAX_REQUEST_S}", f"serving.max_new_tokens={LONG}"])
+    model = mlflow.pyfunc.load_model(log_model(new_run("cost-bare"), files[0], files[1], limits.serving.model_dump()))
+    assert getattr(model.unwrap_python_model().model, BATCHING, None) is None  # generated as the command does
+    rows, params = pd.DataFrame({"messages": [CHAT] * 2}), {"max_new_tokens": LONG, "top_k": 1}
+    started = time.monotonic()
+    with pytest.raises(MlflowException, match=rf"{MAX_REQUEST_S} s per request \(serving\.max_request_s\)") as raised:
+        model.predict(rows, params=params)
+    elapsed = time.monotonic() - started
+    assert raised.value.error_code == "DEADLINE_EXCEEDED"
+    assert MAX_REQUEST_S <= elapsed < MAX_REQUEST_S + SLACK_S, f"{elapsed:.2f} s"
+    body = {"dataframe_records": [{"messages": CHAT}] * 2, "params": params}
+    monkeypatch.setenv(_MLFLOW_IS_IN_SERVING_ENVIRONMENT.name, "false")  # MLflow's init sets it; put back after
+    with TestClient(init(model)) as client:
+        started = time.monotonic()
+        answer = client.post("/invocations", json=body)
+        elapsed = time.monotonic() - started
+    assert answer.status_code == 504 and answer.json()["error_code"] == "DEADLINE_EXCEEDED", answer.text[:300]
+    assert "(serving.max_request_s)" in answer.json()["message"]
+    assert MAX_REQUEST_S <= elapsed < MAX_REQUEST_S + SLACK_S, f"{elapsed:.2f} s"
+
+
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
 def test_a_streamed_request_past_max_request_s_ends_with_an_error_the_sdk_raises(url, path):
     import openai

@@ -2,7 +2,8 @@
 loopback (uvicorn running `foundry serve-model`'s `build_app`): pixels per image, the long side over the short one and
 the pixels of the whole request are read from the headers before any image is decoded (an image whose data is cut
 off after its header is refused for its size, not for its data); a base64 text longer than the largest image's is
-refused before MLflow decodes it, and a 300 MB one from the body's length, before it is read."""
+refused before MLflow decodes it, and a 300 MB one from the body's length, before it is read. Each refusal in OpenAI's
+error shape, its `param` the `image` field."""
 
 from __future__ import annotations
 
@@ -55,11 +56,20 @@ def png(width: int, height: int, cut: bool = False) -> bytes:
     return data[: data_at + (len(data) - data_at) // 2] if cut else data
 
 
+def _error(answer: httpx.Response) -> dict:
+    """A 400 in OpenAI's error shape naming the `image` field, as every refusal of this route (the body's checks and
+    the model's own alike); its error."""
+    assert answer.status_code == 400, answer.text[:300]
+    error = answer.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and "Traceback" not in answer.text, error
+    assert (error["type"], error["param"]) == ("invalid_request_error", "image"), error
+    return error
+
+
 def _refusal(url: str, images: list[bytes]) -> str:
     rows = [{"image": base64.b64encode(image).decode()} for image in images]
     answer = httpx.post(f"{url}/invocations", json={"dataframe_records": rows}, timeout=60)
-    assert answer.status_code == 400, answer.text[:300]
-    return answer.json()["message"]
+    return _error(answer)["message"]
 
 
 def test_images_within_the_limits_are_classified(url):
@@ -100,8 +110,7 @@ def test_sizes_are_refused_from_the_headers_before_any_image_is_decoded(url, ima
 def test_a_base64_text_longer_than_the_largest_image_is_refused_before_it_is_decoded(url):
     text = "A" * (base64_chars(LIMITS["max_image_bytes"]) + 4)
     answer = httpx.post(f"{url}/invocations", json={"dataframe_records": [{"image": text}]}, timeout=60)
-    assert answer.status_code == 400, answer.text[:300]
-    message = answer.json()["error"]["message"]
+    message = _error(answer)["message"]
     assert message.startswith(f"image: a text of {len(text)} characters") and "before it is decoded" in message
 
 
