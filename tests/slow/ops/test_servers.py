@@ -227,7 +227,11 @@ def _forged_copy(stack, name: str, **tags: str) -> str:
     original = client.get_model_version("srv-gpt", "1")  # from test_train_then_retrain_through_deployments
     client.create_registered_model(name)
     version = client.create_model_version(
-        name, original.source, original.run_id, tags={**original.tags, **tags}, model_id=original.model_id
+        name,
+        original.source,
+        original.run_id,
+        tags={**original.tags, **tags},
+        model_id=original.model_id or original.source.removeprefix("models:/"),
     )
     return f"models:/{name}/{version.version}"
 
