@@ -94,14 +94,18 @@ def log_model_run(parent: RunContext, scores: ModelScores, data: EvaluationData,
 
 
 def log_comparison(parent: RunContext, data: EvaluationData, baselines: Baselines, text: str, chart) -> None:
-    """On the evaluation's own run: the data (tags and input), the baselines as metrics, the comparison as
-    `evaluation/comparison.md` and the chart (if any) under `evaluation/`."""
+    """On the evaluation's own run: the data (tags, input and its counts as `data/...`: what `data.on_error=skip`
+    dropped is counted there), the baselines as metrics, the comparison as `evaluation/comparison.md` and the chart
+    (if any) under `evaluation/`."""
     from mlflow.entities import Metric
+
+    from foundry.data.manifest import DatasetManifest
 
     c = tracking.client()
     tracking.set_tags(parent.run_id, {run_tags.STAGE: "evaluate", **data_tags(data)})
     c.log_inputs(parent.run_id, datasets=[dataset_input(data)])
-    now, batch = int(time.time() * 1000), list(scoring_of(data).baseline_metrics(baselines).items())
+    counts = DatasetManifest.read(data.dir).data_metrics()
+    now, batch = int(time.time() * 1000), [*counts.items(), *scoring_of(data).baseline_metrics(baselines).items()]
     for start in range(0, len(batch), 1000):  # MLflow's batch limit
         c.log_batch(parent.run_id, metrics=[Metric(k, v, now, 0) for k, v in batch[start : start + 1000]])
     c.log_text(parent.run_id, text + "\n", "evaluation/comparison.md")

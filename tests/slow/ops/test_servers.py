@@ -218,6 +218,42 @@ def test_train_then_retrain_through_deployments(stack):
     assert run.data.params["train.init_from"].endswith("model.pt")
 
 
+def _forged_copy(stack, name: str, **tags: str) -> str:
+    """srv-gpt/1 (registered by the test above) registered again under `name` with `tags` in place of its own:
+    what someone who can write to the registry can do. `models:/NAME/1`."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=stack["mlflow"])
+    original = client.get_model_version("srv-gpt", "1")  # from test_train_then_retrain_through_deployments
+    client.create_registered_model(name)
+    version = client.create_model_version(
+        name,
+        original.source,
+        original.run_id,
+        tags={**original.tags, **tags},
+        model_id=original.model_id or original.source.removeprefix("models:/"),
+    )
+    return f"models:/{name}/{version.version}"
+
+
+def test_the_reproduce_deployment_refuses_a_recorded_file_or_remote_outside_the_operators_settings(stack):
+    """A version whose recorded config (the `config` tag, read before the run's file) names a checkpoint outside
+    $FOUNDRY_HOME and the source roots, and one whose data remote is not s3://dvc: both refused before anything
+    is hydrated or trained (#55 point 7)."""
+    recorded = load_config(REPO_ROOT / "configs" / "tiny.yaml", ["train.init_from=/etc/hostname"])
+    forged_file = _forged_copy(stack, "srv-forged-file", config=recorded.model_dump_json())
+    run = _run_deployment(stack, "reproduce/reproduce", {"model_uri": forged_file, "force": True})
+    assert run.state.is_failed(), (stack["logs"] / "serve.log").read_text()[-3000:]
+    assert "train.init_from = '/etc/hostname' is not allowed" in run.state.message, run.state.message
+
+    forged_remote = _forged_copy(stack, "srv-forged-remote", **{"data.remote": "s3://elsewhere/dvc"})
+    run = _run_deployment(stack, "reproduce/reproduce", {"model_uri": forged_remote, "force": True})
+    assert run.state.is_failed(), (stack["logs"] / "serve.log").read_text()[-3000:]
+    message = run.state.message
+    assert "the data version's remote 's3://elsewhere/dvc' is not allowed" in message, message
+    assert "FOUNDRY_ALLOWED_REMOTES" in message
+
+
 def test_a_deployment_run_pointing_outside_the_operators_settings_is_refused(stack):
     from mlflow import MlflowClient
 
