@@ -154,6 +154,7 @@ class RunEnergy:
         return "\n## Energy\n" + "\n".join(f"- {line}" for line in (total, *stages)) + "\n"
 
     def write(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)  # a stage may be the first to write into the run's folder
         path = folder / FILE
         raw = {"grid_g_co2_per_kwh": self.grid_g_co2_per_kwh, "stages": [asdict(s) for s in self.stages]}
         path.write_text(json.dumps(raw, indent=1) + "\n")

@@ -183,7 +183,9 @@ def test_a_prefect_server_that_never_comes_back_stops_the_deployment_run_naming_
     print(f"the run named the server {took:.0f} s after the kill")
     assert "nothing was judged or registered" in output, output[-5000:]
     assert re.search(r"Task run 'train-\w+' - step 45/45", output), output[-5000:]  # training went on without it
-    assert "did not take the progress artifact" in output and "Retry 1/1" not in output, output[-5000:]
+    # The train task was not run again (a progress artifact the absent server refused once failed it after training;
+    # whether one was attempted during the outage depends on the machine's pace, so only the retry is asserted).
+    assert "Retry 1/1" not in output, output[-5000:]
     store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'worker' / 'mlflow' / 'mlflow.db'}")
     assert store.search_model_versions(f"name = '{model}'") == []
     assert took < SERVER_WAIT_S + 240, took  # the rest of training and the evaluation, then the wait

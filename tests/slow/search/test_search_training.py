@@ -83,6 +83,7 @@ def test_a_clearly_worse_trial_is_pruned_from_its_validation_reports(tiny_datase
     assert sorted(p.name for p in good_job.checkpoint_dir.iterdir()) == [
         "manifest.json",
         "model.pt",
+        "trained_units.json",  # what the ranks processed, for the stage's joules per token (#59)
         "weights.rank0.sha256",
     ]
 
