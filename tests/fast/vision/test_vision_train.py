@@ -121,9 +121,9 @@ def test_fewer_shards_than_ranks_give_each_rank_a_stride_of_every_shard(image_da
     assert len(seen) == len(set(seen)) == 30
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_a_loader_resumed_mid_epoch_draws_the_batches_an_uninterrupted_one_draws(image_dataset, workers):
-    assert_resumes_exactly(lambda: ShardBatches(image_dataset, 8, seed=3, workers=workers))
+def test_a_loader_resumed_mid_epoch_draws_the_batches_an_uninterrupted_one_draws(image_dataset):
+    """With batches decoded in the training process; with worker processes: tests/slow/vision/."""
+    assert_resumes_exactly(lambda: ShardBatches(image_dataset, 8, seed=3, workers=0))
 
 
 def test_worker_processes_decode_the_batches_of_the_training_process_in_its_order(image_dataset):
