@@ -1,4 +1,5 @@
-"""#55 point 6 against a real MLflow tracking server (tests/conftest.py `mlflow_server`, its own SQLite store):
+"""#55 point 6 against a real MLflow tracking server of its own (its own SQLite store; not the session's shared one,
+where other modules' versions name S3 remotes that a purge must check and fails closed on once their moto is gone):
 what the API can change (a run's tags, a version's and a model's tags and descriptions) is rewritten through it;
 what it cannot (run params, dataset inputs, a deleted run's tags) is listed in the purge record by id while the
 store is not Foundry's, and rewritten in the server's SQLite file once it is (`$FOUNDRY_HOME` the server's home, as
@@ -6,6 +7,9 @@ store is not Foundry's, and rewritten in the server's SQLite file once it is (`$
 
 from __future__ import annotations
 
+import socket
+
+import pytest
 from conftest import tracking_uri
 from helpers_purge import mlflow_places_holding, seed_mlflow_traces
 from helpers_registry import register_tagged
@@ -23,13 +27,28 @@ def _applied(capsys) -> purge_record.PurgeRecord:
     return purge_record.PurgeRecord.model_validate_json(printed[printed.index("{") :])
 
 
+@pytest.fixture
+def own_mlflow_server(tmp_path):
+    from foundry.ops import servers as ops
+
+    home = tmp_path / "server"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    state = {"server": ops.start_mlflow(port, home, tmp_path / "mlflow.log"), "home": home}
+    try:
+        ops.wait_healthy(state["server"], timeout=180)
+        yield state
+    finally:
+        ops.stop([state["server"]])
+
+
 def test_a_tracking_server_keeps_only_what_its_api_cannot_change_and_the_record_lists_it(
-    mlflow_server, tiny_config, tmp_path, monkeypatch, capsys
+    own_mlflow_server, tiny_config, tmp_path, monkeypatch, capsys
 ):
     from prefect.settings import PREFECT_HOME, temporary_settings
 
-    state, running, _ = mlflow_server
-    running()
+    state = own_mlflow_server
     monkeypatch.setenv("FOUNDRY_HOME", str(tmp_path / "home"))
     with temporary_settings({PREFECT_HOME: tmp_path / "prefect"}), tracking_uri(monkeypatch, state["server"].url):
         version = register_tagged(tiny_config, "traces-model", {})
