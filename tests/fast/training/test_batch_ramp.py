@@ -144,13 +144,17 @@ def test_training_follows_the_ramp(tiny_dataset, tmp_path):
 
 
 def test_a_compiled_model_takes_every_batch_of_the_ramp_in_one_graph():
+    """Dynamo decides what is compiled again, from the guards it and AOTAutograd set: compiled with `aot_eager`,
+    which traces as the trainer's Inductor does but runs the traced graph as it is. Inductor's code generation cost
+    this test 20 s of the fast lane (a cold cache on 2 cores); tests/slow/training/test_train_processes.py trains
+    compiled with Inductor."""
     import torch._dynamo
 
     from models.gpt import GPT, GPTConfig
 
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=512, block_size=8, n_layer=1, n_head=2, n_embd=16))
-    model.compile()
+    model.compile(backend="aot_eager")
     torch._dynamo.reset()
     graphs = torch._dynamo.utils.counters["stats"]
     batches = iter(windows(BatchRamp(steps=4, first_rows=2)))
