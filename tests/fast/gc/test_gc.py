@@ -19,6 +19,7 @@ from conftest import failing_mlflow_server, tracking_uri
 from helpers_hostile import survived, victim
 from helpers_registry import register_tagged
 from helpers_snapshots import Snapshot
+from homes import seeded_mlflow_store
 
 from foundry.cli import main
 from foundry.core.contracts import DataVersion, SourceManifest
@@ -83,7 +84,7 @@ def registered(versions, tiny_config, tmp_path_factory) -> tuple[Fleet, Snapshot
     home, database = root / "home", root / "mlflow.db"
     shutil.copytree(versions[0], home, symlinks=True)  # the remote stays where it is: gc only reads it
     kept, dropped = versions[1:]
-    with pytest.MonkeyPatch.context() as monkeypatch, tracking_uri(monkeypatch, f"sqlite:///{database}"):
+    with pytest.MonkeyPatch.context() as monkeypatch, tracking_uri(monkeypatch, seeded_mlflow_store(database)):
         monkeypatch.setenv("FOUNDRY_HOME", str(home))
         data_tags = {"data_version": kept.data_version, "data.remote": kept.remote}
         kept_run = register_tagged(tiny_config, "gc-kept", data_tags).run_id

@@ -20,6 +20,7 @@ from conftest import failing_mlflow_server, tracking_uri
 from helpers_configs import tiny
 from helpers_registry import register_tagged
 from helpers_snapshots import Snapshot
+from homes import seeded_mlflow_store
 from synthetic import synthetic_docs
 
 from foundry.cli import main
@@ -110,7 +111,7 @@ def registered_fleet(canary_home, root: Path) -> tuple[Fleet, Snapshot, Path]:
     with (
         pytest.MonkeyPatch.context() as monkeypatch,
         temporary_settings({PREFECT_HOME: root / "prefect"}),
-        tracking_uri(monkeypatch, f"sqlite:///{database}"),
+        tracking_uri(monkeypatch, seeded_mlflow_store(database)),
     ):
         monkeypatch.setenv("FOUNDRY_HOME", str(copy))
         tags = {"data_version": data.data_version, "data.remote": data.remote}

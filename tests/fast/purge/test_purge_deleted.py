@@ -13,6 +13,7 @@ import re
 
 import pytest
 from helpers_registry import register_tagged
+from homes import seeded_mlflow_store
 from test_purge import (  # noqa: F401  (fixtures: `fleet` and those it is built from)
     apply,
     canary_home,
@@ -113,7 +114,7 @@ def test_the_retrain_plan_takes_the_newest_version_per_name_and_lists_the_others
     from conftest import tracking_uri
 
     old, gone, new, remote = "1" * 32, "2" * 32, "3" * 32, str(tmp_path / "remote")
-    with tracking_uri(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}"):
+    with tracking_uri(monkeypatch, seeded_mlflow_store(tmp_path / "mlflow.db")):
         for name, data in (("alpha", old), ("alpha", old), ("beta", gone)):
             register_tagged(tiny_config, name, {"data_version": data, "data.remote": remote})
         register_tagged(tiny_config, "gamma", {"parent_model": "models:/alpha/2"})
@@ -172,7 +173,7 @@ def test_a_retrain_of_a_purged_name_is_retrained_from_scratch_then_listed_for_fo
     from conftest import tracking_uri
 
     old, new, remote = "1" * 32, "3" * 32, str(tmp_path / "remote")
-    with tracking_uri(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}"):
+    with tracking_uri(monkeypatch, seeded_mlflow_store(tmp_path / "mlflow.db")):
         register_tagged(tiny_config, "omega", {"data_version": old, "data.remote": remote})
         register_tagged(
             tiny_config, "omega", {"data_version": old, "data.remote": remote, "parent_model": "models:/omega/1"}

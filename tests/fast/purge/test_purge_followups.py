@@ -16,6 +16,7 @@ import stat
 import pytest
 import torch
 from conftest import tracking_uri
+from homes import seeded_mlflow_store
 from test_purge import (  # noqa: F401  (fixtures: `fleet` and those it is built from)
     CANARY,
     apply,
@@ -111,7 +112,7 @@ def own_registry(versioned, tmp_path, monkeypatch):
     that home as $FOUNDRY_HOME, and an embedded MLflow store of the test's own."""
     data, home = versioned
     monkeypatch.setenv("FOUNDRY_HOME", str(home))
-    with tracking_uri(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}"):
+    with tracking_uri(monkeypatch, seeded_mlflow_store(tmp_path / "mlflow.db")):
         yield data, home
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import tracking_uri
 from helpers_configs import tiny
+from homes import seeded_mlflow_store
 
 from foundry.purge import artifacts as purge_artifacts
 from foundry.purge import home as purge_home
@@ -59,7 +60,7 @@ def planted(tmp_path, monkeypatch) -> Path:
     holding the canary (or naming its source file) beside files that do not."""
     home = tmp_path / "home"
     monkeypatch.setenv("FOUNDRY_HOME", str(home))
-    with tracking_uri(monkeypatch, f"sqlite:///{home / 'mlflow' / 'mlflow.db'}"):
+    with tracking_uri(monkeypatch, seeded_mlflow_store(home / "mlflow" / "mlflow.db")):
         run_id = tracking.start_pipeline_run(tiny(), run_name="purge-home")
         lines = [json.dumps({"text": t}) + "\n" for t in ("plain words", DOCUMENT, "more plain words")]
         for name, text in {"train.jsonl": "".join(lines), "audit.md": f"# audit\n{CLEAN}the {CANARY}\n"}.items():

@@ -19,6 +19,7 @@ import pytest
 from conftest import REPO_ROOT, tracking_uri
 from helpers_registry import register_tagged
 from helpers_snapshots import Snapshot
+from homes import seeded_mlflow_store
 from PIL import Image
 
 from foundry.cli import main
@@ -106,7 +107,7 @@ def image_home(tmp_path_factory):
     with (
         pytest.MonkeyPatch.context() as patch,
         temporary_settings({PREFECT_HOME: root / "prefect"}),
-        tracking_uri(patch, f"sqlite:///{database}"),
+        tracking_uri(patch, seeded_mlflow_store(database)),
     ):
         patch.setenv("FOUNDRY_HOME", str(home))
         manifest = acquire_images(config, root / "source_manifest.json")

@@ -18,6 +18,7 @@ from conftest import tracking_uri
 from helpers_configs import tiny
 from helpers_registry import register_tagged
 from helpers_snapshots import Snapshot
+from homes import seeded_mlflow_store
 from synthetic import synthetic_docs
 
 from foundry.core.contracts import DataVersion, RunContext
@@ -80,7 +81,7 @@ def kept(built, tmp_path_factory) -> tuple[Snapshot, Snapshot, Path, object]:
     Each test gets one back at the built home's own path (`versions`, `registry`)."""
     root = tmp_path_factory.mktemp("marks-kept")
     plain, database = Snapshot(root / "plain", built.home), root / "mlflow.db"
-    with pytest.MonkeyPatch.context() as monkeypatch, tracking_uri(monkeypatch, f"sqlite:///{database}"):
+    with pytest.MonkeyPatch.context() as monkeypatch, tracking_uri(monkeypatch, seeded_mlflow_store(database)):
         monkeypatch.setenv("FOUNDRY_HOME", str(built.home))
         tags = {"data_version": built.before.data_version, "data.remote": str(built.home / "dvc-remote")}
         version = register_tagged(built.config, "purge-marks", tags)
