@@ -54,11 +54,10 @@ def seeded_home(home: Path) -> Path:
 @functools.cache
 def mlflow_database() -> Path:
     """This process's migrated, empty MLflow store (made on first use): MLflow's tables, no experiment yet."""
-    import sqlalchemy
-    from mlflow.store.db.utils import _initialize_tables
+    from mlflow.store.db.utils import _initialize_tables, create_sqlalchemy_engine_with_retry
 
     database = Path(tempfile.mkdtemp(prefix="foundry-template-mlflow-")) / "mlflow.db"
-    engine = sqlalchemy.create_engine(f"sqlite:///{database}")
+    engine = create_sqlalchemy_engine_with_retry(f"sqlite:///{database}")  # as a store makes its engine
     try:
         _initialize_tables(engine)  # what a tracking or registry store runs when it finds no tables
     finally:
