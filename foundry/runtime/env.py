@@ -53,6 +53,21 @@ def s3_endpoint_url() -> str | None:
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
 
 
+def positive_setting(name: str, default: float) -> float:
+    """The operator's number in the variable `name` (a bound, a wait), `default` where it is unset or blank; a value
+    that is not a positive finite number is an error naming the variable, not a bound that bounds nothing."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{name}={raw!r}: expected a positive number")
+    return value
+
+
 def package_versions() -> dict[str, str]:
     """{package: version or 'absent'} for `PACKAGES`."""
     from importlib import metadata
