@@ -24,6 +24,7 @@ from homes import seeded_home
 
 DOWN_S = 5  # then ~10-30 s more for the server to start again on 2 cores
 MODEL = "lost-prefect"
+STEPS = 60  # killed at step 12 or later: training goes on through the outage (tiny.yaml's 150 only took longer)
 DEPLOYMENT = "train_pipeline/train"
 # The never-back run's budgets: Prefect's client retries a refused call after 2, 4 and 8 s, and the promotion lock
 # asks for the server for WAIT_S, which inside a flow run is the client's own retries at the least.
@@ -96,7 +97,9 @@ def test_the_prefect_server_killed_mid_training_under_a_deployment_run(tmp_path)
             stdout=open(logs / "serve.log", "wb"),
             stderr=subprocess.STDOUT,
         )
-        config = tiny(f"registry.model_name={MODEL}", "train.progress_every_s=0.2", *NO_BASELINES)
+        config = tiny(
+            f"registry.model_name={MODEL}", f"train.max_steps={STEPS}", "train.progress_every_s=0.2", *NO_BASELINES
+        )
         flow_run = _start_run(api, config, serve, logs / "serve.log")
         _wait_for_line(logs / "serve.log", r"Task run 'train-\w+' - step (1[2-9]|[2-9]\d|1\d\d)/", serve)
         _kill_tree(prefect.process)
@@ -132,7 +135,7 @@ def test_the_prefect_server_killed_mid_training_under_a_deployment_run(tmp_path)
     (version,) = store.search_model_versions(f"name = '{MODEL}'")
     assert version.tags[PUBLICATION] == COMPLETE
     assert store.get_run(version.run_id).info.status == "FINISHED"
-    last_step = r"Task run 'train-\w+' - step 150/150"
+    last_step = rf"Task run 'train-\w+' - step {STEPS}/{STEPS}"
     assert re.search(last_step, output) and not re.search(last_step, before)  # killed mid-training
 
 
