@@ -21,8 +21,7 @@ from foundry.runtime.preemption import EXIT_CODE
 
 GRACE_S = 20
 N_TRIALS = 4
-# Trials of tiny.yaml's 30 steps: the signal comes a second into the first one's training, long before its end.
-SETS = (f"search.n_trials={N_TRIALS}", "search.trial_max_steps=30", f"train.preempt_grace_s={GRACE_S}")
+SETS = (f"search.n_trials={N_TRIALS}", "search.trial_max_steps=60", f"train.preempt_grace_s={GRACE_S}")
 
 
 def test_sigterm_to_foundry_search_ends_its_trials_and_the_rerun_continues_the_study(tmp_path):
