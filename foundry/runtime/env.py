@@ -4,7 +4,8 @@
 which a Prefect worker imports directly, the training rank), before Prefect, MLflow, DVC or Great
 Expectations is imported: several of them read their settings once, at import. Nothing else in the
 package changes the environment, but `foundry.core.redact.keep`, which keeps there a URL a config was given with
-its credential (the config keeps it redacted).
+its credential (the config keeps it redacted). `positive_setting` reads an operator's number from it (a bound on the
+logs, the promotion lock's wait for an absent Prefect server).
 """
 
 from __future__ import annotations
