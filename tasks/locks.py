@@ -129,8 +129,18 @@ def promotion_lock(model_name: str, home: Path) -> Iterator[None]:
 # run's client (which has connected) takes that wait itself, then raises httpx's bare ConnectError; outside one
 # (`foundry promote`) a client made afresh does not retry a refused connection at all (Prefect retries ConnectError
 # only after a first answer), so a server restarting as the command ran failed it at once. Either way, asked again
-# until this has passed, then an error naming the server.
+# until this has passed, then an error naming the server. `FOUNDRY_PREFECT_WAIT_S` sets another wait (the tests set a
+# few seconds: the same path, only shorter).
 SERVER_WAIT_S = 62.0
+SERVER_WAIT_VARIABLE = "FOUNDRY_PREFECT_WAIT_S"
+
+
+def server_wait_s() -> float:
+    """How long taking the promotion lock waits for an absent Prefect server: `FOUNDRY_PREFECT_WAIT_S` seconds where
+    set, else `SERVER_WAIT_S`; a value that is not a positive number is an error naming the variable."""
+    from foundry.runtime.env import positive_setting
+
+    return positive_setting(SERVER_WAIT_VARIABLE, SERVER_WAIT_S)
 
 
 @contextmanager
@@ -143,7 +153,7 @@ def _server_limit(name: str) -> Iterator[None]:
     if not PREFECT_API_URL.value():
         yield
         return
-    _wait_for_limit(name, PREFECT_API_URL.value(), SERVER_WAIT_S)
+    _wait_for_limit(name, PREFECT_API_URL.value(), server_wait_s())
     with concurrency(name, occupy=1, strict=True):
         yield
 

@@ -4,7 +4,8 @@
 which a Prefect worker imports directly, the training rank), before Prefect, MLflow, DVC or Great
 Expectations is imported: several of them read their settings once, at import. Nothing else in the
 package changes the environment, but `foundry.core.redact.keep`, which keeps there a URL a config was given with
-its credential (the config keeps it redacted).
+its credential (the config keeps it redacted). `positive_setting` reads an operator's number from it (a bound on the
+logs, the promotion lock's wait for an absent Prefect server).
 """
 
 from __future__ import annotations
@@ -51,6 +52,21 @@ def uses_embedded_mlflow() -> bool:
 def s3_endpoint_url() -> str | None:
     """The S3 endpoint from the standard AWS variables (MinIO, moto or any S3-compatible store)."""
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+
+
+def positive_setting(name: str, default: float) -> float:
+    """The operator's number in the variable `name` (a bound, a wait), `default` where it is unset or blank; a value
+    that is not a positive finite number is an error naming the variable, not a bound that bounds nothing."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{name}={raw!r}: expected a positive number")
+    return value
 
 
 def package_versions() -> dict[str, str]:

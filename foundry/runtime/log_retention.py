@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from foundry.runtime.env import positive_setting
+
 DAY_S = 86400
 MIB = 1 << 20
 
@@ -32,21 +34,8 @@ class Retention:
     def from_env(cls) -> Retention:
         """The operator's bounds (`FOUNDRY_LOG_KEEP_DAYS`, `FOUNDRY_LOG_KEEP_MB`); a value that is not a positive
         number is an error naming the variable, not a folder that grows."""
-        days = _positive("FOUNDRY_LOG_KEEP_DAYS", cls.keep_days)
-        return cls(days, int(_positive("FOUNDRY_LOG_KEEP_MB", cls.keep_bytes / MIB) * MIB))
-
-
-def _positive(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value == float("inf"):
-        raise ValueError(f"{name}={raw!r}: expected a positive number")
-    return value
+        days = positive_setting("FOUNDRY_LOG_KEEP_DAYS", cls.keep_days)
+        return cls(days, int(positive_setting("FOUNDRY_LOG_KEEP_MB", cls.keep_bytes / MIB) * MIB))
 
 
 def prune(folder: Path, retention: Retention, now: float | None = None) -> list[Path]:

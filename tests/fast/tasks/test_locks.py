@@ -63,7 +63,7 @@ def test_the_promotion_lock_waits_a_bounded_time_for_a_prefect_server_that_refus
 
     from tasks import locks
 
-    monkeypatch.setattr(locks, "SERVER_WAIT_S", 1.0)
+    monkeypatch.setenv(locks.SERVER_WAIT_VARIABLE, "1")  # what the slow tests set: the same path, shorter
     with socket.socket() as s:  # a port nothing listens on once closed: connections are refused
         s.bind(("127.0.0.1", 0))
         api = f"http://127.0.0.1:{s.getsockname()[1]}/api"
@@ -75,3 +75,26 @@ def test_the_promotion_lock_waits_a_bounded_time_for_a_prefect_server_that_refus
     assert f"the Prefect server at {api} did not answer for 1 s" in str(refused.value)
     assert "'foundry-promote-away-gpt': nothing was judged or registered" in str(refused.value)
     assert 1 <= took < 8, took  # asked at 0 and 1 s (the next, at 3 s, would be past the wait)
+
+
+def test_the_promotion_locks_wait_for_the_server_is_62_s_unless_the_operator_sets_another(monkeypatch):
+    """The production default is Prefect's own client budget (2 + 4 + 8 + 16 + 32 s), the figure
+    docs/operations.md gives; `FOUNDRY_PREFECT_WAIT_S` sets another, and a value that bounds nothing is refused."""
+    import re
+
+    import pytest
+
+    from foundry.runtime.env import PROJECT_ROOT
+    from tasks import locks
+
+    monkeypatch.delenv(locks.SERVER_WAIT_VARIABLE, raising=False)
+    assert locks.server_wait_s() == locks.SERVER_WAIT_S == 62.0
+    documented = (PROJECT_ROOT / "docs" / "operations.md").read_text()
+    assert re.search(r"`tasks\.locks\.SERVER_WAIT_S` \(62 s", documented)
+    assert f"`{locks.SERVER_WAIT_VARIABLE}`" in documented
+    monkeypatch.setenv(locks.SERVER_WAIT_VARIABLE, "5")
+    assert locks.server_wait_s() == 5.0
+    for wrong in ("0", "-3", "soon", "inf"):
+        monkeypatch.setenv(locks.SERVER_WAIT_VARIABLE, wrong)
+        with pytest.raises(ValueError, match=f"{locks.SERVER_WAIT_VARIABLE}="):
+            locks.server_wait_s()

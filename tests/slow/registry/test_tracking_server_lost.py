@@ -19,15 +19,17 @@ from foundry.core.model_uri import LoggedModelUri
 from foundry.core.version_tags import COMPLETE, PUBLICATION
 
 REPO = Path(__file__).resolve().parents[3]
-MAX_STEPS, LOG_EVERY = 150, 5  # configs/tiny.yaml's
+# The run's length (killed at step 12 or later: the steps after the outage are there to be checked; tiny.yaml's 150
+# only took longer) and configs/tiny.yaml's log_every_n_steps.
+MAX_STEPS, LOG_EVERY = 60, 5
 MODEL = "lost-server"
 # MLflow's client (MLFLOW_HTTP_REQUEST_MAX_RETRIES 7, MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR 2; urllib3 sleeps
 # 2 * 2**(n-1) s after the n-th failure from the second on, plus up to 1 s of jitter, capped at 120 s) tries a
 # refused call at 0, 0, 4, 12, 28, 60, 124 and 244 s (each up to 5 s later with the jitter), then raises.
 RETRY_BUDGET_S = 249
-# How long the server stays away; starting it again takes ~10 s more. 20 s plus the start is met by the try at
-# 60 s; the issue's 60 s plus the start by the one at 124 s, two minutes longer a run for the same retry path.
-DOWN_S = 20
+# How long the server stays away; starting it again takes ~10 s more. 5 s plus the start is met by the try at 28 s
+# (20 s plus the start by the one at 60 s, the issue's 60 s by the one at 124 s: longer runs for the same path).
+DOWN_S = 5
 
 
 def kill_tree(process: subprocess.Popen) -> None:
@@ -44,6 +46,7 @@ def test_the_tracking_server_killed_mid_training_loses_nothing(mlflow_server, tm
     running()
     sets = [
         f"registry.model_name={MODEL}",
+        f"train.max_steps={MAX_STEPS}",
         "train.progress_every_s=0.2",
         *NO_BASELINES,
     ]
@@ -89,8 +92,7 @@ def test_the_tracking_server_killed_mid_training_loses_nothing(mlflow_server, tm
     (run,) = store.search_runs([experiment], f"params.`registry.model_name` = '{MODEL}'")
     assert run.info.status == "FINISHED"
     history = sorted(store.get_metric_history(run.info.run_id, "train/loss"), key=lambda m: m.step)
-    steps = [m.step for m in history]
-    assert steps == list(range(LOG_EVERY - 1, MAX_STEPS, LOG_EVERY)), steps  # each once, none lost
+    assert_each_step_once_or_repeated_alike(history)
     # Each point's time is taken before its call: the one the kill caught, then the next, after the wait.
     stall = max(b.timestamp - a.timestamp for a, b in zip(history, history[1:])) / 1000
     print(f"training waited {stall:.0f} s for the server")
@@ -104,6 +106,20 @@ def test_the_tracking_server_killed_mid_training_loses_nothing(mlflow_server, tm
     files = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
     assert "MLmodel" in files and "artifacts/tokenizer.json" in files, files
     assert len([f for f in files if f.startswith("artifacts/")]) == 2, files  # and the checkpoint
+
+
+def assert_each_step_once_or_repeated_alike(history) -> None:
+    """Every logged step present, none lost. The call the kill caught may have reached the server before the
+    kill while its answer did not reach the client, which then sent it again (at least once): a step may appear
+    twice, but only with the same value (and no other step repeated)."""
+    steps = [m.step for m in history]
+    assert sorted(set(steps)) == list(range(LOG_EVERY - 1, MAX_STEPS, LOG_EVERY)), steps
+    values: dict[int, set[float]] = {}
+    for metric in history:
+        values.setdefault(metric.step, set()).add(metric.value)
+    assert all(len(seen) == 1 for seen in values.values()), {s: v for s, v in values.items() if len(v) > 1}
+    repeated = [step for step in values if steps.count(step) > 1]
+    assert len(repeated) <= 1, repeated  # only the call in flight at the kill is sent again
 
 
 # A client told to give up sooner than MLflow's default four minutes: a refused call is tried at 0, 0 and ~2 s
