@@ -11,6 +11,8 @@ from models.lora import LoRASpec, adapter_state_dict, add_lora, merge_lora, trai
 
 
 class LitGPT(LitBase):
+    averages_weights = True  # the trainer may keep the mean of the last steps' weights (`train.average_last`)
+
     def __init__(self, model_args: dict, **settings):
         """`settings`: `models.lit_base.SETTINGS`, all of them, from the one config."""
         super().__init__(settings)

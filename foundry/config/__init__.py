@@ -328,6 +328,7 @@ PREDATED_DEFAULTS = {
     ("train", "precision"): "auto",
     ("train", "compile"): False,
     ("train", "batch_ramp_steps"): 0,
+    ("train", "average_last"): 0.0,
     ("align", "replay_fraction"): 0.0,
     ("evaluation", "window_overlap"): 0.0,
     ("align", "sft_train"): _NO_RECIPE,

@@ -28,6 +28,7 @@ RETRAIN_SKIPPED = "retrain.skipped"  # `true`: no new documents, nothing trained
 RESUMED_FROM_STEP = "resumed_from_step"
 RESOLVED_PRECISION = "train.resolved_precision"  # what `train.precision` resolved to on the machine that trained
 COMPILED = "train.compiled"  # `true` or `false`: whether it trained compiled (no C++ compiler: `false`)
+AVERAGED_STEPS = "train.averaged_steps"  # how many final steps' weights the saved weights are the mean of
 HOSTS = "train.hosts"  # every rank's host, in rank order, comma-separated (`foundry.training.hosts`)
 WORLD_SIZES = "train.world_sizes"  # each world size a training ran at, in order, comma-separated: `2,1`
 # A run's dataset input (MLflow's inputs, not run tags): the context MLflow reads, and the data's `source`

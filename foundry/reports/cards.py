@@ -64,7 +64,8 @@ def forgetting(decision: Decision) -> str:
 
 def steps_line(t: TrainConfig, block_size: int) -> str:
     ramp = f" (the first {t.ramp_steps} growing from {t.batch_ramp_rows} rows)" if t.ramp_steps else ""
-    return f"{t.max_steps} steps of {t.batch_size} x {block_size} tokens{ramp}"
+    mean = f", the weights the mean of the last {t.averaged_steps} steps'" if t.averaged_steps else ""
+    return f"{t.max_steps} steps of {t.batch_size} x {block_size} tokens{ramp}{mean}"
 
 
 def windows_line(overlap: float, block_size: int) -> str:

@@ -2,6 +2,7 @@
 workload (`foundry.core.workload`).
 
 - `trainer`: build the model from config and train it with Lightning on hydrated shards
+- `averaging`: the saved weights as the mean of the last steps' (`train.average_last`)
 - `run`: what one training run reads and writes beside its config (`TrainingRun`)
 - `sharding`: FSDP's strategy, also on CPU ranks, and BatchNorm's statistics under it
 - `launch`: start the ranks: in this process for one, else under PyTorch's elastic agent

@@ -27,6 +27,7 @@ from foundry.core.workload import Workload, for_data
 from foundry.runtime.arithmetic import arithmetic, compiles, cpu_threads, resolve_precision, uses_gpu
 from foundry.runtime.cpu_features import RESOLVED_PRECISION_TAG
 from foundry.training.adapters import lora_spec, save_peft_adapter
+from foundry.training.averaging import WeightAverage, averaged_steps
 from foundry.training.run import TrainingRun
 from foundry.training.sharding import Rank0Buffers, fsdp_strategy, has_batch_norm
 
@@ -113,9 +114,11 @@ def _trainer(
     units: set[type],
     callbacks: tuple = (),
     schedule: Schedule | None = None,
+    averager: WeightAverage | None = None,
 ):
     """The Lightning Trainer for `config`, logging to MLflow run `run_id` (none when `None`), checkpointing through
-    `io`, with FSDP (when `train.strategy` is fsdp) wrapping the `units` classes one by one."""
+    `io`, with FSDP (when `train.strategy` is fsdp) wrapping the `units` classes one by one; `averager` (a
+    `WeightAverage`) takes each step's weights before a checkpoint of that step is written."""
     import lightning as L
     from lightning.pytorch.loggers import MLFlowLogger
     from lightning.pytorch.plugins.environments import LightningEnvironment
@@ -149,6 +152,7 @@ def _trainer(
         log_every_n_steps=t.log_every_n_steps,
         logger=loggers or False,
         callbacks=[
+            *([averager] if averager else []),
             CheckpointEvery(io, config.checkpoint.every_n_steps, arithmetic(t), schedule),
             ProgressReport(progress.file, bar=progress.bar, every_s=min(t.progress_every_s, 5.0)),
             RankPace(t.log_every_n_steps),
@@ -227,7 +231,9 @@ def train(
     if config.train.strategy == "fsdp" and has_batch_norm(module):  # DDP's handling of BatchNorm, under FSDP
         callbacks = (*callbacks, Rank0Buffers())
     reports = Progress(bar=progress, file=progress_file)
-    trainer = _trainer(config, run_id, io, reports, workload.fsdp_units(module), callbacks, schedule)
+    steps = averaged_steps(config.train, module)
+    averager = WeightAverage(steps, config.train.max_steps) if steps else None
+    trainer = _trainer(config, run_id, io, reports, workload.fsdp_units(module), callbacks, schedule, averager)
     rank, world = trainer.global_rank, trainer.world_size
     train_loader, val_loader = workload.loaders(config, data_dir, data, rank, world, run.replay)
     if resume_from is not None:
@@ -237,6 +243,7 @@ def train(
             RESOLVED_PRECISION_TAG: trainer.precision,
             run_tags.COMPILED: str(compiles(config.train)).lower(),
             run_tags.WORLD_SIZES: schedule.tag(),
+            run_tags.AVERAGED_STEPS: str(steps),
         }
         _record_start(run_id, resume_from, started, share)
     trainer.fit(module, train_loader, val_loader, ckpt_path=str(resume_from) if resume_from else None)
@@ -247,6 +254,8 @@ def train(
         if trainer.global_rank == 0:
             torch.save(adapters, checkpoint_dir / "adapter.pt")
             save_peft_adapter(module.model.config.to_dict(), adapters, config, checkpoint_dir)
+    if averager:  # every rank holds the same mean (DDP); after the last checkpoint, which keeps the optimizer's
+        averager.apply(module)
     workload.after_fit(module)  # before the weights are gathered: what the ranks must agree on first
     state = trainer.strategy.lightning_module_state_dict()  # all ranks: a collective under FSDP
     weights = {k.removeprefix("model."): v.detach().cpu() for k, v in state.items()}

@@ -79,7 +79,9 @@ def test_the_defaults_ramp_pretraining_from_random_weights_only():
 
 def test_the_model_card_says_how_the_batches_grew():
     t = FoundryConfig().train
-    assert steps_line(t, 256) == "1350 steps of 16 x 256 tokens (the first 400 growing from 4 rows)"
+    assert steps_line(t, 256) == (
+        "1350 steps of 16 x 256 tokens (the first 400 growing from 4 rows), the weights the mean of the last 101 steps'"
+    )
     assert steps_line(t.model_copy(update={"init_from": "parent.pt"}), 256) == "1350 steps of 16 x 256 tokens"
 
 
