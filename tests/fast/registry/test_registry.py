@@ -121,9 +121,9 @@ def test_config_and_metrics_are_read_from_the_training_run_or_from_tags_of_older
     bare = client.create_run(tracking.experiment_id("foundry")).info.run_id  # nothing logged, as before
     legacy = {"config": json.dumps({"train": {"max_steps": 7}}), "holdout/bits_per_byte": "1.500000"}
     old = client.get_model_version("reg-old", registry.register(f"runs:/{bare}/none", "reg-old", bare, legacy))
-    # A record that predates train.optimizer, precision, compile and batch_ramp_steps trained with AdamW, in auto
-    # precision, uncompiled, without a ramp, and is read so (foundry.config.as_recorded).
-    predated = {"optimizer": "adamw", "precision": "auto", "compile": False, "batch_ramp_steps": 0}
+    # A record that predates train.optimizer, precision, compile, batch_ramp_steps and average_last trained with
+    # AdamW, in auto precision, uncompiled, without a ramp or a mean, and is read so (foundry.config.as_recorded).
+    predated = {"optimizer": "adamw", "precision": "auto", "compile": False, "batch_ramp_steps": 0, "average_last": 0.0}
     assert recorded_config(old) == {"train": {"max_steps": 7, **predated}}
     assert recorded_metrics(old) == {"holdout/bits_per_byte": 1.5}
     none = client.get_model_version("reg-none", registry.register(f"runs:/{bare}/none", "reg-none", bare, {}))
