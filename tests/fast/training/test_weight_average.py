@@ -1,5 +1,6 @@
-"""foundry/training/averaging.py: the saved weights are the mean of the last steps' (`train.average_last`), the
-checkpoints keep the optimizer's, and a run resumed inside the window saves what an uninterrupted one does."""
+"""foundry/training/averaging.py: the saved weights are the mean of the last steps' (`train.average_last`; the run's
+`train.averaged_steps` tag says how many), the checkpoints keep the optimizer's, and a run resumed inside the window
+saves what an uninterrupted one does."""
 
 from __future__ import annotations
 
@@ -35,9 +36,16 @@ class StopAt(Callback):
 
 
 def test_the_saved_weights_are_the_mean_of_the_last_steps_and_the_checkpoints_the_optimizers(tiny_dataset, tmp_path):
+    from mlflow import MlflowClient
+
+    from foundry.core import run_tags
+    from foundry.runtime import tracking
+
     config = tiny(*AVERAGED)
     assert config.train.averaged_steps == 3
-    saved = weights(train(config, TrainingRun(tiny_dataset, tmp_path), progress=False))
+    run_id = tracking.start_pipeline_run(config)
+    saved = weights(train(config, TrainingRun(tiny_dataset, tmp_path, run_id=run_id), progress=False))
+    assert MlflowClient().get_run(run_id).data.tags[run_tags.AVERAGED_STEPS] == "3"
     steps = [weights(tmp_path / f"step-{step:06d}.ckpt") for step in range(4, 7)]
     for name, tensor in saved.items():
         mean = sum(step[name] for step in steps) / 3
