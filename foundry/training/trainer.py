@@ -1,9 +1,9 @@
 """Stages B-D: build the model from config (B), train it with Lightning on hydrated shards (C), checkpointed (D).
 
 Rank 0 logs to the pipeline's MLflow run, named explicitly. Checkpoints (`foundry/checkpointing/`)
-make a resumed run bitwise equal to an uninterrupted one. The result is a self-contained file
-(`model.pt`: model args, weights, config, data version) that rebuilds the model alone; every rank
-also leaves a digest of its final weights (`weights.rank<N>.sha256`), so replicas can be compared.
+make a resumed run bitwise equal to an uninterrupted one (tested uncompiled in float32: docs/training.md). The
+result is a self-contained file (`model.pt`: model args, weights, config, data version) that rebuilds the model
+alone; every rank also leaves a digest of its final weights (`weights.rank<N>.sha256`), so replicas can be compared.
 What trains is the data's: its `Workload` (`foundry.core.workload`) brings the LightningModule, the loaders,
 the warm start and what `model.pt` holds beside the weights; the trainer never asks which workload it is.
 """
