@@ -41,10 +41,6 @@ class WeightAverage(Callback):
         self.count = 0
         self.mean: dict[str, torch.Tensor] = {}
 
-    @property
-    def state_key(self) -> str:
-        return "WeightAverage"
-
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_step < self.first + self.count:
             return  # before the window, or a micro-batch of accumulation (no new optimizer step since the last)
@@ -57,13 +53,13 @@ class WeightAverage(Callback):
                 else:
                     self.mean[name].add_(value - self.mean[name], alpha=1 / self.count)
 
-    def apply(self, module: torch.nn.Module) -> int:
-        """Copy the mean into `module.model`'s parameters (each in its own dtype); returns the steps averaged."""
+    def apply(self, module: torch.nn.Module) -> None:
+        """Copy the mean into `module.model`'s parameters (each in its own dtype); a run stopped before the window
+        has no mean and keeps its weights."""
         with torch.no_grad():
             for name, param in module.model.named_parameters():
                 if name in self.mean:
                     param.copy_(self.mean[name].to(param.dtype))
-        return self.count
 
     def state_dict(self) -> dict:
         return {"count": self.count, "mean": self.mean}
