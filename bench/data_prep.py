@@ -203,7 +203,7 @@ def child(kind: str, workers: int, manifest_path: Path, out: Path) -> None:
         address, stop = start_cluster(kind, workers, out.parent / "dask")  # -warm, dask-ext: before the clock
         try:
             scheduler = ["data.scheduler=" + (address or "local"), f"data.workers={workers}"]
-            config = load_config(None, [] if kind == "in-process" else scheduler)
+            config = load_config(None, ["data.workers=1"] if kind == "in-process" else scheduler)
             if kind != "in-process":
                 import distributed  # noqa: E401,F401
 

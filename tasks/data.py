@@ -44,8 +44,8 @@ class DatasetJob:
 
 @task(name="prepare", cache_policy=NO_CACHE)
 def prepare(job: DatasetJob) -> Path:
-    """Clean, split (on the parent's ledger) and tokenize into this run's staging folder (on Dask when
-    `data.workers` > 1); images (`data.modality` image): decode, de-duplicate, split and shard them."""
+    """Clean, split (on the parent's ledger) and tokenize into this run's staging folder (on `data.workers`
+    processes, or on Dask when `data.scheduler` is set); images (`data.modality` image): decode, de-duplicate, split and shard them."""
     from foundry.core.preparing import DataBasis
     from foundry.data.progress import PREPARE_PROGRESS, read_preparation
     from foundry.data.purged import purged_documents

@@ -1,10 +1,10 @@
-"""Preparation, in this process or on a Dask cluster: the partition steps of `prepare` as Prefect tasks.
+"""Preparation on this machine's cores or on a Dask cluster: the map steps of `prepare` as Prefect tasks there.
 
-`run_prepare` runs `foundry.pretrain.prepare.prepare` in this process when `data.workers` is 1 and no
-`data.scheduler` is set. Otherwise its map steps are Prefect task runs on a `DaskTaskRunner`: a local
-cluster of `data.workers` processes, one task thread and single-threaded libraries each, or the
-existing scheduler at `data.scheduler` (whose workers must see the same files). The global steps
-run in this process. The output is the same, byte for byte, for any number of workers.
+`run_prepare` runs `foundry.pretrain.prepare.prepare` in this process, its map steps on `data.workers` worker
+processes of this machine (0: one a core; 1: all in this process) when no `data.scheduler` is set. With one, its map
+steps are Prefect task runs on a `DaskTaskRunner`: a local cluster of `data.workers` processes (`local`), one task
+thread and single-threaded libraries each, or the existing scheduler at that address (whose workers must see the
+same files). The global steps run in this process. The output is the same, byte for byte, for any number of workers.
 """
 
 from __future__ import annotations
@@ -21,20 +21,11 @@ from prefect.cache_policies import NO_CACHE
 from foundry.config import DataConfig, FoundryConfig
 from foundry.core import workload
 from foundry.core.contracts import SourceManifest
-from foundry.core.preparing import FRESH, DataBasis, PrepareRun, Preparing
+from foundry.core.preparing import FRESH, DataBasis, Mapper, PrepareRun, Preparing
+from foundry.core.process_pool import ONE_CORE, collected, process_map, worker_count
 from foundry.data.prepared import Prepared
 from foundry.runtime.env import TELEMETRY_OFF
 
-# A worker is one core: one task thread, and no library that spreads itself over more. Tokenizers
-# keeps its (one-thread) pool rather than TOKENIZERS_PARALLELISM=false: encoding then runs off the
-# task thread without the GIL, which the worker's own threads keep asking for (measured ~20% faster).
-ONE_CORE = {
-    "RAYON_NUM_THREADS": "1",
-    "TOKENIZERS_PARALLELISM": "true",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-}
 # Dask's sampling profiler walks every thread's stack each 10 ms: pure overhead here.
 WORKER_ENV = {**ONE_CORE, "DASK_LOGGING__DISTRIBUTED": "warning", "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
 # What Dask's nanny adds to a worker's environment before it starts it. Its MALLOC_TRIM_THRESHOLD_ makes glibc hand
@@ -84,7 +75,7 @@ def task_runner(data: DataConfig):
     return DaskTaskRunner(
         cluster_class="distributed.LocalCluster",
         cluster_kwargs={
-            "n_workers": data.workers,
+            "n_workers": worker_count(data.workers),
             "threads_per_worker": 1,
             "processes": True,
             # Loopback and a free port: a fixed 8787 collides with any other cluster on the machine.
@@ -104,13 +95,13 @@ def partition_step(step: Callable, job):
     return step(job)
 
 
-def dask_mapper(runner) -> Callable[[Callable, list], list]:
+def dask_mapper(runner) -> Mapper:
     """`prepare`'s mapper: one task run per job on `runner`, results in job order."""
 
-    def dask_map(step: Callable, jobs: list) -> list:
+    def dask_map(step: Callable, jobs: list, each: Callable | None = None) -> list:
         named = partition_step.with_options(name=step.__name__.replace("_", "-"))
         futures = runner.map(named, {"step": unmapped(step), "job": jobs})
-        return [future.result() for future in futures]  # raises the first failure
+        return collected(jobs, (future.result() for future in futures), each)  # raises the first failure
 
     return dask_map
 
@@ -131,15 +122,20 @@ def run_prepare(
     basis: DataBasis = FRESH,
     progress_file: Path | None = None,
 ) -> Prepared:
-    """`prepare` in this process (`data.workers` 1, no `data.scheduler`: nothing to start, the fastest on
-    a small corpus) or with its map steps on Dask. Either way the output is the same, byte for byte.
+    """`prepare` with its map steps in this process, on this machine's worker processes (no `data.scheduler`:
+    nothing to start but the processes) or on Dask. Either way the output is the same, byte for byte.
     `basis` as `prepare` takes it (the ledger to build on, the replay share, the documents a purge removed);
     `progress_file`: where it reports its progress. The workload `data.modality` names
     prepares it; one whose map steps cannot run on workers (images) always in this process."""
     work = workload.for_config(config)
-    if not work.prepares_on_workers or (config.data.workers == 1 and not config.data.scheduler):
+    if not work.prepares_on_workers:
         running = PrepareRun(progress_file=progress_file)
         return work.prepare(Preparing(source_manifest, config, out_dir, basis, progress, running))
+    workers = worker_count(config.data.workers)
+    if not config.data.scheduler:
+        with process_map(workers) as mapper:
+            running = PrepareRun(mapper, workers, progress_file)
+            return work.prepare(Preparing(source_manifest, config, out_dir, basis, progress, running))
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     # Task runs travel to the workers with this process's settings. Without an API URL in them,
@@ -149,5 +145,5 @@ def run_prepare(
         temporary_settings({PREFECT_API_URL: PREFECT_API_URL.value() or _api_url()}),
         started(task_runner(config.data)) as runner,
     ):
-        running = PrepareRun(dask_mapper(runner), config.data.workers, progress_file)
+        running = PrepareRun(dask_mapper(runner), workers, progress_file)
         return work.prepare(Preparing(source_manifest, config, out_dir, basis, progress=False, running=running))

@@ -1,4 +1,4 @@
-"""The `data` section: sources, cleaning rules, PII, the split, shards and the Dask map steps."""
+"""The `data` section: sources, cleaning rules, PII, the split, shards and where the map steps run."""
 
 from __future__ import annotations
 
@@ -156,16 +156,17 @@ class DataConfig(_Section):
     )
     shard_tokens: int = Field(16_777_216, ge=1024, description="Tokens per shard file.")
     workers: int = Field(
-        1,
-        ge=1,
-        description="Dask worker processes (one core each) for the partition steps of prepare. "
-        "1 runs them in the calling process: on the default corpus a local cluster costs more than it saves.",
+        0,
+        ge=0,
+        description="Worker processes (one core each) for the map steps of prepare and of its gate: 0 one per core "
+        "this process may use, 1 all in the calling process; on Dask when `scheduler` is set.",
     )
     scheduler: str = Field(
         "",
         pattern=r"^(|local|(tcp|tls|ws|wss|inproc|ucx)://\S+)$",
-        description="'' (a local Dask cluster when workers > 1), 'local' (one even for 1 worker) or the "
-        "address of an existing Dask scheduler, e.g. tcp://10.0.0.5:8786, whose workers see the same files.",
+        description="'' (worker processes on this machine, no cluster), 'local' (a local Dask cluster of `workers`, "
+        "its steps Prefect task runs) or the address of an existing Dask scheduler, e.g. tcp://10.0.0.5:8786, "
+        "whose workers see the same files (set `workers` to their count).",
     )
     partition_bytes: int = Field(
         64 << 20,

@@ -16,8 +16,10 @@ if TYPE_CHECKING:
 # `foundry.config.FoundryConfig`: this core module must not import the config (it would reach up). Any to a checker.
 FoundryConfig = Any
 
-# Runs a function over a list of jobs and returns its results in order: in this process, or on Dask's workers.
-Mapper = Callable[[Callable, list], list]
+# `mapper(step, jobs, each=None)` runs `step` over a list of jobs and returns its results in order: in this process,
+# on worker processes (`foundry.core.process_pool`) or on Dask's workers; `each(job, result)`, when given, is called
+# here for every result as it comes back, in the jobs' order (progress).
+Mapper = Callable[..., list]
 
 
 @dataclass(frozen=True)

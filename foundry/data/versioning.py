@@ -44,8 +44,9 @@ def code_dependencies() -> list[str]:
     return code
 
 
-# Data settings that change how sources are fetched and progress reported, not what the dataset holds
-# (a download, archive or file refused by a limit leaves the source digest, which is part of the key).
+# Data settings that change how sources are fetched, where and in how many pieces the map steps run and how progress
+# is reported, not what the dataset holds (a download, archive or file refused by a limit leaves the source digest,
+# which is part of the key; any workers and partitions give the same bytes: tests/slow/tasks/test_parallel.py).
 NOT_SHAPING = {
     "fetch_retries",
     "fetch_backoff_s",
@@ -53,6 +54,9 @@ NOT_SHAPING = {
     "max_download_bytes",
     "max_archive_members",
     "max_file_bytes",
+    "workers",
+    "scheduler",
+    "partition_bytes",
 }
 
 

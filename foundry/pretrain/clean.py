@@ -285,6 +285,19 @@ def iter_texts(jsonl_path: Path) -> Iterator[str]:
     return read_chunk(jsonl_path, 0, jsonl_path.stat().st_size)
 
 
+def line_ranges(jsonl_path: Path, count: int) -> list[tuple[int, int]]:
+    """At most `count` byte ranges [start, end) of about equal size that cover the file, each of whole lines."""
+    size = jsonl_path.stat().st_size
+    cuts = [0]
+    with open(jsonl_path, "rb") as fh:
+        for k in range(1, count):
+            fh.seek(max(cuts[-1], size * k // count))
+            fh.readline()  # to the start of the next line
+            if cuts[-1] < fh.tell() < size:
+                cuts.append(fh.tell())
+    return [(start, end) for start, end in zip(cuts, [*cuts[1:], size]) if end > start]
+
+
 def read_chunk(jsonl_path: Path, start: int, end: int) -> Iterator[str]:
     """The texts of the lines in bytes [start, end) of a split file."""
     with open(jsonl_path, "rb") as fh:

@@ -17,7 +17,7 @@ import logging
 import math
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from foundry.config import DataConfig, FoundryConfig, TokenizerConfig
@@ -25,6 +25,7 @@ from foundry.core.contracts import SourceFile
 from foundry.core.digests import folder_digests
 from foundry.core.fs import remove_tree
 from foundry.core.preparing import Mapper, Preparing
+from foundry.core.process_pool import serial_map
 from foundry.data import audit as audits
 from foundry.data import ledger as ledgers
 from foundry.data.manifest import FILE as MANIFEST_FILE
@@ -40,10 +41,6 @@ log = logging.getLogger(__name__)
 
 # Samples larger than this train the tokenizer in a child process (`_tokenizer`); the default corpus's is smaller.
 CHILD_SAMPLE_BYTES = 16 << 20
-
-
-def serial_map(step: Callable, jobs: Iterable) -> list:
-    return [step(job) for job in jobs]
 
 
 def partition_count(entries: list[SourceFile], cfg: DataConfig, workers: int) -> int:
@@ -180,7 +177,9 @@ def prepare(job: Preparing) -> Prepared:
             PartitionJob(i, part, config.data, str(work), job.progress and here, counter if here else None, purged)
             for i, part in enumerate(parts)
         ]
-        cleaned = mapper(clean_partition, jobs)
+        # A job run here counts its files as it goes; one run elsewhere, when it comes back.
+        counted = None if here else lambda job, result: counter.cleaned(len(job.entries), result["docs_in"])
+        cleaned = mapper(clean_partition, jobs, counted)
         counter.reached("de-duplicating", len(entries), sum(c["docs_in"] for c in cleaned))
         selection = select_documents(jobs, cleaned, config.data, out_dir, chunks_per_split=workers, lineage=lineage)
         stats = selection.stats

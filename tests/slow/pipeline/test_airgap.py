@@ -164,14 +164,14 @@ def shards_holding(home: Path, phrase: str) -> tuple[list[str], int]:
 
 
 def test_tiny_pipeline_passes_with_loopback_only_and_no_process_tries_to_leave(tmp_path):
-    """Data preparation on 2 Dask workers and training on 2 ranks, so that every kind of process runs; then the
+    """Data preparation on a local Dask cluster of 2 workers and training on 2 ranks, so that every kind of process runs; then the
     purge of the planted canary, a dry run, `--apply` and the checks that it left no copy, all offline."""
     log, home = tmp_path / "audit.jsonl", seeded_home(tmp_path / "home")
     result = offline(
         tmp_path,
         log,
         *("-m", "foundry.cli", "run", "--config", "configs/tiny.yaml"),
-        *("--set", "registry.model_name=airgap-gpt", "--set", "data.workers=2"),
+        *("--set", "registry.model_name=airgap-gpt", "--set", "data.workers=2", "--set", "data.scheduler=local"),
         *("--set", "train.devices=2", "--set", "train.max_steps=15"),  # one validation; no figure is read
         *("--set", f"data.source={canary_source(tmp_path)}"),
         *QUICK_EVALUATION,

@@ -1,4 +1,5 @@
-"""tasks.data_parallel: prepare as Prefect tasks on Dask gives the same bytes as in-process, for 1 to 4 workers."""
+"""tasks.data_parallel: prepare as Prefect tasks on Dask, or on worker processes, gives the same bytes as in-process,
+for 1 to 4 workers."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def files(out: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def serial(corpus, tmp_path_factory):
     """In-process preparation: what every Dask run must reproduce byte for byte. Also the source manifest."""
-    cfg = config(corpus)
+    cfg = config(corpus, "data.workers=1")
     base = tmp_path_factory.mktemp("serial")
     manifest = run_prepare(acquire_source(cfg.data, base / "m.json"), cfg, base / "prepared", progress=False).manifest
     return manifest, files(base / "prepared"), base / "m.json"
@@ -156,33 +157,26 @@ def test_bad_input_stops_a_dask_run_with_its_message(prefect_harness, corpus, sc
         run_prepare(acquire_source(cfg.data, tmp_path / "m.json"), cfg, tmp_path / "prepared")
 
 
-def test_cli_prepare_on_two_local_workers_without_a_prefect_server(corpus, serial, tmp_path):
-    """`foundry prepare` on a local cluster of 2 workers gives the in-process bytes. With no
-    PREFECT_API_URL the flow's temporary server is the only one: the workers report to it rather than
-    each starting their own (~15 s a worker, and task runs scattered over several databases)."""
+def cli_prepare(corpus: Path, serial_manifest: Path, tmp_path: Path, *workers: str) -> str:
+    """`foundry prepare` on the test corpus with `workers`'s settings, no Prefect server configured: its output."""
     import shutil
     import subprocess
     import sys
 
-    shutil.copy(serial[2], tmp_path / "m.json")
-    sets = [
-        "--set",
+    shutil.copy(serial_manifest, tmp_path / "m.json")
+    settings = [
         f"data.source={corpus}",
-        "--set",
         "data.holdout_fraction=0.2",
-        "--set",
         "data.partition_bytes=65536",
-        "--set",
         "tokenizer.vocab_size=300",
-        "--set",
         "model.block_size=16",
-        "--set",
-        "data.workers=2",
+        *workers,
     ]
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
     env["FOUNDRY_HOME"] = str(seeded_home(tmp_path / "home"))
     result = subprocess.run(
-        [sys.executable, "-m", "foundry.cli", "prepare", "--manifest", "m.json", "--out", "prepared", *sets],
+        [sys.executable, "-m", "foundry.cli", "prepare", "--manifest", "m.json", "--out", "prepared"]
+        + [arg for setting in settings for arg in ("--set", setting)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -191,7 +185,22 @@ def test_cli_prepare_on_two_local_workers_without_a_prefect_server(corpus, seria
     )
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "m.json", "prepared", "prepared_validation.json"]
+    return log
+
+
+def test_cli_prepare_on_a_local_dask_cluster_without_a_prefect_server(corpus, serial, tmp_path):
+    """`foundry prepare` on a local cluster of 2 workers gives the in-process bytes. With no
+    PREFECT_API_URL the flow's temporary server is the only one: the workers report to it rather than
+    each starting their own (~15 s a worker, and task runs scattered over several databases)."""
+    log = cli_prepare(corpus, serial[2], tmp_path, "data.scheduler=local", "data.workers=2")
     assert log.count("Starting temporary server") == 1, log[-3000:]
     assert log.count("Task run 'clean-partition") == 2 and log.count("Task run 'encode-chunk") == 2
     assert files(tmp_path / "prepared") == serial[1]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "m.json", "prepared", "prepared_validation.json"]
+
+
+def test_cli_prepare_on_two_worker_processes_starts_no_server_and_no_cluster(corpus, serial, tmp_path):
+    """`data.workers` without `data.scheduler`: worker processes of this machine, nothing else to start."""
+    log = cli_prepare(corpus, serial[2], tmp_path, "data.workers=2")
+    assert "temporary server" not in log and "Dask" not in log and "Task run" not in log, log[-3000:]
+    assert files(tmp_path / "prepared") == serial[1]
