@@ -13,7 +13,8 @@ PNGs are in the shards, so `images/` is dropped.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
+import os
+from pathlib import Path, PurePosixPath
 
 from foundry.config import FoundryConfig
 from foundry.core.contracts import SourceFile, SourceManifest
@@ -38,7 +39,7 @@ def _entries(found: Listing) -> tuple[list[SourceFile], str]:
     """Each image fingerprinted, and the digest of (name, label, size, sha256): a relabelled image (an index
     row changed) is another source, as a changed file is."""
     entries = [
-        SourceFile(path=str(one.path), name=one.name, size=one.path.stat().st_size, sha256=sha256_file(one.path))
+        SourceFile(path=one.path, name=one.name, size=os.stat(one.path).st_size, sha256=sha256_file(Path(one.path)))
         for one in found.images
     ]
     return entries, source_content(found.images, [e.size for e in entries], [e.sha256 for e in entries])
@@ -120,14 +121,13 @@ def prepare_image_dataset(job: Preparing) -> Prepared:
             raise SourceError(f"{source.source!r}: {exc}") from None
     if not staged.rows:
         raise ValueError(f"no image of {source.source!r} left to prepare: dropped {staged.audit.dropped}")
-    refs = {str(staged.folder / row.path): staged.pngs[row.sha256] for row in staged.rows}
     with staged.png_reader() as spool:
         shards = write_shards(
-            records_of(staged.rows, staged.folder),
+            records_of(staged.rows),  # relative paths, images/<sha[:2]>/<sha>.png: the PNG's place in the spools
             staged.folder,
             config.image.shard_images,
             _classes(staged.rows, parent),
-            read=lambda path: spool.read(refs[path]),
+            read=lambda path: spool.read(staged.pngs[PurePosixPath(path).stem]),
             shapes=[(row.channels, row.height, row.width) for row in staged.rows],
         )
     remove_tree(staged.folder / "images", within=staged.folder)  # the spools: the shards hold every PNG

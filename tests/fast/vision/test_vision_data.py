@@ -212,9 +212,9 @@ def test_a_class_folder_listing_names_skips_loose_files_and_links_out_of_the_sou
         listed = [(one.name, one.label, one.path) for one in found.images]
         skipped = found.skipped
     assert listed == [
-        ("cat/a.png", "cat", src / "cat" / "a.png"),
-        ("cat/deep/b.png", "cat", src / "cat" / "deep" / "b.png"),
-        ("dog/in.png", "dog", src / "dog" / "in.png"),
+        ("cat/a.png", "cat", str(src / "cat" / "a.png")),
+        ("cat/deep/b.png", "cat", str(src / "cat" / "deep" / "b.png")),
+        ("dog/in.png", "dog", str(src / "dog" / "in.png")),
     ]
     assert skipped == {
         "unlabelled": ["loose.png"],
