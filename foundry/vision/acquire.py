@@ -32,7 +32,7 @@ from foundry.vision.config import IMAGE_EXTENSIONS, INDEX_EXTENSIONS, ImageConfi
 INDEX_LINE_BYTES = 1 << 16
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LabelledImage:
     # Where the bytes are now (a mirror is only valid while `listing` holds it). A string: a Path object and its
     # parts cost ~0.5 KB, 25 MB in a listing of 50,000 images.

@@ -26,7 +26,7 @@ class Candidate:
     name: str
 
 
-@dataclass
+@dataclass(slots=True)
 class _Kept:
     name: str
     label: str | None  # None: a ledger image not (yet) met in this version's sources

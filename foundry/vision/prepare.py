@@ -49,7 +49,7 @@ class StagedImages:
         return SpoolReader(self.folder / "images")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Met:
     image: LabelledImage
     read: Read

@@ -28,7 +28,7 @@ from foundry.vision.neardup import dhash
 MIN_PER_WORKER = 256  # fewer images a process: fewer processes (a start costs about what 100 images do)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PngRef:
     """Where a staged PNG's bytes are: `length` bytes at `offset` of the spool file `spool` (a name in its folder)."""
 
@@ -37,7 +37,7 @@ class PngRef:
     length: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: one a source image, held until the split
 class Read:
     """One source image as it was read: its fingerprint, and unless `error` says why it is not readable (or
     `purged`, its pixels' hash among those a purge removed), what prepare keeps of it."""
@@ -49,8 +49,16 @@ class Read:
     sha256: str = ""  # of the pixels, as `foundry.vision.decode.pixel_sha256`
     shape: tuple[int, ...] = ()  # the pixels': (H, W) or (H, W, 3)
     metadata: tuple[str, ...] = ()
-    bits: np.ndarray | None = None  # the dHash
+    dhash: bytes = b""  # the dHash's bits, packed (`bits` unpacks them): 32 bytes, not an array of 256 booleans
+    dhash_bits: int = 0
     png: PngRef | None = None
+
+    @property
+    def bits(self) -> np.ndarray | None:
+        """The dHash, one boolean a bit (None for an image not decoded)."""
+        if not self.dhash_bits:
+            return None
+        return np.unpackbits(np.frombuffer(self.dhash, np.uint8), count=self.dhash_bits).astype(bool)
 
     @property
     def channels(self) -> int:
@@ -85,7 +93,14 @@ class _Reader:
         bits = dhash(pixels, self.image.hash_size)
         png = self._append(decoded.png(pixels))
         return Read(
-            len(data), fingerprint, "", False, decoded.sha256, decoded.pixels.shape, decoded.metadata, bits, png
+            len(data),
+            fingerprint,
+            sha256=decoded.sha256,
+            shape=decoded.pixels.shape,
+            metadata=decoded.metadata,
+            dhash=np.packbits(bits).tobytes(),
+            dhash_bits=len(bits),
+            png=png,
         )
 
     def _append(self, png: bytes) -> PngRef:

@@ -221,3 +221,19 @@ def test_a_class_folder_listing_names_skips_loose_files_and_links_out_of_the_sou
         "not_an_image_file": ["dog/notes.txt"],
         "symlink_outside_root": ["dog/out.png"],
     }
+
+
+def test_the_near_index_finds_the_earliest_hash_within_the_distance_and_nothing_further():
+    """Against a brute-force search over random hashes and near copies of them."""
+    from foundry.vision.neardup import NearIndex
+
+    rng = np.random.default_rng(3)
+    kept = [rng.random(256) < 0.5 for _ in range(300)]
+    index = NearIndex(256, 4)
+    for i, bits in enumerate(kept):
+        index.add(bits, f"k{i}")
+    for trial in range(400):
+        query = kept[rng.integers(len(kept))].copy() if trial % 2 else rng.random(256) < 0.5
+        query[rng.choice(256, rng.integers(0, 7), replace=False)] ^= True
+        within = [(f"k{i}", int((bits != query).sum())) for i, bits in enumerate(kept) if (bits != query).sum() <= 4]
+        assert index.nearest(query) == (within[0] if within else None)
