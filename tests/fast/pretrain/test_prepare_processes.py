@@ -76,7 +76,7 @@ def test_line_ranges_of_an_empty_file_are_none(tmp_path):
 
 def test_progress_moves_as_each_partition_cleaned_elsewhere_comes_back(corpus, tmp_path):
     """Files cleaned by worker processes are counted here as their partition comes back, not all at the end."""
-    from foundry.core.preparing import Preparing, PrepareRun
+    from foundry.core.preparing import PrepareRun, Preparing
     from foundry.core.process_pool import serial_map
     from foundry.data.progress import read_preparation
     from foundry.pretrain.prepare import prepare
