@@ -22,7 +22,7 @@ from foundry.config import DataConfig, FoundryConfig
 from foundry.core import workload
 from foundry.core.contracts import SourceManifest
 from foundry.core.preparing import FRESH, DataBasis, Mapper, PrepareRun, Preparing
-from foundry.core.process_pool import ONE_CORE, collected, process_map, worker_count
+from foundry.core.process_pool import ONE_CORE, collected, environment_kept, process_map, worker_count
 from foundry.data.prepared import Prepared
 from foundry.runtime.env import TELEMETRY_OFF
 
@@ -48,21 +48,11 @@ def started(runner):
     and nothing of the nanny's; the environment of this process is the same afterwards."""
     import dask
 
+    # Dask's nanny writes its pre-spawn variables (OMP_NUM_THREADS=1, MALLOC_TRIM_THRESHOLD_...) into its own
+    # process's environment, for good, before it spawns a worker (distributed/nanny.py): every process the flow
+    # started later (training) inherited them.
     with environment_kept(), dask.config.set(nanny_adds_nothing()), runner:
         yield runner
-
-
-@contextmanager
-def environment_kept():
-    """Around starting a LocalCluster. Dask's nanny writes its pre-spawn variables (OMP_NUM_THREADS=1,
-    MALLOC_TRIM_THRESHOLD_...) into its own process's environment, for good, before it spawns a worker
-    (distributed/nanny.py): every process the flow started later (training) inherited them."""
-    saved = dict(os.environ)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def task_runner(data: DataConfig):
@@ -128,11 +118,8 @@ def run_prepare(
     `progress_file`: where it reports its progress. The workload `data.modality` names
     prepares it; one whose map steps cannot run on workers (images) always in this process."""
     work = workload.for_config(config)
-    if not work.prepares_on_workers:
-        running = PrepareRun(progress_file=progress_file)
-        return work.prepare(Preparing(source_manifest, config, out_dir, basis, progress, running))
-    workers = worker_count(config.data.workers)
-    if not config.data.scheduler:
+    workers = worker_count(config.data.workers) if work.prepares_on_workers else 1
+    if not (work.prepares_on_workers and config.data.scheduler):
         with process_map(workers) as mapper:
             running = PrepareRun(mapper, workers, progress_file)
             return work.prepare(Preparing(source_manifest, config, out_dir, basis, progress, running))

@@ -56,19 +56,15 @@ def _ignore_interrupt() -> None:
 
 
 @contextmanager
-def _environment(variables: dict[str, str]) -> Iterator[None]:
-    """`variables` in this process's environment while the workers are spawned (they inherit it, before any
-    library reads it at import), then the environment as it was."""
-    saved = {name: os.environ.get(name) for name in variables}
-    os.environ.update(variables)
+def environment_kept() -> Iterator[None]:
+    """This process's environment as it was on entry, once the block ends: around starting workers that need
+    variables of their own (or, as Dask's nanny does, write variables into their parent's for good)."""
+    saved = dict(os.environ)
     try:
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @contextmanager
@@ -81,7 +77,8 @@ def process_map(workers: int) -> Iterator[Callable[..., list]]:
         yield serial_map
         return
     context = multiprocessing.get_context("spawn")
-    with _environment(ONE_CORE):
+    with environment_kept():  # the workers inherit one core's variables before any library reads them at import
+        os.environ.update(ONE_CORE)
         pool = context.Pool(workers, initializer=_ignore_interrupt)
     try:
         yield lambda step, jobs, each=None: collected(jobs, pool.imap(step, jobs), each)
