@@ -1,6 +1,8 @@
-"""#55 point 2 through `foundry evaluate --data`: a source holding one `.jsonl` line nested past any stack is one
-bad record under `data.on_error`, as in `foundry prepare` (tests/fast/data/test_hostile_records.py): skipped and
-counted while the evaluation goes on, or the command stops with exit status 1 naming the file and line."""
+"""#55 point 2 in `foundry evaluate --data`'s steps (foundry/evaluate/steps.py, run in this process as the flow
+runs them): a source holding one `.jsonl` line nested past any stack is one bad record under `data.on_error`, as
+in `foundry prepare` (tests/fast/data/test_hostile_records.py): skipped and counted while the evaluation goes on,
+or the evaluation stops with a BadInputError naming the file and line. What the command prints for it (exit
+status 1, that message last) is tested through the flow in tests/slow/evaluate/test_evaluate_flow.py."""
 
 from __future__ import annotations
 
@@ -11,14 +13,16 @@ from conftest import REPO_ROOT
 from helpers_evaluate import random_model_files, register_files, word_soup_source
 from synthetic import synthetic_docs
 
-from foundry.cli import main
 from foundry.config import load_config
 from foundry.core import version_tags as tag
+from foundry.data.formats import BadInputError
+from foundry.evaluate.scores import resolve_models, source_config
+from foundry.evaluate.steps import evaluate_all
 from foundry.runtime import tracking
 
 pytestmark = pytest.mark.usefixtures("home")
 
-TINY = str(REPO_ROOT / "configs" / "tiny.yaml")
+TINY = REPO_ROOT / "configs" / "tiny.yaml"
 NESTED = b'{"text": ' + b"[" * 200_000 + b"}\n"
 
 
@@ -36,30 +40,26 @@ def hostile(tmp_path, tiny_dataset, home):
     return model, source
 
 
-def evaluate(model: str, source, on_error: str, capsys) -> tuple[int, str, str]:
-    args = ["--config", TINY, "--set", "evaluation.batch_size=4", "--set", f"data.on_error={on_error}"]
-    code = main(["evaluate", model, "--data", str(source), *args])
-    out, err = capsys.readouterr()
-    return code, out, err
+def evaluate(model: str, source, on_error: str):
+    """The evaluation of `model` on `source` under `data.on_error`, as the flow's steps run it."""
+    config = source_config(load_config(TINY, ["evaluation.batch_size=4", f"data.on_error={on_error}"]), str(source))
+    with tracking.pipeline_run(config, "evaluate hostile data", {"foundry.stage": "evaluate"}) as run:
+        return evaluate_all(resolve_models([model]), str(source), config, run)
 
 
-def test_a_nested_line_stops_the_evaluation_naming_file_and_line_under_fail(hostile, capsys):
-    code, out, err = evaluate(*hostile, "fail", capsys)
-    assert code == 1, err
-    last = err.strip().splitlines()[-1]  # the command's own message, last on stderr
-    assert last.startswith("foundry: evaluate failed (BadInputError): records.jsonl:2: malformed jsonl nested too deep")
-    assert "| model |" not in out  # nothing scored
+def test_a_nested_line_stops_the_evaluation_naming_file_and_line_under_fail(hostile):
+    with pytest.raises(BadInputError, match=r"^records\.jsonl:2: malformed jsonl nested too deep"):
+        evaluate(*hostile, "fail")
 
 
-def test_a_nested_line_is_skipped_and_counted_under_skip(hostile, capsys, home):
+def test_a_nested_line_is_skipped_and_counted_under_skip(hostile):
     model, source = hostile
-    code, out, err = evaluate(model, source, "skip", capsys)
-    assert code == 0, err
-    assert f"| {model} |" in out  # the evaluation went on and scored the model
-    (run,) = tracking.client().search_runs(
+    evaluation = evaluate(model, source, "skip")
+    assert [scores.model.model for scores in evaluation.models] == [model]  # the evaluation went on and scored it
+    (logged,) = tracking.client().search_runs(
         [e.experiment_id for e in tracking.client().search_experiments()],
         f"tags.`{tag.DATA_SOURCE}` = '{source}' and metrics.`data/docs_in` > 0",
     )
-    counts = run.data.metrics
+    counts = logged.data.metrics
     assert counts["data/dropped_malformed_jsonl"] == 1
     assert counts["data/docs_in"] == 36 + 2  # the 36 files and the two good records around the bad one

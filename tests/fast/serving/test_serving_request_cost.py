@@ -140,7 +140,7 @@ def test_a_request_past_max_request_s_gets_504_within_the_bound_and_stops(url, n
         message = error["message"]
     assert f"{MAX_REQUEST_S} s per request (serving.max_request_s)" in message, message
     assert MAX_REQUEST_S <= elapsed < MAX_REQUEST_S + SLACK_S, f"{elapsed:.2f} s"
-    assert _cpu_while_idle(1.0) < 0.3, "generation went on after the reply"
+    assert _cpu_while_idle(0.5) < 0.15, "generation went on after the reply"
     started = time.monotonic()
     short = httpx.post(f"{url}/v1/chat/completions", json={"messages": CHAT, "max_tokens": 2}, timeout=60)
     assert short.status_code == 200 and short.json()["usage"]["completion_tokens"] == 2, short.text
@@ -198,7 +198,7 @@ def test_a_streamed_request_past_max_request_s_ends_with_an_error_the_sdk_raises
     elapsed = time.monotonic() - started
     assert pieces > 10 and raised.value.body["param"] == "max_tokens"  # streamed until the bound, then the error
     assert MAX_REQUEST_S <= elapsed < MAX_REQUEST_S + SLACK_S, f"{elapsed:.2f} s"
-    assert _cpu_while_idle(1.0) < 0.3, "generation went on after the stream ended"
+    assert _cpu_while_idle(0.5) < 0.15, "generation went on after the stream ended"
 
 
 def test_a_streamed_error_is_the_last_event_before_done(url):

@@ -44,3 +44,10 @@ def test_the_printed_comparison_is_the_run_pages_summary_and_table(prefect_harne
 
     assert main(["evaluate", uniform, "models:/ev-flow-b/9", "--data", str(source)]) == 1
     assert "models:/ev-flow-b/9: the registry has no such version or alias" in capsys.readouterr().err
+
+    # #55 point 2 as the command reports it (the steps are tested in tests/fast/evaluate/test_hostile_evaluate_data.py)
+    (source / "records.jsonl").write_bytes(b'{"text": "fine"}\n{"text": ' + b"[" * 200_000 + b"}\n")
+    tiny = str(REPO_ROOT / "configs" / "tiny.yaml")
+    assert main(["evaluate", uniform, "--data", str(source), "--config", tiny, "--set", "data.on_error=fail"]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # the command's own message, last on stderr
+    assert last.startswith("foundry: evaluate failed (BadInputError): records.jsonl:2: malformed jsonl nested too deep")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 from helpers_configs import NO_BASELINES
+from homes import seeded_home
 
 from foundry.core.model_uri import LoggedModelUri
 from foundry.core.version_tags import COMPLETE, PUBLICATION
@@ -54,7 +55,7 @@ def test_the_tracking_server_killed_mid_training_loses_nothing(mlflow_server, tm
     command += [arg for key in sets for arg in ("--set", key)]
     env = {
         **os.environ,
-        "FOUNDRY_HOME": str(tmp_path / "home"),
+        "FOUNDRY_HOME": str(seeded_home(tmp_path / "home")),  # its Prefect database made: no migration
         "PYTHONPATH": str(REPO),
         "MLFLOW_TRACKING_URI": state["server"].url,
     }
@@ -140,7 +141,7 @@ def test_a_tracking_server_that_never_comes_back_stops_the_run_naming_it(mlflow_
     sets = [f"registry.model_name={model}", "train.progress_every_s=0.2", *NO_BASELINES]
     command = [sys.executable, "-m", "foundry.cli", "run", "--config", str(REPO / "configs" / "tiny.yaml")]
     command += [arg for key in sets for arg in ("--set", key)]
-    home = tmp_path / "home"
+    home = seeded_home(tmp_path / "home")  # its Prefect database made: the server starts without migrating
     env = {**os.environ, **QUICK_CLIENT, "FOUNDRY_HOME": str(home), "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": url}
     proc = subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []

@@ -15,6 +15,7 @@ import time
 
 import psutil
 from conftest import REPO_ROOT
+from homes import seeded_home
 
 from foundry.cli.search import SEARCH_RERUN
 from foundry.runtime.preemption import EXIT_CODE
@@ -25,8 +26,7 @@ SETS = (f"search.n_trials={N_TRIALS}", "search.trial_max_steps=60", f"train.pree
 
 
 def test_sigterm_to_foundry_search_ends_its_trials_and_the_rerun_continues_the_study(tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
+    home = seeded_home(tmp_path / "home")  # its Prefect database made: the server starts without migrating
     argv = [sys.executable, "-m", "foundry.cli", "search", "--config", str(REPO_ROOT / "configs" / "tiny.yaml")]
     argv += [arg for key in SETS for arg in ("--set", key)]
     env = {**os.environ, "FOUNDRY_HOME": str(home), "PYTHONPATH": str(REPO_ROOT)}

@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 from helpers_configs import tiny
 from helpers_training import digest, wait_for_checkpoint
+from homes import seeded_home
 
 from foundry.checkpointing.manifest import latest_valid, read_manifest
 from foundry.runtime.preemption import EXIT_CODE
@@ -55,8 +56,7 @@ def descendants(pid: int, family: dict[int, psutil.Process]) -> None:
 
 
 def test_sigterm_to_foundry_run_checkpoints_exits_in_time_and_the_rerun_resumes_bitwise(tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
+    home = seeded_home(tmp_path / "home")  # its Prefect database made: the server starts without migrating
     overrides = [arg for key in (*RESUMABLE, "train.progress_every_s=0.2") for arg in ("--set", key)]
     command = [sys.executable, "-m", "foundry.cli", "run", "--config", str(REPO / "configs" / "tiny.yaml"), *overrides]
     env = {**os.environ, "FOUNDRY_HOME": str(home), "PYTHONPATH": str(REPO)}
