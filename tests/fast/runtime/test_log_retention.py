@@ -50,9 +50,15 @@ def test_a_command_removes_old_logs_then_the_oldest_past_the_size_bound(tmp_path
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "soon", "inf"])
-def test_a_bound_that_bounds_nothing_is_refused_by_name(value):
-    done = foundry("acquire", "--config", "configs/tiny.yaml", FOUNDRY_LOG_KEEP_DAYS=value)
-    assert done.returncode == 2 and f"FOUNDRY_LOG_KEEP_DAYS={value!r}: expected a positive number" in done.stderr
+def test_a_bound_that_bounds_nothing_is_refused_by_name(value, monkeypatch):
+    monkeypatch.setenv("FOUNDRY_LOG_KEEP_DAYS", value)
+    with pytest.raises(ValueError, match=f"^FOUNDRY_LOG_KEEP_DAYS={value!r}: expected a positive number$"):
+        Retention.from_env()
+
+
+def test_a_command_given_a_bound_that_bounds_nothing_exits_2_naming_it():
+    done = foundry("acquire", "--config", "configs/tiny.yaml", FOUNDRY_LOG_KEEP_DAYS="soon")
+    assert done.returncode == 2 and "FOUNDRY_LOG_KEEP_DAYS='soon': expected a positive number" in done.stderr
 
 
 def test_one_log_rolls_over_at_its_share_of_the_bound(tmp_path):
