@@ -32,6 +32,9 @@ def assert_resumes_exactly(make) -> None:
     resumed = make()
     resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
     assert seen + as_lists(list(resumed) + list(resumed)) == uninterrupted
+    for loader in (full, first, resumed):  # worker processes (`ShardBatches.close`) end now, not at a collection
+        if hasattr(loader, "close"):
+            loader.close()
 
 
 # A LightningModule of the alignment methods, as small as it gets, and its optimiser settings.

@@ -246,7 +246,10 @@ def train(
             run_tags.AVERAGED_STEPS: str(steps),
         }
         _record_start(run_id, resume_from, started, share)
-    trainer.fit(module, train_loader, val_loader, ckpt_path=str(resume_from) if resume_from else None)
+    try:
+        trainer.fit(module, train_loader, val_loader, ckpt_path=str(resume_from) if resume_from else None)
+    finally:
+        close_loader(train_loader)
     if trainer.global_rank == 0:  # every rank trains the same shapes: rank 0's count times the world
         write_units(checkpoint_dir, module.units_trained * world, module.throughput_unit.removesuffix("s"))
     if lora:  # the registered model is the base architecture with the adapters merged in; they are kept too
@@ -266,6 +269,14 @@ def train(
         extra = workload.saved_extra(config, data)
         save_model(final, module.model.config.to_dict(), weights, config, run.data_version, extra)
     return final
+
+
+def close_loader(loader) -> None:
+    """A loader that decodes in worker processes (`foundry.vision.training.ShardBatches`) ends them with the fit;
+    the others have nothing to end."""
+    close = getattr(loader, "close", None)
+    if close is not None:
+        close()
 
 
 def _record_start(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import torch
 from helpers_align import assert_resumes_exactly
@@ -104,6 +105,22 @@ def test_five_steps_then_five_resumed_give_the_weights_of_ten_straight(image_dat
     assert digest(resumed) == digest(straight[0])
 
 
+def test_the_loaders_worker_processes_end_with_the_training(image_dataset, tmp_path):
+    """`image.loader_workers` 2 (the tiny config's): none is left to a later garbage collection, which ended them
+    only after a 5 s timeout each (the training loop's reference cycles hold the loader)."""
+    before = {p.pid for p in psutil.Process().children()}
+    started = []
+
+    class Workers(Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            started.extend(p.pid for p in psutil.Process().children() if p.pid not in before)
+
+    _train(image_dataset, tmp_path / "run", Workers())
+    assert len(set(started)) == 2  # the workers decoded this training's batches
+    alive = [p for p in psutil.Process().children() if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+
+
 def test_every_rank_gets_the_same_batches_an_epoch_and_its_own_images(image_dataset):
     # 4 shards of 10, 10, 10, 6 over 3 ranks: whole shards, 16, 10 and 10 images; 2 batches of 4 each
     ranks = [ShardBatches(image_dataset, 4, seed=1, rank=r, world_size=3) for r in range(3)]
@@ -135,6 +152,7 @@ def test_worker_processes_decode_the_batches_of_the_training_process_in_its_orde
         batches = [next(first), next(first)]  # a pause: the rest of the epoch is taken by another iterator
         batches += [b for _ in range(3) for b in loader]
         epochs[workers] = (torch.cat([images for images, _ in batches]), torch.cat([labels for _, labels in batches]))
+        loader.close()  # its workers end now, not at a later test's garbage collection
     assert len(epochs[0][1]) == 3 * 36 and all(torch.equal(a, b) for a, b in zip(epochs[0], epochs[2]))
 
 
