@@ -13,7 +13,8 @@ position without decoding the images it passes, so it draws exactly the batches 
 With `image.loader_workers` > 0, DataLoader worker processes read and decode the batches ahead of the step (the
 trainer's data wait: 19% of a digits step in the training process, bench/README.md's vision section). Each worker
 walks the same seeded stream and decodes every n-th batch, and the DataLoader hands them out in turn, so the
-batches are those of the training process, in its order; they run on across epochs, started once.
+batches are those of the training process, in its order; they run on across epochs, started once, and end
+with the fit (`ShardBatches.close`, which the trainer calls).
 """
 
 from __future__ import annotations
