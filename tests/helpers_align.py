@@ -32,9 +32,10 @@ def assert_resumes_exactly(make) -> None:
     resumed = make()
     resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
     assert seen + as_lists(list(resumed) + list(resumed)) == uninterrupted
+    from foundry.training.trainer import close_loader
+
     for loader in (full, first, resumed):  # worker processes (`ShardBatches.close`) end now, not at a collection
-        if hasattr(loader, "close"):
-            loader.close()
+        close_loader(loader)
 
 
 # A LightningModule of the alignment methods, as small as it gets, and its optimiser settings.
