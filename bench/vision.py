@@ -2,6 +2,7 @@
 and the default run's holdout accuracy beside its baselines.
 
     nice -n 19 python bench/vision.py [--synthetic 5000] [--steps 200] [--repeats 2] [--workers 2] [--no-accuracy]
+        [--decoded-cache-mb N]
 
 Datasets: `configs/vision.yaml`'s sklearn digits (1,797 8x8 gray), and for preparation, loading and hydration also
 `--synthetic` deterministic 64x64 RGB PNGs (smooth colour fields with noise, 10 class folders) written to a temp
@@ -15,12 +16,15 @@ of `--repeats` runs of each side, the sides alternating (ABBA...), so load from 
    the pixels with sha256, drops exact repeats, and writes a PNG (compress_level 6, as Foundry's) per image.
 2. loading: whole epochs (at least 8,000 images a measure) of the trainer's own loader
    (`foundry.vision.training.ShardBatches`: tar shards, shuffle buffer, Pillow decode, in `--workers` DataLoader
-   processes as image.loader_workers) against a `torch.utils.data.DataLoader` over the same train PNGs as plain
-   files (shuffled, Pillow decode, `--workers` persistent workers), both batch train.batch_size.
+   processes as image.loader_workers, keeping no decoded image: every epoch decoded, as the plain loader does)
+   against a `torch.utils.data.DataLoader` over the same train PNGs as plain files (shuffled, Pillow decode,
+   `--workers` persistent workers), both batch train.batch_size.
 3. training (digits): `--steps` steps of `foundry.training.trainer.train` on the hydrated version (no MLflow
    run; validation and checkpoints between steps off; the final checkpoint and model.pt written) against a plain
    loop: the same `models.vision` classifier, augmentation, fused AdamW, schedule, clipping, batch size and thread
-   count, batches from the plain DataLoader of (2), both sides with `--workers` loader processes. The two alternate step by step in one process (a callback
+   count, batches from the plain DataLoader of (2), both sides with `--workers` loader processes; ours keep
+   image.decoded_cache_mb of decoded images (`--decoded-cache-mb`; 0: decode every epoch, as the plain loader
+   does), which holds all of the digits. The two alternate step by step in one process (a callback
    runs a plain step after each of ours from step 10 on, as bench/train_overhead.py does), so load from other
    work hits both alike. Data wait: ours from the end of the plain step to our step's start (the loader's next
    batch and Lightning's loop between steps, as `LitVision`'s train/data_wait_ms), the plain one's `next()`.
@@ -383,6 +387,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="runs of each side per measure, alternating")
     parser.add_argument("--workers", type=int, default=2, help="loader processes of each side (image.loader_workers)")
     parser.add_argument("--no-accuracy", action="store_true", help="leave out (5), the default run's 2,000 steps")
+    parser.add_argument(
+        "--decoded-cache-mb", type=int, default=None, help="image.decoded_cache_mb of (3) (default: the config's)"
+    )
     args = parser.parse_args()
     if args.steps <= SKIP + 1:
         parser.error(f"--steps must be above {SKIP + 1}")
@@ -413,7 +420,8 @@ def main() -> None:
                 "train.val_every_n_steps=1000000",
                 "checkpoint.every_n_steps=1000000",
                 workers,
-            ],
+            ]
+            + ([] if args.decoded_cache_mb is None else [f"image.decoded_cache_mb={args.decoded_cache_mb}"]),
         )
         training = training_side(timed_config, hydrated["digits"][0], files["digits"])
         metrics = None if args.no_accuracy else default_run(default, hydrated["digits"][0])
@@ -424,7 +432,8 @@ def main() -> None:
             f"vision: prepare {prep['synthetic']:.2f}x plain (synthetic; digits {prep['digits']:.2f}x), "
             f"loading {load['synthetic']:.2f}x plain (digits {load['digits']:.2f}x), "
             f"train {training['foundry'][0] / training['plain'][0]:.2f}x plain, "
-            f"data wait {100 * training['foundry'][1]:.0f}% of step (plain {100 * training['plain'][1]:.0f}%), "
+            f"data wait {100 * training['foundry'][1]:.0f}% of step with {timed_config.image.decoded_cache_mb} MiB "
+            f"of decoded images kept (plain {100 * training['plain'][1]:.0f}%), "
             f"hydrate {hydrate['synthetic']:.2f}x cp -r (digits {hydrate['digits']:.2f}x)"
             + (
                 ""

@@ -90,6 +90,13 @@ class ImageConfig(_Section):
         description="DataLoader worker processes that read and decode training batches ahead of each step (per "
         "training process); 0 decodes them in the training process. The batches are the same for any number.",
     )
+    decoded_cache_mb: int = Field(
+        128,
+        ge=0,
+        description="MiB of decoded training images each loader process keeps (the training process, with no "
+        "loader workers), so that later epochs do not decode them again; 0 keeps none. The batches are the same "
+        "for any size.",
+    )
     min_per_class: int = Field(
         10,
         ge=1,

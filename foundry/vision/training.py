@@ -14,7 +14,9 @@ With `image.loader_workers` > 0, DataLoader worker processes read and decode the
 trainer's data wait: 19% of a digits step in the training process, bench/README.md's vision section). Each worker
 walks the same seeded stream and decodes every n-th batch, and the DataLoader hands them out in turn, so the
 batches are those of the training process, in its order; they run on across epochs, started once, and end
-with the fit (`ShardBatches.close`, which the trainer calls).
+with the fit (`ShardBatches.close`, which the trainer calls). Each keeps the images it decoded, up to
+`image.decoded_cache_mb`, and does not decode them again in a later epoch (a worker sees every image over the
+epochs, so each may come to hold all of them: up to loader_workers x decoded_cache_mb a training process).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -75,20 +78,47 @@ def saved_extra(config: FoundryConfig, shards: ShardManifest) -> dict:
     return {"modality": "image", "classes": list(shards.classes), "image": image}
 
 
-def _samples(path: Path) -> Iterator[tuple[bytes, int]]:
-    """(PNG bytes, class index) of one shard in its order, undecoded: a resume passes them cheaply."""
-    png = b""
+class Sample(NamedTuple):
+    """One training image as a shard holds it, undecoded (a resume passes it cheaply): `key` names it among the
+    rank's images ((part, member number); None in the holdout), so that its decoded pixels can be kept."""
+
+    key: tuple[int, int] | None
+    png: bytes
+    index: int
+
+
+class DecodedImages:
+    """The images one process decoded, by `Sample.key`, up to `limit` bytes of pixels: a later epoch decodes none
+    of those it holds. Which are held changes only the time a batch takes, never its pixels."""
+
+    def __init__(self, limit: int):
+        self.limit, self.held, self.decodes = limit, 0, 0  # decodes: images decoded here
+        self.images: dict[tuple[int, int], torch.Tensor] = {}
+
+    def get(self, sample: Sample) -> torch.Tensor:
+        image = self.images.get(sample.key)
+        if image is None:
+            image, self.decodes = decode_png(sample.png), self.decodes + 1
+            if sample.key is not None and self.held + image.nbytes <= self.limit:
+                self.images[sample.key], self.held = image, self.held + image.nbytes
+        return image
+
+
+def _samples(path: Path, part: int | None = None) -> Iterator[Sample]:
+    """One shard's samples in its order; keyed (`part`, member number) when `part` is given."""
+    png, n = b"", 0
     for name, data in members(path):
         if name.endswith(".png"):
             png = data
         elif name.endswith(".cls"):
-            yield png, int(data)
+            yield Sample(None if part is None else (part, n), png, int(data))
+            n += 1
 
 
-def _batch(samples: list[tuple[bytes, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+def _batch(samples: list[Sample], decoded: DecodedImages) -> tuple[torch.Tensor, torch.Tensor]:
     """uint8 images (B, C, H, W) and class indices (B,)."""
-    images = torch.stack([decode_png(png) for png, _ in samples])
-    return images, torch.tensor([index for _, index in samples], dtype=torch.int64)
+    images = torch.stack([decoded.get(sample) for sample in samples])
+    return images, torch.tensor([sample.index for sample in samples], dtype=torch.int64)
 
 
 @dataclass(frozen=True)
@@ -120,16 +150,16 @@ class _Plan:
     rank: int
     steps_per_epoch: int
 
-    def _stream(self, rng: np.random.Generator) -> Iterator[tuple[bytes, int]]:
+    def _stream(self, rng: np.random.Generator) -> Iterator[Sample]:
         for i in rng.permutation(len(self.parts)):
             part = self.parts[i]
-            for n, sample in enumerate(_samples(self.folder / part.file)):
+            for n, sample in enumerate(_samples(self.folder / part.file, int(i))):
                 if n % part.stride == part.offset:
                     yield sample
 
-    def _shuffled(self, rng: np.random.Generator) -> Iterator[tuple[bytes, int]]:
+    def _shuffled(self, rng: np.random.Generator) -> Iterator[Sample]:
         """The stream through a buffer of `shuffle` images: each arriving image replaces a random one sent out."""
-        buffer: list[tuple[bytes, int]] = []
+        buffer: list[Sample] = []
         for sample in self._stream(rng):
             if len(buffer) < max(1, self.shuffle):
                 buffer.append(sample)
@@ -140,7 +170,7 @@ class _Plan:
         for i in rng.permutation(len(buffer)) if self.shuffle else range(len(buffer)):
             yield buffer[i]
 
-    def samples(self, epoch: int, start: int) -> Iterator[list[tuple[bytes, int]]]:
+    def samples(self, epoch: int, start: int) -> Iterator[list[Sample]]:
         """Epoch `epoch`'s batches from batch `start` on, undecoded: the ones before it are read, not decoded."""
         stream = self._shuffled(np.random.default_rng([self.seed, self.rank, epoch]))
         for _ in range(start * self.batch_size):
@@ -153,18 +183,18 @@ class _Ahead(torch.utils.data.IterableDataset):
     """Batches from (epoch, batch) on, epoch after epoch, for a DataLoader's workers: worker w of n decodes
     batches w, w + n, ... and only reads past the others; the DataLoader takes one from each in turn."""
 
-    def __init__(self, plan: _Plan, epoch: int, start: int):
+    def __init__(self, plan: _Plan, epoch: int, start: int, decoded_limit: int):
         super().__init__()
-        self.plan, self.epoch, self.start = plan, epoch, start
+        self.plan, self.epoch, self.start, self.decoded_limit = plan, epoch, start, decoded_limit
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         info = torch.utils.data.get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        n, epoch, start = 0, self.epoch, self.start
+        n, epoch, start, decoded = 0, self.epoch, self.start, DecodedImages(self.decoded_limit)
         while True:
             for samples in self.plan.samples(epoch, start):
                 if n % workers == worker:
-                    images, labels = _batch(samples)
+                    images, labels = _batch(samples, decoded)
                     yield (images.numpy(), labels.numpy()) if images.numel() < PIPED_BYTES else (images, labels)
                 n += 1
             epoch, start = epoch + 1, 0
@@ -195,7 +225,8 @@ class _Running:
 
 class ShardBatches(ResumableEpochs):
     """Shuffled training batches of one rank, `steps_per_epoch` an epoch, resumable mid-epoch (`state_dict`);
-    decoded by `workers` DataLoader processes ahead of use, or in this process (0)."""
+    decoded by `workers` DataLoader processes ahead of use, or in this process (0), each of which keeps up to
+    `decoded_limit` bytes of the images it decoded for the epochs after (`DecodedImages`)."""
 
     def __init__(
         self,
@@ -206,6 +237,7 @@ class ShardBatches(ResumableEpochs):
         rank: int = 0,
         world_size: int = 1,
         workers: int = 0,
+        decoded_limit: int = 0,
     ):
         check_rank(rank, world_size)
         self.folder, self.batch_size, self.seed, self.shuffle = Path(folder), batch_size, seed, shuffle
@@ -219,7 +251,8 @@ class ShardBatches(ResumableEpochs):
                 f"{self.folder}: a rank gets {fewest} training images, fewer than a batch of {batch_size} "
                 f"across {world_size} ranks: lower train.batch_size or the number of processes"
             )
-        self.parts, self.workers = parts[rank], workers
+        self.parts, self.workers, self.decoded_limit = parts[rank], workers, decoded_limit
+        self.decoded_images = DecodedImages(decoded_limit)  # with no workers: this process's, across epochs
         self.plan = _Plan(self.folder, self.parts, batch_size, seed, shuffle, rank, self.steps_per_epoch)
         self._running: _Running | None = None
 
@@ -230,7 +263,11 @@ class ShardBatches(ResumableEpochs):
         if self._running is None or self._running.at != at:
             self.close()
             loader = torch.utils.data.DataLoader(
-                _Ahead(self.plan, *at), batch_size=None, num_workers=self.workers, prefetch_factor=4, collate_fn=_as_is
+                _Ahead(self.plan, *at, self.decoded_limit),
+                batch_size=None,
+                num_workers=self.workers,
+                prefetch_factor=4,
+                collate_fn=_as_is,
             )
             self._running = _Running(iter(loader), at)
         return self._running.batches
@@ -245,7 +282,8 @@ class ShardBatches(ResumableEpochs):
         if self.workers:
             batches = map(_tensors, self._ahead())
         else:
-            batches = (_batch(samples) for samples in self.plan.samples(self.epoch, self.batch_in_epoch))
+            samples = self.plan.samples(self.epoch, self.batch_in_epoch)
+            batches = (_batch(batch, self.decoded_images) for batch in samples)
         for i in range(self.batch_in_epoch, self.steps_per_epoch):
             batch = next(batches)
             self.batch_in_epoch = i + 1
@@ -275,12 +313,16 @@ class HoldoutBatches:
         stream = (sample for file in self.files for sample in _samples(self.folder / file))
         for _ in range(self.n_batches):
             samples = [s for _, s in zip(range(self.batch_size), stream, strict=False)]
-            yield _batch(samples)
+            yield _batch(samples, DecodedImages(0))
 
 
 def vision_loaders(config: FoundryConfig, data_dir: Path, rank: int, world_size: int):
     """(train, validation) loaders of an image dataset, for the trainer: batch_size images from the first step
     (the batch ramp, measured on text pretraining only, is not applied)."""
     t = config.train
-    train = ShardBatches(data_dir, t.batch_size, t.seed, SHUFFLE_BUFFER, rank, world_size, config.image.loader_workers)
+    image = config.image
+    decoded_limit = image.decoded_cache_mb << 20
+    train = ShardBatches(
+        data_dir, t.batch_size, t.seed, SHUFFLE_BUFFER, rank, world_size, image.loader_workers, decoded_limit
+    )
     return train, HoldoutBatches(data_dir, t.batch_size, t.val_batches)

@@ -63,8 +63,11 @@ class ImageWorkload(Workload):
         return validate_image_dataset(job)
 
     def shaping(self, config: FoundryConfig) -> dict[str, Any]:
-        # images are fitted and sharded by it; no tokenizer. How many processes prepare them changes nothing.
-        return {"image": config.image.model_dump(mode="json", exclude={"workers", "loader_workers"})}
+        # images are fitted and sharded by it; no tokenizer. How many processes prepare or load them, and how many
+        # decoded images a loader keeps, change nothing.
+        return {
+            "image": config.image.model_dump(mode="json", exclude={"workers", "loader_workers", "decoded_cache_mb"})
+        }
 
     def data_metrics(self, manifest: DatasetManifest) -> dict[str, float]:
         return {**manifest.data_metrics(), "data/classes": len(manifest.classes)}

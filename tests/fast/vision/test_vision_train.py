@@ -144,16 +144,32 @@ def test_a_loader_resumed_mid_epoch_draws_the_batches_an_uninterrupted_one_draws
 
 
 def test_worker_processes_decode_the_batches_of_the_training_process_in_its_order(image_dataset):
-    """Three epochs, a pause mid-epoch included: the workers run on across epochs, each decoding every other batch."""
+    """Three epochs, a pause mid-epoch included: the workers run on across epochs, each decoding every other batch;
+    with decoded images kept or not, in the workers or in this process, the batches are the same."""
     epochs = {}
-    for workers in (0, 2):
-        loader = ShardBatches(image_dataset, 4, seed=5, workers=workers)
+    for workers, kept in ((0, 0), (2, 0), (0, 1 << 20), (2, 1 << 20)):
+        loader = ShardBatches(image_dataset, 4, seed=5, workers=workers, decoded_limit=kept)
         first = iter(loader)
         batches = [next(first), next(first)]  # a pause: the rest of the epoch is taken by another iterator
         batches += [b for _ in range(3) for b in loader]
-        epochs[workers] = (torch.cat([images for images, _ in batches]), torch.cat([labels for _, labels in batches]))
+        images, labels = torch.cat([images for images, _ in batches]), torch.cat([labels for _, labels in batches])
+        epochs[workers, kept] = (images, labels)
         loader.close()  # its workers end now, not at a later test's garbage collection
-    assert len(epochs[0][1]) == 3 * 36 and all(torch.equal(a, b) for a, b in zip(epochs[0], epochs[2]))
+    assert len(epochs[0, 0][1]) == 3 * 36
+    assert all(torch.equal(a, b) for other in epochs.values() for a, b in zip(epochs[0, 0], other))
+
+
+def test_a_later_epoch_decodes_only_the_images_not_kept(image_dataset):
+    everything = ShardBatches(image_dataset, 4, seed=5, decoded_limit=1 << 20)
+    for _ in range(2):
+        list(everything)
+    assert everything.decoded_images.decodes == 36  # each of the 36 training images once
+    one_image = next(iter(everything.decoded_images.images.values())).nbytes
+    ten = ShardBatches(image_dataset, 4, seed=5, decoded_limit=10 * one_image)
+    for _ in range(2):
+        list(ten)
+    assert ten.decoded_images.held == 10 * one_image and len(ten.decoded_images.images) == 10
+    assert ten.decoded_images.decodes == 36 + 26  # the second epoch decodes the 26 it could not keep
 
 
 def test_each_epoch_draws_another_order(image_dataset):
