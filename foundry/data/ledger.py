@@ -69,13 +69,12 @@ class Ledger:
     def extended(self, rows: list[tuple[str, str, str, np.ndarray]], num_perm: int) -> Ledger:
         """This ledger, then (sha256, split, name, signature) rows for documents it did not list."""
         added = np.stack([r[3] for r in rows]).astype(np.uint32) if rows else np.zeros((0, num_perm), np.uint32)
-        before = self.signatures if self.signatures is not None else np.zeros((0, num_perm), np.uint32)
-        return Ledger(
-            self.shas + [r[0] for r in rows],
-            self.splits + [r[1] for r in rows],
-            self.names + [r[2] for r in rows],
-            np.concatenate([before, added]),
-        )
+        return self.appended([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], added)
+
+    def appended(self, shas: list[str], splits: list[str], names: list[str], signatures: np.ndarray) -> Ledger:
+        """This ledger, then documents it did not list, their signatures one row each of `signatures`."""
+        before = self.signatures if self.signatures is not None else np.zeros((0, signatures.shape[1]), np.uint32)
+        return Ledger(self.shas + shas, self.splits + splits, self.names + names, np.concatenate([before, signatures]))
 
     def write(self, folder: Path) -> None:
         with open(folder / LEDGER, "w", encoding="utf-8", newline="") as fh:

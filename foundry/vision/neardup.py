@@ -19,12 +19,10 @@ def dhash(image: Image.Image, size: int) -> np.ndarray:
     return (pixels[:, :-1] > pixels[:, 1:]).ravel()
 
 
-def to_words(bits: np.ndarray) -> np.ndarray:
-    """Bits packed into uint32 words (zero-padded), the width the split ledger stores signatures in."""
-    packed = np.packbits(bits)
-    padded = np.zeros(-(-len(packed) // 4) * 4, np.uint8)
-    padded[: len(packed)] = packed
-    return padded.view(">u4").astype(np.uint32)
+def words_of(packed: bytes, words: int) -> np.ndarray:
+    """Hashes packed as `np.packbits` packs them, each zero-padded to `words` big-endian uint32 words, as uint32
+    words, one hash a row: the width the split ledger stores signatures in."""
+    return np.frombuffer(packed, ">u4").reshape(-1, words).astype(np.uint32)
 
 
 def from_words(words: np.ndarray, bits: int) -> np.ndarray:
