@@ -94,8 +94,8 @@ class ImageConfig(_Section):
         128,
         ge=0,
         description="MiB of decoded training images each loader process keeps (the training process, with no "
-        "loader workers), so that later epochs do not decode them again; 0 keeps none. The batches are the same "
-        "for any size.",
+        "loader workers), pixels and ~1 KB an image of bookkeeping, so that later epochs do not decode them again; "
+        "0 keeps none. The batches are the same for any size.",
     )
     min_per_class: int = Field(
         10,

@@ -88,8 +88,12 @@ class Sample(NamedTuple):
 
 
 class DecodedImages:
-    """The images one process decoded, by `Sample.key`, up to `limit` bytes of pixels: a later epoch decodes none
-    of those it holds. Which are held changes only the time a batch takes, never its pixels."""
+    """The images one process decoded, by `Sample.key`, up to `limit` bytes: a later epoch decodes none of those it
+    holds. Which are held changes only the time a batch takes, never its pixels."""
+
+    # What an image held costs besides its pixels: the tensor, the array it shares its pixels with, the key and the
+    # dictionary's slot (~1 KB measured for an 8x8 image; the digits' pixels are 64 bytes).
+    ENTRY_BYTES = 1024
 
     def __init__(self, limit: int):
         self.limit, self.held, self.decodes = limit, 0, 0  # decodes: images decoded here
@@ -99,8 +103,9 @@ class DecodedImages:
         image = self.images.get(sample.key)
         if image is None:
             image, self.decodes = decode_png(sample.png), self.decodes + 1
-            if sample.key is not None and self.held + image.nbytes <= self.limit:
-                self.images[sample.key], self.held = image, self.held + image.nbytes
+            cost = image.nbytes + self.ENTRY_BYTES
+            if sample.key is not None and self.held + cost <= self.limit:
+                self.images[sample.key], self.held = image, self.held + cost
         return image
 
 

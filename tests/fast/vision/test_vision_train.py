@@ -18,7 +18,7 @@ from lightning.pytorch import Callback
 
 from foundry.checkpointing.manifest import read_manifest
 from foundry.training.progress import read_progress
-from foundry.vision.training import HoldoutBatches, ShardBatches
+from foundry.vision.training import DecodedImages, HoldoutBatches, ShardBatches
 from models.vision import classifier_from_saved
 
 CLASSES = IMAGE_CLASSES
@@ -164,7 +164,7 @@ def test_a_later_epoch_decodes_only_the_images_not_kept(image_dataset):
     for _ in range(2):
         list(everything)
     assert everything.decoded_images.decodes == 36  # each of the 36 training images once
-    one_image = next(iter(everything.decoded_images.images.values())).nbytes
+    one_image = next(iter(everything.decoded_images.images.values())).nbytes + DecodedImages.ENTRY_BYTES
     ten = ShardBatches(image_dataset, 4, seed=5, decoded_limit=10 * one_image)
     for _ in range(2):
         list(ten)
