@@ -57,6 +57,15 @@ def test_the_dataset_key_shaping_is_the_workloads_own_sections(configs):
     assert set(workload.for_config(images).shaping(images)) == {"image"}
 
 
+def test_how_images_are_prepared_or_loaded_is_not_part_of_the_dataset_key(configs):
+    _, images = configs
+    image = workload.for_config(images)
+    other = images.model_copy(
+        update={"image": images.image.model_copy(update={"workers": 3, "loader_workers": 0, "decoded_cache_mb": 0})}
+    )
+    assert image.shaping(other) == image.shaping(images)
+
+
 def test_what_prepare_prints_names_tokens_or_images():
     assert workload.named("text").prepared_line(DatasetManifest.model_validate(DOCUMENTS)) == (
         "2 train / 0 holdout tokens"

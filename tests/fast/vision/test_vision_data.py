@@ -16,7 +16,7 @@ from foundry.data.remote import SourceError
 from foundry.vision import builtin
 from foundry.vision.acquire import listing
 from foundry.vision.config import ImageConfig
-from foundry.vision.neardup import dhash
+from foundry.vision.neardup import dhash, from_words, hash_words, words_of
 from foundry.vision.prepare import StagedImages, prepare_images
 from foundry.vision.table import ImageAudit, read_table
 
@@ -237,3 +237,24 @@ def test_the_near_index_finds_the_earliest_hash_within_the_distance_and_nothing_
         query[rng.choice(256, rng.integers(0, 7), replace=False)] ^= True
         within = [(f"k{i}", int((bits != query).sum())) for i, bits in enumerate(kept) if (bits != query).sum() <= 4]
         assert index.nearest(query) == (within[0] if within else None)
+
+
+@pytest.mark.parametrize("hash_size", [4, 5, 8, 11, 16, 32])
+def test_packed_hashes_become_the_ledgers_words_as_before(hash_size):
+    """The ledger's signatures from packed dHashes, several at once: the words that each hash's bits packed, zero-padded
+    to whole big-endian uint32 words, gave before (the layout ledgers on disk hold), and back to the same bits."""
+    bits = np.random.default_rng(hash_size).random((3, hash_size * hash_size)) < 0.5
+    words = hash_words(hash_size)
+
+    def before(one: np.ndarray) -> np.ndarray:
+        packed = np.packbits(one)
+        padded = np.zeros(-(-len(packed) // 4) * 4, np.uint8)
+        padded[: len(packed)] = packed
+        return padded.view(">u4").astype(np.uint32)
+
+    packed = b"".join(np.packbits(one).tobytes().ljust(4 * words, b"\0") for one in bits)
+    signatures = words_of(packed, words)
+    assert signatures.dtype == np.uint32 and signatures.shape == (3, words)
+    assert all(np.array_equal(row, before(one)) for row, one in zip(signatures, bits))
+    assert all(np.array_equal(from_words(row, len(one)), one) for row, one in zip(signatures, bits))
+    assert words_of(b"", words).shape == (0, words)

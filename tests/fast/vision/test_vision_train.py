@@ -172,6 +172,19 @@ def test_a_later_epoch_decodes_only_the_images_not_kept(image_dataset):
     assert ten.decoded_images.decodes == 36 + 26  # the second epoch decodes the 26 it could not keep
 
 
+def test_a_loader_worker_keeps_what_it_decoded_from_one_epoch_to_the_next(image_dataset, monkeypatch):
+    """What each DataLoader worker runs (`_Ahead`, here as the one worker), two epochs: each image decoded once."""
+    from foundry.vision import training
+
+    decoded, decode = [], training.decode_png
+    monkeypatch.setattr(training, "decode_png", lambda png: decoded.append(png) or decode(png))
+    loader = ShardBatches(image_dataset, 4, seed=5)
+    batches = iter(training._Ahead(loader.plan, 0, 0, decoded_limit=1 << 20))
+    for _ in range(2 * len(loader)):
+        next(batches)
+    assert len(decoded) == 36
+
+
 def test_each_epoch_draws_another_order(image_dataset):
     loader = ShardBatches(image_dataset, 8, seed=3)
     first, second = (torch.cat([labels for _, labels in loader]) for _ in range(2))

@@ -186,7 +186,9 @@ def test_foundry_run_with_the_slurm_launcher_trains_on_both_nodes_then_gates_and
     assert model["config"]["train"]["num_nodes"] == 2 and model["config"]["train"]["launcher"] == "slurm"
     # The job's output file, moved with the attempt. A job that failed on this loaded host (CI once) was followed by
     # the train task's retry (train.retries 1), a job of its own that resumed; what the first one printed is shown.
-    *failed, output = sorted(checkpoints.glob("foundry-train-*.out"), key=lambda path: int(path.stem.split("-")[-1]))
+    outputs = sorted(checkpoints.glob("foundry-train-*.out"), key=lambda path: int(path.stem.split("-")[-1]))
+    assert 1 <= len(outputs) <= 2, outputs  # the job, and one retry at most
+    *failed, output = outputs
     for earlier in failed:
         warnings.warn(
             f"the train task was retried after the job of {earlier.name}, which ended:\n{tail(earlier)}", stacklevel=1
