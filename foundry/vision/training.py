@@ -256,7 +256,7 @@ class ShardBatches(ResumableEpochs):
                 f"{self.folder}: a rank gets {fewest} training images, fewer than a batch of {batch_size} "
                 f"across {world_size} ranks: lower train.batch_size or the number of processes"
             )
-        self.parts, self.workers, self.decoded_limit = parts[rank], workers, decoded_limit
+        self.parts, self.workers = parts[rank], workers
         self.decoded_images = DecodedImages(decoded_limit)  # with no workers: this process's, across epochs
         self.plan = _Plan(self.folder, self.parts, batch_size, seed, shuffle, rank, self.steps_per_epoch)
         self._running: _Running | None = None
@@ -268,7 +268,7 @@ class ShardBatches(ResumableEpochs):
         if self._running is None or self._running.at != at:
             self.close()
             loader = torch.utils.data.DataLoader(
-                _Ahead(self.plan, *at, self.decoded_limit),
+                _Ahead(self.plan, *at, self.decoded_images.limit),
                 batch_size=None,
                 num_workers=self.workers,
                 prefetch_factor=4,
