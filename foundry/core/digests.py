@@ -16,13 +16,13 @@ CHUNK = 4 << 20
 FAST = "xxh3_128"
 
 
-def _hasher(name: str):
+def hasher_of(name: str):
     return xxhash.xxh3_128() if name == FAST else hashlib.new(name)
 
 
 def file_digests(path: Path, names: tuple[str, ...] = ("sha256",)) -> dict[str, str]:
     """{algorithm: hex digest} of the file's bytes."""
-    hashers = {name: _hasher(name) for name in names}
+    hashers = {name: hasher_of(name) for name in names}
     buffer = bytearray(CHUNK)
     view = memoryview(buffer)
     with open(path, "rb", buffering=0) as f:

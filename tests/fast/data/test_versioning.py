@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from foundry.core.contracts import DataVersion, SourceManifest
-from foundry.data.hydrate import HydrationError, dvc_listing, hydrate_version, verify_dataset
+from foundry.core.digests import fast_digest
+from foundry.data.hydrate import HydrationError, _copy_read_only, dvc_listing, hydrate_version, verify_dataset
 from foundry.data.versioning import version_dataset
 
 
@@ -69,6 +70,21 @@ def test_every_file_is_checked_not_only_the_shards(versioned, tmp_path, name):
     assert name in verify_dataset(target, dvc_listing(node_home / "hydrated" / ".cache", data.data_version))
     assert hydrate_version(data, node_home) == target
     assert path.read_bytes() == good
+
+
+def test_the_copy_is_checked_by_the_digests_taken_as_it_was_written(versioned, tmp_path):
+    """A hydration hashes each file as it copies it (`hashed`), and the check reads none of those again: a digest
+    that disagrees with the manifest is reported though the file on disk is whole."""
+    data, _ = versioned
+    target = hydrate_version(data, tmp_path / "node")
+    shard = next(p.name for p in sorted(target.iterdir()) if p.name.startswith("train_"))
+    source = tmp_path / "source.bin"
+    source.write_bytes(b"some bytes" * 100_000)
+    digest = _copy_read_only(source, tmp_path / "copy.bin")
+    assert digest == fast_digest(tmp_path / "copy.bin") == fast_digest(source)
+    assert (tmp_path / "copy.bin").stat().st_mode & 0o777 == 0o444  # read-only, as DVC leaves its cache
+    assert verify_dataset(target, hashed={shard: fast_digest(target / shard)}) == []
+    assert verify_dataset(target, hashed={shard: digest}) == [shard]
 
 
 def remote_object(data: DataVersion, md5: str) -> Path:
