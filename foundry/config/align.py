@@ -22,7 +22,7 @@ SftTrain = train_override(
     __name__,
     "Keys of `train` SFT sets otherwise (batch_size: packed rows); align.train's keys win over these, and a key "
     "left out or null keeps `train`'s.",
-    max_steps=5000,
+    max_steps=2500,
     batch_size=32,
     learning_rate=3e-3,
     warmup_steps=30,
@@ -64,8 +64,8 @@ class AlignConfig(_Section):
     )
     sft_train: SftTrain = Field(
         SftTrain(),
-        description="SFT's recipe: keys of `train` an sft run sets otherwise, unless align.train sets them (5,000 "
-        "steps at 3e-3 with a quarter of the rows replayed passed the gate on the default base: bench/README.md).",
+        description="SFT's recipe: keys of `train` an sft run sets otherwise, unless align.train sets them (2,500 "
+        "steps at 3e-3, rows of the base's 256 tokens, a quarter of them replayed: bench/README.md).",
     )
     dpo_train: DpoTrain = Field(
         DpoTrain(),
