@@ -26,8 +26,9 @@ of `--repeats` runs of each side, the sides alternating (ABBA...), so load from 
    image.decoded_cache_mb of decoded images (`--decoded-cache-mb`; 0: decode every epoch, as the plain loader
    does), which holds all of the digits. The two alternate step by step in one process (a callback
    runs a plain step after each of ours from step 10 on, as bench/train_overhead.py does), so load from other
-   work hits both alike. Data wait: ours from the end of the plain step to our step's start (the loader's next
-   batch and Lightning's loop between steps, as `LitVision`'s train/data_wait_ms), the plain one's `next()`.
+   work hits both alike. Data wait: each side's time in its loader's `next()` (ours: `ShardBatches`' iterator
+   wrapped in this process). Also printed: ours from the end of the plain step to our step's start (the loader
+   and Lightning's loop between steps, as `LitVision`'s train/data_wait_ms counts it).
 4. hydration: `foundry.data.hydrate.hydrate_version` into a fresh home from the local DVC remote against `cp -r`
    of that remote folder (it holds this version only).
 5. accuracy: the default config (its own steps) trained on the hydrated digits and scored by
@@ -295,15 +296,47 @@ class PlainLoop:
         self.waits.append(fetched - start)
 
 
-def interleaved(plain: PlainLoop, max_steps: int):
+class LoaderClock:
+    """Times each `next()` on Foundry's training loader (`ShardBatches`), as the plain loop times its own: the
+    loader's iterator wrapped for this process, the product code unchanged. Lightning asks for a batch ahead of the
+    step that uses it, so a step's wait is the time its gap spent in `next()`, whichever batch that fetched."""
+
+    def __init__(self):
+        from foundry.vision.training import ShardBatches
+
+        self.fetches: list[tuple[float, float]] = []  # (start, seconds)
+        unwrapped = ShardBatches.__iter__
+
+        def timed(loader):
+            batches = unwrapped(loader)
+            while True:
+                start = time.perf_counter()
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    return
+                self.fetches.append((start, time.perf_counter() - start))
+                yield batch
+
+        ShardBatches.__iter__ = timed
+
+    def since(self, mark: float) -> float:
+        """Seconds in `next()` of the fetches that started after `mark`; the ones before are dropped."""
+        seconds = sum(took for start, took in self.fetches if start >= mark)
+        self.fetches = []
+        return seconds
+
+
+def interleaved(plain: PlainLoop, max_steps: int, clock: LoaderClock):
     """A Lightning callback that runs one plain step after each of Foundry's from step SKIP on, so load from other
     work hits both alike. Ours is timed from the end of the previous plain step to the end of our step; its data
-    wait from there to our step's start (the loader's next batch and Lightning's loop between steps)."""
+    wait is the time in the loader's `next()` within that (`clock`), as the plain one's; `gaps` holds the whole
+    time from there to our step's start (the loader and Lightning's loop between steps)."""
     import lightning as L
 
     class Interleave(L.Callback):
         def __init__(self):
-            self.times, self.waits, self.losses = [], [], []
+            self.times, self.waits, self.gaps, self.losses = [], [], [], []
             self.first_start = self.last_end = self.start = 0.0
             self.mark: float | None = None
 
@@ -316,7 +349,8 @@ def interleaved(plain: PlainLoop, max_steps: int):
             self.losses.append(float(outputs["loss"]))
             if self.mark is not None:
                 self.times.append(self.last_end - self.mark)
-                self.waits.append(self.start - self.mark)
+                self.gaps.append(self.start - self.mark)
+                self.waits.append(clock.since(self.mark))
             if SKIP <= trainer.global_step < max_steps:
                 plain.step()
                 self.mark = time.perf_counter()
@@ -335,13 +369,14 @@ def training_side(config, data_dir: Path, files) -> dict:
     for _ in range(SKIP):  # warm-up, as ours has before its timed steps
         plain.step()
     plain.times, plain.waits = [], []
-    ours = interleaved(plain, t.max_steps)
+    ours = interleaved(plain, t.max_steps, LoaderClock())
     start = time.perf_counter()
     train(config, TrainingRun(data_dir, WORK / "checkpoints"), progress=False, callbacks=(ours,))
     end = time.perf_counter()
     pairs = len(ours.times)
     out = {
         "foundry": (t.batch_size * pairs / sum(ours.times), sum(ours.waits) / sum(ours.times)),
+        "between steps": sum(ours.gaps) / sum(ours.times),
         "plain": (t.batch_size * pairs / sum(plain.times[:pairs]), sum(plain.waits[:pairs]) / sum(plain.times[:pairs])),
     }
     ratios = sorted(p / o for o, p in zip(ours.times, plain.times))
@@ -354,7 +389,8 @@ def training_side(config, data_dir: Path, files) -> dict:
         f"digits training: plain/ours step time, paired: median {statistics.median(ratios):.2f}x, quartiles "
         f"{ratios[len(ratios) // 4]:.2f}x-{ratios[3 * len(ratios) // 4]:.2f}x; ours' train() call: "
         f"{ours.first_start - start:.1f} s to its first step, {end - ours.last_end:.1f} s after its last "
-        f"(final checkpoint, model.pt)"
+        f"(final checkpoint, model.pt); between our steps (loader and Lightning's loop) "
+        f"{100 * out['between steps']:.1f}% of step"
     )
     return out
 
@@ -432,8 +468,9 @@ def main() -> None:
             f"vision: prepare {prep['synthetic']:.2f}x plain (synthetic; digits {prep['digits']:.2f}x), "
             f"loading {load['synthetic']:.2f}x plain (digits {load['digits']:.2f}x), "
             f"train {training['foundry'][0] / training['plain'][0]:.2f}x plain, "
-            f"data wait {100 * training['foundry'][1]:.0f}% of step with {timed_config.image.decoded_cache_mb} MiB "
-            f"of decoded images kept (plain {100 * training['plain'][1]:.0f}%), "
+            f"data wait {100 * training['foundry'][1]:.1f}% of step with {timed_config.image.decoded_cache_mb} MiB "
+            f"of decoded images kept (plain {100 * training['plain'][1]:.1f}%; ours between steps, Lightning's loop "
+            f"included, {100 * training['between steps']:.1f}%), "
             f"hydrate {hydrate['synthetic']:.2f}x cp -r (digits {hydrate['digits']:.2f}x)"
             + (
                 ""

@@ -1,9 +1,9 @@
 """Stage A, hydrate: pull exactly one data version from the DVC remote onto this node, and check it.
 
 `$FOUNDRY_HOME/hydrated/<version>/` holds it, as a training node would: every file is checked
-against the dataset's manifest (xxh3-128), the manifest against DVC's listing of the version (md5
-per file), and the listing against the version itself (DVC's md5 of the listing); the folder
-appears whole or not at all.
+against the dataset's manifest (xxh3-128; a file copied from a folder remote by the digest taken as it
+was written), the manifest against DVC's listing of the version (md5 per file), and the listing against
+the version itself (DVC's md5 of the listing); the folder appears whole or not at all.
 
 From a remote that is a folder on this machine (a path or file:// URL, DVC 3's `files/md5/` layout), the
 listing and the objects it names are copied into the node's DVC cache and hard-linked into place as DVC's pull

@@ -209,24 +209,34 @@ def write_shards(
 
 
 def members(path: Path) -> Iterator[tuple[str, bytes]]:
-    """(name, bytes) of each member of a shard, in order. Read from `pack`'s fixed ustar layout directly (a header
-    block, the bytes, padding to 512): `tarfile` parses each header in Python, which cost the training loader's
-    workers about as much as decoding the digits. A header `pack` does not write (another tar tool's) is read
-    by `tarfile` instead."""
+    """(name, bytes) of each member of a shard, in order. Read from `pack`'s fixed ustar layout directly
+    (`member_spans`); a shard with a header `pack` does not write (another tar tool's) is read by `tarfile`."""
     with open(path, "rb") as f:
         if not os.fstat(f.fileno()).st_size:
             return
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            pos, end = 0, len(data)
-            while pos + 512 <= end and data[pos] != 0:
-                header = data[pos : pos + 512]
-                if header[257:263] != b"ustar\0" or header[156] not in b"0\0" or header[345] != 0:
-                    yield from _tar_members(path)  # not pack's layout: every member through tarfile
-                    return
-                name = header[:100].rstrip(b"\0").decode()
-                size = int(header[124:136].rstrip(b"\0 ") or b"0", 8)
-                yield name, data[pos + 512 : pos + 512 + size]
-                pos += 512 + -(-size // 512) * 512
+            spans = member_spans(data)
+            if spans is None:
+                yield from _tar_members(path)
+                return
+            for name, start, end in spans:
+                yield name, data[start:end]
+
+
+def member_spans(data: bytes | mmap.mmap) -> list[tuple[str, int, int]] | None:
+    """(name, start, end) of each member's bytes in a shard's `data`, in order, read from `pack`'s fixed ustar
+    layout (a header block, the bytes, padding to 512): `tarfile` parses each header in Python, which cost the
+    training loader's workers about as much as decoding the digits. None if any header is not one `pack` writes."""
+    spans, pos, end = [], 0, len(data)
+    while pos + 512 <= end and data[pos] != 0:
+        header = data[pos : pos + 512]
+        if header[257:263] != b"ustar\0" or header[156] not in b"0\0" or header[345] != 0:
+            return None
+        name = header[:100].rstrip(b"\0").decode()
+        size = int(header[124:136].rstrip(b"\0 ") or b"0", 8)
+        spans.append((name, pos + 512, pos + 512 + size))
+        pos += 512 + -(-size // 512) * 512
+    return spans
 
 
 def _tar_members(path: Path) -> Iterator[tuple[str, bytes]]:

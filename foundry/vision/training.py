@@ -22,8 +22,11 @@ epochs, so each may come to hold all of them: up to loader_workers x decoded_cac
 from __future__ import annotations
 
 import math
+import mmap
+import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
 
@@ -31,7 +34,7 @@ import numpy as np
 import torch
 
 from foundry.config import FoundryConfig
-from foundry.vision.shards import ShardFile, ShardManifest, decode_png, members
+from foundry.vision.shards import ShardFile, ShardManifest, decode_png, member_spans, members
 from models.data import ResumableEpochs, check_rank
 from models.vision import AugmentConfig, VisionConfig
 
@@ -120,6 +123,37 @@ def _samples(path: Path, part: int | None = None) -> Iterator[Sample]:
             n += 1
 
 
+class _Image(NamedTuple):
+    """Where one training image lies in its shard: its number among the shard's images, its PNG's bytes, its class."""
+
+    number: int
+    start: int
+    end: int
+    index: int
+
+
+def _images_in(path: Path, stride: int, offset: int) -> list[_Image] | None:
+    """The shard's images n with n % stride == offset, found once for every epoch after: reading the headers each
+    epoch was most of a digits batch's time in the loader (bench/README.md, the vision section). None where the
+    shard is not in `pack`'s layout."""
+    with open(path, "rb") as f:
+        if not os.fstat(f.fileno()).st_size:
+            return []
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            spans = member_spans(data)
+            if spans is None:
+                return None
+            found, png, n = [], (0, 0), 0
+            for name, start, end in spans:
+                if name.endswith(".png"):
+                    png = (start, end)
+                elif name.endswith(".cls"):
+                    if n % stride == offset:
+                        found.append(_Image(n, *png, int(data[start:end])))
+                    n += 1
+    return found
+
+
 def _batch(samples: list[Sample], decoded: DecodedImages) -> tuple[torch.Tensor, torch.Tensor]:
     """uint8 images (B, C, H, W) and class indices (B,)."""
     images = torch.stack([decoded.get(sample) for sample in samples])
@@ -155,12 +189,24 @@ class _Plan:
     rank: int
     steps_per_epoch: int
 
+    @cached_property
+    def _images(self) -> list[list[_Image] | None]:
+        """Each part's images (`_images_in`), found by the first epoch of each process that reads them."""
+        return [_images_in(self.folder / part.file, part.stride, part.offset) for part in self.parts]
+
     def _stream(self, rng: np.random.Generator) -> Iterator[Sample]:
         for i in rng.permutation(len(self.parts)):
-            part = self.parts[i]
-            for n, sample in enumerate(_samples(self.folder / part.file, int(i))):
-                if n % part.stride == part.offset:
-                    yield sample
+            part, images = self.parts[i], self._images[i]
+            if images is None:  # another tar tool's layout: its headers read by `tarfile` every epoch
+                for n, sample in enumerate(_samples(self.folder / part.file, int(i))):
+                    if n % part.stride == part.offset:
+                        yield sample
+                continue
+            if not images:
+                continue
+            with open(self.folder / part.file, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                for image in images:
+                    yield Sample((int(i), image.number), data[image.start : image.end], image.index)
 
     def _shuffled(self, rng: np.random.Generator) -> Iterator[Sample]:
         """The stream through a buffer of `shuffle` images: each arriving image replaces a random one sent out."""

@@ -10,7 +10,7 @@ from foundry.config import FoundryConfig, as_recorded, load_config, to_yaml, val
 from foundry.core.contracts import ParentModel, SourceManifest
 
 # (max_steps, learning_rate, warmup_steps, batch_size): bench/README.md's recipes
-RECIPES = {"sft": (5000, 3e-3, 30, 32), "dpo": (200, 5e-5, 10, 32)}
+RECIPES = {"sft": (2500, 3e-3, 30, 32), "dpo": (200, 5e-5, 10, 32)}
 
 
 def recipe(train) -> tuple:
@@ -33,7 +33,7 @@ def tuned(config: FoundryConfig, tmp_path) -> FoundryConfig:
 def test_with_nothing_set_each_method_trains_its_recipe_replaying_a_quarter(method, tmp_path):
     config = load_config(None, [f"align.method={method}"])
     assert recipe(config.training_for("align")) == RECIPES[method]
-    assert config.align.replay_fraction == 0.25
+    assert config.align.replay_fraction == 0.25 and config.align.beta == 0.5  # beta: DPO's alone
     run = tuned(config, tmp_path)
     assert recipe(run.train) == RECIPES[method]
     # What MLflow's params and the recorded config show is what it trains with.

@@ -324,7 +324,7 @@ def test_flat_has_dotted_keys():
     expected += sum(len(o.model_dump()) for o in overrides.values())
     assert len(flat) == expected
     assert "align.train.max_steps" not in flat  # unset: each method's recipe holds it
-    assert (flat["align.sft_train.max_steps"], flat["align.dpo_train.max_steps"]) == (5000, 200)
+    assert (flat["align.sft_train.max_steps"], flat["align.dpo_train.max_steps"]) == (2500, 200)
 
 
 def test_flat_follows_overrides():

@@ -117,7 +117,7 @@ def test_variants_train_their_own_recipe_keys_over_train_by_default():
     config = FoundryConfig()
     retrain, align = config.training_for("retrain"), config.training_for("align")
     assert (retrain.max_steps, retrain.learning_rate, retrain.warmup_steps, retrain.batch_size) == (200, 1e-3, 20, 16)
-    assert (align.max_steps, align.learning_rate, align.warmup_steps, align.batch_size) == (5000, 3e-3, 30, 32)
+    assert (align.max_steps, align.learning_rate, align.warmup_steps, align.batch_size) == (2500, 3e-3, 30, 32)
     assert (retrain.precision, retrain.compile, retrain.weight_decay) == ("32-true", False, 0.1)
     assert config.train.weight_decay == 0.2 and config.training_for("finetune").weight_decay == 0.1
     assert align.weight_decay == 0.1

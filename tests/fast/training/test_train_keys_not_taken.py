@@ -61,7 +61,7 @@ def test_a_retrain_key_set_in_its_section_or_train_at_the_recipes_value_is_quiet
     assert caplog.records == []
 
 
-@pytest.mark.parametrize("method, steps", [("sft", 5000), ("dpo", 200)])
+@pytest.mark.parametrize("method, steps", [("sft", 2500), ("dpo", 200)])
 def test_an_alignment_names_the_methods_recipe_and_not_a_key_align_train_sets(method, steps, tmp_path, caplog):
     config = load_config(None, [f"align.method={method}", "train.weight_decay=0.05", "train.max_steps=40"])
     assert config.train_keys_not_taken("align") == [

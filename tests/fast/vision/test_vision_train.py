@@ -4,6 +4,8 @@ the shard loaders give every rank the same number of batches and resume at their
 
 from __future__ import annotations
 
+import shutil
+import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,8 @@ from lightning.pytorch import Callback
 
 from foundry.checkpointing.manifest import read_manifest
 from foundry.training.progress import read_progress
+from foundry.vision import training
+from foundry.vision.shards import member_spans
 from foundry.vision.training import DecodedImages, HoldoutBatches, ShardBatches
 from models.vision import classifier_from_saved
 
@@ -174,8 +178,6 @@ def test_a_later_epoch_decodes_only_the_images_not_kept(image_dataset):
 
 def test_a_loader_worker_keeps_what_it_decoded_from_one_epoch_to_the_next(image_dataset, monkeypatch):
     """What each DataLoader worker runs (`_Ahead`, here as the one worker), two epochs: each image decoded once."""
-    from foundry.vision import training
-
     decoded, decode = [], training.decode_png
     monkeypatch.setattr(training, "decode_png", lambda png: decoded.append(png) or decode(png))
     loader = ShardBatches(image_dataset, 4, seed=5)
@@ -183,6 +185,41 @@ def test_a_loader_worker_keeps_what_it_decoded_from_one_epoch_to_the_next(image_
     for _ in range(2 * len(loader)):
         next(batches)
     assert len(decoded) == 36
+
+
+def _read_member_by_member(plan, seed: int) -> list:
+    """A rank's stream as the loader read it before it kept an index of each shard: every header every epoch."""
+    rng = np.random.default_rng(seed)
+    return [
+        sample
+        for i in rng.permutation(len(plan.parts))
+        for n, sample in enumerate(training._samples(plan.folder / plan.parts[i].file, int(i)))
+        if n % plan.parts[i].stride == plan.parts[i].offset
+    ]
+
+
+@pytest.mark.parametrize("world_size", [1, 3, 5])  # whole shards; whole shards dealt; a stride of every shard
+def test_the_stream_from_each_shards_index_is_the_stream_read_member_by_member(image_dataset, world_size):
+    for rank in range(world_size):
+        plan = ShardBatches(image_dataset, 2, seed=4, rank=rank, world_size=world_size).plan
+        for epoch_seed in (0, 1):  # the second epoch reads the index the first one made
+            assert list(plan._stream(np.random.default_rng(epoch_seed))) == _read_member_by_member(plan, epoch_seed)
+
+
+def test_a_shard_another_tar_tool_wrote_is_read_through_tarfile_with_the_same_images(image_dataset, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(image_dataset, copy)
+    shard = next(p for p in sorted(copy.glob("train-*.tar")))
+    with tarfile.open(image_dataset / shard.name) as tar, tarfile.open(shard, "w", format=tarfile.GNU_FORMAT) as out:
+        for member in tar:
+            out.addfile(member, tar.extractfile(member))
+    assert member_spans(shard.read_bytes()) is None  # GNU headers: not `pack`'s
+    assert member_spans((image_dataset / shard.name).read_bytes()) is not None
+    ours, theirs = (ShardBatches(folder, 4, seed=2).plan for folder in (image_dataset, copy))
+    assert theirs._images[[p.file for p in theirs.parts].index(shard.name)] is None
+    assert [(s.key, s.png, s.index) for s in theirs._stream(np.random.default_rng(0))] == [
+        (s.key, s.png, s.index) for s in ours._stream(np.random.default_rng(0))
+    ]
 
 
 def test_each_epoch_draws_another_order(image_dataset):
