@@ -33,7 +33,6 @@ from foundry.config import load_config  # noqa: E402
 from foundry.runtime.arithmetic import cpu_threads  # noqa: E402
 from foundry.training.run import TrainingRun  # noqa: E402
 from foundry.training.trainer import train  # noqa: E402
-from foundry.vision import training as vision_training  # noqa: E402
 
 SKIP = 20
 
@@ -54,25 +53,7 @@ class Steps(L.Callback):
         self.steps.append(self.ended - self.started)
 
 
-def timed_loader_next(fetches: list[float]) -> None:
-    """`ShardBatches.__iter__` timed per batch into `fetches`."""
-    iterate = vision_training.ShardBatches.__iter__
-
-    def timed(self):
-        batches = iterate(self)
-        while True:
-            start = time.perf_counter()
-            try:
-                batch = next(batches)
-            except StopIteration:
-                return
-            fetches.append(time.perf_counter() - start)
-            yield batch
-
-    vision_training.ShardBatches.__iter__ = timed
-
-
-def one_run(data_dir: Path, steps: int, workers: int, kept_mb: int, fetches: list[float]) -> dict[str, list[float]]:
+def one_run(data_dir: Path, steps: int, workers: int, kept_mb: int, clock) -> dict[str, list[float]]:
     config = load_config(
         REPO / "configs" / "vision.yaml",
         [
@@ -85,10 +66,14 @@ def one_run(data_dir: Path, steps: int, workers: int, kept_mb: int, fetches: lis
     )
     torch.set_num_threads(cpu_threads(config.train))  # the trainer sets the same
     shutil.rmtree(vision.WORK / "checkpoints", ignore_errors=True)
-    fetches.clear()
+    clock.fetches = []
     timing = Steps()
     train(config, TrainingRun(data_dir, vision.WORK / "checkpoints"), progress=False, callbacks=(timing,))
-    return {"step": timing.steps[SKIP:], "between": timing.between[SKIP:], "next": fetches[SKIP:]}
+    return {
+        "step": timing.steps[SKIP:],
+        "between": timing.between[SKIP:],
+        "next": [took for _, took in clock.fetches][SKIP:],
+    }
 
 
 def main() -> None:
@@ -97,8 +82,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 2])
     parser.add_argument("--kept-mb", type=int, default=128, help="image.decoded_cache_mb of the candidate")
     args = parser.parse_args()
-    fetches: list[float] = []
-    timed_loader_next(fetches)
+    clock = vision.LoaderClock()  # each `next()` on our loader, timed
     try:
         default = load_config(REPO / "configs" / "vision.yaml", [])
         data_dir, _ = vision.hydrate_side(default, "digits", vision.prepare_side(default, "digits", 1), 1)
@@ -106,7 +90,7 @@ def main() -> None:
         for workers in args.workers:
             runs = {0: [], args.kept_mb: []}
             for kept in (0, args.kept_mb, args.kept_mb, 0):
-                runs[kept].append(one_run(data_dir, args.steps, workers, kept, fetches))
+                runs[kept].append(one_run(data_dir, args.steps, workers, kept, clock))
             per_step = {
                 kept: {k: 1000 * statistics.mean(v for r in done for v in r[k]) for k in ("step", "between", "next")}
                 for kept, done in runs.items()
