@@ -297,15 +297,18 @@ class PlainLoop:
 
 
 class LoaderClock:
-    """Times each `next()` on Foundry's training loader (`ShardBatches`), as the plain loop times its own: the
-    loader's iterator wrapped for this process, the product code unchanged. Lightning asks for a batch ahead of the
-    step that uses it, so a step's wait is the time its gap spent in `next()`, whichever batch that fetched."""
+    """Times each `next()` on Foundry's training loader (`ShardBatches`), as the plain loop times its own: within
+    `with LoaderClock() as clock:` the loader's iterator is wrapped, the product code unchanged. Lightning asks for a
+    batch ahead of the step that uses it, so a step's wait is the time its gap spent in `next()`, whichever batch
+    that fetched."""
 
     def __init__(self):
+        self.fetches: list[tuple[float, float]] = []  # (start, seconds)
+
+    def __enter__(self) -> LoaderClock:
         from foundry.vision.training import ShardBatches
 
-        self.fetches: list[tuple[float, float]] = []  # (start, seconds)
-        unwrapped = ShardBatches.__iter__
+        self.unwrapped = unwrapped = ShardBatches.__iter__
 
         def timed(loader):
             batches = unwrapped(loader)
@@ -319,6 +322,12 @@ class LoaderClock:
                 yield batch
 
         ShardBatches.__iter__ = timed
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from foundry.vision.training import ShardBatches
+
+        ShardBatches.__iter__ = self.unwrapped
 
     def since(self, mark: float) -> float:
         """Seconds in `next()` of the fetches that started after `mark`; the ones before are dropped."""
@@ -369,10 +378,11 @@ def training_side(config, data_dir: Path, files) -> dict:
     for _ in range(SKIP):  # warm-up, as ours has before its timed steps
         plain.step()
     plain.times, plain.waits = [], []
-    ours = interleaved(plain, t.max_steps, LoaderClock())
-    start = time.perf_counter()
-    train(config, TrainingRun(data_dir, WORK / "checkpoints"), progress=False, callbacks=(ours,))
-    end = time.perf_counter()
+    with LoaderClock() as clock:
+        ours = interleaved(plain, t.max_steps, clock)
+        start = time.perf_counter()
+        train(config, TrainingRun(data_dir, WORK / "checkpoints"), progress=False, callbacks=(ours,))
+        end = time.perf_counter()
     pairs = len(ours.times)
     out = {
         "foundry": (t.batch_size * pairs / sum(ours.times), sum(ours.waits) / sum(ours.times)),

@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 2])
     parser.add_argument("--kept-mb", type=int, default=128, help="image.decoded_cache_mb of the candidate")
     args = parser.parse_args()
-    clock = vision.LoaderClock()  # each `next()` on our loader, timed
+    clock = vision.LoaderClock()  # each `next()` on our loader, timed within `with clock`
     try:
         default = load_config(REPO / "configs" / "vision.yaml", [])
         data_dir, _ = vision.hydrate_side(default, "digits", vision.prepare_side(default, "digits", 1), 1)
@@ -90,7 +90,8 @@ def main() -> None:
         for workers in args.workers:
             runs = {0: [], args.kept_mb: []}
             for kept in (0, args.kept_mb, args.kept_mb, 0):
-                runs[kept].append(one_run(data_dir, args.steps, workers, kept, clock))
+                with clock:
+                    runs[kept].append(one_run(data_dir, args.steps, workers, kept, clock))
             per_step = {
                 kept: {k: 1000 * statistics.mean(v for r in done for v in r[k]) for k in ("step", "between", "next")}
                 for kept, done in runs.items()

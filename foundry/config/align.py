@@ -70,8 +70,8 @@ class AlignConfig(_Section):
     dpo_train: DpoTrain = Field(
         DpoTrain(),
         description="DPO's recipe: keys of `train` a dpo run sets otherwise, unless align.train sets them "
-        "(200 steps at 5e-5 kept held-out preference accuracy and passed the gate from the SFT recipe's version; 3e-4 "
-        "and 1e-4 lost pairs: bench/README.md).",
+        "(200 steps at 5e-5, with align.beta 0.5, kept held-out preference accuracy and passed the gate from the SFT "
+        "recipe's version; at beta 0.1 every rate tried lost a pair: bench/README.md).",
     )
     beta: float = Field(
         0.5,

@@ -17,6 +17,7 @@ FAST = "xxh3_128"
 
 
 def hasher_of(name: str):
+    """A new hasher of algorithm `name`: `FAST` (xxh3-128) or any of hashlib's."""
     return xxhash.xxh3_128() if name == FAST else hashlib.new(name)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import mmap
 import os
 import re
 import shutil
@@ -236,25 +237,34 @@ def _copy_from_folder(version: DataVersion, out: Path, cache: Path) -> dict[str,
     hashed, made = {}, {out}
     for name, md5 in sorted(files.items()):
         cached, target = _object(cache, md5), out / name
-        digest = None
-        if not cached.is_file():
-            _make_parent(cached, made)
-            partial = cached.with_name(f"{cached.name}.{uuid.uuid4().hex[:8]}.tmp")
-            try:
-                digest = _copy_read_only(_object(folder, md5), partial)
-            except FileNotFoundError:
-                partial.unlink(missing_ok=True)
-                raise HydrationError(f"data version {version.data_version}: {version.remote} lacks {name}") from None
-            os.replace(partial, cached)  # whole or not at all: a concurrent hydration links only whole objects
         _make_parent(target, made)
+        if cached.is_file():  # an earlier pull's object, or this listing's twin of one: the check reads it
+            _place(cached, target)
+            continue
+        _make_parent(cached, made)
+        partial = cached.with_name(f"{cached.name}.{uuid.uuid4().hex[:8]}.tmp")
         try:
-            os.link(cached, target)
-        except OSError:  # another file system: a copy, as DVC's "hardlink,copy", which the check reads again
-            shutil.copyfile(cached, target)
-            digest = None
-        if digest is not None:
+            digest = _copy_read_only(_object(folder, md5), partial)
+        except FileNotFoundError:
+            partial.unlink(missing_ok=True)
+            raise HydrationError(f"data version {version.data_version}: {version.remote} lacks {name}") from None
+        # Linked before it is renamed into the cache: a concurrent hydration may replace `cached` meanwhile, and
+        # the digest vouches only for the bytes this process wrote.
+        if _place(partial, target):
             hashed[name] = digest
+        os.replace(partial, cached)  # whole or not at all: a concurrent hydration links only whole objects
     return hashed
+
+
+def _place(source: Path, target: Path) -> bool:
+    """`source` hard-linked at `target` (True), or copied there from another file system, as DVC's
+    "hardlink,copy" (False: a second copy, which the check reads again)."""
+    try:
+        os.link(source, target)
+        return True
+    except OSError:
+        shutil.copyfile(source, target)
+        return False
 
 
 def _make_parent(path: Path, made: set[Path]) -> None:
@@ -264,22 +274,27 @@ def _make_parent(path: Path, made: set[Path]) -> None:
         made.add(path.parent)
 
 
-COPY_CHUNK = 1 << 20  # hashed while still in the CPU's cache: 4 MiB chunks were slower here (bench/README)
+# Hashed and written a slice at a time, while the slice is in the CPU's cache (bench/README.md, the vision section).
+COPY_CHUNK = 1 << 20
 
 
 def _copy_read_only(source: Path, target: Path) -> str:
     """`source`'s bytes into a new read-only file (as DVC leaves its cache); their xxh3-128, hashed on the way.
 
-    One pass through user space, not the kernel's sendfile then a second read to check the copy: 0.8x the time
-    of those two on a 48 MiB image version (bench/README.md, the vision section)."""
-    hasher, buffer = hasher_of(FAST), bytearray(COPY_CHUNK)
-    view = memoryview(buffer)
-    with open(source, "rb", buffering=0) as src:
+    One pass, from `source` mapped into memory: not the kernel's sendfile then a second read to check the copy
+    (15-19 ms against 22-26 ms for 48 MiB in 8 files, `cp -r` 16-17 ms: bench/README.md, the vision section). The
+    remote's objects are written whole and renamed into place, never rewritten, so the mapping cannot shrink."""
+    hasher = hasher_of(FAST)
+    with open(source, "rb") as src:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-        with open(fd, "wb", closefd=True) as dst:  # buffered: it writes a large chunk whole, or raises
-            while size := src.readinto(buffer):
-                hasher.update(view[:size])
-                dst.write(view[:size])
+        with open(fd, "wb", closefd=True) as dst:  # buffered: it writes a large slice whole, or raises
+            if not os.fstat(src.fileno()).st_size:
+                return hasher.hexdigest()  # an empty file cannot be mapped
+            with mmap.mmap(src.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as whole:
+                for start in range(0, len(whole), COPY_CHUNK):
+                    with whole[start : start + COPY_CHUNK] as chunk:
+                        hasher.update(chunk)
+                        dst.write(chunk)
     return hasher.hexdigest()
 
 

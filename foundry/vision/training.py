@@ -124,7 +124,8 @@ def _samples(path: Path, part: int | None = None) -> Iterator[Sample]:
 
 
 class _Image(NamedTuple):
-    """Where one training image lies in its shard: its number among the shard's images, its PNG's bytes, its class."""
+    """Where one training image lies in its shard: its number among the shard's images, where its PNG's bytes start
+    and end, its class."""
 
     number: int
     start: int
@@ -158,6 +159,15 @@ def _batch(samples: list[Sample], decoded: DecodedImages) -> tuple[torch.Tensor,
     """uint8 images (B, C, H, W) and class indices (B,)."""
     images = torch.stack([decoded.get(sample) for sample in samples])
     return images, torch.tensor([sample.index for sample in samples], dtype=torch.int64)
+
+
+def _sliced(path: Path, part: int, images: list[_Image]) -> Iterator[Sample]:
+    """The `images` of the shard at `path` (part `part` of the rank's), their PNG bytes sliced where the index says."""
+    if not images:  # an empty shard cannot be mapped
+        return
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        for image in images:
+            yield Sample((part, image.number), data[image.start : image.end], image.index)
 
 
 @dataclass(frozen=True)
@@ -202,11 +212,7 @@ class _Plan:
                     if n % part.stride == part.offset:
                         yield sample
                 continue
-            if not images:
-                continue
-            with open(self.folder / part.file, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                for image in images:
-                    yield Sample((int(i), image.number), data[image.start : image.end], image.index)
+            yield from _sliced(self.folder / part.file, int(i), images)
 
     def _shuffled(self, rng: np.random.Generator) -> Iterator[Sample]:
         """The stream through a buffer of `shuffle` images: each arriving image replaces a random one sent out."""

@@ -92,7 +92,7 @@ def test_a_version_aligned_before_loads_with_what_it_trained_with():
 
 @pytest.mark.parametrize("method", ["sft", "dpo"])
 def test_a_null_align_train_key_recorded_before_the_recipes_still_means_trains_value(method):
-    """Before the recipes a null key of `align.train` kept `train`'s value, not a recipe's (5,000 steps for sft)."""
+    """Before the recipes a null key of `align.train` kept `train`'s value, not a recipe's (2,500 steps for sft)."""
     recorded = FoundryConfig().model_dump(mode="json")
     old_train = {"max_steps": None, "batch_size": 32, "learning_rate": None, "warmup_steps": 30}
     recorded["align"] = {"method": method, "model_name": "foundry-chat", "train": old_train, "replay_fraction": 0.0}

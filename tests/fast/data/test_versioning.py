@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import shutil
@@ -85,6 +86,24 @@ def test_the_copy_is_checked_by_the_digests_taken_as_it_was_written(versioned, t
     assert (tmp_path / "copy.bin").stat().st_mode & 0o777 == 0o444  # read-only, as DVC leaves its cache
     assert verify_dataset(target, hashed={shard: fast_digest(target / shard)}) == []
     assert verify_dataset(target, hashed={shard: digest}) == [shard]
+
+
+def test_where_links_fail_the_second_copy_is_read_again_by_the_check(versioned, tmp_path, monkeypatch):
+    """Across file systems the node's file is a copy of the cached object, not the bytes hashed while fetching: no
+    digest taken then vouches for it, and it is still checked."""
+    from foundry.data import hydrate
+
+    data, _ = versioned
+
+    def cross_device(*_):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(hydrate.os, "link", cross_device)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert hydrate._copy_from_folder(data, out, tmp_path / "cache") == {}
+    target = hydrate_version(data, tmp_path / "node")
+    assert verify_dataset(target) == [] and all(p.stat().st_nlink == 1 for p in target.iterdir())
 
 
 def remote_object(data: DataVersion, md5: str) -> Path:

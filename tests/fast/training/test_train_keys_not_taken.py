@@ -83,7 +83,7 @@ def test_a_variant_key_set_to_its_recipes_own_value_still_warns():
     looks the same as one left alone."""
     config = load_config(None, ["train.weight_decay=0.05", "retrain.train.weight_decay=0.1"])
     assert config.train_keys_not_taken("retrain") == [("weight_decay", 0.05, "retrain.train.weight_decay", 0.1)]
-    aligned = load_config(None, ["train.max_steps=40", "align.train.max_steps=5000"])  # align.train: a choice
+    aligned = load_config(None, ["train.max_steps=40", "align.train.max_steps=2500"])  # align.train: a choice
     assert aligned.train_keys_not_taken("align") == []
     tuned = load_config(None, ["train.learning_rate=0.004", "finetune.train.learning_rate=0.002"])
     assert tuned.train_keys_not_taken("finetune") == []  # set away from the recipe's: a choice
