@@ -29,6 +29,7 @@ import os
 import tarfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -208,19 +209,27 @@ def write_shards(
     return manifest
 
 
+@contextmanager
+def mapped(path: Path) -> Iterator[bytes | mmap.mmap]:
+    """A shard's bytes, mapped read-only for the `with` block (an empty file, which cannot be mapped: b"")."""
+    with open(path, "rb") as f:
+        if not os.fstat(f.fileno()).st_size:
+            yield b""
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            yield data
+
+
 def members(path: Path) -> Iterator[tuple[str, bytes]]:
     """(name, bytes) of each member of a shard, in order. Read from `pack`'s fixed ustar layout directly
     (`member_spans`); a shard with a header `pack` does not write (another tar tool's) is read by `tarfile`."""
-    with open(path, "rb") as f:
-        if not os.fstat(f.fileno()).st_size:
+    with mapped(path) as data:
+        spans = member_spans(data)
+        if spans is None:
+            yield from _tar_members(path)
             return
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            spans = member_spans(data)
-            if spans is None:
-                yield from _tar_members(path)
-                return
-            for name, start, end in spans:
-                yield name, data[start:end]
+        for name, start, end in spans:
+            yield name, data[start:end]
 
 
 def member_spans(data: bytes | mmap.mmap) -> list[tuple[str, int, int]] | None:

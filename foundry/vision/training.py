@@ -22,22 +22,21 @@ epochs, so each may come to hold all of them: up to loader_workers x decoded_cac
 from __future__ import annotations
 
 import math
-import mmap
-import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import torch
 
 from foundry.config import FoundryConfig
-from foundry.vision.shards import ShardFile, ShardManifest, decode_png, member_spans, members
+from foundry.vision.shards import ShardFile, ShardManifest, decode_png, mapped, member_spans, members
 from models.data import ResumableEpochs, check_rank
 from models.vision import AugmentConfig, VisionConfig
 
+T = TypeVar("T")
 SHUFFLE_BUFFER = 4096  # images; fixed: no config section has a key for it
 # A worker's batch of fewer bytes comes back pickled through the pipe, a larger one in shared memory: a tensor
 # through shared memory costs ~3 ms a batch on the reference machine (its segment and file descriptor), a 4 KiB
@@ -114,12 +113,20 @@ class DecodedImages:
 
 def _samples(path: Path, part: int | None = None) -> Iterator[Sample]:
     """One shard's samples in its order; keyed (`part`, member number) when `part` is given."""
-    png, n = b"", 0
-    for name, data in members(path):
+    for n, png, label in _images_of(members(path), no_png=b""):
+        yield Sample(None if part is None else (part, n), png, int(label))
+
+
+def _images_of(named: Iterable[tuple[str, T]], no_png: T) -> Iterator[tuple[int, T, T]]:
+    """(n, what stands for its PNG, what stands for its class) of each image n of a shard, from its members in
+    order, each a name and what stands for its bytes: the bytes themselves, or where they lie (`no_png` for a
+    class with no PNG before it, which decodes to nothing)."""
+    png, n = no_png, 0
+    for name, value in named:
         if name.endswith(".png"):
-            png = data
+            png = value
         elif name.endswith(".cls"):
-            yield Sample(None if part is None else (part, n), png, int(data))
+            yield n, png, value
             n += 1
 
 
@@ -137,22 +144,15 @@ def _images_in(path: Path, stride: int, offset: int) -> list[_Image] | None:
     """The shard's images n with n % stride == offset, found once for every epoch after: reading the headers each
     epoch was most of a digits batch's time in the loader (bench/README.md, the vision section). None where the
     shard is not in `pack`'s layout."""
-    with open(path, "rb") as f:
-        if not os.fstat(f.fileno()).st_size:
-            return []
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            spans = member_spans(data)
-            if spans is None:
-                return None
-            found, png, n = [], (0, 0), 0
-            for name, start, end in spans:
-                if name.endswith(".png"):
-                    png = (start, end)
-                elif name.endswith(".cls"):
-                    if n % stride == offset:
-                        found.append(_Image(n, *png, int(data[start:end])))
-                    n += 1
-    return found
+    with mapped(path) as data:
+        spans = member_spans(data)
+        if spans is None:
+            return None
+        return [
+            _Image(n, *png, int(data[slice(*label)]))
+            for n, png, label in _images_of(((name, (start, end)) for name, start, end in spans), no_png=(0, 0))
+            if n % stride == offset
+        ]
 
 
 def _batch(samples: list[Sample], decoded: DecodedImages) -> tuple[torch.Tensor, torch.Tensor]:
@@ -163,9 +163,7 @@ def _batch(samples: list[Sample], decoded: DecodedImages) -> tuple[torch.Tensor,
 
 def _sliced(path: Path, part: int, images: list[_Image]) -> Iterator[Sample]:
     """The `images` of the shard at `path` (part `part` of the rank's), their PNG bytes sliced where the index says."""
-    if not images:  # an empty shard cannot be mapped
-        return
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+    with mapped(path) as data:
         for image in images:
             yield Sample((part, image.number), data[image.start : image.end], image.index)
 
