@@ -300,7 +300,8 @@ class LoaderClock:
     """Times each `next()` on Foundry's training loader (`ShardBatches`), as the plain loop times its own: within
     `with LoaderClock() as clock:` the loader's iterator is wrapped, the product code unchanged. Lightning asks for a
     batch ahead of the step that uses it, so a step's wait is the time its gap spent in `next()`, whichever batch
-    that fetched."""
+    that fetched. The fetch that ends an epoch (StopIteration) is timed too: the loader's work at an epoch's end
+    is a wait as well."""
 
     def __init__(self):
         self.fetches: list[tuple[float, float]] = []  # (start, seconds)
@@ -314,11 +315,10 @@ class LoaderClock:
             batches = unwrapped(loader)
             while True:
                 start = time.perf_counter()
-                try:
-                    batch = next(batches)
-                except StopIteration:
-                    return
+                batch = next(batches, None)
                 self.fetches.append((start, time.perf_counter() - start))
+                if batch is None:
+                    return
                 yield batch
 
         ShardBatches.__iter__ = timed

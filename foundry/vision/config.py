@@ -93,9 +93,11 @@ class ImageConfig(_Section):
     decoded_cache_mb: int = Field(
         128,
         ge=0,
-        description="MiB of decoded training images each loader process keeps (the training process, with no "
-        "loader workers), pixels and ~1 KB an image of bookkeeping, so that later epochs do not decode them again; "
-        "0 keeps none. The batches are the same for any size.",
+        description="MiB of decoded training images kept so that later epochs do not decode them again. Where a "
+        "rank's images all fit (pixels and 9 bytes an image), the training process keeps them and, from the end of "
+        "its first epoch, gathers every batch itself, its loader workers ended; else each loader process (the "
+        "training process, with no loader workers) keeps up to this many, pixels and ~1 KB an image of "
+        "bookkeeping. 0 keeps none. The batches are the same for any size.",
     )
     min_per_class: int = Field(
         10,

@@ -248,6 +248,12 @@ def member_spans(data: bytes | mmap.mmap) -> list[tuple[str, int, int]] | None:
     return spans
 
 
+def tar_spans(path: Path) -> list[tuple[str, int, int]]:
+    """(name, start, end) of each regular file's bytes in a tar written by any tool, as `tarfile` finds them."""
+    with tarfile.open(path) as tar:
+        return [(m.name, m.offset_data, m.offset_data + m.size) for m in tar if m.isfile()]
+
+
 def _tar_members(path: Path) -> Iterator[tuple[str, bytes]]:
     with tarfile.open(path) as tar:
         for member in tar:

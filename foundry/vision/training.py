@@ -14,14 +14,22 @@ With `image.loader_workers` > 0, DataLoader worker processes read and decode the
 trainer's data wait: 19% of a digits step in the training process, bench/README.md's vision section). Each worker
 walks the same seeded stream and decodes every n-th batch, and the DataLoader hands them out in turn, so the
 batches are those of the training process, in its order; they run on across epochs, started once, and end
-with the fit (`ShardBatches.close`, which the trainer calls). Each keeps the images it decoded, up to
-`image.decoded_cache_mb`, and does not decode them again in a later epoch (a worker sees every image over the
-epochs, so each may come to hold all of them: up to loader_workers x decoded_cache_mb a training process).
+with the fit (`ShardBatches.close`, which the trainer calls).
+
+Where all of a rank's decoded images fit `image.decoded_cache_mb`, the training process keeps them in one array
+(`RankImages`) as the batches arrive, decodes at the first epoch's end those no batch drew, and ends the workers:
+from then on a batch is one gather in the training process, with nothing to decode or receive (a worker's batch
+cost ~0.6 ms to receive against a ~4 ms digits step). Where they do not fit, each process keeps the images it
+decoded up to that size (`DecodedImages`) and does not decode them again in a later epoch (a worker sees every
+image over the epochs, so each may come to hold all of them: up to loader_workers x decoded_cache_mb a training
+process).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from functools import cached_property
@@ -32,7 +40,7 @@ import numpy as np
 import torch
 
 from foundry.config import FoundryConfig
-from foundry.vision.shards import ShardFile, ShardManifest, decode_png, mapped, member_spans, members
+from foundry.vision.shards import ShardFile, ShardManifest, decode_png, mapped, member_spans, members, tar_spans
 from models.data import ResumableEpochs, check_rank
 from models.vision import AugmentConfig, VisionConfig
 
@@ -81,10 +89,10 @@ def saved_extra(config: FoundryConfig, shards: ShardManifest) -> dict:
 
 
 class Sample(NamedTuple):
-    """One training image as a shard holds it, undecoded (a resume passes it cheaply): `key` names it among the
-    rank's images ((part, member number); None in the holdout), so that its decoded pixels can be kept."""
+    """One training image as a shard holds it, undecoded (a resume passes it cheaply): `key` is its row among the
+    rank's images (`_Plan`), so that its decoded pixels can be kept; None in the holdout."""
 
-    key: tuple[int, int] | None
+    key: int | None
     png: bytes
     index: int
 
@@ -99,7 +107,7 @@ class DecodedImages:
 
     def __init__(self, limit: int):
         self.limit, self.held, self.decodes = limit, 0, 0  # decodes: images decoded here
-        self.images: dict[tuple[int, int], torch.Tensor] = {}
+        self.images: dict[int, torch.Tensor] = {}
 
     def get(self, sample: Sample) -> torch.Tensor:
         image = self.images.get(sample.key)
@@ -111,10 +119,53 @@ class DecodedImages:
         return image
 
 
-def _samples(path: Path, part: int | None = None) -> Iterator[Sample]:
-    """One shard's samples in its order; keyed (`part`, member number) when `part` is given."""
-    for n, png, label in _images_of(members(path), no_png=b""):
-        yield Sample(None if part is None else (part, n), png, int(label))
+class RankImages:
+    """Every training image of a rank whose images all fit `image.decoded_cache_mb`, decoded into one uint8 array by
+    row (`Sample.key`), kept by the training process: once every row is held, a batch is one gather here, with
+    no decoding and no worker's batch to receive (bench/README.md, the vision section). The pixels are those
+    decoding gives, so the batches are the same."""
+
+    def __init__(self, shape: tuple[int, int, int], labels: torch.Tensor):
+        self.pixels = torch.empty((len(labels), *shape), dtype=torch.uint8)
+        self.labels, self.held, self.decodes = labels, np.zeros(len(labels), dtype=bool), 0
+
+    @staticmethod
+    def bytes_for(rows: int, shape: tuple[int, int, int]) -> int:
+        """What holding `rows` images of `shape` costs: the pixels, a class (int64) and a flag each."""
+        return rows * (math.prod(shape) + 9)
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.held.all())
+
+    def get(self, sample: Sample) -> torch.Tensor:
+        if not self.held[sample.key]:
+            self.keep(sample.key, decode_png(sample.png))
+            self.decodes += 1
+        return self.pixels[sample.key]
+
+    def keep(self, rows: int | torch.Tensor, images: torch.Tensor) -> None:
+        if images.shape[-3:] != self.pixels.shape[1:]:
+            raise ValueError(
+                f"a training image decodes to {tuple(images.shape[-3:])} pixels, not the {tuple(self.pixels.shape[1:])} "
+                "of its shards.json: the shards do not match their manifest"
+            )
+        self.pixels[rows] = images
+        self.held[rows] = True
+
+    def kept(self, rows: torch.Tensor, batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """A worker's `batch` of `rows`, kept, passed on."""
+        self.keep(rows, batch[0])
+        return batch
+
+    def batch(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.pixels.index_select(0, rows), self.labels.index_select(0, rows)
+
+
+def _samples(path: Path) -> Iterator[Sample]:
+    """One shard's samples in its order, unkeyed (the holdout's)."""
+    for _, png, label in _images_of(members(path), no_png=b""):
+        yield Sample(None, png, int(label))
 
 
 def _images_of(named: Iterable[tuple[str, T]], no_png: T) -> Iterator[tuple[int, T, T]]:
@@ -131,41 +182,39 @@ def _images_of(named: Iterable[tuple[str, T]], no_png: T) -> Iterator[tuple[int,
 
 
 class _Image(NamedTuple):
-    """Where one training image lies in its shard: its number among the shard's images, where its PNG's bytes start
-    and end, its class."""
+    """Where one training image's PNG bytes start and end in its shard, and its class."""
 
-    number: int
     start: int
     end: int
     index: int
 
 
-def _images_in(path: Path, stride: int, offset: int) -> list[_Image] | None:
+def _images_in(path: Path, stride: int, offset: int) -> list[_Image]:
     """The shard's images n with n % stride == offset, found once for every epoch after: reading the headers each
-    epoch was most of a digits batch's time in the loader (bench/README.md, the vision section). None where the
-    shard is not in `pack`'s layout."""
+    epoch was most of a digits batch's time in the loader (bench/README.md, the vision section). A shard not in
+    `pack`'s layout (another tar tool's) is indexed by `tarfile`."""
     with mapped(path) as data:
         spans = member_spans(data)
         if spans is None:
-            return None
+            spans = tar_spans(path)
         return [
-            _Image(n, *png, int(data[slice(*label)]))
+            _Image(*png, int(data[slice(*label)]))
             for n, png, label in _images_of(((name, (start, end)) for name, start, end in spans), no_png=(0, 0))
             if n % stride == offset
         ]
 
 
-def _batch(samples: list[Sample], decoded: DecodedImages) -> tuple[torch.Tensor, torch.Tensor]:
+def _batch(samples: list[Sample], decoded: DecodedImages | RankImages) -> tuple[torch.Tensor, torch.Tensor]:
     """uint8 images (B, C, H, W) and class indices (B,)."""
     images = torch.stack([decoded.get(sample) for sample in samples])
     return images, torch.tensor([sample.index for sample in samples], dtype=torch.int64)
 
 
-def _sliced(path: Path, part: int, images: list[_Image]) -> Iterator[Sample]:
-    """The `images` of the shard at `path` (part `part` of the rank's), their PNG bytes sliced where the index says."""
+def _sliced(path: Path, images: Iterable[tuple[int, _Image]]) -> Iterator[Sample]:
+    """The (row, image) `images` of the shard at `path`, their PNG bytes sliced where the index says."""
     with mapped(path) as data:
-        for image in images:
-            yield Sample((part, image.number), data[image.start : image.end], image.index)
+        for row, image in images:
+            yield Sample(row, data[image.start : image.end], image.index)
 
 
 @dataclass(frozen=True)
@@ -187,7 +236,8 @@ def rank_parts(shards: list[ShardFile], rank: int, world_size: int) -> list[_Par
 
 @dataclass(frozen=True)
 class _Plan:
-    """What fixes one rank's stream of training images: its parts of the shards, the seed and the shuffle buffer."""
+    """What fixes one rank's stream of training images: its parts of the shards, the seed and the shuffle buffer.
+    The rank's images are numbered (rows) part after part, in each part's order."""
 
     folder: Path
     parts: list[_Part]
@@ -198,40 +248,73 @@ class _Plan:
     steps_per_epoch: int
 
     @cached_property
-    def _images(self) -> list[list[_Image] | None]:
+    def _images(self) -> list[list[_Image]]:
         """Each part's images (`_images_in`), found by the first epoch of each process that reads them."""
         return [_images_in(self.folder / part.file, part.stride, part.offset) for part in self.parts]
 
+    @cached_property
+    def _first_rows(self) -> list[int]:
+        return [0, *itertools.accumulate(len(images) for images in self._images)][:-1]
+
+    @cached_property
+    def labels(self) -> torch.Tensor:
+        """The class of each row."""
+        return torch.tensor([image.index for images in self._images for image in images], dtype=torch.int64)
+
+    def _rows_of(self, i: int) -> range:
+        return range(self._first_rows[i], self._first_rows[i] + len(self._images[i]))
+
     def _stream(self, rng: np.random.Generator) -> Iterator[Sample]:
         for i in rng.permutation(len(self.parts)):
-            part, images = self.parts[i], self._images[i]
-            if images is None:  # another tar tool's layout: its headers read by `tarfile` every epoch
-                for n, sample in enumerate(_samples(self.folder / part.file, int(i))):
-                    if n % part.stride == part.offset:
-                        yield sample
-                continue
-            yield from _sliced(self.folder / part.file, int(i), images)
+            yield from _sliced(self.folder / self.parts[i].file, zip(self._rows_of(i), self._images[i]))
 
-    def _shuffled(self, rng: np.random.Generator) -> Iterator[Sample]:
+    def _shuffled(self, stream: Iterator[T], rng: np.random.Generator) -> Iterator[T]:
         """The stream through a buffer of `shuffle` images: each arriving image replaces a random one sent out."""
-        buffer: list[Sample] = []
-        for sample in self._stream(rng):
+        buffer: list[T] = []
+        for item in stream:
             if len(buffer) < max(1, self.shuffle):
-                buffer.append(sample)
+                buffer.append(item)
                 continue
             i = int(rng.integers(len(buffer)))
             yield buffer[i]
-            buffer[i] = sample
+            buffer[i] = item
         for i in rng.permutation(len(buffer)) if self.shuffle else range(len(buffer)):
             yield buffer[i]
 
+    def _rng(self, epoch: int) -> np.random.Generator:
+        return np.random.default_rng([self.seed, self.rank, epoch])
+
     def samples(self, epoch: int, start: int) -> Iterator[list[Sample]]:
         """Epoch `epoch`'s batches from batch `start` on, undecoded: the ones before it are read, not decoded."""
-        stream = self._shuffled(np.random.default_rng([self.seed, self.rank, epoch]))
+        rng = self._rng(epoch)
+        stream = self._shuffled(self._stream(rng), rng)
         for _ in range(start * self.batch_size):
             next(stream)
         for _ in range(start, self.steps_per_epoch):
             yield [next(stream) for _ in range(self.batch_size)]
+
+    def rows(self, epoch: int, start: int) -> Iterator[torch.Tensor]:
+        """The rows of `samples(epoch, start)`'s batches, drawn alike."""
+        rng = self._rng(epoch)
+        stream = np.concatenate(
+            [np.arange(r.start, r.stop) for r in map(self._rows_of, rng.permutation(len(self.parts)))]
+        )
+        if len(stream) > self.shuffle:
+            stream = np.fromiter(self._shuffled(iter(stream.tolist()), rng), np.int64, len(stream))
+        elif self.shuffle:  # the buffer holds the whole stream: `_shuffled`'s one permutation, without its loop
+            stream = stream[rng.permutation(len(stream))]
+        order = torch.from_numpy(stream)
+        for k in range(start, self.steps_per_epoch):
+            yield order[k * self.batch_size : (k + 1) * self.batch_size]
+
+    def unheld(self, held: np.ndarray) -> Iterator[Sample]:
+        """The samples of the rows not `held`, part after part."""
+        for i, part in enumerate(self.parts):
+            rows = self._rows_of(i)
+            lacking = np.flatnonzero(~held[rows.start : rows.stop])
+            if len(lacking):
+                images = self._images[i]
+                yield from _sliced(self.folder / part.file, ((rows[k], images[k]) for k in lacking))
 
 
 class _Ahead(torch.utils.data.IterableDataset):
@@ -280,8 +363,10 @@ class _Running:
 
 class ShardBatches(ResumableEpochs):
     """Shuffled training batches of one rank, `steps_per_epoch` an epoch, resumable mid-epoch (`state_dict`);
-    decoded by `workers` DataLoader processes ahead of use, or in this process (0), each of which keeps up to
-    `decoded_limit` bytes of the images it decoded for the epochs after (`DecodedImages`)."""
+    decoded by `workers` DataLoader processes ahead of use, or in this process (0). Where all of the rank's images
+    fit `decoded_limit` bytes, this process keeps them (`RankImages`) from the batches it gets, decodes the rest
+    at the end of that epoch and from then on gathers every batch itself, the workers ended; else each process
+    keeps up to `decoded_limit` bytes of the images it decoded for the epochs after (`DecodedImages`)."""
 
     def __init__(
         self,
@@ -297,8 +382,8 @@ class ShardBatches(ResumableEpochs):
         check_rank(rank, world_size)
         self.folder, self.batch_size, self.seed, self.shuffle = Path(folder), batch_size, seed, shuffle
         self.rank, self.world_size = rank, world_size  # the state names its world: resumed in that one only
-        shards = ShardManifest.read(self.folder).shards_of("train")
-        parts = [rank_parts(shards, r, world_size) for r in range(world_size)]
+        manifest = ShardManifest.read(self.folder)
+        parts = [rank_parts(manifest.shards_of("train"), r, world_size) for r in range(world_size)]
         fewest = min(sum(p.images for p in mine) for mine in parts)
         self.steps_per_epoch = fewest // batch_size
         if self.steps_per_epoch == 0:
@@ -307,9 +392,13 @@ class ShardBatches(ResumableEpochs):
                 f"across {world_size} ranks: lower train.batch_size or the number of processes"
             )
         self.parts, self.workers = parts[rank], workers
-        self.decoded_images = DecodedImages(decoded_limit)  # with no workers: this process's, across epochs
         self.plan = _Plan(self.folder, self.parts, batch_size, seed, shuffle, rank, self.steps_per_epoch)
+        self.decoded_limit = decoded_limit
+        self.decoded_images: DecodedImages | RankImages = DecodedImages(decoded_limit)  # with no workers
+        if RankImages.bytes_for(sum(p.images for p in self.parts), manifest.shape) <= decoded_limit:
+            self.decoded_images = RankImages(manifest.shape, self.plan.labels)
         self._running: _Running | None = None
+        self._ending: threading.Thread | None = None  # the workers' shutdown, when they end mid-fit
 
     def _ahead(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """The workers' batches from this loader's position: those already running when they stand there
@@ -317,8 +406,9 @@ class ShardBatches(ResumableEpochs):
         at = (self.epoch, self.batch_in_epoch)
         if self._running is None or self._running.at != at:
             self.close()
+            kept_by_workers = 0 if isinstance(self.decoded_images, RankImages) else self.decoded_limit
             loader = torch.utils.data.DataLoader(
-                _Ahead(self.plan, *at, self.decoded_images.limit),
+                _Ahead(self.plan, *at, kept_by_workers),
                 batch_size=None,
                 num_workers=self.workers,
                 prefetch_factor=4,
@@ -328,17 +418,43 @@ class ShardBatches(ResumableEpochs):
         return self._running.batches
 
     def close(self) -> None:
-        """Ends the worker processes, if any run; iterating again starts new ones where the loader stands."""
+        """Ends the worker processes, if any run or are ending; iterating again starts new ones where the loader
+        stands."""
+        self._end_workers(wait=True)
+
+    def _end_workers(self, wait: bool) -> None:
+        """Stops the workers from a thread of this process, waiting for it or not: their shutdown (~20 ms on the
+        digits) need not be a step's wait."""
         if self._running is not None:
-            self._running.stop()
-            self._running = None
+            if self._ending is not None:
+                self._ending.join()
+            running, self._running = self._running, None
+            self._ending = threading.Thread(target=running.stop, name="foundry-loader-workers-end")
+            self._ending.start()
+        if wait and self._ending is not None:
+            self._ending.join()
+            self._ending = None
+
+    def _batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        kept, at = self.decoded_images, (self.epoch, self.batch_in_epoch)
+        if isinstance(kept, RankImages) and kept.complete:
+            return map(kept.batch, self.plan.rows(*at))
+        if not self.workers:
+            return (_batch(samples, kept) for samples in self.plan.samples(*at))
+        batches = map(_tensors, self._ahead())
+        return map(kept.kept, self.plan.rows(*at), batches) if isinstance(kept, RankImages) else batches
+
+    def _hold_the_rest(self) -> None:
+        """After an epoch, decodes here the images `RankImages` still lacks (those no batch drew) and ends the
+        workers: from the next epoch on every batch is gathered in this process."""
+        kept = self.decoded_images
+        if isinstance(kept, RankImages) and not kept.complete:
+            for sample in self.plan.unheld(kept.held):
+                kept.get(sample)
+            self._end_workers(wait=False)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        if self.workers:
-            batches = map(_tensors, self._ahead())
-        else:
-            samples = self.plan.samples(self.epoch, self.batch_in_epoch)
-            batches = (_batch(batch, self.decoded_images) for batch in samples)
+        batches = self._batches()
         for i in range(self.batch_in_epoch, self.steps_per_epoch):
             batch = next(batches)
             self.batch_in_epoch = i + 1
@@ -348,6 +464,7 @@ class ShardBatches(ResumableEpochs):
         self.epoch, self.batch_in_epoch = self.epoch + 1, 0
         if self._running is not None:
             self._running.at = (self.epoch, 0)
+        self._hold_the_rest()
 
 
 class HoldoutBatches:

@@ -4,6 +4,7 @@ the shard loaders give every rank the same number of batches and resume at their
 
 from __future__ import annotations
 
+import math
 import shutil
 import tarfile
 from pathlib import Path
@@ -21,8 +22,8 @@ from lightning.pytorch import Callback
 from foundry.checkpointing.manifest import read_manifest
 from foundry.training.progress import read_progress
 from foundry.vision import training
-from foundry.vision.shards import member_spans
-from foundry.vision.training import DecodedImages, HoldoutBatches, ShardBatches
+from foundry.vision.shards import ShardManifest, member_spans
+from foundry.vision.training import DecodedImages, HoldoutBatches, RankImages, ShardBatches
 from models.vision import classifier_from_saved
 
 CLASSES = IMAGE_CLASSES
@@ -142,9 +143,10 @@ def test_fewer_shards_than_ranks_give_each_rank_a_stride_of_every_shard(image_da
     assert len(seen) == len(set(seen)) == 30
 
 
-def test_a_loader_resumed_mid_epoch_draws_the_batches_an_uninterrupted_one_draws(image_dataset):
+@pytest.mark.parametrize("kept", [0, 1 << 20])  # decoded every epoch; all kept, the resumed epoch's rest decoded
+def test_a_loader_resumed_mid_epoch_draws_the_batches_an_uninterrupted_one_draws(image_dataset, kept):
     """With batches decoded in the training process; with worker processes: tests/slow/vision/."""
-    assert_resumes_exactly(lambda: ShardBatches(image_dataset, 8, seed=3, workers=0))
+    assert_resumes_exactly(lambda: ShardBatches(image_dataset, 8, seed=3, workers=0, decoded_limit=kept))
 
 
 def test_worker_processes_decode_the_batches_of_the_training_process_in_its_order(image_dataset):
@@ -168,12 +170,36 @@ def test_a_later_epoch_decodes_only_the_images_not_kept(image_dataset):
     for _ in range(2):
         list(everything)
     assert everything.decoded_images.decodes == 36  # each of the 36 training images once
-    one_image = next(iter(everything.decoded_images.images.values())).nbytes + DecodedImages.ENTRY_BYTES
-    ten = ShardBatches(image_dataset, 4, seed=5, decoded_limit=10 * one_image)
+    shape = ShardManifest.read(image_dataset).shape
+    one_image = math.prod(shape) + DecodedImages.ENTRY_BYTES
+    assert 4 * one_image < RankImages.bytes_for(36, shape)  # too little for them all: kept one by one
+    four = ShardBatches(image_dataset, 4, seed=5, decoded_limit=4 * one_image)
     for _ in range(2):
-        list(ten)
-    assert ten.decoded_images.held == 10 * one_image and len(ten.decoded_images.images) == 10
-    assert ten.decoded_images.decodes == 36 + 26  # the second epoch decodes the 26 it could not keep
+        list(four)
+    assert four.decoded_images.held == 4 * one_image and len(four.decoded_images.images) == 4
+    assert four.decoded_images.decodes == 36 + 32  # the second epoch decodes the 32 it could not keep
+
+
+@pytest.mark.parametrize("shuffle", [training.SHUFFLE_BUFFER, 10])  # the buffer holds all 36 images; it fills
+def test_a_rank_whose_images_all_fit_is_gathered_here_from_its_second_epoch_with_the_same_batches(
+    image_dataset, shuffle
+):
+    """36 images, 4 batches of 8 an epoch: the workers decode the 32 the first epoch draws, this process the 4 left
+    at its end, and then ends the workers; later epochs decode nothing."""
+    every_epoch_decoded = ShardBatches(image_dataset, 8, seed=5, shuffle=shuffle)
+    kept = ShardBatches(image_dataset, 8, seed=5, shuffle=shuffle, workers=2, decoded_limit=1 << 20)
+    assert isinstance(kept.decoded_images, RankImages)
+    for epoch in range(3):
+        for (images, labels), (want_images, want_labels) in zip(kept, every_epoch_decoded, strict=True):
+            assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
+        assert kept.decoded_images.complete and kept._running is None  # ended, or ending
+        assert kept.decoded_images.decodes == 4, epoch
+
+
+def test_images_that_do_not_match_their_manifests_shape_are_refused_by_name():
+    kept = RankImages((3, 4, 4), torch.zeros(2, dtype=torch.int64))
+    with pytest.raises(ValueError, match="do not match their manifest"):
+        kept.keep(0, torch.zeros(1, 4, 4, dtype=torch.uint8))
 
 
 def test_a_loader_worker_keeps_what_it_decoded_from_one_epoch_to_the_next(image_dataset, monkeypatch):
@@ -189,13 +215,12 @@ def test_a_loader_worker_keeps_what_it_decoded_from_one_epoch_to_the_next(image_
 
 def _read_member_by_member(plan, seed: int) -> list:
     """A rank's stream as the loader read it before it kept an index of each shard: every header every epoch."""
-    rng = np.random.default_rng(seed)
-    return [
-        sample
-        for i in rng.permutation(len(plan.parts))
-        for n, sample in enumerate(training._samples(plan.folder / plan.parts[i].file, int(i)))
-        if n % plan.parts[i].stride == plan.parts[i].offset
-    ]
+    stream = []
+    for i in np.random.default_rng(seed).permutation(len(plan.parts)):
+        part, first_row = plan.parts[i], sum(p.images for p in plan.parts[:i])
+        mine = [s for n, s in enumerate(training._samples(plan.folder / part.file)) if n % part.stride == part.offset]
+        stream += [sample._replace(key=first_row + k) for k, sample in enumerate(mine)]
+    return stream
 
 
 @pytest.mark.parametrize("world_size", [1, 3, 5])  # whole shards; whole shards dealt; a stride of every shard
@@ -216,7 +241,6 @@ def test_a_shard_another_tar_tool_wrote_is_read_through_tarfile_with_the_same_im
     assert member_spans(shard.read_bytes()) is None  # GNU headers: not `pack`'s
     assert member_spans((image_dataset / shard.name).read_bytes()) is not None
     ours, theirs = (ShardBatches(folder, 4, seed=2).plan for folder in (image_dataset, copy))
-    assert theirs._images[[p.file for p in theirs.parts].index(shard.name)] is None
     assert [(s.key, s.png, s.index) for s in theirs._stream(np.random.default_rng(0))] == [
         (s.key, s.png, s.index) for s in ours._stream(np.random.default_rng(0))
     ]
