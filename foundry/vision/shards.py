@@ -249,9 +249,13 @@ def member_spans(data: bytes | mmap.mmap) -> list[tuple[str, int, int]] | None:
 
 
 def tar_spans(path: Path) -> list[tuple[str, int, int]]:
-    """(name, start, end) of each regular file's bytes in a tar written by any tool, as `tarfile` finds them."""
-    with tarfile.open(path) as tar:
-        return [(m.name, m.offset_data, m.offset_data + m.size) for m in tar if m.isfile()]
+    """(name, start, end) of each regular file's bytes in an uncompressed tar written by any tool, as `tarfile`
+    finds them (a compressed one is refused: its offsets would be in the decompressed stream)."""
+    try:
+        with tarfile.open(path, "r:") as tar:
+            return [(m.name, m.offset_data, m.offset_data + m.size) for m in tar if m.isfile()]
+    except tarfile.ReadError as error:
+        raise ValueError(f"{path}: not an uncompressed tar shard ({error})") from error
 
 
 def _tar_members(path: Path) -> Iterator[tuple[str, bytes]]:

@@ -14,15 +14,15 @@ With `image.loader_workers` > 0, DataLoader worker processes read and decode the
 trainer's data wait: 19% of a digits step in the training process, bench/README.md's vision section). Each worker
 walks the same seeded stream and decodes every n-th batch, and the DataLoader hands them out in turn, so the
 batches are those of the training process, in its order; they run on across epochs, started once, and end
-with the fit (`ShardBatches.close`, which the trainer calls).
+with the fit (`ShardBatches.close`, which the trainer calls) or, as below, with the first epoch.
 
 Where all of a rank's decoded images fit `image.decoded_cache_mb`, the training process keeps them in one array
 (`RankImages`) as the batches arrive, decodes at the first epoch's end those no batch drew, and ends the workers:
-from then on a batch is one gather in the training process, with nothing to decode or receive (a worker's batch
-cost ~0.6 ms to receive against a ~4 ms digits step). Where they do not fit, each process keeps the images it
-decoded up to that size (`DecodedImages`) and does not decode them again in a later epoch (a worker sees every
-image over the epochs, so each may come to hold all of them: up to loader_workers x decoded_cache_mb a training
-process).
+from then on a batch is one gather in the training process, with nothing to decode or receive (a worker's batch cost
+0.61 ms to receive, of a 5.1 ms digits step with the time between steps). Where they do not fit, each process keeps
+the images it decoded up to that size (`DecodedImages`) and does not decode them again in a later epoch (a worker
+sees every image over the epochs, so each may come to hold all of them: up to loader_workers x decoded_cache_mb a
+training process).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
@@ -153,7 +154,9 @@ class RankImages:
         self.pixels[rows] = images
         self.held[rows] = True
 
-    def kept(self, rows: torch.Tensor, batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def keep_batch(
+        self, rows: torch.Tensor, batch: tuple[torch.Tensor, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """A worker's `batch` of `rows`, kept, passed on."""
         self.keep(rows, batch[0])
         return batch
@@ -295,17 +298,16 @@ class _Plan:
 
     def rows(self, epoch: int, start: int) -> Iterator[torch.Tensor]:
         """The rows of `samples(epoch, start)`'s batches, drawn alike."""
-        rng = self._rng(epoch)
-        stream = np.concatenate(
-            [np.arange(r.start, r.stop) for r in map(self._rows_of, rng.permutation(len(self.parts)))]
-        )
-        if len(stream) > self.shuffle:
-            stream = np.fromiter(self._shuffled(iter(stream.tolist()), rng), np.int64, len(stream))
-        elif self.shuffle:  # the buffer holds the whole stream: `_shuffled`'s one permutation, without its loop
-            stream = stream[rng.permutation(len(stream))]
-        order = torch.from_numpy(stream)
-        for k in range(start, self.steps_per_epoch):
-            yield order[k * self.batch_size : (k + 1) * self.batch_size]
+        rng, size = self._rng(epoch), self.batch_size
+        parts = rng.permutation(len(self.parts))
+        stream = np.concatenate([np.arange(r.start, r.stop) for r in map(self._rows_of, parts)])
+        if len(stream) > self.shuffle:  # drawn image by image as they are taken, as `samples` draws them
+            shuffled = self._shuffled(iter(stream.tolist()), rng)
+            batches = (torch.tensor(list(itertools.islice(shuffled, size))) for _ in range(self.steps_per_epoch))
+        else:  # the buffer holds the whole stream: `_shuffled`'s one permutation, without its loop
+            order = torch.from_numpy(stream[rng.permutation(len(stream))])
+            batches = (order[k * size : (k + 1) * size] for k in range(self.steps_per_epoch))
+        yield from itertools.islice(batches, start, None)
 
     def unheld(self, held: np.ndarray) -> Iterator[Sample]:
         """The samples of the rows not `held`, part after part."""
@@ -345,6 +347,20 @@ def _as_is(batch):
 
 def _tensors(batch) -> tuple[torch.Tensor, torch.Tensor]:
     return tuple(torch.from_numpy(part) if isinstance(part, np.ndarray) else part for part in batch)
+
+
+def _in_thread(work: Callable[[], None], name: str) -> Future:
+    """`work` run in a thread of its own; its future gives what it raised."""
+    done: Future = Future()
+
+    def run() -> None:
+        try:
+            done.set_result(work())
+        except BaseException as error:  # handed to whoever waits on the future
+            done.set_exception(error)
+
+    threading.Thread(target=run, name=name).start()
+    return done
 
 
 @dataclass
@@ -394,11 +410,12 @@ class ShardBatches(ResumableEpochs):
         self.parts, self.workers = parts[rank], workers
         self.plan = _Plan(self.folder, self.parts, batch_size, seed, shuffle, rank, self.steps_per_epoch)
         self.decoded_limit = decoded_limit
-        self.decoded_images: DecodedImages | RankImages = DecodedImages(decoded_limit)  # with no workers
-        if RankImages.bytes_for(sum(p.images for p in self.parts), manifest.shape) <= decoded_limit:
-            self.decoded_images = RankImages(manifest.shape, self.plan.labels)
+        fits = RankImages.bytes_for(sum(p.images for p in self.parts), manifest.shape) <= decoded_limit
+        self.decoded_images = (  # with workers and no fit, each worker keeps its own
+            RankImages(manifest.shape, self.plan.labels) if fits else DecodedImages(decoded_limit)
+        )
         self._running: _Running | None = None
-        self._ending: threading.Thread | None = None  # the workers' shutdown, when they end mid-fit
+        self._ending: Future | None = None  # the workers' shutdown, when they end mid-fit
 
     def _ahead(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """The workers' batches from this loader's position: those already running when they stand there
@@ -427,13 +444,12 @@ class ShardBatches(ResumableEpochs):
         digits) need not be a step's wait."""
         if self._running is not None:
             if self._ending is not None:
-                self._ending.join()
+                self._ending.result()
             running, self._running = self._running, None
-            self._ending = threading.Thread(target=running.stop, name="foundry-loader-workers-end")
-            self._ending.start()
+            self._ending = _in_thread(running.stop, "foundry-loader-workers-end")
         if wait and self._ending is not None:
-            self._ending.join()
-            self._ending = None
+            ending, self._ending = self._ending, None
+            ending.result()  # raises what the shutdown raised
 
     def _batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         kept, at = self.decoded_images, (self.epoch, self.batch_in_epoch)
@@ -442,16 +458,16 @@ class ShardBatches(ResumableEpochs):
         if not self.workers:
             return (_batch(samples, kept) for samples in self.plan.samples(*at))
         batches = map(_tensors, self._ahead())
-        return map(kept.kept, self.plan.rows(*at), batches) if isinstance(kept, RankImages) else batches
+        return map(kept.keep_batch, self.plan.rows(*at), batches) if isinstance(kept, RankImages) else batches
 
     def _hold_the_rest(self) -> None:
-        """After an epoch, decodes here the images `RankImages` still lacks (those no batch drew) and ends the
-        workers: from the next epoch on every batch is gathered in this process."""
+        """After an epoch, ends the workers and decodes here the images `RankImages` still lacks (those no batch
+        drew): from the next epoch on every batch is gathered in this process."""
         kept = self.decoded_images
-        if isinstance(kept, RankImages) and not kept.complete:
+        if isinstance(kept, RankImages):
+            self._end_workers(wait=False)
             for sample in self.plan.unheld(kept.held):
                 kept.get(sample)
-            self._end_workers(wait=False)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         batches = self._batches()

@@ -4,6 +4,7 @@ the shard loaders give every rank the same number of batches and resume at their
 
 from __future__ import annotations
 
+import gzip
 import math
 import shutil
 import tarfile
@@ -186,6 +187,7 @@ def test_a_rank_whose_images_all_fit_is_gathered_here_from_its_second_epoch_with
 ):
     """36 images, 4 batches of 8 an epoch: the workers decode the 32 the first epoch draws, this process the 4 left
     at its end, and then ends the workers; later epochs decode nothing."""
+    before = {p.pid for p in psutil.Process().children()}
     every_epoch_decoded = ShardBatches(image_dataset, 8, seed=5, shuffle=shuffle)
     kept = ShardBatches(image_dataset, 8, seed=5, shuffle=shuffle, workers=2, decoded_limit=1 << 20)
     assert isinstance(kept.decoded_images, RankImages)
@@ -194,6 +196,24 @@ def test_a_rank_whose_images_all_fit_is_gathered_here_from_its_second_epoch_with
             assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
         assert kept.decoded_images.complete and kept._running is None  # ended, or ending
         assert kept.decoded_images.decodes == 4, epoch
+    kept.close()  # waits for the ending
+    alive = [p for p in psutil.Process().children() if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+
+
+def test_workers_end_after_the_first_epoch_when_it_drew_every_image(image_dataset):
+    """36 images, 9 batches of 4: nothing is left to decode at the epoch's end, and the workers end all the same."""
+    kept = ShardBatches(image_dataset, 4, seed=5, workers=2, decoded_limit=1 << 20)
+    list(kept)
+    assert kept.decoded_images.complete and kept.decoded_images.decodes == 0 and kept._running is None
+    kept.close()
+
+
+def test_a_loader_with_workers_keeping_its_rank_resumed_mid_epoch_draws_the_batches_an_uninterrupted_one_draws(
+    image_dataset,
+):
+    """The resumed epoch's first batches are never drawn: this process decodes them at its end."""
+    assert_resumes_exactly(lambda: ShardBatches(image_dataset, 8, seed=3, workers=2, decoded_limit=1 << 20))
 
 
 def test_images_that_do_not_match_their_manifests_shape_are_refused_by_name():
@@ -244,6 +264,15 @@ def test_a_shard_another_tar_tool_wrote_is_read_through_tarfile_with_the_same_im
     assert [(s.key, s.png, s.index) for s in theirs._stream(np.random.default_rng(0))] == [
         (s.key, s.png, s.index) for s in ours._stream(np.random.default_rng(0))
     ]
+
+
+def test_a_compressed_shard_is_refused_by_name(image_dataset, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(image_dataset, copy)
+    shard = next(p for p in sorted(copy.glob("train-*.tar")))
+    shard.write_bytes(gzip.compress(shard.read_bytes()))
+    with pytest.raises(ValueError, match=f"{shard.name}: not an uncompressed tar shard"):
+        list(ShardBatches(copy, 4, seed=2))
 
 
 def test_each_epoch_draws_another_order(image_dataset):
