@@ -23,14 +23,12 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]+", "-", last).strip("-.") or "data"
 
 
-# Fine-tunes train every weight (or the adapters) with AdamW, at the rate the study chose for it, for the 1,350
-# steps their figures were measured at (pretraining's default grew to 2,000 for #58's floor, bench/README.md).
+# Fine-tunes train every weight (or the adapters) with AdamW, at the rate the study chose for it.
 FinetuneTrain = train_override(
     "FinetuneTrain",
     __name__,
     "Keys of `train` a fine-tune sets otherwise (every weight, or the adapters, from a registered version: AdamW); "
     "the rest, and any key set to null, are `train`'s.",
-    max_steps=1350,
     learning_rate=ADAMW_LEARNING_RATE,
     weight_decay=0.1,
 )

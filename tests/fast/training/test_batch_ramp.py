@@ -70,7 +70,7 @@ def test_a_resumed_ramp_draws_the_batches_the_interrupted_one_would_have():
 
 def test_the_defaults_ramp_pretraining_from_random_weights_only():
     t = FoundryConfig().train
-    assert (t.ramp_steps, t.batch_ramp_rows, t.batch_size, t.max_steps) == (400, 4, 16, 1350)
+    assert (t.ramp_steps, t.batch_ramp_rows, t.batch_size, t.max_steps) == (400, 4, 16, 2000)
     assert t.model_copy(update={"init_from": "parent.pt"}).ramp_steps == 0  # fine-tunes, retrains, alignment
     small = tiny("train.batch_size=4", "train.batch_ramp_steps=10", "train.batch_ramp_rows=16").train
     assert small.ramp_steps == 0  # a first step already whole (once refused on load): no ramp
@@ -80,9 +80,9 @@ def test_the_defaults_ramp_pretraining_from_random_weights_only():
 def test_the_model_card_says_how_the_batches_grew():
     t = FoundryConfig().train
     assert steps_line(t, 256) == (
-        "1350 steps of 16 x 256 tokens (the first 400 growing from 4 rows), the weights the mean of the last 101 steps'"
+        "2000 steps of 16 x 256 tokens (the first 400 growing from 4 rows), the weights the mean of the last 150 steps'"
     )
-    assert steps_line(t.model_copy(update={"init_from": "parent.pt"}), 256) == "1350 steps of 16 x 256 tokens"
+    assert steps_line(t.model_copy(update={"init_from": "parent.pt"}), 256) == "2000 steps of 16 x 256 tokens"
 
 
 def test_a_config_recorded_before_the_ramp_trains_without_it():
