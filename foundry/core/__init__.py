@@ -3,6 +3,7 @@
 - `contracts`: the typed values the stages hand each other
 - `preparing`: what preparing a dataset builds on, and how it runs
 - `process_pool`: map steps on worker processes of this machine, one core each, results in order
+- `forking`: forking worker processes with the parent's heap frozen, so their collections do not copy it
 - `model_uri`: a registered model's URI, parsed in one place
 - `digests`: file digests, one read per file
 - `fs`: removing folders without ever leaving the folder meant to hold them

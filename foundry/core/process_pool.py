@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import signal
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+
+from foundry.core.forking import default_signals
 
 # A worker is one core: one thread, and no library that spreads itself over more. Tokenizers keeps its
 # (one-thread) pool rather than TOKENIZERS_PARALLELISM=false: encoding then runs off the calling thread
@@ -50,11 +51,6 @@ def collected(jobs: list, results: Iterable, each: Callable | None = None) -> li
     return kept
 
 
-def _ignore_interrupt() -> None:
-    # Ctrl-C reaches the whole process group: the caller stops the pool; a worker's own traceback is noise.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 @contextmanager
 def environment_kept() -> Iterator[None]:
     """This process's environment as it was on entry, once the block ends: around starting workers that need
@@ -79,7 +75,7 @@ def process_map(workers: int) -> Iterator[Callable[..., list]]:
     context = multiprocessing.get_context("spawn")
     with environment_kept():  # the workers inherit one core's variables before any library reads them at import
         os.environ.update(ONE_CORE)
-        pool = context.Pool(workers, initializer=_ignore_interrupt)
+        pool = context.Pool(workers, initializer=default_signals)  # Ctrl-C: the caller stops the pool
     try:
         yield lambda step, jobs, each=None: collected(jobs, pool.imap(step, jobs), each)
     finally:

@@ -236,17 +236,19 @@ def train(
     trainer = _trainer(config, run_id, io, reports, workload.fsdp_units(module), callbacks, schedule, averager)
     rank, world = trainer.global_rank, trainer.world_size
     train_loader, val_loader = workload.loaders(config, data_dir, data, rank, world, run.replay)
-    if resume_from is not None:
-        log.info("resuming from %s", resume_from)
-    if run_id is not None and trainer.global_rank == 0:
-        started = {
-            RESOLVED_PRECISION_TAG: trainer.precision,
-            run_tags.COMPILED: str(compiles(config.train)).lower(),
-            run_tags.WORLD_SIZES: schedule.tag(),
-            run_tags.AVERAGED_STEPS: str(steps),
-        }
-        _record_start(run_id, resume_from, started, share)
     try:
+        if resume_from is None:  # a resumed loader starts where the checkpoint puts it, inside the fit
+            start_loader(train_loader)
+        else:
+            log.info("resuming from %s", resume_from)
+        if run_id is not None and trainer.global_rank == 0:
+            started = {
+                RESOLVED_PRECISION_TAG: trainer.precision,
+                run_tags.COMPILED: str(compiles(config.train)).lower(),
+                run_tags.WORLD_SIZES: schedule.tag(),
+                run_tags.AVERAGED_STEPS: str(steps),
+            }
+            _record_start(run_id, resume_from, started, share)
         trainer.fit(module, train_loader, val_loader, ckpt_path=str(resume_from) if resume_from else None)
     finally:
         close_loader(train_loader)
@@ -269,6 +271,14 @@ def train(
         extra = workload.saved_extra(config, data)
         save_model(final, module.model.config.to_dict(), weights, config, run.data_version, extra)
     return final
+
+
+def start_loader(loader) -> None:
+    """A loader that decodes in worker processes starts them now, to decode while the run is recorded and the trainer
+    sets up (`foundry.vision.training.ShardBatches.start_workers`); the others start at their first batch."""
+    start = getattr(loader, "start_workers", None)
+    if start is not None:
+        start()
 
 
 def close_loader(loader) -> None:

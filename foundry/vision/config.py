@@ -95,7 +95,7 @@ class ImageConfig(_Section):
         ge=0,
         description="MiB of decoded training images kept so that later epochs do not decode them again. Where a "
         "rank's images all fit (pixels and 9 bytes an image), the training process keeps them and, from the end of "
-        "its first epoch, gathers every batch itself, its loader workers ended; else each loader process (the "
+        "its first epoch, gathers every batch itself, its loader workers idle; else each loader process (the "
         "training process, with no loader workers) keeps up to this many, pixels and ~1 KB an image of "
         "bookkeeping. 0 keeps none. The batches are the same for any size.",
     )

@@ -21,11 +21,19 @@ from pathlib import Path
 import numpy as np
 
 from foundry.core.digests import sha256_file
+from foundry.core.forking import default_signals, frozen_heap
 from foundry.vision.config import ImageConfig
 from foundry.vision.decode import UndecodableImage, decode
 from foundry.vision.neardup import dhash
 
 MIN_PER_WORKER = 256  # fewer images a process: fewer processes (a start costs about what 100 images do)
+# No image back from the workers in this long: one is stuck. A chunk is at most 64 images, each at most
+# data.max_file_bytes; one prepare waited 9 minutes on a worker once, and was killed (the cause is not found).
+STALL_S = 300
+
+
+class ReadersStalled(RuntimeError):
+    """The image readers sent nothing back for STALL_S seconds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,11 +134,12 @@ _reader: _Reader | None = None  # a worker process's, set by `_install` when the
 
 def _install(reader: _Reader) -> None:
     global _reader
+    default_signals()
     _reader = reader
 
 
-def _read(path: str) -> Read:
-    return _reader(path)
+def _read(paths: list[str]) -> list[Read]:
+    return [_reader(path) for path in paths]
 
 
 def processes(image: ImageConfig, images: int) -> int:
@@ -156,9 +165,24 @@ def read_images(
         finally:
             reader.close()
     # fork: the workers start in milliseconds with the modules already imported; they log nothing and use no torch
-    with multiprocessing.get_context("fork").Pool(workers, initializer=_install, initargs=(reader,)) as pool:
-        chunk = max(1, min(64, len(paths) // (workers * 8)))
-        return pool.map(_read, [str(path) for path in paths], chunksize=chunk)
+    with frozen_heap():
+        pool = multiprocessing.get_context("fork").Pool(workers, initializer=_install, initargs=(reader,))
+    with pool:  # its end terminates the workers, a stuck one too
+        size = max(1, min(64, len(paths) // (workers * 8)))
+        chunks = [[str(path) for path in paths[at : at + size]] for at in range(0, len(paths), size)]
+        reads = pool.imap(_read, chunks)
+        return [read for chunk in chunks for read in _next_reads(reads, chunk)]
+
+
+def _next_reads(reads, chunk: list[str]) -> list[Read]:
+    """The reads of `chunk`, the next of the pool's `reads`; ReadersStalled after STALL_S without them."""
+    try:
+        return reads.next(timeout=STALL_S)
+    except multiprocessing.TimeoutError:
+        raise ReadersStalled(
+            f"the image readers sent nothing back in {STALL_S} s for the {len(chunk)} images from {chunk[0]}; "
+            "none should take that long (image.workers: 1 reads them in this process)"
+        ) from None
 
 
 class SpoolReader:

@@ -13,25 +13,25 @@ position without decoding the images it passes, so it draws exactly the batches 
 With `image.loader_workers` > 0, DataLoader worker processes read and decode the batches ahead of the step (the
 trainer's data wait: 19% of a digits step in the training process, bench/README.md's vision section). Each worker
 walks the same seeded stream and decodes every n-th batch, and the DataLoader hands them out in turn, so the
-batches are those of the training process, in its order; they run on across epochs, started once, and end
-with the fit (`ShardBatches.close`, which the trainer calls) or, as below, with the first epoch.
+batches are those of the training process, in its order; they start as the trainer sets up (`start_workers`), run on
+across epochs, and end with the fit (`ShardBatches.close`, which the trainer calls).
 
 Where all of a rank's decoded images fit `image.decoded_cache_mb`, the training process keeps them in one array
-(`RankImages`) as the batches arrive, decodes at the first epoch's end those no batch drew, and ends the workers:
-from then on a batch is one gather in the training process, with nothing to decode or receive (a worker's batch cost
-0.61 ms to receive, of a 5.1 ms digits step with the time between steps). Where they do not fit, each process keeps
-the images it decoded up to that size (`DecodedImages`) and does not decode them again in a later epoch (a worker
-sees every image over the epochs, so each may come to hold all of them: up to loader_workers x decoded_cache_mb a
-training process).
+(`RankImages`) as the batches arrive, and decodes those no batch of the epoch draws itself (as it starts the workers,
+or at the epoch's end): from the second epoch a batch is one gather in the training process, with nothing to decode
+or receive (a worker's batch cost 0.61 ms to receive, of a 5.1 ms digits step with the time between steps). The
+workers then decode the first epoch only, all of it ahead if the trainer's set-up leaves them the time, and wait idle
+until the fit ends. Decoding on into epochs no one would ask for, they took the cores from the steps. Where they do
+not fit, each process keeps the images it decoded up to that size (`DecodedImages`) and does not decode them again in
+a later epoch (a worker sees every image over the epochs, so each may come to hold all of them: up to loader_workers x
+decoded_cache_mb a training process).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import threading
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from foundry.config import FoundryConfig
+from foundry.core.forking import default_signals, frozen_heap
 from foundry.vision.shards import ShardFile, ShardManifest, decode_png, mapped, member_spans, members, tar_spans
 from models.data import ResumableEpochs, check_rank
 from models.vision import AugmentConfig, VisionConfig
@@ -51,6 +52,7 @@ SHUFFLE_BUFFER = 4096  # images; fixed: no config section has a key for it
 # through shared memory costs ~3 ms a batch on the reference machine (its segment and file descriptor), a 4 KiB
 # digits batch pickled 0.16 ms.
 PIPED_BYTES = 4 << 20
+PREFETCH = 4  # batches a worker decodes ahead; more where the training process holds the images (`_prefetch`)
 
 
 def vision_model_args(config: FoundryConfig, shards: ShardManifest) -> dict:
@@ -320,12 +322,14 @@ class _Plan:
 
 
 class _Ahead(torch.utils.data.IterableDataset):
-    """Batches from (epoch, batch) on, epoch after epoch, for a DataLoader's workers: worker w of n decodes
-    batches w, w + n, ... and only reads past the others; the DataLoader takes one from each in turn."""
+    """Batches from (epoch, batch) on, to that epoch's end (`one_epoch`) or epoch after epoch, for a DataLoader's
+    workers: worker w of n decodes batches w, w + n, ... and only reads past the others; the DataLoader takes one
+    from each in turn."""
 
-    def __init__(self, plan: _Plan, epoch: int, start: int, decoded_limit: int):
+    def __init__(self, plan: _Plan, epoch: int, start: int, decoded_limit: int, one_epoch: bool = False):
         super().__init__()
         self.plan, self.epoch, self.start, self.decoded_limit = plan, epoch, start, decoded_limit
+        self.one_epoch = one_epoch
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         info = torch.utils.data.get_worker_info()
@@ -337,6 +341,8 @@ class _Ahead(torch.utils.data.IterableDataset):
                     images, labels = _batch(samples, decoded)
                     yield (images.numpy(), labels.numpy()) if images.numel() < PIPED_BYTES else (images, labels)
                 n += 1
+            if self.one_epoch:
+                return
             epoch, start = epoch + 1, 0
 
 
@@ -347,20 +353,6 @@ def _as_is(batch):
 
 def _tensors(batch) -> tuple[torch.Tensor, torch.Tensor]:
     return tuple(torch.from_numpy(part) if isinstance(part, np.ndarray) else part for part in batch)
-
-
-def _in_thread(work: Callable[[], None], name: str) -> Future:
-    """`work` run in a thread of its own; its future gives what it raised."""
-    done: Future = Future()
-
-    def run() -> None:
-        try:
-            done.set_result(work())
-        except BaseException as error:  # handed to whoever waits on the future
-            done.set_exception(error)
-
-    threading.Thread(target=run, name=name).start()
-    return done
 
 
 @dataclass
@@ -381,8 +373,9 @@ class ShardBatches(ResumableEpochs):
     """Shuffled training batches of one rank, `steps_per_epoch` an epoch, resumable mid-epoch (`state_dict`);
     decoded by `workers` DataLoader processes ahead of use, or in this process (0). Where all of the rank's images
     fit `decoded_limit` bytes, this process keeps them (`RankImages`) from the batches it gets, decodes the rest
-    at the end of that epoch and from then on gathers every batch itself, the workers ended; else each process
-    keeps up to `decoded_limit` bytes of the images it decoded for the epochs after (`DecodedImages`)."""
+    (as it starts the workers, or at the end of that epoch) and from then on gathers every batch itself, the workers
+    idle until `close`; else each process keeps up to `decoded_limit` bytes of the images it decoded for the epochs
+    after (`DecodedImages`)."""
 
     def __init__(
         self,
@@ -410,12 +403,13 @@ class ShardBatches(ResumableEpochs):
         self.parts, self.workers = parts[rank], workers
         self.plan = _Plan(self.folder, self.parts, batch_size, seed, shuffle, rank, self.steps_per_epoch)
         self.decoded_limit = decoded_limit
-        fits = RankImages.bytes_for(sum(p.images for p in self.parts), manifest.shape) <= decoded_limit
-        self.decoded_images = (  # with workers and no fit, each worker keeps its own
-            RankImages(manifest.shape, self.plan.labels) if fits else DecodedImages(decoded_limit)
+        # Held here: the rank's images all fit, this process keeps them (`RankImages`), and the workers decode one epoch.
+        self.held_here = RankImages.bytes_for(sum(p.images for p in self.parts), manifest.shape) <= decoded_limit
+        self.decoded_images = (  # with workers and not held here, each worker keeps its own
+            RankImages(manifest.shape, self.plan.labels) if self.held_here else DecodedImages(decoded_limit)
         )
         self._running: _Running | None = None
-        self._ending: Future | None = None  # the workers' shutdown, when they end mid-fit
+        self._idle: _Running | None = None  # workers done with their one epoch (`_hold_the_rest`), until `close`
 
     def _ahead(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """The workers' batches from this loader's position: those already running when they stand there
@@ -423,49 +417,72 @@ class ShardBatches(ResumableEpochs):
         at = (self.epoch, self.batch_in_epoch)
         if self._running is None or self._running.at != at:
             self.close()
-            kept_by_workers = 0 if isinstance(self.decoded_images, RankImages) else self.decoded_limit
+            # Held here, the workers decode this epoch only: decoding on, they took the cores from the steps for
+            # batches no one would ask for.
+            held_here = self.held_here
             loader = torch.utils.data.DataLoader(
-                _Ahead(self.plan, *at, kept_by_workers),
+                _Ahead(self.plan, *at, 0 if held_here else self.decoded_limit, one_epoch=held_here),
                 batch_size=None,
                 num_workers=self.workers,
-                prefetch_factor=4,
+                prefetch_factor=self._prefetch(at[1]) if held_here else PREFETCH,
                 collate_fn=_as_is,
+                worker_init_fn=default_signals,
             )
-            self._running = _Running(iter(loader), at)
+            with frozen_heap():  # the workers are forked here
+                self._running = _Running(iter(loader), at)
         return self._running.batches
 
-    def close(self) -> None:
-        """Ends the worker processes, if any run or are ending; iterating again starts new ones where the loader
-        stands."""
-        self._end_workers(wait=True)
+    def _prefetch(self, start: int) -> int:
+        """Batches a worker may decode ahead when the rank is held here: the rest of the epoch, which fits
+        `decoded_limit`, where its batches come through the pipe; batches through shared memory hold a segment and a
+        file descriptor each until received (Docker's /dev/shm: 64 MB), so PREFETCH of those."""
+        piped = self.batch_size * math.prod(self.decoded_images.pixels.shape[1:]) < PIPED_BYTES
+        return max(PREFETCH, math.ceil((self.steps_per_epoch - start) / self.workers)) if piped else PREFETCH
 
-    def _end_workers(self, wait: bool) -> None:
-        """Stops the workers from a thread of this process, waiting for it or not: their shutdown (~20 ms on the
-        digits) need not be a step's wait."""
-        if self._running is not None:
-            if self._ending is not None:
-                self._ending.result()
-            running, self._running = self._running, None
-            self._ending = _in_thread(running.stop, "foundry-loader-workers-end")
-        if wait and self._ending is not None:
-            ending, self._ending = self._ending, None
-            ending.result()  # raises what the shutdown raised
+    def start_workers(self) -> None:
+        """Starts the workers where the loader stands, so that they decode while the trainer sets up; else they start
+        at the first batch asked for. Where the rank is held here, this process decodes the images no batch of the
+        epoch draws now too, not at the epoch's end (7-19 ms of one step's wait on the digits)."""
+        kept = self.decoded_images
+        if self.workers and not (self.held_here and kept.complete):
+            self._ahead()
+            if self.held_here:
+                self._hold_the_undrawn(kept)
+
+    def _hold_the_undrawn(self, kept: RankImages) -> None:
+        """The images of the rows no batch from here to the epoch's end draws, decoded and kept."""
+        drawn = kept.held.copy()
+        for rows in self.plan.rows(self.epoch, self.batch_in_epoch):
+            drawn[rows.numpy()] = True
+        for sample in self.plan.unheld(drawn):
+            kept.get(sample)
+
+    def close(self) -> None:
+        """Ends the worker processes, if any run; iterating again starts new ones where the loader stands."""
+        for workers in (self._running, self._idle):
+            if workers is not None:
+                workers.stop()
+        self._running = self._idle = None
 
     def _batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         kept, at = self.decoded_images, (self.epoch, self.batch_in_epoch)
-        if isinstance(kept, RankImages) and kept.complete:
+        if self.held_here and kept.complete:
             return map(kept.batch, self.plan.rows(*at))
         if not self.workers:
             return (_batch(samples, kept) for samples in self.plan.samples(*at))
         batches = map(_tensors, self._ahead())
-        return map(kept.keep_batch, self.plan.rows(*at), batches) if isinstance(kept, RankImages) else batches
+        return map(kept.keep_batch, self.plan.rows(*at), batches) if self.held_here else batches
 
     def _hold_the_rest(self) -> None:
-        """After an epoch, ends the workers and decodes here the images `RankImages` still lacks (those no batch
-        drew): from the next epoch on every batch is gathered in this process."""
+        """After an epoch, decodes here the images `RankImages` still lacks (those no batch drew): from the next
+        epoch on every batch is gathered in this process. The workers, their one epoch decoded, wait idle for
+        `close`: ending them here took ~20 ms of a step's time on the digits, from a thread ~5 ms."""
         kept = self.decoded_images
-        if isinstance(kept, RankImages):
-            self._end_workers(wait=False)
+        if self.held_here:
+            if self._running is not None:
+                if self._idle is not None:
+                    self._idle.stop()
+                self._idle, self._running = self._running, None
             for sample in self.plan.unheld(kept.held):
                 kept.get(sample)
 

@@ -6,7 +6,7 @@ written by `shapes()` below from the code of that commit; a field that moves, ap
 Rewritten by `shapes()` since, on purpose: #58 (the zpaq baselines: `evaluation.baselines`, their `HoldoutMetrics`
 fields and `absent_baselines`, `Baselines.absent`); #59 (the config's `energy` section); #57
 (`serving.max_request_s`); #59 (`image.workers`, `image.loader_workers`); #58 (`train.average_last`); #59
-(`data.workers` 0 by default: one worker process a core); #59 (`image.decoded_cache_mb`); #58 (`align.sft_train.max_steps` 2,500, `align.beta` 0.5); #59 (the description of `image.decoded_cache_mb`); #58 (`train.max_steps` 2,000).
+(`data.workers` 0 by default: one worker process a core); #59 (`image.decoded_cache_mb`); #58 (`align.sft_train.max_steps` 2,500, `align.beta` 0.5); #59 (the description of `image.decoded_cache_mb`); #58 (`train.max_steps` 2,000); #59 (the description of `image.decoded_cache_mb`: the loader workers idle).
 params.yaml is the config's other face; `tests/fast/config` keeps it equal to the defaults."""
 
 from __future__ import annotations

@@ -5,19 +5,24 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers_forking import exit_code_at_sigterm
 from PIL import Image, ImageCms
 
 from foundry.config import DataConfig
 from foundry.data.remote import SourceError
-from foundry.vision import builtin
+from foundry.vision import builtin, readpool
 from foundry.vision.acquire import listing
 from foundry.vision.config import ImageConfig
 from foundry.vision.neardup import dhash, from_words, hash_words, words_of
 from foundry.vision.prepare import StagedImages, prepare_images
+from foundry.vision.readpool import _install, _Reader
 from foundry.vision.table import ImageAudit, read_table
 
 pytestmark = pytest.mark.usefixtures("home")
@@ -258,3 +263,28 @@ def test_packed_hashes_become_the_ledgers_words_as_before(hash_size):
     assert all(np.array_equal(row, before(one)) for row, one in zip(signatures, bits))
     assert all(np.array_equal(from_words(row, len(one)), one) for row, one in zip(signatures, bits))
     assert words_of(b"", words).shape == (0, words)
+
+
+def test_an_image_worker_ends_at_sigterm_whatever_handler_the_flow_process_set(tmp_path):
+    """A pool ends its workers with SIGTERM; forked from a flow, they raised Prefect's TerminationSignal instead and
+    its traceback reached the run's log."""
+    reader = _Reader(ImageConfig(), 1 << 20, frozenset(), tmp_path)
+    assert exit_code_at_sigterm(lambda: _install(reader)) == -signal.SIGTERM
+
+
+def test_a_stuck_image_reader_ends_prepare_with_an_error_naming_it_not_a_wait(tmp_path, monkeypatch):
+    """A FIFO with no writer (listing passes regular files only) holds its reader in `open` for good."""
+    monkeypatch.setattr(readpool, "STALL_S", 2)
+    buffer = io.BytesIO()
+    picture(0, 8).save(buffer, "PNG")
+    paths = [tmp_path / "stuck.png"] + [tmp_path / f"{n}.png" for n in range(2 * readpool.MIN_PER_WORKER - 1)]
+    os.mkfifo(paths[0])
+    for path in paths[1:]:
+        path.write_bytes(buffer.getvalue())
+    started = time.monotonic()
+    with pytest.raises(
+        readpool.ReadersStalled,
+        match=r"^the image readers sent nothing back in 2 s for the \d+ images from .*/stuck\.png;",
+    ):
+        readpool.read_images(paths, ImageConfig(workers=2), 1 << 20, frozenset(), tmp_path / "spools")
+    assert time.monotonic() - started < 30

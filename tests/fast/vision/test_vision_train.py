@@ -5,8 +5,10 @@ the shard loaders give every rank the same number of batches and resume at their
 from __future__ import annotations
 
 import gzip
+import itertools
 import math
 import shutil
+import signal
 import tarfile
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import pytest
 import torch
 from helpers_align import assert_resumes_exactly
 from helpers_configs import tiny
+from helpers_forking import raising_at_sigterm
 from helpers_images import IMAGE_CLASSES, write_image_dataset
 from helpers_training import digest
 from lightning.pytorch import Callback
@@ -103,12 +106,16 @@ def test_ten_steps_lower_the_loss_and_model_pt_rebuilds_a_classifier_that_predic
     assert (predicted == labels).float().mean().item() >= 0.75, (predicted, labels)
 
 
-def test_five_steps_then_five_resumed_give_the_weights_of_ten_straight(image_dataset, straight, tmp_path):
+def test_five_steps_then_five_resumed_give_the_weights_of_ten_straight(image_dataset, straight, tmp_path, monkeypatch):
+    """The loader's workers are started ahead of the fit for a fresh run only: a resumed loader starts where its
+    checkpoint puts it, inside the fit."""
+    started, start_workers = [], ShardBatches.start_workers
+    monkeypatch.setattr(ShardBatches, "start_workers", lambda self: started.append(1) or start_workers(self))
     folder = tmp_path / "ckpt"
     _train(image_dataset, folder, StopAt(5))
-    assert [e.step for e in read_manifest(folder)] == [5]
+    assert [e.step for e in read_manifest(folder)] == [5] and len(started) == 1
     resumed = _train(image_dataset, folder, resume_from=folder / "step-000005.ckpt")
-    assert digest(resumed) == digest(straight[0])
+    assert digest(resumed) == digest(straight[0]) and len(started) == 1
 
 
 def test_the_loaders_worker_processes_end_with_the_training(image_dataset, tmp_path):
@@ -182,31 +189,79 @@ def test_a_later_epoch_decodes_only_the_images_not_kept(image_dataset):
 
 
 @pytest.mark.parametrize("shuffle", [training.SHUFFLE_BUFFER, 10])  # the buffer holds all 36 images; it fills
+@pytest.mark.parametrize("started", [False, True])  # the workers started at the first batch; ahead, as the trainer does
 def test_a_rank_whose_images_all_fit_is_gathered_here_from_its_second_epoch_with_the_same_batches(
-    image_dataset, shuffle
+    image_dataset, shuffle, started
 ):
     """36 images, 4 batches of 8 an epoch: the workers decode the 32 the first epoch draws, this process the 4 left
-    at its end, and then ends the workers; later epochs decode nothing."""
+    (as it starts the workers, or at the epoch's end); later epochs decode nothing, and the workers end with
+    `close`."""
     before = {p.pid for p in psutil.Process().children()}
     every_epoch_decoded = ShardBatches(image_dataset, 8, seed=5, shuffle=shuffle)
     kept = ShardBatches(image_dataset, 8, seed=5, shuffle=shuffle, workers=2, decoded_limit=1 << 20)
     assert isinstance(kept.decoded_images, RankImages)
+    if started:
+        kept.start_workers()
+        assert kept.decoded_images.decodes == 4 and kept.decoded_images.held.sum() == 4
     for epoch in range(3):
         for (images, labels), (want_images, want_labels) in zip(kept, every_epoch_decoded, strict=True):
             assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
-        assert kept.decoded_images.complete and kept._running is None  # ended, or ending
-        assert kept.decoded_images.decodes == 4, epoch
-    kept.close()  # waits for the ending
+        assert kept.decoded_images.complete and kept.decoded_images.decodes == 4, epoch
+    kept.close()
     alive = [p for p in psutil.Process().children() if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
     assert alive == []
 
 
-def test_workers_end_after_the_first_epoch_when_it_drew_every_image(image_dataset):
-    """36 images, 9 batches of 4: nothing is left to decode at the epoch's end, and the workers end all the same."""
+def test_a_first_epoch_that_draws_every_image_leaves_nothing_to_decode_here(image_dataset):
+    """36 images, 9 batches of 4, from workers started before the first batch is asked for (as the trainer starts
+    them); they end with `close`."""
+    before = {p.pid for p in psutil.Process().children()}
     kept = ShardBatches(image_dataset, 4, seed=5, workers=2, decoded_limit=1 << 20)
-    list(kept)
-    assert kept.decoded_images.complete and kept.decoded_images.decodes == 0 and kept._running is None
+    kept.start_workers()
+    assert len([p for p in psutil.Process().children() if p.pid not in before]) == 2
+    assert len(list(kept)) == 9 and len(list(kept)) == 9
+    assert kept.decoded_images.complete and kept.decoded_images.decodes == 0
     kept.close()
+    alive = [p for p in psutil.Process().children() if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+
+
+def signals_in(pid: int, field: str) -> set[int]:
+    """The signals of a process's `field` in /proc (SigCgt: caught by a handler; SigIgn: ignored)."""
+    line = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith(field))
+    mask = int(line.split()[1], 16)
+    return {number for number in range(1, 65) if mask >> (number - 1) & 1}
+
+
+def test_the_loaders_workers_end_at_sigterm_whatever_handler_the_flow_process_set(image_dataset):
+    """Forked from a flow, the workers kept Prefect's SIGTERM handler, which raises in them."""
+    before = {p.pid for p in psutil.Process().children()}
+    kept = ShardBatches(image_dataset, 4, seed=5, workers=2, decoded_limit=1 << 20)
+    with raising_at_sigterm():
+        kept.start_workers()
+    try:
+        batches = iter(kept)
+        next(batches), next(batches)  # one from each worker: both have run their `worker_init_fn`
+        workers = [p.pid for p in psutil.Process().children() if p.pid not in before]
+        assert len(workers) == 2
+        for pid in workers:
+            assert signal.SIGTERM not in signals_in(pid, "SigCgt") and signal.SIGINT in signals_in(pid, "SigIgn")
+    finally:
+        kept.close()
+
+
+@pytest.mark.parametrize("start", [0, 3])
+def test_workers_for_a_rank_held_here_decode_one_epoch_and_no_more(image_dataset, start):
+    """What each worker runs (`_Ahead`, here as the one worker) when the training process holds the rank's images:
+    the epoch's batches from `start`, then nothing, where the workers used to decode on into epochs no one asked
+    for."""
+    loader = ShardBatches(image_dataset, 4, seed=5)
+    want = list(loader.plan.samples(0, start))
+    one_epoch = list(itertools.islice(training._Ahead(loader.plan, 0, start, decoded_limit=0, one_epoch=True), 99))
+    assert len(one_epoch) == len(want) == len(loader) - start
+    for (images, labels), samples in zip(one_epoch, want, strict=True):
+        want_images, want_labels = training._batch(samples, DecodedImages(0))
+        assert np.array_equal(images, want_images.numpy()) and np.array_equal(labels, want_labels.numpy())
 
 
 def test_a_loader_with_workers_keeping_its_rank_resumed_mid_epoch_draws_the_batches_an_uninterrupted_one_draws(
