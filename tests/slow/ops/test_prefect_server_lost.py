@@ -1,5 +1,5 @@
-"""The Prefect server killed (SIGKILL) under a deployment run mid-training and started again 5 s later on the
-same port and database: the run, served by `foundry serve`, ends Completed with its version registered whole,
+"""The Prefect server killed (SIGKILL) under a deployment run mid-training and started again 5 s later
+(helpers_outages) on the same port and database: the run, served by `foundry serve`, ends Completed with its version registered whole,
 and neither the deployment's one-at-a-time slot nor the model's promotion slot is left taken.
 
 What carries it: training does not wait on Prefect (its progress reports do, in their own thread); Prefect's client
@@ -20,9 +20,10 @@ import psutil
 import pytest
 from conftest import REPO_ROOT
 from helpers_configs import NO_BASELINES, tiny
+from helpers_outages import server_down_s
 from homes import seeded_home
 
-DOWN_S = 5  # then ~10-30 s more for the server to start again on 2 cores
+DOWN_S = server_down_s()  # then ~10-30 s more for the server to start again on 2 cores
 MODEL = "lost-prefect"
 STEPS = 60  # killed at step 12 or later: training goes on through the outage (tiny.yaml's 150 only took longer)
 DEPLOYMENT = "train_pipeline/train"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 from helpers_configs import NO_BASELINES
+from helpers_outages import server_down_s
 from homes import seeded_home
 
 from foundry.core.model_uri import LoggedModelUri
@@ -28,9 +29,9 @@ MODEL = "lost-server"
 # 2 * 2**(n-1) s after the n-th failure from the second on, plus up to 1 s of jitter, capped at 120 s) tries a
 # refused call at 0, 0, 4, 12, 28, 60, 124 and 244 s (each up to 5 s later with the jitter), then raises.
 RETRY_BUDGET_S = 249
-# How long the server stays away; starting it again takes ~10 s more. 5 s plus the start is met by the try at 28 s
-# (20 s plus the start by the one at 60 s, the 60 s by the one at 124 s: longer runs for the same path).
-DOWN_S = 5
+# How long the server stays away (helpers_outages); starting it again takes ~10 s more. 5 s plus the start is met by
+# the try at 28 s (20 s plus the start by the one at 60 s, the 60 s by the one at 124 s).
+DOWN_S = server_down_s()
 
 
 def kill_tree(process: subprocess.Popen) -> None:
