@@ -1,6 +1,5 @@
 """Who is a straggler (`foundry.training.stragglers`): a rank whose forward takes more than 1.5x the others'
-median. (A two-rank run with one rank slowed from outside, by SIGSTOP, a CFS quota or `taskset`, did not separate
-the ranks reliably on the shared 2-core CI machine, so none is in the suite.)"""
+median. The two-rank run with one rank held from outside is tests/slow/training/test_train_processes.py."""
 
 from __future__ import annotations
 

@@ -334,6 +334,11 @@ def test_a_requeued_job_checkpoints_at_sigterm_and_resumes_from_that_checkpoint(
     assert 0 < int(step) < 60 and read_manifest(checkpoints)[-1].step == 60 and (checkpoints / "model.pt").exists()
 
 
+# The batch shell's SIGTERM to the job's end: the ranks' grace (8 s below) and the cluster's KillWait (10 s), with 12 s
+# for slurmctld to record the end on 2 busy cores (4-7 s taken in the runs in bench/README.md).
+BATCH_SHELL_BOUND_S = 30
+
+
 def test_sigterm_to_the_batch_shell_stops_every_rank_at_a_checkpoint(cluster, versioned_once, tmp_path):
     """#56 point 2: what `sbatch --signal=B:TERM@60` sends before a job's time limit, SIGTERM to the batch shell alone
     (`scancel --signal=TERM --batch`, at once rather than waiting for a time limit): the job ends, every rank having
@@ -379,11 +384,12 @@ def test_sigterm_to_the_batch_shell_stops_every_rank_at_a_checkpoint(cluster, ve
     assert signalled.returncode == 0, signalled.stderr
     sent = time.monotonic()
     while state_of() in ("RUNNING", "COMPLETING"):
-        assert time.monotonic() - sent < 120, out.read_text()[-5000:]
+        assert time.monotonic() - sent < BATCH_SHELL_BOUND_S, out.read_text()[-5000:]
         time.sleep(0.5)
     took = time.monotonic() - sent
     output = out.read_text()
     print(f"the job ended {state_of()} {took:.0f} s after SIGTERM to its batch shell")
+    assert state_of() == "FAILED", output[-5000:]
     stops = re.findall(r"rank (\d): preempted \(SIGTERM\): training stopped at step (\d+), checkpoint (\S+);", output)
     assert sorted(rank for rank, _, _ in stops) == ["0", "1"], output[-5000:]
     assert len({(step, path) for _, step, path in stops}) == 1, stops
