@@ -4,8 +4,9 @@
     python bench/energy_overhead.py [--blocks 6] [--steps 10] [--set train.batch_size=16 ...]
 
 Each side trains `--steps` steps of the default config's GPT (`bench/train_overhead.py`'s raw loop: the optimizer
-training builds for it, the same batches, eager float32 unless `--set` says otherwise) per block; the sides take turns
-block by block (ABC, then CBA), in one process, so load from other work hits them alike:
+training builds for it, batches of the same shape drawn in turn from one stream, eager float32 unless `--set` says
+otherwise) per block; after one untimed round of every side, the sides take turns block by block (ABC, then CBA, so
+`--blocks` is even), in one process, so load from other work hits them alike:
 - *none*: no meter;
 - *meter*: `foundry.energy.meter.EnergyMeter` around the block, as `foundry.energy.tracked.metered` puts it around a
   stage, reading RAPL where the kernel exposes it, else CPU time at the start and the end (the estimate);
@@ -21,7 +22,9 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -29,6 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from foundry.runtime.env import configure_environment  # noqa: E402
 
 configure_environment()  # before the libraries load
+
+if TYPE_CHECKING:
+    from train_overhead import RawLoop
+
+    from foundry.energy.meter import EnergyMeter
 
 SAMPLE_EVERY_S = 0.05  # 100x as often as the default `energy.sample_every_s`
 
@@ -51,6 +59,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
+    if args.blocks % 2:
+        parser.error("--blocks must be even: the sides' order is reversed every other block")
 
     import torch
     from train_overhead import RawLoop, synthetic_tokens
@@ -58,7 +68,7 @@ def main() -> None:
     from foundry.config import load_config
     from foundry.energy.meter import EnergyMeter
 
-    total = args.warmup + 3 * args.blocks * args.steps
+    total = args.warmup + 3 * (args.blocks + 1) * args.steps
     config = load_config(
         None, [f"train.max_steps={total}", "train.precision=32-true", "train.compile=false", *args.overrides]
     )
@@ -71,9 +81,11 @@ def main() -> None:
             "none": lambda: raw.run(args.steps),
             "meter": lambda: metered(EnergyMeter(watts), raw, args.steps),
             "sampled": lambda: metered(
-                EnergyMeter(watts, powercap=tree, sample_every_s=SAMPLE_EVERY_S), raw, args.steps
+                EnergyMeter(watts, powercap=tree, sample_every_s=SAMPLE_EVERY_S), raw, args.steps, method="rapl"
             ),
         }
+        for side in sides.values():  # untimed: the first block of each pays for what warming the loop left
+            side()
         times: dict[str, list[float]] = {name: [] for name in sides}
         print(
             f"load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores, torch threads {torch.get_num_threads()}; "
@@ -92,14 +104,14 @@ def main() -> None:
     )
 
 
-def metered(meter, raw, steps: int) -> float:
-    """Seconds a step of `raw`'s `steps`, the meter entered before the first and left after the last."""
-    import time
-
+def metered(meter: EnergyMeter, raw: RawLoop, steps: int, method: str | None = None) -> float:
+    """Seconds a step of `raw`'s `steps`, the meter entered before the first and left after the last; `method`: the
+    one its reading must name (the sampled side's tree read as RAPL, not fallen back to the estimate)."""
     start = time.perf_counter()
     with meter:
         raw.run(steps)
-    assert meter.reading is not None
+    if method is not None and meter.reading.method != method:
+        raise SystemExit(f"the meter read {meter.reading.method}, not {method}")
     return (time.perf_counter() - start) / steps
 
 

@@ -386,10 +386,10 @@ def test_sigterm_to_the_batch_shell_stops_every_rank_at_a_checkpoint(cluster, ve
     while state_of() in ("RUNNING", "COMPLETING"):
         assert time.monotonic() - sent < BATCH_SHELL_BOUND_S, out.read_text()[-5000:]
         time.sleep(0.5)
-    took = time.monotonic() - sent
+    took, ended = time.monotonic() - sent, state_of()
     output = out.read_text()
-    print(f"the job ended {state_of()} {took:.0f} s after SIGTERM to its batch shell")
-    assert state_of() == "FAILED", output[-5000:]
+    print(f"the job ended {ended} {took:.0f} s after SIGTERM to its batch shell")
+    assert ended == "FAILED", output[-5000:]
     stops = re.findall(r"rank (\d): preempted \(SIGTERM\): training stopped at step (\d+), checkpoint (\S+);", output)
     assert sorted(rank for rank, _, _ in stops) == ["0", "1"], output[-5000:]
     assert len({(step, path) for _, step, path in stops}) == 1, stops

@@ -1,6 +1,7 @@
 """The Prefect server killed (SIGKILL) under a deployment run mid-training and started again 5 s later
-(helpers_outages) on the same port and database: the run, served by `foundry serve`, ends Completed with its version registered whole,
-and neither the deployment's one-at-a-time slot nor the model's promotion slot is left taken.
+(helpers_outages) on the same port and database: the run, served by `foundry serve`, ends Completed with its
+version registered whole, and neither the deployment's one-at-a-time slot nor the model's promotion slot is left
+taken.
 
 What carries it: training does not wait on Prefect (its progress reports do, in their own thread); Prefect's client
 tries a refused call again after 2, 4, 8, 16 and 32 s (PREFECT_CLIENT_MAX_RETRIES 5, a client that has connected
